@@ -1,0 +1,5 @@
+//! The `siftdb` command line.
+
+fn main() {
+    println!("siftdb {}", env!("CARGO_PKG_VERSION"));
+}

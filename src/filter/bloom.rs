@@ -1,0 +1,514 @@
+//! The cache-line-blocked Bloom filter: layout, probing, and the owned filter.
+//!
+//! Owns: how a 64-bit key hash becomes one 512-bit line and `k` bit
+//! positions inside it, and [`BloomFilter`], the mutable in-memory filter.
+//! Must never: return `false` for a key that was inserted; allocate a size it
+//! did not check first.
+//!
+//! Layout: the filter is an array of 64-byte lines. A key's hash `h` (xxh3,
+//! 64 bits) picks line `((h >> 32) · lines) >> 32` — multiply-shift, no
+//! division. The probes come from a 64-bit finaliser of `h` (so they are
+//! independent of the bits that chose the line), nine bits per probe, seven
+//! probes per 64-bit word, the word re-mixed when it runs out. A bit `b` of a
+//! line lives in byte `b / 8`, bit `b % 8` — equivalently bit `b % 64` of the
+//! little-endian word `b / 64` — so the bytes on disk are the bytes in memory.
+
+use crate::error::{Error, Result};
+use crate::filter::theory::{
+    self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY,
+};
+
+/// Bytes in one line.
+pub const LINE_BYTES: usize = 64;
+
+/// One cache line of filter bits, aligned so a probe touches one line of cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Line(pub [u8; LINE_BYTES]);
+
+impl Line {
+    /// A line with no bit set.
+    pub const EMPTY: Line = Line([0; LINE_BYTES]);
+}
+
+/// The hash siftdb filters are built from: xxh3-64 of the key with `seed`.
+#[inline]
+pub fn hash_key_seeded(key: &[u8], seed: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
+}
+
+/// The hash of `key` for seed 0, the seed every table filter uses; compute
+/// it once per lookup and ask every table's filter with `contains_hash`.
+#[inline]
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// A 64-bit finaliser (splitmix64's): every output bit depends on every input bit.
+#[inline]
+pub(crate) fn remix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The line a hash maps to, for a filter of `lines` lines (`1 ≤ lines ≤ 2^32`).
+#[inline]
+pub fn line_index(hash: u64, lines: u64) -> usize {
+    (((hash >> 32) * lines) >> 32) as usize
+}
+
+/// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
+#[inline]
+pub(crate) fn for_each_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
+    let mut word = remix(hash);
+    let mut left = 7;
+    for _ in 0..k {
+        if left == 0 {
+            word = remix(word ^ 0x9e37_79b9_7f4a_7c15);
+            left = 7;
+        }
+        visit((word & (LINE_BITS as u64 - 1)) as u32);
+        word >>= 9;
+        left -= 1;
+    }
+}
+
+/// The probe positions of a hash as a 512-bit mask (eight little-endian words).
+#[inline]
+pub fn probe_mask(hash: u64, k: u32) -> [u64; 8] {
+    let mut mask = [0u64; 8];
+    for_each_probe(hash, k, |bit| {
+        if let Some(word) = mask.get_mut((bit >> 6) as usize) {
+            *word |= 1 << (bit & 63);
+        }
+    });
+    mask
+}
+
+/// True when every bit of `mask` is set in `line`.
+#[inline]
+pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
+    let (words, _) = line.as_chunks::<8>();
+    let mut missing = 0u64;
+    for (word, want) in words.iter().zip(mask) {
+        missing |= want & !u64::from_le_bytes(*word);
+    }
+    missing == 0
+}
+
+/// Sets every bit of `mask` in `line`.
+#[inline]
+pub fn line_set(line: &mut [u8; LINE_BYTES], mask: &[u64; 8]) {
+    let (words, _) = line.as_chunks_mut::<8>();
+    for (word, add) in words.iter_mut().zip(mask) {
+        *word = (u64::from_le_bytes(*word) | add).to_le_bytes();
+    }
+}
+
+/// Set bits in a line.
+#[inline]
+pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
+    line.as_chunks::<8>()
+        .0
+        .iter()
+        .map(|w| u64::from_le_bytes(*w).count_ones())
+        .sum()
+}
+
+/// Estimated keys held by lines with the given set-bit counts: each line is a
+/// small Bloom filter of 512 bits, so n ≈ Σ −(512/k)·ln(1 − X/512)
+/// (Swamidass & Baldi 2007), summed per line so uneven lines are counted right.
+pub(crate) fn estimate_items(ones_per_line: impl Iterator<Item = u32>, k: u32) -> f64 {
+    let m = LINE_BITS as f64;
+    ones_per_line
+        .map(|x| {
+            // A full line says "at least this many"; cap it at half a bit short of full.
+            let fill = (x as f64).min(m - 0.5) / m;
+            -(m / k as f64) * (1.0 - fill).ln()
+        })
+        .sum()
+}
+
+/// Expected false-positive rate of lines with the given set-bit counts for a
+/// random absent key: the mean over lines of (X/512)^k.
+pub(crate) fn fp_rate_of_fill(ones_per_line: impl Iterator<Item = u32>, k: u32) -> f64 {
+    let (mut sum, mut lines) = (0.0, 0u64);
+    for x in ones_per_line {
+        sum += (x as f64 / LINE_BITS as f64).powi(k as i32);
+        lines += 1;
+    }
+    if lines == 0 {
+        1.0
+    } else {
+        sum / lines as f64
+    }
+}
+
+/// Lines needed for `items` keys at `bits_per_key`: ⌈items·bits/512⌉, at least one.
+pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
+    let lines = (items as f64 * bits_per_key / LINE_BITS as f64).ceil().max(1.0);
+    if lines > u32::MAX as f64 || lines * LINE_BYTES as f64 > isize::MAX as f64 {
+        return Err(Error::invalid(format!(
+            "a filter for {items} items at {bits_per_key} bits per key is too large"
+        )));
+    }
+    Ok(lines as u64)
+}
+
+/// Allocates `lines` empty lines, or `InvalidArgument` when memory is refused.
+pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
+    let count = usize::try_from(lines).map_err(|_| Error::invalid("filter too large"))?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(count).map_err(|_| {
+        Error::invalid(format!(
+            "cannot allocate {} bytes for a filter",
+            lines * LINE_BYTES as u64
+        ))
+    })?;
+    out.resize(count, Line::EMPTY);
+    Ok(out)
+}
+
+fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
+    if bits_per_key.is_finite()
+        && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key)
+    {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "bits per key must be within [{MIN_BITS_PER_KEY}, {MAX_BITS_PER_KEY}], got {bits_per_key}"
+        )))
+    }
+}
+
+/// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BloomFilter {
+    lines: Vec<Line>,
+    probes: u32,
+    seed: u64,
+}
+
+impl std::fmt::Debug for BloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BloomFilter")
+            .field("lines", &self.lines.len())
+            .field("probes", &self.probes)
+            .field("seed", &self.seed)
+            .finish()
+    }
+}
+
+impl BloomFilter {
+    /// A filter for `expected_items` keys with a false-positive rate of at
+    /// most `fp_rate` (by the blocked-layout theory) once they are inserted.
+    pub fn with_rate(expected_items: usize, fp_rate: f64) -> Result<BloomFilter> {
+        if !(fp_rate > 0.0 && fp_rate < 1.0) {
+            return Err(Error::invalid(format!(
+                "false-positive rate must be within (0, 1), got {fp_rate}"
+            )));
+        }
+        let bits = theory::bits_per_key_for_rate(fp_rate).ok_or_else(|| {
+            Error::invalid(format!(
+                "a blocked Bloom filter cannot reach a false-positive rate of {fp_rate}"
+            ))
+        })?;
+        BloomFilter::with_bits_per_key(expected_items, bits)
+    }
+
+    /// A filter of `bits_per_key × expected_items` bits (rounded up to whole
+    /// lines), with the probe count that minimises the blocked rate.
+    pub fn with_bits_per_key(expected_items: usize, bits_per_key: f64) -> Result<BloomFilter> {
+        check_bits_per_key(bits_per_key)?;
+        let lines = lines_for(expected_items, bits_per_key)?;
+        let (probes, _) = theory::best_probes(bits_per_key);
+        Ok(BloomFilter {
+            lines: allocate_lines(lines)?,
+            probes,
+            seed: 0,
+        })
+    }
+
+    /// A filter with an explicit geometry; `InvalidArgument` when impossible.
+    pub fn with_geometry(lines: u64, probes: u32, seed: u64) -> Result<BloomFilter> {
+        if lines == 0 || lines > u32::MAX as u64 || !(1..=MAX_PROBES).contains(&probes) {
+            return Err(Error::invalid(format!(
+                "impossible geometry: {lines} lines, {probes} probes"
+            )));
+        }
+        Ok(BloomFilter {
+            lines: allocate_lines(lines)?,
+            probes,
+            seed,
+        })
+    }
+
+    /// The same filter hashing keys with `seed` (only valid while empty).
+    pub fn with_seed(mut self, seed: u64) -> BloomFilter {
+        self.seed = seed;
+        self
+    }
+
+    pub(crate) fn from_parts(lines: Vec<Line>, probes: u32, seed: u64) -> BloomFilter {
+        BloomFilter {
+            lines,
+            probes,
+            seed,
+        }
+    }
+
+    /// The hash this filter uses for `key`.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        if self.seed == 0 {
+            hash_key(key)
+        } else {
+            hash_key_seeded(key, self.seed)
+        }
+    }
+
+    /// Adds a key.
+    #[inline]
+    pub fn insert(&mut self, key: &[u8]) {
+        self.insert_hash(self.hash(key));
+    }
+
+    /// Adds a key by its hash (see [`BloomFilter::hash`]).
+    #[inline]
+    pub fn insert_hash(&mut self, hash: u64) {
+        let index = line_index(hash, self.lines.len() as u64);
+        let mask = probe_mask(hash, self.probes);
+        if let Some(line) = self.lines.get_mut(index) {
+            line_set(&mut line.0, &mask);
+        }
+    }
+
+    /// False when `key` was certainly never inserted.
+    #[inline]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(self.hash(key))
+    }
+
+    /// False when no key with this hash was ever inserted.
+    #[inline]
+    pub fn contains_hash(&self, hash: u64) -> bool {
+        let index = line_index(hash, self.lines.len() as u64);
+        match self.lines.get(index) {
+            Some(line) => line_matches(&line.0, &probe_mask(hash, self.probes)),
+            None => true,
+        }
+    }
+
+    /// Memory used by the bits, in bits.
+    pub fn bits(&self) -> u64 {
+        self.lines.len() as u64 * LINE_BITS as u64
+    }
+
+    /// Number of 512-bit lines.
+    pub fn lines(&self) -> u64 {
+        self.lines.len() as u64
+    }
+
+    /// Probes per key.
+    pub fn hashes(&self) -> u32 {
+        self.probes
+    }
+
+    /// The hash seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Number of set bits.
+    pub fn ones(&self) -> u64 {
+        self.lines.iter().map(|l| line_ones(&l.0) as u64).sum()
+    }
+
+    /// Estimated number of distinct keys inserted, from the fill of each line.
+    pub fn estimated_items(&self) -> f64 {
+        estimate_items(self.lines.iter().map(|l| line_ones(&l.0)), self.probes)
+    }
+
+    /// The false-positive rate this filter has now, for a random absent key.
+    pub fn current_fp_rate(&self) -> f64 {
+        fp_rate_of_fill(self.lines.iter().map(|l| line_ones(&l.0)), self.probes)
+    }
+
+    /// The theoretical rate for this filter's size and probe count once
+    /// holding `items` keys (blocked layout).
+    pub fn expected_fp_rate(&self, items: usize) -> f64 {
+        if items == 0 {
+            return 0.0;
+        }
+        theory::blocked_fp_rate(self.bits() as f64 / items as f64, self.probes)
+    }
+
+    fn check_same_geometry(&self, other: &BloomFilter) -> Result<()> {
+        if self.lines.len() != other.lines.len()
+            || self.probes != other.probes
+            || self.seed != other.seed
+        {
+            return Err(Error::invalid(format!(
+                "filters differ in geometry: {} lines/{} probes/seed {} vs {} lines/{} probes/seed {}",
+                self.lines.len(),
+                self.probes,
+                self.seed,
+                other.lines.len(),
+                other.probes,
+                other.seed
+            )));
+        }
+        Ok(())
+    }
+
+    /// Adds every key of `other` (bitwise OR); the result is exactly the
+    /// filter of the union. `InvalidArgument` when geometry or seed differ.
+    pub fn union_with(&mut self, other: &BloomFilter) -> Result<()> {
+        self.check_same_geometry(other)?;
+        for (mine, theirs) in self.lines.iter_mut().zip(&other.lines) {
+            for (a, b) in mine.0.iter_mut().zip(&theirs.0) {
+                *a |= b;
+            }
+        }
+        Ok(())
+    }
+
+    /// Estimated size of the intersection of the two key sets,
+    /// |A| + |B| − |A ∪ B| (bitwise AND would over-approximate it).
+    pub fn estimated_intersection(&self, other: &BloomFilter) -> Result<f64> {
+        let mut union = self.clone();
+        union.union_with(other)?;
+        let estimate = self.estimated_items() + other.estimated_items() - union.estimated_items();
+        Ok(estimate.max(0.0))
+    }
+
+    /// The lines, for encoding.
+    pub(crate) fn raw_lines(&self) -> &[Line] {
+        &self.lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(j: u64) -> Vec<u8> {
+        format!("k{j:015}").into_bytes()
+    }
+
+    #[test]
+    fn inserted_keys_are_always_found() {
+        let mut f = BloomFilter::with_bits_per_key(10_000, 10.0).unwrap();
+        for j in 0..10_000 {
+            f.insert(&key(j));
+        }
+        assert!((0..10_000).all(|j| f.contains(&key(j))));
+    }
+
+    #[test]
+    fn probes_stay_inside_the_line_and_differ_between_keys() {
+        let a = probe_mask(hash_key(b"a"), 7);
+        let b = probe_mask(hash_key(b"b"), 7);
+        assert_ne!(a, b);
+        let ones: u32 = a.iter().map(|w| w.count_ones()).sum();
+        assert!((1..=7).contains(&ones));
+        for k in [1, 7, 8, 14, 15, 32] {
+            let m = probe_mask(hash_key(b"x"), k);
+            let ones: u32 = m.iter().map(|w| w.count_ones()).sum();
+            assert!(ones >= 1 && ones <= k, "k={k} ones={ones}");
+        }
+    }
+
+    #[test]
+    fn line_index_covers_the_range_without_division() {
+        assert_eq!(line_index(0, 10), 0);
+        assert_eq!(line_index(u64::MAX, 10), 9);
+        assert_eq!(line_index(u64::MAX, 1), 0);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        for bpk in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.4, 129.0] {
+            assert!(matches!(
+                BloomFilter::with_bits_per_key(10, bpk),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        for p in [0.0, 1.0, -0.5, f64::NAN, 2.0, 1e-300] {
+            assert!(matches!(
+                BloomFilter::with_rate(10, p),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        assert!(matches!(
+            BloomFilter::with_bits_per_key(usize::MAX, 100.0),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(BloomFilter::with_geometry(0, 3, 0).is_err());
+        assert!(BloomFilter::with_geometry(1, 0, 0).is_err());
+        assert!(BloomFilter::with_geometry(1, 33, 0).is_err());
+    }
+
+    #[test]
+    fn fractional_bits_per_key_are_honoured() {
+        let n = 100_000;
+        let a = BloomFilter::with_bits_per_key(n, 9.0).unwrap().bits();
+        let b = BloomFilter::with_bits_per_key(n, 9.5).unwrap().bits();
+        let c = BloomFilter::with_bits_per_key(n, 10.0).unwrap().bits();
+        assert!(a < b && b < c, "{a} {b} {c}");
+        assert!(b <= (9.5 * n as f64) as u64 + 512);
+    }
+
+    #[test]
+    fn union_is_exact_and_checks_geometry() {
+        let mut a = BloomFilter::with_bits_per_key(1000, 10.0).unwrap();
+        let mut b = a.clone();
+        let mut both = a.clone();
+        for j in 0..1000 {
+            if j % 2 == 0 {
+                a.insert(&key(j))
+            } else {
+                b.insert(&key(j))
+            }
+            both.insert(&key(j));
+        }
+        let mut u = a.clone();
+        u.union_with(&b).unwrap();
+        assert_eq!(u, both);
+        let other = BloomFilter::with_bits_per_key(2000, 10.0).unwrap();
+        assert!(u.union_with(&other).is_err());
+        let seeded = BloomFilter::with_bits_per_key(1000, 10.0)
+            .unwrap()
+            .with_seed(9);
+        assert!(u.union_with(&seeded).is_err());
+    }
+
+    #[test]
+    fn intersection_estimate_is_close() {
+        let mut a = BloomFilter::with_bits_per_key(20_000, 10.0).unwrap();
+        let mut b = a.clone();
+        for j in 0..10_000 {
+            a.insert(&key(j));
+        }
+        for j in 5_000..15_000 {
+            b.insert(&key(j));
+        }
+        let est = a.estimated_intersection(&b).unwrap();
+        assert!((est - 5000.0).abs() < 500.0, "{est}");
+    }
+
+    #[test]
+    fn seeded_filters_hash_differently() {
+        let f = BloomFilter::with_bits_per_key(10, 10.0)
+            .unwrap()
+            .with_seed(1);
+        assert_ne!(f.hash(b"k"), hash_key(b"k"));
+        assert_eq!(
+            BloomFilter::with_bits_per_key(10, 10.0)
+                .unwrap()
+                .hash(b"k"),
+            hash_key(b"k")
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! Bloom filters, usable on their own and inside every siftdb table.
+//!
+//! Owns: the blocked [`BloomFilter`], its encoded [`FilterView`], the
+//! [`CountingBloomFilter`] that can remove, and the [`ScalableBloomFilter`]
+//! for an unknown number of items.
+//! Must never: answer "absent" for a key that was inserted.
+//!
+//! ```
+//! use siftdb::filter::BloomFilter;
+//! let mut f = BloomFilter::with_rate(1000, 0.01)?;
+//! f.insert(b"apple");
+//! assert!(f.contains(b"apple"));
+//! let bytes = f.encode();
+//! assert_eq!(BloomFilter::decode(&bytes)?, f);
+//! # Ok::<(), siftdb::Error>(())
+//! ```
+
+pub mod block;
+pub mod bloom;
+pub mod theory;
+
+pub use block::{FilterHeader, FilterView};
+pub use bloom::{hash_key, hash_key_seeded, BloomFilter};

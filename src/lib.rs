@@ -1,0 +1,22 @@
+//! # siftdb
+//!
+//! An embedded key-value store built as an LSM tree whose read path is built
+//! around one idea: every sorted table carries a cache-line-blocked Bloom
+//! filter, written beside its data, and a `get` asks that filter first, so a
+//! table that cannot hold the key costs no disk read.
+//!
+//! The filter is also a library of its own: see [`filter`].
+//!
+//! Data flows one way on the read path: database → version → table →
+//! filter → block, never back up.
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod error;
+pub mod filter;
+pub mod fs;
+pub mod key;
+pub mod options;
+
+pub use error::{Error, Result};
+pub use options::Options;
