@@ -7,16 +7,15 @@
 //!
 //! Layout: the filter is an array of 64-byte lines. A key's hash `h` (xxh3,
 //! 64 bits) picks line `((h >> 32) · lines) >> 32` — multiply-shift, no
-//! division. The probes come from a 64-bit finaliser of `h` (so they are
-//! independent of the bits that chose the line), nine bits per probe, seven
-//! probes per 64-bit word, the word re-mixed when it runs out. A bit `b` of a
+//! division. The probes come from splitmix64 seeded with `h` (each output is a finaliser
+//! of the whole hash, so independent of the bits that chose the line): nine
+//! bits per probe, seven probes per 64-bit output, the next output when one
+//! runs out. A bit `b` of a
 //! line lives in byte `b / 8`, bit `b % 8` — equivalently bit `b % 64` of the
 //! little-endian word `b / 64` — so the bytes on disk are the bytes in memory.
 
 use crate::error::{Error, Result};
-use crate::filter::theory::{
-    self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY,
-};
+use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Bytes in one line.
 pub const LINE_BYTES: usize = 64;
@@ -61,11 +60,14 @@ pub fn line_index(hash: u64, lines: u64) -> usize {
 /// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
 #[inline]
 pub(crate) fn for_each_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
-    let mut word = remix(hash);
+    // Successive words are splitmix64 outputs seeded with the hash.
+    let mut state = hash;
+    let mut word = remix(state);
     let mut left = 7;
     for _ in 0..k {
         if left == 0 {
-            word = remix(word ^ 0x9e37_79b9_7f4a_7c15);
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            word = remix(state);
             left = 7;
         }
         visit((word & (LINE_BITS as u64 - 1)) as u32);
@@ -147,7 +149,9 @@ pub(crate) fn fp_rate_of_fill(ones_per_line: impl Iterator<Item = u32>, k: u32) 
 
 /// Lines needed for `items` keys at `bits_per_key`: ⌈items·bits/512⌉, at least one.
 pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
-    let lines = (items as f64 * bits_per_key / LINE_BITS as f64).ceil().max(1.0);
+    let lines = (items as f64 * bits_per_key / LINE_BITS as f64)
+        .ceil()
+        .max(1.0);
     if lines > u32::MAX as f64 || lines * LINE_BYTES as f64 > isize::MAX as f64 {
         return Err(Error::invalid(format!(
             "a filter for {items} items at {bits_per_key} bits per key is too large"
@@ -171,9 +175,7 @@ pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
 }
 
 fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
-    if bits_per_key.is_finite()
-        && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key)
-    {
+    if bits_per_key.is_finite() && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
@@ -505,9 +507,7 @@ mod tests {
             .with_seed(1);
         assert_ne!(f.hash(b"k"), hash_key(b"k"));
         assert_eq!(
-            BloomFilter::with_bits_per_key(10, 10.0)
-                .unwrap()
-                .hash(b"k"),
+            BloomFilter::with_bits_per_key(10, 10.0).unwrap().hash(b"k"),
             hash_key(b"k")
         );
     }
