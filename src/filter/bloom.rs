@@ -162,19 +162,37 @@ pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
 
 /// Allocates `lines` empty lines, or `InvalidArgument` when memory is refused.
 pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
-    let count = usize::try_from(lines).map_err(|_| Error::invalid("filter too large"))?;
+    allocate_filled(lines, Line::EMPTY)
+}
+
+/// Allocates `count` copies of `empty` (one per line of some filter), or
+/// `InvalidArgument` when memory is refused.
+pub(crate) fn allocate_filled<T: Copy>(count: u64, empty: T) -> Result<Vec<T>> {
+    let bytes = count.saturating_mul(std::mem::size_of::<T>() as u64);
+    let count = usize::try_from(count).map_err(|_| Error::invalid("filter too large"))?;
     let mut out = Vec::new();
-    out.try_reserve_exact(count).map_err(|_| {
-        Error::invalid(format!(
-            "cannot allocate {} bytes for a filter",
-            lines * LINE_BYTES as u64
-        ))
-    })?;
-    out.resize(count, Line::EMPTY);
+    out.try_reserve_exact(count)
+        .map_err(|_| Error::invalid(format!("cannot allocate {bytes} bytes for a filter")))?;
+    out.resize(count, empty);
     Ok(out)
 }
 
-fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
+/// The bits per key a filter needs for `fp_rate`, or `InvalidArgument` when
+/// the rate is outside (0, 1) or finer than any blocked filter reaches.
+pub(crate) fn bits_per_key_for_rate(fp_rate: f64) -> Result<f64> {
+    if !(fp_rate > 0.0 && fp_rate < 1.0) {
+        return Err(Error::invalid(format!(
+            "false-positive rate must be within (0, 1), got {fp_rate}"
+        )));
+    }
+    theory::bits_per_key_for_rate(fp_rate).ok_or_else(|| {
+        Error::invalid(format!(
+            "a blocked Bloom filter cannot reach a false-positive rate of {fp_rate}"
+        ))
+    })
+}
+
+pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
     if bits_per_key.is_finite() && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
         Ok(())
     } else {
@@ -206,16 +224,7 @@ impl BloomFilter {
     /// A filter for `expected_items` keys with a false-positive rate of at
     /// most `fp_rate` (by the blocked-layout theory) once they are inserted.
     pub fn with_rate(expected_items: usize, fp_rate: f64) -> Result<BloomFilter> {
-        if !(fp_rate > 0.0 && fp_rate < 1.0) {
-            return Err(Error::invalid(format!(
-                "false-positive rate must be within (0, 1), got {fp_rate}"
-            )));
-        }
-        let bits = theory::bits_per_key_for_rate(fp_rate).ok_or_else(|| {
-            Error::invalid(format!(
-                "a blocked Bloom filter cannot reach a false-positive rate of {fp_rate}"
-            ))
-        })?;
+        let bits = bits_per_key_for_rate(fp_rate)?;
         BloomFilter::with_bits_per_key(expected_items, bits)
     }
 
