@@ -18,8 +18,10 @@
 pub mod block;
 pub mod bloom;
 pub mod counting;
+pub mod scalable;
 pub mod theory;
 
 pub use block::{FilterHeader, FilterView};
 pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;
+pub use scalable::ScalableBloomFilter;
