@@ -469,6 +469,11 @@ mod tests {
         assert_eq!(fp_c, fp_b);
         let rate = fp_c as f64 / n as f64;
         let theory = theory::blocked_fp_rate(10.0, c.hashes());
+        println!(
+            "10 counters/key, k={}: counting {fp_c}/{n}, bloom {fp_b}/{n}, theory {:.4}%",
+            c.hashes(),
+            theory * 100.0
+        );
         assert!((rate / theory - 1.0).abs() < 0.15, "{rate} vs {theory}");
     }
 
@@ -497,6 +502,7 @@ mod tests {
         }
         let measured = f.saturated_counters() as f64 / f.counters() as f64;
         let predicted = counter_tail_probability(1.0, 8, COUNTER_MAX as u64);
+        println!("share of counters at 15: measured {measured:.5}, predicted {predicted:.5}");
         assert!(predicted > 0.005, "{predicted}");
         assert!(
             (measured / predicted - 1.0).abs() < 0.2,
