@@ -128,10 +128,12 @@ fn version_seed(j: u64, v: u64) -> u64 {
 fn value_from_seed(seed: u64) -> [u8; VALUE_LEN] {
     let mut rng = SplitMix64::new(seed);
     let mut out = [0u8; VALUE_LEN];
-    for chunk in out.chunks_mut(8) {
-        let word = rng.next().to_le_bytes();
-        chunk.copy_from_slice(&word[..chunk.len()]);
+    let (words, tail) = out.as_chunks_mut::<8>();
+    for word in words {
+        *word = rng.next().to_le_bytes();
     }
+    let last = rng.next().to_le_bytes();
+    tail.copy_from_slice(&last[..tail.len()]);
     out
 }
 

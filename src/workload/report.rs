@@ -243,10 +243,11 @@ impl PhaseReport {
                 } else {
                     String::new()
                 };
+                let sign = if c.delta < 0 { '-' } else { '+' };
+                let delta = format!("{sign}{}", group_digits(c.delta.unsigned_abs()));
                 let _ = writeln!(
                     s,
-                    "    {name:<28} {:>+14}  {per_op:>12}   now {}",
-                    c.delta,
+                    "    {name:<28} {delta:>14}  {per_op:>12}   now {}",
                     group_digits(c.end)
                 );
             }
@@ -355,6 +356,7 @@ mod tests {
         assert!(human.contains("2,000 ops/s"), "{human}");
         assert!(human.contains("p50 1.50 µs"), "{human}");
         assert!(human.contains("1.000/op"), "{human}");
+        assert!(human.contains("+1,000") && human.contains("-2 "), "{human}");
     }
 
     #[test]
