@@ -45,7 +45,11 @@ pub trait Engine: Sync {
     fn flush_and_wait(&self) -> Result<(), String>;
 
     /// The engine's own counters, if it keeps any. Called only outside
-    /// timed sections, before and after each phase.
+    /// timed sections, before and after each phase; reports show each
+    /// counter's change, that change per operation (so a running total of
+    /// tables consulted reads as tables consulted per get), and its end value.
+    /// siftdb's: filter probes, reads the filter skipped, filter false
+    /// positives, data blocks read, tables consulted, tables per level.
     fn counters(&self) -> Option<Counters> {
         None
     }

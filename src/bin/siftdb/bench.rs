@@ -171,7 +171,7 @@ impl Bar {
     fn new(phase: Phase, ops: u64) -> Self {
         let bar = ProgressBar::new(ops).with_prefix(phase.name());
         let style = ProgressStyle::with_template(
-            "{prefix:>12} [{bar:40}] {human_pos}/{human_len} {per_sec:>14} eta {eta} {msg}",
+            "{prefix:>12} [{wide_bar}] {human_pos}/{human_len} eta {eta} {msg}",
         )
         .map(|s| s.progress_chars("=> "));
         if let Ok(style) = style {
