@@ -1,5 +1,45 @@
 //! The `siftdb` command line.
+//!
+//! Owns: argument parsing and dispatch to one module per subcommand
+//! (`bench.rs` for `siftdb bench`; `inspect`, `verify`, `get`, `put` and
+//! `scan` get a module each beside it), and turning an error into one line
+//! on stderr and an exit code.
+//! Must never: panic on bad input or a failed operation — every failure is
+//! a message and a non-zero exit code.
 
-fn main() {
-    println!("siftdb {}", env!("CARGO_PKG_VERSION"));
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// siftdb: an embedded LSM key-value store whose reads ask a Bloom filter first.
+#[derive(Parser, Debug)]
+#[command(name = "siftdb", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the benchmark workloads (WORKLOADS.md) and check every answer.
+    Bench(bench::BenchArgs),
+}
+
+/// Exit code for a command that could not run (bad arguments, I/O).
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Bench(args) => bench::run(&args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("siftdb: error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
 }

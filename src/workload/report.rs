@@ -1,0 +1,414 @@
+//! What a phase measured, as JSON and as a human table.
+//!
+//! Owns: [`PhaseReport`], its JSON object (one per phase, the
+//! machine-readable result) and its human rendering, plus
+//! [`ErrorLog`] and the counter changes.
+//! Must never: show a throughput or a latency for a phase that failed a
+//! check — a wrong answer is an error, not a number.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::engine::Counters;
+use super::latency::Latency;
+use super::phase::Phase;
+
+/// Error messages a report keeps; the rest are only counted.
+pub const MAX_ERROR_SAMPLES: usize = 10;
+
+/// Failed operations of a phase: how many, and the first few messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorLog {
+    /// Operations that failed a check or returned an engine error.
+    pub count: u64,
+    /// The first [`MAX_ERROR_SAMPLES`] messages, in the order seen.
+    pub samples: Vec<String>,
+}
+
+impl ErrorLog {
+    /// Records one failure.
+    pub fn record(&mut self, message: String) {
+        self.count += 1;
+        if self.samples.len() < MAX_ERROR_SAMPLES {
+            self.samples.push(message);
+        }
+    }
+
+    /// Adds another worker's failures after this one's.
+    pub fn merge(&mut self, other: ErrorLog) {
+        self.count += other.count;
+        let room = MAX_ERROR_SAMPLES.saturating_sub(self.samples.len());
+        self.samples.extend(other.samples.into_iter().take(room));
+    }
+
+    /// True when nothing failed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// How one engine counter moved over a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterChange {
+    /// End value minus start value (negative for a gauge that fell).
+    pub delta: i64,
+    /// The value when the phase ended.
+    pub end: u64,
+}
+
+/// Counter changes between two snapshots; a counter missing from `before`
+/// started at 0.
+pub fn counter_changes(before: &Counters, after: &Counters) -> BTreeMap<String, CounterChange> {
+    after
+        .iter()
+        .map(|(name, &end)| {
+            let start = before.get(name).copied().unwrap_or(0);
+            let delta = i64::try_from(i128::from(end) - i128::from(start)).unwrap_or(i64::MAX);
+            (name.clone(), CounterChange { delta, end })
+        })
+        .collect()
+}
+
+/// The outcome of one phase on one engine.
+#[derive(Clone, Debug)]
+pub struct PhaseReport {
+    /// Which phase.
+    pub phase: Phase,
+    /// The engine's name.
+    pub engine: String,
+    /// The engine's non-default settings.
+    pub settings: Vec<(String, String)>,
+    /// Number of present keys.
+    pub n: u64,
+    /// Operations performed (scans count one each).
+    pub ops: u64,
+    /// Threads that shared the operations.
+    pub threads: usize,
+    /// Wall time of the whole phase; for fillrandom it includes the final
+    /// flush and the wait for compactions.
+    pub elapsed: Duration,
+    /// fillrandom only: the wall time of the puts alone.
+    pub puts_elapsed: Option<Duration>,
+    /// Percentiles over the sampled operations (none without samples).
+    pub latency: Option<Latency>,
+    /// Failed operations.
+    pub errors: ErrorLog,
+    /// The engine's counters over the phase, if it keeps any.
+    pub counters: Option<BTreeMap<String, CounterChange>>,
+}
+
+fn per_second(ops: u64, time: Duration) -> Option<f64> {
+    let secs = time.as_secs_f64();
+    (secs > 0.0).then(|| ops as f64 / secs)
+}
+
+impl PhaseReport {
+    /// True when every check passed.
+    pub fn passed(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// Operations per second over the whole phase; `None` when it failed.
+    pub fn ops_per_sec(&self) -> Option<f64> {
+        if !self.passed() {
+            return None;
+        }
+        per_second(self.ops, self.elapsed)
+    }
+
+    /// fillrandom only: puts per second, the final flush excluded.
+    pub fn puts_ops_per_sec(&self) -> Option<f64> {
+        if !self.passed() {
+            return None;
+        }
+        per_second(self.ops, self.puts_elapsed?)
+    }
+
+    /// The report as one JSON object. A failed phase carries its errors and
+    /// no figure: no throughput, no latency, no counters.
+    pub fn to_json(&self) -> Value {
+        let settings: serde_json::Map<String, Value> = self
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut out = json!({
+            "phase": self.phase.name(),
+            "engine": self.engine,
+            "settings": settings,
+            "n": self.n,
+            "ops": self.ops,
+            "threads": self.threads,
+            "passed": self.passed(),
+            "errors": self.errors.count,
+        });
+        let Some(object) = out.as_object_mut() else {
+            return out;
+        };
+        if !self.passed() {
+            object.insert("error_samples".into(), json!(self.errors.samples));
+            return out;
+        }
+        object.insert("seconds".into(), json!(self.elapsed.as_secs_f64()));
+        object.insert("ops_per_sec".into(), json!(self.ops_per_sec()));
+        if let Some(puts) = self.puts_elapsed {
+            object.insert("puts_seconds".into(), json!(puts.as_secs_f64()));
+            object.insert("puts_ops_per_sec".into(), json!(self.puts_ops_per_sec()));
+        }
+        object.insert(
+            "latency_samples".into(),
+            json!(self.latency.map_or(0, |l| l.samples)),
+        );
+        object.insert("p50_us".into(), json!(self.latency.map(|l| l.p50_us())));
+        object.insert("p99_us".into(), json!(self.latency.map(|l| l.p99_us())));
+        if let Some(counters) = &self.counters {
+            let deltas: serde_json::Map<String, Value> = counters
+                .iter()
+                .map(|(k, c)| (k.clone(), json!(c.delta)))
+                .collect();
+            let ends: serde_json::Map<String, Value> = counters
+                .iter()
+                .map(|(k, c)| (k.clone(), json!(c.end)))
+                .collect();
+            object.insert("counters".into(), Value::Object(deltas));
+            object.insert("counters_end".into(), Value::Object(ends));
+        }
+        out
+    }
+
+    /// A few lines for a person: the figures (or the errors), then the
+    /// counters with their change per operation.
+    pub fn to_human(&self) -> String {
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "{:<12} {} {} ops, {} thread{}",
+            self.phase.name(),
+            self.engine,
+            group_digits(self.ops),
+            self.threads,
+            if self.threads == 1 { "" } else { "s" }
+        );
+        if !self.passed() {
+            let _ = writeln!(s, ": FAILED, {} errors", group_digits(self.errors.count));
+            for message in &self.errors.samples {
+                let _ = writeln!(s, "    {message}");
+            }
+            if self.errors.count > self.errors.samples.len() as u64 {
+                let _ = writeln!(
+                    s,
+                    "    ... and {} more",
+                    group_digits(self.errors.count - self.errors.samples.len() as u64)
+                );
+            }
+            return s;
+        }
+        let _ = writeln!(s);
+        let _ = write!(
+            s,
+            "    {:>14} ops/s   {:.3} s",
+            fmt_rate(self.ops_per_sec()),
+            self.elapsed.as_secs_f64()
+        );
+        if let Some(puts) = self.puts_elapsed {
+            let _ = write!(
+                s,
+                "   (puts alone: {} ops/s, {:.3} s)",
+                fmt_rate(self.puts_ops_per_sec()),
+                puts.as_secs_f64()
+            );
+        }
+        let _ = writeln!(s);
+        match self.latency {
+            Some(l) => {
+                let _ = writeln!(
+                    s,
+                    "    p50 {:.2} µs   p99 {:.2} µs   ({} samples)",
+                    l.p50_us(),
+                    l.p99_us(),
+                    group_digits(l.samples)
+                );
+            }
+            None => {
+                let _ = writeln!(s, "    no latency samples");
+            }
+        }
+        if let Some(counters) = &self.counters {
+            for (name, c) in counters {
+                let per_op = if self.ops > 0 {
+                    format!("{:.3}/op", c.delta as f64 / self.ops as f64)
+                } else {
+                    String::new()
+                };
+                let sign = if c.delta < 0 { '-' } else { '+' };
+                let delta = format!("{sign}{}", group_digits(c.delta.unsigned_abs()));
+                let _ = writeln!(
+                    s,
+                    "    {name:<28} {delta:>14}  {per_op:>12}   now {}",
+                    group_digits(c.end)
+                );
+            }
+        }
+        s
+    }
+}
+
+/// One line per phase: ops/s, p50, p99, and the verdict.
+pub fn summary_table(reports: &[PhaseReport]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:<10} {:>14} {:>10} {:>10}  result",
+        "phase", "engine", "ops/s", "p50 µs", "p99 µs"
+    );
+    for r in reports {
+        let (p50, p99) = match (r.passed(), r.latency) {
+            (true, Some(l)) => (format!("{:.2}", l.p50_us()), format!("{:.2}", l.p99_us())),
+            _ => ("-".to_string(), "-".to_string()),
+        };
+        let verdict = if r.passed() {
+            "ok".to_string()
+        } else {
+            format!("FAILED ({} errors)", group_digits(r.errors.count))
+        };
+        let _ = writeln!(
+            s,
+            "{:<12} {:<10} {:>14} {:>10} {:>10}  {verdict}",
+            r.phase.name(),
+            r.engine,
+            fmt_rate(r.ops_per_sec()),
+            p50,
+            p99
+        );
+    }
+    s
+}
+
+fn fmt_rate(rate: Option<f64>) -> String {
+    match rate {
+        Some(r) if r.is_finite() => group_digits(r.round() as u64),
+        _ => "-".to_string(),
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn report(errors: ErrorLog) -> PhaseReport {
+        PhaseReport {
+            phase: Phase::FillRandom,
+            engine: "memory".into(),
+            settings: vec![("bloom_bits_per_key".into(), "12".into())],
+            n: 1000,
+            ops: 1000,
+            threads: 1,
+            elapsed: Duration::from_millis(500),
+            puts_elapsed: Some(Duration::from_millis(250)),
+            latency: Some(Latency {
+                samples: 125,
+                p50_ns: 1500,
+                p99_ns: 9000,
+            }),
+            errors,
+            counters: Some(counter_changes(
+                &Counters::from([("puts".into(), 10), ("tables".into(), 5)]),
+                &Counters::from([("puts".into(), 1010), ("tables".into(), 3)]),
+            )),
+        }
+    }
+
+    #[test]
+    fn a_passing_report_carries_its_figures() {
+        let r = report(ErrorLog::default());
+        assert_eq!(r.ops_per_sec(), Some(2000.0));
+        assert_eq!(r.puts_ops_per_sec(), Some(4000.0));
+        let j = r.to_json();
+        assert_eq!(j["phase"], "fillrandom");
+        assert_eq!(j["passed"], true);
+        assert_eq!(j["errors"], 0);
+        assert_eq!(j["ops_per_sec"], 2000.0);
+        assert_eq!(j["puts_ops_per_sec"], 4000.0);
+        assert_eq!(j["p50_us"], 1.5);
+        assert_eq!(j["p99_us"], 9.0);
+        assert_eq!(j["counters"]["puts"], 1000);
+        assert_eq!(j["counters"]["tables"], -2);
+        assert_eq!(j["counters_end"]["tables"], 3);
+        assert_eq!(j["settings"]["bloom_bits_per_key"], "12");
+        let human = r.to_human();
+        assert!(human.contains("2,000 ops/s"), "{human}");
+        assert!(human.contains("p50 1.50 µs"), "{human}");
+        assert!(human.contains("1.000/op"), "{human}");
+        assert!(human.contains("+1,000") && human.contains("-2 "), "{human}");
+    }
+
+    #[test]
+    fn a_failed_report_carries_errors_and_no_figures() {
+        let mut errors = ErrorLog::default();
+        for i in 0..25 {
+            errors.record(format!("error {i}"));
+        }
+        let r = report(errors);
+        assert!(!r.passed());
+        assert_eq!(r.ops_per_sec(), None);
+        assert_eq!(r.puts_ops_per_sec(), None);
+        let j = r.to_json();
+        assert_eq!(j["passed"], false);
+        assert_eq!(j["errors"], 25);
+        assert_eq!(
+            j["error_samples"].as_array().unwrap().len(),
+            MAX_ERROR_SAMPLES
+        );
+        for absent in ["ops_per_sec", "p50_us", "p99_us", "seconds", "counters"] {
+            assert!(j.get(absent).is_none(), "{absent} in {j}");
+        }
+        let human = r.to_human();
+        assert!(
+            human.contains("FAILED, 25 errors") && human.contains("15 more"),
+            "{human}"
+        );
+        assert!(!human.contains("ops/s"), "{human}");
+        let table = summary_table(&[r]);
+        assert!(table.contains("FAILED (25 errors)"), "{table}");
+    }
+
+    #[test]
+    fn error_logs_merge_in_order_and_keep_counting() {
+        let mut a = ErrorLog::default();
+        let mut b = ErrorLog::default();
+        for i in 0..8 {
+            a.record(format!("a{i}"));
+            b.record(format!("b{i}"));
+        }
+        a.merge(b);
+        assert_eq!(a.count, 16);
+        assert_eq!(a.samples.len(), MAX_ERROR_SAMPLES);
+        assert_eq!(a.samples[7], "a7");
+        assert_eq!(a.samples[8], "b0");
+    }
+
+    #[test]
+    fn digits_are_grouped_by_thousands() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
+        assert_eq!(group_digits(1_234_567), "1,234,567");
+    }
+}

@@ -1,0 +1,176 @@
+//! `siftdb bench` end to end: the built binary, its JSON file, exit codes
+//! and one-line errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn siftdb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_siftdb"))
+        .args(args)
+        .output()
+        .expect("the siftdb binary runs")
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn bench_runs_every_phase_and_writes_one_json_object_per_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let reports = json_lines(&json);
+    let phases: Vec<&str> = reports
+        .iter()
+        .map(|r| r["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "fillrandom",
+            "readrandom",
+            "readmissing",
+            "readhot",
+            "seekrandom",
+            "mixed"
+        ]
+    );
+    for r in &reports {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert_eq!(r["passed"], true, "{r}");
+        assert_eq!(r["engine"], "memory");
+        assert_eq!(r["n"], 2000);
+        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["p50_us"].as_f64().unwrap() <= r["p99_us"].as_f64().unwrap(),
+            "{r}"
+        );
+        assert!(r["counters"].is_object(), "{r}");
+    }
+    assert_eq!(reports[4]["ops"], 200);
+    assert!(reports[0]["puts_ops_per_sec"].as_f64().unwrap() > 0.0);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("mixed") && stdout.contains("ok"),
+        "{stdout}"
+    );
+    // stderr is not a terminal here: no progress bar.
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_phase_that_fails_its_checks_exits_non_zero_and_reports_no_figures() {
+    // Nothing loaded: every get of a present key misses.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "100",
+        "--phases",
+        "readrandom,readmissing",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let reports = json_lines(&json);
+    assert_eq!(reports[0]["phase"], "readrandom");
+    assert_eq!(reports[0]["passed"], false);
+    assert_eq!(reports[0]["errors"], 100);
+    assert!(reports[0].get("ops_per_sec").is_none());
+    assert_eq!(reports[1]["passed"], true);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("FAILED"), "{stdout}");
+    assert!(stdout.contains("found nothing"), "{stdout}");
+    assert!(!text(&out.stderr).contains("panicked"));
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors_not_panics() {
+    let cases: &[&[&str]] = &[
+        &[
+            "bench",
+            "--engine",
+            "memory",
+            "--phases",
+            "mixed,readrandom",
+        ],
+        &["bench", "--engine", "memory", "--phases", "readall"],
+        &["bench", "--engine", "nosuchengine", "--n", "10"],
+        &["bench", "--engine", "memory", "--n", "0"],
+        &["bench", "--engine", "memory", "--threads", "0"],
+    ];
+    for args in cases {
+        let out = siftdb(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+    }
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--phases",
+        "mixed,readrandom",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("readrandom comes after mixed"), "{stderr}");
+}
+
+#[test]
+fn a_given_directory_must_be_empty_and_is_left_in_place() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("db");
+    let args = ["bench", "--engine", "memory", "--n", "50", "--dir"];
+    let out = siftdb(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.is_dir());
+    std::fs::write(dir.join("leftover"), b"x").unwrap();
+    let out = siftdb(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn keep_leaves_the_temporary_directory_and_prints_it() {
+    let out = siftdb(&["bench", "--engine", "memory", "--n", "50", "--keep"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let kept = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("database directory: "))
+        .unwrap_or_else(|| panic!("no kept directory in {stdout}"));
+    assert!(Path::new(kept).is_dir());
+    std::fs::remove_dir_all(kept).unwrap();
+}
