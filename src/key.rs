@@ -132,6 +132,7 @@ pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
 

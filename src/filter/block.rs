@@ -218,9 +218,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 
     /// Set bits in each line, for statistics.
     pub fn ones_per_line(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lines()
-            .iter()
-            .map(|l| crate::filter::bloom::line_ones(l))
+        self.lines().iter().map(crate::filter::bloom::line_ones)
     }
 
     /// Estimated number of distinct keys, from the fill.
