@@ -11,12 +11,18 @@
 //! filter → block, never back up.
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod codec;
 pub mod error;
+pub mod filename;
 pub mod filter;
 pub mod fs;
 pub mod key;
+pub mod manifest;
+pub mod memtable;
 pub mod options;
+pub mod wal;
 
+pub use batch::WriteBatch;
 pub use error::{Error, Result};
 pub use options::Options;
