@@ -17,6 +17,8 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod key;
 pub mod manifest;
 pub mod memtable;
