@@ -11,13 +11,21 @@
 //! filter → block, never back up.
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod codec;
 pub mod error;
+pub mod filename;
 pub mod filter;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod key;
+pub mod manifest;
+pub mod memtable;
 pub mod options;
+pub mod wal;
 pub mod workload;
 
+pub use batch::WriteBatch;
 pub use error::{Error, Result};
 pub use options::Options;

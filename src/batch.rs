@@ -1,0 +1,445 @@
+//! The write batch: a group of puts and deletes applied atomically, and its
+//! encoding as the payload of one write-ahead-log record.
+//!
+//! Owns: [`WriteBatch`] (the public type applications fill), the batch
+//! payload layout documented in `docs/format.md` ("Write-ahead log", batch
+//! payload), and [`decode_record`], its panic-free decoder.
+//! Must never: accept a payload it did not fully understand (unknown kinds,
+//! trailing bytes, sequence numbers past [`SeqNo::MAX`] are `Corruption`),
+//! panic on untrusted bytes, or allocate from a count it has not bounded by
+//! the bytes that remain.
+//!
+//! ```
+//! use siftdb::WriteBatch;
+//! use siftdb::batch::decode_record;
+//! use siftdb::key::{SeqNo, ValueKind};
+//!
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"apple", b"red");
+//! batch.delete(b"pear");
+//! let payload = batch.encode_record(SeqNo(7));
+//! let decoded = decode_record(&payload)?;
+//! assert_eq!(decoded.first_seq, SeqNo(7));
+//! let ops: Vec<_> = decoded.ops_with_seq().map(|(seq, op)| (seq, op.kind, op.key)).collect();
+//! assert_eq!(ops, [(SeqNo(7), ValueKind::Put, &b"apple"[..]), (SeqNo(8), ValueKind::Delete, &b"pear"[..])]);
+//! # Ok::<(), siftdb::Error>(())
+//! ```
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use crate::codec::ByteReader;
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+
+/// Bytes before the first operation in a batch payload: first sequence (u64) and op count (u32).
+pub const BATCH_HEADER_LEN: usize = 12;
+/// The fewest bytes one encoded operation can take: a delete of an empty key.
+pub const MIN_OP_LEN: usize = 5;
+/// The largest batch payload [`WriteBatch::check_limits`] lets through: it
+/// must fit the write-ahead log's u32 record length.
+pub const MAX_BATCH_PAYLOAD: usize = u32::MAX as usize;
+
+const WHAT: &str = "write batch";
+
+/// One operation of a batch, borrowed from the batch's (or a log record's) bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchOp<'a> {
+    /// Put or delete.
+    pub kind: ValueKind,
+    /// The user key.
+    pub key: &'a [u8],
+    /// The value; empty for a delete.
+    pub value: &'a [u8],
+}
+
+/// Puts and deletes that the database applies atomically, in insertion order,
+/// with consecutive sequence numbers.
+///
+/// The operations are stored already encoded, in one buffer, exactly as they
+/// appear in the log record, so logging a batch is one copy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    /// The encoded operations (the record payload after its 12-byte header).
+    ops: Vec<u8>,
+    count: usize,
+    largest_key: usize,
+    largest_value: usize,
+    /// Set when an operation was too long to encode at all (over 4 GiB);
+    /// such an operation is not stored and [`WriteBatch::check_limits`] fails.
+    unencodable: bool,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Adds "set `key` to `value`".
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let (Ok(key_len), Ok(value_len)) = (u32::try_from(key.len()), u32::try_from(value.len()))
+        else {
+            self.unencodable = true;
+            return;
+        };
+        self.ops.push(ValueKind::Put as u8);
+        self.ops.extend_from_slice(&key_len.to_le_bytes());
+        self.ops.extend_from_slice(key);
+        self.ops.extend_from_slice(&value_len.to_le_bytes());
+        self.ops.extend_from_slice(value);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(key.len());
+        self.largest_value = self.largest_value.max(value.len());
+    }
+
+    /// Adds "delete `key`".
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        let Ok(key_len) = u32::try_from(key.len()) else {
+            self.unencodable = true;
+            return;
+        };
+        self.ops.push(ValueKind::Delete as u8);
+        self.ops.extend_from_slice(&key_len.to_le_bytes());
+        self.ops.extend_from_slice(key);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(key.len());
+    }
+
+    /// Appends every operation of `other`, after this batch's own (for group commit).
+    pub fn append(&mut self, other: &WriteBatch) {
+        self.ops.extend_from_slice(&other.ops);
+        self.count += other.count;
+        self.largest_key = self.largest_key.max(other.largest_key);
+        self.largest_value = self.largest_value.max(other.largest_value);
+        self.unencodable |= other.unencodable;
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Removes every operation, keeping the buffer for reuse.
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.count = 0;
+        self.largest_key = 0;
+        self.largest_value = 0;
+        self.unencodable = false;
+    }
+
+    /// The size of the batch's log record payload, in bytes.
+    pub fn approximate_bytes(&self) -> usize {
+        BATCH_HEADER_LEN + self.ops.len()
+    }
+
+    /// The operations, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> + '_ {
+        OpIter {
+            reader: ByteReader::new(&self.ops, WHAT),
+            left: self.count,
+        }
+    }
+
+    /// `InvalidArgument` unless every key is at most [`MAX_KEY_LEN`], every
+    /// value at most [`MAX_VALUE_LEN`], and the payload fits one log record.
+    pub fn check_limits(&self) -> Result<()> {
+        if self.unencodable || self.largest_key > MAX_KEY_LEN {
+            return Err(Error::invalid(format!(
+                "key longer than the {MAX_KEY_LEN}-byte limit"
+            )));
+        }
+        if self.largest_value > MAX_VALUE_LEN {
+            return Err(Error::invalid(format!(
+                "value longer than the {MAX_VALUE_LEN}-byte limit"
+            )));
+        }
+        if self.approximate_bytes() > MAX_BATCH_PAYLOAD {
+            return Err(Error::invalid(format!(
+                "batch of {} bytes exceeds the {MAX_BATCH_PAYLOAD}-byte record limit",
+                self.approximate_bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The log record payload for this batch when its first operation gets
+    /// sequence number `first_seq` (operation i gets `first_seq + i`).
+    ///
+    /// The caller checks [`WriteBatch::check_limits`] first; the encoding of a
+    /// batch that fails it is not guaranteed to decode.
+    pub fn encode_record(&self, first_seq: SeqNo) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.approximate_bytes());
+        self.encode_record_into(first_seq, &mut out);
+        out
+    }
+
+    /// Like [`WriteBatch::encode_record`], appending to `out`.
+    pub fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
+        out.extend_from_slice(&first_seq.0.to_le_bytes());
+        out.extend_from_slice(&(self.count as u32).to_le_bytes());
+        out.extend_from_slice(&self.ops);
+    }
+}
+
+impl<'a> FromIterator<BatchOp<'a>> for WriteBatch {
+    fn from_iter<I: IntoIterator<Item = BatchOp<'a>>>(ops: I) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        for op in ops {
+            match op.kind {
+                ValueKind::Put => batch.put(op.key, op.value),
+                ValueKind::Delete => batch.delete(op.key),
+            }
+        }
+        batch
+    }
+}
+
+struct OpIter<'a> {
+    reader: ByteReader<'a>,
+    left: usize,
+}
+
+impl<'a> Iterator for OpIter<'a> {
+    type Item = BatchOp<'a>;
+
+    fn next(&mut self) -> Option<BatchOp<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The buffer was written by `put`/`delete`, so this cannot fail; were
+        // it ever to, iteration stops rather than inventing an operation.
+        read_op(&mut self.reader).ok()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
+fn read_op<'a>(reader: &mut ByteReader<'a>) -> Result<BatchOp<'a>> {
+    let kind_byte = reader.u8()?;
+    let kind = ValueKind::from_u8(kind_byte)
+        .ok_or_else(|| Error::corruption(WHAT, format!("unknown operation kind {kind_byte}")))?;
+    let key = reader.len_prefixed()?;
+    let value = match kind {
+        ValueKind::Put => reader.len_prefixed()?,
+        ValueKind::Delete => &[],
+    };
+    Ok(BatchOp { kind, key, value })
+}
+
+/// A batch decoded from a log record payload; the operations borrow the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedBatch<'a> {
+    /// The sequence number of the first operation.
+    pub first_seq: SeqNo,
+    /// The operations in order; operation i has sequence `first_seq + i`.
+    pub ops: Vec<BatchOp<'a>>,
+}
+
+impl<'a> DecodedBatch<'a> {
+    /// The sequence number of the last operation (`None` for an empty batch).
+    pub fn last_seq(&self) -> Option<SeqNo> {
+        let count = self.ops.len() as u64;
+        count.checked_sub(1).map(|n| SeqNo(self.first_seq.0 + n))
+    }
+
+    /// Each operation with its sequence number.
+    pub fn ops_with_seq(&self) -> impl Iterator<Item = (SeqNo, BatchOp<'a>)> + '_ {
+        (self.first_seq.0..)
+            .zip(self.ops.iter())
+            .map(|(seq, op)| (SeqNo(seq), *op))
+    }
+
+    /// The operations as an owned [`WriteBatch`] (re-encoding it with
+    /// `first_seq` reproduces the payload byte for byte).
+    pub fn to_write_batch(&self) -> WriteBatch {
+        self.ops.iter().copied().collect()
+    }
+}
+
+/// Decodes a batch payload written by [`WriteBatch::encode_record`].
+///
+/// `Corruption` when the payload is short, has trailing bytes, an unknown
+/// operation kind, a key longer than [`MAX_KEY_LEN`], a value longer than
+/// [`MAX_VALUE_LEN`], or sequence numbers that would pass [`SeqNo::MAX`].
+pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
+    let mut reader = ByteReader::new(bytes, WHAT);
+    let first_seq = SeqNo(reader.u64()?);
+    let count = reader.u32()?;
+    let last = first_seq.0.checked_add(u64::from(count).saturating_sub(1));
+    if first_seq > SeqNo::MAX || last.is_none_or(|last| last > SeqNo::MAX.0) {
+        return Err(Error::corruption(
+            WHAT,
+            format!("sequence numbers {first_seq:?} + {count} pass the 56-bit limit"),
+        ));
+    }
+    let possible = reader.remaining() / MIN_OP_LEN;
+    if count as usize > possible {
+        return Err(Error::corruption(
+            WHAT,
+            format!(
+                "{count} operations cannot fit in the {} bytes that remain",
+                reader.remaining()
+            ),
+        ));
+    }
+    let mut ops = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        let op = read_op(&mut reader)
+            .map_err(|e| Error::corruption(WHAT, format!("operation {index}: {e}")))?;
+        if op.key.len() > MAX_KEY_LEN || op.value.len() > MAX_VALUE_LEN {
+            return Err(Error::corruption(
+                WHAT,
+                format!(
+                    "operation {index}: key of {} or value of {} bytes exceeds the limits",
+                    op.key.len(),
+                    op.value.len()
+                ),
+            ));
+        }
+        ops.push(op);
+    }
+    reader.finish()?;
+    Ok(DecodedBatch { first_seq, ops })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.put(b"k1", b"v1");
+        b.delete(b"k2");
+        b.put(b"", b"");
+        b.put(vec![0xffu8; 300], vec![7u8; 1000]);
+        b
+    }
+
+    #[test]
+    fn iter_yields_ops_in_insertion_order() {
+        let b = sample();
+        assert_eq!(b.len(), 4);
+        let ops: Vec<_> = b.iter().collect();
+        assert_eq!(
+            ops[0],
+            BatchOp {
+                kind: ValueKind::Put,
+                key: b"k1",
+                value: b"v1"
+            }
+        );
+        assert_eq!(
+            ops[1],
+            BatchOp {
+                kind: ValueKind::Delete,
+                key: b"k2",
+                value: b""
+            }
+        );
+        assert_eq!(ops[2].key, b"");
+        assert_eq!(ops[3].value.len(), 1000);
+        assert_eq!(ops.len(), 4);
+    }
+
+    #[test]
+    fn encode_decode_round_trips_byte_for_byte() {
+        let b = sample();
+        let payload = b.encode_record(SeqNo(100));
+        assert_eq!(payload.len(), b.approximate_bytes());
+        let d = decode_record(&payload).unwrap();
+        assert_eq!(d.first_seq, SeqNo(100));
+        assert_eq!(d.last_seq(), Some(SeqNo(103)));
+        assert_eq!(d.ops, b.iter().collect::<Vec<_>>());
+        assert_eq!(d.to_write_batch(), b);
+        assert_eq!(d.to_write_batch().encode_record(SeqNo(100)), payload);
+        let seqs: Vec<_> = d.ops_with_seq().map(|(s, _)| s.0).collect();
+        assert_eq!(seqs, [100, 101, 102, 103]);
+    }
+
+    #[test]
+    fn payload_layout_is_as_documented() {
+        let mut b = WriteBatch::new();
+        b.put(b"ab", b"c");
+        b.delete(b"d");
+        let p = b.encode_record(SeqNo(0x0102));
+        let mut expected = vec![0x02, 0x01, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
+        expected.extend_from_slice(&[1, 2, 0, 0, 0, b'a', b'b', 1, 0, 0, 0, b'c']);
+        expected.extend_from_slice(&[0, 1, 0, 0, 0, b'd']);
+        assert_eq!(p, expected);
+    }
+
+    #[test]
+    fn clear_and_append() {
+        let mut a = sample();
+        let mut b = WriteBatch::new();
+        b.delete(b"x");
+        a.append(&b);
+        assert_eq!(a.len(), 5);
+        assert_eq!(a.iter().last().unwrap().key, b"x");
+        a.clear();
+        assert!(a.is_empty());
+        assert_eq!(a.iter().count(), 0);
+        assert_eq!(a.approximate_bytes(), BATCH_HEADER_LEN);
+        assert_eq!(a, WriteBatch::new());
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        sample().check_limits().unwrap();
+        let mut b = WriteBatch::new();
+        b.put(vec![0u8; MAX_KEY_LEN + 1], b"");
+        assert!(matches!(b.check_limits(), Err(Error::InvalidArgument(_))));
+        let mut b = WriteBatch::new();
+        b.delete(vec![0u8; MAX_KEY_LEN]);
+        b.check_limits().unwrap();
+    }
+
+    #[test]
+    fn every_truncation_and_trailing_byte_is_refused() {
+        let payload = sample().encode_record(SeqNo(1));
+        for len in 0..payload.len() {
+            assert!(decode_record(&payload[..len]).unwrap_err().is_corruption());
+        }
+        let mut longer = payload.clone();
+        longer.push(0);
+        assert!(decode_record(&longer).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn unknown_kind_huge_count_and_seq_overflow_are_refused() {
+        let mut p = sample().encode_record(SeqNo(1));
+        p[12] = 9;
+        assert!(decode_record(&p).unwrap_err().is_corruption());
+
+        let mut p = sample().encode_record(SeqNo(1));
+        p[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = decode_record(&p).unwrap_err().to_string();
+        assert!(err.contains("cannot fit"), "{err}");
+
+        let mut b = WriteBatch::new();
+        b.delete(b"a");
+        b.delete(b"b");
+        assert!(decode_record(&b.encode_record(SeqNo(SeqNo::MAX.0 - 1))).is_ok());
+        assert!(decode_record(&b.encode_record(SeqNo::MAX)).is_err());
+        assert!(decode_record(&b.encode_record(SeqNo(u64::MAX))).is_err());
+    }
+
+    #[test]
+    fn empty_batch_decodes_to_no_ops() {
+        let p = WriteBatch::new().encode_record(SeqNo(5));
+        let d = decode_record(&p).unwrap();
+        assert!(d.ops.is_empty());
+        assert_eq!(d.last_seq(), None);
+    }
+}

@@ -1,0 +1,471 @@
+//! The manifest: the one file that says which tables are live, at which
+//! level, and where the log and the sequence numbers stand.
+//!
+//! Owns: [`ManifestState`], its byte layout documented in `docs/format.md`
+//! ("Manifest"), and the atomic replacement of the `MANIFEST` file.
+//! Must never: leave a moment where `MANIFEST` is missing or half written
+//! (a new one is written beside it, synced, renamed over it, and the
+//! directory synced), write a state it would refuse to read, or accept a
+//! byte before the checksum over the whole file is verified.
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     magic "SMAN"
+//! 4       4     format version (u32 LE, 1)
+//! 8       8     next file number
+//! 16      8     last sequence
+//! 24      8     log number
+//! 32      4     table count T
+//! 36      ...   T table records:
+//!               level u32, file number u64, file size u64, entries u64,
+//!               min seq u64, max seq u64,
+//!               smallest internal key (u32 length + bytes),
+//!               largest internal key (u32 length + bytes)
+//! end−4   4     crc32 of every byte before it
+//! ```
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::codec::{crc32_of, put_len_prefixed, split_checked, ByteReader};
+use crate::error::{Error, Result};
+use crate::filename::{MANIFEST_FILE, MANIFEST_TEMP_FILE};
+use crate::fs::FileSystem;
+use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, TAG_LEN};
+
+/// The four bytes every manifest starts with.
+pub const MAGIC: [u8; 4] = *b"SMAN";
+/// The one format version this code reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Levels are numbered `0..MAX_LEVELS`.
+pub const MAX_LEVELS: u32 = 16;
+/// Bytes of the fixed fields before the table records.
+pub const HEADER_LEN: usize = 36;
+/// Bytes of one table record with both keys empty (real keys add at least 16).
+pub const MIN_TABLE_RECORD_LEN: usize = 4 + 5 * 8 + 4 + 4;
+
+/// One live table, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecord {
+    /// The level the table belongs to (`0..MAX_LEVELS`).
+    pub level: u32,
+    /// The number in its file name (`NNNNNN.sst`).
+    pub file_number: u64,
+    /// Its length in bytes.
+    pub file_size: u64,
+    /// How many entries (versions, tombstones included) it holds.
+    pub entries: u64,
+    /// Its first internal key.
+    pub smallest: Vec<u8>,
+    /// Its last internal key.
+    pub largest: Vec<u8>,
+    /// The smallest sequence number of any entry.
+    pub min_seq: SeqNo,
+    /// The largest sequence number of any entry.
+    pub max_seq: SeqNo,
+}
+
+/// Everything the manifest records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ManifestState {
+    /// The next unused file number (larger than every number in use).
+    pub next_file_number: u64,
+    /// The largest sequence number that may appear in any table.
+    pub last_sequence: SeqNo,
+    /// The write-ahead log whose records are not yet all in tables; replay
+    /// starts there (records at or below a table's sequence can be skipped).
+    pub log_number: u64,
+    /// Every live table.
+    pub tables: Vec<TableRecord>,
+}
+
+impl ManifestState {
+    /// Checks what the format cannot express on its own: levels within
+    /// range, keys that are internal keys in order, sequence numbers within
+    /// `last_sequence`, file numbers unique and below `next_file_number`.
+    /// The reason names the first table that breaks a rule.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.last_sequence > SeqNo::MAX {
+            return Err(format!(
+                "last sequence {} passes the 56-bit limit",
+                self.last_sequence.0
+            ));
+        }
+        if self.log_number != 0 && self.log_number >= self.next_file_number {
+            return Err(format!(
+                "log number {} is not below the next file number {}",
+                self.log_number, self.next_file_number
+            ));
+        }
+        let mut seen = HashSet::with_capacity(self.tables.len());
+        for (index, table) in self.tables.iter().enumerate() {
+            check_table(self, table)
+                .map_err(|reason| format!("table {index} ({}): {reason}", table.file_number))?;
+            if !seen.insert(table.file_number) {
+                return Err(format!(
+                    "table {index}: file number {} listed twice",
+                    table.file_number
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_table(state: &ManifestState, table: &TableRecord) -> std::result::Result<(), String> {
+    if table.level >= MAX_LEVELS {
+        return Err(format!("level {} is not below {MAX_LEVELS}", table.level));
+    }
+    if table.file_number >= state.next_file_number {
+        return Err(format!(
+            "file number is not below the next file number {}",
+            state.next_file_number
+        ));
+    }
+    for (name, key) in [("smallest", &table.smallest), ("largest", &table.largest)] {
+        if key.len() > MAX_KEY_LEN + TAG_LEN {
+            return Err(format!("{name} key of {} bytes is too long", key.len()));
+        }
+        parse_internal_key(key).map_err(|e| format!("{name} key: {e}"))?;
+    }
+    if compare_internal_keys(&table.smallest, &table.largest) == Ordering::Greater {
+        return Err("smallest key sorts after largest".to_string());
+    }
+    if table.min_seq > table.max_seq || table.max_seq > state.last_sequence {
+        return Err(format!(
+            "sequence range {}..={} is not within 0..={}",
+            table.min_seq.0, table.max_seq.0, state.last_sequence.0
+        ));
+    }
+    Ok(())
+}
+
+/// The manifest's bytes (see the module docs for the layout).
+///
+/// Encodes whatever it is given; [`write_manifest`] refuses a state that
+/// fails [`ManifestState::check`], which [`decode`] would refuse to read.
+pub fn encode(state: &ManifestState) -> Vec<u8> {
+    let keys: usize = state
+        .tables
+        .iter()
+        .map(|t| t.smallest.len() + t.largest.len())
+        .sum();
+    let mut out =
+        Vec::with_capacity(HEADER_LEN + state.tables.len() * MIN_TABLE_RECORD_LEN + keys + 4);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&state.next_file_number.to_le_bytes());
+    out.extend_from_slice(&state.last_sequence.0.to_le_bytes());
+    out.extend_from_slice(&state.log_number.to_le_bytes());
+    out.extend_from_slice(&(state.tables.len() as u32).to_le_bytes());
+    for table in &state.tables {
+        out.extend_from_slice(&table.level.to_le_bytes());
+        out.extend_from_slice(&table.file_number.to_le_bytes());
+        out.extend_from_slice(&table.file_size.to_le_bytes());
+        out.extend_from_slice(&table.entries.to_le_bytes());
+        out.extend_from_slice(&table.min_seq.0.to_le_bytes());
+        out.extend_from_slice(&table.max_seq.0.to_le_bytes());
+        put_len_prefixed(&mut out, &table.smallest);
+        put_len_prefixed(&mut out, &table.largest);
+    }
+    let crc = crc32_of(&[&out]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes a manifest; `file` names it in errors.
+///
+/// The checksum over the whole file is verified first; then `Corruption`
+/// for a wrong magic or version, counts the bytes cannot hold, trailing
+/// bytes, or a state that fails [`ManifestState::check`].
+pub fn decode(bytes: &[u8], file: &str) -> Result<ManifestState> {
+    let what = format!("manifest {file}");
+    let wrap = |e: Error| match e {
+        Error::Corruption {
+            what: inner,
+            detail,
+        } => Error::corruption(&what, format!("{inner}: {detail}")),
+        other => other,
+    };
+    let body = split_checked(bytes, "manifest").map_err(wrap)?;
+    decode_body(body).map_err(wrap)
+}
+
+fn decode_body(body: &[u8]) -> Result<ManifestState> {
+    let mut reader = ByteReader::new(body, "manifest");
+    let magic: [u8; 4] = reader.array()?;
+    if magic != MAGIC {
+        return Err(Error::corruption(
+            "manifest",
+            format!("bad magic {magic:02x?}"),
+        ));
+    }
+    let version = reader.u32()?;
+    if version != FORMAT_VERSION {
+        return Err(Error::corruption(
+            "manifest",
+            format!("unsupported format version {version}"),
+        ));
+    }
+    let next_file_number = reader.u64()?;
+    let last_sequence = SeqNo(reader.u64()?);
+    let log_number = reader.u64()?;
+    let count = reader.u32()? as usize;
+    if count > reader.remaining() / MIN_TABLE_RECORD_LEN {
+        return Err(Error::corruption(
+            "manifest",
+            format!(
+                "{count} tables cannot fit in the {} bytes that remain",
+                reader.remaining()
+            ),
+        ));
+    }
+    let mut tables = Vec::with_capacity(count);
+    for _ in 0..count {
+        tables.push(TableRecord {
+            level: reader.u32()?,
+            file_number: reader.u64()?,
+            file_size: reader.u64()?,
+            entries: reader.u64()?,
+            min_seq: SeqNo(reader.u64()?),
+            max_seq: SeqNo(reader.u64()?),
+            smallest: reader.len_prefixed()?.to_vec(),
+            largest: reader.len_prefixed()?.to_vec(),
+        });
+    }
+    reader.finish()?;
+    let state = ManifestState {
+        next_file_number,
+        last_sequence,
+        log_number,
+        tables,
+    };
+    state
+        .check()
+        .map_err(|reason| Error::corruption("manifest", reason))?;
+    Ok(state)
+}
+
+/// Replaces `dir/MANIFEST` with `state`, atomically and durably: writes
+/// `MANIFEST.tmp`, syncs it, renames it over `MANIFEST`, syncs `dir`.
+///
+/// `InvalidArgument` (and nothing written) when the state fails
+/// [`ManifestState::check`]. Once this returns, a table the new state no
+/// longer names may be deleted.
+pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) -> Result<()> {
+    state
+        .check()
+        .map_err(|reason| Error::invalid(format!("refusing to write manifest: {reason}")))?;
+    let bytes = encode(state);
+    let temp = dir.join(MANIFEST_TEMP_FILE);
+    let mut file = fs.create(&temp)?;
+    file.append(&bytes)?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&temp, &dir.join(MANIFEST_FILE))?;
+    fs.sync_dir(dir)
+}
+
+/// Reads `dir/MANIFEST`; `None` when there is none. A `MANIFEST.tmp` left
+/// by a crash is ignored: it was never renamed, so it never took effect
+/// (the next [`write_manifest`] overwrites it).
+pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestState>> {
+    let path = dir.join(MANIFEST_FILE);
+    if !fs.exists(&path) {
+        return Ok(None);
+    }
+    let bytes = fs.read_all(&path)?;
+    decode(&bytes, &path.display().to_string()).map(Some)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::fs::OsFileSystem;
+    use crate::key::{internal_key, ValueKind};
+
+    fn table(level: u32, number: u64, low: &[u8], high: &[u8]) -> TableRecord {
+        TableRecord {
+            level,
+            file_number: number,
+            file_size: 4096 * number,
+            entries: 10 * number,
+            smallest: internal_key(low, SeqNo(5), ValueKind::Put),
+            largest: internal_key(high, SeqNo(2), ValueKind::Delete),
+            min_seq: SeqNo(2),
+            max_seq: SeqNo(5 + number),
+        }
+    }
+
+    fn sample() -> ManifestState {
+        ManifestState {
+            next_file_number: 20,
+            last_sequence: SeqNo(1000),
+            log_number: 19,
+            tables: vec![
+                table(0, 12, b"a", b"m"),
+                table(1, 7, b"b", b"b"),
+                table(15, 3, b"", b"zz"),
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trips_byte_for_byte() {
+        let state = sample();
+        let bytes = encode(&state);
+        let decoded = decode(&bytes, "MANIFEST").unwrap();
+        assert_eq!(decoded, state);
+        assert_eq!(encode(&decoded), bytes);
+        let empty = ManifestState::default();
+        assert_eq!(decode(&encode(&empty), "MANIFEST").unwrap(), empty);
+    }
+
+    #[test]
+    fn layout_is_as_documented() {
+        let state = ManifestState {
+            next_file_number: 2,
+            last_sequence: SeqNo(3),
+            log_number: 1,
+            tables: vec![],
+        };
+        let bytes = encode(&state);
+        assert_eq!(bytes.len(), HEADER_LEN + 4);
+        assert_eq!(&bytes[..4], b"SMAN");
+        assert_eq!(&bytes[4..8], &[1, 0, 0, 0]);
+        assert_eq!(bytes[8], 2);
+        assert_eq!(bytes[16], 3);
+        assert_eq!(bytes[24], 1);
+        assert_eq!(&bytes[32..36], &[0, 0, 0, 0]);
+        let one = encode(&ManifestState {
+            tables: vec![table(0, 1, b"k", b"k")],
+            ..state
+        });
+        assert_eq!(one.len(), HEADER_LEN + MIN_TABLE_RECORD_LEN + 2 * 9 + 4);
+    }
+
+    #[test]
+    fn every_byte_flip_is_detected() {
+        let bytes = encode(&sample());
+        for i in 0..bytes.len() {
+            for mask in [0x01u8, 0x80, 0xff] {
+                let mut bad = bytes.clone();
+                bad[i] ^= mask;
+                let err = decode(&bad, "/db/MANIFEST").unwrap_err();
+                assert!(err.is_corruption(), "{err}");
+                assert!(err.to_string().contains("/db/MANIFEST"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_detected() {
+        let bytes = encode(&sample());
+        for len in 0..bytes.len() {
+            assert!(decode(&bytes[..len], "MANIFEST")
+                .unwrap_err()
+                .is_corruption());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer, "MANIFEST").is_err());
+    }
+
+    /// Re-seals a body with a correct checksum, to reach the checks behind it.
+    fn sealed(mut body: Vec<u8>) -> Vec<u8> {
+        let crc = crc32_of(&[&body]);
+        body.extend_from_slice(&crc.to_le_bytes());
+        body
+    }
+
+    #[test]
+    fn checks_behind_a_valid_checksum() {
+        let body = |state: &ManifestState| {
+            let mut b = encode(state);
+            b.truncate(b.len() - 4);
+            b
+        };
+        let mut wrong_version = body(&sample());
+        wrong_version[4] = 2;
+        let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
+        assert!(err.contains("version 2"), "{err}");
+
+        let mut huge_count = body(&sample());
+        huge_count[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = decode(&sealed(huge_count), "M").unwrap_err().to_string();
+        assert!(err.contains("cannot fit"), "{err}");
+
+        let mut bad_states = Vec::new();
+        let mut s = sample();
+        s.tables[0].level = MAX_LEVELS;
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[1].file_number = 20;
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[1].file_number = 12;
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[0].smallest = b"short".to_vec();
+        bad_states.push(s);
+        let mut s = sample();
+        let t = &mut s.tables[0];
+        std::mem::swap(&mut t.smallest, &mut t.largest);
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[0].max_seq = SeqNo(1001);
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[0].min_seq = SeqNo(100);
+        s.tables[0].max_seq = SeqNo(99);
+        bad_states.push(s);
+        let mut s = sample();
+        s.log_number = 20;
+        bad_states.push(s);
+        let mut s = sample();
+        s.last_sequence = SeqNo(u64::MAX);
+        bad_states.push(s);
+        for state in bad_states {
+            assert!(state.check().is_err(), "{state:?}");
+            assert!(decode(&encode(&state), "M").unwrap_err().is_corruption());
+            let dir = tempfile::tempdir().unwrap();
+            let err = write_manifest(&OsFileSystem, dir.path(), &state).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+            assert!(!OsFileSystem.exists(&dir.path().join(MANIFEST_TEMP_FILE)));
+        }
+    }
+
+    #[test]
+    fn write_then_read_replaces_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem;
+        assert_eq!(read_manifest(&fs, dir.path()).unwrap(), None);
+        let mut state = sample();
+        write_manifest(&fs, dir.path(), &state).unwrap();
+        assert_eq!(read_manifest(&fs, dir.path()).unwrap(), Some(state.clone()));
+        state.tables.pop();
+        state.next_file_number = 21;
+        write_manifest(&fs, dir.path(), &state).unwrap();
+        assert_eq!(read_manifest(&fs, dir.path()).unwrap(), Some(state.clone()));
+        assert_eq!(
+            fs.list(dir.path()).unwrap(),
+            vec![MANIFEST_FILE.to_string()]
+        );
+
+        // A crash while writing leaves a stray temp file: ignored.
+        std::fs::write(dir.path().join(MANIFEST_TEMP_FILE), b"half").unwrap();
+        assert_eq!(read_manifest(&fs, dir.path()).unwrap(), Some(state.clone()));
+        write_manifest(&fs, dir.path(), &state).unwrap();
+
+        // A damaged manifest is corruption naming the file.
+        std::fs::write(dir.path().join(MANIFEST_FILE), b"").unwrap();
+        let err = read_manifest(&fs, dir.path()).unwrap_err();
+        assert!(
+            err.is_corruption() && err.to_string().contains("MANIFEST"),
+            "{err}"
+        );
+    }
+}

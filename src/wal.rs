@@ -1,0 +1,728 @@
+//! The write-ahead log: every acknowledged write is a record here before it
+//! is in the memtable, and [`replay`] gives those records back after a crash.
+//!
+//! Owns: the log file layout documented in `docs/format.md` ("Write-ahead
+//! log"), [`WalWriter`], [`replay`] and [`replay_batches`].
+//! Must never: join pieces of different records, accept a record whose
+//! checksum fails, or call damage before the tail a torn tail — a corrupt
+//! record with intact data after it is `Corruption`, never silently dropped.
+//!
+//! ```text
+//! file header (20 bytes)
+//! 0   4  magic "SWAL"
+//! 4   4  format version (u32 LE, 1)
+//! 8   8  log number (u64 LE; the number in the file name)
+//! 16  4  crc32 of bytes 0..16
+//! then records, back to back (12-byte header + payload)
+//! 0   4  payload length n (u32 LE)
+//! 4   4  header crc: crc32 of bytes 0..4 (the length alone)
+//! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
+//! 12  n  payload (a write batch: see `batch.rs`)
+//! ```
+//!
+//! The length has a checksum of its own so that a flipped length bit in the
+//! middle of the log is recognised as corruption, not mistaken for a record
+//! torn at the end of the file (which would silently drop every later record).
+//!
+//! # What counts as a torn tail
+//!
+//! The writer puts each record down with one `write` call, so a crash leaves
+//! a prefix of the bytes it appended, possibly followed by zeros (blocks the
+//! file system allocated but never wrote). Replay therefore drops and reports
+//! as a [`TornTail`], and only then:
+//! - a file shorter than its header whose bytes agree with a header as far as
+//!   they go (or are all zero), or a header that fails its checksum while it
+//!   and everything after it are a header prefix followed by zeros: the
+//!   creator syncs the header before any record is appended, so no
+//!   acknowledged record can be lost with it;
+//! - fewer than 12 bytes left, or only zero bytes left, where a record would start;
+//! - a record whose (checksummed) length runs past the end of the file;
+//! - a record whose header or payload checksum fails while every byte after
+//!   the part that failed is zero (in particular, a record ending exactly at
+//!   the end of the file).
+//!
+//! Anything else that fails is `Error::Corruption` naming the file and offset.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use crate::batch::{decode_record, DecodedBatch};
+use crate::codec::{crc32_of, ByteReader};
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
+use crate::key::SeqNo;
+
+/// The four bytes every log file starts with.
+pub const MAGIC: [u8; 4] = *b"SWAL";
+/// The one format version this code reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the file header.
+pub const FILE_HEADER_LEN: usize = 20;
+/// Bytes of each record's header (length, header crc, record crc).
+pub const RECORD_HEADER_LEN: usize = 12;
+/// The longest payload one record can carry.
+pub const MAX_PAYLOAD_LEN: usize = u32::MAX as usize;
+
+/// Scratch buffers above this size are released after use rather than kept.
+const KEEP_SCRATCH_BYTES: usize = 1 << 20;
+
+/// Appends records to one log file.
+pub struct WalWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    log_number: u64,
+    bytes_written: u64,
+    scratch: Vec<u8>,
+    /// Set after a failed append or sync: the file may end in a partial
+    /// record, and a record appended after it would turn a torn tail into
+    /// corruption in the middle of the log.
+    failed: bool,
+}
+
+impl std::fmt::Debug for WalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalWriter")
+            .field("path", &self.path)
+            .field("log_number", &self.log_number)
+            .field("bytes_written", &self.bytes_written)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The 20-byte file header for log `log_number`.
+pub fn encode_file_header(log_number: u64) -> [u8; FILE_HEADER_LEN] {
+    let mut header = [0u8; FILE_HEADER_LEN];
+    let mut body = Vec::with_capacity(FILE_HEADER_LEN);
+    body.extend_from_slice(&MAGIC);
+    body.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    body.extend_from_slice(&log_number.to_le_bytes());
+    let crc = crc32_of(&[&body]);
+    body.extend_from_slice(&crc.to_le_bytes());
+    header.copy_from_slice(&body);
+    header
+}
+
+/// Appends one record (header and payload) to `out`.
+///
+/// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
+pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
+    let len = u32::try_from(payload.len()).map_err(|_| {
+        Error::invalid(format!(
+            "log record of {} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit",
+            payload.len()
+        ))
+    })?;
+    let len_bytes = len.to_le_bytes();
+    out.reserve(RECORD_HEADER_LEN + payload.len());
+    out.extend_from_slice(&len_bytes);
+    out.extend_from_slice(&crc32_of(&[&len_bytes]).to_le_bytes());
+    out.extend_from_slice(&crc32_of(&[&len_bytes, payload]).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+impl WalWriter {
+    /// Creates (truncating) the log file at `path`, writes its header and
+    /// syncs it. The caller syncs the directory so the file's name is durable.
+    pub fn create(fs: &dyn FileSystem, path: &Path, log_number: u64) -> Result<WalWriter> {
+        let mut file = fs.create(path)?;
+        file.append(&encode_file_header(log_number))?;
+        file.sync()?;
+        Ok(WalWriter {
+            file,
+            path: path.to_path_buf(),
+            log_number,
+            bytes_written: FILE_HEADER_LEN as u64,
+            scratch: Vec::new(),
+            failed: false,
+        })
+    }
+
+    /// Appends one record with one write call, so the operating system holds
+    /// all of it or a prefix of it. Not durable until [`WalWriter::sync`].
+    pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        self.scratch.clear();
+        encode_record_into(&mut self.scratch, payload)?;
+        let result = self.file.append(&self.scratch);
+        if self.scratch.capacity() > KEEP_SCRATCH_BYTES {
+            self.scratch = Vec::new();
+        }
+        match result {
+            Ok(()) => {
+                self.bytes_written += (RECORD_HEADER_LEN + payload.len()) as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes every appended record durable (fdatasync).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_usable()?;
+        // After a failed fsync the kernel may have dropped the dirty pages
+        // and cleared the error; a later "successful" sync would lie.
+        self.file.sync().inspect_err(|_| self.failed = true)
+    }
+
+    /// Bytes in the file so far, header included.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    /// The log number written in the header.
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Poisoned(format!(
+                "write-ahead log {} failed earlier; its tail is uncertain",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A record that survived replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalRecord<'a> {
+    /// Offset of the record's header in the file.
+    pub offset: u64,
+    /// The payload, borrowed from the replayed bytes.
+    pub payload: &'a [u8],
+}
+
+/// The end of a log that a crash cut short: dropped, and reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// Where the dropped bytes start (the valid log ends here).
+    pub offset: u64,
+    /// What was found there, for the report.
+    pub reason: String,
+}
+
+/// What a log file held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalReplay<'a> {
+    /// The log number in the header; `None` when the header itself was torn
+    /// (a crash while the log was being created: it holds no record).
+    pub log_number: Option<u64>,
+    /// Every intact record, in order.
+    pub records: Vec<WalRecord<'a>>,
+    /// The torn end, if the file had one.
+    pub torn_tail: Option<TornTail>,
+}
+
+impl WalReplay<'_> {
+    /// Where the valid part of the log ends.
+    pub fn valid_len(&self, file_len: usize) -> u64 {
+        match &self.torn_tail {
+            Some(torn) => torn.offset,
+            None => file_len as u64,
+        }
+    }
+}
+
+fn corrupt(file: &str, detail: impl std::fmt::Display) -> Error {
+    Error::corruption(format!("write-ahead log {file}"), detail)
+}
+
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
+}
+
+/// True when `header` (at most [`FILE_HEADER_LEN`] bytes) could be what a
+/// crash left of a header being written: a prefix of a header, possibly
+/// followed by zeros. Only magic and version can be compared; a complete
+/// header whose checksum fails is not torn unless its last byte is zero.
+fn could_be_torn_header(header: &[u8]) -> bool {
+    let mut fixed_part = Vec::with_capacity(8);
+    fixed_part.extend_from_slice(&MAGIC);
+    fixed_part.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let written = header
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last_non_zero| last_non_zero + 1);
+    let kept = header.get(..written).unwrap_or_default();
+    let compared = kept.len().min(fixed_part.len());
+    written < FILE_HEADER_LEN && kept.get(..compared) == fixed_part.get(..compared)
+}
+
+/// Reads a log file's bytes: every intact record, and the torn tail if any.
+/// `file` names the log in errors. See the module docs for the rules.
+pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
+    let Some((header, body)) = bytes.split_at_checked(FILE_HEADER_LEN) else {
+        if could_be_torn_header(bytes) {
+            return Ok(WalReplay {
+                log_number: None,
+                records: Vec::new(),
+                torn_tail: Some(TornTail {
+                    offset: 0,
+                    reason: format!(
+                        "file header torn: {} of {FILE_HEADER_LEN} bytes",
+                        bytes.len()
+                    ),
+                }),
+            });
+        }
+        return Err(corrupt(
+            file,
+            format!("{}-byte file is not a log header", bytes.len()),
+        ));
+    };
+    let log_number = match parse_file_header(header) {
+        Ok(number) => number,
+        Err(reason) => {
+            if could_be_torn_header(header) && all_zero(body) {
+                return Ok(WalReplay {
+                    log_number: None,
+                    records: Vec::new(),
+                    torn_tail: Some(TornTail {
+                        offset: 0,
+                        reason: format!("file header torn: {reason}"),
+                    }),
+                });
+            }
+            return Err(corrupt(file, format!("file header: {reason}")));
+        }
+    };
+    let mut records = Vec::new();
+    let mut pos = FILE_HEADER_LEN;
+    let torn_tail = loop {
+        let Some(rest) = bytes.get(pos..) else {
+            break None;
+        };
+        if rest.is_empty() {
+            break None;
+        }
+        match read_record(rest) {
+            RecordRead::Record { payload, len } => {
+                records.push(WalRecord {
+                    offset: pos as u64,
+                    payload,
+                });
+                pos += len;
+            }
+            RecordRead::Torn(reason) => {
+                break Some(TornTail {
+                    offset: pos as u64,
+                    reason,
+                })
+            }
+            RecordRead::Corrupt(reason) => {
+                return Err(corrupt(file, format!("record at offset {pos}: {reason}")))
+            }
+        }
+    };
+    Ok(WalReplay {
+        log_number: Some(log_number),
+        records,
+        torn_tail,
+    })
+}
+
+fn parse_file_header(header: &[u8]) -> std::result::Result<u64, String> {
+    let mut reader = ByteReader::new(header, "log file header");
+    let magic: [u8; 4] = reader.array().map_err(|e| e.to_string())?;
+    let version = reader.u32().map_err(|e| e.to_string())?;
+    let log_number = reader.u64().map_err(|e| e.to_string())?;
+    let stored = reader.u32().map_err(|e| e.to_string())?;
+    let covered = header.get(..16).unwrap_or_default();
+    let actual = crc32_of(&[covered]);
+    if stored != actual {
+        return Err(format!(
+            "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+        ));
+    }
+    if magic != MAGIC {
+        return Err(format!("bad magic {magic:02x?}"));
+    }
+    if version != FORMAT_VERSION {
+        return Err(format!("unsupported format version {version}"));
+    }
+    Ok(log_number)
+}
+
+enum RecordRead<'a> {
+    Record { payload: &'a [u8], len: usize },
+    Torn(String),
+    Corrupt(String),
+}
+
+/// Reads the record at the start of `rest` (non-empty).
+fn read_record(rest: &[u8]) -> RecordRead<'_> {
+    if all_zero(rest) {
+        return RecordRead::Torn(format!("{} zero bytes", rest.len()));
+    }
+    let Some((header, after_header)) = rest.split_at_checked(RECORD_HEADER_LEN) else {
+        return RecordRead::Torn(format!(
+            "{} bytes, too few for a {RECORD_HEADER_LEN}-byte record header",
+            rest.len()
+        ));
+    };
+    let mut reader = ByteReader::new(header, "log record header");
+    let (Ok(len_bytes), Ok(header_crc), Ok(record_crc)) =
+        (reader.array::<4>(), reader.u32(), reader.u32())
+    else {
+        return RecordRead::Corrupt("unreadable record header".to_string());
+    };
+    let actual_header_crc = crc32_of(&[&len_bytes]);
+    if header_crc != actual_header_crc {
+        let reason = format!(
+            "length checksum mismatch: stored {header_crc:#010x}, computed {actual_header_crc:#010x}"
+        );
+        return if all_zero(after_header) {
+            RecordRead::Torn(reason)
+        } else {
+            RecordRead::Corrupt(reason)
+        };
+    }
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    let Some((payload, after_record)) = after_header.split_at_checked(len) else {
+        return RecordRead::Torn(format!(
+            "record declares {len} payload bytes, {} remain",
+            after_header.len()
+        ));
+    };
+    let actual = crc32_of(&[&len_bytes, payload]);
+    if record_crc != actual {
+        let reason =
+            format!("record checksum mismatch: stored {record_crc:#010x}, computed {actual:#010x}");
+        return if all_zero(after_record) {
+            RecordRead::Torn(reason)
+        } else {
+            RecordRead::Corrupt(reason)
+        };
+    }
+    RecordRead::Record {
+        payload,
+        len: RECORD_HEADER_LEN + len,
+    }
+}
+
+/// A log's records decoded as write batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayedBatches<'a> {
+    /// The log number in the header (`None` when the header was torn).
+    pub log_number: Option<u64>,
+    /// Each batch with the file offset of its record, in log order.
+    pub batches: Vec<(u64, DecodedBatch<'a>)>,
+    /// The largest sequence number in the log, if it holds any operation.
+    pub last_seq: Option<SeqNo>,
+    /// The torn end, if the file had one.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// [`replay`], then decodes every record as a write batch.
+///
+/// A record that passed its checksum but is not a valid batch, or whose
+/// sequence numbers do not increase strictly from the previous batch's, is
+/// `Corruption` naming the file and the record's offset.
+pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches<'a>> {
+    let log = replay(bytes, file)?;
+    let mut batches = Vec::with_capacity(log.records.len());
+    let mut last_seq: Option<SeqNo> = None;
+    for record in &log.records {
+        let batch = decode_record(record.payload)
+            .map_err(|e| corrupt(file, format!("record at offset {}: {e}", record.offset)))?;
+        if let Some(batch_last) = batch.last_seq() {
+            if let Some(previous) = last_seq.filter(|&previous| batch.first_seq <= previous) {
+                return Err(corrupt(
+                    file,
+                    format!(
+                        "record at offset {}: sequence {} does not follow {}",
+                        record.offset, batch.first_seq.0, previous.0
+                    ),
+                ));
+            }
+            last_seq = Some(batch_last);
+        }
+        batches.push((record.offset, batch));
+    }
+    Ok(ReplayedBatches {
+        log_number: log.log_number,
+        batches,
+        last_seq,
+        torn_tail: log.torn_tail,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::fs::OsFileSystem;
+
+    fn log_bytes(log_number: u64, payloads: &[&[u8]]) -> Vec<u8> {
+        let mut out = encode_file_header(log_number).to_vec();
+        for p in payloads {
+            encode_record_into(&mut out, p).unwrap();
+        }
+        out
+    }
+
+    fn payloads<'a>(replay: &WalReplay<'a>) -> Vec<&'a [u8]> {
+        replay.records.iter().map(|r| r.payload).collect()
+    }
+
+    const SAMPLE: [&[u8]; 3] = [b"first record", b"", b"third, the last record"];
+
+    #[test]
+    fn writer_output_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000007.wal");
+        let fs = OsFileSystem;
+        let mut w = WalWriter::create(&fs, &path, 7).unwrap();
+        for p in SAMPLE {
+            w.append(p).unwrap();
+        }
+        w.sync().unwrap();
+        assert_eq!(w.log_number(), 7);
+        let expected = log_bytes(7, &SAMPLE);
+        assert_eq!(w.bytes_written(), expected.len() as u64);
+        drop(w);
+        let bytes = fs.read_all(&path).unwrap();
+        assert_eq!(&bytes[..], &expected[..]);
+        let r = replay(&bytes, "000007.wal").unwrap();
+        assert_eq!(r.log_number, Some(7));
+        assert_eq!(payloads(&r), SAMPLE);
+        assert_eq!(r.torn_tail, None);
+        assert_eq!(r.records[1].offset, (FILE_HEADER_LEN + 12 + 12) as u64);
+        assert_eq!(r.valid_len(bytes.len()), bytes.len() as u64);
+    }
+
+    #[test]
+    fn record_layout_is_as_documented() {
+        let log = log_bytes(0x0102, &[b"xy"]);
+        assert_eq!(&log[..4], b"SWAL");
+        assert_eq!(&log[4..8], &[1, 0, 0, 0]);
+        assert_eq!(&log[8..16], &[2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&log[16..20], &crc32_of(&[&log[..16]]).to_le_bytes());
+        let rec = &log[20..];
+        assert_eq!(&rec[..4], &[2, 0, 0, 0]);
+        assert_eq!(&rec[4..8], &crc32_of(&[&[2, 0, 0, 0]]).to_le_bytes());
+        assert_eq!(
+            &rec[8..12],
+            &crc32_of(&[&[2, 0, 0, 0], b"xy"]).to_le_bytes()
+        );
+        assert_eq!(&rec[12..], b"xy");
+    }
+
+    #[test]
+    fn every_single_byte_flip_is_caught_or_a_torn_last_record() {
+        let log = log_bytes(3, &SAMPLE);
+        let last_start = log.len() - 12 - SAMPLE[2].len();
+        for i in 0..log.len() {
+            for mask in [0x01u8, 0x80, 0xff, 0x5a] {
+                let mut bad = log.clone();
+                bad[i] ^= mask;
+                match replay(&bad, "x.wal") {
+                    Err(e) => {
+                        assert!(e.is_corruption(), "{e}");
+                        assert!(e.to_string().contains("x.wal"), "{e}");
+                    }
+                    Ok(r) => {
+                        assert!(i >= last_start, "flip at {i} accepted: {r:?}");
+                        assert_eq!(payloads(&r), &SAMPLE[..2], "flip at {i}");
+                        assert_eq!(r.torn_tail.unwrap().offset, last_start as u64);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_gives_a_prefix_and_a_torn_tail() {
+        let log = log_bytes(3, &SAMPLE);
+        let mut boundaries = vec![FILE_HEADER_LEN];
+        for p in SAMPLE {
+            boundaries.push(boundaries.last().unwrap() + 12 + p.len());
+        }
+        for len in 0..=log.len() {
+            let r = replay(&log[..len], "x.wal").unwrap();
+            let complete = boundaries.iter().filter(|&&b| b <= len).count();
+            let records = complete.saturating_sub(1);
+            assert_eq!(payloads(&r), &SAMPLE[..records], "len {len}");
+            if boundaries.contains(&len) {
+                assert_eq!(r.torn_tail, None, "len {len}");
+                assert_eq!(r.log_number, Some(3));
+            } else {
+                let torn = r.torn_tail.unwrap();
+                let expected = if len < FILE_HEADER_LEN {
+                    0
+                } else {
+                    boundaries[records]
+                };
+                assert_eq!(torn.offset, expected as u64, "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_tail_is_torn_and_zeros_in_the_middle_are_corruption() {
+        let mut log = log_bytes(3, &SAMPLE);
+        let intact = log.len();
+        log.extend_from_slice(&[0u8; 4096]);
+        let r = replay(&log, "x.wal").unwrap();
+        assert_eq!(payloads(&r), SAMPLE);
+        assert_eq!(r.torn_tail.unwrap().offset, intact as u64);
+
+        // The last record half written, then zeros.
+        let mut log = log_bytes(3, &SAMPLE);
+        let n = log.len();
+        log[n - 5..].fill(0);
+        log.extend_from_slice(&[0u8; 100]);
+        let r = replay(&log, "x.wal").unwrap();
+        assert_eq!(payloads(&r), &SAMPLE[..2]);
+
+        // Zeroed bytes inside the second record, intact record after: corruption.
+        let mut log = log_bytes(3, &[b"aaaa", b"bbbbbbbb", b"cccc"]);
+        let second = FILE_HEADER_LEN + 12 + 4;
+        log[second + 12..second + 16].fill(0);
+        assert!(replay(&log, "x.wal").unwrap_err().is_corruption());
+        // Zeroed record header in the middle: corruption too.
+        let mut log = log_bytes(3, &[b"aaaa", b"bbbbbbbb", b"cccc"]);
+        log[second..second + 12].fill(0);
+        assert!(replay(&log, "x.wal").unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn a_flipped_length_in_the_middle_is_corruption_not_a_torn_tail() {
+        let log = log_bytes(3, &SAMPLE);
+        for bit in 0..32 {
+            let mut bad = log.clone();
+            bad[FILE_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
+            let err = replay(&bad, "x.wal").unwrap_err();
+            assert!(err.to_string().contains("offset 20"), "{err}");
+        }
+    }
+
+    #[test]
+    fn headers_short_torn_and_bad() {
+        let header = encode_file_header(9);
+        // Empty, short and zero-filled files hold no record: torn.
+        for bytes in [&[][..], &header[..7], &header[..19], &[0u8; 20], &[0u8; 64]] {
+            let r = replay(bytes, "x.wal").unwrap();
+            assert_eq!(r.log_number, None);
+            assert!(r.records.is_empty());
+            assert_eq!(r.torn_tail.unwrap().offset, 0);
+        }
+        for written in 0..FILE_HEADER_LEN {
+            let mut partly_zero = header;
+            partly_zero[written..].fill(0);
+            let r = replay(&partly_zero, "x.wal").unwrap();
+            assert!(r.torn_tail.is_some() && r.records.is_empty());
+            // Garbage after a torn header cannot be: the header is synced first.
+            let mut with_garbage = partly_zero.to_vec();
+            with_garbage.push(1);
+            assert!(replay(&with_garbage, "x.wal").unwrap_err().is_corruption());
+        }
+        // Not a log at all.
+        assert!(replay(b"hello", "x.wal").unwrap_err().is_corruption());
+        assert!(replay(b"hello world, this is no log", "x.wal")
+            .unwrap_err()
+            .is_corruption());
+        // A valid checksum over a wrong version.
+        let mut body = MAGIC.to_vec();
+        body.extend_from_slice(&2u32.to_le_bytes());
+        body.extend_from_slice(&9u64.to_le_bytes());
+        let crc = crc32_of(&[&body]);
+        body.extend_from_slice(&crc.to_le_bytes());
+        let err = replay(&body, "x.wal").unwrap_err().to_string();
+        assert!(err.contains("version 2"), "{err}");
+        // A header-only log is a valid empty log.
+        let r = replay(&header, "x.wal").unwrap();
+        assert_eq!(
+            (r.log_number, r.records.len(), r.torn_tail),
+            (Some(9), 0, None)
+        );
+    }
+
+    #[test]
+    fn writer_refuses_to_continue_after_a_failed_append() {
+        struct FailingFile(u32);
+        impl WritableFile for FailingFile {
+            fn append(&mut self, _: &[u8]) -> Result<()> {
+                self.0 += 1;
+                if self.0 == 3 {
+                    Err(std::io::Error::other("disk full").into())
+                } else {
+                    Ok(())
+                }
+            }
+            fn sync(&mut self) -> Result<()> {
+                Ok(())
+            }
+        }
+        let mut w = WalWriter {
+            file: Box::new(FailingFile(0)),
+            path: PathBuf::from("x.wal"),
+            log_number: 1,
+            bytes_written: 20,
+            scratch: Vec::new(),
+            failed: false,
+        };
+        w.append(b"a").unwrap();
+        w.append(b"b").unwrap();
+        assert!(matches!(w.append(b"c"), Err(Error::Io { .. })));
+        assert!(matches!(w.append(b"d"), Err(Error::Poisoned(_))));
+        assert!(matches!(w.sync(), Err(Error::Poisoned(_))));
+    }
+
+    fn batch_payload(first: u64, keys: &[&str]) -> Vec<u8> {
+        let mut b = WriteBatch::new();
+        for k in keys {
+            b.put(k, "v");
+        }
+        b.encode_record(SeqNo(first))
+    }
+
+    #[test]
+    fn replay_batches_decodes_and_checks_sequence_order() {
+        let p1 = batch_payload(1, &["a", "b"]);
+        let p2 = batch_payload(3, &["c"]);
+        let log = log_bytes(4, &[&p1, &p2]);
+        let r = replay_batches(&log, "x.wal").unwrap();
+        assert_eq!(r.batches.len(), 2);
+        assert_eq!(r.last_seq, Some(SeqNo(3)));
+        assert_eq!(r.batches[1].1.ops[0].key, b"c");
+
+        let stale = batch_payload(2, &["c"]);
+        let log = log_bytes(4, &[&p1, &stale]);
+        let err = replay_batches(&log, "x.wal").unwrap_err().to_string();
+        assert!(err.contains("does not follow"), "{err}");
+
+        let log = log_bytes(4, &[&p1, b"not a batch"]);
+        let err = replay_batches(&log, "x.wal").unwrap_err();
+        assert!(
+            err.is_corruption() && err.to_string().contains("x.wal"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_flipped_sequence_number_byte_is_detected() {
+        let p1 = batch_payload(10, &["k"]);
+        let p2 = batch_payload(11, &["k"]);
+        let log = log_bytes(1, &[&p1, &p2]);
+        let seq_at = FILE_HEADER_LEN + RECORD_HEADER_LEN;
+        for byte in 0..8 {
+            let mut bad = log.clone();
+            bad[seq_at + byte] ^= 0x01;
+            assert!(replay_batches(&bad, "x.wal").unwrap_err().is_corruption());
+        }
+    }
+}
