@@ -124,6 +124,7 @@ pub fn split_checked<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a [u8]
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -94,9 +94,8 @@ pub fn parse_internal_key(encoded: &[u8]) -> Result<ParsedKey<'_>> {
     let mut raw = [0u8; TAG_LEN];
     raw.copy_from_slice(tag_bytes);
     let tag = u64::from_le_bytes(raw);
-    let kind = ValueKind::from_u8((tag & 0xff) as u8).ok_or_else(|| {
-        Error::corruption("internal key", format!("unknown kind {}", tag & 0xff))
-    })?;
+    let kind = ValueKind::from_u8((tag & 0xff) as u8)
+        .ok_or_else(|| Error::corruption("internal key", format!("unknown kind {}", tag & 0xff)))?;
     Ok(ParsedKey {
         user_key,
         seq: SeqNo(tag >> 8),
@@ -133,6 +132,7 @@ pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

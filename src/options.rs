@@ -133,7 +133,9 @@ impl Options {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));
         }
         if self.level0_compaction_trigger < 2 {
-            return Err(Error::invalid("level0_compaction_trigger must be at least 2"));
+            return Err(Error::invalid(
+                "level0_compaction_trigger must be at least 2",
+            ));
         }
         if self.level0_stop_writes < self.level0_compaction_trigger {
             return Err(Error::invalid(

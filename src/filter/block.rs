@@ -195,11 +195,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     }
 
     fn lines(&self) -> &[[u8; LINE_BYTES]] {
-        let payload = self
-            .block
-            .as_ref()
-            .get(HEADER_LEN..)
-            .unwrap_or_default();
+        let payload = self.block.as_ref().get(HEADER_LEN..).unwrap_or_default();
         payload.as_chunks::<LINE_BYTES>().0
     }
 
@@ -222,9 +218,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 
     /// Set bits in each line, for statistics.
     pub fn ones_per_line(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lines()
-            .iter()
-            .map(|l| crate::filter::bloom::line_ones(l))
+        self.lines().iter().map(crate::filter::bloom::line_ones)
     }
 
     /// Estimated number of distinct keys, from the fill.
@@ -266,7 +260,10 @@ mod tests {
         assert_eq!(back.encode(), bytes);
         let view = FilterView::parse(&bytes[..]).unwrap();
         for j in 0..1000u32 {
-            assert_eq!(view.contains(&j.to_le_bytes()), f.contains(&j.to_le_bytes()));
+            assert_eq!(
+                view.contains(&j.to_le_bytes()),
+                f.contains(&j.to_le_bytes())
+            );
         }
         assert!((view.estimated_items() - f.estimated_items()).abs() < 1e-9);
     }

@@ -14,9 +14,7 @@
 //! little-endian word `b / 64` — so the bytes on disk are the bytes in memory.
 
 use crate::error::{Error, Result};
-use crate::filter::theory::{
-    self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY,
-};
+use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Bytes in one line.
 pub const LINE_BYTES: usize = 64;
@@ -147,7 +145,9 @@ pub(crate) fn fp_rate_of_fill(ones_per_line: impl Iterator<Item = u32>, k: u32) 
 
 /// Lines needed for `items` keys at `bits_per_key`: ⌈items·bits/512⌉, at least one.
 pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
-    let lines = (items as f64 * bits_per_key / LINE_BITS as f64).ceil().max(1.0);
+    let lines = (items as f64 * bits_per_key / LINE_BITS as f64)
+        .ceil()
+        .max(1.0);
     if lines > u32::MAX as f64 || lines * LINE_BYTES as f64 > isize::MAX as f64 {
         return Err(Error::invalid(format!(
             "a filter for {items} items at {bits_per_key} bits per key is too large"
@@ -171,9 +171,7 @@ pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
 }
 
 fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
-    if bits_per_key.is_finite()
-        && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key)
-    {
+    if bits_per_key.is_finite() && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
@@ -505,9 +503,7 @@ mod tests {
             .with_seed(1);
         assert_ne!(f.hash(b"k"), hash_key(b"k"));
         assert_eq!(
-            BloomFilter::with_bits_per_key(10, 10.0)
-                .unwrap()
-                .hash(b"k"),
+            BloomFilter::with_bits_per_key(10, 10.0).unwrap().hash(b"k"),
             hash_key(b"k")
         );
     }
