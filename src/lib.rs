@@ -17,6 +17,7 @@ pub mod filter;
 pub mod fs;
 pub mod key;
 pub mod options;
+pub mod table;
 
 pub use error::{Error, Result};
 pub use options::Options;
