@@ -345,7 +345,6 @@ impl BlockIter {
     }
 
     /// The current entry's value as a slice.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn value_slice(&self) -> &[u8] {
         self.block.bytes(self.value.clone())
     }

@@ -230,8 +230,8 @@ pub fn read_block(
     }
     if type_byte != location.kind as u8 {
         return Err(location.corruption(format!(
-            "expected a {} block, found type byte {type_byte}",
-            location.kind
+            "found type byte {type_byte}, expected {} ({} block)",
+            location.kind as u8, location.kind
         )));
     }
     Ok(block)
@@ -393,7 +393,10 @@ mod tests {
         let err = read_block(&file, end, handle, &loc(BlockKind::Index), Checksum::Verify)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("expected a index block"), "{err}");
+        assert!(
+            err.contains("found type byte 1, expected 2 (index block)"),
+            "{err}"
+        );
         assert!(read_block(
             &file,
             end - 1,
