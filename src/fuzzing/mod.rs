@@ -6,3 +6,4 @@
 //! Must never: panic except when the invariant it checks is violated.
 
 pub mod storage;
+pub mod table;

@@ -1,0 +1,379 @@
+//! [`TableBuilder`]: writes a table file from entries in sorted order.
+//!
+//! Owns: the order data blocks, filter, index, properties and footer are
+//! written in, and the rule that `finish` reports success only after fsync.
+//! Must never: write an out-of-order entry (it is refused with
+//! `InvalidArgument` before anything changes), or report success for a file
+//! that is not durable. A table of zero entries is refused by `finish`.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::filter::{hash_key, BloomFilter};
+use crate::fs::{FileSystem, WritableFile};
+use crate::key::{
+    compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind, MAX_KEY_LEN,
+    MAX_VALUE_LEN,
+};
+use crate::table::block::BlockBuilder;
+use crate::table::format::{
+    encode_trailer, BlockHandle, BlockKind, Footer, FILTER_ALIGN, FORMAT_VERSION, TRAILER_LEN,
+};
+use crate::table::properties::TableProperties;
+use crate::table::TableOptions;
+
+/// What a finished table holds, for the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    /// Bytes of the file.
+    pub file_size: u64,
+    /// Number of entries (versions and tombstones).
+    pub entries: u64,
+    /// The first internal key.
+    pub smallest: Bytes,
+    /// The last internal key.
+    pub largest: Bytes,
+    /// Smallest sequence number of any entry.
+    pub min_seq: SeqNo,
+    /// Largest sequence number of any entry.
+    pub max_seq: SeqNo,
+}
+
+/// Streams a sorted table to a file.
+///
+/// If any call fails, or the builder is dropped without `finish`, the file
+/// is incomplete (it has no footer, so it will not open); the caller removes it.
+pub struct TableBuilder {
+    path: PathBuf,
+    file: Box<dyn WritableFile>,
+    options: TableOptions,
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    last_key: Vec<u8>,
+    smallest: Vec<u8>,
+    /// One filter hash per distinct user key (seed 0, as `get` computes it).
+    filter_hashes: Vec<u64>,
+    entries: u64,
+    deletions: u64,
+    distinct_user_keys: u64,
+    data_blocks: u64,
+    min_seq: SeqNo,
+    max_seq: SeqNo,
+    /// Set when a write failed: the file's content is unknown.
+    failed: bool,
+}
+
+impl std::fmt::Debug for TableBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableBuilder")
+            .field("path", &self.path)
+            .field("entries", &self.entries)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableBuilder {
+    /// Creates (truncating) the file at `path` through `fs`.
+    pub fn create(
+        fs: &dyn FileSystem,
+        path: &Path,
+        options: &TableOptions,
+    ) -> Result<TableBuilder> {
+        options.validate()?;
+        let file = fs.create(path)?;
+        Ok(TableBuilder {
+            path: path.to_path_buf(),
+            file,
+            options: options.clone(),
+            offset: 0,
+            data_block: BlockBuilder::new(options.restart_interval),
+            // Index entries share no prefix, so each separator is a
+            // contiguous, zero-copy slice of the map when read.
+            index_block: BlockBuilder::new(1),
+            last_key: Vec::new(),
+            smallest: Vec::new(),
+            filter_hashes: Vec::new(),
+            entries: 0,
+            deletions: 0,
+            distinct_user_keys: 0,
+            data_blocks: 0,
+            min_seq: SeqNo::MAX,
+            max_seq: SeqNo(0),
+            failed: false,
+        })
+    }
+
+    /// Appends an entry. `internal_key` must sort strictly after the previous
+    /// one (`key::compare_internal_keys`); otherwise, or when the key or value
+    /// is malformed or too large, `InvalidArgument` and nothing changes.
+    pub fn add(&mut self, internal_key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let parsed = parse_internal_key(internal_key)
+            .map_err(|e| Error::invalid(format!("not an internal key: {e}")))?;
+        if parsed.user_key.len() > MAX_KEY_LEN || value.len() > MAX_VALUE_LEN {
+            return Err(Error::invalid(format!(
+                "key of {} bytes or value of {} bytes exceeds the limits ({MAX_KEY_LEN}, {MAX_VALUE_LEN})",
+                parsed.user_key.len(),
+                value.len()
+            )));
+        }
+        if self.entries > 0
+            && compare_internal_keys(internal_key, &self.last_key) != Ordering::Greater
+        {
+            return Err(Error::invalid(format!(
+                "table entries out of order: {:?} does not sort after {:?}",
+                Bytes::copy_from_slice(internal_key),
+                Bytes::copy_from_slice(&self.last_key)
+            )));
+        }
+
+        let projected =
+            self.data_block.estimated_size() + BlockBuilder::entry_size(internal_key, value);
+        if !self.data_block.is_empty() && projected > self.options.block_size {
+            self.flush_data_block()?;
+        }
+        self.data_block.add(internal_key, value)?;
+
+        if self.entries == 0 || user_key_of(&self.last_key) != parsed.user_key {
+            self.distinct_user_keys += 1;
+            if self.options.bloom_bits_per_key > 0.0 {
+                self.filter_hashes.push(hash_key(parsed.user_key));
+            }
+        }
+        if self.entries == 0 {
+            self.smallest = internal_key.to_vec();
+        }
+        self.entries += 1;
+        if parsed.kind == ValueKind::Delete {
+            self.deletions += 1;
+        }
+        self.min_seq = self.min_seq.min(parsed.seq);
+        self.max_seq = self.max_seq.max(parsed.seq);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(internal_key);
+        Ok(())
+    }
+
+    /// Entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// The file's size if it were finished now (filter and index estimated).
+    pub fn estimated_file_size(&self) -> u64 {
+        let filter =
+            (self.filter_hashes.len() as f64 * self.options.bloom_bits_per_key / 8.0) as u64;
+        let index = self.data_blocks * (self.last_key.len() as u64 + 32);
+        self.offset + self.data_block.estimated_size() as u64 + filter + index + 256
+    }
+
+    /// Writes the last data block, the filter, index, properties and footer,
+    /// and fsyncs the file. `InvalidArgument` when no entry was added (an
+    /// empty table is never written; the caller removes the empty file).
+    pub fn finish(mut self) -> Result<TableInfo> {
+        self.check_usable()?;
+        if self.entries == 0 {
+            return Err(Error::invalid(format!(
+                "table {} has no entries; an empty table is not written",
+                self.path.display()
+            )));
+        }
+        if !self.data_block.is_empty() {
+            self.flush_data_block()?;
+        }
+        let data_size = self.offset;
+
+        let (filter, filter_probes) = self.write_filter()?;
+        let index_bytes = self.index_block.finish();
+        let index = self.write_block(index_bytes, BlockKind::Index)?;
+        let properties = TableProperties {
+            format_version: FORMAT_VERSION,
+            entries: self.entries,
+            deletions: self.deletions,
+            distinct_user_keys: self.distinct_user_keys,
+            data_blocks: self.data_blocks,
+            data_size,
+            min_seq: self.min_seq,
+            max_seq: self.max_seq,
+            filter_bits_per_key: if filter.is_some() {
+                self.options.bloom_bits_per_key
+            } else {
+                0.0
+            },
+            filter_probes,
+            smallest: Bytes::from(std::mem::take(&mut self.smallest)),
+            largest: Bytes::from(std::mem::take(&mut self.last_key)),
+        };
+        let properties_handle = self.write_block(properties.encode(), BlockKind::Properties)?;
+        let footer = Footer {
+            index,
+            filter,
+            properties: properties_handle,
+        };
+        self.append(&footer.encode())?;
+        self.file.sync().inspect_err(|_| self.failed = true)?;
+        Ok(TableInfo {
+            file_size: self.offset,
+            entries: properties.entries,
+            smallest: properties.smallest,
+            largest: properties.largest,
+            min_seq: properties.min_seq,
+            max_seq: properties.max_seq,
+        })
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::invalid(format!(
+                "table builder for {} failed earlier; remove the file",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        let block = self.data_block.finish();
+        let handle = self.write_block(block, BlockKind::Data)?;
+        // The separator is the block's last key: ≥ every key in it, < every
+        // key in the next block.
+        self.index_block.add(&self.last_key, &handle.encode())?;
+        self.data_blocks += 1;
+        Ok(())
+    }
+
+    /// Builds the filter from the collected hashes and writes it at a
+    /// 64-byte-aligned offset. Returns its handle and probe count.
+    fn write_filter(&mut self) -> Result<(Option<BlockHandle>, u32)> {
+        if self.options.bloom_bits_per_key <= 0.0 {
+            return Ok((None, 0));
+        }
+        let mut filter = BloomFilter::with_bits_per_key(
+            self.filter_hashes.len(),
+            self.options.bloom_bits_per_key,
+        )?;
+        for &hash in &self.filter_hashes {
+            filter.insert_hash(hash);
+        }
+        let padding = (FILTER_ALIGN - self.offset % FILTER_ALIGN) % FILTER_ALIGN;
+        self.append(&vec![0u8; padding as usize])?;
+        let handle = self.write_block(filter.encode(), BlockKind::Filter)?;
+        Ok((Some(handle), filter.hashes()))
+    }
+
+    fn write_block(&mut self, mut block: Vec<u8>, kind: BlockKind) -> Result<BlockHandle> {
+        let handle = BlockHandle {
+            offset: self.offset,
+            len: block.len() as u64,
+        };
+        let trailer = encode_trailer(&block, kind, handle.offset);
+        block.extend_from_slice(&trailer);
+        debug_assert_eq!(block.len() as u64, handle.len + TRAILER_LEN as u64);
+        self.append(&block)?;
+        Ok(handle)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .append(bytes)
+            .inspect_err(|_| self.failed = true)?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::OsFileSystem;
+    use crate::key::internal_key;
+
+    fn ikey(k: &str, seq: u64) -> Vec<u8> {
+        internal_key(k.as_bytes(), SeqNo(seq), ValueKind::Put)
+    }
+
+    #[test]
+    fn refuses_out_of_order_and_stays_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let mut b = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+        b.add(&ikey("b", 5), b"1").unwrap();
+        for bad in [ikey("a", 9), ikey("b", 5), ikey("b", 6)] {
+            let err = b.add(&bad, b"x").unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        }
+        assert!(b.add(b"short", b"x").is_err());
+        b.add(&ikey("b", 4), b"2").unwrap();
+        b.add(&ikey("c", 1), b"3").unwrap();
+        let info = b.finish().unwrap();
+        assert_eq!(info.entries, 3);
+        assert_eq!((info.min_seq, info.max_seq), (SeqNo(1), SeqNo(5)));
+        assert_eq!(&info.smallest[..], &ikey("b", 5)[..]);
+        assert_eq!(&info.largest[..], &ikey("c", 1)[..]);
+        assert_eq!(info.file_size, std::fs::metadata(&path).unwrap().len());
+    }
+
+    #[test]
+    fn an_empty_table_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let b = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+        assert!(matches!(b.finish(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        for options in [
+            TableOptions {
+                block_size: 0,
+                ..TableOptions::default()
+            },
+            TableOptions {
+                restart_interval: 0,
+                ..TableOptions::default()
+            },
+            TableOptions {
+                bloom_bits_per_key: f64::NAN,
+                ..TableOptions::default()
+            },
+            TableOptions {
+                bloom_bits_per_key: 0.1,
+                ..TableOptions::default()
+            },
+        ] {
+            assert!(TableBuilder::create(&OsFileSystem, &path, &options).is_err());
+        }
+    }
+
+    #[test]
+    fn the_filter_block_starts_cache_aligned_and_estimates_are_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let mut b = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+        for i in 0..5000 {
+            b.add(&ikey(&format!("key{i:06}"), 1), b"some value")
+                .unwrap();
+        }
+        let estimate = b.estimated_file_size();
+        let info = b.finish().unwrap();
+        let ratio = estimate as f64 / info.file_size as f64;
+        assert!(
+            (0.8..1.25).contains(&ratio),
+            "{estimate} vs {}",
+            info.file_size
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        let footer = Footer::decode(&bytes, &"t.sst".into()).unwrap();
+        assert_eq!(footer.filter.unwrap().offset % FILTER_ALIGN, 0);
+    }
+}

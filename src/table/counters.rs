@@ -1,0 +1,83 @@
+//! Read-path counters, shared by every table of a database.
+//!
+//! Owns: [`ReadCounters`] (live atomics) and [`ReadStats`] (a plain copy).
+//! Must never: cost more than a relaxed atomic add on the read path, or
+//! order anything — they are statistics, not synchronisation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Live counters of the table read path (relaxed atomics).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Gets that asked a table's filter.
+    pub filter_checks: AtomicU64,
+    /// Gets the filter answered "absent": data-block reads avoided.
+    pub filter_skips: AtomicU64,
+    /// Gets the filter let through that found no version visible at their
+    /// snapshot (at `SeqNo::MAX`, exactly the filter's false positives).
+    pub filter_false_positives: AtomicU64,
+    /// Data blocks read by gets (iterators are not counted).
+    pub data_block_reads: AtomicU64,
+    /// Tables opened whose filter block was corrupt or of an unknown layout,
+    /// so every key "may match" in them.
+    pub filter_fallbacks: AtomicU64,
+}
+
+/// A plain copy of [`ReadCounters`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// See [`ReadCounters::filter_checks`].
+    pub filter_checks: u64,
+    /// See [`ReadCounters::filter_skips`].
+    pub filter_skips: u64,
+    /// See [`ReadCounters::filter_false_positives`].
+    pub filter_false_positives: u64,
+    /// See [`ReadCounters::data_block_reads`].
+    pub data_block_reads: u64,
+    /// See [`ReadCounters::filter_fallbacks`].
+    pub filter_fallbacks: u64,
+}
+
+impl ReadCounters {
+    /// Fresh zeroed counters, ready to share.
+    pub fn new() -> Arc<ReadCounters> {
+        Arc::new(ReadCounters::default())
+    }
+
+    /// The current values.
+    pub fn snapshot(&self) -> ReadStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ReadStats {
+            filter_checks: get(&self.filter_checks),
+            filter_skips: get(&self.filter_skips),
+            filter_false_positives: get(&self.filter_false_positives),
+            data_block_reads: get(&self.data_block_reads),
+            filter_fallbacks: get(&self.filter_fallbacks),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl ReadStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &ReadStats) -> ReadStats {
+        ReadStats {
+            filter_checks: self.filter_checks.saturating_sub(earlier.filter_checks),
+            filter_skips: self.filter_skips.saturating_sub(earlier.filter_skips),
+            filter_false_positives: self
+                .filter_false_positives
+                .saturating_sub(earlier.filter_false_positives),
+            data_block_reads: self
+                .data_block_reads
+                .saturating_sub(earlier.data_block_reads),
+            filter_fallbacks: self
+                .filter_fallbacks
+                .saturating_sub(earlier.filter_fallbacks),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Sorted tables: immutable files of internal-key → value entries, each with
+//! a Bloom filter block over its user keys that a `get` asks before it reads
+//! any data block.
+//!
+//! A table is written once by [`TableBuilder`] (entries in strictly
+//! increasing internal-key order, streamed to the file, fsynced before
+//! `finish` returns) and read through [`Table`], which memory-maps the file,
+//! verifies the footer, index, properties and filter at open, and verifies
+//! each data block's checksum the first time it is read. The byte layout is
+//! in `docs/format.md`, "Table file".
+//!
+//! Owns: the table file format, its builder, reader and iterator.
+//! Must never: return a wrong value or silently miss a present key — a
+//! damaged data, index, properties block or footer is `Error::Corruption`
+//! naming the file, the block and its offset; only a damaged filter is
+//! tolerated, by failing open (every key "may match").
+//!
+//! ```
+//! use siftdb::key::{internal_key, SeqNo, ValueKind};
+//! use siftdb::table::{Table, TableBuilder, TableOptions, TableValue};
+//! use siftdb::fs::OsFileSystem;
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("000001.sst");
+//! let mut builder = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default())?;
+//! builder.add(&internal_key(b"apple", SeqNo(2), ValueKind::Put), b"red")?;
+//! builder.add(&internal_key(b"pear", SeqNo(1), ValueKind::Delete), b"")?;
+//! let info = builder.finish()?;
+//! assert_eq!(info.entries, 2);
+//! let table = Table::open_path(&path)?;
+//! assert_eq!(table.get_key(b"apple")?, Some(TableValue::Put("red".into())));
+//! assert_eq!(table.get_key(b"pear")?, Some(TableValue::Deleted));
+//! assert_eq!(table.get_key(b"plum")?, None);
+//! # Ok::<(), siftdb::Error>(())
+//! ```
+
+pub(crate) mod block;
+pub mod builder;
+pub mod counters;
+pub mod format;
+pub mod iter;
+pub mod properties;
+pub mod reader;
+
+pub use builder::{TableBuilder, TableInfo};
+pub use counters::{ReadCounters, ReadStats};
+pub use format::{BlockHandle, BlockKind, Footer};
+pub use iter::TableIter;
+pub use properties::TableProperties;
+pub use reader::{FilterStatus, Severity, Table, TableValue, VerifyProblem};
+
+use crate::error::{Error, Result};
+use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
+use crate::options::Options;
+
+/// How a table is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableOptions {
+    /// Target size of a data block in bytes; a block is cut before an entry
+    /// that would take it past this (a single larger entry gets its own block).
+    /// Default 4096.
+    pub block_size: usize,
+    /// Bloom filter bits per distinct user key; 0 writes no filter. Default 10.
+    pub bloom_bits_per_key: f64,
+    /// Entries between restart points in a data block. Default 16.
+    pub restart_interval: usize,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size: 4096,
+            bloom_bits_per_key: 10.0,
+            restart_interval: 16,
+        }
+    }
+}
+
+impl From<&Options> for TableOptions {
+    fn from(options: &Options) -> Self {
+        TableOptions {
+            block_size: options.block_size,
+            bloom_bits_per_key: options.bloom_bits_per_key,
+            ..TableOptions::default()
+        }
+    }
+}
+
+impl TableOptions {
+    /// Checks every field; `InvalidArgument` names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bits = self.bloom_bits_per_key;
+        if !(bits == 0.0
+            || (bits.is_finite() && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits)))
+        {
+            return Err(Error::invalid(format!(
+                "bloom_bits_per_key must be 0 or within [{MIN_BITS_PER_KEY}, {MAX_BITS_PER_KEY}], got {bits}"
+            )));
+        }
+        if !(1..=1 << 28).contains(&self.block_size) {
+            return Err(Error::invalid("block_size must be within [1, 256 MiB]"));
+        }
+        if !(1..=1 << 16).contains(&self.restart_interval) {
+            return Err(Error::invalid("restart_interval must be within [1, 65536]"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,232 @@
+//! Round trips of random sorted tables against an in-memory model: sizes
+//! from one entry to many blocks, user keys of 0 to 1 KiB, values up to
+//! 1 MiB, several versions and tombstones per key, every filter setting.
+
+mod table_common;
+
+use std::cmp::Ordering;
+
+use siftdb::filter::hash_key;
+use siftdb::fs::OsFileSystem;
+use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
+use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions, TableValue};
+use siftdb::Error;
+use table_common::{build_table, SplitMix64};
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn random_user_key(rng: &mut SplitMix64) -> Vec<u8> {
+    let len = match rng.below(100) {
+        0..=69 => rng.below(12) as usize,
+        70..=94 => 12 + rng.below(52) as usize,
+        _ => rng.below(1025) as usize,
+    };
+    // A small alphabet, so keys share prefixes and collide into versions.
+    (0..len).map(|_| b'a' + rng.below(4) as u8).collect()
+}
+
+fn random_value(rng: &mut SplitMix64, big_values: &mut u32) -> Vec<u8> {
+    if *big_values > 0 && rng.chance(2) {
+        *big_values -= 1;
+        return rng.bytes(1 << 20);
+    }
+    let len = if rng.chance(5) {
+        rng.below(8192)
+    } else {
+        rng.below(100)
+    };
+    rng.bytes(len as usize)
+}
+
+/// `n` entries in internal-key order, with unique sequence numbers.
+fn random_entries(rng: &mut SplitMix64, n: usize, mut big_values: u32) -> Entries {
+    let mut entries: Entries = Vec::with_capacity(n);
+    let mut user_keys: Vec<Vec<u8>> = Vec::new();
+    for seq in 1..=n as u64 {
+        let user_key = if !user_keys.is_empty() && rng.chance(25) {
+            user_keys[rng.below(user_keys.len() as u64) as usize].clone()
+        } else {
+            let key = random_user_key(rng);
+            user_keys.push(key.clone());
+            key
+        };
+        let kind = if rng.chance(15) {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        let value = match kind {
+            ValueKind::Put => random_value(rng, &mut big_values),
+            ValueKind::Delete => Vec::new(),
+        };
+        entries.push((internal_key(&user_key, SeqNo(seq), kind), value));
+    }
+    entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+    entries
+}
+
+/// The model's answer: the newest version of `user_key` with seq ≤ snapshot.
+fn model_get(entries: &Entries, user_key: &[u8], snapshot: SeqNo) -> Option<TableValue> {
+    entries.iter().find_map(|(key, value)| {
+        let parsed = parse_internal_key(key).unwrap();
+        (parsed.user_key == user_key && parsed.seq <= snapshot).then(|| match parsed.kind {
+            ValueKind::Put => TableValue::Put(value.clone().into()),
+            ValueKind::Delete => TableValue::Deleted,
+        })
+    })
+}
+
+fn check_table(table: &Table, entries: &Entries, rng: &mut SplitMix64) {
+    let properties = table.properties();
+    assert_eq!(properties.entries, entries.len() as u64);
+    assert_eq!(table.smallest(), &entries[0].0[..]);
+    assert_eq!(table.largest(), &entries[entries.len() - 1].0[..]);
+    assert!(table.verify().is_empty(), "{:?}", table.verify());
+
+    // A full scan returns exactly the entries.
+    let mut it = table.iter();
+    it.seek_to_first().unwrap();
+    for (key, value) in entries {
+        assert!(it.valid());
+        assert_eq!(it.key(), &key[..]);
+        assert_eq!(&it.value()[..], &value[..]);
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+
+    // Gets of every version at its own sequence, at the newest, and at a
+    // random snapshot; seeks to each key.
+    let sample = entries.len().min(400);
+    for _ in 0..sample {
+        let (key, _) = &entries[rng.below(entries.len() as u64) as usize];
+        let parsed = parse_internal_key(key).unwrap();
+        let hash = hash_key(parsed.user_key);
+        let snapshot = SeqNo(rng.below(entries.len() as u64 + 2));
+        for at in [parsed.seq, SeqNo::MAX, snapshot] {
+            let got = table.get(parsed.user_key, hash, at).unwrap();
+            assert_eq!(
+                got,
+                model_get(entries, parsed.user_key, at),
+                "get at {at:?}"
+            );
+        }
+        it.seek(key).unwrap();
+        assert_eq!(it.key(), &key[..]);
+    }
+
+    // Absent keys and random seek targets.
+    for _ in 0..200 {
+        let probe = random_user_key(rng);
+        let want = model_get(entries, &probe, SeqNo::MAX);
+        assert_eq!(table.get_key(&probe).unwrap(), want);
+        let target = internal_key(
+            &probe,
+            SeqNo(rng.below(entries.len() as u64 + 2)),
+            ValueKind::Put,
+        );
+        it.seek(&target).unwrap();
+        let first = entries
+            .iter()
+            .find(|(k, _)| compare_internal_keys(k, &target) != Ordering::Less);
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            first.map(|(k, _)| k.clone())
+        );
+    }
+}
+
+#[test]
+fn random_tables_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix64(2024);
+    let sizes = [1usize, 1, 2, 7, 60, 300, 1500, 4000];
+    let block_sizes = [64usize, 512, 4096];
+    let mut tables = 0;
+    for (round, &n) in sizes.iter().cycle().take(24).enumerate() {
+        let options = TableOptions {
+            block_size: block_sizes[round % 3],
+            bloom_bits_per_key: [10.0, 0.0, 3.5][round % 3 / 2 + round % 2],
+            restart_interval: [1, 4, 16][round % 3],
+        };
+        // Two tables carry 1 MiB values.
+        let big_values = if round == 5 || round == 14 { 3 } else { 0 };
+        let entries = random_entries(&mut rng, n, big_values);
+        let name = format!("{round:06}.sst");
+        let (path, info) = build_table(dir.path(), &name, &options, &entries);
+        assert_eq!(info.entries, n as u64);
+        assert_eq!(info.file_size, std::fs::metadata(&path).unwrap().len());
+        let table = Table::open(&OsFileSystem, &path, ReadCounters::new()).unwrap();
+        assert_eq!(table.name(), name);
+        check_table(&table, &entries, &mut rng);
+        tables += 1;
+    }
+    println!("{tables} random tables round-tripped");
+}
+
+#[test]
+fn one_mib_values_and_one_kib_keys_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix64(7);
+    let mut entries: Entries = (0..6u64)
+        .map(|i| {
+            let mut user_key = rng.bytes(1024);
+            user_key[0] = i as u8;
+            (
+                internal_key(&user_key, SeqNo(i + 1), ValueKind::Put),
+                rng.bytes(1 << 20),
+            )
+        })
+        .collect();
+    entries.push((
+        internal_key(b"", SeqNo(9), ValueKind::Put),
+        b"empty key".to_vec(),
+    ));
+    entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+    let (path, _) = build_table(dir.path(), "big.sst", &TableOptions::default(), &entries);
+    let table = Table::open_path(&path).unwrap();
+    assert_eq!(table.data_block_handles().len(), entries.len());
+    check_table(&table, &entries, &mut rng);
+}
+
+#[test]
+fn a_table_of_zero_entries_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.sst");
+    let builder = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+    assert!(matches!(builder.finish(), Err(Error::InvalidArgument(_))));
+    // What is left behind is not a table.
+    assert!(Table::open_path(&path).unwrap_err().is_corruption());
+}
+
+#[test]
+fn out_of_order_input_is_an_error_and_the_table_stays_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("order.sst");
+    let mut builder = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+    builder
+        .add(&internal_key(b"b", SeqNo(2), ValueKind::Put), b"1")
+        .unwrap();
+    let refused = [
+        internal_key(b"a", SeqNo(3), ValueKind::Put),
+        internal_key(b"b", SeqNo(2), ValueKind::Put),
+        internal_key(b"b", SeqNo(3), ValueKind::Put),
+    ];
+    for key in refused {
+        assert!(matches!(
+            builder.add(&key, b"x"),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    builder
+        .add(&internal_key(b"c", SeqNo(1), ValueKind::Put), b"2")
+        .unwrap();
+    assert_eq!(builder.entries(), 2);
+    builder.finish().unwrap();
+    let table = Table::open_path(&path).unwrap();
+    assert!(table.verify().is_empty());
+    assert_eq!(table.get_key(b"a").unwrap(), None);
+    assert_eq!(
+        table.get_key(b"b").unwrap(),
+        Some(TableValue::Put("1".into()))
+    );
+}
