@@ -76,6 +76,21 @@ impl Error {
         }
     }
 
+    /// A copy of this error (an I/O error keeps its kind and message), for
+    /// reporting one failure to several callers.
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption { what, detail } => Error::corruption(what, detail),
+            Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::Poisoned(r) => Error::Poisoned(r.clone()),
+        }
+    }
+
     /// True for `Error::Corruption`.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })

@@ -11,8 +11,11 @@
 //! filter → block, never back up.
 #![warn(missing_docs)]
 
+#[cfg(feature = "tokio")]
+mod async_db;
 pub mod batch;
 pub mod codec;
+mod db;
 pub mod error;
 pub mod filename;
 pub mod filter;
@@ -27,6 +30,9 @@ pub mod table;
 pub mod wal;
 pub mod workload;
 
+#[cfg(feature = "tokio")]
+pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
+pub use db::{Db, DbIterator, RecoveryReport, Stats};
 pub use error::{Error, Result};
 pub use options::Options;

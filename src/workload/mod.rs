@@ -5,8 +5,9 @@
 //! checked runner ([`run_phase`]) and its [`PhaseReport`]. `siftdb bench`
 //! runs siftdb through it; the peers crate (benches/peers/) runs RocksDB
 //! and fjall through the very same code, so the work is identical.
-//! Must never: depend on siftdb's storage engine — the engine is plugged in
-//! only through [`Engine`] — or let harness work (allocation, formatting,
+//! Must never: depend on siftdb's storage engine — every engine, siftdb's
+//! own adapter ([`SiftdbEngine`]) included, is plugged in only through
+//! [`Engine`] — or let harness work (allocation, formatting,
 //! clock reads) weigh on the measured operations.
 //!
 //! ```
@@ -27,6 +28,7 @@ mod memory;
 mod phase;
 mod report;
 mod run;
+mod siftdb;
 mod zipfian;
 
 pub use data::{
@@ -44,4 +46,5 @@ pub use report::{
     MAX_ERROR_SAMPLES,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
+pub use siftdb::SiftdbEngine;
 pub use zipfian::{zeta, Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};

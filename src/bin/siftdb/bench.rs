@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 use siftdb::workload::{
     group_digits, run_phase, summary_table, Engine, MemoryEngine, Phase, Progress, RunOptions,
-    Workload,
+    SiftdbEngine, Workload,
 };
 
 /// Exit code when a phase failed its checks.
@@ -66,15 +66,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
-    /// Engine to measure. `memory` (a BTreeMap) measures the harness only.
-    #[arg(long, default_value = "memory", hide = true)]
+    /// Engine to measure: `siftdb`, or `memory` (a BTreeMap, which measures
+    /// the harness only).
+    #[arg(long, default_value = "siftdb")]
     engine: String,
 }
 
 /// What an engine is opened with.
 #[derive(Debug)]
-#[allow(dead_code)] // read by the disk engines; the memory engine needs none of it
-
 pub struct EngineConfig<'a> {
     /// The fresh directory the engine owns for the run.
     pub dir: &'a Path,
@@ -85,11 +84,16 @@ pub struct EngineConfig<'a> {
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
-pub fn open_engine(name: &str, _config: &EngineConfig<'_>) -> Result<Box<dyn Engine>, String> {
+pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engine>, String> {
     match name {
+        "siftdb" => Ok(Box::new(SiftdbEngine::open(
+            config.dir,
+            config.bits_per_key,
+            config.memtable_bytes,
+        )?)),
         // Nothing to tune: the map has neither filters nor a memtable.
         "memory" => Ok(Box::new(MemoryEngine::new())),
-        other => Err(format!("unknown engine {other:?} (known: memory)")),
+        other => Err(format!("unknown engine {other:?} (known: siftdb, memory)")),
     }
 }
 

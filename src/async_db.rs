@@ -1,0 +1,88 @@
+//! A tokio-friendly facade over [`Db`] (cargo feature `tokio`).
+//!
+//! Owns: [`AsyncDb`], a clone-able handle whose methods run the blocking
+//! engine calls on tokio's blocking pool.
+//! Must never: block an async worker thread on disk I/O or a lock.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::batch::WriteBatch;
+use crate::db::{Db, Stats};
+use crate::error::{Error, Result};
+
+/// An async handle; clones share one engine.
+#[derive(Clone, Debug)]
+pub struct AsyncDb {
+    db: Arc<Db>,
+}
+
+impl AsyncDb {
+    /// Wraps an open database.
+    pub fn new(db: Db) -> AsyncDb {
+        AsyncDb { db: Arc::new(db) }
+    }
+
+    /// Opens (creating if missing) the database at `path` with `opts`.
+    pub async fn open_with(
+        path: impl AsRef<std::path::Path>,
+        opts: crate::Options,
+    ) -> Result<AsyncDb> {
+        let path = path.as_ref().to_path_buf();
+        let db = blocking(move || Db::open_with(path, opts)).await?;
+        Ok(AsyncDb::new(db))
+    }
+
+    /// The shared synchronous handle.
+    pub fn blocking_handle(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    /// See [`Db::put`].
+    pub async fn put(&self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Result<()> {
+        let (db, key, value) = (Arc::clone(&self.db), key.into(), value.into());
+        blocking(move || db.put(key, value)).await
+    }
+
+    /// See [`Db::get`].
+    pub async fn get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>> {
+        let (db, key) = (Arc::clone(&self.db), key.into());
+        blocking(move || db.get(key)).await
+    }
+
+    /// See [`Db::delete`].
+    pub async fn delete(&self, key: impl Into<Bytes>) -> Result<()> {
+        let (db, key) = (Arc::clone(&self.db), key.into());
+        blocking(move || db.delete(key)).await
+    }
+
+    /// See [`Db::write`].
+    pub async fn write(&self, batch: WriteBatch) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.write(batch)).await
+    }
+
+    /// See [`Db::flush`].
+    pub async fn flush(&self) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.flush()).await
+    }
+
+    /// See [`Db::compact`].
+    pub async fn compact(&self) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.compact()).await
+    }
+
+    /// See [`Db::stats`].
+    pub fn stats(&self) -> Stats {
+        self.db.stats()
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Poisoned(format!("blocking task failed: {e}")))?
+}

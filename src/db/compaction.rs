@@ -1,0 +1,274 @@
+//! Leveled compaction.
+//!
+//! Owns: choosing what to compact (level 0 by table count, deeper levels by
+//! size against `level1_bytes · ratio^(n−1)`), merging the inputs into new
+//! tables (each with its own filter), and installing the result.
+//! Must never: drop the newest version of a key, drop a tombstone while an
+//! older version may live deeper, or delete an input before a durable
+//! manifest stopped naming it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::db::flush::{build_table, open_live_table};
+use crate::db::iter::{InternalIterator, MergingIter, TableSource};
+use crate::db::version::{LiveTable, Version};
+use crate::db::{DbInner, SuperVersion, LEVELS};
+use crate::error::Result;
+use crate::filename::table_file_name;
+use crate::key::{parse_internal_key, user_key_of, ValueKind};
+use crate::options::Options;
+
+/// What one compaction reads and where it writes.
+pub(crate) struct Pick {
+    pub inputs: Vec<Arc<LiveTable>>,
+    pub output_level: usize,
+}
+
+fn level_budget(opts: &Options, level: usize) -> u64 {
+    let mut budget = opts.level1_bytes;
+    for _ in 1..level {
+        budget = budget.saturating_mul(opts.level_size_ratio);
+    }
+    budget
+}
+
+fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = tables.iter().map(|t| t.smallest_user_key()).min()?;
+    let hi = tables.iter().map(|t| t.largest_user_key()).max()?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
+/// The most urgent compaction, if any level is over its budget.
+pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Pick> {
+    let level0 = version.levels.first()?;
+    let mut best: Option<(f64, usize)> = None;
+    if level0.len() >= opts.level0_compaction_trigger {
+        best = Some((
+            level0.len() as f64 / opts.level0_compaction_trigger as f64,
+            0,
+        ));
+    }
+    for level in 1..LEVELS.min(version.levels.len()).saturating_sub(1) {
+        let score = version.level_bytes(level) as f64 / level_budget(opts, level) as f64;
+        if score > 1.0 && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, level));
+        }
+    }
+    let (_, level) = best?;
+    let mut inputs: Vec<Arc<LiveTable>> = if level == 0 {
+        level0.clone()
+    } else {
+        // Round-robin through the level so every key range gets its turn.
+        let tables = version.levels.get(level)?;
+        let after = pointers.get(level).map(Vec::as_slice).unwrap_or_default();
+        let chosen = tables
+            .iter()
+            .find(|t| t.largest_user_key() > after)
+            .or_else(|| tables.first())?;
+        vec![Arc::clone(chosen)]
+    };
+    let (lo, hi) = key_range(&inputs)?;
+    inputs.extend(version.overlapping(level + 1, &lo, &hi));
+    Some(Pick {
+        inputs,
+        output_level: level + 1,
+    })
+}
+
+/// Runs the most urgent compaction, if any.
+pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
+    let sv = inner.current.load_full();
+    let picked = {
+        let st = inner.bg.lock();
+        pick(&sv.version, &inner.opts, &st.compact_pointer)
+    };
+    let Some(pick) = picked else {
+        return Ok(());
+    };
+    if let Some((_, hi)) = key_range(&pick.inputs) {
+        let mut st = inner.bg.lock();
+        let level = pick.output_level - 1;
+        if st.compact_pointer.len() <= level {
+            st.compact_pointer.resize(level + 1, Vec::new());
+        }
+        if let Some(slot) = st.compact_pointer.get_mut(level) {
+            *slot = hi;
+        }
+    }
+    run(inner, &sv.version, pick)
+}
+
+/// Compacts every table into one sorted run at the deepest level in use.
+pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
+    let sv = inner.current.load_full();
+    let inputs: Vec<_> = sv.version.levels.iter().flatten().cloned().collect();
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let deepest = sv
+        .version
+        .levels
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .unwrap_or(0);
+    let pick = Pick {
+        inputs,
+        output_level: deepest.max(1),
+    };
+    run(inner, &sv.version, pick)
+}
+
+/// True when no table below `output_level` (outside the inputs) overlaps
+/// `[lo, hi]`, so tombstones there shadow nothing and can go.
+fn is_bottom(version: &Version, pick: &Pick, lo: &[u8], hi: &[u8]) -> bool {
+    version
+        .levels
+        .iter()
+        .enumerate()
+        .skip(pick.output_level + 1)
+        .all(|(_, tables)| {
+            tables.iter().all(|t| {
+                !t.overlaps(lo, hi)
+                    || pick
+                        .inputs
+                        .iter()
+                        .any(|i| i.file_number() == t.file_number())
+            })
+        })
+}
+
+/// Yields the newest version of each user key, dropping tombstones when allowed.
+struct NewestOnly {
+    merged: MergingIter,
+    drop_tombstones: bool,
+    started: bool,
+}
+
+impl Iterator for NewestOnly {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.started {
+                // Skip older versions of the key just yielded.
+                let last = Bytes::copy_from_slice(user_key_of(self.merged.key()));
+                self.merged.next();
+                while self.merged.valid() && user_key_of(self.merged.key()) == last.as_ref() {
+                    self.merged.next();
+                }
+            } else {
+                self.merged.seek_to_first();
+                self.started = true;
+            }
+            if let Err(e) = self.merged.status() {
+                return Some(Err(e));
+            }
+            if !self.merged.valid() {
+                return None;
+            }
+            let key = self.merged.key();
+            let kind = match parse_internal_key(key) {
+                Ok(parsed) => parsed.kind,
+                Err(e) => return Some(Err(e)),
+            };
+            if kind == ValueKind::Delete && self.drop_tombstones {
+                continue;
+            }
+            return Some(Ok((Bytes::copy_from_slice(key), self.merged.value())));
+        }
+    }
+}
+
+fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
+    let Some((lo, hi)) = key_range(&pick.inputs) else {
+        return Ok(());
+    };
+
+    // A lone table with nothing to merge against moves down as it is.
+    if let [only] = pick.inputs.as_slice() {
+        if only.record.level as usize + 1 == pick.output_level {
+            let mut record = only.record.clone();
+            record.level = pick.output_level as u32;
+            let moved =
+                open_live_table(inner.fs.as_ref(), &inner.dir, &inner.read_counters, record)?;
+            return install(inner, &[only.file_number()], vec![moved], &[]);
+        }
+    }
+
+    let sources: Vec<Box<dyn InternalIterator>> = pick
+        .inputs
+        .iter()
+        .map(|t| Box::new(TableSource::new(Arc::clone(t))) as Box<dyn InternalIterator>)
+        .collect();
+    let mut entries = NewestOnly {
+        merged: MergingIter::new(sources),
+        drop_tombstones: is_bottom(version, &pick, &lo, &hi),
+        started: false,
+    }
+    .peekable();
+
+    let mut outputs = Vec::new();
+    while entries.peek().is_some() {
+        let number = inner.versions.lock().new_file_number();
+        let built = build_table(
+            inner.fs.as_ref(),
+            &inner.dir,
+            &inner.opts,
+            number,
+            &mut entries,
+            Some(inner.opts.table_target_bytes),
+        );
+        match built {
+            Ok(Some(mut record)) => {
+                record.level = pick.output_level as u32;
+                outputs.push(open_live_table(
+                    inner.fs.as_ref(),
+                    &inner.dir,
+                    &inner.read_counters,
+                    record,
+                )?);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                remove_files(inner, outputs.iter().map(|t| t.file_number()));
+                let _ = inner.fs.remove(&inner.path_of(&table_file_name(number)));
+                return Err(e);
+            }
+        }
+    }
+    let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
+    install(inner, &removed, outputs, &removed)
+}
+
+fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
+    for number in numbers {
+        let _ = inner.fs.remove(&inner.path_of(&table_file_name(number)));
+    }
+}
+
+/// Makes the new version durable, publishes it, then deletes `obsolete` files.
+fn install(
+    inner: &DbInner,
+    removed: &[u64],
+    added: Vec<Arc<LiveTable>>,
+    obsolete: &[u64],
+) -> Result<()> {
+    let mut versions = inner.versions.lock();
+    let current = inner.current.load_full();
+    let version = Arc::new(current.version.apply(removed, added));
+    let last = crate::key::SeqNo(inner.last_visible.load(Ordering::Acquire));
+    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last)?;
+    inner.current.store(Arc::new(SuperVersion {
+        mem: current.mem.clone(),
+        imm: current.imm.clone(),
+        version,
+    }));
+    drop(versions);
+    // Open readers keep their mapped copies; the names can go now.
+    remove_files(inner, obsolete.iter().copied());
+    inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}

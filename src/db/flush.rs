@@ -1,0 +1,166 @@
+//! Turning memtables into level-0 tables, and opening tables as live ones.
+//!
+//! Owns: building a table from a sorted stream of entries, the flush of the
+//! oldest immutable memtable, and the manifest update that follows it.
+//! Must never: name a table in the manifest before its file is synced, or
+//! remove a log before a durable manifest no longer needs it.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::db::version::LiveTable;
+use crate::db::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::filename::{table_file_name, wal_file_name};
+use crate::fs::FileSystem;
+use crate::key::SeqNo;
+use crate::manifest::TableRecord;
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::table::{ReadCounters, Table, TableBuilder, TableOptions};
+
+pub(crate) fn table_options(opts: &Options) -> TableOptions {
+    TableOptions {
+        block_size: opts.block_size,
+        bloom_bits_per_key: opts.bloom_bits_per_key,
+        ..TableOptions::default()
+    }
+}
+
+/// Opens the table a manifest record names; a missing file is corruption.
+pub(crate) fn open_live_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    counters: &Arc<ReadCounters>,
+    record: TableRecord,
+) -> Result<Arc<LiveTable>> {
+    let name = table_file_name(record.file_number);
+    let path = dir.join(&name);
+    if !fs.exists(&path) {
+        return Err(Error::corruption(
+            format!("table {name}"),
+            "named by the manifest but missing",
+        ));
+    }
+    let table = Table::open(fs, &path, Arc::clone(counters))?;
+    if table.file_size() != record.file_size {
+        return Err(Error::corruption(
+            format!("table {name}"),
+            format!(
+                "{} bytes, the manifest says {}",
+                table.file_size(),
+                record.file_size
+            ),
+        ));
+    }
+    Ok(Arc::new(LiveTable { record, table }))
+}
+
+/// Streams sorted `(internal key, value)` entries into table `number`,
+/// stopping after `stop_after_bytes` (callers that split output must hold one
+/// version per user key, so a cut never separates a key's versions); returns
+/// its manifest record (level left at 0), or `None` when empty.
+pub(crate) fn build_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    number: u64,
+    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    stop_after_bytes: Option<u64>,
+) -> Result<Option<TableRecord>> {
+    let path = dir.join(table_file_name(number));
+    let mut builder: Option<TableBuilder> = None;
+    #[allow(clippy::while_let_on_iterator)] // `entries` is a trait object; the caller resumes it
+    while let Some(entry) = entries.next() {
+        let (key, value) = entry?;
+        let builder = match &mut builder {
+            Some(b) => b,
+            None => builder.insert(TableBuilder::create(fs, &path, &table_options(opts))?),
+        };
+        builder.add(&key, &value)?;
+        if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
+            break;
+        }
+    }
+    let Some(builder) = builder else {
+        return Ok(None);
+    };
+    let info = builder.finish()?;
+    Ok(Some(TableRecord {
+        level: 0,
+        file_number: number,
+        file_size: info.file_size,
+        entries: info.entries,
+        smallest: info.smallest.to_vec(),
+        largest: info.largest.to_vec(),
+        min_seq: info.min_seq,
+        max_seq: info.max_seq,
+    }))
+}
+
+/// Writes a whole memtable as level-0 table `number`.
+pub(crate) fn write_level0_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    counters: &Arc<ReadCounters>,
+    number: u64,
+    mem: &Memtable,
+) -> Result<Option<Arc<LiveTable>>> {
+    let mut entries = mem.iter().map(Ok);
+    match build_table(fs, dir, opts, number, &mut entries, None)? {
+        Some(record) => Ok(Some(open_live_table(fs, dir, counters, record)?)),
+        None => Ok(None),
+    }
+}
+
+/// Flushes the oldest immutable memtable, if any. Returns whether it did.
+pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
+    let sv = inner.current.load_full();
+    let Some(oldest) = sv.imm.last().cloned() else {
+        return Ok(false);
+    };
+    let number = inner.versions.lock().new_file_number();
+    let table = write_level0_table(
+        inner.fs.as_ref(),
+        &inner.dir,
+        &inner.opts,
+        &inner.read_counters,
+        number,
+        &oldest.mem,
+    )?;
+
+    let mut versions = inner.versions.lock();
+    let current = inner.current.load_full();
+    let added: Vec<_> = table.into_iter().collect();
+    let version = Arc::new(current.version.apply(&[], added));
+    // Logs older than the next memtable's are now fully in tables.
+    let remaining: Vec<_> = current
+        .imm
+        .iter()
+        .filter(|m| !Arc::ptr_eq(&m.mem, &oldest.mem))
+        .cloned()
+        .collect();
+    let next_log = remaining
+        .last()
+        .map_or(current.mem.log_number, |m| m.log_number);
+    versions.log_number = next_log;
+    let last = SeqNo(inner.last_visible.load(Ordering::Acquire));
+    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last)?;
+    inner.current.store(Arc::new(SuperVersion {
+        mem: current.mem.clone(),
+        imm: remaining,
+        version,
+    }));
+    drop(versions);
+
+    let old_log = inner.path_of(&wal_file_name(oldest.log_number));
+    if inner.fs.exists(&old_log) {
+        inner.fs.remove(&old_log)?;
+    }
+    inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    Ok(true)
+}

@@ -1,0 +1,363 @@
+//! Scans: merging every source into one ordered view at a snapshot.
+//!
+//! Owns: the cursor trait every source implements (memtables, tables, a
+//! level of disjoint tables), the merge, and [`DbIterator`], which hides
+//! older versions, tombstones and writes newer than its snapshot.
+//! Must never: show part of a batch (it reads at one sequence number), or
+//! see a table vanish under it (it holds the version it started with).
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::db::version::LiveTable;
+use crate::db::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::key::{compare_internal_keys, lookup_key, parse_internal_key, SeqNo, ValueKind};
+use crate::memtable::{Memtable, MemtableIter};
+use crate::table::TableIter;
+
+/// A cursor over internal keys in internal-key order.
+pub(crate) trait InternalIterator: Send {
+    fn seek_to_first(&mut self);
+    /// Positions at the first entry ≥ `target` (an internal key).
+    fn seek(&mut self, target: &[u8]);
+    fn valid(&self) -> bool;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> Bytes;
+    fn next(&mut self);
+    fn status(&self) -> Result<()>;
+}
+
+/// A memtable as a source.
+pub(crate) struct MemSource(MemtableIter);
+
+impl MemSource {
+    pub fn new(mem: Arc<Memtable>) -> MemSource {
+        MemSource(MemtableIter::new(mem))
+    }
+}
+
+impl InternalIterator for MemSource {
+    fn seek_to_first(&mut self) {
+        self.0.seek_to_first()
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.0.seek(target)
+    }
+    fn valid(&self) -> bool {
+        self.0.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.0.key()
+    }
+    fn value(&self) -> Bytes {
+        self.0.entry().map_or_else(Bytes::new, |(_, v)| v.clone())
+    }
+    fn next(&mut self) {
+        self.0.next()
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Disjoint tables in key order (a level ≥ 1, or a single table) as one source.
+pub(crate) struct TableSource {
+    tables: Vec<Arc<LiveTable>>,
+    index: usize,
+    current: Option<TableIter>,
+    error: Option<Error>,
+}
+
+impl TableSource {
+    pub fn new(table: Arc<LiveTable>) -> TableSource {
+        TableSource::level(vec![table])
+    }
+
+    pub fn level(tables: Vec<Arc<LiveTable>>) -> TableSource {
+        TableSource {
+            tables,
+            index: 0,
+            current: None,
+            error: None,
+        }
+    }
+
+    /// Runs a cursor step; an error ends the scan and is kept for `status`.
+    fn step(&mut self, f: impl FnOnce(&mut TableIter) -> Result<()>) {
+        if let Some(it) = &mut self.current {
+            if let Err(e) = f(it) {
+                self.error = Some(e);
+                self.current = None;
+            }
+        }
+    }
+
+    fn open(&mut self, index: usize, position: impl FnOnce(&mut TableIter) -> Result<()>) {
+        self.index = index;
+        self.current = self.tables.get(index).map(|t| t.table.iter());
+        self.step(position);
+    }
+
+    /// Moves to following tables while the current one is exhausted.
+    fn skip_exhausted(&mut self) {
+        while self.current.as_ref().is_some_and(|it| !it.valid()) {
+            self.open(self.index + 1, TableIter::seek_to_first);
+        }
+    }
+}
+
+impl InternalIterator for TableSource {
+    fn seek_to_first(&mut self) {
+        self.error = None;
+        self.open(0, TableIter::seek_to_first);
+        self.skip_exhausted();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        let index = self.tables.partition_point(|t| {
+            compare_internal_keys(&t.record.largest, target) == Ordering::Less
+        });
+        self.open(index, |it| it.seek(target));
+        self.skip_exhausted();
+    }
+
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|it| it.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |it| it.key())
+    }
+
+    fn value(&self) -> Bytes {
+        self.current
+            .as_ref()
+            .map_or_else(Bytes::new, |it| it.value())
+    }
+
+    fn next(&mut self) {
+        self.step(TableIter::next);
+        self.skip_exhausted();
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The union of several sources; on equal keys the earlier source wins.
+pub(crate) struct MergingIter {
+    sources: Vec<Box<dyn InternalIterator>>,
+    current: Option<usize>,
+}
+
+impl MergingIter {
+    pub fn new(sources: Vec<Box<dyn InternalIterator>>) -> MergingIter {
+        MergingIter {
+            sources,
+            current: None,
+        }
+    }
+
+    fn find_smallest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, source) in self.sources.iter().enumerate() {
+            if !source.valid() {
+                continue;
+            }
+            best = match best.and_then(|b| self.sources.get(b)) {
+                Some(b) if compare_internal_keys(source.key(), b.key()) != Ordering::Less => best,
+                _ => Some(i),
+            };
+        }
+        self.current = best;
+    }
+
+    fn current(&self) -> Option<&dyn InternalIterator> {
+        self.current
+            .and_then(|i| self.sources.get(i))
+            .map(|s| s.as_ref())
+    }
+}
+
+impl InternalIterator for MergingIter {
+    fn seek_to_first(&mut self) {
+        for s in &mut self.sources {
+            s.seek_to_first();
+        }
+        self.find_smallest();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        for s in &mut self.sources {
+            s.seek(target);
+        }
+        self.find_smallest();
+    }
+
+    fn valid(&self) -> bool {
+        self.current().is_some_and(|s| s.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current().map_or(&[], |s| s.key())
+    }
+
+    fn value(&self) -> Bytes {
+        self.current().map_or_else(Bytes::new, |s| s.value())
+    }
+
+    fn next(&mut self) {
+        if let Some(source) = self.current.and_then(|i| self.sources.get_mut(i)) {
+            source.next();
+        }
+        self.find_smallest();
+    }
+
+    fn status(&self) -> Result<()> {
+        self.sources.iter().try_for_each(|s| s.status())
+    }
+}
+
+/// An ascending scan over user keys at one snapshot. Items are
+/// `Result<(key, value)>`; after an error the scan ends.
+pub struct DbIterator {
+    merged: MergingIter,
+    snapshot: SeqNo,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    started: bool,
+    finished: bool,
+    last_user_key: Option<Vec<u8>>,
+    _pinned: Arc<SuperVersion>,
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        inner: &DbInner,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> DbIterator {
+        let snapshot = inner.snapshot();
+        let sv = inner.current.load_full();
+        let (lo, hi) = (bound_key(&start), bound_key(&end));
+        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
+        }
+        for (level, tables) in sv.version.levels.iter().enumerate() {
+            let wanted = tables.iter().filter(|t| {
+                lo.is_none_or(|lo| t.largest_user_key() >= lo)
+                    && hi.is_none_or(|hi| t.smallest_user_key() <= hi)
+            });
+            if level == 0 {
+                for table in wanted {
+                    sources.push(Box::new(TableSource::new(Arc::clone(table))));
+                }
+            } else {
+                let tables: Vec<_> = wanted.cloned().collect();
+                if !tables.is_empty() {
+                    sources.push(Box::new(TableSource::level(tables)));
+                }
+            }
+        }
+        DbIterator {
+            merged: MergingIter::new(sources),
+            snapshot,
+            start,
+            end,
+            started: false,
+            finished: false,
+            last_user_key: None,
+            _pinned: sv,
+        }
+    }
+
+    fn past_end(&self, user_key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Included(end) => user_key > end.as_slice(),
+            Bound::Excluded(end) => user_key >= end.as_slice(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    fn before_start(&self, user_key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Included(start) => user_key < start.as_slice(),
+            Bound::Excluded(start) => user_key <= start.as_slice(),
+            Bound::Unbounded => false,
+        }
+    }
+}
+
+fn bound_key(bound: &Bound<Vec<u8>>) -> Option<&[u8]> {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            match bound_key(&self.start) {
+                Some(start) => {
+                    let target = lookup_key(start, SeqNo::MAX);
+                    self.merged.seek(&target);
+                }
+                None => self.merged.seek_to_first(),
+            }
+        }
+        loop {
+            if let Err(e) = self.merged.status() {
+                self.finished = true;
+                return Some(Err(e));
+            }
+            if !self.merged.valid() {
+                self.finished = true;
+                return None;
+            }
+            let parsed = match parse_internal_key(self.merged.key()) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+            };
+            if self.past_end(parsed.user_key) {
+                self.finished = true;
+                return None;
+            }
+            let newer_than_snapshot = parsed.seq > self.snapshot;
+            let older_version = self
+                .last_user_key
+                .as_deref()
+                .is_some_and(|last| last == parsed.user_key);
+            if newer_than_snapshot || older_version || self.before_start(parsed.user_key) {
+                self.merged.next();
+                continue;
+            }
+            self.last_user_key = Some(parsed.user_key.to_vec());
+            if parsed.kind == ValueKind::Delete {
+                self.merged.next();
+                continue;
+            }
+            let item = (Bytes::copy_from_slice(parsed.user_key), self.merged.value());
+            self.merged.next();
+            return Some(Ok(item));
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The database: the public [`Db`] handle and the state its parts share.
+//!
+//! Owns: `Db`, `Stats`, and `DbInner` — the current super-version (memtable,
+//! immutable memtables, table version) that readers load without a lock.
+//! Must never: let a read wait for a flush or a compaction, acknowledge a
+//! write before it reached the log, or delete a file a durable manifest
+//! still names.
+//!
+//! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
+//! memtable rotation), `read.rs` (point lookups), `flush.rs` and
+//! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
+//! scans), `version.rs` (the live tables).
+
+mod background;
+mod compaction;
+mod flush;
+mod iter;
+mod open;
+mod read;
+mod version;
+mod write;
+
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::fs::{DirLock, SharedFs};
+use crate::key::SeqNo;
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::table::ReadCounters;
+
+pub use iter::DbIterator;
+pub use open::RecoveryReport;
+use version::Version;
+
+/// Number of levels, level 0 included.
+pub(crate) const LEVELS: usize = 7;
+/// Immutable memtables allowed to wait for flushing before writers stall.
+pub(crate) const MAX_IMMUTABLE: usize = 2;
+
+/// A memtable and the log that holds its records.
+#[derive(Clone)]
+pub(crate) struct LoggedMemtable {
+    pub mem: Arc<Memtable>,
+    pub log_number: u64,
+}
+
+/// Everything a read needs, swapped as one.
+pub(crate) struct SuperVersion {
+    pub mem: LoggedMemtable,
+    /// Immutable memtables waiting for a flush, newest first.
+    pub imm: Vec<LoggedMemtable>,
+    pub version: Arc<Version>,
+}
+
+/// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
+#[derive(Default)]
+pub(crate) struct DbCounters {
+    pub gets: AtomicU64,
+    pub tables_consulted: AtomicU64,
+    pub memtable_hits: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub writes: AtomicU64,
+    pub write_stalls: AtomicU64,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub fs: SharedFs,
+    pub current: ArcSwap<SuperVersion>,
+    /// Highest sequence number whose write is complete and visible.
+    pub last_visible: AtomicU64,
+    pub writer: Mutex<write::WriterState>,
+    pub queue: Mutex<write::WriteQueue>,
+    pub queue_cv: Condvar,
+    /// Serialises manifest writes and super-version publication.
+    pub versions: Mutex<open::VersionSet>,
+    pub bg: Mutex<background::BgState>,
+    pub bg_cv: Condvar,
+    pub read_counters: Arc<ReadCounters>,
+    pub counters: DbCounters,
+    pub recovery: RecoveryReport,
+    pub _lock: Box<dyn DirLock>,
+}
+
+impl DbInner {
+    pub fn snapshot(&self) -> SeqNo {
+        SeqNo(self.last_visible.load(Ordering::Acquire))
+    }
+
+    pub fn path_of(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it
+/// stops background work and releases the directory lock.
+pub struct Db {
+    inner: Arc<DbInner>,
+    background: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A snapshot of the database's counters and shape.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Table filters asked on point lookups.
+    pub filter_checks: u64,
+    /// Lookups a filter answered "absent": data reads avoided.
+    pub filter_skips: u64,
+    /// Filter said "maybe" and the table did not hold the key.
+    pub filter_false_positives: u64,
+    /// Tables whose filter block failed its checks and so is not used.
+    pub filter_fallbacks: u64,
+    /// Data blocks read by lookups.
+    pub data_block_reads: u64,
+    /// Point lookups served.
+    pub gets: u64,
+    /// Tables whose key range held the key, summed over lookups.
+    pub tables_consulted: u64,
+    /// Live tables.
+    pub table_count: usize,
+    /// Live tables per level.
+    pub level_tables: Vec<usize>,
+    /// Bytes of live tables per level.
+    pub level_bytes: Vec<u64>,
+    /// Immutable memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Approximate bytes in the active memtable.
+    pub memtable_bytes: usize,
+    /// Memtables flushed to tables since open.
+    pub flushes: u64,
+    /// Compactions run since open.
+    pub compactions: u64,
+    /// Writes (batches) acknowledged since open.
+    pub writes: u64,
+    /// Log writes, each carrying one or more batches (group commit).
+    pub write_groups: u64,
+    /// Times a writer waited for background work.
+    pub write_stalls: u64,
+    /// Last sequence number visible to reads.
+    pub last_sequence: u64,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > crate::key::MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "key of {} bytes exceeds the maximum of {}",
+            key.len(),
+            crate::key::MAX_KEY_LEN
+        )));
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > crate::key::MAX_VALUE_LEN {
+        return Err(Error::invalid(format!(
+            "value of {} bytes exceeds the maximum of {}",
+            value.len(),
+            crate::key::MAX_VALUE_LEN
+        )));
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Opens (creating if missing) the database at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Db::open_with(path, Options::default())
+    }
+
+    /// Opens (creating if missing) the database at `path`.
+    pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let inner = Arc::new(open::open(path.as_ref(), opts)?);
+        let background = background::spawn(Arc::clone(&inner))?;
+        Ok(Db {
+            inner,
+            background: Some(background),
+        })
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch)
+    }
+
+    /// Removes `key` (a no-op when absent).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch)
+    }
+
+    /// Applies every operation of `batch`, in order, atomically.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        for op in batch.iter() {
+            check_key(op.key)?;
+            check_value(op.value)?;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        write::write(&self.inner, batch)
+    }
+
+    /// The latest value of `key`, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        read::get(&self.inner, key)
+    }
+
+    /// Every entry, in ascending key order, as of now.
+    pub fn iter(&self) -> DbIterator {
+        iter::DbIterator::new(
+            &self.inner,
+            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+        )
+    }
+
+    /// Entries whose keys fall in `range`, ascending, as of now.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let own = |b: std::ops::Bound<&K>| match b {
+            std::ops::Bound::Included(k) => std::ops::Bound::Included(k.as_ref().to_vec()),
+            std::ops::Bound::Excluded(k) => std::ops::Bound::Excluded(k.as_ref().to_vec()),
+            std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
+        };
+        iter::DbIterator::new(
+            &self.inner,
+            (own(range.start_bound()), own(range.end_bound())),
+        )
+    }
+
+    /// Entries whose keys start with `prefix`, ascending, as of now.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref().to_vec();
+        let end = match prefix_successor(&prefix) {
+            Some(end) => std::ops::Bound::Excluded(end),
+            None => std::ops::Bound::Unbounded,
+        };
+        iter::DbIterator::new(&self.inner, (std::ops::Bound::Included(prefix), end))
+    }
+
+    /// Turns the memtable into a table now; returns when it is durable.
+    pub fn flush(&self) -> Result<()> {
+        write::rotate_if_nonempty(&self.inner)?;
+        background::wait_for_flushes(&self.inner)
+    }
+
+    /// Flushes, then compacts every table into one sorted run at the deepest
+    /// level in use; returns when done.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        background::request_full_compaction(&self.inner)
+    }
+
+    /// Waits until no flush or automatic compaction is pending.
+    pub fn wait_for_background(&self) -> Result<()> {
+        background::wait_for_idle(&self.inner)
+    }
+
+    /// Counters and shape.
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let sv = inner.current.load();
+        let rc = &inner.read_counters;
+        let c = &inner.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            filter_checks: load(&rc.filter_checks),
+            filter_skips: load(&rc.filter_skips),
+            filter_false_positives: load(&rc.filter_false_positives),
+            filter_fallbacks: load(&rc.filter_fallbacks),
+            data_block_reads: load(&rc.data_block_reads),
+            gets: load(&c.gets),
+            tables_consulted: load(&c.tables_consulted),
+            table_count: sv.version.table_count(),
+            level_tables: sv.version.levels.iter().map(Vec::len).collect(),
+            level_bytes: (0..sv.version.levels.len())
+                .map(|l| sv.version.level_bytes(l))
+                .collect(),
+            immutable_memtables: sv.imm.len(),
+            memtable_bytes: sv.mem.mem.approximate_bytes(),
+            flushes: load(&c.flushes),
+            compactions: load(&c.compactions),
+            writes: load(&c.writes),
+            write_groups: load(&c.write_groups),
+            write_stalls: load(&c.write_stalls),
+            last_sequence: inner.last_visible.load(Ordering::Acquire),
+        }
+    }
+
+    /// What `open` found while recovering (records replayed, a torn log tail).
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The directory this database lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        background::shutdown(&self.inner);
+        if let Some(handle) = self.background.take() {
+            let _ = handle.join();
+        }
+        // Make what reached the OS durable too, so a clean close loses nothing
+        // even to a machine crash right after it.
+        let _ = write::sync_log(&self.inner);
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor_skips_trailing_max_bytes() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
+
+    #[test]
+    fn db_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Db>();
+    }
+}

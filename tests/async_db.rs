@@ -1,0 +1,41 @@
+//! The tokio facade, used from many tasks at once.
+#![cfg(feature = "tokio")]
+
+use siftdb::{AsyncDb, Options, WriteBatch};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_share_one_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = AsyncDb::open_with(dir.path(), Options::default().memtable_bytes(32 << 10))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..16u32 {
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..200u32 {
+                let key = format!("task{t:02}-{i:04}");
+                db.put(key.clone(), i.to_le_bytes().to_vec()).await.unwrap();
+                let got = db.get(key).await.unwrap();
+                assert_eq!(got.as_deref(), Some(&i.to_le_bytes()[..]));
+            }
+            let mut batch = WriteBatch::new();
+            batch.put(format!("done{t:02}"), b"yes");
+            db.write(batch).await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    db.flush().await.unwrap();
+    db.compact().await.unwrap();
+    for t in 0..16u32 {
+        assert_eq!(
+            db.get(format!("done{t:02}")).await.unwrap().as_deref(),
+            Some(&b"yes"[..])
+        );
+        db.delete(format!("done{t:02}")).await.unwrap();
+        assert_eq!(db.get(format!("done{t:02}")).await.unwrap(), None);
+    }
+    assert_eq!(db.stats().writes, 16 * 200 + 16 + 16);
+}

@@ -1,0 +1,294 @@
+//! The database's public surface: put/get/delete, batches, scans, options,
+//! bad input, locking, reopening.
+
+use std::sync::Arc;
+
+use siftdb::{Db, Error, Options, WriteBatch};
+
+fn small_options() -> Options {
+    Options::default()
+        .memtable_bytes(16 << 10)
+        .block_size(1024)
+        .level0_compaction_trigger(3)
+        .level1_bytes(64 << 10)
+        .table_target_bytes(16 << 10)
+}
+
+fn collect(
+    iter: impl Iterator<Item = siftdb::Result<(bytes::Bytes, bytes::Bytes)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    iter.map(|r| {
+        let (k, v) = r.unwrap();
+        (k.to_vec(), v.to_vec())
+    })
+    .collect()
+}
+
+#[test]
+fn put_get_delete_and_empty_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    db.put(b"a", b"1").unwrap();
+    db.put(b"empty", b"").unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"empty").unwrap().as_deref(), Some(&b""[..]));
+    db.put(b"a", b"2").unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"2"[..]));
+    db.delete(b"a").unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    db.delete(b"never-there").unwrap();
+}
+
+#[test]
+fn batches_apply_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"k", b"first");
+    b.put(b"k", b"second");
+    b.put(b"gone", b"x");
+    b.delete(b"gone");
+    db.write(b).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"second"[..]));
+    assert_eq!(db.get(b"gone").unwrap(), None);
+    db.write(WriteBatch::new()).unwrap();
+}
+
+#[test]
+fn data_survives_flush_compaction_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |i: u32| format!("key{i:06}");
+    {
+        let db = Db::open_with(dir.path(), small_options()).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), format!("value{i}")).unwrap();
+        }
+        for i in (0..3000).step_by(3) {
+            db.delete(key(i)).unwrap();
+        }
+        db.flush().unwrap();
+        assert!(db.stats().table_count > 0);
+        db.compact().unwrap();
+    }
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    for i in 0..3000 {
+        let got = db.get(key(i)).unwrap();
+        if i % 3 == 0 {
+            assert_eq!(got, None, "{i}");
+        } else {
+            assert_eq!(got.as_deref(), Some(format!("value{i}").as_bytes()), "{i}");
+        }
+    }
+    assert_eq!(db.iter().count(), 2000);
+}
+
+#[test]
+fn unflushed_writes_are_recovered_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path()).unwrap();
+        db.put(b"a", b"1").unwrap();
+        db.put(b"b", b"2").unwrap();
+        db.delete(b"a").unwrap();
+    }
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert!(db.recovery_report().records_replayed >= 3);
+    db.put(b"c", b"3").unwrap();
+    drop(db);
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&b"3"[..]));
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
+fn scans_are_ordered_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("p{:03}", i % 50).as_bytes(), i.to_le_bytes())
+            .unwrap();
+        if i == 250 {
+            db.flush().unwrap();
+        }
+    }
+    db.put(b"q", b"x").unwrap();
+    db.put(b"o", b"y").unwrap();
+    let all = collect(db.iter());
+    assert_eq!(all.len(), 52);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    let range = collect(db.range(b"p010".as_slice()..b"p020".as_slice()));
+    assert_eq!(range.len(), 10);
+    assert_eq!(range[0].0, b"p010");
+    let inclusive = collect(db.range(b"p010".as_slice()..=b"p020".as_slice()));
+    assert_eq!(inclusive.len(), 11);
+    let prefix = collect(db.prefix(b"p04"));
+    assert_eq!(prefix.len(), 10);
+    // The newest value wins: p049 was last written at i = 499.
+    assert_eq!(prefix[9].1, 499u32.to_le_bytes());
+    let from = collect(db.range(b"p048".as_slice()..));
+    assert_eq!(
+        from.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+        vec![b"p048".to_vec(), b"p049".to_vec(), b"q".to_vec()]
+    );
+}
+
+#[test]
+fn iterators_see_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("{i:03}"), b"old").unwrap();
+    }
+    let iter = db.iter();
+    for i in 0..100u32 {
+        db.put(format!("{i:03}"), b"new").unwrap();
+    }
+    db.put(b"zzz", b"late").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let seen = collect(iter);
+    assert_eq!(seen.len(), 100);
+    assert!(seen.iter().all(|(_, v)| v == b"old"));
+}
+
+#[test]
+fn a_second_open_is_refused_until_the_first_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert!(matches!(Db::open(dir.path()), Err(Error::Locked(_))));
+    drop(db);
+    Db::open(dir.path()).unwrap();
+}
+
+#[test]
+fn bad_paths_and_bad_input_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"hello").unwrap();
+    assert!(matches!(Db::open(&file), Err(Error::InvalidArgument(_))));
+
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
+    assert!(matches!(Db::open(&foreign), Err(Error::InvalidArgument(_))));
+
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let big_key = vec![0u8; siftdb::key::MAX_KEY_LEN + 1];
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
+    let sixteen_mib = vec![7u8; 16 << 20];
+    db.put(b"big", &sixteen_mib).unwrap();
+    assert_eq!(db.get(b"big").unwrap().unwrap().len(), 16 << 20);
+    let too_big = vec![0u8; siftdb::key::MAX_VALUE_LEN + 1];
+    assert!(matches!(
+        db.put(b"k", &too_big),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    assert!(matches!(
+        Db::open_with(
+            dir.path().join("x"),
+            Options::default().bloom_bits_per_key(f64::NAN)
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn absent_gets_on_a_flushed_database_skip_table_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), Options::default().memtable_bytes(256 << 10)).unwrap();
+    let key = |j: u64| format!("k{j:015}");
+    for i in 0..20_000u64 {
+        db.put(key(2 * i), [0u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let before = db.stats();
+    for i in 0..20_000u64 {
+        assert_eq!(db.get(key(2 * i + 1)).unwrap(), None);
+    }
+    let after = db.stats();
+    let checks = after.filter_checks - before.filter_checks;
+    let skips = after.filter_skips - before.filter_skips;
+    let reads = after.data_block_reads - before.data_block_reads;
+    let rate = skips as f64 / checks as f64;
+    println!(
+        "{} tables, {checks} filter checks, {skips} skipped ({:.2}%), {reads} data blocks read",
+        after.table_count,
+        rate * 100.0
+    );
+    // Keys outside every table's range never reach a filter.
+    assert!(checks >= 19_900, "{checks} filter checks");
+    assert!(rate >= 0.97, "skip rate {rate}");
+}
+
+#[test]
+fn filters_can_be_disabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), Options::default().bloom_bits_per_key(0.0)).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"b").unwrap(), None);
+    assert_eq!(db.stats().filter_skips, 0);
+}
+
+#[test]
+fn concurrent_writers_and_readers_read_their_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open_with(dir.path(), small_options()).unwrap());
+    let writers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                for i in 0..1500u32 {
+                    let key = format!("t{t}-{i:05}");
+                    db.put(&key, i.to_le_bytes()).unwrap();
+                    assert_eq!(db.get(&key).unwrap().as_deref(), Some(&i.to_le_bytes()[..]));
+                    if i % 10 == 0 {
+                        let mut b = WriteBatch::new();
+                        b.put(format!("t{t}-counter"), i.to_le_bytes());
+                        b.put(format!("t{t}-counter-copy"), i.to_le_bytes());
+                        db.write(b).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            for _ in 0..30 {
+                // A batch is atomic: a scan never sees the two keys disagree.
+                let entries: Vec<_> = db.prefix(b"t0-counter").map(|r| r.unwrap()).collect();
+                if entries.len() == 2 {
+                    assert_eq!(entries[0].1, entries[1].1);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    reader.join().unwrap();
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    for t in 0..4u32 {
+        for i in (0..1500u32).step_by(7) {
+            let key = format!("t{t}-{i:05}");
+            assert_eq!(db.get(&key).unwrap().as_deref(), Some(&i.to_le_bytes()[..]));
+        }
+    }
+    let stats = db.stats();
+    println!("{stats:?}");
+    assert!(stats.flushes > 0);
+    assert!(stats.write_groups <= stats.writes);
+}
