@@ -266,7 +266,7 @@ const ITER_CHUNK: usize = 64;
 /// A cursor over a memtable that owns a reference to it, so it can live in
 /// the database's merge iterator after the memtable has been replaced.
 ///
-/// It reads ahead in chunks of [`ITER_CHUNK`] entries. An entry inserted
+/// It reads ahead in chunks of 64 entries. An entry inserted
 /// after the cursor read past its position may be missed; the database never
 /// needs it, because such an entry's sequence number is newer than any
 /// snapshot taken before the cursor was created.
