@@ -166,6 +166,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         let name = wal_file_name(number);
         let bytes = fs.read_all(&dir.join(&name))?;
         let log = replay(&bytes, &name)?;
+        if log.log_number.is_some_and(|n| n != number) {
+            return Err(Error::corruption(
+                format!("log {name}"),
+                format!("header names log {:?}", log.log_number),
+            ));
+        }
         if let Some(torn) = &log.torn_tail {
             if i + 1 != logs.len() {
                 return Err(Error::corruption(
