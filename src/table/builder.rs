@@ -373,7 +373,7 @@ mod tests {
             info.file_size
         );
         let bytes = std::fs::read(&path).unwrap();
-        let footer = Footer::decode(&bytes, &"t.sst".into()).unwrap();
+        let footer = Footer::decode(&bytes, "t.sst").unwrap();
         assert_eq!(footer.filter.unwrap().offset % FILTER_ALIGN, 0);
     }
 }

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::filter::{hash_key, FilterView};
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
-use crate::table::block::BlockIter;
-use crate::table::format::BlockKind;
+use crate::table::block::{Block, BlockIter};
+use crate::table::format::{BlockKind, Checksum};
 use crate::table::reader::{FilterStatus, Severity, Table, VerifyProblem};
 
 /// A cursor over a table's entries. Every moving call returns `Err` on a
@@ -88,16 +88,14 @@ impl TableIter {
     /// Positions on the first entry ≥ `target` (an internal key); invalid
     /// when every entry is smaller.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.guard(|it| match it.table.inner.block_for(target) {
+        self.guard(|it| match it.table.inner.index.block_for(target) {
             None => {
                 it.entries = None;
                 Ok(())
             }
             Some(block_no) => {
                 it.load(block_no)?;
-                if let Some(entries) = &mut it.entries {
-                    entries.seek(target)?;
-                }
+                it.in_block(|entries| entries.seek(target))?;
                 it.skip_exhausted_blocks()
             }
         })
@@ -107,9 +105,7 @@ impl TableIter {
     #[allow(clippy::should_implement_trait)] // a fallible cursor step, not an Iterator
     pub fn next(&mut self) -> Result<()> {
         self.guard(|it| {
-            if let Some(entries) = &mut it.entries {
-                entries.next()?;
-            }
+            it.in_block(BlockIter::next)?;
             it.skip_exhausted_blocks()
         })
     }
@@ -122,14 +118,20 @@ impl TableIter {
         result
     }
 
+    /// Runs a step of the current block's cursor, locating its error.
+    fn in_block(&mut self, step: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
+        match &mut self.entries {
+            Some(entries) => step(entries).map_err(|e| self.table.inner.locate(self.block_no, e)),
+            None => Ok(()),
+        }
+    }
+
     /// Loads block `block_no`, positioned on its first entry.
     fn load(&mut self, block_no: usize) -> Result<()> {
         let block = self.table.inner.data_block(block_no)?;
-        let mut entries = block.iter();
-        entries.seek_to_first()?;
         self.block_no = block_no;
-        self.entries = Some(entries);
-        Ok(())
+        self.entries = Some(block.into_cursor());
+        self.in_block(BlockIter::seek_to_first)
     }
 
     /// Steps into the following blocks while the current one is used up.
@@ -161,6 +163,19 @@ struct ScanTotals {
 }
 
 impl ScanTotals {
+    /// Checks a block's structure and adds every entry.
+    fn add_block(&mut self, block: Block, filter: Option<&FilterView<Bytes>>) -> Result<()> {
+        block.check_structure()?;
+        let mut entries = block.into_cursor();
+        entries.seek_to_first()?;
+        while entries.valid() {
+            let parsed = parse_internal_key(entries.key())?;
+            self.add(entries.key(), parsed.seq, parsed.kind, filter);
+            entries.next()?;
+        }
+        Ok(())
+    }
+
     fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, filter: Option<&FilterView<Bytes>>) {
         let user_key = user_key_of(key);
         if let Some(last) = &self.last_key {
@@ -218,21 +233,14 @@ pub(crate) fn verify_table(table: &Table) -> Vec<VerifyProblem> {
 
     let mut totals = ScanTotals::default();
     let mut sound = true;
-    for (block_no, entry) in inner.index.iter().enumerate() {
-        let offset = entry.handle.offset;
+    for (block_no, handle) in inner.index.handles().iter().enumerate() {
+        let offset = handle.offset;
         let scanned = inner
-            .data_block_rechecked(block_no)
-            .and_then(|block| block.check_structure().map(|_| block))
+            .read_data_block(block_no, Checksum::Verify)
             .and_then(|block| {
-                let mut entries = block.iter();
-                entries.seek_to_first()?;
-                while entries.valid() {
-                    let parsed = parse_internal_key(entries.key())
-                        .map_err(|e| block.location().relocate(e))?;
-                    totals.add(entries.key(), parsed.seq, parsed.kind, inner.filter());
-                    entries.next()?;
-                }
-                Ok(())
+                totals
+                    .add_block(block, inner.filter())
+                    .map_err(|e| inner.locate(block_no, e))
             });
         if let Err(e) = scanned {
             error(BlockKind::Data, offset, e.to_string());
@@ -241,7 +249,7 @@ pub(crate) fn verify_table(table: &Table) -> Vec<VerifyProblem> {
             sound = false;
             continue;
         }
-        if totals.last_key.as_deref() != Some(entry.separator.as_ref()) {
+        if totals.last_key.as_deref() != Some(inner.index.separator(block_no)) {
             error(
                 BlockKind::Index,
                 footer.index.offset,

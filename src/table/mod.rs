@@ -37,6 +37,7 @@ pub(crate) mod block;
 pub mod builder;
 pub mod counters;
 pub mod format;
+mod index;
 pub mod iter;
 pub mod properties;
 pub mod reader;
