@@ -340,6 +340,19 @@ impl TableInner {
     pub(crate) fn footer(&self) -> &Footer {
         &self.footer
     }
+
+    /// Recomputes the trailer checksum of a block named by the footer.
+    pub(crate) fn recheck(&self, kind: BlockKind, handle: BlockHandle) -> Result<()> {
+        let location = BlockLocation::new(&self.name, kind, handle.offset);
+        read_block(
+            &self.file,
+            self.blocks_end,
+            handle,
+            &location,
+            Checksum::Verify,
+        )
+        .map(|_| ())
+    }
 }
 
 /// The filter view, or why there is none. Never fails: a filter that cannot
