@@ -71,16 +71,26 @@ pub fn table_open(data: &[u8]) {
             assert_eq!(compare_internal_keys(a, b), Ordering::Less, "scan order");
         }
     }
-    // The newest version visible at an entry's own sequence is that entry.
-    for (key, value) in entries.iter().take(CHECKED_GETS) {
+    // The model of a get at an entry's own sequence: the first entry of that
+    // user key (entries are sorted, versions newest first) whose sequence is
+    // at most it — the entry itself unless a forged table repeats a sequence.
+    for (i, (key, _)) in entries.iter().enumerate().take(CHECKED_GETS) {
         let parsed = parse_internal_key(key).expect("verify checked every key");
+        let run_start = entries[..i]
+            .iter()
+            .rposition(|(k, _)| user_key_of(k) != parsed.user_key)
+            .map_or(0, |p| p + 1);
+        let (want_key, want_value) = entries[run_start..=i]
+            .iter()
+            .find(|(k, _)| parse_internal_key(k).is_ok_and(|p| p.seq <= parsed.seq))
+            .expect("the entry itself qualifies");
+        let want = match parse_internal_key(want_key).map(|p| p.kind) {
+            Ok(ValueKind::Put) => TableValue::Put(want_value.clone()),
+            _ => TableValue::Deleted,
+        };
         let got = table
             .get(parsed.user_key, hash_key(parsed.user_key), parsed.seq)
             .expect("verify found every block sound");
-        let want = match parsed.kind {
-            ValueKind::Put => TableValue::Put(value.clone()),
-            ValueKind::Delete => TableValue::Deleted,
-        };
         assert_eq!(got, Some(want), "get of a scanned entry");
     }
 }
