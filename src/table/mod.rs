@@ -41,6 +41,7 @@ mod index;
 pub mod iter;
 pub mod properties;
 pub mod reader;
+mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
 pub use counters::{ReadCounters, ReadStats};

@@ -262,7 +262,7 @@ impl Table {
     /// properties against the data, and that the filter holds every user key.
     /// Returns every problem found (empty when the table is sound).
     pub fn verify(&self) -> Vec<VerifyProblem> {
-        crate::table::iter::verify_table(self)
+        crate::table::verify::verify_table(self)
     }
 }
 
