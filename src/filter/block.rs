@@ -25,8 +25,7 @@
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::bloom::{
-    allocate_lines, hash_key_seeded, line_index, line_matches, probe_mask, BloomFilter, Line,
-    LINE_BYTES,
+    allocate_lines, hash_key_seeded, line_has_probes, line_index, BloomFilter, Line, LINE_BYTES,
 };
 use crate::filter::theory::MAX_PROBES;
 
@@ -195,11 +194,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     }
 
     fn lines(&self) -> &[[u8; LINE_BYTES]] {
-        let payload = self
-            .block
-            .as_ref()
-            .get(HEADER_LEN..)
-            .unwrap_or_default();
+        let payload = self.block.as_ref().get(HEADER_LEN..).unwrap_or_default();
         payload.as_chunks::<LINE_BYTES>().0
     }
 
@@ -209,7 +204,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.header.lines);
         match self.lines().get(index) {
-            Some(line) => line_matches(line, &probe_mask(hash, self.header.probes)),
+            Some(line) => line_has_probes(line, hash, self.header.probes),
             // Unreachable after parse; failing open keeps it safe regardless.
             None => true,
         }
@@ -222,9 +217,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 
     /// Set bits in each line, for statistics.
     pub fn ones_per_line(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lines()
-            .iter()
-            .map(|l| crate::filter::bloom::line_ones(l))
+        self.lines().iter().map(crate::filter::bloom::line_ones)
     }
 
     /// Estimated number of distinct keys, from the fill.
@@ -266,7 +259,10 @@ mod tests {
         assert_eq!(back.encode(), bytes);
         let view = FilterView::parse(&bytes[..]).unwrap();
         for j in 0..1000u32 {
-            assert_eq!(view.contains(&j.to_le_bytes()), f.contains(&j.to_le_bytes()));
+            assert_eq!(
+                view.contains(&j.to_le_bytes()),
+                f.contains(&j.to_le_bytes())
+            );
         }
         assert!((view.estimated_items() - f.estimated_items()).abs() < 1e-9);
     }

@@ -14,9 +14,7 @@
 //! little-endian word `b / 64` — so the bytes on disk are the bytes in memory.
 
 use crate::error::{Error, Result};
-use crate::filter::theory::{
-    self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY,
-};
+use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Bytes in one line.
 pub const LINE_BYTES: usize = 64;
@@ -59,20 +57,31 @@ pub fn line_index(hash: u64, lines: u64) -> usize {
 }
 
 /// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
+///
+/// Probes come seven at a time from a 64-bit word, probe `i` of a group
+/// being bits `9i .. 9i + 9`. Each group after the first starts from
+/// `remix((w >> 63) ^ φ)`, `w` the previous group's word: the layout's
+/// definition (the word it re-mixes is what is left after seven 9-bit shifts),
+/// written out so the seven shifts of a group do not form one serial chain.
 #[inline]
 pub(crate) fn for_each_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
     let mut word = remix(hash);
-    let mut left = 7;
-    for _ in 0..k {
-        if left == 0 {
-            word = remix(word ^ 0x9e37_79b9_7f4a_7c15);
-            left = 7;
+    let mut left = k;
+    loop {
+        let group = left.min(PROBES_PER_WORD);
+        for i in 0..group {
+            visit(((word >> (9 * i)) & (LINE_BITS as u64 - 1)) as u32);
         }
-        visit((word & (LINE_BITS as u64 - 1)) as u32);
-        word >>= 9;
-        left -= 1;
+        left -= group;
+        if left == 0 {
+            return;
+        }
+        word = remix((word >> 63) ^ 0x9e37_79b9_7f4a_7c15);
     }
 }
+
+/// 9-bit probes taken from one 64-bit word before it is re-mixed.
+const PROBES_PER_WORD: u32 = 7;
 
 /// The probe positions of a hash as a 512-bit mask (eight little-endian words).
 #[inline]
@@ -95,6 +104,38 @@ pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
         missing |= want & !u64::from_le_bytes(*word);
     }
     missing == 0
+}
+
+/// True when every bit `hash` probes (see [`probe_mask`]) is set in `line`:
+/// the query path. It reads each probed word straight from the line instead
+/// of building the mask — a mask built in memory with variable word indices
+/// compiles to read-modify-write stack stores that the final wide loads
+/// cannot forward from — and folds the answers without a branch, because
+/// for an absent key which probe fails first is a coin toss.
+#[inline]
+pub fn line_has_probes(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
+    let (words, _) = line.as_chunks::<8>();
+    let mut found = 1u64;
+    for_each_probe(hash, k, |bit| {
+        // `bit < 512`, so the word always exists; `get` keeps it panic-free.
+        let word = words
+            .get((bit >> 6) as usize)
+            .map_or(0, |w| u64::from_le_bytes(*w));
+        found &= word >> (bit & 63);
+    });
+    found & 1 == 1
+}
+
+/// Sets every bit `hash` probes in `line` (the same bits as
+/// `line_set(line, &probe_mask(hash, k))`, without the mask in memory).
+#[inline]
+pub fn line_add_probes(line: &mut [u8; LINE_BYTES], hash: u64, k: u32) {
+    let (words, _) = line.as_chunks_mut::<8>();
+    for_each_probe(hash, k, |bit| {
+        if let Some(word) = words.get_mut((bit >> 6) as usize) {
+            *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
+        }
+    });
 }
 
 /// Sets every bit of `mask` in `line`.
@@ -147,7 +188,9 @@ pub(crate) fn fp_rate_of_fill(ones_per_line: impl Iterator<Item = u32>, k: u32) 
 
 /// Lines needed for `items` keys at `bits_per_key`: ⌈items·bits/512⌉, at least one.
 pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
-    let lines = (items as f64 * bits_per_key / LINE_BITS as f64).ceil().max(1.0);
+    let lines = (items as f64 * bits_per_key / LINE_BITS as f64)
+        .ceil()
+        .max(1.0);
     if lines > u32::MAX as f64 || lines * LINE_BYTES as f64 > isize::MAX as f64 {
         return Err(Error::invalid(format!(
             "a filter for {items} items at {bits_per_key} bits per key is too large"
@@ -171,9 +214,7 @@ pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
 }
 
 fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
-    if bits_per_key.is_finite()
-        && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key)
-    {
+    if bits_per_key.is_finite() && (MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
@@ -278,9 +319,8 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
         let index = line_index(hash, self.lines.len() as u64);
-        let mask = probe_mask(hash, self.probes);
         if let Some(line) = self.lines.get_mut(index) {
-            line_set(&mut line.0, &mask);
+            line_add_probes(&mut line.0, hash, self.probes);
         }
     }
 
@@ -295,7 +335,7 @@ impl BloomFilter {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.lines.len() as u64);
         match self.lines.get(index) {
-            Some(line) => line_matches(&line.0, &probe_mask(hash, self.probes)),
+            Some(line) => line_has_probes(&line.0, hash, self.probes),
             None => true,
         }
     }
@@ -420,6 +460,80 @@ mod tests {
         }
     }
 
+    /// The probe positions exactly as the layout was first written: one
+    /// word shifted nine bits per probe, re-mixed after seven. Kept here so
+    /// a faster probe loop can never move a bit (encoded filters depend on it).
+    fn reference_probes(hash: u64, k: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut word = remix(hash);
+        let mut left = 7;
+        for _ in 0..k {
+            if left == 0 {
+                word = remix(word ^ 0x9e37_79b9_7f4a_7c15);
+                left = 7;
+            }
+            out.push((word & 511) as u32);
+            word >>= 9;
+            left -= 1;
+        }
+        out
+    }
+
+    #[test]
+    fn probe_positions_are_the_layouts() {
+        for j in 0..2_000u64 {
+            let hash = hash_key(&j.to_le_bytes());
+            for k in 0..=MAX_PROBES {
+                let mut got = Vec::new();
+                for_each_probe(hash, k, |bit| got.push(bit));
+                assert_eq!(got, reference_probes(hash, k), "hash {hash:#x} k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn direct_probing_agrees_with_the_mask() {
+        let mut state = 5u64;
+        for round in 0..3_000u32 {
+            // Lines from sparse to nearly full, so both answers occur.
+            let mut line = [0u8; LINE_BYTES];
+            for _ in 0..round % 600 {
+                state = remix(state.wrapping_add(1));
+                line_add_probes(&mut line, state, 1);
+            }
+            let hash = remix(state ^ 0xabcd);
+            let k = round % MAX_PROBES + 1;
+            let mask = probe_mask(hash, k);
+            assert_eq!(line_has_probes(&line, hash, k), line_matches(&line, &mask));
+            let (mut by_mask, mut direct) = (line, line);
+            line_set(&mut by_mask, &mask);
+            line_add_probes(&mut direct, hash, k);
+            assert_eq!(by_mask, direct);
+            assert!(line_has_probes(&direct, hash, k));
+        }
+    }
+
+    #[test]
+    fn encodings_are_pinned() {
+        // crc32 of filter blocks written before the query path was rewritten.
+        for (k, crc) in [
+            (1, 0x63d2_4799u32),
+            (4, 0x240d_f19e),
+            (7, 0x5ff2_96d7),
+            (8, 0xa9ed_be7f),
+            (13, 0x8568_731b),
+            (32, 0x01d5_6cac),
+        ] {
+            let mut f = BloomFilter::with_geometry(3, k, 0).unwrap();
+            for j in 0..40 {
+                f.insert(&key(j));
+            }
+            let bytes = f.encode();
+            let tail: [u8; 4] = bytes[bytes.len() - 4..].try_into().unwrap();
+            assert_eq!(u32::from_le_bytes(tail), crc, "k {k}");
+        }
+    }
+
     #[test]
     fn line_index_covers_the_range_without_division() {
         assert_eq!(line_index(0, 10), 0);
@@ -505,9 +619,7 @@ mod tests {
             .with_seed(1);
         assert_ne!(f.hash(b"k"), hash_key(b"k"));
         assert_eq!(
-            BloomFilter::with_bits_per_key(10, 10.0)
-                .unwrap()
-                .hash(b"k"),
+            BloomFilter::with_bits_per_key(10, 10.0).unwrap().hash(b"k"),
             hash_key(b"k")
         );
     }
