@@ -15,6 +15,8 @@ pub mod codec;
 pub mod error;
 pub mod filter;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod key;
 pub mod options;
 
