@@ -8,6 +8,8 @@
 // Panicking is this module's job; reading out of bounds is not.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
+use crate::codec::crc32_of;
+use crate::filter::block::CHECKSUM_LEN;
 use crate::filter::bloom::hash_key_seeded;
 use crate::filter::{BloomFilter, FilterView};
 
@@ -21,7 +23,23 @@ fn probe_keys(data: &[u8]) -> Vec<Vec<u8>> {
 /// Arbitrary bytes → [`BloomFilter::decode`] and [`FilterView::parse`]: they
 /// agree on accepting; refusals are `Corruption`; an accepted block answers
 /// every query alike through both and re-encodes to exactly its input.
+///
+/// The input is tried twice: as it is, and with its last four bytes replaced
+/// by the crc32 of the rest — a fuzzer cannot forge a checksum, and without
+/// the second try everything the decoder checks after the checksum (layout,
+/// hash, probes, line count, reserved bytes) would stay out of its reach.
 pub fn filter_decode(data: &[u8]) {
+    decode_both_ways(data);
+    if let Some(body_len) = data.len().checked_sub(CHECKSUM_LEN) {
+        let mut fixed = data.to_vec();
+        let crc = crc32_of(&[data.get(..body_len).unwrap_or_default()]);
+        fixed.truncate(body_len);
+        fixed.extend_from_slice(&crc.to_le_bytes());
+        decode_both_ways(&fixed);
+    }
+}
+
+fn decode_both_ways(data: &[u8]) {
     let owned = BloomFilter::decode(data);
     let view = FilterView::parse(data);
     let (owned, view) = match (owned, view) {
