@@ -25,8 +25,7 @@
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::bloom::{
-    allocate_lines, hash_key_seeded, line_index, line_matches, probe_mask, BloomFilter, Line,
-    LINE_BYTES,
+    allocate_lines, hash_key_seeded, line_has_probes, line_index, BloomFilter, Line, LINE_BYTES,
 };
 use crate::filter::theory::MAX_PROBES;
 
@@ -205,7 +204,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.header.lines);
         match self.lines().get(index) {
-            Some(line) => line_matches(line, &probe_mask(hash, self.header.probes)),
+            Some(line) => line_has_probes(line, hash, self.header.probes),
             // Unreachable after parse; failing open keeps it safe regardless.
             None => true,
         }
