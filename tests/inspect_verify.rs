@@ -226,17 +226,29 @@ fn a_table_that_is_not_the_one_the_manifest_records_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     build_db(dir.path(), 2000);
     let state = manifest(dir.path());
+    // Two sound tables of different sizes: b's file becomes a copy of a's.
+    let a = &state.tables[0];
+    let b = state
+        .tables
+        .iter()
+        .find(|t| t.file_size != a.file_size)
+        .expect("tables of different sizes");
     let (a, b) = (
-        table_file_name(state.tables[0].file_number),
-        table_file_name(state.tables[1].file_number),
+        table_file_name(a.file_number),
+        table_file_name(b.file_number),
     );
     std::fs::copy(dir.path().join(&a), dir.path().join(&b)).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     let errors = errors(&report);
+    assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(
-        errors
-            .iter()
-            .any(|e| e.contains(&b) && e.contains("properties block") && e.contains("manifest")),
+        errors[0].starts_with(&format!("error: {b}: "))
+            && errors[0].contains("bytes, the manifest records"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with(&format!("error: {b}: properties block at offset"))
+            && errors[1].contains("than the manifest records"),
         "{errors:?}"
     );
 }

@@ -26,17 +26,16 @@ pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
     if !digits.len().is_multiple_of(2) {
         return Err(format!("{} digits, an odd count", digits.len()));
     }
+    let digit = |c: u8| {
+        (c as char)
+            .to_digit(16)
+            .ok_or_else(|| format!("{:?} is not a hex digit", c as char))
+    };
     digits
         .chunks_exact(2)
-        .map(|pair| {
-            let digit = |at: usize| {
-                pair.get(at)
-                    .and_then(|&c| (c as char).to_digit(16))
-                    .ok_or_else(|| {
-                        format!("{:?} is not a hex digit", pair.get(at).map(|&c| c as char))
-                    })
-            };
-            Ok((digit(0)? * 16 + digit(1)?) as u8)
+        .map(|pair| match pair {
+            [high, low] => Ok((digit(*high)? * 16 + digit(*low)?) as u8),
+            _ => Err("digits come in pairs".to_string()),
         })
         .collect()
 }
@@ -143,7 +142,7 @@ mod tests {
         assert_eq!(from_hex("ABcd"), Ok(vec![0xab, 0xcd]));
         assert_eq!(from_hex(""), Ok(Vec::new()));
         assert!(from_hex("abc").is_err());
-        assert!(from_hex("zz").is_err());
+        assert_eq!(from_hex("0z"), Err("'z' is not a hex digit".to_string()));
         assert!(from_hex("é1").is_err());
     }
 
