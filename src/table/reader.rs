@@ -242,6 +242,13 @@ impl Table {
         &self.inner.filter_status
     }
 
+    /// The verified filter block, queried in place; `None` when the table
+    /// has no filter or its filter failed its checks (see
+    /// [`Table::filter_status`]). For statistics: fill, estimated keys.
+    pub fn filter_view(&self) -> Option<&FilterView<Bytes>> {
+        self.inner.filter.as_ref()
+    }
+
     /// The footer (handles of the index, filter and properties blocks).
     pub fn footer(&self) -> &Footer {
         &self.inner.footer
