@@ -96,7 +96,7 @@ impl Engine for FjallEngine {
     /// (`Database::outstanding_flushes`), no sealed memtable, no running
     /// compaction (`Database::active_compactions`) and an unchanged
     /// `Database::compactions_completed`, on [`QUIET_POLLS`] polls in a row
-    /// (100 ms). fjall schedules compactions only as messages sent after
+    /// (20 ms). fjall schedules compactions only as messages sent after
     /// each flush, so once those have run and none is running, none is
     /// pending.
     fn flush_and_wait(&self) -> Result<(), String> {

@@ -15,10 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use serde_json::{json, Value};
-use siftdb::workload::{
-    group_digits, run_phase, NoProgress, Phase, PhaseReport, RunOptions, Workload,
-};
-use siftdb_peers::compare::{figures_table, ratio_table, ratios};
+use siftdb::workload::{group_digits, run_phase, NoProgress, Phase, RunOptions, Workload};
+use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
+use siftdb_peers::cpu::process_cpu_seconds;
 use siftdb_peers::{open_engine, ENGINES};
 
 /// Exit code when a phase failed its checks.
@@ -136,7 +135,7 @@ fn run_engine(
     args: &Args,
     workload: &Workload,
     json: &mut Option<JsonLines>,
-) -> Result<Vec<PhaseReport>, String> {
+) -> Result<Vec<Measured>, String> {
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&parent)
         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
@@ -160,16 +159,24 @@ fn run_engine(
     let mut reports = Vec::with_capacity(args.phases.len());
     for &phase in &args.phases {
         eprintln!("{name}: {phase} ...");
+        let cpu_before = process_cpu_seconds();
         let report = run_phase(engine.as_ref(), workload, phase, &options, &NoProgress);
+        let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
+            (Some(before), Some(after)) => Some(after - before),
+            _ => None,
+        };
         print!("{}", report.to_human());
-        if let Some(out) = json.as_mut() {
-            let mut line = report.to_json();
-            if let Some(object) = line.as_object_mut() {
-                object.insert("kind".into(), json!("phase"));
-            }
-            out.write(&line)?;
+        if let Some(cpu) = cpu_seconds {
+            println!("    process CPU {cpu:.2} s (all threads)");
         }
-        reports.push(report);
+        let measured = Measured {
+            report,
+            cpu_seconds,
+        };
+        if let Some(out) = json.as_mut() {
+            out.write(&measured.to_json())?;
+        }
+        reports.push(measured);
     }
     drop(engine);
     let path = dir.path().to_path_buf();
@@ -209,13 +216,13 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         }))?;
     }
 
-    let mut runs: Vec<(String, Vec<PhaseReport>)> = Vec::new();
+    let mut runs: Vec<(String, Vec<Measured>)> = Vec::new();
     for name in &args.engines {
         let reports = run_engine(name, args, &workload, &mut json)?;
         runs.push((name.clone(), reports));
     }
 
-    let all: Vec<Vec<PhaseReport>> = runs.iter().map(|(_, r)| r.clone()).collect();
+    let all: Vec<Vec<Measured>> = runs.iter().map(|(_, r)| r.clone()).collect();
     println!(
         "## Figures (N = {}, {} thread{})",
         group_digits(args.n),
@@ -226,7 +233,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     print!("{}", figures_table(&all));
     println!();
     for (_, reports) in &runs {
-        if let Some(first) = reports.first() {
+        if let Some(first) = reports.first().map(|m| &m.report) {
             let shown: Vec<String> = first
                 .settings
                 .iter()
@@ -243,7 +250,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     println!();
 
     let ours = runs.iter().find(|(name, _)| name == "siftdb");
-    let peers: Vec<Vec<PhaseReport>> = runs
+    let peers: Vec<Vec<Measured>> = runs
         .iter()
         .filter(|(name, _)| name != "siftdb")
         .map(|(_, r)| r.clone())
@@ -251,11 +258,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     match ours {
         Some((_, ours)) if !peers.is_empty() => {
             let rs = ratios(ours, &peers);
-            println!("## Ratios siftdb ÷ peer (ops/s above 1: siftdb faster; latency below 1: siftdb faster)");
+            println!("## Ratios siftdb ÷ peer (ops/s above 1: siftdb faster; p50, p99 and CPU below 1: siftdb faster or cheaper)");
             println!();
             print!("{}", ratio_table(&rs));
             if let Some(out) = json.as_mut() {
-                let engine = ours.first().map_or("siftdb", |r| r.engine.as_str());
+                let engine = ours.first().map_or("siftdb", |m| m.report.engine.as_str());
                 for r in &rs {
                     out.write(&r.to_json(engine))?;
                 }
@@ -267,8 +274,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let failed: Vec<String> = runs
         .iter()
         .flat_map(|(_, reports)| reports.iter())
-        .filter(|r| !r.passed())
-        .map(|r| format!("{} {}", r.engine, r.phase))
+        .filter(|m| !m.report.passed())
+        .map(|m| format!("{} {}", m.report.engine, m.report.phase))
         .collect();
     if !failed.is_empty() {
         eprintln!(

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 /// How often background state is polled.
-pub const POLL_EVERY: Duration = Duration::from_millis(10);
+pub const POLL_EVERY: Duration = Duration::from_millis(2);
 
 /// Longest wait before giving up (a 1M-key load settles in seconds).
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(3600);
