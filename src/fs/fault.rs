@@ -30,6 +30,8 @@
 //!   every file keeps its synced bytes plus a random prefix of the bytes
 //!   written since (a torn write). The draws come from the seed, so a failure
 //!   replays.
+//! - [`PowerLoss::ReorderedUnsynced`]: the same, but each directory keeps a
+//!   random *subset* of its pending changes — all POSIX promises.
 //!
 //! Directories themselves (`create_dir_all`) are durable at once.
 //!
@@ -78,6 +80,14 @@ pub enum PowerLoss {
     /// A random part: each file keeps a random prefix of its unsynced bytes,
     /// each directory a random prefix of its unsynced changes, drawn from `seed`.
     TornUnsynced {
+        /// Seeds the draws, so a failing case replays.
+        seed: u64,
+    },
+    /// Like [`PowerLoss::TornUnsynced`], but each directory keeps a random
+    /// subset of its unsynced changes (applied in their order), not a prefix:
+    /// POSIX promises no order between directory changes that no `sync_dir`
+    /// separates, though journaling file systems usually keep it.
+    ReorderedUnsynced {
         /// Seeds the draws, so a failing case replays.
         seed: u64,
     },
@@ -285,9 +295,10 @@ impl Disk {
     }
 
     fn power_loss(&mut self, mode: PowerLoss) {
-        let mut rng = match mode {
-            PowerLoss::DropUnsynced => None,
-            PowerLoss::TornUnsynced { seed } => Some(SplitMix64::new(seed)),
+        let (mut rng, subsets) = match mode {
+            PowerLoss::DropUnsynced => (None, false),
+            PowerLoss::TornUnsynced { seed } => (Some(SplitMix64::new(seed)), false),
+            PowerLoss::ReorderedUnsynced { seed } => (Some(SplitMix64::new(seed)), true),
         };
         let mut draw = |bound: usize| -> usize {
             match &mut rng {
@@ -296,9 +307,12 @@ impl Disk {
             }
         };
         for dir in self.dirs.values_mut() {
-            let kept = draw(dir.pending.len());
-            for change in dir.pending.iter().take(kept) {
-                apply(&mut dir.durable, change);
+            let prefix = draw(dir.pending.len());
+            for (i, change) in dir.pending.iter().enumerate() {
+                let kept = if subsets { draw(1) == 1 } else { i < prefix };
+                if kept {
+                    apply(&mut dir.durable, change);
+                }
             }
             dir.pending.clear();
             dir.live = dir.durable.clone();
@@ -816,6 +830,21 @@ mod tests {
         }
         assert!(lengths.contains(&4) && lengths.contains(&16) && lengths.len() > 5);
         assert_eq!(listings.len(), 3);
+    }
+
+    #[test]
+    fn reordered_power_loss_keeps_any_subset_of_directory_changes() {
+        let mut listings = BTreeSet::new();
+        for seed in 0..100 {
+            let fs = disk_with_dir();
+            write(&fs, "/db/first", b"1", true);
+            write(&fs, "/db/second", b"2", true);
+            fs.power_loss(PowerLoss::ReorderedUnsynced { seed });
+            listings.insert(fs.list(&p("/db")).unwrap());
+        }
+        // Including the later change without the earlier one.
+        assert_eq!(listings.len(), 4, "{listings:?}");
+        assert!(listings.contains(&vec!["second".to_string()]));
     }
 
     #[test]
