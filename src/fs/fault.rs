@@ -28,7 +28,8 @@
 //! - [`PowerLoss::TornUnsynced`]: every directory keeps its durable map plus
 //!   a random prefix (possibly empty or complete) of its pending changes, and
 //!   every file keeps its synced bytes plus a random prefix of the bytes
-//!   written since (a torn write). The draws come from the seed, so a failure
+//!   written since (a torn write): none of them, all of them, or a uniformly
+//!   drawn cut, a third of the time each. The draws come from the seed, so a failure
 //!   replays.
 //! - [`PowerLoss::ReorderedUnsynced`]: the same, but each directory keeps a
 //!   random *subset* of its pending changes — all POSIX promises.
@@ -319,7 +320,14 @@ impl Disk {
         }
         for inode in self.inodes.values_mut() {
             let unsynced = inode.data.len().saturating_sub(inode.synced);
-            let keep = inode.synced + draw(unsynced);
+            // None, all, or a uniform cut, a third of the time each: a
+            // uniform cut alone would almost never keep a whole record.
+            let kept = match draw(2) {
+                0 => 0,
+                1 => unsynced,
+                _ => draw(unsynced),
+            };
+            let keep = inode.synced + kept;
             inode.data.truncate(keep);
             inode.synced = inode.data.len();
             inode.handles = 0;
