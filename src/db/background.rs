@@ -106,13 +106,18 @@ fn failed(st: &BgState) -> Result<()> {
     }
 }
 
-/// Waits until the background thread finishes one more unit of work.
-pub(crate) fn wait_for_progress(inner: &DbInner) -> Result<()> {
+/// Waits while `blocked()` holds, woken by background progress.
+///
+/// The condition is checked under the background lock, which the
+/// background thread takes to count each unit of work after publishing it:
+/// so work finished between the caller's own check and this wait is seen
+/// here, rather than waited for again (a wait for "one more unit" would
+/// hang when that was the last unit there was to do).
+pub(crate) fn wait_while(inner: &DbInner, blocked: impl Fn() -> bool) -> Result<()> {
     let mut st = inner.bg.lock();
     failed(&st)?;
-    let seen = st.progress;
     inner.bg_cv.notify_all();
-    while st.progress == seen {
+    while blocked() {
         failed(&st)?;
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
     }

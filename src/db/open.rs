@@ -210,15 +210,19 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             version = version.apply(&[], vec![table]);
         }
     }
+    // The manifest moves past the replayed logs before the new log exists:
+    // a log created first would, if this recovery were cut short, sit empty
+    // behind a log with a torn tail, and the next recovery would have to
+    // refuse that torn tail as damage in the middle of the logs.
     let log_number = versions.new_file_number();
+    versions.log_number = log_number;
+    versions.persist(fs.as_ref(), dir, &version, last_seq)?;
     let wal = WalWriter::create(
         fs.as_ref(),
         &dir.join(wal_file_name(log_number)),
         log_number,
     )?;
     fs.sync_dir(dir)?;
-    versions.log_number = log_number;
-    versions.persist(fs.as_ref(), dir, &version, last_seq)?;
 
     // The manifest is durable: files it does not name are garbage.
     let live_tables: Vec<u64> = version.records().iter().map(|r| r.file_number).collect();
