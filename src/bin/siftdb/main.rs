@@ -8,6 +8,7 @@
 //! a message and a non-zero exit code.
 
 mod bench;
+mod stress;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,11 @@ struct Cli {
 enum Command {
     /// Run the benchmark workloads (WORKLOADS.md) and check every answer.
     Bench(bench::BenchArgs),
+    /// Crash test: kill a writing child process at random moments, reopen, check every key.
+    Stress(stress::StressArgs),
+    /// The child `siftdb stress` starts and kills.
+    #[command(hide = true)]
+    StressChild(stress::StressChildArgs),
 }
 
 /// Exit code for a command that could not run (bad arguments, I/O).
@@ -34,6 +40,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Stress(args) => stress::run_stress(&args),
+        Command::StressChild(args) => stress::run_stress_child(&args),
     };
     match outcome {
         Ok(code) => code,
