@@ -204,15 +204,20 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             version = version.apply(&[], vec![table]);
         }
     }
+    // The manifest moves past the replayed logs before the new log exists.
+    // Created first, a crash in between would leave it beside a replayed log
+    // whose torn tail is then no longer the newest log's — which the next
+    // open must (and does) refuse as corruption. A manifest naming a log not
+    // yet created is harmless: there is nothing to replay.
     let log_number = versions.new_file_number();
+    versions.log_number = log_number;
+    versions.persist(fs.as_ref(), dir, &version, last_seq)?;
     let wal = WalWriter::create(
         fs.as_ref(),
         &dir.join(wal_file_name(log_number)),
         log_number,
     )?;
     fs.sync_dir(dir)?;
-    versions.log_number = log_number;
-    versions.persist(fs.as_ref(), dir, &version, last_seq)?;
 
     // The manifest is durable: files it does not name are garbage.
     let live_tables: Vec<u64> = version.records().iter().map(|r| r.file_number).collect();
