@@ -19,6 +19,7 @@ fn stress(sync: bool, seed: u64) -> StressReport {
         seed,
         child: PathBuf::from(env!("CARGO_BIN_EXE_siftdb")),
         kill_after_ms: 10..=250,
+        chain_percent: 25,
     };
     let report = match run(&config, |_| {}) {
         Ok(report) => report,
@@ -32,6 +33,7 @@ fn stress(sync: bool, seed: u64) -> StressReport {
     };
     println!("sync_writes({sync}), seed {seed}: {report:?}");
     assert_eq!(report.rounds, ROUNDS);
+    assert!(report.checked_rounds > ROUNDS / 2);
     assert!(
         report.acknowledged > 0,
         "no child ever acknowledged a batch"

@@ -1,9 +1,10 @@
 //! The parent's model of a stress database: what every key must hold after
 //! the acknowledged batches, and the check of a reopened database against it.
 //!
-//! Owns: [`Model`] and [`Model::check`], which decides whether the batch in
-//! flight at the kill was applied (whole) or not at all, then compares every
-//! key, by `get` and by a full scan.
+//! Owns: [`Model`]; [`Model::record_child`], which adds what a child
+//! acknowledged; [`Model::check`], which decides whether the batch in flight
+//! at the kill was applied (whole) or not at all, then compares every key,
+//! by `get` and by a full scan.
 //! Must never: accept a value the model cannot explain — a lost acknowledged
 //! batch, a batch seen in part, a resurrected key or an older value is a
 //! failure with the keys involved in the message.
@@ -30,8 +31,6 @@ pub struct Model {
 /// What one check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckOutcome {
-    /// Acknowledged batches added to the model by this check.
-    pub acknowledged: u64,
     /// Whether the batch in flight at the kill (written, not acknowledged) was there, whole.
     pub in_flight_present: bool,
     /// Keys compared (by `get`; the scan compares all of them again).
@@ -73,11 +72,21 @@ impl Model {
         self.next_batch = batch.number + 1;
     }
 
-    /// Adds the batches a child acknowledged (`acks`, in the order it
-    /// printed them), decides about the one in flight, and compares `db`
-    /// with the result. On failure the message names the keys, what they
-    /// should hold and what they hold (by the batch that wrote it).
-    pub fn check(&mut self, db: &Db, acks: &[u64]) -> Result<CheckOutcome, String> {
+    /// Takes in what a child reported: whether the batch the previous child
+    /// may have had in flight (the model's next batch) is in the database,
+    /// if it got that far, and the batches it acknowledged, in order.
+    pub fn record_child(
+        &mut self,
+        start_present: Option<bool>,
+        acks: &[u64],
+    ) -> Result<(), String> {
+        if start_present == Some(true) {
+            let batch = plan_batch(self.seed, self.next_batch);
+            self.apply(&batch);
+        }
+        if start_present.is_none() && !acks.is_empty() {
+            return Err("the child acknowledged batches before it reported its start".into());
+        }
         for (i, &b) in acks.iter().enumerate() {
             if b != self.next_batch {
                 return Err(format!(
@@ -88,8 +97,17 @@ impl Model {
             let batch = plan_batch(self.seed, b);
             self.apply(&batch);
         }
+        Ok(())
+    }
 
-        // A child writes one batch at a time: at most the next one can have
+    /// Decides about the batch that may be in flight (the model's next
+    /// batch: written, its acknowledgement lost with the child) and compares
+    /// every key of `db` with the model. On failure the message names the
+    /// keys, what they should hold and what they hold (by the batch that
+    /// wrote it).
+    pub fn check(&mut self, db: &Db) -> Result<CheckOutcome, String> {
+        // A child writes one batch at a time, and the next child settles
+        // the previous one's before it writes: at most one batch can have
         // reached the log without its acknowledgement reaching us. Its
         // marker decides whether it is in; the comparison below then
         // demands all of it or none of it.
@@ -117,7 +135,6 @@ impl Model {
 
         if problems.is_empty() {
             return Ok(CheckOutcome {
-                acknowledged: acks.len() as u64,
                 in_flight_present,
                 keys_checked,
             });
@@ -219,10 +236,14 @@ mod tests {
         for b in 1..=5 {
             db.write(plan_batch(3, b).to_write_batch()).unwrap();
         }
-        let outcome = model.check(&db, &[1, 2, 3, 4]).unwrap();
+        model.record_child(Some(false), &[1, 2, 3]).unwrap();
+        assert_eq!(model.next_batch(), 4);
+        // Batch 4 was settled by a child that then acknowledged nothing.
+        model.record_child(Some(true), &[]).unwrap();
+        let outcome = model.check(&db).unwrap();
         assert!(outcome.in_flight_present);
         assert_eq!(model.next_batch(), 6);
-        let outcome = model.check(&db, &[]).unwrap();
+        let outcome = model.check(&db).unwrap();
         assert!(!outcome.in_flight_present);
     }
 
@@ -232,10 +253,12 @@ mod tests {
         let db = open(dir.path());
         db.write(plan_batch(3, 1).to_write_batch()).unwrap();
         // Batch 2 acknowledged but missing.
-        let err = Model::new(3).check(&db, &[1, 2]).unwrap_err();
+        let mut model = Model::new(3);
+        model.record_child(Some(false), &[1, 2]).unwrap();
+        let err = model.check(&db).unwrap_err();
         assert!(err.contains("mismatches"), "{err}");
         // A gap in the acknowledgements.
-        let err = Model::new(3).check(&db, &[2]).unwrap_err();
+        let err = Model::new(3).record_child(Some(false), &[2]).unwrap_err();
         assert!(err.contains("expected batch 1"), "{err}");
         // Batch 2 in part: one data key without its marker.
         let planned = plan_batch(3, 2);
@@ -244,7 +267,9 @@ mod tests {
             .find(|op| op.value.is_some())
             .expect("batch 2 of seed 3 puts a data key");
         db.put(&op.key, op.value.as_ref().unwrap()).unwrap();
-        let err = Model::new(3).check(&db, &[1]).unwrap_err();
+        let mut model = Model::new(3);
+        model.record_child(Some(false), &[1]).unwrap();
+        let err = model.check(&db).unwrap_err();
         assert!(err.contains("visible in part"), "{err}");
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! Owns: [`StressConfig`], [`StressReport`], [`RoundReport`], [`run`], the
 //! child's command line and reading its protocol.
-//! Must never: let a round pass without reopening, comparing every key and
-//! verifying the closed files; or start a child while the database is open.
+//! Must never: let a checked round pass without reopening, comparing every
+//! key and verifying the closed files; end a run on a chained round; or
+//! start a child while the database is open.
 
 use std::io::Read;
 use std::ops::RangeInclusive;
@@ -37,6 +38,10 @@ pub struct StressConfig {
     /// (uniform; it needs a few to start and open the database, so the
     /// low end also kills it while it recovers).
     pub kill_after_ms: RangeInclusive<u64>,
+    /// Percent of rounds (never the last) that skip the reopen and check:
+    /// the next child then recovers from the kill itself, and may be killed
+    /// while it does; the next checked round covers both.
+    pub chain_percent: u8,
 }
 
 /// What one round saw.
@@ -50,7 +55,10 @@ pub struct RoundReport {
     pub child_opened: bool,
     /// Batches the child acknowledged.
     pub acknowledged: u64,
-    /// Whether the batch in flight at the kill was found, whole.
+    /// Whether the parent reopened and checked the database (otherwise the
+    /// round was chained: the next child recovers).
+    pub checked: bool,
+    /// Whether the check found the batch in flight at the kill, whole.
     pub in_flight_present: bool,
     /// The torn log tail the reopen dropped, if any: (file, offset, reason).
     pub torn_tail: Option<(String, u64, String)>,
@@ -67,10 +75,14 @@ pub struct RoundReport {
 pub struct StressReport {
     /// Rounds run, all passed.
     pub rounds: u64,
+    /// Rounds the parent reopened and checked (the others were chained).
+    pub checked_rounds: u64,
     /// Acknowledged batches, all found.
     pub acknowledged: u64,
-    /// Rounds where the batch in flight had reached the database.
+    /// Checked rounds where the batch in flight had reached the database.
     pub in_flight_present: u64,
+    /// Chained rounds whose in-flight batch the next child found in the database.
+    pub settled_by_child: u64,
     /// Rounds where the child was killed before it had opened the database.
     pub killed_before_open: u64,
     /// Rounds whose reopen dropped a torn log tail.
@@ -103,41 +115,55 @@ pub fn run(
     );
     for round in 1..=config.rounds {
         let kill_after = Duration::from_millis(low + rng.below(high - low + 1));
+        // Now and then the next child, not the parent, recovers from the
+        // kill — and may be killed while it recovers. The last round checks.
+        let chained = round < config.rounds && rng.below(100) < u64::from(config.chain_percent);
         let seen = run_child_once(config, model.next_batch(), kill_after)
             .map_err(|e| format!("round {round}: {e}"))?;
+        model
+            .record_child(seen.start_present, &seen.acks)
+            .map_err(|e| format!("round {round}: {e}"))?;
 
-        let db = Db::open_with(&config.dir, stress_options(config.sync))
-            .map_err(|e| format!("round {round}: reopening after the kill: {e}"))?;
-        let torn_tail = db.recovery_report().torn_tail.clone();
-        let outcome = model.check(&db, &seen.acks).map_err(|e| {
-            format!(
-                "round {round} (killed after {kill_after:?}, {} batches acknowledged): {e}",
-                seen.acks.len()
-            )
-        })?;
-        drop(db);
-        verify_database(&config.dir)
-            .map_err(|e| format!("round {round}: verify after the check: {e}"))?;
+        let (outcome, torn_tail) = if chained {
+            (None, None)
+        } else {
+            let db = Db::open_with(&config.dir, stress_options(config.sync))
+                .map_err(|e| format!("round {round}: reopening after the kill: {e}"))?;
+            let torn_tail = db.recovery_report().torn_tail.clone();
+            let outcome = model.check(&db).map_err(|e| {
+                format!(
+                    "round {round} (killed after {kill_after:?}, {} batches acknowledged): {e}",
+                    seen.acks.len()
+                )
+            })?;
+            drop(db);
+            (Some(outcome), torn_tail)
+        };
+        // The manifest and the tables it names are whole even right after a kill.
+        verify_database(&config.dir).map_err(|e| format!("round {round}: verify: {e}"))?;
 
         let round_report = RoundReport {
             round,
             kill_after,
             child_opened: seen.opened,
-            acknowledged: outcome.acknowledged,
-            in_flight_present: outcome.in_flight_present,
+            acknowledged: seen.acks.len() as u64,
+            checked: outcome.is_some(),
+            in_flight_present: outcome.is_some_and(|o| o.in_flight_present),
             torn_tail,
             child_flushes: seen.flushes,
             child_compactions: seen.compactions,
             entries: model.len(),
         };
         report.rounds += 1;
-        report.acknowledged += outcome.acknowledged;
-        report.in_flight_present += u64::from(outcome.in_flight_present);
+        report.checked_rounds += u64::from(round_report.checked);
+        report.acknowledged += round_report.acknowledged;
+        report.in_flight_present += u64::from(round_report.in_flight_present);
+        report.settled_by_child += u64::from(seen.start_present == Some(true));
         report.killed_before_open += u64::from(!seen.opened);
         report.torn_tails += u64::from(round_report.torn_tail.is_some());
         report.child_flushes += seen.flushes;
         report.child_compactions += seen.compactions;
-        report.keys_checked += outcome.keys_checked;
+        report.keys_checked += outcome.map_or(0, |o| o.keys_checked);
         report.final_entries = model.len();
         on_round(&round_report);
     }
@@ -161,6 +187,8 @@ fn check_fresh(dir: &Path) -> Result<(), String> {
 #[derive(Debug, Default)]
 struct Heard {
     opened: bool,
+    /// Whether the start batch was in the database (`None`: not reported).
+    start_present: Option<bool>,
     acks: Vec<u64>,
     flushes: u64,
     compactions: u64,
@@ -273,6 +301,10 @@ fn parse_protocol(lines: &[String]) -> Result<Heard, String> {
                 heard.opened = true;
                 Some(())
             }
+            (Some(verdict @ ("present" | "absent")), Some(_), None, None) => {
+                heard.start_present = Some(verdict == "present");
+                Some(())
+            }
             (Some("ack"), Some(b), None, None) => b.parse().ok().map(|b| heard.acks.push(b)),
             (Some("stats"), Some(f), Some(c), None) => match (f.parse(), c.parse()) {
                 (Ok(f), Ok(c)) => {
@@ -297,12 +329,13 @@ mod tests {
 
     #[test]
     fn the_protocol_parses() {
-        let lines: Vec<String> = ["open", "ack 4", "stats 2 1", "ack 5"]
+        let lines: Vec<String> = ["open", "present 3", "ack 4", "stats 2 1", "ack 5"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         let heard = parse_protocol(&lines).unwrap();
         assert!(heard.opened);
+        assert_eq!(heard.start_present, Some(true));
         assert_eq!(heard.acks, [4, 5]);
         assert_eq!((heard.flushes, heard.compactions), (2, 1));
         let bad: Vec<String> = ["ack x", "ack 5"].iter().map(|s| s.to_string()).collect();

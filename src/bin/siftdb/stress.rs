@@ -48,6 +48,12 @@ pub struct StressArgs {
     /// Latest kill, in milliseconds after the child starts.
     #[arg(long, default_value_t = 300)]
     max_kill_ms: u64,
+
+    /// Percent of rounds (never the last) whose kill the next child
+    /// recovers from instead of the parent (which skips its check): the
+    /// recovery itself then gets killed now and then.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u8).range(0..=100))]
+    chain_percent: u8,
 }
 
 /// Flags of `siftdb stress-child` (started by `siftdb stress`, not by hand).
@@ -99,6 +105,7 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
         child: std::env::current_exe()
             .map_err(|e| format!("cannot find the siftdb binary: {e}"))?,
         kill_after_ms: args.min_kill_ms..=args.max_kill_ms,
+        chain_percent: args.chain_percent,
     };
     eprintln!(
         "siftdb stress: {} rounds, sync_writes({}), seed {seed}, kill after {}-{} ms, in {}",
@@ -112,15 +119,15 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
     let every = (args.rounds / 20).max(1);
     let progress = |r: &RoundReport| {
         if r.round.is_multiple_of(every) || r.round == args.rounds {
+            let in_flight = match (r.checked, r.in_flight_present) {
+                (false, _) => "unchecked (chained)",
+                (true, true) => "present",
+                (true, false) => "absent",
+            };
             eprintln!(
-                "round {:>6}: {:>7} batches acknowledged, in flight {}, {} entries, {:.0?} elapsed",
+                "round {:>6}: {:>7} batches acknowledged, in flight {in_flight}, {} entries, {:.0?} elapsed",
                 r.round,
                 r.acknowledged,
-                if r.in_flight_present {
-                    "present"
-                } else {
-                    "absent"
-                },
                 r.entries,
                 started.elapsed()
             );
@@ -132,10 +139,15 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
             println!("  seed                      {seed}");
             println!("  sync_writes               {}", args.sync);
             println!("  rounds                    {}", report.rounds);
+            println!("  rounds checked            {}", report.checked_rounds);
             println!("  acknowledged batches      {}", report.acknowledged);
             println!(
                 "  in-flight batch present   {} rounds (whole)",
                 report.in_flight_present
+            );
+            println!(
+                "  in flight, settled later  {} (found by the next child)",
+                report.settled_by_child
             );
             println!(
                 "  killed before open        {} rounds",
