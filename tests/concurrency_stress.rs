@@ -17,6 +17,7 @@
 //! The run time bounds the test; no assertion depends on timing.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,11 @@ const KEYS_PER_WRITER: usize = 40;
 const READERS: usize = 2;
 /// Pairs `a-pair-NN` / `z-pair-NN`, far apart in key order.
 const PAIRS: usize = 8;
+/// Threads and rounds of put-and-flush in the stall test.
+const STALL_THREADS: usize = 3;
+const STALL_ROUNDS: usize = 150;
+/// No stall test round waits this long unless something hangs.
+const STALL_HANG: Duration = Duration::from_secs(120);
 
 fn options() -> Options {
     Options::default()
@@ -312,4 +318,51 @@ fn readers_see_consistent_snapshots_while_writers_flush_and_compact() {
             );
         }
     }
+}
+
+/// Writers that must wait for background work (two immutable memtables
+/// pending, or level 0 full) and explicit flushes, from several threads on
+/// tiny memtables: nothing may wait forever. A stalled writer used to check
+/// the stall condition, then wait for the background thread's *next* unit
+/// of work; when that thread finished its last pending unit in between and
+/// went idle, the writer waited for progress that never came. The run is
+/// bounded by operation counts; the watchdog turns a hang into a failure.
+#[test]
+fn stalled_writers_and_flushes_always_wake_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .memtable_bytes(4096)
+        .level0_compaction_trigger(2)
+        .level0_stop_writes(2)
+        .level1_bytes(4096)
+        .table_target_bytes(4096)
+        .block_size(256);
+    let db = Arc::new(Db::open_with(dir.path(), opts).unwrap());
+    let (done_tx, done_rx) = mpsc::channel();
+    for t in 0..STALL_THREADS {
+        let (db, done_tx) = (Arc::clone(&db), done_tx.clone());
+        std::thread::spawn(move || {
+            for round in 0..STALL_ROUNDS {
+                for i in 0..20 {
+                    db.put(format!("t{t}-{i:02}"), vec![b'v'; 200 + round % 50])
+                        .unwrap();
+                }
+                if (round + t) % 3 == 0 {
+                    db.flush().unwrap();
+                }
+            }
+            done_tx.send(t).unwrap();
+        });
+    }
+    for _ in 0..STALL_THREADS {
+        done_rx
+            .recv_timeout(STALL_HANG)
+            .expect("a writer or a flush waits forever for background work");
+    }
+    let stats = db.stats();
+    println!(
+        "{} flushes, {} compactions, {} write stalls",
+        stats.flushes, stats.compactions, stats.write_stalls
+    );
+    assert!(stats.write_stalls > 0, "the test never stalled a writer");
 }

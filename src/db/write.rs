@@ -150,14 +150,21 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
         if !(full || (force && !sv.mem.mem.is_empty())) {
             return Ok(());
         }
-        let level0 = sv.version.levels.first().map_or(0, Vec::len);
-        if sv.imm.len() >= MAX_IMMUTABLE || level0 >= inner.opts.level0_stop_writes {
+        if must_stall(inner, &sv) {
             inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-            background::wait_for_progress(inner)?;
+            background::wait_for_progress_while(inner, || {
+                must_stall(inner, &inner.current.load())
+            })?;
             continue;
         }
         return rotate(inner, writer);
     }
+}
+
+/// True while background work is too far behind for another memtable.
+fn must_stall(inner: &DbInner, sv: &SuperVersion) -> bool {
+    let level0 = sv.version.levels.first().map_or(0, Vec::len);
+    sv.imm.len() >= MAX_IMMUTABLE || level0 >= inner.opts.level0_stop_writes
 }
 
 /// Seals the active memtable (its log synced), starts a new log and memtable.
