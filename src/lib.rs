@@ -27,6 +27,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
+pub mod stress;
 pub mod table;
 pub mod wal;
 pub mod workload;

@@ -245,8 +245,13 @@ impl DbIterator {
         inner: &DbInner,
         (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIterator {
-        let snapshot = inner.snapshot();
+        // The super-version first, then the snapshot: every table in `sv`
+        // then holds only writes at or below the snapshot, so no compaction
+        // can have dropped a version the snapshot needs in favour of a newer
+        // one (taken the other way round, a flush and a compaction in
+        // between make a key vanish from the scan).
         let sv = inner.current.load_full();
+        let snapshot = inner.snapshot();
         let (lo, hi) = (bound_key(&start), bound_key(&end));
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {

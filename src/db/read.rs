@@ -17,8 +17,10 @@ use crate::table::TableValue;
 
 pub(crate) fn get(inner: &DbInner, key: &[u8]) -> Result<Option<Bytes>> {
     inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-    let snapshot = inner.snapshot();
+    // Super-version before snapshot, as in `DbIterator::new` (see there):
+    // the other order lets a compaction drop the version this read needs.
     let sv = inner.current.load();
+    let snapshot = inner.snapshot();
 
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get(key, snapshot) {

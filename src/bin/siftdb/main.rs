@@ -12,6 +12,7 @@ mod bench;
 mod inspect;
 mod point;
 mod scan;
+mod stress;
 mod text;
 mod verify;
 
@@ -43,6 +44,11 @@ enum Command {
     Delete(point::DeleteArgs),
     /// Print entries in key order: all, by prefix, or in a range.
     Scan(scan::ScanArgs),
+    /// Crash test: kill a writing child process at random moments, reopen, check every key.
+    Stress(stress::StressArgs),
+    /// The child `siftdb stress` starts and kills.
+    #[command(hide = true)]
+    StressChild(stress::StressChildArgs),
 }
 
 /// Exit code for a command that could not run (bad arguments, I/O, open).
@@ -58,6 +64,8 @@ fn main() -> ExitCode {
         Command::Put(args) => point::put(&args),
         Command::Delete(args) => point::delete(&args),
         Command::Scan(args) => scan::run(&args),
+        Command::Stress(args) => stress::run_stress(&args),
+        Command::StressChild(args) => stress::run_stress_child(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,459 @@
+//! Corruption sweep: a small closed database (a compacted table, two
+//! level-0 tables holding overwrites and tombstones of older keys, a log
+//! holding four unflushed batches, a manifest) gets one byte changed at a
+//! time — hundreds of positions over every file, every byte of the footers,
+//! block trailers, log headers and manifest included — and is reopened and
+//! read whole, by `get` of every key and by a full scan.
+//!
+//! Each answer must be the right data or an error: never a wrong value, a
+//! present key reported absent, a deleted key come back, a panic or a hang.
+//! The only loss allowed without an error is the log's last record, and only
+//! when the reopen reports it as a torn tail (a checksum failing in the last
+//! record is what a crash mid-append looks like); then the database must be
+//! exactly the state before that batch.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use siftdb::filename::{parse_file_name, FileKind, MANIFEST_FILE};
+use siftdb::table::format::TRAILER_LEN;
+use siftdb::table::Table;
+use siftdb::{Db, Options, WriteBatch};
+
+/// Positions picked at random in each file, on top of the structural ones.
+const RANDOM_POSITIONS_PER_FILE: usize = 150;
+/// A trial that takes longer than this has hung.
+const TRIAL_TIMEOUT: Duration = Duration::from_secs(60);
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn options() -> Options {
+    Options::default()
+        .block_size(256)
+        .level0_compaction_trigger(8)
+        .level0_stop_writes(16)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:03}").into_bytes()
+}
+
+fn value(tag: &str, i: u32) -> Vec<u8> {
+    format!("{tag}-{i:03}-{}", "x".repeat((i % 17) as usize)).into_bytes()
+}
+
+/// Writes `batch` to the database and the model.
+struct Writer<'a> {
+    db: &'a Db,
+    model: &'a mut Model,
+}
+
+impl Writer<'_> {
+    fn apply(&mut self, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
+        let mut batch = WriteBatch::new();
+        for (k, v) in ops {
+            match v {
+                Some(v) => {
+                    batch.put(k, v);
+                    self.model.insert(k.clone(), v.clone());
+                }
+                None => {
+                    batch.delete(k);
+                    self.model.remove(k);
+                }
+            }
+        }
+        self.db.write(batch).unwrap();
+    }
+}
+
+/// The database every trial copies, and what it must read as: `full` with
+/// every logged batch, `without_last` if the log's last record is dropped.
+struct Template {
+    _root: tempfile::TempDir,
+    dir: PathBuf,
+    full: Model,
+    without_last: Model,
+    /// Every key ever written, and some never written.
+    universe: Vec<Vec<u8>>,
+    /// Offset of the last record in the log.
+    last_record: u64,
+    log_name: String,
+}
+
+fn scratch_root() -> tempfile::TempDir {
+    // Each trial's reopen syncs files; on tmpfs that costs nothing.
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+fn build_template() -> Template {
+    let root = scratch_root();
+    let dir = root.path().join("template");
+    let mut model = Model::new();
+    let db = Db::open_with(&dir, options()).unwrap();
+    let mut w = Writer {
+        db: &db,
+        model: &mut model,
+    };
+    // Oldest data, compacted into one table at level 1.
+    for chunk in (0..200u32).collect::<Vec<_>>().chunks(10) {
+        let ops: Vec<_> = chunk
+            .iter()
+            .map(|&i| (key(i), Some(value("v1", i))))
+            .collect();
+        w.apply(&ops);
+    }
+    db.compact().unwrap();
+    // A level-0 table overwriting and deleting keys of the level-1 table.
+    let mut w = Writer {
+        db: &db,
+        model: &mut model,
+    };
+    for i in 0..200u32 {
+        if i % 3 == 0 {
+            w.apply(&[(key(i), Some(value("v2", i)))]);
+        } else if i % 5 == 0 {
+            w.apply(&[(key(i), None)]);
+        }
+    }
+    db.flush().unwrap();
+    // Another one: new keys, more overwrites and deletes of older keys.
+    let mut w = Writer {
+        db: &db,
+        model: &mut model,
+    };
+    for i in 200..260u32 {
+        w.apply(&[(key(i), Some(value("v3", i)))]);
+    }
+    w.apply(&[(key(1), None), (key(2), None), (key(15), None)]);
+    for i in (0..200u32).filter(|i| i % 7 == 0) {
+        w.apply(&[(key(i), Some(value("v3", i)))]);
+    }
+    db.flush().unwrap();
+    // Four batches left in the log: they are in no table.
+    let mut w = Writer {
+        db: &db,
+        model: &mut model,
+    };
+    w.apply(
+        &(260..265u32)
+            .map(|i| (key(i), Some(value("v4", i))))
+            .collect::<Vec<_>>(),
+    );
+    w.apply(&[(key(10), Some(value("v4", 10))), (key(11), None)]);
+    w.apply(&[(key(200), None), (key(300), Some(value("v4", 300)))]);
+    let without_last = w.model.clone();
+    w.apply(&[
+        (key(261), Some(value("v5", 261))),
+        (key(4), None),
+        (key(12), Some(value("v5", 12))),
+        (key(400), Some(value("v5", 400))),
+        (key(201), None),
+    ]);
+    let stats = db.stats();
+    assert!(stats.level_tables.first().copied() == Some(2), "{stats:?}");
+    assert_eq!(stats.table_count, 3, "{stats:?}");
+    drop(db);
+
+    let log_name = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| matches!(parse_file_name(n), Some((FileKind::Wal, _))))
+        .expect("a log");
+    let log = std::fs::read(dir.join(&log_name)).unwrap();
+    let replayed = siftdb::wal::replay(&log, &log_name).unwrap();
+    assert_eq!(replayed.records.len(), 4);
+    let last_record = replayed.records.last().unwrap().offset;
+
+    let mut universe: Vec<Vec<u8>> = (0..300u32).chain([300, 400, 500, 999]).map(key).collect();
+    universe.push(b"a".to_vec());
+    universe.push(b"zzz".to_vec());
+    Template {
+        _root: root,
+        dir,
+        full: model,
+        without_last,
+        universe,
+        last_record,
+        log_name,
+    }
+}
+
+/// Where to change a byte, and why that position was chosen.
+#[derive(Debug, Clone)]
+struct Position {
+    file: String,
+    offset: usize,
+}
+
+fn positions(template: &Template) -> Vec<Position> {
+    let mut rng = SplitMix64(0xc0ff_ee00);
+    let mut out = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(&template.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let path = template.dir.join(&name);
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        if len == 0 {
+            continue; // the lock file
+        }
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut range = |from: usize, count: usize| {
+            chosen.extend((from..from.saturating_add(count)).filter(|&o| o < len));
+        };
+        match parse_file_name(&name) {
+            Some((FileKind::Table, _)) => {
+                let table = Table::open_path(&path).unwrap();
+                range(len.saturating_sub(siftdb::table::format::FOOTER_LEN), 64);
+                let footer = *table.footer();
+                let mut handles = table.data_block_handles();
+                handles.push(footer.index);
+                handles.push(footer.properties);
+                handles.extend(footer.filter);
+                for h in handles {
+                    // The block's first bytes and its trailer.
+                    range(h.offset as usize, 2);
+                    range((h.offset + h.len) as usize, TRAILER_LEN);
+                }
+            }
+            Some((FileKind::Wal, _)) => {
+                let bytes = std::fs::read(&path).unwrap();
+                let replayed = siftdb::wal::replay(&bytes, &name).unwrap();
+                range(0, siftdb::wal::FILE_HEADER_LEN);
+                for record in &replayed.records {
+                    range(record.offset as usize, siftdb::wal::RECORD_HEADER_LEN + 2);
+                }
+                // Every byte of the last record.
+                range(template.last_record as usize, len);
+            }
+            None if name == MANIFEST_FILE => range(0, len),
+            None => panic!("unexpected file {name} in the template"),
+        }
+        for _ in 0..RANDOM_POSITIONS_PER_FILE {
+            chosen.push(rng.below(len as u64) as usize);
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        out.extend(chosen.into_iter().map(|offset| Position {
+            file: name.clone(),
+            offset,
+        }));
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    RefusedAtOpen,
+    /// Opened; some reads reported errors, every other answer was right.
+    ErrorsReported,
+    /// Opened; every answer right (`torn` when the log's last record was dropped).
+    AllCorrect {
+        torn: bool,
+    },
+}
+
+/// Copies the template, changes one byte, reopens and reads everything.
+/// `Err` is a broken promise.
+fn trial(template: &Template, root: &Path, at: &Position, mask: u8) -> Result<Outcome, String> {
+    let dir = root.join("trial");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(&template.dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let target = dir.join(&at.file);
+    let mut bytes = std::fs::read(&target).unwrap();
+    if let Some(b) = bytes.get_mut(at.offset) {
+        *b ^= mask;
+    }
+    std::fs::write(&target, &bytes).unwrap();
+
+    let db = match Db::open_with(&dir, options()) {
+        Ok(db) => db,
+        Err(e) if e.is_corruption() => return Ok(Outcome::RefusedAtOpen),
+        Err(e) => return Err(format!("open failed with a non-corruption error: {e}")),
+    };
+    let torn = match &db.recovery_report().torn_tail {
+        None => false,
+        Some((file, offset, reason)) => {
+            if *file != template.log_name || *offset != template.last_record {
+                return Err(format!(
+                    "a torn tail at {file} offset {offset} ({reason}) is not the log's last record \
+                     (at {})",
+                    template.last_record
+                ));
+            }
+            true
+        }
+    };
+    let model = if torn {
+        &template.without_last
+    } else {
+        &template.full
+    };
+
+    let mut errors = 0;
+    for k in &template.universe {
+        match db.get(k) {
+            Ok(got) => {
+                if got.as_deref() != model.get(k).map(Vec::as_slice) {
+                    return Err(format!(
+                        "get {}: expected {:?}, got {:?}",
+                        String::from_utf8_lossy(k),
+                        model
+                            .get(k)
+                            .map(|v| String::from_utf8_lossy(v).into_owned()),
+                        got.map(|v| String::from_utf8_lossy(&v).into_owned())
+                    ));
+                }
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    let mut expected = model.iter();
+    let mut scan_error = false;
+    for item in db.iter() {
+        match item {
+            Ok((k, v)) => match expected.next() {
+                Some((ek, ev)) if ek[..] == k[..] && ev[..] == v[..] => {}
+                want => {
+                    return Err(format!(
+                        "scan yielded {} = {}, expected {:?}",
+                        String::from_utf8_lossy(&k),
+                        String::from_utf8_lossy(&v),
+                        want.map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                    ))
+                }
+            },
+            Err(_) => {
+                scan_error = true;
+                break;
+            }
+        }
+    }
+    if !scan_error {
+        if let Some((missing, _)) = expected.next() {
+            return Err(format!(
+                "scan ended without an error before {}",
+                String::from_utf8_lossy(missing)
+            ));
+        }
+    }
+    drop(db);
+    Ok(if errors > 0 || scan_error {
+        Outcome::ErrorsReported
+    } else {
+        Outcome::AllCorrect { torn }
+    })
+}
+
+#[test]
+fn single_byte_changes_give_right_answers_or_errors() {
+    let template = build_template();
+    let all = positions(&template);
+    assert!(all.len() >= 300, "only {} positions", all.len());
+    let count = all.len();
+
+    let (results_tx, results_rx) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let root = scratch_root();
+        let mut rng = SplitMix64(0xbad_b17e);
+        // The untouched copy first: it must read back whole.
+        let pristine = Position {
+            file: MANIFEST_FILE.to_string(),
+            offset: usize::MAX,
+        };
+        let _ = results_tx.send((
+            pristine.clone(),
+            trial(&template, root.path(), &pristine, 0),
+        ));
+        for at in all {
+            let mask = 1 + rng.below(255) as u8;
+            let outcome = trial(&template, root.path(), &at, mask);
+            if results_tx.send((at, outcome)).is_err() {
+                return;
+            }
+        }
+    });
+
+    let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut per_file: BTreeMap<String, [usize; 4]> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for i in 0..=count {
+        let (at, outcome) = results_rx
+            .recv_timeout(TRIAL_TIMEOUT)
+            .unwrap_or_else(|_| panic!("trial {i} hung (or the worker died)"));
+        if i == 0 {
+            assert_eq!(
+                outcome,
+                Ok(Outcome::AllCorrect { torn: false }),
+                "untouched copy"
+            );
+            continue;
+        }
+        let slot = match outcome {
+            Ok(Outcome::RefusedAtOpen) => 0,
+            Ok(Outcome::ErrorsReported) => 1,
+            Ok(Outcome::AllCorrect { torn: true }) => 2,
+            Ok(Outcome::AllCorrect { torn: false }) => 3,
+            Err(broken) => {
+                failures.push(format!("{} offset {}: {broken}", at.file, at.offset));
+                continue;
+            }
+        };
+        per_file.entry(at.file.clone()).or_default()[slot] += 1;
+        let name = [
+            "refused at open",
+            "errors reported",
+            "all correct, last log record dropped as torn",
+            "all correct",
+        ][slot];
+        *tally.entry(name).or_default() += 1;
+    }
+    worker.join().unwrap();
+    println!("{count} single-byte changes:");
+    for (name, n) in &tally {
+        println!("  {n:>5}  {name}");
+    }
+    println!("per file (refused / errors / torn last record / all correct):");
+    for (file, counts) in &per_file {
+        println!("  {file:<14} {counts:?}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} broken promises:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
