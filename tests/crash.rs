@@ -52,118 +52,10 @@ fn killed_writers_lose_no_acknowledged_batch_with_sync() {
     stress(true, 0x5eed_0002);
 }
 
-/// A file system that "crashes" at its `n`-th mutating call: that call and
-/// every later one fail, reads still work. What is on disk then is what a
-/// process kill at that moment leaves (the OS keeps every completed write).
-mod crash_at {
-    use std::path::Path;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    use bytes::Bytes;
-    use siftdb::fs::{DirLock, FileSystem, OsFileSystem, WritableFile};
-    use siftdb::{Error, Result};
-
-    pub struct CrashAt {
-        left: Arc<AtomicUsize>,
-    }
-
-    impl CrashAt {
-        pub fn new(n: usize) -> Arc<CrashAt> {
-            Arc::new(CrashAt {
-                left: Arc::new(AtomicUsize::new(n)),
-            })
-        }
-
-        /// True when no call was refused.
-        pub fn survived(&self) -> bool {
-            self.left.load(Ordering::SeqCst) > 0
-        }
-    }
-
-    fn step(left: &AtomicUsize, path: &Path) -> Result<()> {
-        let ok = left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok_and(|before| before > 1);
-        if ok {
-            Ok(())
-        } else {
-            left.store(0, Ordering::SeqCst);
-            Err(Error::io(path, std::io::Error::other("simulated crash")))
-        }
-    }
-
-    struct File {
-        inner: Box<dyn WritableFile>,
-        left: Arc<AtomicUsize>,
-        path: std::path::PathBuf,
-    }
-
-    impl WritableFile for File {
-        fn append(&mut self, data: &[u8]) -> Result<()> {
-            step(&self.left, &self.path)?;
-            self.inner.append(data)
-        }
-        fn sync(&mut self) -> Result<()> {
-            step(&self.left, &self.path)?;
-            self.inner.sync()
-        }
-    }
-
-    impl CrashAt {
-        fn wrap(&self, path: &Path, inner: Box<dyn WritableFile>) -> Box<dyn WritableFile> {
-            Box::new(File {
-                inner,
-                left: Arc::clone(&self.left),
-                path: path.to_path_buf(),
-            })
-        }
-    }
-
-    impl FileSystem for CrashAt {
-        fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-            step(&self.left, path)?;
-            Ok(self.wrap(path, OsFileSystem.create(path)?))
-        }
-        fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-            step(&self.left, path)?;
-            Ok(self.wrap(path, OsFileSystem.open_append(path)?))
-        }
-        fn read_all(&self, path: &Path) -> Result<Bytes> {
-            OsFileSystem.read_all(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-            step(&self.left, from)?;
-            OsFileSystem.rename(from, to)
-        }
-        fn remove(&self, path: &Path) -> Result<()> {
-            step(&self.left, path)?;
-            OsFileSystem.remove(path)
-        }
-        fn sync_dir(&self, dir: &Path) -> Result<()> {
-            step(&self.left, dir)?;
-            OsFileSystem.sync_dir(dir)
-        }
-        fn create_dir_all(&self, dir: &Path) -> Result<()> {
-            OsFileSystem.create_dir_all(dir)
-        }
-        fn list(&self, dir: &Path) -> Result<Vec<String>> {
-            OsFileSystem.list(dir)
-        }
-        fn exists(&self, path: &Path) -> bool {
-            OsFileSystem.exists(path)
-        }
-        fn is_dir(&self, path: &Path) -> bool {
-            OsFileSystem.is_dir(path)
-        }
-        fn lock(&self, path: &Path) -> Result<Box<dyn DirLock>> {
-            OsFileSystem.lock(path)
-        }
-    }
-}
-
 /// Recovery of a log with a torn tail (what a kill mid-append leaves) is
-/// itself killed at every step in turn; each time, a plain reopen must work
+/// itself killed at every step in turn (`CrashFs` fails every mutating call
+/// from the n-th on: the files are what a kill there leaves); each time, a
+/// plain reopen must work
 /// and hold every complete record. Recovery used to create its new log
 /// before the manifest moved past the torn one: a crash in between left two
 /// logs, the older one torn, and every later open refused the database
@@ -171,6 +63,7 @@ mod crash_at {
 #[test]
 fn recovery_of_a_torn_log_survives_a_crash_at_every_step() {
     use siftdb::filename::{parse_file_name, wal_file_name, FileKind};
+    use siftdb::fuzzing::crash_fs::CrashFs;
     use siftdb::wal::encode_record_into;
     use siftdb::{Db, Options};
 
@@ -204,9 +97,9 @@ fn recovery_of_a_torn_log_survives_a_crash_at_every_step() {
             let entry = entry.unwrap();
             std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
         }
-        let fs = crash_at::CrashAt::new(n);
+        let fs = CrashFs::crashing_at(n);
         let outcome = Db::open_with(dir.path(), Options::default().file_system(fs.clone()));
-        let survived = fs.survived();
+        let survived = !fs.crashed();
         match outcome {
             Ok(db) if survived => {
                 assert!(db.recovery_report().torn_tail.is_some());
