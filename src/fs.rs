@@ -2,7 +2,8 @@
 //! through [`FileSystem`].
 //!
 //! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs
-//! plus memmap2 for reading immutable files).
+//! plus memmap2 for reading immutable files). [`FaultFs`] (in `fs/fault.rs`)
+//! is the in-memory stand-in that simulates power loss and injects errors.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
 //! power-loss tests stands in here, and anything that skips it is untested.
 
@@ -14,6 +15,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+
+mod fault;
+pub use fault::{FaultFs, FaultMode, PowerLoss};
 
 /// A file opened for appending.
 pub trait WritableFile: Send + Sync {

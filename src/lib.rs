@@ -22,6 +22,7 @@ pub mod filter;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inspect;
 pub mod key;
 pub mod manifest;
 pub mod memtable;

@@ -4,8 +4,8 @@
 //! Owns: [`ManifestState`], its byte layout documented in `docs/format.md`
 //! ("Manifest"), and the atomic replacement of the `MANIFEST` file.
 //! Must never: leave a moment where `MANIFEST` is missing or half written
-//! (a new one is written beside it, synced, renamed over it, and the
-//! directory synced), write a state it would refuse to read, or accept a
+//! (a new one is written beside it, synced, the directory synced, renamed
+//! over it, and the directory synced again), write a state it would refuse to read, or accept a
 //! byte before the checksum over the whole file is verified.
 //!
 //! ```text
@@ -249,7 +249,11 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
 }
 
 /// Replaces `dir/MANIFEST` with `state`, atomically and durably: writes
-/// `MANIFEST.tmp`, syncs it, renames it over `MANIFEST`, syncs `dir`.
+/// `MANIFEST.tmp`, syncs it, syncs `dir` (so every file created since the
+/// last directory sync — the tables `state` names among them — has a
+/// durable name before the manifest can take effect: POSIX does not order
+/// directory changes that no directory sync separates), renames it over
+/// `MANIFEST`, syncs `dir` again.
 ///
 /// `InvalidArgument` (and nothing written) when the state fails
 /// [`ManifestState::check`]. Once this returns, a table the new state no
@@ -264,6 +268,7 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
     file.append(&bytes)?;
     file.sync()?;
     drop(file);
+    fs.sync_dir(dir)?;
     fs.rename(&temp, &dir.join(MANIFEST_FILE))?;
     fs.sync_dir(dir)
 }
@@ -436,6 +441,50 @@ mod tests {
             assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
             assert!(!OsFileSystem.exists(&dir.path().join(MANIFEST_TEMP_FILE)));
         }
+    }
+
+    /// POSIX does not order directory changes that no directory sync
+    /// separates, so the rename that makes a manifest take effect could reach
+    /// the disk before the name of a table the manifest lists.
+    #[test]
+    fn a_manifest_never_takes_effect_before_the_files_it_names() {
+        use crate::filename::table_file_name;
+        use crate::fs::{FaultFs, PowerLoss};
+
+        let dir = Path::new("/db");
+        let mut cases_with_new_manifest = 0;
+        for seed in 0..64 {
+            for n in 1..=8 {
+                let fs = FaultFs::new();
+                fs.create_dir_all(dir).unwrap();
+                let create = |number: u64| {
+                    let mut f = fs.create(&dir.join(table_file_name(number))).unwrap();
+                    f.append(b"table").unwrap();
+                    f.sync().unwrap();
+                };
+                create(3);
+                create(7);
+                let mut old = sample();
+                old.tables.retain(|t| t.file_number != 12);
+                write_manifest(&fs, dir, &old).unwrap();
+                create(12);
+                fs.power_loss_after(n, PowerLoss::ReorderedUnsynced { seed });
+                let _ = write_manifest(&fs.for_process(), dir, &sample());
+                fs.clear_faults();
+                let durable = read_manifest(&fs, dir).unwrap().unwrap();
+                if durable == sample() {
+                    cases_with_new_manifest += 1;
+                }
+                for table in &durable.tables {
+                    let name = table_file_name(table.file_number);
+                    assert!(
+                        fs.exists(&dir.join(&name)),
+                        "seed {seed}, power lost at step {n}: the manifest names {name}, which is gone"
+                    );
+                }
+            }
+        }
+        assert!(cases_with_new_manifest > 64);
     }
 
     #[test]

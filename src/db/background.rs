@@ -106,24 +106,18 @@ fn failed(st: &BgState) -> Result<()> {
     }
 }
 
-/// Waits until the background thread finishes one more unit of work —
-/// unless `stalled`, asked once this thread holds the lock progress is
-/// counted under, says there is nothing to wait for any more.
+/// Waits while `blocked()` holds, woken by background progress.
 ///
-/// Asking under the lock is what makes the wait end: the background thread
-/// publishes a unit's result before it counts the unit under this lock, so
-/// a stall seen here ends only with work not yet counted. Asked before
-/// taking the lock, the thread could finish its last pending unit in
-/// between and go idle, and the caller would wait forever.
-pub(crate) fn wait_for_progress_while(inner: &DbInner, stalled: impl Fn() -> bool) -> Result<()> {
+/// The condition is checked under the background lock, which the
+/// background thread takes to count each unit of work after publishing it:
+/// so work finished between the caller's own check and this wait is seen
+/// here, rather than waited for again (a wait for "one more unit" would
+/// hang when that was the last unit there was to do).
+pub(crate) fn wait_while(inner: &DbInner, blocked: impl Fn() -> bool) -> Result<()> {
     let mut st = inner.bg.lock();
     failed(&st)?;
-    if !stalled() {
-        return Ok(());
-    }
-    let seen = st.progress;
     inner.bg_cv.notify_all();
-    while st.progress == seen {
+    while blocked() {
         failed(&st)?;
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
     }

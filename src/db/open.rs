@@ -166,6 +166,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         let name = wal_file_name(number);
         let bytes = fs.read_all(&dir.join(&name))?;
         let log = replay(&bytes, &name)?;
+        if log.log_number.is_some_and(|n| n != number) {
+            return Err(Error::corruption(
+                format!("log {name}"),
+                format!("header names log {:?}", log.log_number),
+            ));
+        }
         if let Some(torn) = &log.torn_tail {
             if i + 1 != logs.len() {
                 return Err(Error::corruption(
@@ -204,11 +210,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             version = version.apply(&[], vec![table]);
         }
     }
-    // The manifest moves past the replayed logs before the new log exists.
-    // Created first, a crash in between would leave it beside a replayed log
-    // whose torn tail is then no longer the newest log's — which the next
-    // open must (and does) refuse as corruption. A manifest naming a log not
-    // yet created is harmless: there is nothing to replay.
+    // The manifest moves past the replayed logs before the new log exists:
+    // a log created first would, if this recovery were cut short, sit empty
+    // behind a log with a torn tail, and the next recovery would have to
+    // refuse that torn tail as damage in the middle of the logs.
     let log_number = versions.new_file_number();
     versions.log_number = log_number;
     versions.persist(fs.as_ref(), dir, &version, last_seq)?;

@@ -144,27 +144,23 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 /// Rotates the memtable when it is full (or when `force` and it holds
 /// anything), first waiting while background work is too far behind.
 fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<()> {
-    loop {
+    let behind = || {
         let sv = inner.current.load();
-        let full = sv.mem.mem.approximate_bytes() >= inner.opts.memtable_bytes;
-        if !(full || (force && !sv.mem.mem.is_empty())) {
-            return Ok(());
-        }
-        if must_stall(inner, &sv) {
-            inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-            background::wait_for_progress_while(inner, || {
-                must_stall(inner, &inner.current.load())
-            })?;
-            continue;
-        }
-        return rotate(inner, writer);
+        let level0 = sv.version.levels.first().map_or(0, Vec::len);
+        sv.imm.len() >= MAX_IMMUTABLE || level0 >= inner.opts.level0_stop_writes
+    };
+    let sv = inner.current.load();
+    let full = sv.mem.mem.approximate_bytes() >= inner.opts.memtable_bytes;
+    if !(full || (force && !sv.mem.mem.is_empty())) {
+        return Ok(());
     }
-}
-
-/// True while background work is too far behind for another memtable.
-fn must_stall(inner: &DbInner, sv: &SuperVersion) -> bool {
-    let level0 = sv.version.levels.first().map_or(0, Vec::len);
-    sv.imm.len() >= MAX_IMMUTABLE || level0 >= inner.opts.level0_stop_writes
+    // Only this writer (holding the writer lock) changes the active
+    // memtable, so it is still full after the wait.
+    if behind() {
+        inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
+        background::wait_while(inner, behind)?;
+    }
+    rotate(inner, writer)
 }
 
 /// Seals the active memtable (its log synced), starts a new log and memtable.

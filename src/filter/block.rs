@@ -25,7 +25,7 @@
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::bloom::{
-    allocate_lines, hash_key_seeded, line_index, line_matches, probe_mask, BloomFilter, Line,
+    allocate_lines, hash_key, hash_key_seeded, line_has_probes, line_index, BloomFilter, Line,
     LINE_BYTES,
 };
 use crate::filter::theory::MAX_PROBES;
@@ -205,15 +205,21 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.header.lines);
         match self.lines().get(index) {
-            Some(line) => line_matches(line, &probe_mask(hash, self.header.probes)),
+            Some(line) => line_has_probes(line, hash, self.header.probes),
             // Unreachable after parse; failing open keeps it safe regardless.
             None => true,
         }
     }
 
     /// False when `key` was certainly never inserted.
+    #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.contains_hash(hash_key_seeded(key, self.header.seed))
+        // Seed 0 is xxh3's unseeded hash, whose short-key path is cheaper.
+        let hash = match self.header.seed {
+            0 => hash_key(key),
+            seed => hash_key_seeded(key, seed),
+        };
+        self.contains_hash(hash)
     }
 
     /// Set bits in each line, for statistics.

@@ -58,23 +58,33 @@ pub fn line_index(hash: u64, lines: u64) -> usize {
 }
 
 /// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
+///
+/// Probes come seven at a time from 64-bit words, probe `i` of a group
+/// being bits `9i .. 9i + 9` of its word. The words are successive outputs
+/// of splitmix64 seeded with the hash (`remix(hash + g·φ)` for group `g`),
+/// so every group is a fresh function of the whole hash. Written as groups
+/// so the seven shifts of a group do not form one serial chain.
 #[inline]
 pub(crate) fn for_each_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
-    // Successive words are splitmix64 outputs seeded with the hash.
     let mut state = hash;
     let mut word = remix(state);
-    let mut left = 7;
-    for _ in 0..k {
-        if left == 0 {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            word = remix(state);
-            left = 7;
+    let mut left = k;
+    loop {
+        let group = left.min(PROBES_PER_WORD);
+        for i in 0..group {
+            visit(((word >> (9 * i)) & (LINE_BITS as u64 - 1)) as u32);
         }
-        visit((word & (LINE_BITS as u64 - 1)) as u32);
-        word >>= 9;
-        left -= 1;
+        left -= group;
+        if left == 0 {
+            return;
+        }
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        word = remix(state);
     }
 }
+
+/// 9-bit probes taken from one 64-bit word before it is re-mixed.
+const PROBES_PER_WORD: u32 = 7;
 
 /// The probe positions of a hash as a 512-bit mask (eight little-endian words).
 #[inline]
@@ -97,6 +107,38 @@ pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
         missing |= want & !u64::from_le_bytes(*word);
     }
     missing == 0
+}
+
+/// True when every bit `hash` probes (see [`probe_mask`]) is set in `line`:
+/// the query path. It reads each probed word straight from the line instead
+/// of building the mask — a mask built in memory with variable word indices
+/// compiles to read-modify-write stack stores that the final wide loads
+/// cannot forward from — and folds the answers without a branch, because
+/// for an absent key which probe fails first is a coin toss.
+#[inline]
+pub fn line_has_probes(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
+    let (words, _) = line.as_chunks::<8>();
+    let mut found = 1u64;
+    for_each_probe(hash, k, |bit| {
+        // `bit < 512`, so the word always exists; `get` keeps it panic-free.
+        let word = words
+            .get((bit >> 6) as usize)
+            .map_or(0, |w| u64::from_le_bytes(*w));
+        found &= word >> (bit & 63);
+    });
+    found & 1 == 1
+}
+
+/// Sets every bit `hash` probes in `line` (the same bits as
+/// `line_set(line, &probe_mask(hash, k))`, without the mask in memory).
+#[inline]
+pub fn line_add_probes(line: &mut [u8; LINE_BYTES], hash: u64, k: u32) {
+    let (words, _) = line.as_chunks_mut::<8>();
+    for_each_probe(hash, k, |bit| {
+        if let Some(word) = words.get_mut((bit >> 6) as usize) {
+            *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
+        }
+    });
 }
 
 /// Sets every bit of `mask` in `line`.
@@ -289,9 +331,8 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
         let index = line_index(hash, self.lines.len() as u64);
-        let mask = probe_mask(hash, self.probes);
         if let Some(line) = self.lines.get_mut(index) {
-            line_set(&mut line.0, &mask);
+            line_add_probes(&mut line.0, hash, self.probes);
         }
     }
 
@@ -306,7 +347,7 @@ impl BloomFilter {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.lines.len() as u64);
         match self.lines.get(index) {
-            Some(line) => line_matches(&line.0, &probe_mask(hash, self.probes)),
+            Some(line) => line_has_probes(&line.0, hash, self.probes),
             None => true,
         }
     }
@@ -428,6 +469,83 @@ mod tests {
             let m = probe_mask(hash_key(b"x"), k);
             let ones: u32 = m.iter().map(|w| w.count_ones()).sum();
             assert!(ones >= 1 && ones <= k, "k={k} ones={ones}");
+        }
+    }
+
+    /// The probe positions exactly as the layout defines them: one word
+    /// shifted nine bits per probe, the next splitmix64 output after seven. Kept here so
+    /// a faster probe loop can never move a bit (encoded filters depend on it).
+    fn reference_probes(hash: u64, k: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut state = hash;
+        let mut word = remix(state);
+        let mut left = 7;
+        for _ in 0..k {
+            if left == 0 {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                word = remix(state);
+                left = 7;
+            }
+            out.push((word & 511) as u32);
+            word >>= 9;
+            left -= 1;
+        }
+        out
+    }
+
+    #[test]
+    fn probe_positions_are_the_layouts() {
+        for j in 0..2_000u64 {
+            let hash = hash_key(&j.to_le_bytes());
+            for k in 0..=MAX_PROBES {
+                let mut got = Vec::new();
+                for_each_probe(hash, k, |bit| got.push(bit));
+                assert_eq!(got, reference_probes(hash, k), "hash {hash:#x} k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn direct_probing_agrees_with_the_mask() {
+        let mut state = 5u64;
+        for round in 0..3_000u32 {
+            // Lines from sparse to nearly full, so both answers occur.
+            let mut line = [0u8; LINE_BYTES];
+            for _ in 0..round % 600 {
+                state = remix(state.wrapping_add(1));
+                line_add_probes(&mut line, state, 1);
+            }
+            let hash = remix(state ^ 0xabcd);
+            let k = round % MAX_PROBES + 1;
+            let mask = probe_mask(hash, k);
+            assert_eq!(line_has_probes(&line, hash, k), line_matches(&line, &mask));
+            let (mut by_mask, mut direct) = (line, line);
+            line_set(&mut by_mask, &mask);
+            line_add_probes(&mut direct, hash, k);
+            assert_eq!(by_mask, direct);
+            assert!(line_has_probes(&direct, hash, k));
+        }
+    }
+
+    #[test]
+    fn encodings_are_pinned() {
+        // crc32 of filter blocks of layout 1 (probes past the seventh from
+        // the next splitmix64 output): any change to a bit position shows here.
+        for (k, crc) in [
+            (1, 0x63d2_4799u32),
+            (4, 0x240d_f19e),
+            (7, 0x5ff2_96d7),
+            (8, 0x0ea3_347d),
+            (13, 0x5237_581f),
+            (32, 0x8071_a01c),
+        ] {
+            let mut f = BloomFilter::with_geometry(3, k, 0).unwrap();
+            for j in 0..40 {
+                f.insert(&key(j));
+            }
+            let bytes = f.encode();
+            let tail: [u8; 4] = bytes[bytes.len() - 4..].try_into().unwrap();
+            assert_eq!(u32::from_le_bytes(tail), crc, "k {k}");
         }
     }
 

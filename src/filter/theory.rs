@@ -40,16 +40,16 @@ pub fn blocked_fp_rate(bits_per_key: f64, k: u32) -> f64 {
     let lo = (lambda - spread).max(0.0).floor() as u64;
     let hi = (lambda + spread).ceil() as u64;
     let per_probe_miss = 1.0 - 1.0 / LINE_BITS as f64;
-    let ln_lambda = lambda.ln();
-    let mut ln_fact = ln_factorial(lo);
+    // Poisson terms and (1 − 1/512)^(k·i) are both carried from one i to
+    // the next by a multiplication: this runs once per table built.
+    let mut pmf = (lo as f64 * lambda.ln() - lambda - ln_factorial(lo)).exp();
+    let miss_per_key = per_probe_miss.powf(k as f64);
+    let mut miss = miss_per_key.powf(lo as f64);
     let mut total = 0.0;
     for i in lo..=hi {
-        if i > lo {
-            ln_fact += (i as f64).ln();
-        }
-        let pmf = (i as f64 * ln_lambda - lambda - ln_fact).exp();
-        let fill = 1.0 - per_probe_miss.powf(k as f64 * i as f64);
-        total += pmf * fill.powi(k as i32);
+        total += pmf * (1.0 - miss).powi(k as i32);
+        pmf *= lambda / (i + 1) as f64;
+        miss *= miss_per_key;
     }
     total
 }

@@ -7,5 +7,6 @@
 
 pub mod crash_fs;
 pub mod db;
+pub mod filter;
 pub mod storage;
 pub mod table;

@@ -12,7 +12,10 @@
 //! Must never: panic, read outside the block, or grow a key beyond the
 //! block's length — every length is checked against the bytes that remain.
 //! The bytes reaching here have passed their trailer checksum, but the
-//! decoder does not rely on it.
+//! decoder does not rely on it. Errors are `Corruption` with `what` =
+//! "block"; the table layer adds the file, block kind and offset
+//! ([`crate::table::format::BlockLocation::relocate`]), so the hot path
+//! carries no location.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::cmp::Ordering;
@@ -23,7 +26,9 @@ use bytes::Bytes;
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
-use crate::table::format::BlockLocation;
+
+/// What block errors name before the table layer locates them.
+const WHAT: &str = "block";
 
 /// Bytes of an entry's fixed header (shared, unshared, value length).
 pub const ENTRY_HEADER_LEN: usize = 12;
@@ -120,7 +125,6 @@ pub struct Block {
     data: Bytes,
     entries_end: usize,
     restart_count: usize,
-    location: BlockLocation,
 }
 
 /// Where one entry's parts lie inside the block.
@@ -140,8 +144,8 @@ impl EntryParts {
 impl Block {
     /// Checks the restart array (count ≥ 1, first at 0, strictly increasing,
     /// inside the entries) and returns the block.
-    pub fn parse(data: Bytes, location: BlockLocation) -> Result<Block> {
-        let corrupt = |detail: String| location.corruption(detail);
+    pub fn parse(data: Bytes) -> Result<Block> {
+        let corrupt = |detail: String| Error::corruption(WHAT, detail);
         let Some(count_at) = data.len().checked_sub(4) else {
             return Err(corrupt(format!(
                 "{} bytes, too short for a restart count",
@@ -149,7 +153,7 @@ impl Block {
             )));
         };
         let mut reader = ByteReader::new(data.get(count_at..).unwrap_or_default(), "block");
-        let restart_count = reader.u32().map_err(|e| location.relocate(e))? as usize;
+        let restart_count = reader.u32()? as usize;
         let entries_end = restart_count
             .checked_mul(4)
             .and_then(|restarts_len| count_at.checked_sub(restarts_len))
@@ -166,7 +170,6 @@ impl Block {
             data,
             entries_end,
             restart_count,
-            location,
         };
         let mut previous = None;
         for i in 0..restart_count {
@@ -185,17 +188,17 @@ impl Block {
         Ok(block)
     }
 
-    /// Where the block is, for error messages.
-    pub fn location(&self) -> &BlockLocation {
-        &self.location
-    }
-
     /// A cursor over the entries (not positioned; seek first).
     pub fn iter(&self) -> BlockIter {
+        self.clone().into_cursor()
+    }
+
+    /// [`Block::iter`] without the clone.
+    pub fn into_cursor(self) -> BlockIter {
         BlockIter {
-            block: self.clone(),
-            offset: 0,
             next_offset: self.entries_end,
+            block: self,
+            offset: 0,
             key: Vec::new(),
             value: 0..0,
             valid: false,
@@ -203,7 +206,7 @@ impl Block {
     }
 
     fn corrupt(&self, detail: impl std::fmt::Display) -> Error {
-        self.location.corruption(detail)
+        Error::corruption(WHAT, detail)
     }
 
     fn restart_offset(&self, i: usize) -> Result<usize> {
@@ -212,8 +215,7 @@ impl Block {
             .and_then(|o| o.checked_add(self.entries_end))
             .ok_or_else(|| self.corrupt("restart index overflow"))?;
         let bytes = self.data.get(at..).unwrap_or_default();
-        let offset = ByteReader::new(bytes, "restart array").u32();
-        Ok(offset.map_err(|e| self.location.relocate(e))? as usize)
+        Ok(ByteReader::new(bytes, WHAT).u32()? as usize)
     }
 
     /// Decodes the entry at `offset`, whose predecessor's key had `prev_key_len` bytes.
@@ -260,17 +262,19 @@ impl Block {
     }
 
     /// Calls `visit(key, value)` for every entry, requiring that no entry
-    /// shares a prefix (the index block's rule) so each key is a zero-copy
-    /// slice of the block.
+    /// shares a prefix (the index block's rule), so decoding cannot make
+    /// keys longer than the block.
     pub fn for_each_unshared(
         &self,
-        mut visit: impl FnMut(Bytes, &[u8]) -> Result<()>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<()> {
         let mut offset = 0;
         while offset < self.entries_end {
             let parts = self.entry_at(offset, 0)?;
-            let key = self.data.slice(parts.key_delta.clone());
-            visit(key, self.bytes(parts.value.clone()))?;
+            visit(
+                self.bytes(parts.key_delta.clone()),
+                self.bytes(parts.value.clone()),
+            )?;
             offset = parts.end();
         }
         Ok(())
@@ -284,7 +288,7 @@ impl Block {
             .map(|i| self.restart_offset(i))
             .peekable();
         let mut iter = self.iter();
-        let mut previous: Option<Vec<u8>> = None;
+        let mut previous: Vec<u8> = Vec::new();
         let mut entries = 0u64;
         iter.seek_to_first()?;
         while iter.valid() {
@@ -295,15 +299,14 @@ impl Block {
                     restarts.next();
                 }
             }
-            if let Some(prev) = &previous {
-                if compare_internal_keys(prev, iter.key()) != Ordering::Less {
-                    return Err(self.corrupt(format!(
-                        "entry at {} is not greater than the entry before it",
-                        iter.current_offset()
-                    )));
-                }
+            if entries > 0 && compare_internal_keys(&previous, iter.key()) != Ordering::Less {
+                return Err(self.corrupt(format!(
+                    "entry at {} is not greater than the entry before it",
+                    iter.current_offset()
+                )));
             }
-            previous = Some(iter.key().to_vec());
+            previous.clear();
+            previous.extend_from_slice(iter.key());
             entries += 1;
             iter.next()?;
         }
@@ -426,12 +429,7 @@ impl BlockIter {
 mod tests {
     use super::*;
     use crate::key::{internal_key, SeqNo, ValueKind};
-    use crate::table::format::BlockKind;
-    use std::sync::Arc;
-
-    fn loc() -> BlockLocation {
-        BlockLocation::new(&Arc::from("t.sst"), BlockKind::Data, 0)
-    }
+    use crate::table::format::{BlockKind, BlockLocation};
 
     fn ikey(i: u32) -> Vec<u8> {
         internal_key(
@@ -446,7 +444,7 @@ mod tests {
         for i in 0..n {
             b.add(&ikey(i * 2), format!("v{i}").as_bytes()).unwrap();
         }
-        Block::parse(Bytes::from(b.finish()), loc()).unwrap()
+        Block::parse(Bytes::from(b.finish())).unwrap()
     }
 
     #[test]
@@ -488,14 +486,14 @@ mod tests {
         let bytes = block.data.to_vec();
         for len in 0..bytes.len() {
             let cut = Bytes::copy_from_slice(&bytes[..len]);
-            if let Ok(b) = Block::parse(cut, loc()) {
+            if let Ok(b) = Block::parse(cut) {
                 let _ = b.check_structure();
             }
         }
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0xff;
-            if let Ok(b) = Block::parse(Bytes::from(bad), loc()) {
+            if let Ok(b) = Block::parse(Bytes::from(bad)) {
                 let _ = b.check_structure();
                 let mut it = b.iter();
                 let _ = it.seek(&ikey(7));
@@ -504,11 +502,12 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_block() {
-        let err = Block::parse(Bytes::from_static(&[1, 0, 0, 0]), loc()).unwrap_err();
+    fn errors_are_corruption_located_by_the_table_layer() {
+        let err = Block::parse(Bytes::from_static(&[1, 0, 0, 0])).unwrap_err();
+        let location = BlockLocation::new("t.sst", BlockKind::Data, 0);
+        let err = location.relocate(err).to_string();
         assert!(
-            err.to_string()
-                .contains("table t.sst data block at offset 0"),
+            err.contains("table t.sst data block at offset 0: block:"),
             "{err}"
         );
     }
@@ -523,7 +522,7 @@ mod tests {
         // Point the second restart one byte into the second entry.
         let second = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap());
         bytes[n - 8..n - 4].copy_from_slice(&(second + 1).to_le_bytes());
-        let block = Block::parse(Bytes::from(bytes), loc()).unwrap();
+        let block = Block::parse(Bytes::from(bytes)).unwrap();
         assert!(block.check_structure().is_err());
     }
 }

@@ -109,8 +109,10 @@ impl TableBuilder {
     }
 
     /// Appends an entry. `internal_key` must sort strictly after the previous
-    /// one (`key::compare_internal_keys`); otherwise, or when the key or value
-    /// is malformed or too large, `InvalidArgument` and nothing changes.
+    /// one (`key::compare_internal_keys`) and must not repeat the previous
+    /// entry's user key and sequence number with another kind; otherwise, or
+    /// when the key or value is malformed or too large, `InvalidArgument` and
+    /// nothing changes.
     pub fn add(&mut self, internal_key: &[u8], value: &[u8]) -> Result<()> {
         self.check_usable()?;
         let parsed = parse_internal_key(internal_key)
@@ -129,6 +131,14 @@ impl TableBuilder {
                 "table entries out of order: {:?} does not sort after {:?}",
                 Bytes::copy_from_slice(internal_key),
                 Bytes::copy_from_slice(&self.last_key)
+            )));
+        }
+        let same_version = parse_internal_key(&self.last_key)
+            .is_ok_and(|last| last.user_key == parsed.user_key && last.seq == parsed.seq);
+        if self.entries > 0 && same_version {
+            return Err(Error::invalid(format!(
+                "two versions of one key with sequence number {}",
+                parsed.seq.0
             )));
         }
 
@@ -306,7 +316,8 @@ mod tests {
         let path = dir.path().join("t.sst");
         let mut b = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
         b.add(&ikey("b", 5), b"1").unwrap();
-        for bad in [ikey("a", 9), ikey("b", 5), ikey("b", 6)] {
+        let same_seq_delete = internal_key(b"b", SeqNo(5), ValueKind::Delete);
+        for bad in [ikey("a", 9), ikey("b", 5), ikey("b", 6), same_seq_delete] {
             let err = b.add(&bad, b"x").unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         }
@@ -373,7 +384,7 @@ mod tests {
             info.file_size
         );
         let bytes = std::fs::read(&path).unwrap();
-        let footer = Footer::decode(&bytes, &"t.sst".into()).unwrap();
+        let footer = Footer::decode(&bytes, "t.sst").unwrap();
         assert_eq!(footer.filter.unwrap().offset % FILTER_ALIGN, 0);
     }
 }

@@ -8,10 +8,8 @@
 //! the caller expected.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-use std::fmt;
-use std::sync::Arc;
-
 use bytes::Bytes;
+use std::fmt;
 
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{Error, Result};
@@ -119,24 +117,21 @@ impl BlockHandle {
 }
 
 /// Names a block in errors: "table 000012.sst data block at offset 8192".
-#[derive(Debug, Clone)]
-pub struct BlockLocation {
+/// Borrowed, so building one on the read path costs nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockLocation<'a> {
     /// The table's file name.
-    pub file: Arc<str>,
+    pub file: &'a str,
     /// What the block was expected to be.
     pub kind: BlockKind,
     /// File offset of the block.
     pub offset: u64,
 }
 
-impl BlockLocation {
+impl<'a> BlockLocation<'a> {
     /// A location in table `file`.
-    pub fn new(file: &Arc<str>, kind: BlockKind, offset: u64) -> BlockLocation {
-        BlockLocation {
-            file: Arc::clone(file),
-            kind,
-            offset,
-        }
+    pub fn new(file: &'a str, kind: BlockKind, offset: u64) -> BlockLocation<'a> {
+        BlockLocation { file, kind, offset }
     }
 
     /// `Error::Corruption` naming this block.
@@ -154,7 +149,7 @@ impl BlockLocation {
     }
 }
 
-impl fmt::Display for BlockLocation {
+impl fmt::Display for BlockLocation<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -198,7 +193,7 @@ pub fn read_block(
     file: &Bytes,
     blocks_end: u64,
     handle: BlockHandle,
-    location: &BlockLocation,
+    location: &BlockLocation<'_>,
     checksum: Checksum,
 ) -> Result<Bytes> {
     let end = handle
@@ -266,7 +261,7 @@ impl Footer {
 
     /// Decodes the footer at the end of `file`: magic, checksum, version,
     /// then every handle checked against the footer's own offset.
-    pub fn decode(file: &[u8], file_name: &Arc<str>) -> Result<Footer> {
+    pub fn decode(file: &[u8], file_name: &str) -> Result<Footer> {
         let Some(footer_offset) = file.len().checked_sub(FOOTER_LEN) else {
             let location = BlockLocation::new(file_name, BlockKind::Footer, 0);
             return Err(location.corruption(format!(
@@ -328,8 +323,8 @@ impl Footer {
 mod tests {
     use super::*;
 
-    fn name() -> Arc<str> {
-        Arc::from("t.sst")
+    fn name() -> &'static str {
+        "t.sst"
     }
 
     fn sample_file() -> (Vec<u8>, Footer) {
@@ -352,11 +347,11 @@ mod tests {
     #[test]
     fn footer_round_trips_and_every_byte_flip_is_caught() {
         let (file, footer) = sample_file();
-        assert_eq!(Footer::decode(&file, &name()).unwrap(), footer);
+        assert_eq!(Footer::decode(&file, name()).unwrap(), footer);
         for i in file.len() - FOOTER_LEN..file.len() {
             let mut bad = file.clone();
             bad[i] ^= 0x04;
-            let err = Footer::decode(&bad, &name()).unwrap_err();
+            let err = Footer::decode(&bad, name()).unwrap_err();
             assert!(err.is_corruption(), "byte {i}");
             assert!(err.to_string().contains("t.sst footer block at offset 100"));
         }
@@ -371,10 +366,10 @@ mod tests {
         };
         let mut file = vec![0u8; 15];
         file.extend_from_slice(&footer.encode());
-        let err = Footer::decode(&file, &name()).unwrap_err().to_string();
+        let err = Footer::decode(&file, name()).unwrap_err().to_string();
         assert!(err.contains("properties handle"), "{err}");
-        assert!(Footer::decode(&file[1..], &name()).is_err());
-        assert!(Footer::decode(&[0; 10], &name()).is_err());
+        assert!(Footer::decode(&file[1..], name()).is_err());
+        assert!(Footer::decode(&[0; 10], name()).is_err());
     }
 
     #[test]
@@ -385,7 +380,7 @@ mod tests {
         file.extend_from_slice(&encode_trailer(&block, BlockKind::Data, 3));
         let file = Bytes::from(file);
         let handle = BlockHandle { offset: 3, len: 11 };
-        let loc = |kind| BlockLocation::new(&name(), kind, 3);
+        let loc = |kind| BlockLocation::new(name(), kind, 3);
         let end = file.len() as u64;
         let got = read_block(&file, end, handle, &loc(BlockKind::Data), Checksum::Verify).unwrap();
         assert_eq!(&got[..], b"hello block");

@@ -1,5 +1,4 @@
-//! [`TableIter`], a cursor over a table's entries in internal-key order,
-//! and the full-table check behind [`Table::verify`].
+//! [`TableIter`], a cursor over a table's entries in internal-key order.
 //!
 //! Owns: moving across data blocks; the iterator holds a clone of the
 //! [`Table`] handle, so it outlives whatever version listed the table.
@@ -7,16 +6,11 @@
 //! `Err` from the call that reached it, and the iterator is invalid after.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-use std::cmp::Ordering;
-
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::filter::{hash_key, FilterView};
-use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::BlockIter;
-use crate::table::format::BlockKind;
-use crate::table::reader::{FilterStatus, Severity, Table, VerifyProblem};
+use crate::table::reader::Table;
 
 /// A cursor over a table's entries. Every moving call returns `Err` on a
 /// damaged block and leaves the cursor invalid.
@@ -88,16 +82,14 @@ impl TableIter {
     /// Positions on the first entry ≥ `target` (an internal key); invalid
     /// when every entry is smaller.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.guard(|it| match it.table.inner.block_for(target) {
+        self.guard(|it| match it.table.inner.index.block_for(target) {
             None => {
                 it.entries = None;
                 Ok(())
             }
             Some(block_no) => {
                 it.load(block_no)?;
-                if let Some(entries) = &mut it.entries {
-                    entries.seek(target)?;
-                }
+                it.in_block(|entries| entries.seek(target))?;
                 it.skip_exhausted_blocks()
             }
         })
@@ -107,9 +99,7 @@ impl TableIter {
     #[allow(clippy::should_implement_trait)] // a fallible cursor step, not an Iterator
     pub fn next(&mut self) -> Result<()> {
         self.guard(|it| {
-            if let Some(entries) = &mut it.entries {
-                entries.next()?;
-            }
+            it.in_block(BlockIter::next)?;
             it.skip_exhausted_blocks()
         })
     }
@@ -122,14 +112,20 @@ impl TableIter {
         result
     }
 
+    /// Runs a step of the current block's cursor, locating its error.
+    fn in_block(&mut self, step: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
+        match &mut self.entries {
+            Some(entries) => step(entries).map_err(|e| self.table.inner.locate(self.block_no, e)),
+            None => Ok(()),
+        }
+    }
+
     /// Loads block `block_no`, positioned on its first entry.
     fn load(&mut self, block_no: usize) -> Result<()> {
         let block = self.table.inner.data_block(block_no)?;
-        let mut entries = block.iter();
-        entries.seek_to_first()?;
         self.block_no = block_no;
-        self.entries = Some(entries);
-        Ok(())
+        self.entries = Some(block.into_cursor());
+        self.in_block(BlockIter::seek_to_first)
     }
 
     /// Steps into the following blocks while the current one is used up.
@@ -144,154 +140,4 @@ impl TableIter {
         }
         Ok(())
     }
-}
-
-/// Totals of a full scan, compared with the properties block at the end.
-#[derive(Default)]
-struct ScanTotals {
-    entries: u64,
-    deletions: u64,
-    distinct_user_keys: u64,
-    min_seq: Option<SeqNo>,
-    max_seq: SeqNo,
-    first_key: Option<Vec<u8>>,
-    last_key: Option<Vec<u8>>,
-    out_of_order: bool,
-    filter_misses: u64,
-}
-
-impl ScanTotals {
-    fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, filter: Option<&FilterView<Bytes>>) {
-        let user_key = user_key_of(key);
-        if let Some(last) = &self.last_key {
-            if compare_internal_keys(last, key) != Ordering::Less {
-                self.out_of_order = true;
-            }
-        }
-        let new_user_key = self
-            .last_key
-            .as_deref()
-            .is_none_or(|last| user_key_of(last) != user_key);
-        if new_user_key {
-            self.distinct_user_keys += 1;
-            if filter.is_some_and(|f| !f.contains_hash(hash_key(user_key))) {
-                self.filter_misses += 1;
-            }
-        }
-        self.entries += 1;
-        if kind == ValueKind::Delete {
-            self.deletions += 1;
-        }
-        self.min_seq = Some(self.min_seq.map_or(seq, |m| m.min(seq)));
-        self.max_seq = self.max_seq.max(seq);
-        if self.first_key.is_none() {
-            self.first_key = Some(key.to_vec());
-        }
-        let last = self.last_key.get_or_insert_with(Vec::new);
-        last.clear();
-        last.extend_from_slice(key);
-    }
-}
-
-/// See [`Table::verify`].
-pub(crate) fn verify_table(table: &Table) -> Vec<VerifyProblem> {
-    let inner = &table.inner;
-    let footer = inner.footer();
-    let mut problems = Vec::new();
-    let filter_offset = footer.filter.map(|h| h.offset).unwrap_or_default();
-    if let FilterStatus::Corrupt(reason) = inner.filter_status() {
-        problems.push(VerifyProblem {
-            block: BlockKind::Filter,
-            offset: filter_offset,
-            detail: format!("{reason}; every key may match"),
-            severity: Severity::Warning,
-        });
-    }
-    let mut error = |block, offset, detail: String| {
-        problems.push(VerifyProblem {
-            block,
-            offset,
-            detail,
-            severity: Severity::Error,
-        })
-    };
-
-    let mut totals = ScanTotals::default();
-    let mut sound = true;
-    for (block_no, entry) in inner.index.iter().enumerate() {
-        let offset = entry.handle.offset;
-        let scanned = inner
-            .data_block_rechecked(block_no)
-            .and_then(|block| block.check_structure().map(|_| block))
-            .and_then(|block| {
-                let mut entries = block.iter();
-                entries.seek_to_first()?;
-                while entries.valid() {
-                    let parsed = parse_internal_key(entries.key())
-                        .map_err(|e| block.location().relocate(e))?;
-                    totals.add(entries.key(), parsed.seq, parsed.kind, inner.filter());
-                    entries.next()?;
-                }
-                Ok(())
-            });
-        if let Err(e) = scanned {
-            error(BlockKind::Data, offset, e.to_string());
-            // Order across the damaged block is unknown; restart the chain.
-            totals.last_key = None;
-            sound = false;
-            continue;
-        }
-        if totals.last_key.as_deref() != Some(entry.separator.as_ref()) {
-            error(
-                BlockKind::Index,
-                footer.index.offset,
-                format!("separator of data block {block_no} is not its last key"),
-            );
-        }
-        if totals.out_of_order {
-            error(
-                BlockKind::Data,
-                offset,
-                "first key does not sort after the previous block's last key".into(),
-            );
-            totals.out_of_order = false;
-        }
-    }
-    if totals.filter_misses > 0 {
-        error(
-            BlockKind::Filter,
-            filter_offset,
-            format!(
-                "filter rules out {} user keys the table holds",
-                totals.filter_misses
-            ),
-        );
-    }
-    if sound {
-        let p = inner.properties();
-        let counted = (
-            totals.entries,
-            totals.deletions,
-            totals.distinct_user_keys,
-            totals.min_seq.unwrap_or_default(),
-            totals.max_seq,
-        );
-        let claimed = (
-            p.entries,
-            p.deletions,
-            p.distinct_user_keys,
-            p.min_seq,
-            p.max_seq,
-        );
-        let same_bounds = totals.first_key.as_deref() == Some(p.smallest.as_ref())
-            && totals.last_key.as_deref() == Some(p.largest.as_ref());
-        if counted != claimed || !same_bounds {
-            error(
-                BlockKind::Properties,
-                footer.properties.offset,
-                format!("data holds (entries, deletions, distinct keys, min seq, max seq) = {counted:?}, properties say {claimed:?}, or the key bounds differ"),
-            );
-        }
-    }
-    problems
 }

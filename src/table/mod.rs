@@ -37,9 +37,11 @@ pub(crate) mod block;
 pub mod builder;
 pub mod counters;
 pub mod format;
+mod index;
 pub mod iter;
 pub mod properties;
 pub mod reader;
+mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
 pub use counters::{ReadCounters, ReadStats};

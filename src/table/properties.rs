@@ -85,7 +85,7 @@ impl TableProperties {
     }
 
     /// Decodes and cross-checks a properties block whose trailer was verified.
-    pub fn decode(block: &[u8], location: &BlockLocation) -> Result<TableProperties> {
+    pub fn decode(block: &[u8], location: &BlockLocation<'_>) -> Result<TableProperties> {
         let properties = Self::decode_fields(block).map_err(|e| location.relocate(e))?;
         properties
             .check()
@@ -167,7 +167,6 @@ mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};
     use crate::table::format::BlockKind;
-    use std::sync::Arc;
 
     fn sample() -> TableProperties {
         TableProperties {
@@ -186,8 +185,8 @@ mod tests {
         }
     }
 
-    fn loc() -> BlockLocation {
-        BlockLocation::new(&Arc::from("t.sst"), BlockKind::Properties, 99)
+    fn loc() -> BlockLocation<'static> {
+        BlockLocation::new("t.sst", BlockKind::Properties, 99)
     }
 
     #[test]

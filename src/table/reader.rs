@@ -13,24 +13,22 @@
 //! is treated as absent: every key "may match"), or panic on any file.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::{hash_key, FilterView};
 use crate::fs::{FileSystem, OsFileSystem};
-use crate::key::{
-    compare_internal_keys, lookup_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
-};
+use crate::key::{lookup_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
 use crate::table::format::{
-    read_block, BlockHandle, BlockKind, BlockLocation, Checksum, Footer, FOOTER_LEN, HANDLE_LEN,
+    read_block, BlockHandle, BlockKind, BlockLocation, Checksum, Footer, FOOTER_LEN,
 };
+use crate::table::index::Index;
 use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
 
@@ -76,13 +74,6 @@ pub struct VerifyProblem {
     pub severity: Severity,
 }
 
-/// One index entry: the data block's last key, and where the block is.
-#[derive(Debug, Clone)]
-pub(crate) struct IndexEntry {
-    pub(crate) separator: Bytes,
-    pub(crate) handle: BlockHandle,
-}
-
 /// An open table. Cloning is cheap (a shared handle); iterators hold one.
 #[derive(Debug, Clone)]
 pub struct Table {
@@ -96,7 +87,7 @@ pub(crate) struct TableInner {
     footer: Footer,
     /// Offset of the footer: every block ends at or before it.
     blocks_end: u64,
-    pub(crate) index: Vec<IndexEntry>,
+    pub(crate) index: Index,
     properties: TableProperties,
     filter: Option<FilterView<Bytes>>,
     filter_status: FilterStatus,
@@ -138,7 +129,16 @@ impl Table {
         )?;
         let properties = TableProperties::decode(&properties_block, &properties_at)?;
 
-        let index = read_index(&file, blocks_end, &name, &footer, &properties)?;
+        let index_at = BlockLocation::new(&name, BlockKind::Index, footer.index.offset);
+        let index_block = read_block(&file, blocks_end, footer.index, &index_at, Checksum::Verify)?;
+        let index_block = Block::parse(index_block).map_err(|e| index_at.relocate(e))?;
+        let index = Index::decode(&index_block, &index_at, &properties)?;
+        if properties.data_size > blocks_end {
+            return Err(properties_at.corruption(format!(
+                "data size {} runs past the blocks at {blocks_end}",
+                properties.data_size
+            )));
+        }
 
         let (filter, filter_status) = open_filter(&file, blocks_end, &name, &footer, &properties);
         if matches!(filter_status, FilterStatus::Corrupt(_)) {
@@ -181,23 +181,11 @@ impl Table {
             }
         }
         let target = lookup_key(user_key, snapshot);
-        let found = match inner.block_for(&target) {
+        let found = match inner.index.block_for(&target) {
             None => None,
             Some(block_no) => {
                 ReadCounters::bump(&counters.data_block_reads);
-                let block = inner.data_block(block_no)?;
-                let mut entries = block.iter();
-                entries.seek(&target)?;
-                if entries.valid() && user_key_of(entries.key()) == user_key {
-                    let parsed = parse_internal_key(entries.key())
-                        .map_err(|e| block.location().relocate(e))?;
-                    Some(match parsed.kind {
-                        ValueKind::Put => TableValue::Put(entries.value()),
-                        ValueKind::Delete => TableValue::Deleted,
-                    })
-                } else {
-                    None
-                }
+                inner.find_in_block(block_no, user_key, &target)?
             }
         };
         if found.is_none() && inner.filter.is_some() {
@@ -254,14 +242,21 @@ impl Table {
         &self.inner.filter_status
     }
 
+    /// The verified filter block, queried in place; `None` when the table
+    /// has no filter or its filter failed its checks (see
+    /// [`Table::filter_status`]). For statistics: fill, estimated keys.
+    pub fn filter_view(&self) -> Option<&FilterView<Bytes>> {
+        self.inner.filter.as_ref()
+    }
+
     /// The footer (handles of the index, filter and properties blocks).
     pub fn footer(&self) -> &Footer {
         &self.inner.footer
     }
 
     /// The handle of every data block, in key order.
-    pub fn data_block_handles(&self) -> Vec<BlockHandle> {
-        self.inner.index.iter().map(|e| e.handle).collect()
+    pub fn data_block_handles(&self) -> &[BlockHandle] {
+        self.inner.index.handles()
     }
 
     /// The counters this table updates.
@@ -274,7 +269,7 @@ impl Table {
     /// properties against the data, and that the filter holds every user key.
     /// Returns every problem found (empty when the table is sound).
     pub fn verify(&self) -> Vec<VerifyProblem> {
-        crate::table::iter::verify_table(self)
+        crate::table::verify::verify_table(self)
     }
 }
 
@@ -285,23 +280,28 @@ impl TableInner {
             && user_key <= user_key_of(&self.properties.largest)
     }
 
-    /// The only data block that can hold the first entry ≥ `target`: the
-    /// first whose separator (its last key) is ≥ `target`.
-    pub(crate) fn block_for(&self, target: &[u8]) -> Option<usize> {
-        let at = self
-            .index
-            .partition_point(|e| compare_internal_keys(&e.separator, target) == Ordering::Less);
-        (at < self.index.len()).then_some(at)
+    /// The answer of data block `block_no` for `user_key`: the first entry
+    /// ≥ `target` (the lookup key), when it is a version of `user_key`.
+    fn find_in_block(
+        &self,
+        block_no: usize,
+        user_key: &[u8],
+        target: &[u8],
+    ) -> Result<Option<TableValue>> {
+        let mut entries = self.data_block(block_no)?.into_cursor();
+        entries.seek(target).map_err(|e| self.locate(block_no, e))?;
+        if !entries.valid() || user_key_of(entries.key()) != user_key {
+            return Ok(None);
+        }
+        let parsed = parse_internal_key(entries.key()).map_err(|e| self.locate(block_no, e))?;
+        Ok(Some(match parsed.kind {
+            ValueKind::Put => TableValue::Put(entries.value()),
+            ValueKind::Delete => TableValue::Deleted,
+        }))
     }
 
     /// Data block `block_no`, its checksum verified on first use.
     pub(crate) fn data_block(&self, block_no: usize) -> Result<Block> {
-        let handle = self
-            .index
-            .get(block_no)
-            .map(|e| e.handle)
-            .unwrap_or_default();
-        let location = BlockLocation::new(&self.name, BlockKind::Data, handle.offset);
         let (word, bit) = (block_no / 64, 1u64 << (block_no % 64));
         let flags = self.verified.get(word);
         let known_good = flags.is_some_and(|f| f.load(AtomicOrdering::Relaxed) & bit != 0);
@@ -310,30 +310,26 @@ impl TableInner {
         } else {
             Checksum::Verify
         };
-        let bytes = read_block(&self.file, self.blocks_end, handle, &location, checksum)?;
-        let block = Block::parse(bytes, location)?;
+        let block = self.read_data_block(block_no, checksum)?;
         if let (false, Some(flags)) = (known_good, flags) {
             flags.fetch_or(bit, AtomicOrdering::Relaxed);
         }
         Ok(block)
     }
 
-    /// Data block `block_no` read with its checksum recomputed (for verify).
-    pub(crate) fn data_block_rechecked(&self, block_no: usize) -> Result<Block> {
-        let handle = self
-            .index
-            .get(block_no)
-            .map(|e| e.handle)
-            .unwrap_or_default();
+    /// Data block `block_no`: bounds and type byte always checked, the crc
+    /// as asked.
+    pub(crate) fn read_data_block(&self, block_no: usize, checksum: Checksum) -> Result<Block> {
+        let handle = self.index.handle(block_no).unwrap_or_default();
         let location = BlockLocation::new(&self.name, BlockKind::Data, handle.offset);
-        let bytes = read_block(
-            &self.file,
-            self.blocks_end,
-            handle,
-            &location,
-            Checksum::Verify,
-        )?;
-        Block::parse(bytes, location)
+        let bytes = read_block(&self.file, self.blocks_end, handle, &location, checksum)?;
+        Block::parse(bytes).map_err(|e| location.relocate(e))
+    }
+
+    /// Names the file, data block `block_no` and its offset in a decoder's error.
+    pub(crate) fn locate(&self, block_no: usize, err: Error) -> Error {
+        let offset = self.index.handle(block_no).unwrap_or_default().offset;
+        BlockLocation::new(&self.name, BlockKind::Data, offset).relocate(err)
     }
 
     pub(crate) fn filter(&self) -> Option<&FilterView<Bytes>> {
@@ -351,70 +347,19 @@ impl TableInner {
     pub(crate) fn footer(&self) -> &Footer {
         &self.footer
     }
-}
 
-/// Reads and checks the index: at least one entry, separators that are
-/// internal keys in strictly increasing order, data handles in file order,
-/// inside the data region, and agreement with the properties.
-fn read_index(
-    file: &Bytes,
-    blocks_end: u64,
-    name: &Arc<str>,
-    footer: &Footer,
-    properties: &TableProperties,
-) -> Result<Vec<IndexEntry>> {
-    let location = BlockLocation::new(name, BlockKind::Index, footer.index.offset);
-    let bytes = read_block(file, blocks_end, footer.index, &location, Checksum::Verify)?;
-    let block = Block::parse(bytes, location.clone())?;
-    let mut index: Vec<IndexEntry> = Vec::new();
-    let mut data_end = 0u64;
-    block.for_each_unshared(|separator, value| {
-        parse_internal_key(&separator).map_err(|e| location.corruption(format!("separator {}: {e}", index.len())))?;
-        if let Some(previous) = index.last() {
-            if compare_internal_keys(&previous.separator, &separator) != Ordering::Less {
-                return Err(location.corruption(format!("separator {} is out of order", index.len())));
-            }
-        }
-        let mut reader = crate::codec::ByteReader::new(value, "index entry");
-        let handle = BlockHandle::decode(&mut reader).map_err(|e| location.relocate(e))?;
-        if value.len() != HANDLE_LEN {
-            return Err(location.corruption(format!("entry {} has a {}-byte handle", index.len(), value.len())));
-        }
-        let end = handle.end_with_trailer();
-        if handle.offset < data_end || end.is_none_or(|end| end > properties.data_size) {
-            return Err(location.corruption(format!(
-                "data block {} (offset {}, length {}) overlaps its predecessor or leaves the {} bytes of data",
-                index.len(),
-                handle.offset,
-                handle.len,
-                properties.data_size
-            )));
-        }
-        data_end = end.unwrap_or_default();
-        index.push(IndexEntry { separator, handle });
-        Ok(())
-    })?;
-    if index.len() as u64 != properties.data_blocks {
-        return Err(location.corruption(format!(
-            "{} entries, but the properties count {} data blocks",
-            index.len(),
-            properties.data_blocks
-        )));
+    /// Recomputes the trailer checksum of a block named by the footer.
+    pub(crate) fn recheck(&self, kind: BlockKind, handle: BlockHandle) -> Result<()> {
+        let location = BlockLocation::new(&self.name, kind, handle.offset);
+        read_block(
+            &self.file,
+            self.blocks_end,
+            handle,
+            &location,
+            Checksum::Verify,
+        )
+        .map(|_| ())
     }
-    let last = index
-        .last()
-        .map(|e| e.separator.as_ref())
-        .unwrap_or_default();
-    if last != properties.largest.as_ref() {
-        return Err(location.corruption("the last separator is not the table's largest key"));
-    }
-    if properties.data_size > blocks_end {
-        return Err(location.corruption(format!(
-            "data size {} runs past the blocks at {blocks_end}",
-            properties.data_size
-        )));
-    }
-    Ok(index)
 }
 
 /// The filter view, or why there is none. Never fails: a filter that cannot
@@ -422,7 +367,7 @@ fn read_index(
 fn open_filter(
     file: &Bytes,
     blocks_end: u64,
-    name: &Arc<str>,
+    name: &str,
     footer: &Footer,
     properties: &TableProperties,
 ) -> (Option<FilterView<Bytes>>, FilterStatus) {

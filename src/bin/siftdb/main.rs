@@ -1,14 +1,20 @@
 //! The `siftdb` command line.
 //!
 //! Owns: argument parsing and dispatch to one module per subcommand
-//! (`bench.rs` for `siftdb bench`; `inspect`, `verify`, `get`, `put` and
-//! `scan` get a module each beside it), and turning an error into one line
-//! on stderr and an exit code.
+//! (`bench.rs` for `siftdb bench`, `inspect.rs`, `verify.rs`, `scan.rs`,
+//! and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
+//! arguments and output), and turning an error into one line on stderr and
+//! an exit code.
 //! Must never: panic on bad input or a failed operation — every failure is
 //! a message and a non-zero exit code.
 
 mod bench;
+mod inspect;
+mod point;
+mod scan;
 mod stress;
+mod text;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -26,6 +32,18 @@ struct Cli {
 enum Command {
     /// Run the benchmark workloads (WORKLOADS.md) and check every answer.
     Bench(bench::BenchArgs),
+    /// Show what a table file or a database directory holds, filters included.
+    Inspect(inspect::InspectArgs),
+    /// Check every checksum of every live file, without opening the database.
+    Verify(verify::VerifyArgs),
+    /// Print the value of a key.
+    Get(point::GetArgs),
+    /// Store a value under a key.
+    Put(point::PutArgs),
+    /// Delete a key.
+    Delete(point::DeleteArgs),
+    /// Print entries in key order: all, by prefix, or in a range.
+    Scan(scan::ScanArgs),
     /// Crash test: kill a writing child process at random moments, reopen, check every key.
     Stress(stress::StressArgs),
     /// The child `siftdb stress` starts and kills.
@@ -33,13 +51,19 @@ enum Command {
     StressChild(stress::StressChildArgs),
 }
 
-/// Exit code for a command that could not run (bad arguments, I/O).
+/// Exit code for a command that could not run (bad arguments, I/O, open).
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Verify(args) => verify::run(&args),
+        Command::Get(args) => point::get(&args),
+        Command::Put(args) => point::put(&args),
+        Command::Delete(args) => point::delete(&args),
+        Command::Scan(args) => scan::run(&args),
         Command::Stress(args) => stress::run_stress(&args),
         Command::StressChild(args) => stress::run_stress_child(&args),
     };

@@ -1,0 +1,107 @@
+//! `siftdb get`, `siftdb put` and `siftdb delete`: one key at a time, for
+//! manual use.
+//!
+//! Owns: their flags, and opening the database for a command
+//! ([`open_db`], shared with `scan`).
+//! Must never: create a database for a command that only reads or deletes —
+//! a mistyped directory is an error, not a new empty database.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use siftdb::filename::MANIFEST_FILE;
+use siftdb::Db;
+
+use crate::text::{parse_arg, print_lines, raw};
+
+/// Exit code of `get` when the key is absent.
+const EXIT_NOT_FOUND: u8 = 1;
+
+/// Flags of `siftdb get`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Prints the value (lossy UTF-8, or hex with --hex) and a newline. \
+Exit status: 0 when found, 1 when absent, 2 on an error.")]
+pub struct GetArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// The key.
+    key: String,
+    /// KEY is hex, and the value is printed as hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+/// Flags of `siftdb put`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Creates the database when DIR has none. Exit status: 0, or 2 on an error.")]
+pub struct PutArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// The key.
+    key: String,
+    /// The value.
+    value: String,
+    /// KEY and VALUE are hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+/// Flags of `siftdb delete`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Deleting an absent key is not an error. Exit status: 0, or 2 on an error.")]
+pub struct DeleteArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// The key.
+    key: String,
+    /// KEY is hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+/// Opens the database in `dir` (taking its lock and recovering, like any
+/// open). Unless `create`, a directory without a manifest is refused.
+pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
+    if !create && !dir.join(MANIFEST_FILE).exists() {
+        return Err(format!(
+            "{} is not a siftdb database (it has no {MANIFEST_FILE})",
+            dir.display()
+        ));
+    }
+    Db::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))
+}
+
+/// Runs `siftdb get`.
+pub fn get(args: &GetArgs) -> Result<ExitCode, String> {
+    let key = parse_arg(&args.key, args.hex, "key")?;
+    let db = open_db(&args.dir, false)?;
+    match db.get(&key).map_err(|e| format!("get failed: {e}"))? {
+        Some(value) => {
+            print_lines(&[raw(&value, args.hex)])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("siftdb: key {:?} not found", args.key);
+            Ok(ExitCode::from(EXIT_NOT_FOUND))
+        }
+    }
+}
+
+/// Runs `siftdb put`.
+pub fn put(args: &PutArgs) -> Result<ExitCode, String> {
+    let key = parse_arg(&args.key, args.hex, "key")?;
+    let value = parse_arg(&args.value, args.hex, "value")?;
+    let db = open_db(&args.dir, true)?;
+    db.put(&key, &value)
+        .map_err(|e| format!("put failed: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `siftdb delete`.
+pub fn delete(args: &DeleteArgs) -> Result<ExitCode, String> {
+    let key = parse_arg(&args.key, args.hex, "key")?;
+    let db = open_db(&args.dir, false)?;
+    db.delete(&key).map_err(|e| format!("delete failed: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}

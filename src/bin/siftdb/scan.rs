@@ -1,0 +1,74 @@
+//! `siftdb scan`: entries in key order, all of them, those with a prefix,
+//! or those in a range.
+//!
+//! Owns: the scan flags and the one-entry-per-line output.
+//! Must never: print an entry across two lines (keys and values are
+//! escaped, or hex with `--hex`).
+
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use siftdb::DbIterator;
+
+use crate::point::open_db;
+use crate::text::{parse_arg, show, Out, Wrote};
+
+/// Flags of `siftdb scan`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Prints one entry per line: key, a tab, value (lossy UTF-8 with control \
+characters escaped, or hex with --hex). Exit status: 0, or 2 on an error.")]
+pub struct ScanArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// Only keys starting with P.
+    #[arg(long, value_name = "P", conflicts_with_all = ["from", "to"])]
+    prefix: Option<String>,
+    /// Only keys at or after A.
+    #[arg(long, value_name = "A")]
+    from: Option<String>,
+    /// Only keys before B.
+    #[arg(long, value_name = "B")]
+    to: Option<String>,
+    /// At most N entries.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
+    /// P, A and B are hex, and keys and values are printed as hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+/// Runs `siftdb scan`.
+pub fn run(args: &ScanArgs) -> Result<ExitCode, String> {
+    let bound = |arg: &Option<String>, what, make: fn(Vec<u8>) -> Bound<Vec<u8>>| {
+        arg.as_deref()
+            .map(|a| parse_arg(a, args.hex, what).map(make))
+            .transpose()
+            .map(|b| b.unwrap_or(Bound::Unbounded))
+    };
+    let prefix = args
+        .prefix
+        .as_deref()
+        .map(|p| parse_arg(p, args.hex, "prefix"))
+        .transpose()?;
+    let from = bound(&args.from, "--from", Bound::Included)?;
+    let to = bound(&args.to, "--to", Bound::Excluded)?;
+
+    let db = open_db(&args.dir, false)?;
+    let entries: DbIterator = match prefix {
+        Some(prefix) => db.prefix(prefix),
+        None => db.range::<Vec<u8>, _>((from, to)),
+    };
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let mut out = Out::new();
+    for entry in entries.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
+        let (key, value) = entry.map_err(|e| format!("scan failed: {e}"))?;
+        let line = format!("{}\t{}", show(&key, args.hex), show(&value, args.hex));
+        if let Wrote::Closed = out.line(&line)? {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

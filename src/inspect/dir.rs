@@ -1,0 +1,334 @@
+//! [`DirSummary`]: a database directory as its manifest sees it — the
+//! counters, the levels, every live table — beside what the directory holds.
+//!
+//! Owns: classifying the files of a directory against the manifest.
+//! Must never: decide anything from a file name it did not parse with
+//! [`parse_file_name`] (a stray `1.sst` is "other", not a table).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::filename::MANIFEST_TEMP_FILE;
+use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE};
+use crate::fs::{FileSystem, OsFileSystem};
+use crate::inspect::table::TableSummary;
+use crate::key::SeqNo;
+use crate::manifest::{read_manifest, TableRecord};
+use crate::table::{ReadCounters, Table};
+
+/// The name of the lock file a running database holds.
+const LOCK_FILE: &str = "LOCK";
+
+/// The manifest's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestSummary {
+    /// The next unused file number.
+    pub next_file_number: u64,
+    /// The largest sequence number any table may hold.
+    pub last_sequence: SeqNo,
+    /// The oldest log whose records may not all be in tables.
+    pub log_number: u64,
+}
+
+/// Totals of one level, from the manifest's records (and, for the filter,
+/// from the tables that opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LevelSummary {
+    /// The level.
+    pub level: u32,
+    /// Live tables.
+    pub tables: usize,
+    /// Bytes of their files.
+    pub file_bytes: u64,
+    /// Their entries (versions, tombstones included).
+    pub entries: u64,
+    /// Bytes of their filter blocks.
+    pub filter_bytes: u64,
+}
+
+/// One table the manifest names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveTableSummary {
+    /// What the manifest records.
+    pub record: TableRecord,
+    /// What the file holds, or why it could not be opened (missing, damaged).
+    pub table: std::result::Result<TableSummary, String>,
+}
+
+/// What a file in the directory is to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRole {
+    /// The manifest.
+    Manifest,
+    /// A manifest a crash left half written; ignored, overwritten next time.
+    ManifestTemp,
+    /// The lock file.
+    Lock,
+    /// A table the manifest names, at this level.
+    LiveTable {
+        /// Its level.
+        level: u32,
+    },
+    /// A table the manifest names at this level that is not in the directory.
+    MissingTable {
+        /// Its level.
+        level: u32,
+    },
+    /// A table the manifest does not name: left by a crash or an unfinished
+    /// flush or compaction (open removes it).
+    UnlistedTable,
+    /// A log at or after the manifest's log number: replayed by open.
+    LiveLog,
+    /// A log before the manifest's log number: fully in tables (open removes it).
+    ObsoleteLog,
+    /// Anything else.
+    Other,
+}
+
+/// One file, with its role and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirFile {
+    /// The file name.
+    pub name: String,
+    /// What it is to the database.
+    pub role: FileRole,
+    /// Its size in bytes; `None` when missing or unreadable.
+    pub size: Option<u64>,
+}
+
+/// A database directory as its manifest sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirSummary {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The manifest's counters.
+    pub manifest: ManifestSummary,
+    /// Totals per level, from level 0 to the deepest level in use.
+    pub levels: Vec<LevelSummary>,
+    /// Every table the manifest names: by level, level 0 newest first,
+    /// deeper levels in key order.
+    pub tables: Vec<LiveTableSummary>,
+    /// Every file in the directory, and every table the manifest names but
+    /// the directory lacks, by name.
+    pub files: Vec<DirFile>,
+}
+
+/// Summarises the database in `dir` on the real file system.
+pub fn inspect_dir(dir: &Path) -> Result<DirSummary> {
+    inspect_dir_with(&OsFileSystem, dir)
+}
+
+/// Summarises the database in `dir` through `fs`.
+///
+/// `InvalidArgument` when `dir` is not a directory or has no manifest;
+/// `Corruption` when the manifest does not decode (`siftdb verify` says
+/// more). A table that does not open is reported in its
+/// [`LiveTableSummary`], not as an error.
+pub fn inspect_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<DirSummary> {
+    if !fs.is_dir(dir) {
+        return Err(Error::invalid(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let Some(state) = read_manifest(fs, dir)? else {
+        return Err(Error::invalid(format!(
+            "{} has no {MANIFEST_FILE}: not a siftdb database (or its manifest is lost)",
+            dir.display()
+        )));
+    };
+    let mut records = state.tables.clone();
+    records.sort_by(|a, b| {
+        a.level.cmp(&b.level).then_with(|| {
+            if a.level == 0 {
+                (b.max_seq, b.file_number).cmp(&(a.max_seq, a.file_number))
+            } else {
+                a.smallest.cmp(&b.smallest)
+            }
+        })
+    });
+    let deepest = records.iter().map(|r| r.level).max().unwrap_or(0);
+    let mut levels: Vec<LevelSummary> = (0..=deepest)
+        .map(|level| LevelSummary {
+            level,
+            ..LevelSummary::default()
+        })
+        .collect();
+
+    let names = fs.list(dir)?;
+    let mut tables = Vec::with_capacity(records.len());
+    for record in records {
+        let name = table_file_name(record.file_number);
+        let path = dir.join(&name);
+        let table = if names.contains(&name) {
+            Table::open(fs, &path, ReadCounters::new())
+                .map(|t| TableSummary::of(&t))
+                .map_err(|e| e.to_string())
+        } else {
+            Err(format!("{name} is named by the manifest but missing"))
+        };
+        if let Some(level) = levels.get_mut(record.level as usize) {
+            level.tables += 1;
+            level.file_bytes += record.file_size;
+            level.entries += record.entries;
+            level.filter_bytes += table.as_ref().map_or(0, |t| t.filter_bytes);
+        }
+        tables.push(LiveTableSummary { record, table });
+    }
+
+    let mut files: Vec<DirFile> = names
+        .iter()
+        .map(|name| DirFile {
+            name: name.clone(),
+            role: role_of(name, &state.tables, state.log_number),
+            size: fs.read_all(&dir.join(name)).ok().map(|b| b.len() as u64),
+        })
+        .collect();
+    for record in &state.tables {
+        let name = table_file_name(record.file_number);
+        if !names.contains(&name) {
+            files.push(DirFile {
+                name,
+                role: FileRole::MissingTable {
+                    level: record.level,
+                },
+                size: None,
+            });
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+
+    Ok(DirSummary {
+        dir: dir.to_path_buf(),
+        manifest: ManifestSummary {
+            next_file_number: state.next_file_number,
+            last_sequence: state.last_sequence,
+            log_number: state.log_number,
+        },
+        levels,
+        tables,
+        files,
+    })
+}
+
+/// What `name` is, given the manifest's tables and log number.
+pub(crate) fn role_of(name: &str, tables: &[TableRecord], log_number: u64) -> FileRole {
+    match name {
+        MANIFEST_FILE => return FileRole::Manifest,
+        MANIFEST_TEMP_FILE => return FileRole::ManifestTemp,
+        LOCK_FILE => return FileRole::Lock,
+        _ => {}
+    }
+    match parse_file_name(name) {
+        Some((FileKind::Table, number)) => tables
+            .iter()
+            .find(|t| t.file_number == number)
+            .map_or(FileRole::UnlistedTable, |t| FileRole::LiveTable {
+                level: t.level,
+            }),
+        Some((FileKind::Wal, number)) if number >= log_number => FileRole::LiveLog,
+        Some((FileKind::Wal, _)) => FileRole::ObsoleteLog,
+        None => FileRole::Other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::{Db, Options};
+
+    fn small_db(dir: &Path) {
+        let db = Db::open_with(
+            dir,
+            Options::default()
+                .memtable_bytes(16 << 10)
+                .level0_compaction_trigger(100)
+                .level0_stop_writes(200),
+        )
+        .unwrap();
+        for i in 0..3000u32 {
+            db.put(format!("key{i:06}"), format!("value{i}")).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_background().unwrap();
+    }
+
+    #[test]
+    fn the_manifest_view_matches_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        small_db(dir.path());
+        let s = inspect_dir(dir.path()).unwrap();
+        assert!(s.tables.len() > 1, "{}", s.tables.len());
+        assert_eq!(s.levels[0].tables, s.tables.len());
+        assert_eq!(s.manifest.last_sequence, SeqNo(3000));
+        assert!(s.manifest.next_file_number > s.manifest.log_number);
+        let entries: u64 = s.levels.iter().map(|l| l.entries).sum();
+        assert_eq!(entries, 3000);
+        for t in &s.tables {
+            let summary = t.table.as_ref().unwrap();
+            assert_eq!(summary.file_size, t.record.file_size);
+            assert!(summary.filter_figures().is_some());
+        }
+        let roles: Vec<FileRole> = s.files.iter().map(|f| f.role).collect();
+        assert!(roles.contains(&FileRole::Manifest));
+        assert!(roles.contains(&FileRole::LiveLog));
+        assert_eq!(
+            roles
+                .iter()
+                .filter(|r| matches!(r, FileRole::LiveTable { level: 0 }))
+                .count(),
+            s.tables.len()
+        );
+        let manifest = s.files.iter().find(|f| f.name == "MANIFEST").unwrap();
+        assert!(manifest.size.unwrap() > 36);
+
+        // A missing table shows up in both views; a stray file is "other".
+        let gone = table_file_name(s.tables[0].record.file_number);
+        std::fs::remove_file(dir.path().join(&gone)).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"hi").unwrap();
+        let s = inspect_dir(dir.path()).unwrap();
+        assert!(s.tables[0].table.as_ref().unwrap_err().contains("missing"));
+        let missing = s.files.iter().find(|f| f.name == gone).unwrap();
+        assert_eq!(
+            (missing.role, missing.size),
+            (FileRole::MissingTable { level: 0 }, None)
+        );
+        let other = s.files.iter().find(|f| f.name == "notes.txt").unwrap();
+        assert_eq!((other.role, other.size), (FileRole::Other, Some(2)));
+    }
+
+    #[test]
+    fn roles_follow_the_manifest() {
+        let record = TableRecord {
+            level: 2,
+            file_number: 7,
+            file_size: 1,
+            entries: 1,
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            min_seq: SeqNo(0),
+            max_seq: SeqNo(0),
+        };
+        let tables = [record];
+        let role = |name| role_of(name, &tables, 10);
+        assert_eq!(role("000007.sst"), FileRole::LiveTable { level: 2 });
+        assert_eq!(role("000008.sst"), FileRole::UnlistedTable);
+        assert_eq!(role("000010.wal"), FileRole::LiveLog);
+        assert_eq!(role("000009.wal"), FileRole::ObsoleteLog);
+        assert_eq!(role("MANIFEST"), FileRole::Manifest);
+        assert_eq!(role("MANIFEST.tmp"), FileRole::ManifestTemp);
+        assert_eq!(role("LOCK"), FileRole::Lock);
+        assert_eq!(role("7.sst"), FileRole::Other);
+    }
+
+    #[test]
+    fn not_a_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = inspect_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("no MANIFEST"), "{err}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(inspect_dir(&file).is_err());
+    }
+}

@@ -1,0 +1,43 @@
+//! Looking at a database from the outside: what a table file or a database
+//! directory holds ([`inspect_table`], [`inspect_dir`]) and whether every
+//! byte of it still checks out ([`verify_dir`]).
+//!
+//! These are the library side of `siftdb inspect` and `siftdb verify`; they
+//! return plain structs so tests and tools can use them without parsing
+//! text. The command line only formats them.
+//!
+//! Owns: [`TableSummary`], [`DirSummary`], [`VerifyReport`] and how they are
+//! gathered from the files.
+//! Must never: write, create, rename or remove a file, or take the
+//! directory lock — they only read, through the [`FileSystem`] seam, so they
+//! can run on a closed database or beside an open one. (Beside an open one
+//! they may see a log in the middle of an append, or a table that a
+//! compaction removes while they read the directory; run them on a closed
+//! database for a definitive answer.)
+//!
+//! ```
+//! use siftdb::{inspect, Db, Options};
+//! let dir = tempfile::tempdir()?;
+//! {
+//!     let db = Db::open_with(dir.path(), Options::default())?;
+//!     db.put("apple", "red")?;
+//!     db.flush()?;
+//! }
+//! let report = inspect::verify_dir(dir.path())?;
+//! assert!(report.is_clean(), "{:?}", report.problems);
+//! let summary = inspect::inspect_dir(dir.path())?;
+//! assert_eq!(summary.tables.len(), 1);
+//! # Ok::<(), siftdb::Error>(())
+//! ```
+//!
+//! [`FileSystem`]: crate::fs::FileSystem
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+mod dir;
+mod table;
+mod verify;
+
+pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
+pub use dir::{LiveTableSummary, ManifestSummary};
+pub use table::{inspect_table, inspect_table_with, FilterFigures, FilterSummary, TableSummary};
+pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

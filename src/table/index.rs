@@ -1,0 +1,136 @@
+//! The decoded index: which data block may hold a key.
+//!
+//! The index block is decoded once at open into dense arrays — separators
+//! back to back, their start offsets, and the block handles — so the binary
+//! search of every get touches a compact array instead of chasing one
+//! pointer per probe into the map.
+//!
+//! Owns: [`Index`], its checks at open, and `block_for`.
+//! Must never: accept an index whose separators are out of order, whose
+//! handles overlap or leave the data region, or that disagrees with the
+//! properties — the single-block lookup of `get` depends on all three.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::cmp::Ordering;
+
+use crate::codec::ByteReader;
+use crate::error::{Error, Result};
+use crate::key::{compare_internal_keys, parse_internal_key};
+use crate::table::block::Block;
+use crate::table::format::{BlockHandle, BlockLocation, HANDLE_LEN};
+use crate::table::properties::TableProperties;
+
+/// One separator per data block (the block's last internal key) and the
+/// block's handle, in key order.
+#[derive(Debug)]
+pub(crate) struct Index {
+    separators: Vec<u8>,
+    /// `starts[i]..starts[i + 1]` is separator `i`; `len() + 1` elements.
+    starts: Vec<usize>,
+    handles: Vec<BlockHandle>,
+}
+
+impl Index {
+    /// Decodes a verified index block and checks it: at least one entry;
+    /// separators that are internal keys in strictly increasing order;
+    /// 16-byte handles in file order, without overlap, inside
+    /// `properties.data_size`; as many entries as the properties count data
+    /// blocks; the last separator equal to the table's largest key.
+    pub(crate) fn decode(
+        block: &Block,
+        location: &BlockLocation<'_>,
+        properties: &TableProperties,
+    ) -> Result<Index> {
+        let mut index = Index {
+            separators: Vec::new(),
+            starts: vec![0],
+            handles: Vec::new(),
+        };
+        let mut data_end = 0u64;
+        // Errors inside are located once, below.
+        let corrupt = |detail: String| Error::corruption("index", detail);
+        block
+            .for_each_unshared(|separator, value| {
+                let entry = index.len();
+                parse_internal_key(separator)
+                    .map_err(|e| corrupt(format!("separator {entry}: {e}")))?;
+                if entry > 0
+                    && compare_internal_keys(index.separator(entry - 1), separator)
+                        != Ordering::Less
+                {
+                    return Err(corrupt(format!("separator {entry} is out of order")));
+                }
+                if value.len() != HANDLE_LEN {
+                    return Err(corrupt(format!(
+                        "entry {entry} has a {}-byte handle",
+                        value.len()
+                    )));
+                }
+                let handle = BlockHandle::decode(&mut ByteReader::new(value, "index entry"))?;
+                let end = handle
+                    .end_with_trailer()
+                    .filter(|&end| handle.offset >= data_end && end <= properties.data_size);
+                let Some(end) = end else {
+                    return Err(corrupt(format!(
+                        "data block {entry} (offset {}, length {}) overlaps its predecessor \
+                         or leaves the {} bytes of data",
+                        handle.offset, handle.len, properties.data_size
+                    )));
+                };
+                data_end = end;
+                index.separators.extend_from_slice(separator);
+                index.starts.push(index.separators.len());
+                index.handles.push(handle);
+                Ok(())
+            })
+            .map_err(|e| location.relocate(e))?;
+        if index.len() as u64 != properties.data_blocks {
+            return Err(location.corruption(format!(
+                "{} entries, but the properties count {} data blocks",
+                index.len(),
+                properties.data_blocks
+            )));
+        }
+        if index.len() == 0 || index.separator(index.len() - 1) != properties.largest.as_ref() {
+            return Err(location.corruption("the last separator is not the table's largest key"));
+        }
+        Ok(index)
+    }
+
+    /// Number of data blocks.
+    pub(crate) fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Separator `i` (empty when out of range).
+    pub(crate) fn separator(&self, i: usize) -> &[u8] {
+        let start = self.starts.get(i).copied().unwrap_or_default();
+        let end = self.starts.get(i + 1).copied().unwrap_or(start);
+        self.separators.get(start..end).unwrap_or_default()
+    }
+
+    /// Handle of data block `i`.
+    pub(crate) fn handle(&self, i: usize) -> Option<BlockHandle> {
+        self.handles.get(i).copied()
+    }
+
+    /// Every data block's handle, in key order.
+    pub(crate) fn handles(&self) -> &[BlockHandle] {
+        &self.handles
+    }
+
+    /// The only data block that can hold the first entry ≥ `target`: the
+    /// first whose separator (its last key) is ≥ `target`.
+    pub(crate) fn block_for(&self, target: &[u8]) -> Option<usize> {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if compare_internal_keys(self.separator(mid), target) == Ordering::Less {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        (low < self.len()).then_some(low)
+    }
+}

@@ -1,0 +1,294 @@
+//! `siftdb inspect`, `verify`, `get`, `put`, `delete` and `scan` end to
+//! end: the built binary on a database built with the library, damaged on
+//! purpose; exit codes and one-line errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use siftdb::filename::table_file_name;
+use siftdb::fs::OsFileSystem;
+use siftdb::manifest::read_manifest;
+use siftdb::table::Table;
+use siftdb::{Db, Options};
+
+const KEYS: u32 = 3000;
+
+fn siftdb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_siftdb"))
+        .args(args)
+        .output()
+        .expect("the siftdb binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn both(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+fn key(i: u32) -> String {
+    format!("key{i:06}")
+}
+
+fn value(i: u32) -> String {
+    format!("value-{i}")
+}
+
+/// A closed database of KEYS keys in several level-0 tables.
+fn build_db(dir: &Path) {
+    let db = Db::open_with(
+        dir,
+        Options::default()
+            .memtable_bytes(16 << 10)
+            .level0_compaction_trigger(100)
+            .level0_stop_writes(200),
+    )
+    .unwrap();
+    for i in 0..KEYS {
+        db.put(key(i), value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+}
+
+/// The oldest table's file name and path (it holds the smallest keys).
+fn first_table(dir: &Path) -> (String, std::path::PathBuf) {
+    let state = read_manifest(&OsFileSystem, dir).unwrap().unwrap();
+    assert!(state.tables.len() > 2, "{} tables", state.tables.len());
+    let number = state.tables.iter().map(|t| t.file_number).min().unwrap();
+    let name = table_file_name(number);
+    let path = dir.join(&name);
+    (name, path)
+}
+
+fn flip(path: &Path, offset: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[offset as usize] ^= 0x20;
+    std::fs::write(path, &bytes).unwrap();
+}
+
+fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{}", both(out));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("siftdb: error: "), "{stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn verify_passes_then_names_a_damaged_data_block_by_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().to_str().unwrap();
+    build_db(dir.path());
+    let out = siftdb(&["verify", db]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        text(&out.stdout).contains("ok: no problem found"),
+        "{}",
+        both(&out)
+    );
+
+    let (name, path) = first_table(dir.path());
+    let data = Table::open_path(&path).unwrap().data_block_handles()[1];
+    flip(&path, data.offset + 10);
+    let out = siftdb(&["verify", db]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let stdout = text(&out.stdout);
+    let expected = format!("error: {name}: data block at offset {}: ", data.offset);
+    assert!(stdout.contains(&expected), "{stdout}");
+    assert!(stdout.contains("checksum mismatch"), "{stdout}");
+    assert!(stdout.contains("damaged: 1 error"), "{stdout}");
+}
+
+#[test]
+fn a_damaged_filter_is_a_warning_and_reads_stay_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().to_str().unwrap();
+    build_db(dir.path());
+    let (name, path) = first_table(dir.path());
+    let table = Table::open_path(&path).unwrap();
+    let filter = table.footer().filter.unwrap();
+    let smallest = table.properties().smallest.clone();
+    drop(table);
+    flip(&path, filter.offset + 64 + 3);
+
+    let out = siftdb(&["verify", db]);
+    assert!(out.status.success(), "{}", both(&out));
+    let stdout = text(&out.stdout);
+    let expected = format!(
+        "warning: {name}: filter block at offset {}: ",
+        filter.offset
+    );
+    assert!(stdout.contains(&expected), "{stdout}");
+    assert!(stdout.contains("ok: 1 warning"), "{stdout}");
+
+    let out = siftdb(&["inspect", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(text(&out.stdout).contains("DAMAGED"), "{}", both(&out));
+
+    // The oldest table holds key(0): reads through the damaged table still
+    // find its keys, and the keys of the others. In process first, where
+    // no compaction can replace the table and the fallback is counted.
+    assert!(smallest.starts_with(key(0).as_bytes()));
+    {
+        let opened = Db::open_with(
+            dir.path(),
+            Options::default()
+                .level0_compaction_trigger(100)
+                .level0_stop_writes(200),
+        )
+        .unwrap();
+        for i in 0..KEYS {
+            assert_eq!(opened.get(key(i)).unwrap().unwrap(), value(i).as_bytes());
+        }
+        assert_eq!(opened.stats().filter_fallbacks, 1);
+    }
+    for i in [0, 1, 7, KEYS / 2, KEYS - 1] {
+        let out = siftdb(&["get", db, &key(i)]);
+        assert!(out.status.success(), "{i}: {}", both(&out));
+        assert_eq!(text(&out.stdout), format!("{}\n", value(i)));
+    }
+    let out = siftdb(&["get", db, "key999999"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn inspect_shows_the_filter_figures_of_a_table_and_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    build_db(dir.path());
+    let (name, path) = first_table(dir.path());
+    let out = siftdb(&["inspect", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", both(&out));
+    let stdout = text(&out.stdout);
+    for needle in [
+        format!("table {name}"),
+        "key range         \"key000000\" .. ".to_string(),
+        "(10.00 configured".to_string(),
+        "filter probes".to_string(),
+        "filter fill".to_string(),
+        "estimated from the fill".to_string(),
+        "expected FP rate  0.".to_string(),
+        "data blocks".to_string(),
+    ] {
+        assert!(stdout.contains(&needle), "{needle:?} in\n{stdout}");
+    }
+    // Lines of 512 bits round the filter up: a little over the 10 configured.
+    let bits_per_key: f64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("filter bits/key"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!((10.0..13.0).contains(&bits_per_key), "{stdout}");
+
+    let out = siftdb(&["inspect", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", both(&out));
+    let stdout = text(&out.stdout);
+    let state = read_manifest(&OsFileSystem, dir.path()).unwrap().unwrap();
+    assert!(stdout.contains(&format!(
+        "manifest: next file number {}, last sequence {KEYS}, log number {}",
+        state.next_file_number, state.log_number
+    )));
+    for table in &state.tables {
+        let name = table_file_name(table.file_number);
+        assert!(
+            stdout.contains(&format!("table {name}")),
+            "{name}\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stdout.matches("filter probes").count(),
+        state.tables.len(),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("live table, level 0").count(),
+        state.tables.len()
+    );
+    assert!(stdout.contains("live log"), "{stdout}");
+    assert!(stdout.contains("total"), "{stdout}");
+}
+
+#[test]
+fn put_get_delete_and_scan_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    for (k, v) in [
+        ("apple", "red"),
+        ("apricot", "orange"),
+        ("banana", "yellow"),
+    ] {
+        let out = siftdb(&["put", db, k, v]);
+        assert!(out.status.success(), "{}", both(&out));
+    }
+    let out = siftdb(&["put", "--hex", db, "6368657272790a", "00ff"]);
+    assert!(out.status.success(), "{}", both(&out));
+
+    let out = siftdb(&["get", db, "apricot"]);
+    assert_eq!(text(&out.stdout), "orange\n", "{}", both(&out));
+    let out = siftdb(&["get", db, "--hex", "6368657272790a"]);
+    assert_eq!(text(&out.stdout), "00ff\n", "{}", both(&out));
+
+    let out = siftdb(&["scan", db]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(
+        text(&out.stdout),
+        "apple\tred\napricot\torange\nbanana\tyellow\ncherry\\n\t\\0\u{fffd}\n"
+    );
+    let out = siftdb(&["scan", db, "--prefix", "ap"]);
+    assert_eq!(text(&out.stdout), "apple\tred\napricot\torange\n");
+    let out = siftdb(&["scan", db, "--from", "apricot", "--to", "cherry"]);
+    assert_eq!(text(&out.stdout), "apricot\torange\nbanana\tyellow\n");
+    let out = siftdb(&["scan", db, "--from", "b"]);
+    assert_eq!(text(&out.stdout).lines().count(), 2);
+    let out = siftdb(&["scan", db, "--limit", "1", "--hex"]);
+    assert_eq!(text(&out.stdout), "6170706c65\t726564\n");
+
+    let out = siftdb(&["delete", db, "apple"]);
+    assert!(out.status.success(), "{}", both(&out));
+    let out = siftdb(&["get", db, "apple"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(text(&out.stderr).contains("not found"));
+    let out = siftdb(&["scan", db, "--prefix", "ap"]);
+    assert_eq!(text(&out.stdout), "apricot\torange\n");
+
+    let out = siftdb(&["verify", db]);
+    assert!(out.status.success(), "{}", both(&out));
+}
+
+#[test]
+fn errors_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here");
+    let missing = missing.to_str().unwrap();
+    let empty = dir.path().to_str().unwrap();
+
+    assert_one_line_error(&siftdb(&["get", missing, "k"]), 2, "not a siftdb database");
+    assert_one_line_error(&siftdb(&["delete", empty, "k"]), 2, "not a siftdb database");
+    assert_one_line_error(&siftdb(&["scan", empty]), 2, "not a siftdb database");
+    assert_one_line_error(&siftdb(&["verify", empty]), 2, "not a siftdb database");
+    assert_one_line_error(&siftdb(&["verify", missing]), 2, "not a directory");
+    assert_one_line_error(&siftdb(&["inspect", missing]), 2, "cannot inspect");
+    assert_one_line_error(&siftdb(&["inspect", empty]), 2, "no MANIFEST");
+    assert_one_line_error(&siftdb(&["put", "--hex", empty, "abc", "00"]), 2, "not hex");
+    // get/delete/scan never create a database where there was none.
+    assert!(!Path::new(missing).exists());
+
+    // A database another handle holds: locked, one line.
+    let db_dir = dir.path().join("db");
+    let db = Db::open(&db_dir).unwrap();
+    let out = siftdb(&["get", db_dir.to_str().unwrap(), "k"]);
+    assert_one_line_error(&out, 2, "locked");
+    drop(db);
+
+    // Usage errors come from clap, with its exit code 2.
+    let out = siftdb(&["scan", empty, "--prefix", "a", "--from", "b"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = siftdb(&["get", empty]);
+    assert_eq!(out.status.code(), Some(2));
+}

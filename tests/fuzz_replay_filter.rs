@@ -1,0 +1,221 @@
+//! Replays the filter fuzz targets on stable Rust: every file of
+//! `fuzz/corpus/filter_decode/` and `fuzz/corpus/filter_roundtrip/`, then
+//! 100,000 seeded random inputs per target through the same library functions
+//! libFuzzer runs. For `filter_decode` most random inputs are mutated valid
+//! encodings, half of them re-checksummed, so the paths past the checksum run
+//! too. `cargo test --test fuzz_replay_filter -- --ignored` rewrites the seed corpus.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+
+use siftdb::codec::crc32_of;
+use siftdb::filter::BloomFilter;
+use siftdb::fuzzing::filter::{filter_decode, filter_roundtrip};
+
+const RANDOM_INPUTS: u64 = 100_000;
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target)
+}
+
+/// Runs `target` on every corpus file; returns how many there were.
+fn replay_corpus(target: &str, run: fn(&[u8])) -> usize {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(target))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    for file in &files {
+        let data = std::fs::read(file).unwrap();
+        if std::panic::catch_unwind(|| run(&data)).is_err() {
+            panic!("{target} fails on {}", file.display());
+        }
+    }
+    files.len()
+}
+
+/// A valid filter block of a few lines holding a few keys.
+fn valid_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let lines = 1 + rng.below(4) as u64;
+    let probes = 1 + rng.below(32) as u32;
+    let seed = if rng.below(2) == 0 { 0 } else { rng.next() };
+    let mut f = BloomFilter::with_geometry(lines, probes, seed).unwrap();
+    for _ in 0..rng.below(64) {
+        f.insert(&rng.next().to_le_bytes());
+    }
+    f.encode()
+}
+
+/// Rewrites the trailing crc32 so the block passes the checksum.
+fn rechecksum(block: &mut [u8]) {
+    if block.len() >= 4 {
+        let body = block.len() - 4;
+        let crc = crc32_of(&[&block[..body]]);
+        block[body..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+fn mutated_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let mut block = valid_block(rng);
+    for _ in 0..1 + rng.below(3) {
+        match rng.below(6) {
+            // A header byte: where the interesting refusals are.
+            0 | 1 => {
+                let at = rng.below(64.min(block.len()));
+                if let Some(byte) = block.get_mut(at) {
+                    *byte = rng.next() as u8;
+                }
+            }
+            2 => {
+                let at = rng.below(block.len());
+                if let Some(byte) = block.get_mut(at) {
+                    *byte ^= 1 << rng.below(8);
+                }
+            }
+            3 => block.truncate(rng.below(block.len() + 1)),
+            4 => {
+                let len = 1 + rng.below(128);
+                block.extend(rng.bytes(len));
+            }
+            // The line count, small values included.
+            _ => {
+                let lines = rng.below(8) as u32;
+                if let Some(field) = block.get_mut(8..12) {
+                    field.copy_from_slice(&lines.to_le_bytes());
+                }
+            }
+        }
+    }
+    if rng.below(2) == 0 {
+        rechecksum(&mut block);
+    }
+    block
+}
+
+#[test]
+fn filter_decode_replays_corpus_and_random_inputs() {
+    assert!(replay_corpus("filter_decode", filter_decode) >= 4);
+    let mut rng = SplitMix64(0xdec0de);
+    let mut accepted = 0;
+    for i in 0..RANDOM_INPUTS {
+        let data = match i % 4 {
+            0 => {
+                let len = rng.below(300);
+                rng.bytes(len)
+            }
+            1 => valid_block(&mut rng),
+            _ => mutated_block(&mut rng),
+        };
+        filter_decode(&data);
+        accepted += BloomFilter::decode(&data).is_ok() as u64;
+    }
+    // The valid quarter at least, so the accepting path really ran.
+    assert!(accepted >= RANDOM_INPUTS / 4, "{accepted} accepted");
+}
+
+#[test]
+fn filter_roundtrip_replays_corpus_and_random_inputs() {
+    assert!(replay_corpus("filter_roundtrip", filter_roundtrip) >= 3);
+    let mut rng = SplitMix64(0x0123_4567);
+    for _ in 0..RANDOM_INPUTS {
+        let len = rng.below(200);
+        filter_roundtrip(&rng.bytes(len));
+    }
+}
+
+#[test]
+fn roundtrip_inputs_cover_the_bits_per_key_range() {
+    use siftdb::fuzzing::filter::{roundtrip_bits_per_key, roundtrip_input};
+    assert_eq!(roundtrip_bits_per_key(0, 0), 0.5);
+    assert_eq!(roundtrip_bits_per_key(0xff, 0xff), 24.0);
+    let (_, seed, keys) = roundtrip_input(&[0, 0, 9, 2, b'a', b'b', 0, 5, b'c']).unwrap();
+    assert_eq!(seed, 9);
+    assert_eq!(keys, vec![&b"ab"[..], &b""[..], &b"c"[..]]);
+    assert!(roundtrip_input(&[1, 2]).is_none());
+}
+
+#[test]
+#[ignore = "rewrites fuzz/corpus; run by hand"]
+fn write_seed_corpus() {
+    let decode = corpus_dir("filter_decode");
+    let roundtrip = corpus_dir("filter_roundtrip");
+    std::fs::create_dir_all(&decode).unwrap();
+    std::fs::create_dir_all(&roundtrip).unwrap();
+
+    let mut small = BloomFilter::with_bits_per_key(20, 10.0).unwrap();
+    for j in 0..20u32 {
+        small.insert(format!("k{j:015}").as_bytes());
+    }
+    let valid = small.encode();
+    let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed).unwrap();
+    for j in 0..100u32 {
+        seeded.insert(&j.to_le_bytes());
+    }
+    let field = |at: usize, value: u8| {
+        let mut out = valid.clone();
+        out[at] = value;
+        rechecksum(&mut out);
+        out
+    };
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("valid_one_line", valid.clone()),
+        ("valid_three_lines_seeded", seeded.encode()),
+        ("bad_checksum", {
+            let mut out = valid.clone();
+            out[70] ^= 0x10;
+            out
+        }),
+        ("truncated", valid[..valid.len() - 1].to_vec()),
+        ("bad_magic_rechecksummed", field(0, b'X')),
+        ("zero_probes_rechecksummed", field(7, 0)),
+        ("reserved_set_rechecksummed", field(30, 1)),
+        ("two_lines_claimed_rechecksummed", field(8, 2)),
+        ("empty", Vec::new()),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(decode.join(name), bytes).unwrap();
+    }
+    let round: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "ten_bits_three_keys",
+            vec![0x5d, 0x6a, 0, 3, b'a', b'b', b'c', 0, 1, b'z'],
+        ),
+        (
+            "half_bit_seeded",
+            vec![0, 0, 7, 4, 1, 2, 3, 4, 4, 5, 6, 7, 8],
+        ),
+        ("max_bits_many_keys", {
+            let mut v = vec![0xff, 0xff, 0];
+            for j in 0..40u8 {
+                v.extend([2, j, j.wrapping_mul(7)]);
+            }
+            v
+        }),
+        ("no_keys", vec![0x80, 0x40, 1]),
+    ];
+    for (name, bytes) in round {
+        std::fs::write(roundtrip.join(name), bytes).unwrap();
+    }
+}
