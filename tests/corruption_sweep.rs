@@ -233,7 +233,7 @@ fn positions(template: &Template) -> Vec<Position> {
                 let table = Table::open_path(&path).unwrap();
                 range(len.saturating_sub(siftdb::table::format::FOOTER_LEN), 64);
                 let footer = *table.footer();
-                let mut handles = table.data_block_handles();
+                let mut handles = table.data_block_handles().to_vec();
                 handles.push(footer.index);
                 handles.push(footer.properties);
                 handles.extend(footer.filter);

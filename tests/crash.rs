@@ -53,74 +53,81 @@ fn killed_writers_lose_no_acknowledged_batch_with_sync() {
 }
 
 /// Recovery of a log with a torn tail (what a kill mid-append leaves) is
-/// itself killed at every step in turn (`CrashFs` fails every mutating call
-/// from the n-th on: the files are what a kill there leaves); each time, a
-/// plain reopen must work
-/// and hold every complete record. Recovery used to create its new log
-/// before the manifest moved past the torn one: a crash in between left two
-/// logs, the older one torn, and every later open refused the database
-/// ("torn record in a log that is not the newest").
+/// itself killed at every step in turn (on `FaultFs`, every file operation
+/// from the n-th on fails, then the process is killed: the files are what a
+/// kill there leaves); each time, a plain reopen must work and hold every
+/// complete record. Recovery used to create its new log before the manifest
+/// moved past the torn one: a crash in between left two logs, the older one
+/// torn, and every later open refused the database ("torn record in a log
+/// that is not the newest").
 #[test]
 fn recovery_of_a_torn_log_survives_a_crash_at_every_step() {
+    use std::path::Path;
+
     use siftdb::filename::{parse_file_name, wal_file_name, FileKind};
-    use siftdb::fuzzing::crash_fs::CrashFs;
+    use siftdb::fs::{FaultFs, FaultMode, FileSystem};
     use siftdb::wal::encode_record_into;
     use siftdb::{Db, Options};
 
-    let template = tempfile::tempdir().unwrap();
-    {
-        let db = Db::open(template.path()).unwrap();
-        db.put("a", "1").unwrap();
-        db.put("b", "2").unwrap();
-    }
-    let logs: Vec<u64> = std::fs::read_dir(template.path())
-        .unwrap()
-        .filter_map(|e| parse_file_name(&e.unwrap().file_name().to_string_lossy()))
-        .filter(|(kind, _)| *kind == FileKind::Wal)
-        .map(|(_, n)| n)
-        .collect();
-    let [log] = logs[..] else {
-        panic!("expected one log, found {logs:?}")
+    let dir = Path::new("/db");
+    let open = |disk: &FaultFs| Db::open_with(dir, Options::default().file_system(disk.shared()));
+    // A disk holding two records and, after them, the first 9 bytes of a
+    // third that the kill cut short.
+    let torn_disk = || {
+        let disk = FaultFs::new();
+        {
+            let db = open(&disk).unwrap();
+            db.put("a", "1").unwrap();
+            db.put("b", "2").unwrap();
+        }
+        let logs: Vec<u64> = disk
+            .list(dir)
+            .unwrap()
+            .iter()
+            .filter_map(|name| parse_file_name(name))
+            .filter(|(kind, _)| *kind == FileKind::Wal)
+            .map(|(_, n)| n)
+            .collect();
+        let [log] = logs[..] else {
+            panic!("expected one log, found {logs:?}")
+        };
+        let mut record = Vec::new();
+        encode_record_into(&mut record, b"a record the kill cut short").unwrap();
+        let mut file = disk.open_append(&dir.join(wal_file_name(log))).unwrap();
+        file.append(&record[..9]).unwrap();
+        file.sync().unwrap();
+        disk
     };
-    // A third record of which the kill let only 9 bytes reach the file.
-    let mut record = Vec::new();
-    encode_record_into(&mut record, b"a record the kill cut short").unwrap();
-    let log_path = template.path().join(wal_file_name(log));
-    let mut bytes = std::fs::read(&log_path).unwrap();
-    bytes.extend_from_slice(&record[..9]);
-    std::fs::write(&log_path, &bytes).unwrap();
 
     let mut crash_points = 0;
     for n in 1.. {
-        let dir = tempfile::tempdir().unwrap();
-        for entry in std::fs::read_dir(template.path()).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-        }
-        let fs = CrashFs::crashing_at(n);
-        let outcome = Db::open_with(dir.path(), Options::default().file_system(fs.clone()));
-        let survived = !fs.crashed();
+        let disk = torn_disk();
+        disk.fail_after(n, FaultMode::Persistent);
+        let outcome = open(&disk);
+        let crashed = disk.faults_injected() > 0;
         match outcome {
-            Ok(db) if survived => {
+            Ok(db) if !crashed => {
                 assert!(db.recovery_report().torn_tail.is_some());
                 break;
             }
-            Ok(db) => drop(db), // crashed in background work after open
+            Ok(db) => drop(db), // crashed in background work after the open
             Err(_) => {}
         }
+        disk.clear_faults();
+        disk.kill_process();
         crash_points += 1;
-        let db = Db::open(dir.path()).unwrap_or_else(|e| {
-            panic!("crash at mutating call {n} of recovery: reopen fails: {e}")
+        let db = open(&disk).unwrap_or_else(|e| {
+            panic!("crash at file operation {n} of recovery: reopen fails: {e}")
         });
         assert_eq!(
             db.get("a").unwrap().as_deref(),
             Some(&b"1"[..]),
-            "crash at call {n}"
+            "crash at {n}"
         );
         assert_eq!(
             db.get("b").unwrap().as_deref(),
             Some(&b"2"[..]),
-            "crash at call {n}"
+            "crash at {n}"
         );
     }
     assert!(crash_points >= 5, "only {crash_points} crash points");

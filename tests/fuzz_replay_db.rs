@@ -6,7 +6,7 @@ use std::path::Path;
 
 use siftdb::fuzzing::db::db_ops;
 
-const GENERATED_INPUTS: usize = 300;
+const GENERATED_INPUTS: usize = 400;
 
 /// splitmix64: small, deterministic, good enough to make inputs.
 struct SplitMix64(u64);
@@ -62,7 +62,15 @@ fn op(rng: &mut SplitMix64, out: &mut Vec<u8>, crashes: bool) {
             write_op(rng, out);
             out.push(rng.byte());
         }
-        _ if crashes => out.extend([9, rng.byte(), rng.byte(), rng.byte()]),
+        _ if crashes => {
+            out.extend([9, rng.byte(), rng.byte()]);
+            // An odd byte arms a crash of the recovery too (two more bytes).
+            let recovery = rng.byte();
+            out.push(recovery);
+            if recovery % 2 == 1 {
+                out.extend([rng.byte(), rng.byte()]);
+            }
+        }
         _ => out.extend([3, rng.byte()]),
     }
 }

@@ -1,14 +1,18 @@
 //! Fuzz target `db_ops`: a sequence of database operations decoded from raw
-//! bytes, run against a real directory and checked against a `BTreeMap`.
+//! bytes, run on the in-memory fault-injecting file system ([`FaultFs`]) and
+//! checked against a `BTreeMap`.
 //!
 //! Owns: the op decoding and the invariants — every `get` and every scan
 //! (bounded both ways, or not) agrees with the model; an iterator keeps its
 //! snapshot while writes, flushes and compactions go on; a clean reopen
-//! loses nothing; and after a simulated process crash ([`CrashFs`], armed
-//! by an op at any mutating file-system call, including in the middle of an
-//! append or inside a background flush or compaction) a reopen holds every
-//! acknowledged write, plus at most the one write that failed — whole or
-//! not at all — even when the recovery after the crash crashes too.
+//! loses nothing; and after a crash armed by an op — the process killed at
+//! its n-th file operation (an append may be left torn), or the power cut
+//! there, keeping none, a torn part or a reordered part of what was not
+//! synced — and possibly a second one during the recovery, the reopened
+//! database holds exactly the writes of some prefix of the write sequence:
+//! every acknowledged write when no power was lost or `sync_writes` is on,
+//! at least those made durable by a `flush`, `compact` or clean close
+//! otherwise; the write that failed, if any, whole or not at all.
 //! Must never: panic except when an invariant is violated.
 //!
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
@@ -17,14 +21,13 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
-use crate::fuzzing::crash_fs::CrashFs;
+use crate::fs::{FaultFs, FaultMode, PowerLoss};
 use crate::{Db, Options, WriteBatch};
 
-/// Ops run per input at most (each may touch the disk; keep inputs fast).
-pub const MAX_OPS: usize = 96;
+/// Ops run per input at most.
+pub const MAX_OPS: usize = 128;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -93,9 +96,53 @@ impl Input<'_> {
             _ => Bound::Excluded(key),
         }
     }
+
+    /// A crash: how (byte 1), and at which file operation from now (byte 2: 1..=64).
+    fn crash(&mut self, op_index: usize) -> Crash {
+        let how = self.byte();
+        let after = 1 + u64::from(self.byte() % 64);
+        let seed = (op_index as u64) << 16 | u64::from(how) << 8 | after;
+        let kind = match how % 4 {
+            0 => CrashKind::Kill {
+                torn_append: how & 4 != 0,
+            },
+            1 => CrashKind::PowerLoss(PowerLoss::DropUnsynced),
+            2 => CrashKind::PowerLoss(PowerLoss::TornUnsynced { seed }),
+            _ => CrashKind::PowerLoss(PowerLoss::ReorderedUnsynced { seed }),
+        };
+        Crash { kind, after }
+    }
 }
 
-fn options(flags: u8, fs: &Arc<CrashFs>) -> Options {
+#[derive(Debug, Clone, Copy)]
+enum CrashKind {
+    /// The process dies at the operation: it and every later one fail; what
+    /// was written stays (a failing append may leave its first half).
+    Kill {
+        torn_append: bool,
+    },
+    PowerLoss(PowerLoss),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Crash {
+    kind: CrashKind,
+    after: u64,
+}
+
+impl Crash {
+    fn arm(self, disk: &FaultFs) {
+        match self.kind {
+            CrashKind::Kill { torn_append } => {
+                disk.tear_failed_appends(torn_append);
+                disk.fail_after(self.after, FaultMode::Persistent);
+            }
+            CrashKind::PowerLoss(mode) => disk.power_loss_after(self.after, mode),
+        }
+    }
+}
+
+fn options(flags: u8, disk: &FaultFs) -> Options {
     Options::default()
         .sync_writes(flags & 1 != 0)
         .bloom_bits_per_key(if flags & 2 != 0 { 0.0 } else { 10.0 })
@@ -106,7 +153,7 @@ fn options(flags: u8, fs: &Arc<CrashFs>) -> Options {
         .level1_bytes(4096)
         .level_size_ratio(2)
         .table_target_bytes(4096)
-        .file_system(Arc::clone(fs) as crate::fs::SharedFs)
+        .file_system(disk.shared())
 }
 
 fn apply(model: &mut Model, ops: &[Op]) {
@@ -147,57 +194,36 @@ fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
-/// Drains `iter` and compares it with the model's entries in `[lo, hi]`.
-fn check_scan(
-    iter: crate::DbIterator,
-    model: &Model,
-    lo: &Bound<Vec<u8>>,
-    hi: &Bound<Vec<u8>>,
-    what: &str,
-) {
-    let got: Vec<(Vec<u8>, Vec<u8>)> = iter
-        .map(|item| {
-            let (k, v) = item.unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
-            (k.to_vec(), v.to_vec())
-        })
-        .collect();
-    let want: Vec<(Vec<u8>, Vec<u8>)> = model
-        .iter()
-        .filter(|(k, _)| in_range(k, lo, hi))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if got != want {
-        let got_keys: Vec<String> = got.iter().map(|(k, _)| show(k)).collect();
-        let want_keys: Vec<String> = want.iter().map(|(k, _)| show(k)).collect();
-        panic!("{what}: scan of {lo:?}..{hi:?} disagrees with the model\n got keys {got_keys:?}\nwant keys {want_keys:?}");
-    }
+fn keys_of<'a>(entries: impl Iterator<Item = &'a Vec<u8>>) -> Vec<String> {
+    entries.map(|k| show(k)).collect()
 }
 
-fn check_all(db: &Db, model: &Model, what: &str) {
-    check_scan(db.iter(), model, &Bound::Unbounded, &Bound::Unbounded, what);
-    for (key, value) in model {
-        let got = db
-            .get(key)
-            .unwrap_or_else(|e| panic!("{what}: get {} failed: {e}", show(key)));
-        assert_eq!(
-            got.as_deref(),
-            Some(value.as_slice()),
-            "{what}: get {}",
-            show(key)
-        );
-    }
+/// A scan's entries, or the first error.
+fn collect(iter: crate::DbIterator) -> crate::Result<Model> {
+    iter.map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect()
 }
 
 /// The database under test and what it must hold.
 struct Run {
-    dir: std::path::PathBuf,
+    disk: FaultFs,
+    dir: PathBuf,
     flags: u8,
-    fs: Arc<CrashFs>,
     db: Option<Db>,
+    /// The boot and the injected-fault count the open database started with:
+    /// when either moved, its process is dead.
+    boot: u64,
+    faults: u64,
+    /// Power losses before the open database started.
+    power_losses: u64,
+    /// What the database must hold: `durable` plus `since` applied.
     model: Model,
-    /// Armed by a crash op: the next restart's recovery crashes after this
-    /// many mutating calls, an append keeping this many bytes.
-    recovery_crash: Option<(u64, usize)>,
+    /// The state a crash can no longer take away.
+    durable: Model,
+    /// Acknowledged writes since `durable`, in order.
+    since: Vec<Vec<Op>>,
+    /// Armed by a crash op: the recovery after the next crash crashes too.
+    recovery_crash: Option<Crash>,
 }
 
 impl Run {
@@ -205,67 +231,187 @@ impl Run {
         self.db.as_ref().expect("the database is open between ops")
     }
 
-    fn open(dir: &Path, flags: u8, fs: &Arc<CrashFs>) -> Db {
-        Db::open_with(dir, options(flags, fs))
-            .unwrap_or_else(|e| panic!("open of {} failed: {e}", dir.display()))
+    fn sync_writes(&self) -> bool {
+        self.flags & 1 != 0
     }
 
-    /// The simulated process is dead (or was asked to close): drop the
-    /// handle, reopen through a fresh file system, and check that the
-    /// database holds the model — or the model plus `uncertain`, a write
-    /// that failed and so may or may not have reached the log, whole.
-    fn restart(&mut self, uncertain: Option<&[Op]>, what: &str) {
+    fn open(&mut self, what: &str) -> Db {
+        let db = Db::open_with(&self.dir, options(self.flags, &self.disk))
+            .unwrap_or_else(|e| panic!("{what}: open failed without a crash: {e}"));
+        self.boot = self.disk.boot();
+        self.faults = self.disk.faults_injected();
+        self.power_losses = self.disk.power_losses();
+        db
+    }
+
+    /// True when the open database's process died (killed or power cut).
+    fn dead(&self) -> bool {
+        self.disk.boot() != self.boot || self.disk.faults_injected() != self.faults
+    }
+
+    /// Everything written so far is durable now.
+    fn mark_durable(&mut self) {
+        self.durable = self.model.clone();
+        self.since.clear();
+    }
+
+    /// Closes the database (or buries its dead process), disarms what is
+    /// still armed, reopens — through a crashing recovery first, if one was
+    /// armed — and checks the result against the model. `failed` is a
+    /// write that returned an error: it may be in, whole.
+    fn restart(&mut self, failed: Option<&[Op]>, what: &str) {
         drop(self.db.take());
-        self.fs = CrashFs::new();
-        if let Some((calls, keep)) = self.recovery_crash.take() {
-            // The recovery itself is killed: its files must open next time.
-            self.fs.arm(calls, keep);
-            match Db::open_with(&self.dir, options(self.flags, &self.fs)) {
-                Ok(db) => drop(db),
-                Err(e) => assert!(
-                    self.fs.crashed(),
-                    "{what}: open failed without a crash: {e}"
-                ),
-            }
-            self.fs = CrashFs::new();
-        }
-        let db = Run::open(&self.dir, self.flags, &self.fs);
-        if let Some(ops) = uncertain {
-            let mut with = self.model.clone();
-            apply(&mut with, ops);
-            let scanned: Result<Model, _> = db
-                .iter()
-                .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect();
-            let scanned =
-                scanned.unwrap_or_else(|e| panic!("{what}: scan after the crash failed: {e}"));
-            if scanned == with {
-                self.model = with;
+        let crashed = self.dead();
+        self.disk.clear_faults();
+        self.disk.tear_failed_appends(false);
+        if crashed {
+            // Whatever still runs of the old process dies now.
+            self.disk.kill_process();
+            if let Some(crash) = self.recovery_crash.take() {
+                crash.arm(&self.disk);
+                let faults = self.disk.faults_injected();
+                let boot = self.disk.boot();
+                match Db::open_with(&self.dir, options(self.flags, &self.disk)) {
+                    Ok(db) => drop(db),
+                    Err(e) => assert!(
+                        self.disk.boot() != boot || self.disk.faults_injected() != faults,
+                        "{what}: recovery failed without a crash: {e}"
+                    ),
+                }
+                self.disk.clear_faults();
+                self.disk.tear_failed_appends(false);
+                self.disk.kill_process();
             }
         }
-        check_all(&db, &self.model, what);
+        // Unsynced writes are lost to a power cut, here or in the recovery.
+        let power_lost = self.disk.power_losses() != self.power_losses;
+        let db = self.open(what);
+        let found = collect(db.iter())
+            .unwrap_or_else(|e| panic!("{what}: scan after reopening failed: {e}"));
+
+        // The states the database may be in: the durable one plus a prefix
+        // of the later writes (the failed one last).
+        let mut writes: Vec<&[Op]> = self.since.iter().map(Vec::as_slice).collect();
+        writes.extend(failed);
+        let shortest = if !power_lost || self.sync_writes() {
+            self.since.len()
+        } else {
+            0
+        };
+        let mut state = self.durable.clone();
+        let mut matched = None;
+        for (k, ops) in std::iter::once(&[][..])
+            .chain(writes.iter().copied())
+            .enumerate()
+        {
+            apply(&mut state, ops);
+            if k >= shortest && state == found {
+                matched = Some(k);
+            }
+        }
+        let Some(k) = matched else {
+            panic!(
+                "{what}: after {}, the database holds keys {:?}; expected the state after \
+                 {shortest}..={} of the {} writes since the last durable point (all: keys {:?})",
+                if crashed { "a crash" } else { "a clean close" },
+                keys_of(found.keys()),
+                writes.len(),
+                writes.len(),
+                keys_of(self.model.keys())
+            )
+        };
+        let mut state = self.durable.clone();
+        for ops in writes.iter().take(k) {
+            apply(&mut state, ops);
+        }
+        for (key, value) in &state {
+            let got = db
+                .get(key)
+                .unwrap_or_else(|e| panic!("{what}: get {} after reopening: {e}", show(key)));
+            assert_eq!(
+                got.as_deref(),
+                Some(value.as_slice()),
+                "{what}: get {}",
+                show(key)
+            );
+        }
+        self.model = state;
+        // Recovery wrote every record it replayed into a synced table.
+        self.mark_durable();
         self.db = Some(db);
     }
 
-    /// Writes `ops` as one batch; an error must come from the simulated crash.
+    /// Writes `ops` as one batch; an error must come from a crash.
     fn write(&mut self, ops: &[Op], what: &str) {
         match self.db().write(batch_of(ops)) {
-            Ok(()) => apply(&mut self.model, ops),
+            Ok(()) => {
+                apply(&mut self.model, ops);
+                if self.sync_writes() {
+                    self.mark_durable();
+                } else {
+                    self.since.push(ops.to_vec());
+                }
+            }
             Err(e) => {
-                assert!(
-                    self.fs.crashed(),
-                    "{what}: write failed without a crash: {e}"
-                );
+                assert!(self.dead(), "{what}: write failed without a crash: {e}");
                 self.restart(Some(ops), what);
             }
         }
     }
 
-    /// Runs a flush or compaction; an error must come from the simulated crash.
+    /// After a flush or a compaction: durable if it succeeded; an error must
+    /// come from a crash.
     fn maintain(&mut self, result: crate::Result<()>, what: &str) {
-        if let Err(e) = result {
-            assert!(self.fs.crashed(), "{what} failed without a crash: {e}");
-            self.restart(None, what);
+        match result {
+            Ok(()) => self.mark_durable(),
+            Err(e) => {
+                assert!(self.dead(), "{what} failed without a crash: {e}");
+                self.restart(None, what);
+            }
+        }
+    }
+
+    /// A read's error must come from a crash; then the database restarts.
+    fn read_failed(&mut self, e: &crate::Error, what: &str) {
+        assert!(self.dead(), "{what}: read failed without a crash: {e}");
+        self.restart(None, what);
+    }
+
+    fn get(&mut self, key: &[u8], what: &str) {
+        match self.db().get(key) {
+            Ok(got) => assert_eq!(
+                got.as_deref(),
+                self.model.get(key).map(Vec::as_slice),
+                "{what}: get {}",
+                show(key)
+            ),
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        iter: crate::DbIterator,
+        want: &Model,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        what: &str,
+    ) {
+        match collect(iter) {
+            Ok(got) => {
+                let want: Model = want
+                    .iter()
+                    .filter(|(k, _)| in_range(k, lo, hi))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert!(
+                    got == want,
+                    "{what}: scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    keys_of(got.keys()),
+                    keys_of(want.keys())
+                );
+            }
+            Err(e) => self.read_failed(&e, what),
         }
     }
 }
@@ -274,18 +420,21 @@ impl Run {
 pub fn db_ops(data: &[u8]) {
     let mut input = Input { rest: data };
     let flags = input.byte();
-    let root = scratch_dir();
-    let dir = root.path().join("db");
-    let fs = CrashFs::new();
-    let db = Run::open(&dir, flags, &fs);
     let mut run = Run {
-        dir,
+        disk: FaultFs::new(),
+        dir: Path::new("/db").to_path_buf(),
         flags,
-        fs,
-        db: Some(db),
+        db: None,
+        boot: 0,
+        faults: 0,
+        power_losses: 0,
         model: Model::new(),
+        durable: Model::new(),
+        since: Vec::new(),
         recovery_crash: None,
     };
+    let db = run.open("the first open");
+    run.db = Some(db);
 
     for op_index in 0..MAX_OPS {
         if input.is_empty() {
@@ -304,21 +453,13 @@ pub fn db_ops(data: &[u8]) {
             }
             3 => {
                 let key = input.key();
-                let got = run
-                    .db()
-                    .get(&key)
-                    .unwrap_or_else(|e| panic!("{what}: get {} failed: {e}", show(&key)));
-                assert_eq!(
-                    got.as_deref(),
-                    run.model.get(&key).map(Vec::as_slice),
-                    "{what}: get {}",
-                    show(&key)
-                );
+                run.get(&key, &what);
             }
             4 => {
                 let (lo, hi) = (input.bound(), input.bound());
                 let iter = run.db().range::<Vec<u8>, _>((lo.clone(), hi.clone()));
-                check_scan(iter, &run.model, &lo, &hi, &what);
+                let model = run.model.clone();
+                run.scan(iter, &model, &lo, &hi, &what);
             }
             5 => {
                 let result = run.db().flush();
@@ -330,7 +471,8 @@ pub fn db_ops(data: &[u8]) {
             }
             7 => run.restart(None, &what),
             8 => {
-                // An iterator keeps its snapshot across writes and maintenance.
+                // An iterator keeps its snapshot across writes and maintenance
+                // (and across a crash and reopen: it holds its own view).
                 let before = run.model.clone();
                 let iter = run.db().iter();
                 let ops = [input.write_op(op_index), input.write_op(op_index)];
@@ -339,37 +481,22 @@ pub fn db_ops(data: &[u8]) {
                     let result = run.db().flush();
                     run.maintain(result, &what);
                 }
-                check_scan(iter, &before, &Bound::Unbounded, &Bound::Unbounded, &what);
+                run.scan(iter, &before, &Bound::Unbounded, &Bound::Unbounded, &what);
             }
             _ => {
-                // Crash after this many more mutating calls: 0..=63; an odd
-                // third byte also crashes the recovery after that, 0..=31 calls in.
-                let calls = u64::from(input.byte() % 64);
-                let keep = usize::from(input.byte());
-                run.fs.arm(calls, keep);
+                let crash = input.crash(op_index);
+                crash.arm(&run.disk);
+                // An odd byte: the recovery after this crash crashes too,
+                // as the next two bytes say.
                 let recovery = input.byte();
-                run.recovery_crash =
-                    (recovery % 2 == 1).then(|| (u64::from(recovery / 2 % 32), keep / 2));
+                run.recovery_crash = (recovery % 2 == 1).then(|| input.crash(op_index + 1));
             }
         }
-    }
-    // A crash that no op noticed (say, in a background flush) is found here.
-    run.restart(None, "the final reopen");
-}
-
-fn scratch_dir() -> tempfile::TempDir {
-    // Every input opens a database, which syncs files: tmpfs makes that free.
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::Builder::new()
-            .prefix("siftdb-fuzz-")
-            .tempdir_in(shm)
-        {
-            return dir;
+        // A crash no op noticed (a background flush died): restart now, so
+        // the next write is not refused for a reason the model cannot see.
+        if run.dead() {
+            run.restart(None, &format!("{what} (crashed in the background)"));
         }
     }
-    tempfile::Builder::new()
-        .prefix("siftdb-fuzz-")
-        .tempdir()
-        .expect("a temporary directory")
+    run.restart(None, "the final reopen");
 }

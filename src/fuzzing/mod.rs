@@ -5,7 +5,6 @@
 //! Owns: one function per fuzz target, grouped by area.
 //! Must never: panic except when the invariant it checks is violated.
 
-pub mod crash_fs;
 pub mod db;
 pub mod filter;
 pub mod storage;
