@@ -22,6 +22,7 @@
 //! cargo run --release --example url_sieve -- --urls 2000000 --capacity 2000000 --fp 0.001
 //! ```
 
+use siftdb::workload::SplitMix64;
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
@@ -54,21 +55,6 @@ struct Args {
     seed: u64,
 }
 
-/// splitmix64: a tiny deterministic generator, good enough to make test data.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-
-    /// A uniform number in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -96,7 +82,7 @@ struct UrlStream {
 impl UrlStream {
     fn new(seed: u64, repeats: f64) -> Self {
         UrlStream {
-            rng: SplitMix64(seed),
+            rng: SplitMix64::new(seed),
             seed,
             fresh: 0,
             repeats,
@@ -104,7 +90,7 @@ impl UrlStream {
     }
 
     fn next_url(&mut self) -> String {
-        let id = if self.fresh > 0 && self.rng.unit() < self.repeats {
+        let id = if self.fresh > 0 && self.rng.next_unit() < self.repeats {
             self.rng.next() % self.fresh
         } else {
             self.fresh += 1;

@@ -12,6 +12,7 @@
 //! record is what a crash mid-append looks like); then the database must be
 //! exactly the state before that batch.
 
+use siftdb::workload::SplitMix64;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -28,22 +29,6 @@ const RANDOM_POSITIONS_PER_FILE: usize = 150;
 const TRIAL_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn options() -> Options {
     Options::default()
@@ -211,7 +196,7 @@ struct Position {
 }
 
 fn positions(template: &Template) -> Vec<Position> {
-    let mut rng = SplitMix64(0xc0ff_ee00);
+    let mut rng = SplitMix64::new(0xc0ff_ee00);
     let mut out = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(&template.dir)
         .unwrap()
@@ -388,7 +373,7 @@ fn single_byte_changes_give_right_answers_or_errors() {
     let (results_tx, results_rx) = mpsc::channel();
     let worker = std::thread::spawn(move || {
         let root = scratch_root();
-        let mut rng = SplitMix64(0xbad_b17e);
+        let mut rng = SplitMix64::new(0xbad_b17e);
         // The untouched copy first: it must read back whole.
         let pristine = Position {
             file: MANIFEST_FILE.to_string(),

@@ -2,28 +2,12 @@
 //! `fuzz/corpus/db_ops/`, then seeded random inputs — random bytes, and
 //! well-formed op sequences, mostly writes, with a crash armed in one of four.
 
+use siftdb::workload::SplitMix64;
 use std::path::Path;
 
 use siftdb::fuzzing::db::db_ops;
 
 const GENERATED_INPUTS: usize = 400;
-
-/// splitmix64: small, deterministic, good enough to make inputs.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-}
 
 /// Appends one write operand group (kind, key, and a value unless a delete).
 fn write_op(rng: &mut SplitMix64, out: &mut Vec<u8>) {
@@ -93,7 +77,7 @@ fn corpus_inputs_pass() {
 
 #[test]
 fn generated_inputs_pass() {
-    let mut rng = SplitMix64(0xdb_0b5);
+    let mut rng = SplitMix64::new(0xdb_0b5);
     for i in 0..GENERATED_INPUTS {
         let len = 8 + (rng.next() % 400) as usize;
         let data: Vec<u8> = if i % 3 == 0 {

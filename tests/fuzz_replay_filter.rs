@@ -6,6 +6,7 @@
 //! too. `cargo test --test fuzz_replay_filter -- --ignored` rewrites the seed corpus.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
+use siftdb::workload::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::codec::crc32_of;
@@ -13,26 +14,6 @@ use siftdb::filter::BloomFilter;
 use siftdb::fuzzing::filter::{filter_decode, filter_roundtrip};
 
 const RANDOM_INPUTS: u64 = 100_000;
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,11 +39,11 @@ fn replay_corpus(target: &str, run: fn(&[u8])) -> usize {
 
 /// A valid filter block of a few lines holding a few keys.
 fn valid_block(rng: &mut SplitMix64) -> Vec<u8> {
-    let lines = 1 + rng.below(4) as u64;
-    let probes = 1 + rng.below(32) as u32;
-    let seed = if rng.below(2) == 0 { 0 } else { rng.next() };
+    let lines = 1 + rng.index(4) as u64;
+    let probes = 1 + rng.index(32) as u32;
+    let seed = if rng.index(2) == 0 { 0 } else { rng.next() };
     let mut f = BloomFilter::with_geometry(lines, probes, seed).unwrap();
-    for _ in 0..rng.below(64) {
+    for _ in 0..rng.index(64) {
         f.insert(&rng.next().to_le_bytes());
     }
     f.encode()
@@ -79,36 +60,36 @@ fn rechecksum(block: &mut [u8]) {
 
 fn mutated_block(rng: &mut SplitMix64) -> Vec<u8> {
     let mut block = valid_block(rng);
-    for _ in 0..1 + rng.below(3) {
-        match rng.below(6) {
+    for _ in 0..1 + rng.index(3) {
+        match rng.index(6) {
             // A header byte: where the interesting refusals are.
             0 | 1 => {
-                let at = rng.below(64.min(block.len()));
+                let at = rng.index(64.min(block.len()));
                 if let Some(byte) = block.get_mut(at) {
                     *byte = rng.next() as u8;
                 }
             }
             2 => {
-                let at = rng.below(block.len());
+                let at = rng.index(block.len());
                 if let Some(byte) = block.get_mut(at) {
-                    *byte ^= 1 << rng.below(8);
+                    *byte ^= 1 << rng.index(8);
                 }
             }
-            3 => block.truncate(rng.below(block.len() + 1)),
+            3 => block.truncate(rng.index(block.len() + 1)),
             4 => {
-                let len = 1 + rng.below(128);
+                let len = 1 + rng.index(128);
                 block.extend(rng.bytes(len));
             }
             // The line count, small values included.
             _ => {
-                let lines = rng.below(8) as u32;
+                let lines = rng.index(8) as u32;
                 if let Some(field) = block.get_mut(8..12) {
                     field.copy_from_slice(&lines.to_le_bytes());
                 }
             }
         }
     }
-    if rng.below(2) == 0 {
+    if rng.index(2) == 0 {
         rechecksum(&mut block);
     }
     block
@@ -117,12 +98,12 @@ fn mutated_block(rng: &mut SplitMix64) -> Vec<u8> {
 #[test]
 fn filter_decode_replays_corpus_and_random_inputs() {
     assert!(replay_corpus("filter_decode", filter_decode) >= 4);
-    let mut rng = SplitMix64(0xdec0de);
+    let mut rng = SplitMix64::new(0xdec0de);
     let mut accepted = 0;
     for i in 0..RANDOM_INPUTS {
         let data = match i % 4 {
             0 => {
-                let len = rng.below(300);
+                let len = rng.index(300);
                 rng.bytes(len)
             }
             1 => valid_block(&mut rng),
@@ -138,9 +119,9 @@ fn filter_decode_replays_corpus_and_random_inputs() {
 #[test]
 fn filter_roundtrip_replays_corpus_and_random_inputs() {
     assert!(replay_corpus("filter_roundtrip", filter_roundtrip) >= 3);
-    let mut rng = SplitMix64(0x0123_4567);
+    let mut rng = SplitMix64::new(0x0123_4567);
     for _ in 0..RANDOM_INPUTS {
-        let len = rng.below(200);
+        let len = rng.index(200);
         filter_roundtrip(&rng.bytes(len));
     }
 }

@@ -3,6 +3,7 @@
 //! deterministic inputs per target — random bytes, and mutations (flips,
 //! truncations, insertions, splices) of valid files.
 
+use siftdb::workload::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::batch::WriteBatch;
@@ -12,27 +13,6 @@ use siftdb::manifest::{self, ManifestState, TableRecord};
 use siftdb::wal::{encode_file_header, encode_record_into};
 
 const GENERATED_INPUTS: usize = 100_000;
-
-/// splitmix64: small, deterministic, good enough to pick mutations.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -139,22 +119,22 @@ fn write_seed_corpora() {
 }
 
 fn mutate(rng: &mut SplitMix64, seeds: &[Vec<u8>]) -> Vec<u8> {
-    if rng.below(4) == 0 {
-        let len = rng.below(300);
+    if rng.index(4) == 0 {
+        let len = rng.index(300);
         return (0..len).map(|_| rng.next() as u8).collect();
     }
-    let mut input = seeds[rng.below(seeds.len())].clone();
-    for _ in 0..=rng.below(3) {
-        match rng.below(5) {
+    let mut input = seeds[rng.index(seeds.len())].clone();
+    for _ in 0..=rng.index(3) {
+        match rng.index(5) {
             0 if !input.is_empty() => {
-                let i = rng.below(input.len());
+                let i = rng.index(input.len());
                 input[i] ^= (rng.next() as u8).max(1);
             }
-            1 => input.truncate(rng.below(input.len() + 1)),
+            1 => input.truncate(rng.index(input.len() + 1)),
             2 => {
-                let i = rng.below(input.len() + 1);
-                let n = rng.below(8) + 1;
-                let byte = if rng.below(2) == 0 {
+                let i = rng.index(input.len() + 1);
+                let n = rng.index(8) + 1;
+                let byte = if rng.index(2) == 0 {
                     0
                 } else {
                     rng.next() as u8
@@ -162,14 +142,14 @@ fn mutate(rng: &mut SplitMix64, seeds: &[Vec<u8>]) -> Vec<u8> {
                 input.splice(i..i, std::iter::repeat_n(byte, n));
             }
             3 => {
-                let other = &seeds[rng.below(seeds.len())];
-                let from = rng.below(other.len() + 1);
-                let to = from + rng.below(other.len() - from + 1);
-                let at = rng.below(input.len() + 1);
+                let other = &seeds[rng.index(seeds.len())];
+                let from = rng.index(other.len() + 1);
+                let to = from + rng.index(other.len() - from + 1);
+                let at = rng.index(input.len() + 1);
                 input.splice(at..at, other[from..to].iter().copied());
             }
             _ => {
-                let len = rng.below(40);
+                let len = rng.index(40);
                 input = (0..len).map(|_| rng.next() as u8).collect();
             }
         }
@@ -183,7 +163,7 @@ fn run(target: &str, check: fn(&[u8]), seed: u64) {
     for input in &seeds {
         check(input);
     }
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     for _ in 0..GENERATED_INPUTS {
         let input = mutate(&mut rng, &seeds);
         check(&input);

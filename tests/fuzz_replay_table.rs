@@ -3,32 +3,13 @@
 //! inputs and mutations of valid tables, through the same functions the
 //! fuzzer runs.
 
+use siftdb::workload::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::fs::OsFileSystem;
 use siftdb::fuzzing::table::{block_decode, table_open};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions};
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -107,7 +88,7 @@ fn table_open_replays_corpus_and_mutations() {
     for file in &files {
         table_open(&std::fs::read(file).unwrap());
     }
-    let mut rng = SplitMix64(0x7AB1E);
+    let mut rng = SplitMix64::new(0x7AB1E);
     for seed in seed_tables() {
         table_open(&seed);
         for _ in 0..300 {
@@ -134,7 +115,7 @@ fn block_decode_replays_corpus_and_random_inputs() {
     for file in &files {
         block_decode(&std::fs::read(file).unwrap());
     }
-    let mut rng = SplitMix64(0xB10C);
+    let mut rng = SplitMix64::new(0xB10C);
     let block = seed_block();
     for _ in 0..1000 {
         let mut mutated = [&[0u8][..], &block].concat();

@@ -138,7 +138,7 @@ fn check_table(table: &Table, entries: &Entries, rng: &mut SplitMix64) {
 #[test]
 fn random_tables_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = SplitMix64(2024);
+    let mut rng = SplitMix64::new(2024);
     let sizes = [1usize, 1, 2, 7, 60, 300, 1500, 4000];
     let block_sizes = [64usize, 512, 4096];
     let mut tables = 0;
@@ -166,7 +166,7 @@ fn random_tables_round_trip() {
 #[test]
 fn one_mib_values_and_one_kib_keys_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = SplitMix64(7);
+    let mut rng = SplitMix64::new(7);
     let mut entries: Entries = (0..6u64)
         .map(|i| {
             let mut user_key = rng.bytes(1024);

@@ -1,12 +1,13 @@
 //! What batch `b` of a stress run writes, computed from the seed alone.
 //!
 //! Owns: the key space, the marker keys, the value format (every value
-//! names the batch that wrote it) and [`SplitMix64`], the generator.
+//! names the batch that wrote it), drawn from [`SplitMix64`].
 //! Must never: depend on anything but `(seed, batch number)` — the parent
 //! recomputes any batch the child may have written, including the one in
 //! flight when it was killed.
 
 use crate::batch::WriteBatch;
+pub use crate::workload::SplitMix64;
 
 /// Data keys `key00000` … `key01999`.
 pub const KEYSPACE: u64 = 2000;
@@ -20,35 +21,6 @@ pub const MIN_KEYS_PER_BATCH: usize = 3;
 pub const MAX_KEYS_PER_BATCH: usize = 8;
 /// Filler appended to a value: up to this many bytes (so memtables fill).
 pub const MAX_FILLER: usize = 240;
-
-/// splitmix64 (Steele, Lea, Flood 2014): tiny, deterministic, well mixed.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator starting from `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-}
 
 /// One operation of a planned batch: a put (`Some(value)`) or a delete (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

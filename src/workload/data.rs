@@ -56,6 +56,33 @@ impl SplitMix64 {
     pub fn next_unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
+
+    /// A draw from `0..n` (multiply-shift; 0 when `n` is 0).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// A draw from `0..n` as an index (0 when `n` is 0).
+    #[inline]
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// One byte.
+    pub fn byte(&mut self) -> u8 {
+        self.next() as u8
+    }
+
+    /// `len` bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.byte()).collect()
+    }
 }
 
 /// Two ASCII digits for every number below 100, so a key takes eight
