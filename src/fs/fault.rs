@@ -502,8 +502,10 @@ impl FaultFs {
         body(&mut disk)
     }
 
-    fn writable(&self, inode: InodeId, path: &Path) -> Box<dyn WritableFile> {
-        let boot = self.machine.disk.lock().boot;
+    /// A handle on `inode` for the process of `boot` (read under the same
+    /// lock as the operation that opened it, so a power loss in between
+    /// cannot hand a dead process a live handle).
+    fn writable(&self, (inode, boot): (InodeId, u64), path: &Path) -> Box<dyn WritableFile> {
         Box::new(FaultFile {
             machine: Arc::clone(&self.machine),
             inode,
@@ -590,21 +592,26 @@ impl Drop for FaultLock {
 
 impl FileSystem for FaultFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let inode = self.with_op("create", path, |disk| disk.create_file(path, 1))?;
-        Ok(self.writable(inode, path))
+        let opened = self.with_op("create", path, |disk| {
+            Ok((disk.create_file(path, 1)?, disk.boot))
+        })?;
+        Ok(self.writable(opened, path))
     }
 
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let inode = self.with_op("open_append", path, |disk| match disk.lookup(path) {
-            Ok(inode) => {
-                if let Some(i) = disk.inodes.get_mut(&inode) {
-                    i.handles += 1;
+        let opened = self.with_op("open_append", path, |disk| {
+            let inode = match disk.lookup(path) {
+                Ok(inode) => {
+                    if let Some(i) = disk.inodes.get_mut(&inode) {
+                        i.handles += 1;
+                    }
+                    inode
                 }
-                Ok(inode)
-            }
-            Err(_) => disk.create_file(path, 1),
+                Err(_) => disk.create_file(path, 1)?,
+            };
+            Ok((inode, disk.boot))
         })?;
-        Ok(self.writable(inode, path))
+        Ok(self.writable(opened, path))
     }
 
     fn read_all(&self, path: &Path) -> Result<Bytes> {

@@ -195,11 +195,18 @@ impl Block {
 
     /// [`Block::iter`] without the clone.
     pub fn into_cursor(self) -> BlockIter {
+        self.into_cursor_with(Vec::new())
+    }
+
+    /// A cursor that rebuilds keys in `key_buffer` (cleared first), so a
+    /// caller that keeps one buffer per thread decodes without allocating.
+    pub fn into_cursor_with(self, mut key_buffer: Vec<u8>) -> BlockIter {
+        key_buffer.clear();
         BlockIter {
             next_offset: self.entries_end,
             block: self,
             offset: 0,
-            key: Vec::new(),
+            key: key_buffer,
             value: 0..0,
             valid: false,
         }
@@ -332,6 +339,11 @@ pub struct BlockIter {
 }
 
 impl BlockIter {
+    /// Gives the key buffer back, for reuse by the next cursor.
+    pub fn into_key_buffer(self) -> Vec<u8> {
+        self.key
+    }
+
     /// True when positioned on an entry.
     pub fn valid(&self) -> bool {
         self.valid

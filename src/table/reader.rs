@@ -22,7 +22,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::filter::{hash_key, FilterView};
 use crate::fs::{FileSystem, OsFileSystem};
-use crate::key::{lookup_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::key::{encode_internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
 use crate::table::format::{
@@ -31,6 +31,18 @@ use crate::table::format::{
 use crate::table::index::Index;
 use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
+
+/// Per-thread buffers a get reuses: the lookup key, and the key a block
+/// cursor rebuilds (so a get allocates nothing once they have grown).
+#[derive(Default)]
+struct GetScratch {
+    target: Vec<u8>,
+    key: Vec<u8>,
+}
+
+thread_local! {
+    static GET_SCRATCH: std::cell::RefCell<GetScratch> = std::cell::RefCell::default();
+}
 
 /// What a table says about a key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,14 +192,25 @@ impl Table {
                 return Ok(None);
             }
         }
-        let target = lookup_key(user_key, snapshot);
-        let found = match inner.index.block_for(&target) {
-            None => None,
-            Some(block_no) => {
-                ReadCounters::bump(&counters.data_block_reads);
-                inner.find_in_block(block_no, user_key, &target)?
+        let found = GET_SCRATCH.with(|scratch| -> Result<Option<TableValue>> {
+            // A get of a table already in use on this thread (none today)
+            // would find the scratch borrowed: it then allocates its own.
+            let mut owned = GetScratch::default();
+            let mut borrowed = scratch.try_borrow_mut();
+            let scratch = match &mut borrowed {
+                Ok(s) => &mut **s,
+                Err(_) => &mut owned,
+            };
+            scratch.target.clear();
+            encode_internal_key(&mut scratch.target, user_key, snapshot, ValueKind::Put);
+            match inner.index.block_for(&scratch.target) {
+                None => Ok(None),
+                Some(block_no) => {
+                    ReadCounters::bump(&counters.data_block_reads);
+                    inner.find_in_block(block_no, user_key, scratch)
+                }
             }
-        };
+        })?;
         if found.is_none() && inner.filter.is_some() {
             ReadCounters::bump(&counters.filter_false_positives);
         }
@@ -286,18 +309,25 @@ impl TableInner {
         &self,
         block_no: usize,
         user_key: &[u8],
-        target: &[u8],
+        scratch: &mut GetScratch,
     ) -> Result<Option<TableValue>> {
-        let mut entries = self.data_block(block_no)?.into_cursor();
-        entries.seek(target).map_err(|e| self.locate(block_no, e))?;
-        if !entries.valid() || user_key_of(entries.key()) != user_key {
-            return Ok(None);
-        }
-        let parsed = parse_internal_key(entries.key()).map_err(|e| self.locate(block_no, e))?;
-        Ok(Some(match parsed.kind {
-            ValueKind::Put => TableValue::Put(entries.value()),
-            ValueKind::Delete => TableValue::Deleted,
-        }))
+        let buffer = std::mem::take(&mut scratch.key);
+        let mut entries = self.data_block(block_no)?.into_cursor_with(buffer);
+        let answer = (|| {
+            entries
+                .seek(&scratch.target)
+                .map_err(|e| self.locate(block_no, e))?;
+            if !entries.valid() || user_key_of(entries.key()) != user_key {
+                return Ok(None);
+            }
+            let parsed = parse_internal_key(entries.key()).map_err(|e| self.locate(block_no, e))?;
+            Ok(Some(match parsed.kind {
+                ValueKind::Put => TableValue::Put(entries.value()),
+                ValueKind::Delete => TableValue::Deleted,
+            }))
+        })();
+        scratch.key = entries.into_key_buffer();
+        answer
     }
 
     /// Data block `block_no`, its checksum verified on first use.
