@@ -277,15 +277,15 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let sv = inner.current.load();
-        let rc = &inner.read_counters;
+        let reads = inner.read_counters.snapshot();
         let c = &inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
-            filter_checks: load(&rc.filter_checks),
-            filter_skips: load(&rc.filter_skips),
-            filter_false_positives: load(&rc.filter_false_positives),
-            filter_fallbacks: load(&rc.filter_fallbacks),
-            data_block_reads: load(&rc.data_block_reads),
+            filter_checks: reads.filter_checks,
+            filter_skips: reads.filter_skips,
+            filter_false_positives: reads.filter_false_positives,
+            filter_fallbacks: reads.filter_fallbacks,
+            data_block_reads: reads.data_block_reads,
             gets: load(&c.gets),
             tables_consulted: load(&c.tables_consulted),
             table_count: sv.version.table_count(),
