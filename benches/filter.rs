@@ -24,7 +24,9 @@
 //! an encoded block queried in place, cache-line aligned as a table must
 //! store it, `siftdb_view_misaligned` the same 16 bytes off; every filter
 //! with xxh3 except fastbloom and bloomfilter, which use their own hashers),
-//! `absent_prehashed` (the probe alone, for filters taking a hash), and
+//! `absent_prehashed` (the probe alone, for filters taking a hash), the
+//! `_batched` rows (one `contains_keys` / `contains_hashes` call per 1,024
+//! queries, which fetches lines ahead), and
 //! `random_load` — one random 8-byte load from a buffer as large as siftdb's
 //! filter, independent and dependent (pointer-chasing): the memory system's
 //! limit a one-line filter is measured against. Queries walk a pre-drawn
@@ -245,6 +247,28 @@ fn bench_queries<M: criterion::measurement::Measurement, T>(
     });
 }
 
+/// Like [`bench_queries`], but the whole `BATCH` goes to one call that
+/// answers many queries (`contains_keys`, `contains_hashes`).
+fn bench_batched<M: criterion::measurement::Measurement, T>(
+    group: &mut BenchmarkGroup<'_, M>,
+    name: &str,
+    items: &[T],
+    query: impl Fn(&[T]) -> usize,
+) {
+    group.bench_function(name, |b| {
+        let mut start = 0;
+        b.iter(|| {
+            let batch = &items[start..start + BATCH];
+            start = (start + BATCH) % items.len();
+            query(black_box(batch))
+        })
+    });
+}
+
+fn count_true(answers: impl Iterator<Item = bool>) -> usize {
+    answers.filter(|&found| found).count()
+}
+
 struct Row {
     name: &'static str,
     bits: u64,
@@ -395,7 +419,13 @@ fn main() {
         let mut g = c.benchmark_group(group);
         g.throughput(Throughput::Elements(BATCH as u64));
         bench_queries(&mut g, "siftdb", &keys, |k| sift.contains(k));
+        bench_batched(&mut g, "siftdb_batched", &keys, |batch| {
+            count_true(sift.contains_keys(batch))
+        });
         bench_queries(&mut g, "siftdb_view", &keys, |k| view.contains(k));
+        bench_batched(&mut g, "siftdb_view_batched", &keys, |batch| {
+            count_true(view.contains_keys(batch))
+        });
         bench_queries(&mut g, "siftdb_view_misaligned", &keys, |k| {
             off_view.contains(k)
         });
@@ -418,6 +448,9 @@ fn main() {
         let mut g = c.benchmark_group("absent_prehashed");
         g.throughput(Throughput::Elements(BATCH as u64));
         bench_queries(&mut g, "siftdb", &hashes, |&h| sift.contains_hash(h));
+        bench_batched(&mut g, "siftdb_batched", &hashes, |batch| {
+            count_true(sift.contains_hashes(batch))
+        });
         bench_queries(&mut g, "sbbf-rs-safe", &hashes, |&h| sbbf.contains_hash(h));
         bench_queries(&mut g, "xorf_bfuse8", &hashes, |h| fuse.contains(h));
         g.finish();

@@ -10,7 +10,7 @@
 //! offset  size        field
 //! 0       4           magic "SFB1"
 //! 4       1           format version (1)
-//! 5       1           layout id (1 = 512-bit lines, 9-bit probes from a finalised hash)
+//! 5       1           layout id (1 or 2: where probes fall in a line, see `probe.rs`)
 //! 6       1           hash id (1 = xxh3-64)
 //! 7       1           probes k (1..=32)
 //! 8       4           line count L (u32 LE, ≥ 1)
@@ -24,18 +24,17 @@
 
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
+use crate::filter::batch::{self, LineLookup};
 use crate::filter::bloom::{
-    allocate_lines, hash_key, hash_key_seeded, line_has_probes, line_index, BloomFilter, Line,
-    LINE_BYTES,
+    allocate_lines, hash_key, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
 };
+use crate::filter::probe::{Layout, LineTest};
 use crate::filter::theory::MAX_PROBES;
 
 /// The four bytes every filter block starts with.
 pub const MAGIC: [u8; 4] = *b"SFB1";
 /// The one format version this code reads and writes.
 pub const FORMAT_VERSION: u8 = 1;
-/// The blocked layout described in `bloom.rs`.
-pub const LAYOUT_BLOCKED_512: u8 = 1;
 /// xxh3, 64-bit.
 pub const HASH_XXH3_64: u8 = 1;
 /// Bytes before the first line; a multiple of 64 so lines stay cache-aligned
@@ -53,7 +52,7 @@ impl BloomFilter {
         let mut out = Vec::with_capacity(encoded_len(lines.len()));
         out.extend_from_slice(&MAGIC);
         out.push(FORMAT_VERSION);
-        out.push(LAYOUT_BLOCKED_512);
+        out.push(self.layout().id());
         out.push(HASH_XXH3_64);
         out.push(self.hashes() as u8);
         out.extend_from_slice(&(lines.len() as u32).to_le_bytes());
@@ -79,6 +78,7 @@ impl BloomFilter {
             lines,
             view.header.probes,
             view.header.seed,
+            view.header.layout,
         ))
     }
 }
@@ -97,6 +97,8 @@ pub struct FilterHeader {
     pub lines: u64,
     /// The hash seed.
     pub seed: u64,
+    /// Where probes fall inside a line.
+    pub layout: Layout,
 }
 
 /// A filter block queried in place. `B` is the storage: `&[u8]`, or
@@ -105,6 +107,26 @@ pub struct FilterHeader {
 pub struct FilterView<B: AsRef<[u8]>> {
     block: B,
     header: FilterHeader,
+    /// The query kernel for the header's layout and probe count.
+    test: LineTest,
+}
+
+impl<B: AsRef<[u8]>> LineLookup for FilterView<B> {
+    #[inline]
+    fn line_address(&self, hash: u64) -> *const u8 {
+        let index = line_index(hash, self.header.lines);
+        self.lines().as_ptr().wrapping_add(index).cast()
+    }
+
+    #[inline]
+    fn hash_of(&self, key: &[u8]) -> u64 {
+        self.hash(key)
+    }
+
+    #[inline]
+    fn contains_hash(&self, hash: u64) -> bool {
+        FilterView::contains_hash(self, hash)
+    }
 }
 
 fn corrupt(detail: impl std::fmt::Display) -> Error {
@@ -150,9 +172,9 @@ fn parse_header(bytes: &[u8]) -> Result<FilterHeader> {
             "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
         )));
     }
-    if layout != LAYOUT_BLOCKED_512 {
+    let Some(layout) = Layout::from_id(layout) else {
         return Err(corrupt(format!("unknown layout id {layout}")));
-    }
+    };
     if hash != HASH_XXH3_64 {
         return Err(corrupt(format!("unknown hash id {hash}")));
     }
@@ -169,6 +191,7 @@ fn parse_header(bytes: &[u8]) -> Result<FilterHeader> {
         probes,
         lines,
         seed,
+        layout,
     })
 }
 
@@ -181,7 +204,12 @@ impl<B: AsRef<[u8]>> FilterView<B> {
             return Err(truncated(WHAT, HEADER_LEN + CHECKSUM_LEN - bytes.len()));
         }
         let header = parse_header(bytes)?;
-        Ok(FilterView { block, header })
+        let test = LineTest::new(header.layout, header.probes);
+        Ok(FilterView {
+            block,
+            header,
+            test,
+        })
     }
 
     /// The checked header.
@@ -205,7 +233,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.header.lines);
         match self.lines().get(index) {
-            Some(line) => line_has_probes(line, hash, self.header.probes),
+            Some(line) => self.test.test(line, hash),
             // Unreachable after parse; failing open keeps it safe regardless.
             None => true,
         }
@@ -214,12 +242,35 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     /// False when `key` was certainly never inserted.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(self.hash(key))
+    }
+
+    /// This filter's hash of `key`.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
         // Seed 0 is xxh3's unseeded hash, whose short-key path is cheaper.
-        let hash = match self.header.seed {
+        match self.header.seed {
             0 => hash_key(key),
             seed => hash_key_seeded(key, seed),
-        };
-        self.contains_hash(hash)
+        }
+    }
+
+    /// [`FilterView::contains_hash`] for each hash, in order, with the
+    /// memory loads of the next few overlapped (see [`crate::filter::batch`]).
+    pub fn contains_hashes<'a>(
+        &'a self,
+        hashes: &'a [u64],
+    ) -> impl ExactSizeIterator<Item = bool> + 'a {
+        batch::by_hash(self, hashes)
+    }
+
+    /// [`FilterView::contains`] for each key, in order (see
+    /// [`FilterView::contains_hashes`]).
+    pub fn contains_keys<'a, K: AsRef<[u8]>>(
+        &'a self,
+        keys: &'a [K],
+    ) -> impl ExactSizeIterator<Item = bool> + 'a {
+        batch::by_key(self, keys)
     }
 
     /// Set bits in each line, for statistics.

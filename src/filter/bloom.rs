@@ -1,24 +1,20 @@
-//! The cache-line-blocked Bloom filter: layout, probing, and the owned filter.
+//! The cache-line-blocked Bloom filter: line choice and the owned filter.
 //!
-//! Owns: how a 64-bit key hash becomes one 512-bit line and `k` bit
-//! positions inside it, and [`BloomFilter`], the mutable in-memory filter.
+//! Owns: how a 64-bit key hash picks one 512-bit line, and [`BloomFilter`],
+//! the mutable in-memory filter. Where the probes fall inside the line is
+//! [`crate::filter::probe`]'s.
 //! Must never: return `false` for a key that was inserted; allocate a size it
 //! did not check first.
 //!
-//! Layout: the filter is an array of 64-byte lines. A key's hash `h` (xxh3,
-//! 64 bits) picks line `((h >> 32) · lines) >> 32` — multiply-shift, no
-//! division. The probes come from splitmix64 seeded with `h` (each output is a finaliser
-//! of the whole hash, so independent of the bits that chose the line): nine
-//! bits per probe, seven probes per 64-bit output, the next output when one
-//! runs out. A bit `b` of a
-//! line lives in byte `b / 8`, bit `b % 8` — equivalently bit `b % 64` of the
-//! little-endian word `b / 64` — so the bytes on disk are the bytes in memory.
+//! The filter is an array of 64-byte lines. A key's hash `h` (xxh3, 64 bits)
+//! picks line `((h >> 32) · lines) >> 32` — multiply-shift, no division; the
+//! probes use the rest of the hash as the filter's [`Layout`] says.
 
 use crate::error::{Error, Result};
+use crate::filter::batch::{self, LineLookup};
+pub use crate::filter::probe::LINE_BYTES;
+use crate::filter::probe::{line_add_probes, Layout, LineTest};
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
-
-/// Bytes in one line.
-pub const LINE_BYTES: usize = 64;
 
 /// One cache line of filter bits, aligned so a probe touches one line of cache.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,111 +39,10 @@ pub fn hash_key(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
-/// A 64-bit finaliser (splitmix64's): every output bit depends on every input bit.
-#[inline]
-pub(crate) fn remix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The line a hash maps to, for a filter of `lines` lines (`1 ≤ lines ≤ 2^32`).
 #[inline]
 pub fn line_index(hash: u64, lines: u64) -> usize {
     (((hash >> 32) * lines) >> 32) as usize
-}
-
-/// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
-///
-/// Probes come seven at a time from 64-bit words, probe `i` of a group
-/// being bits `9i .. 9i + 9` of its word. The words are successive outputs
-/// of splitmix64 seeded with the hash (`remix(hash + g·φ)` for group `g`),
-/// so every group is a fresh function of the whole hash. Written as groups
-/// so the seven shifts of a group do not form one serial chain.
-#[inline]
-pub(crate) fn for_each_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
-    let mut state = hash;
-    let mut word = remix(state);
-    let mut left = k;
-    loop {
-        let group = left.min(PROBES_PER_WORD);
-        for i in 0..group {
-            visit(((word >> (9 * i)) & (LINE_BITS as u64 - 1)) as u32);
-        }
-        left -= group;
-        if left == 0 {
-            return;
-        }
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        word = remix(state);
-    }
-}
-
-/// 9-bit probes taken from one 64-bit word before it is re-mixed.
-const PROBES_PER_WORD: u32 = 7;
-
-/// The probe positions of a hash as a 512-bit mask (eight little-endian words).
-#[inline]
-pub fn probe_mask(hash: u64, k: u32) -> [u64; 8] {
-    let mut mask = [0u64; 8];
-    for_each_probe(hash, k, |bit| {
-        if let Some(word) = mask.get_mut((bit >> 6) as usize) {
-            *word |= 1 << (bit & 63);
-        }
-    });
-    mask
-}
-
-/// True when every bit of `mask` is set in `line`.
-#[inline]
-pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
-    let (words, _) = line.as_chunks::<8>();
-    let mut missing = 0u64;
-    for (word, want) in words.iter().zip(mask) {
-        missing |= want & !u64::from_le_bytes(*word);
-    }
-    missing == 0
-}
-
-/// True when every bit `hash` probes (see [`probe_mask`]) is set in `line`:
-/// the query path. It reads each probed word straight from the line instead
-/// of building the mask — a mask built in memory with variable word indices
-/// compiles to read-modify-write stack stores that the final wide loads
-/// cannot forward from — and folds the answers without a branch, because
-/// for an absent key which probe fails first is a coin toss.
-#[inline]
-pub fn line_has_probes(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
-    let (words, _) = line.as_chunks::<8>();
-    let mut found = 1u64;
-    for_each_probe(hash, k, |bit| {
-        // `bit < 512`, so the word always exists; `get` keeps it panic-free.
-        let word = words
-            .get((bit >> 6) as usize)
-            .map_or(0, |w| u64::from_le_bytes(*w));
-        found &= word >> (bit & 63);
-    });
-    found & 1 == 1
-}
-
-/// Sets every bit `hash` probes in `line` (the same bits as
-/// `line_set(line, &probe_mask(hash, k))`, without the mask in memory).
-#[inline]
-pub fn line_add_probes(line: &mut [u8; LINE_BYTES], hash: u64, k: u32) {
-    let (words, _) = line.as_chunks_mut::<8>();
-    for_each_probe(hash, k, |bit| {
-        if let Some(word) = words.get_mut((bit >> 6) as usize) {
-            *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
-        }
-    });
-}
-
-/// Sets every bit of `mask` in `line`.
-#[inline]
-pub fn line_set(line: &mut [u8; LINE_BYTES], mask: &[u64; 8]) {
-    let (words, _) = line.as_chunks_mut::<8>();
-    for (word, add) in words.iter_mut().zip(mask) {
-        *word = (u64::from_le_bytes(*word) | add).to_le_bytes();
-    }
 }
 
 /// Set bits in a line.
@@ -245,12 +140,24 @@ pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
 }
 
 /// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct BloomFilter {
     lines: Vec<Line>,
     probes: u32,
     seed: u64,
+    layout: Layout,
+    /// The query kernel for `layout` and `probes` (derived from them).
+    test: LineTest,
 }
+
+impl PartialEq for BloomFilter {
+    fn eq(&self, other: &BloomFilter) -> bool {
+        (self.probes, self.seed, self.layout) == (other.probes, other.seed, other.layout)
+            && self.lines == other.lines
+    }
+}
+
+impl Eq for BloomFilter {}
 
 impl std::fmt::Debug for BloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -258,6 +165,7 @@ impl std::fmt::Debug for BloomFilter {
             .field("lines", &self.lines.len())
             .field("probes", &self.probes)
             .field("seed", &self.seed)
+            .field("layout", &self.layout)
             .finish()
     }
 }
@@ -276,11 +184,12 @@ impl BloomFilter {
         check_bits_per_key(bits_per_key)?;
         let lines = lines_for(expected_items, bits_per_key)?;
         let (probes, _) = theory::best_probes(bits_per_key);
-        Ok(BloomFilter {
-            lines: allocate_lines(lines)?,
+        Ok(BloomFilter::from_parts(
+            allocate_lines(lines)?,
             probes,
-            seed: 0,
-        })
+            0,
+            Layout::DEFAULT,
+        ))
     }
 
     /// A filter with an explicit geometry; `InvalidArgument` when impossible.
@@ -290,11 +199,12 @@ impl BloomFilter {
                 "impossible geometry: {lines} lines, {probes} probes"
             )));
         }
-        Ok(BloomFilter {
-            lines: allocate_lines(lines)?,
+        Ok(BloomFilter::from_parts(
+            allocate_lines(lines)?,
             probes,
             seed,
-        })
+            Layout::DEFAULT,
+        ))
     }
 
     /// The same filter hashing keys with `seed` (only valid while empty).
@@ -303,11 +213,26 @@ impl BloomFilter {
         self
     }
 
-    pub(crate) fn from_parts(lines: Vec<Line>, probes: u32, seed: u64) -> BloomFilter {
+    /// The same filter placing probes by `layout` (only valid while empty;
+    /// new filters use [`Layout::DEFAULT`]).
+    pub fn with_layout(mut self, layout: Layout) -> BloomFilter {
+        self.layout = layout;
+        self.test = LineTest::new(layout, self.probes);
+        self
+    }
+
+    pub(crate) fn from_parts(
+        lines: Vec<Line>,
+        probes: u32,
+        seed: u64,
+        layout: Layout,
+    ) -> BloomFilter {
         BloomFilter {
             lines,
             probes,
             seed,
+            layout,
+            test: LineTest::new(layout, probes),
         }
     }
 
@@ -332,7 +257,7 @@ impl BloomFilter {
     pub fn insert_hash(&mut self, hash: u64) {
         let index = line_index(hash, self.lines.len() as u64);
         if let Some(line) = self.lines.get_mut(index) {
-            line_add_probes(&mut line.0, hash, self.probes);
+            line_add_probes(self.layout, &mut line.0, hash, self.probes);
         }
     }
 
@@ -347,9 +272,29 @@ impl BloomFilter {
     pub fn contains_hash(&self, hash: u64) -> bool {
         let index = line_index(hash, self.lines.len() as u64);
         match self.lines.get(index) {
-            Some(line) => line_has_probes(&line.0, hash, self.probes),
+            Some(line) => self.test.test(&line.0, hash),
             None => true,
         }
+    }
+
+    /// [`BloomFilter::contains_hash`] for each hash, in order. Faster than
+    /// one call per hash when the filter is larger than the cache: the lines
+    /// of the next hashes are requested while this one is tested, so their
+    /// memory loads overlap (see [`crate::filter::batch`]).
+    pub fn contains_hashes<'a>(
+        &'a self,
+        hashes: &'a [u64],
+    ) -> impl ExactSizeIterator<Item = bool> + 'a {
+        batch::by_hash(self, hashes)
+    }
+
+    /// [`BloomFilter::contains`] for each key, in order, hashing and fetching
+    /// a few keys ahead (see [`BloomFilter::contains_hashes`]).
+    pub fn contains_keys<'a, K: AsRef<[u8]>>(
+        &'a self,
+        keys: &'a [K],
+    ) -> impl ExactSizeIterator<Item = bool> + 'a {
+        batch::by_key(self, keys)
     }
 
     /// Memory used by the bits, in bits.
@@ -370,6 +315,11 @@ impl BloomFilter {
     /// The hash seed.
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// How probes are placed inside a line.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// Number of set bits.
@@ -400,15 +350,18 @@ impl BloomFilter {
         if self.lines.len() != other.lines.len()
             || self.probes != other.probes
             || self.seed != other.seed
+            || self.layout != other.layout
         {
             return Err(Error::invalid(format!(
-                "filters differ in geometry: {} lines/{} probes/seed {} vs {} lines/{} probes/seed {}",
+                "filters differ in geometry: {} lines/{} probes/seed {}/{:?} vs {} lines/{} probes/seed {}/{:?}",
                 self.lines.len(),
                 self.probes,
                 self.seed,
+                self.layout,
                 other.lines.len(),
                 other.probes,
-                other.seed
+                other.seed,
+                other.layout
             )));
         }
         Ok(())
@@ -441,6 +394,24 @@ impl BloomFilter {
     }
 }
 
+impl LineLookup for BloomFilter {
+    #[inline]
+    fn line_address(&self, hash: u64) -> *const u8 {
+        let index = line_index(hash, self.lines.len() as u64);
+        self.lines.as_ptr().wrapping_add(index).cast()
+    }
+
+    #[inline]
+    fn hash_of(&self, key: &[u8]) -> u64 {
+        self.hash(key)
+    }
+
+    #[inline]
+    fn contains_hash(&self, hash: u64) -> bool {
+        BloomFilter::contains_hash(self, hash)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,93 +430,44 @@ mod tests {
     }
 
     #[test]
-    fn probes_stay_inside_the_line_and_differ_between_keys() {
-        let a = probe_mask(hash_key(b"a"), 7);
-        let b = probe_mask(hash_key(b"b"), 7);
-        assert_ne!(a, b);
-        let ones: u32 = a.iter().map(|w| w.count_ones()).sum();
-        assert!((1..=7).contains(&ones));
-        for k in [1, 7, 8, 14, 15, 32] {
-            let m = probe_mask(hash_key(b"x"), k);
-            let ones: u32 = m.iter().map(|w| w.count_ones()).sum();
-            assert!(ones >= 1 && ones <= k, "k={k} ones={ones}");
-        }
-    }
-
-    /// The probe positions exactly as the layout defines them: one word
-    /// shifted nine bits per probe, the next splitmix64 output after seven. Kept here so
-    /// a faster probe loop can never move a bit (encoded filters depend on it).
-    fn reference_probes(hash: u64, k: u32) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut state = hash;
-        let mut word = remix(state);
-        let mut left = 7;
-        for _ in 0..k {
-            if left == 0 {
-                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                word = remix(state);
-                left = 7;
-            }
-            out.push((word & 511) as u32);
-            word >>= 9;
-            left -= 1;
-        }
-        out
-    }
-
-    #[test]
-    fn probe_positions_are_the_layouts() {
-        for j in 0..2_000u64 {
-            let hash = hash_key(&j.to_le_bytes());
-            for k in 0..=MAX_PROBES {
-                let mut got = Vec::new();
-                for_each_probe(hash, k, |bit| got.push(bit));
-                assert_eq!(got, reference_probes(hash, k), "hash {hash:#x} k {k}");
-            }
-        }
-    }
-
-    #[test]
-    fn direct_probing_agrees_with_the_mask() {
-        let mut state = 5u64;
-        for round in 0..3_000u32 {
-            // Lines from sparse to nearly full, so both answers occur.
-            let mut line = [0u8; LINE_BYTES];
-            for _ in 0..round % 600 {
-                state = remix(state.wrapping_add(1));
-                line_add_probes(&mut line, state, 1);
-            }
-            let hash = remix(state ^ 0xabcd);
-            let k = round % MAX_PROBES + 1;
-            let mask = probe_mask(hash, k);
-            assert_eq!(line_has_probes(&line, hash, k), line_matches(&line, &mask));
-            let (mut by_mask, mut direct) = (line, line);
-            line_set(&mut by_mask, &mask);
-            line_add_probes(&mut direct, hash, k);
-            assert_eq!(by_mask, direct);
-            assert!(line_has_probes(&direct, hash, k));
-        }
-    }
-
-    #[test]
     fn encodings_are_pinned() {
-        // crc32 of filter blocks of layout 1 (probes past the seventh from
-        // the next splitmix64 output): any change to a bit position shows here.
-        for (k, crc) in [
-            (1, 0x63d2_4799u32),
-            (4, 0x240d_f19e),
-            (7, 0x5ff2_96d7),
-            (8, 0x0ea3_347d),
-            (13, 0x5237_581f),
-            (32, 0x8071_a01c),
+        // crc32 of small filter blocks of each layout: any change to a bit
+        // position, to the header or to the line choice shows here.
+        for (layout, pins) in [
+            (
+                Layout::Remixed,
+                [
+                    (1, 0x63d2_4799u32),
+                    (4, 0x240d_f19e),
+                    (7, 0x5ff2_96d7),
+                    (8, 0x0ea3_347d),
+                    (13, 0x5237_581f),
+                    (32, 0x8071_a01c),
+                ],
+            ),
+            (
+                Layout::Multiplied,
+                [
+                    (1, 0x9297_59b7),
+                    (4, 0xa76d_f472),
+                    (7, 0x9d95_d910),
+                    (8, 0xc524_1ce1),
+                    (13, 0xe332_e34d),
+                    (32, 0xe8f2_f542),
+                ],
+            ),
         ] {
-            let mut f = BloomFilter::with_geometry(3, k, 0).unwrap();
-            for j in 0..40 {
-                f.insert(&key(j));
+            for (k, crc) in pins {
+                let mut f = BloomFilter::with_geometry(3, k, 0)
+                    .unwrap()
+                    .with_layout(layout);
+                for j in 0..40 {
+                    f.insert(&key(j));
+                }
+                let bytes = f.encode();
+                let tail: [u8; 4] = bytes[bytes.len() - 4..].try_into().unwrap();
+                assert_eq!(u32::from_le_bytes(tail), crc, "{layout:?} k {k}");
             }
-            let bytes = f.encode();
-            let tail: [u8; 4] = bytes[bytes.len() - 4..].try_into().unwrap();
-            assert_eq!(u32::from_le_bytes(tail), crc, "k {k}");
         }
     }
 

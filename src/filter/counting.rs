@@ -5,8 +5,9 @@
 //! Must never: return `false` for a key inserted more often than removed;
 //! decrement a saturated counter; change anything when asked to remove a key
 //! it does not (probably) hold. It reuses the blocked layout of
-//! [`crate::filter::bloom`] (line choice, probes, hash) and must never grow a
-//! layout of its own, so [`CountingBloomFilter::to_bloom`] is exact.
+//! [`crate::filter::bloom`] and [`crate::filter::probe`] (line choice, the
+//! default probe layout, hash) and must never grow a layout of its own, so
+//! [`CountingBloomFilter::to_bloom`] is exact.
 //!
 //! Layout: one line of 512 counters (256 bytes) per key, chosen by
 //! [`line_index`]; the key's probes are the set bits of [`probe_mask`]
@@ -43,12 +44,16 @@
 use crate::error::{Error, Result};
 use crate::filter::bloom::{
     allocate_filled, bits_per_key_for_rate, check_bits_per_key, hash_key, hash_key_seeded,
-    line_index, lines_for, probe_mask, BloomFilter, Line, LINE_BYTES,
+    line_index, lines_for, BloomFilter, Line, LINE_BYTES,
 };
+use crate::filter::probe::{probe_mask, Layout};
 use crate::filter::theory::{self, LINE_BITS, MAX_PROBES};
 
 /// Bytes in one line of 512 four-bit counters.
 pub const COUNTER_LINE_BYTES: usize = LINE_BITS as usize / 2;
+/// Where a key's counters sit in its line: the Bloom filter's default, so
+/// [`CountingBloomFilter::to_bloom`] is a filter like any other.
+const LAYOUT: Layout = Layout::DEFAULT;
 /// The value at which a counter saturates and stops counting.
 pub const COUNTER_MAX: u8 = 15;
 
@@ -219,7 +224,7 @@ impl CountingBloomFilter {
     /// Adds one occurrence of a key by its hash (see [`CountingBloomFilter::hash`]).
     pub fn insert_hash(&mut self, hash: u64) {
         let index = line_index(hash, self.lines.len() as u64);
-        let mask = probe_mask(hash, self.probes);
+        let mask = probe_mask(LAYOUT, hash, self.probes);
         if let Some(line) = self.lines.get_mut(index) {
             for_each_probed_counter(&mask, |counter| {
                 let value = line.get(counter);
@@ -244,7 +249,7 @@ impl CountingBloomFilter {
             return false;
         }
         let index = line_index(hash, self.lines.len() as u64);
-        let mask = probe_mask(hash, self.probes);
+        let mask = probe_mask(LAYOUT, hash, self.probes);
         if let Some(line) = self.lines.get_mut(index) {
             for_each_probed_counter(&mask, |counter| {
                 let value = line.get(counter);
@@ -270,7 +275,7 @@ impl CountingBloomFilter {
         let Some(line) = self.lines.get(index) else {
             return true;
         };
-        let mask = probe_mask(hash, self.probes);
+        let mask = probe_mask(LAYOUT, hash, self.probes);
         let mut all_set = true;
         for_each_probed_counter(&mask, |counter| all_set &= line.get(counter) > 0);
         all_set
@@ -281,7 +286,7 @@ impl CountingBloomFilter {
     /// encodable, and answering exactly as this filter does.
     pub fn to_bloom(&self) -> BloomFilter {
         let lines = self.lines.iter().map(|line| line.to_bits()).collect();
-        BloomFilter::from_parts(lines, self.probes, self.seed)
+        BloomFilter::from_parts(lines, self.probes, self.seed, LAYOUT)
     }
 
     /// Number of counters (the "bits" of the equivalent Bloom filter).

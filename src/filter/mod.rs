@@ -15,13 +15,17 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
+pub mod batch;
 pub mod block;
 pub mod bloom;
 pub mod counting;
+pub mod probe;
 pub mod scalable;
+mod simd;
 pub mod theory;
 
 pub use block::{FilterHeader, FilterView};
 pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;
+pub use probe::Layout;
 pub use scalable::ScalableBloomFilter;

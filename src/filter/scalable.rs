@@ -8,11 +8,12 @@
 //! (see "Bound" below); hash a key more than once per operation.
 //!
 //! Stage `i` has capacity `c₀·gⁱ` (growth `g` = 2 or 4) and is sized for the
-//! false-positive rate `pᵢ = p₀·rⁱ` with `p₀ = target·(1 − r)` (tightening
+//! false-positive rate `pᵢ = p₀·rⁱ` with `p₀ = 0.95·target·(1 − r)` (tightening
 //! ratio `r` in (0, 1)). A key is inserted into the newest stage only when no
 //! stage already reports it, and a new stage opens when the newest one holds
 //! its capacity. A query asks every stage, so the compound rate is
-//! `1 − Π(1 − pᵢ) ≤ Σ pᵢ < p₀ / (1 − r) = target`, however many items arrive.
+//! `1 − Π(1 − pᵢ) ≤ Σ pᵢ < p₀ / (1 − r) = 0.95·target`, however many items
+//! arrive (the 5% is kept for the variation of real filters around the theory).
 //!
 //! The key is hashed once (xxh3-64, seed 0, as [`crate::filter::hash_key`]);
 //! stage `i` probes with `remix(h ⊕ saltᵢ)`, a bijective 64-bit finaliser of
@@ -42,7 +43,8 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::filter::bloom::{bits_per_key_for_rate, hash_key, remix, BloomFilter};
+use crate::filter::bloom::{bits_per_key_for_rate, hash_key, BloomFilter};
+use crate::filter::probe::remix;
 use crate::filter::theory::MAX_BITS_PER_KEY;
 
 /// Capacity growth per stage unless chosen otherwise.
@@ -86,6 +88,14 @@ impl Stage {
 fn stage_salt(index: usize) -> u64 {
     (2 * index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
+
+/// The share of the target every stage gives up. A stage's real rate is its
+/// fill's, which varies around the theory from one filter to the next (by a
+/// few percent for a first stage of ten thousand keys, and the first stage
+/// carries half the compound rate); sizing each stage 5% under its share
+/// keeps the compound rate under the target for such draws too, for about
+/// 0.1 more bits per key.
+const SIZING_MARGIN: f64 = 0.05;
 
 /// A Bloom filter that grows: a cascade of [`BloomFilter`]s with rising
 /// capacities and falling false-positive rates whose compound rate stays
@@ -154,9 +164,10 @@ impl ScalableBloomFilter {
         Ok(filter)
     }
 
-    /// The false-positive rate stage `index` is sized for: `p₀·rⁱ`.
+    /// The false-positive rate stage `index` is sized for: `p₀·rⁱ`, less
+    /// [`SIZING_MARGIN`].
     fn stage_fp_rate(&self, index: usize) -> f64 {
-        let first = self.target_fp_rate * (1.0 - self.tightening);
+        let first = self.target_fp_rate * (1.0 - self.tightening) * (1.0 - SIZING_MARGIN);
         first * self.tightening.powi(index.min(i32::MAX as usize) as i32)
     }
 
@@ -347,7 +358,13 @@ mod tests {
         assert_eq!(f.stages(), 4);
         assert_eq!(f.capacity(), 8_500);
         let rates: Vec<f64> = (0..4).map(|i| f.stage_fp_rate(i)).collect();
-        assert_eq!(rates, [0.01, 0.005, 0.0025, 0.00125]);
+        let shares = [0.01, 0.005, 0.0025, 0.00125];
+        for (rate, share) in rates.iter().zip(shares) {
+            assert!(
+                (rate - share * (1.0 - SIZING_MARGIN)).abs() < 1e-15,
+                "{rates:?}"
+            );
+        }
         let bits: Vec<u64> = f.stage_filters().map(|s| s.bits()).collect();
         assert!(bits.windows(2).all(|w| w[1] > 4 * w[0] - 1024), "{bits:?}");
         assert!((0..3_000).all(|j| f.contains(&key(j))));
@@ -421,8 +438,13 @@ mod tests {
             );
             assert!(estimated <= target, "{multiple}x: estimated {estimated}");
             assert!(sized_for <= target, "{multiple}x: theory {sized_for}");
-            // The fill-based estimate tracks what was measured.
-            assert!((measured - estimated).abs() < 0.1 * estimated + 0.0005);
+            // The fill-based estimate tracks what was measured: within 10%,
+            // plus three standard deviations of n trials at the estimated rate.
+            let sampling = 3.0 * (estimated * (1.0 - estimated) / n as f64).sqrt();
+            assert!(
+                (measured - estimated).abs() < 0.1 * estimated + sampling,
+                "{multiple}x: measured {measured}, estimated {estimated}"
+            );
         }
     }
 }

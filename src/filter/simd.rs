@@ -1,0 +1,254 @@
+//! Vector versions of the query loops in [`crate::filter::probe`].
+//!
+//! Owns: the x86-64 AVX-512 and AVX2 tests of layout 2's probes.
+//! Must never: test a different bit than the scalar definition
+//! ([`crate::filter::probe::scalar_has_probes`]) — the probe tests compare
+//! the two on every probe count — or read outside the 64-byte line it is given.
+//!
+//! Eight probes per round, one per 32-bit lane: multiply the low hash word by
+//! eight multipliers; the product's top four bits pick one of the line's
+//! sixteen 32-bit words (a permute within each half of the line, the sign bit
+//! choosing the half), the next five bits pick the bit in it. Lanes past `k`
+//! are masked out, so `k` need not be a multiple of eight. With AVX-512
+//! (F + VL, on 256-bit registers) one two-source permute picks the word from
+//! all sixteen, a variable rotate makes the bit mask without clearing the
+//! shift count, and a masked test answers for exactly the active lanes.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+#[cfg(target_arch = "x86_64")]
+use std::sync::atomic::{AtomicU8, Ordering};
+
+#[cfg(target_arch = "x86_64")]
+use crate::filter::probe::MULTIPLIERS;
+use crate::filter::probe::{scalar_has_probes, Layout, LINE_BYTES};
+
+/// A query kernel: `(line, hash, k) → every probed bit set`. Unsafe because
+/// a vector kernel may only run on a CPU with its features.
+pub(crate) type Kernel = unsafe fn(&[u8; LINE_BYTES], u64, u32) -> bool;
+
+/// The fastest kernel for layout 2 with `k` probes on this CPU; detected on
+/// the first call and remembered.
+pub(crate) fn multiplied_kernel(k: u32) -> Kernel {
+    #[cfg(target_arch = "x86_64")]
+    match detected() {
+        Detected::Avx512 if k <= 8 => return one_round_avx512_for(k),
+        Detected::Avx512 => return multiplied_has_probes_avx512,
+        Detected::Avx2 => return multiplied_has_probes_avx2,
+        Detected::Scalar => {}
+    }
+    let _ = k;
+    scalar_multiplied
+}
+
+fn scalar_multiplied(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
+    scalar_has_probes(Layout::Multiplied, line, hash, k)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Detected {
+    Scalar = 1,
+    Avx2 = 2,
+    Avx512 = 3,
+}
+
+/// The detected instruction set, 0 until the first filter asks.
+#[cfg(target_arch = "x86_64")]
+static DETECTED: AtomicU8 = AtomicU8::new(0);
+
+#[cfg(target_arch = "x86_64")]
+fn detected() -> Detected {
+    use std::arch::is_x86_feature_detected as has;
+    match DETECTED.load(Ordering::Relaxed) {
+        3 => return Detected::Avx512,
+        2 => return Detected::Avx2,
+        1 => return Detected::Scalar,
+        _ => {}
+    }
+    let found = if has!("avx512f") && has!("avx512vl") {
+        Detected::Avx512
+    } else if has!("avx2") {
+        Detected::Avx2
+    } else {
+        Detected::Scalar
+    };
+    // Every thread detects the same answer, so a race only repeats the work.
+    DETECTED.store(found as u8, Ordering::Relaxed);
+    found
+}
+
+/// True when every bit layout 2 probes for `hash` is set in `line`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn multiplied_has_probes_avx2(
+    line: &[u8; LINE_BYTES],
+    hash: u64,
+    k: u32,
+) -> bool {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    let (low, high) = unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    };
+    let key = _mm256_set1_epi32(hash as u32 as i32);
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let one = _mm256_set1_epi32(1);
+    let bit_in_word = _mm256_set1_epi32(31);
+    let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
+    for (round, multipliers) in rounds.iter().enumerate() {
+        let left = k as i32 - 8 * round as i32;
+        if left <= 0 {
+            break;
+        }
+        // SAFETY: `multipliers` is eight u32s, one unaligned 32-byte load.
+        let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
+        let product = _mm256_mullo_epi32(key, m);
+        let word_index = _mm256_srli_epi32::<28>(product);
+        let from_low = _mm256_permutevar8x32_epi32(low, word_index);
+        let from_high = _mm256_permutevar8x32_epi32(high, word_index);
+        // Word indices 8..16 (the product's sign bit set) live in the high half.
+        let word = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(from_low),
+            _mm256_castsi256_ps(from_high),
+            _mm256_castsi256_ps(product),
+        ));
+        let shift = _mm256_and_si256(_mm256_srli_epi32::<23>(product), bit_in_word);
+        let active = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+        let wanted = _mm256_and_si256(_mm256_sllv_epi32(one, shift), active);
+        // testc: 1 when every wanted bit is set in `word`.
+        if _mm256_testc_si256(word, wanted) == 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// [`multiplied_has_probes_avx2`] with AVX-512 instructions.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+pub(crate) unsafe fn multiplied_has_probes_avx512(
+    line: &[u8; LINE_BYTES],
+    hash: u64,
+    k: u32,
+) -> bool {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    let (low, high) = unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    };
+    let key = _mm256_set1_epi32(hash as u32 as i32);
+    let one = _mm256_set1_epi32(1);
+    let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
+    for (round, multipliers) in rounds.iter().enumerate() {
+        let left = k.saturating_sub(8 * round as u32);
+        if left == 0 {
+            break;
+        }
+        let active = u8::MAX >> 8u32.saturating_sub(left);
+        // SAFETY: `multipliers` is eight u32s, one unaligned 32-byte load.
+        let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
+        let product = _mm256_mullo_epi32(key, m);
+        // The permute reads the low four bits of each index: the word, 0..16.
+        let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
+        // The rotate reads the low five bits of each count: the bit, 0..32.
+        let wanted = _mm256_rolv_epi32(one, _mm256_srli_epi32::<23>(product));
+        if _mm256_mask_test_epi32_mask(active, word, wanted) != active {
+            return false;
+        }
+    }
+    true
+}
+
+/// The one-round AVX-512 kernel compiled for exactly `k` probes (1..=8).
+#[cfg(target_arch = "x86_64")]
+fn one_round_avx512_for(k: u32) -> Kernel {
+    match k {
+        1 => multiplied_has_probes_avx512_one_round::<1>,
+        2 => multiplied_has_probes_avx512_one_round::<2>,
+        3 => multiplied_has_probes_avx512_one_round::<3>,
+        4 => multiplied_has_probes_avx512_one_round::<4>,
+        5 => multiplied_has_probes_avx512_one_round::<5>,
+        6 => multiplied_has_probes_avx512_one_round::<6>,
+        7 => multiplied_has_probes_avx512_one_round::<7>,
+        8 => multiplied_has_probes_avx512_one_round::<8>,
+        _ => multiplied_has_probes_avx512,
+    }
+}
+
+/// [`multiplied_has_probes_avx512`] for `K ≤ 8` probes: one round, no loop,
+/// the active lanes a constant. The `k` argument is ignored (it is `K`).
+///
+/// # Safety
+/// The CPU must support AVX-512 F and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+pub(crate) unsafe fn multiplied_has_probes_avx512_one_round<const K: u32>(
+    line: &[u8; LINE_BYTES],
+    hash: u64,
+    _k: u32,
+) -> bool {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    let (low, high) = unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    };
+    let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
+    let Some(first) = rounds.first() else {
+        return true;
+    };
+    // SAFETY: `first` is eight u32s, one unaligned 32-byte load.
+    let m = unsafe { _mm256_loadu_si256(first.as_ptr().cast::<__m256i>()) };
+    let product = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m);
+    let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
+    let wanted = _mm256_rolv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32::<23>(product));
+    let active = const { u8::MAX >> (8 - K) };
+    _mm256_mask_test_epi32_mask(active, word, wanted) == active
+}
+
+/// Every vector kernel this CPU can run, by name: the tests hold each one to
+/// the scalar definition, whichever one `line_has_probes` would pick.
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn available_kernels() -> Vec<(&'static str, fn(&[u8; 64], u64, u32) -> bool)> {
+    #[allow(unused_mut)]
+    let mut kernels: Vec<(&'static str, fn(&[u8; 64], u64, u32) -> bool)> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") {
+            // SAFETY: only called on a CPU with AVX2, checked just above.
+            kernels.push(("avx2", |l, h, k| unsafe {
+                multiplied_has_probes_avx2(l, h, k)
+            }));
+        }
+        if has!("avx512f") && has!("avx512vl") {
+            // SAFETY: only called on a CPU with AVX-512 F and VL, checked just above.
+            kernels.push(("avx512", |l, h, k| unsafe {
+                multiplied_has_probes_avx512(l, h, k)
+            }));
+            // SAFETY: as above. Chosen only for k ≤ 8; beyond, the definition.
+            kernels.push(("avx512_one_round", |l, h, k| unsafe {
+                one_round_avx512_for(k)(l, h, k)
+            }));
+        }
+    }
+    kernels
+}
