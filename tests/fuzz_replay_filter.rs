@@ -10,7 +10,7 @@ use siftdb::workload::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::codec::crc32_of;
-use siftdb::filter::BloomFilter;
+use siftdb::filter::{BloomFilter, Layout};
 use siftdb::fuzzing::filter::{filter_decode, filter_roundtrip};
 
 const RANDOM_INPUTS: u64 = 100_000;
@@ -42,7 +42,14 @@ fn valid_block(rng: &mut SplitMix64) -> Vec<u8> {
     let lines = 1 + rng.index(4) as u64;
     let probes = 1 + rng.index(32) as u32;
     let seed = if rng.index(2) == 0 { 0 } else { rng.next() };
-    let mut f = BloomFilter::with_geometry(lines, probes, seed).unwrap();
+    let layout = if rng.index(2) == 0 {
+        Layout::Remixed
+    } else {
+        Layout::Multiplied
+    };
+    let mut f = BloomFilter::with_geometry(lines, probes, seed)
+        .unwrap()
+        .with_layout(layout);
     for _ in 0..rng.index(64) {
         f.insert(&rng.next().to_le_bytes());
     }
@@ -131,8 +138,10 @@ fn roundtrip_inputs_cover_the_bits_per_key_range() {
     use siftdb::fuzzing::filter::{roundtrip_bits_per_key, roundtrip_input};
     assert_eq!(roundtrip_bits_per_key(0, 0), 0.5);
     assert_eq!(roundtrip_bits_per_key(0xff, 0xff), 24.0);
-    let (_, seed, keys) = roundtrip_input(&[0, 0, 9, 2, b'a', b'b', 0, 5, b'c']).unwrap();
-    assert_eq!(seed, 9);
+    let (_, layout, seed, keys) = roundtrip_input(&[0, 0, 9, 2, b'a', b'b', 0, 5, b'c']).unwrap();
+    assert_eq!((layout, seed), (Layout::Multiplied, 9));
+    let (_, layout, seed, _) = roundtrip_input(&[0, 0, 0x89]).unwrap();
+    assert_eq!((layout, seed), (Layout::Remixed, 9));
     assert_eq!(keys, vec![&b"ab"[..], &b""[..], &b"c"[..]]);
     assert!(roundtrip_input(&[1, 2]).is_none());
 }
@@ -151,8 +160,12 @@ fn write_seed_corpus() {
     }
     let valid = small.encode();
     let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed).unwrap();
+    let mut layout1 = BloomFilter::with_geometry(3, 11, 0x5eed)
+        .unwrap()
+        .with_layout(Layout::Remixed);
     for j in 0..100u32 {
         seeded.insert(&j.to_le_bytes());
+        layout1.insert(&j.to_le_bytes());
     }
     let field = |at: usize, value: u8| {
         let mut out = valid.clone();
@@ -162,7 +175,8 @@ fn write_seed_corpus() {
     };
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("valid_one_line", valid.clone()),
-        ("valid_three_lines_seeded", seeded.encode()),
+        ("valid_three_lines_seeded_layout2", seeded.encode()),
+        ("valid_three_lines_seeded", layout1.encode()),
         ("bad_checksum", {
             let mut out = valid.clone();
             out[70] ^= 0x10;
@@ -195,6 +209,10 @@ fn write_seed_corpus() {
             v
         }),
         ("no_keys", vec![0x80, 0x40, 1]),
+        (
+            "layout1_seeded",
+            vec![0x5d, 0x6a, 0x87, 3, b'a', b'b', b'c', 0, 1, b'z'],
+        ),
     ];
     for (name, bytes) in round {
         std::fs::write(roundtrip.join(name), bytes).unwrap();

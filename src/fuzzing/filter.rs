@@ -10,8 +10,9 @@
 
 use crate::codec::crc32_of;
 use crate::filter::block::CHECKSUM_LEN;
-use crate::filter::bloom::hash_key_seeded;
-use crate::filter::{BloomFilter, FilterView};
+use crate::filter::bloom::{hash_key_seeded, line_index};
+use crate::filter::probe::scalar_has_probes;
+use crate::filter::{BloomFilter, FilterView, Layout};
 
 /// Keys to ask a decoded filter: fixed ones plus windows of the input itself.
 fn probe_keys(data: &[u8]) -> Vec<Vec<u8>> {
@@ -59,12 +60,25 @@ fn decode_both_ways(data: &[u8]) {
     assert_eq!(owned.lines(), header.lines);
     assert_eq!(owned.hashes(), header.probes);
     assert_eq!(owned.seed(), header.seed);
+    assert_eq!(owned.layout(), header.layout);
     assert_eq!(owned.encode(), data, "re-encoding changed the block");
-    for key in probe_keys(data) {
-        assert_eq!(owned.contains(&key), view.contains(&key), "key {key:02x?}");
-        let hash = hash_key_seeded(&key, header.seed);
-        assert_eq!(owned.contains_hash(hash), view.contains_hash(hash));
+    let keys = probe_keys(data);
+    for key in &keys {
+        assert_eq!(owned.contains(key), view.contains(key), "key {key:02x?}");
+        let hash = hash_key_seeded(key, header.seed);
+        let answer = owned.contains_hash(hash);
+        assert_eq!(view.contains_hash(hash), answer);
+        // Whatever kernel this CPU runs, it answers as the layout's definition.
+        let line = owned
+            .raw_lines()
+            .get(line_index(hash, header.lines))
+            .unwrap_or_else(|| panic!("line index out of range"));
+        let defined = scalar_has_probes(header.layout, &line.0, hash, header.probes);
+        assert_eq!(answer, defined, "kernel and definition disagree");
     }
+    let singles: Vec<bool> = keys.iter().map(|key| view.contains(key)).collect();
+    assert!(owned.contains_keys(&keys).eq(singles.iter().copied()));
+    assert!(view.contains_keys(&keys).eq(singles.iter().copied()));
     assert_eq!(
         owned.estimated_items().to_bits(),
         view.estimated_items().to_bits()
@@ -77,10 +91,11 @@ pub fn roundtrip_bits_per_key(lo: u8, hi: u8) -> f64 {
     0.5 + f64::from(u16::from_le_bytes([lo, hi])) / f64::from(u16::MAX) * 23.5
 }
 
-/// Splits a round-trip input: bytes 0–1 bits per key, byte 2 the seed (0 is
+/// Splits a round-trip input: bytes 0–1 bits per key, byte 2 the layout (top
+/// bit: 1 for layout 1, 0 for layout 2) and the seed (low seven bits; 0 is
 /// the table seed), then keys, each a length byte (low six bits) and that
 /// many bytes (fewer at the end of the input).
-pub fn roundtrip_input(data: &[u8]) -> Option<(f64, u64, Vec<&[u8]>)> {
+pub fn roundtrip_input(data: &[u8]) -> Option<(f64, Layout, u64, Vec<&[u8]>)> {
     let (&lo, rest) = data.split_first()?;
     let (&hi, rest) = rest.split_first()?;
     let (&seed, mut rest) = rest.split_first()?;
@@ -90,7 +105,17 @@ pub fn roundtrip_input(data: &[u8]) -> Option<(f64, u64, Vec<&[u8]>)> {
         keys.push(key);
         rest = tail;
     }
-    Some((roundtrip_bits_per_key(lo, hi), u64::from(seed), keys))
+    let layout = if seed & 0x80 != 0 {
+        Layout::Remixed
+    } else {
+        Layout::Multiplied
+    };
+    Some((
+        roundtrip_bits_per_key(lo, hi),
+        layout,
+        u64::from(seed & 0x7f),
+        keys,
+    ))
 }
 
 /// An arbitrary key set and bits per key (see [`roundtrip_input`]) → build →
@@ -98,12 +123,13 @@ pub fn roundtrip_input(data: &[u8]) -> Option<(f64, u64, Vec<&[u8]>)> {
 /// and the view; other keys get one answer from all three; the encoding is
 /// stable.
 pub fn filter_roundtrip(data: &[u8]) {
-    let Some((bits_per_key, seed, keys)) = roundtrip_input(data) else {
+    let Some((bits_per_key, layout, seed, keys)) = roundtrip_input(data) else {
         return;
     };
     let mut filter = BloomFilter::with_bits_per_key(keys.len(), bits_per_key)
         .unwrap_or_else(|e| panic!("{} keys at {bits_per_key} bits/key: {e}", keys.len()))
-        .with_seed(seed);
+        .with_seed(seed)
+        .with_layout(layout);
     for key in &keys {
         filter.insert(key);
     }
@@ -117,6 +143,14 @@ pub fn filter_roundtrip(data: &[u8]) {
         assert!(decoded.contains(key), "decoded filter lost key {key:02x?}");
         assert!(view.contains(key), "view lost key {key:02x?}");
     }
+    assert!(
+        filter.contains_keys(&keys).all(|found| found),
+        "batch lost a key"
+    );
+    assert!(
+        view.contains_keys(&keys).all(|found| found),
+        "batch lost a key"
+    );
     for key in &keys {
         for other in [
             [key, b"x".as_slice()].concat(),
