@@ -75,6 +75,8 @@ pub struct FilterFigures {
     pub lines: u64,
     /// Probes per key.
     pub probes: u32,
+    /// Where the probes fall in a line (the block's layout id).
+    pub layout: crate::filter::Layout,
     /// Bits set.
     pub set_bits: u64,
     /// `set_bits / bits`.
@@ -124,6 +126,7 @@ impl TableSummary {
                     bits,
                     lines: header.lines,
                     probes: header.probes,
+                    layout: header.layout,
                     set_bits,
                     fill_ratio: set_bits as f64 / bits.max(1) as f64,
                     estimated_entries: view.estimated_items(),

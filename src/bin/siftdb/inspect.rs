@@ -104,7 +104,10 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
                     group_digits(f.lines)
                 ),
             ));
-            rows.push(("filter probes", f.probes.to_string()));
+            rows.push((
+                "filter probes",
+                format!("{} (layout {})", f.probes, f.layout.id()),
+            ));
             rows.push((
                 "filter fill",
                 format!(
