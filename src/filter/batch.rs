@@ -26,8 +26,8 @@ pub(crate) trait LineLookup {
     fn line_address(&self, hash: u64) -> *const u8;
     /// This filter's hash of `key`.
     fn hash_of(&self, key: &[u8]) -> u64;
-    /// The single-query answer.
-    fn contains_hash(&self, hash: u64) -> bool;
+    /// `found[i]` = the single-query answer for `hashes[i]`.
+    fn answer_group(&self, hashes: &[u64], found: &mut [bool]);
 }
 
 /// Iterator over the answers for `items`, in order; see the module docs.
@@ -82,8 +82,9 @@ impl<'a, F: LineLookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
         std::mem::swap(&mut self.current, &mut self.ahead);
         let len = self.ahead_len;
         self.fetch_ahead();
-        for (answer, &hash) in self.answers.iter_mut().zip(&self.current).take(len) {
-            *answer = self.filter.contains_hash(hash);
+        let (hashes, answers) = (self.current.get(..len), self.answers.get_mut(..len));
+        if let (Some(hashes), Some(answers)) = (hashes, answers) {
+            self.filter.answer_group(hashes, answers);
         }
         self.answers_len = len;
         self.handed_out = 0;

@@ -124,8 +124,8 @@ impl<B: AsRef<[u8]>> LineLookup for FilterView<B> {
     }
 
     #[inline]
-    fn contains_hash(&self, hash: u64) -> bool {
-        FilterView::contains_hash(self, hash)
+    fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
+        self.test.test_group(self.lines(), hashes, found);
     }
 }
 

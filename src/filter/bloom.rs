@@ -392,6 +392,14 @@ impl BloomFilter {
     pub(crate) fn raw_lines(&self) -> &[Line] {
         &self.lines
     }
+
+    /// The lines as plain byte arrays, as a filter block holds them.
+    fn line_arrays(&self) -> &[[u8; LINE_BYTES]] {
+        // SAFETY: `Line` is `repr(C)` around one `[u8; LINE_BYTES]`: same
+        // size, stricter alignment, every bit pattern valid; the slice keeps
+        // the borrow of `self.lines`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.lines.len()) }
+    }
 }
 
 impl LineLookup for BloomFilter {
@@ -407,8 +415,8 @@ impl LineLookup for BloomFilter {
     }
 
     #[inline]
-    fn contains_hash(&self, hash: u64) -> bool {
-        BloomFilter::contains_hash(self, hash)
+    fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
+        self.test.test_group(self.line_arrays(), hashes, found);
     }
 }
 

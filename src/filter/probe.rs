@@ -27,7 +27,7 @@
 //!   false-positive rates stay within 1.5% of the blocked theory at 6–20 bits
 //!   per key (`tests/filter_quality.rs`).
 
-use crate::filter::simd::Kernel;
+use crate::filter::simd::{GroupKernel, Kernel};
 use crate::filter::theory::{LINE_BITS, MAX_PROBES};
 
 /// Bytes in one line.
@@ -156,16 +156,21 @@ pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
 #[derive(Clone, Copy)]
 pub(crate) struct LineTest {
     kernel: Kernel,
+    group: GroupKernel,
     probes: u32,
 }
 
 impl LineTest {
     pub(crate) fn new(layout: Layout, probes: u32) -> LineTest {
-        let kernel: Kernel = match layout {
-            Layout::Multiplied => crate::filter::simd::multiplied_kernel(probes),
-            Layout::Remixed => scalar_remixed,
+        let (kernel, group): (Kernel, GroupKernel) = match layout {
+            Layout::Multiplied => crate::filter::simd::multiplied_kernels(probes),
+            Layout::Remixed => (scalar_remixed, group_scalar_remixed),
         };
-        LineTest { kernel, probes }
+        LineTest {
+            kernel,
+            group,
+            probes,
+        }
     }
 
     /// True when every bit `hash` probes is set in `line`.
@@ -173,6 +178,19 @@ impl LineTest {
     pub(crate) fn test(&self, line: &[u8; LINE_BYTES], hash: u64) -> bool {
         // SAFETY: `new` picks a vector kernel only on a CPU with its features.
         unsafe { (self.kernel)(line, hash, self.probes) }
+    }
+
+    /// `found[i]` = whether `hashes[i]` may be in the filter of `lines` (each
+    /// hash picks its line by [`crate::filter::bloom::line_index`]).
+    #[inline]
+    pub(crate) fn test_group(
+        &self,
+        lines: &[[u8; LINE_BYTES]],
+        hashes: &[u64],
+        found: &mut [bool],
+    ) {
+        // SAFETY: as in `test`.
+        unsafe { (self.group)(lines, hashes, found, self.probes) }
     }
 }
 
@@ -186,6 +204,12 @@ impl std::fmt::Debug for LineTest {
 
 fn scalar_remixed(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
     scalar_has_probes(Layout::Remixed, line, hash, k)
+}
+
+fn group_scalar_remixed(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
+    crate::filter::simd::answer_each(lines, hashes, found, |line, hash| {
+        scalar_remixed(line, hash, k)
+    });
 }
 
 /// True when every bit `hash` probes is set in `line` (through the kernel a
@@ -351,8 +375,10 @@ mod tests {
                 assert_eq!(scalar_has_probes(layout, &line, hash, k), expected);
                 assert_eq!(line_has_probes(layout, &line, hash, k), expected);
                 if layout == Layout::Multiplied {
-                    for (name, kernel) in &kernels {
-                        assert_eq!(kernel(&line, hash, k), expected, "{name} k {k}");
+                    for (name, choose) in &kernels {
+                        // SAFETY: the list holds only kernels this CPU runs.
+                        let answer = unsafe { choose(k).0(&line, hash, k) };
+                        assert_eq!(answer, expected, "{name} k {k}");
                     }
                 }
                 let (mut by_mask, mut direct) = (line, line);
@@ -367,11 +393,59 @@ mod tests {
                 assert!(!line_has_probes(layout, &missing, hash, k));
                 assert!(!scalar_has_probes(layout, &missing, hash, k));
                 if layout == Layout::Multiplied {
-                    for (name, kernel) in &kernels {
-                        assert!(kernel(&direct, hash, k), "{name} k {k}");
-                        assert!(!kernel(&missing, hash, k), "{name} k {k}");
+                    for (name, choose) in &kernels {
+                        let single = choose(k).0;
+                        // SAFETY: the list holds only kernels this CPU runs.
+                        unsafe {
+                            assert!(single(&direct, hash, k), "{name} k {k}");
+                            assert!(!single(&missing, hash, k), "{name} k {k}");
+                        }
                     }
                 }
+            }
+        }
+    }
+
+    /// Group kernels give, hash by hash, the single kernel's answer on the
+    /// line the hash picks — for every probe count, both layouts, every
+    /// kernel this CPU runs.
+    #[test]
+    fn group_answers_are_single_answers() {
+        let mut state = 11u64;
+        let lines: Vec<[u8; LINE_BYTES]> = (0..7)
+            .map(|_| {
+                let mut line = [0u8; LINE_BYTES];
+                for byte in line.iter_mut() {
+                    state = remix(state.wrapping_add(1));
+                    // About 90% of bits set, so both answers occur.
+                    *byte = (state | (state >> 8) | (state >> 16) | (state >> 24)) as u8;
+                }
+                line
+            })
+            .collect();
+        let hashes: Vec<u64> = (0..200u64).map(|j| remix(j ^ 0x77)).collect();
+        let line_of = |hash: u64| &lines[crate::filter::bloom::line_index(hash, 7)];
+        for k in 1..=MAX_PROBES {
+            let mut groups: Vec<(&str, Vec<bool>)> = Vec::new();
+            for layout in LAYOUTS {
+                let test = LineTest::new(layout, k);
+                let mut found = vec![false; hashes.len()];
+                test.test_group(&lines, &hashes, &mut found);
+                let singles: Vec<bool> = hashes
+                    .iter()
+                    .map(|&h| scalar_has_probes(layout, line_of(h), h, k))
+                    .collect();
+                assert_eq!(found, singles, "{layout:?} k {k}");
+                assert!(found.contains(&true) && found.contains(&false) || k > 20);
+                if layout == Layout::Multiplied {
+                    groups.push(("chosen", found));
+                }
+            }
+            for (name, choose) in crate::filter::simd::available_kernels() {
+                let mut found = vec![false; hashes.len()];
+                // SAFETY: the list holds only kernels this CPU runs.
+                unsafe { choose(k).1(&lines, &hashes, &mut found, k) };
+                assert_eq!(found, groups[0].1, "{name} k {k}");
             }
         }
     }

@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::filter::bloom::line_index;
 #[cfg(target_arch = "x86_64")]
 use crate::filter::probe::MULTIPLIERS;
 use crate::filter::probe::{scalar_has_probes, Layout, LINE_BYTES};
@@ -27,23 +28,96 @@ use crate::filter::probe::{scalar_has_probes, Layout, LINE_BYTES};
 /// a vector kernel may only run on a CPU with its features.
 pub(crate) type Kernel = unsafe fn(&[u8; LINE_BYTES], u64, u32) -> bool;
 
-/// The fastest kernel for layout 2 with `k` probes on this CPU; detected on
-/// the first call and remembered.
-pub(crate) fn multiplied_kernel(k: u32) -> Kernel {
+/// A group kernel: answers `found[i]` for `hashes[i]` against `lines` (the
+/// whole filter) — the same answers as one [`Kernel`] call per hash, with
+/// the kernel inlined into the loop. Unsafe as [`Kernel`] is.
+pub(crate) type GroupKernel = unsafe fn(&[[u8; LINE_BYTES]], &[u64], &mut [bool], u32);
+
+/// The fastest kernels (single, group) for layout 2 with `k` probes on this
+/// CPU; the CPU is examined on the first call and remembered.
+pub(crate) fn multiplied_kernels(k: u32) -> (Kernel, GroupKernel) {
     #[cfg(target_arch = "x86_64")]
     match detected() {
         Detected::Avx512 if k <= 8 => return one_round_avx512_for(k),
-        Detected::Avx512 => return multiplied_has_probes_avx512,
-        Detected::Avx2 => return multiplied_has_probes_avx2,
+        Detected::Avx512 => return (multiplied_has_probes_avx512, group_avx512),
+        Detected::Avx2 => return (multiplied_has_probes_avx2, group_avx2),
         Detected::Scalar => {}
     }
     let _ = k;
-    scalar_multiplied
+    (scalar_multiplied, group_scalar_multiplied)
 }
 
 fn scalar_multiplied(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
     scalar_has_probes(Layout::Multiplied, line, hash, k)
 }
+
+/// The loop every group kernel runs, written once; each group kernel is this
+/// loop inlined with its own single kernel and target features.
+#[inline(always)]
+pub(crate) fn answer_each(
+    lines: &[[u8; LINE_BYTES]],
+    hashes: &[u64],
+    found: &mut [bool],
+    test: impl Fn(&[u8; LINE_BYTES], u64) -> bool,
+) {
+    let count = lines.len() as u64;
+    for (answer, &hash) in found.iter_mut().zip(hashes) {
+        *answer = match lines.get(line_index(hash, count)) {
+            Some(line) => test(line, hash),
+            // Unreachable for a non-empty filter; failing open keeps it safe.
+            None => true,
+        };
+    }
+}
+
+fn group_scalar_multiplied(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
+    answer_each(lines, hashes, found, |line, hash| {
+        scalar_multiplied(line, hash, k)
+    });
+}
+
+/// Defines a group kernel running `answer_each` with a vector single kernel.
+#[cfg(target_arch = "x86_64")]
+macro_rules! group_kernel {
+    ($(#[$doc:meta])* $name:ident $(<const $k:ident: u32>)?, $single:expr, $features:literal) => {
+        $(#[$doc])*
+        /// # Safety
+        /// The CPU must support the features named in `target_feature`.
+        #[target_feature(enable = $features)]
+        unsafe fn $name$(<const $k: u32>)?(
+            lines: &[[u8; LINE_BYTES]],
+            hashes: &[u64],
+            found: &mut [bool],
+            k: u32,
+        ) {
+            // SAFETY: this function runs only where its features exist,
+            // which are the single kernel's.
+            answer_each(lines, hashes, found, |line, hash| unsafe { $single(line, hash, k) });
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+group_kernel!(
+    /// [`multiplied_has_probes_avx2`] over a group.
+    group_avx2,
+    multiplied_has_probes_avx2,
+    "avx2"
+);
+#[cfg(target_arch = "x86_64")]
+group_kernel!(
+    /// [`multiplied_has_probes_avx512`] over a group.
+    group_avx512,
+    multiplied_has_probes_avx512,
+    "avx512f,avx512vl"
+);
+#[cfg(target_arch = "x86_64")]
+group_kernel!(
+    /// [`multiplied_has_probes_avx512_one_round`] over a group.
+    group_avx512_one_round<const K: u32>,
+    multiplied_has_probes_avx512_one_round::<K>,
+    "avx512f,avx512vl"
+);
 
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -174,20 +248,21 @@ pub(crate) unsafe fn multiplied_has_probes_avx512(
     true
 }
 
-/// The one-round AVX-512 kernel compiled for exactly `k` probes (1..=8).
+/// The one-round AVX-512 kernels compiled for exactly `k` probes (1..=8).
 #[cfg(target_arch = "x86_64")]
-fn one_round_avx512_for(k: u32) -> Kernel {
-    match k {
-        1 => multiplied_has_probes_avx512_one_round::<1>,
-        2 => multiplied_has_probes_avx512_one_round::<2>,
-        3 => multiplied_has_probes_avx512_one_round::<3>,
-        4 => multiplied_has_probes_avx512_one_round::<4>,
-        5 => multiplied_has_probes_avx512_one_round::<5>,
-        6 => multiplied_has_probes_avx512_one_round::<6>,
-        7 => multiplied_has_probes_avx512_one_round::<7>,
-        8 => multiplied_has_probes_avx512_one_round::<8>,
-        _ => multiplied_has_probes_avx512,
+fn one_round_avx512_for(k: u32) -> (Kernel, GroupKernel) {
+    macro_rules! for_k {
+        ($($k:literal)*) => {
+            match k {
+                $($k => (
+                    multiplied_has_probes_avx512_one_round::<$k> as Kernel,
+                    group_avx512_one_round::<$k> as GroupKernel,
+                ),)*
+                _ => (multiplied_has_probes_avx512, group_avx512),
+            }
+        };
     }
+    for_k!(1 2 3 4 5 6 7 8)
 }
 
 /// [`multiplied_has_probes_avx512`] for `K ≤ 8` probes: one round, no loop,
@@ -223,31 +298,25 @@ pub(crate) unsafe fn multiplied_has_probes_avx512_one_round<const K: u32>(
     _mm256_mask_test_epi32_mask(active, word, wanted) == active
 }
 
-/// Every vector kernel this CPU can run, by name: the tests hold each one to
-/// the scalar definition, whichever one `line_has_probes` would pick.
+/// A way to pick kernels for a probe count.
 #[cfg(test)]
-#[allow(clippy::type_complexity)]
-pub(crate) fn available_kernels() -> Vec<(&'static str, fn(&[u8; 64], u64, u32) -> bool)> {
-    #[allow(unused_mut)]
-    let mut kernels: Vec<(&'static str, fn(&[u8; 64], u64, u32) -> bool)> = Vec::new();
+pub(crate) type KernelChoice = fn(u32) -> (Kernel, GroupKernel);
+
+/// Every kernel pair this CPU can run, by name, scalar included: the tests
+/// hold each one to the scalar definition, whichever one a filter would pick.
+#[cfg(test)]
+pub(crate) fn available_kernels() -> Vec<(&'static str, KernelChoice)> {
+    let mut kernels: Vec<(&'static str, KernelChoice)> =
+        vec![("scalar", |_| (scalar_multiplied, group_scalar_multiplied))];
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") {
-            // SAFETY: only called on a CPU with AVX2, checked just above.
-            kernels.push(("avx2", |l, h, k| unsafe {
-                multiplied_has_probes_avx2(l, h, k)
-            }));
+            kernels.push(("avx2", |_| (multiplied_has_probes_avx2, group_avx2)));
         }
         if has!("avx512f") && has!("avx512vl") {
-            // SAFETY: only called on a CPU with AVX-512 F and VL, checked just above.
-            kernels.push(("avx512", |l, h, k| unsafe {
-                multiplied_has_probes_avx512(l, h, k)
-            }));
-            // SAFETY: as above. Chosen only for k ≤ 8; beyond, the definition.
-            kernels.push(("avx512_one_round", |l, h, k| unsafe {
-                one_round_avx512_for(k)(l, h, k)
-            }));
+            kernels.push(("avx512", |_| (multiplied_has_probes_avx512, group_avx512)));
+            kernels.push(("avx512_one_round", one_round_avx512_for));
         }
     }
     kernels
