@@ -266,7 +266,7 @@ fn one_round_avx512_for(k: u32) -> (Kernel, GroupKernel) {
 }
 
 /// [`multiplied_has_probes_avx512`] for `K ≤ 8` probes: one round, no loop,
-/// the active lanes a constant. The `k` argument is ignored (it is `K`).
+/// no lane mask (see [`lanes_for`]). The `k` argument is ignored (it is `K`).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and VL.
@@ -285,17 +285,28 @@ pub(crate) unsafe fn multiplied_has_probes_avx512_one_round<const K: u32>(
             _mm256_loadu_si256(halves.add(1)),
         )
     };
-    let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
-    let Some(first) = rounds.first() else {
-        return true;
-    };
-    // SAFETY: `first` is eight u32s, one unaligned 32-byte load.
-    let m = unsafe { _mm256_loadu_si256(first.as_ptr().cast::<__m256i>()) };
+    let multipliers: &[u32; 8] = &const { lanes_for(K) };
+    // SAFETY: eight u32s, one unaligned 32-byte load.
+    let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
     let product = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m);
     let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
     let wanted = _mm256_rolv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32::<23>(product));
-    let active = const { u8::MAX >> (8 - K) };
-    _mm256_mask_test_epi32_mask(active, word, wanted) == active
+    // testc: 1 when every wanted bit is set in `word`.
+    _mm256_testc_si256(word, wanted) == 1
+}
+
+/// The eight lane multipliers of a one-round kernel for `k ≤ 8` probes:
+/// probes 0..k, then probe 0 again in the lanes past `k` — a repeated probe
+/// tests a bit already tested, so no lane needs masking out.
+#[cfg(target_arch = "x86_64")]
+const fn lanes_for(k: u32) -> [u32; 8] {
+    let mut lanes = [MULTIPLIERS[0]; 8];
+    let mut i = 0;
+    while i < 8 && i < k as usize {
+        lanes[i] = MULTIPLIERS[i];
+        i += 1;
+    }
+    lanes
 }
 
 /// A way to pick kernels for a probe count.
