@@ -1,18 +1,21 @@
 //! Vector versions of the query loops in [`crate::filter::probe`].
 //!
-//! Owns: the x86-64 AVX-512 and AVX2 tests of layout 2's probes.
+//! Owns: the x86-64 AVX-512 and AVX2 tests of layout 2's probes, the choice
+//! among them for this CPU, and their group versions for batched queries.
 //! Must never: test a different bit than the scalar definition
 //! ([`crate::filter::probe::scalar_has_probes`]) — the probe tests compare
-//! the two on every probe count — or read outside the 64-byte line it is given.
+//! every kernel with it on every probe count — or read outside the line.
 //!
 //! Eight probes per round, one per 32-bit lane: multiply the low hash word by
 //! eight multipliers; the product's top four bits pick one of the line's
-//! sixteen 32-bit words (a permute within each half of the line, the sign bit
-//! choosing the half), the next five bits pick the bit in it. Lanes past `k`
-//! are masked out, so `k` need not be a multiple of eight. With AVX-512
-//! (F + VL, on 256-bit registers) one two-source permute picks the word from
-//! all sixteen, a variable rotate makes the bit mask without clearing the
-//! shift count, and a masked test answers for exactly the active lanes.
+//! sixteen 32-bit words (AVX2: a permute within each half of the line, the
+//! sign bit choosing the half; AVX-512 VL: one two-source permute), the next
+//! five bits pick the bit in it (AVX-512: a variable rotate, which needs no
+//! clearing of the count). For `k ≤ 8` — 11.5 bits per key and below — a
+//! kernel compiled for that `k` runs one round with probe 0 repeated in the
+//! spare lanes, so one `vptest` answers; larger `k` loops over rounds with
+//! the lanes past `k` masked out. A filter picks its kernels once
+//! ([`multiplied_kernels`]) and calls them through pointers.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -40,6 +43,7 @@ pub(crate) fn multiplied_kernels(k: u32) -> (Kernel, GroupKernel) {
     match detected() {
         Detected::Avx512 if k <= 8 => return one_round_avx512_for(k),
         Detected::Avx512 => return (multiplied_has_probes_avx512, group_avx512),
+        Detected::Avx2 if k <= 8 => return one_round_avx2_for(k),
         Detected::Avx2 => return (multiplied_has_probes_avx2, group_avx2),
         Detected::Scalar => {}
     }
@@ -110,6 +114,13 @@ group_kernel!(
     group_avx512,
     multiplied_has_probes_avx512,
     "avx512f,avx512vl"
+);
+#[cfg(target_arch = "x86_64")]
+group_kernel!(
+    /// [`multiplied_has_probes_avx2_one_round`] over a group.
+    group_avx2_one_round<const K: u32>,
+    multiplied_has_probes_avx2_one_round::<K>,
+    "avx2"
 );
 #[cfg(target_arch = "x86_64")]
 group_kernel!(
@@ -248,21 +259,80 @@ pub(crate) unsafe fn multiplied_has_probes_avx512(
     true
 }
 
+/// Picks the instantiation for `k` (1..=8) of a one-round kernel pair, or
+/// the general pair beyond.
+#[cfg(target_arch = "x86_64")]
+macro_rules! one_round_for {
+    ($k:expr, $single:ident, $group:ident, $general:expr) => {
+        match $k {
+            1 => ($single::<1> as Kernel, $group::<1> as GroupKernel),
+            2 => ($single::<2>, $group::<2>),
+            3 => ($single::<3>, $group::<3>),
+            4 => ($single::<4>, $group::<4>),
+            5 => ($single::<5>, $group::<5>),
+            6 => ($single::<6>, $group::<6>),
+            7 => ($single::<7>, $group::<7>),
+            8 => ($single::<8>, $group::<8>),
+            _ => $general,
+        }
+    };
+}
+
 /// The one-round AVX-512 kernels compiled for exactly `k` probes (1..=8).
 #[cfg(target_arch = "x86_64")]
 fn one_round_avx512_for(k: u32) -> (Kernel, GroupKernel) {
-    macro_rules! for_k {
-        ($($k:literal)*) => {
-            match k {
-                $($k => (
-                    multiplied_has_probes_avx512_one_round::<$k> as Kernel,
-                    group_avx512_one_round::<$k> as GroupKernel,
-                ),)*
-                _ => (multiplied_has_probes_avx512, group_avx512),
-            }
-        };
-    }
-    for_k!(1 2 3 4 5 6 7 8)
+    one_round_for!(
+        k,
+        multiplied_has_probes_avx512_one_round,
+        group_avx512_one_round,
+        (multiplied_has_probes_avx512, group_avx512)
+    )
+}
+
+/// The one-round AVX2 kernels compiled for exactly `k` probes (1..=8).
+#[cfg(target_arch = "x86_64")]
+fn one_round_avx2_for(k: u32) -> (Kernel, GroupKernel) {
+    one_round_for!(
+        k,
+        multiplied_has_probes_avx2_one_round,
+        group_avx2_one_round,
+        (multiplied_has_probes_avx2, group_avx2)
+    )
+}
+
+/// [`multiplied_has_probes_avx2`] for `K ≤ 8` probes: one round, no loop,
+/// no lane mask (see [`lanes_for`]). The `k` argument is ignored (it is `K`).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn multiplied_has_probes_avx2_one_round<const K: u32>(
+    line: &[u8; LINE_BYTES],
+    hash: u64,
+    _k: u32,
+) -> bool {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    let (low, high) = unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    };
+    let multipliers: &[u32; 8] = &const { lanes_for(K) };
+    // SAFETY: eight u32s, one unaligned 32-byte load.
+    let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
+    let product = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m);
+    let word_index = _mm256_srli_epi32::<28>(product);
+    let word = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, word_index)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, word_index)),
+        _mm256_castsi256_ps(product),
+    ));
+    let shift = _mm256_and_si256(_mm256_srli_epi32::<23>(product), _mm256_set1_epi32(31));
+    let wanted = _mm256_sllv_epi32(_mm256_set1_epi32(1), shift);
+    _mm256_testc_si256(word, wanted) == 1
 }
 
 /// [`multiplied_has_probes_avx512`] for `K ≤ 8` probes: one round, no loop,
@@ -324,6 +394,7 @@ pub(crate) fn available_kernels() -> Vec<(&'static str, KernelChoice)> {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") {
             kernels.push(("avx2", |_| (multiplied_has_probes_avx2, group_avx2)));
+            kernels.push(("avx2_one_round", one_round_avx2_for));
         }
         if has!("avx512f") && has!("avx512vl") {
             kernels.push(("avx512", |_| (multiplied_has_probes_avx512, group_avx512)));
