@@ -26,7 +26,7 @@ use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::bloom::{
-    allocate_lines, hash_key, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
+    allocate_lines, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
 };
 use crate::filter::probe::{Layout, LineTest};
 use crate::filter::theory::MAX_PROBES;
@@ -248,11 +248,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     /// This filter's hash of `key`.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        // Seed 0 is xxh3's unseeded hash, whose short-key path is cheaper.
-        match self.header.seed {
-            0 => hash_key(key),
-            seed => hash_key_seeded(key, seed),
-        }
+        hash_key_seeded(key, self.header.seed)
     }
 
     /// [`FilterView::contains_hash`] for each hash, in order, with the

@@ -43,8 +43,8 @@
 
 use crate::error::{Error, Result};
 use crate::filter::bloom::{
-    allocate_filled, bits_per_key_for_rate, check_bits_per_key, hash_key, hash_key_seeded,
-    line_index, lines_for, BloomFilter, Line, LINE_BYTES,
+    allocate_filled, bits_per_key_for_rate, check_bits_per_key, hash_key_seeded, line_index,
+    lines_for, BloomFilter, Line, LINE_BYTES,
 };
 use crate::filter::probe::{probe_mask, Layout};
 use crate::filter::theory::{self, LINE_BITS, MAX_PROBES};
@@ -208,11 +208,7 @@ impl CountingBloomFilter {
     /// the same seed uses).
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        if self.seed == 0 {
-            hash_key(key)
-        } else {
-            hash_key_seeded(key, self.seed)
-        }
+        hash_key_seeded(key, self.seed)
     }
 
     /// Adds one occurrence of a key.
