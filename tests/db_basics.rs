@@ -229,6 +229,56 @@ fn absent_gets_on_a_flushed_database_skip_table_reads() {
     assert!(rate >= 0.97, "skip rate {rate}");
 }
 
+/// `multi_get` answers as one `get` per key, and asks each table's filter
+/// for all its keys: the same checks and skips, the same data reads.
+#[test]
+fn multi_get_answers_as_gets_and_counts_as_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), Options::default().memtable_bytes(256 << 10)).unwrap();
+    let key = |j: u64| format!("k{j:015}");
+    for i in 0..20_000u64 {
+        db.put(key(2 * i), i.to_le_bytes()).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    for i in (0..20_000u64).step_by(7) {
+        db.delete(key(2 * i)).unwrap();
+    }
+    // Present, deleted, absent, repeated, and outside every table's range.
+    let mut keys: Vec<String> = (0..3_000u64).map(|j| key(j * 13 % 40_000)).collect();
+    keys.extend([key(4), key(4), "a".into(), "z".into()]);
+
+    let before = db.stats();
+    let singles: Vec<Option<bytes::Bytes>> = keys.iter().map(|k| db.get(k).unwrap()).collect();
+    let middle = db.stats();
+    let batch = db.multi_get(&keys).unwrap();
+    let after = db.stats();
+    assert_eq!(batch, singles);
+    assert!(batch.iter().any(Option::is_some) && batch.iter().any(Option::is_none));
+    for (k, got) in keys.iter().zip(&batch) {
+        let j: u64 = k.get(1..).and_then(|d| d.parse().ok()).unwrap_or(1);
+        let live = j.is_multiple_of(2) && !(j / 2).is_multiple_of(7) && j < 40_000;
+        assert_eq!(got.is_some(), live, "{k}");
+    }
+    let single_checks = middle.filter_checks - before.filter_checks;
+    let batch_checks = after.filter_checks - middle.filter_checks;
+    assert!(single_checks > 1_000, "{single_checks}");
+    assert_eq!(batch_checks, single_checks);
+    assert_eq!(
+        after.filter_skips - middle.filter_skips,
+        middle.filter_skips - before.filter_skips
+    );
+    assert_eq!(
+        after.data_block_reads - middle.data_block_reads,
+        middle.data_block_reads - before.data_block_reads
+    );
+    assert!(matches!(
+        db.multi_get(&[vec![0u8; siftdb::key::MAX_KEY_LEN + 1]]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(db.multi_get::<&[u8]>(&[]).unwrap(), Vec::new());
+}
+
 #[test]
 fn filters_can_be_disabled() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
 //! Model-based test: random operation sequences against a `BTreeMap`,
-//! interleaved with flushes, compactions and reopenings.
+//! interleaved with flushes, compactions and reopenings; point reads by
+//! `get` and by `multi_get`.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ enum Op {
     Delete(u8),
     Batch(Vec<(u8, Option<Vec<u8>>)>),
     Get(u8),
+    MultiGet(Vec<u8>),
     Range(u8, u8),
     Prefix(u8),
     Flush,
@@ -30,6 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<u8>().prop_map(Op::Delete),
         2 => proptest::collection::vec((any::<u8>(), proptest::option::of(value)), 0..6).prop_map(Op::Batch),
         4 => any::<u8>().prop_map(Op::Get),
+        2 => proptest::collection::vec(any::<u8>(), 0..24).prop_map(Op::MultiGet),
         1 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::Range(a, b)),
         1 => (0u8..7).prop_map(Op::Prefix),
         1 => Just(Op::Flush),
@@ -102,6 +105,17 @@ proptest! {
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap().map(|b| b.to_vec());
                     prop_assert_eq!(got, model.get(&key(k)).cloned());
+                }
+                Op::MultiGet(ks) => {
+                    let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
+                    let got: Vec<Option<Vec<u8>>> = db
+                        .multi_get(&keys)
+                        .unwrap()
+                        .into_iter()
+                        .map(|v| v.map(|b| b.to_vec()))
+                        .collect();
+                    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.get(k).cloned()).collect();
+                    prop_assert_eq!(got, want);
                 }
                 Op::Range(a, b) => check_scan(&db, &model, key(a), key(b)),
                 Op::Prefix(p) => {

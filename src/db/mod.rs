@@ -224,6 +224,18 @@ impl Db {
         read::get(&self.inner, key)
     }
 
+    /// The values of many keys as of one moment, in the order asked: for
+    /// each key what [`Db::get`] would answer at that moment (`None` for a
+    /// key never written or deleted). Each table's filter is asked for all
+    /// of its keys in one batch, which overlaps their memory loads.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        for key in &keys {
+            check_key(key)?;
+        }
+        read::multi_get(&self.inner, &keys)
+    }
+
     /// Every entry, in ascending key order, as of now.
     pub fn iter(&self) -> DbIterator {
         iter::DbIterator::new(

@@ -61,6 +61,13 @@ impl ReadCounters {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    #[inline]
+    pub(crate) fn add(counter: &AtomicU64, amount: u64) {
+        if amount > 0 {
+            counter.fetch_add(amount, Ordering::Relaxed);
+        }
+    }
 }
 
 impl ReadStats {

@@ -192,6 +192,32 @@ impl Table {
                 return Ok(None);
             }
         }
+        self.get_past_filter(user_key, snapshot)
+    }
+
+    /// The filter's answers for many key hashes at once (`true`: the key may
+    /// be here), through the batched filter path, counted as `get` counts
+    /// them; all `true` when the table has no usable filter.
+    pub fn filter_answers(&self, hashes: &[u64]) -> Vec<bool> {
+        let counters = &self.inner.counters;
+        let Some(filter) = &self.inner.filter else {
+            return vec![true; hashes.len()];
+        };
+        let answers: Vec<bool> = filter.contains_hashes(hashes).collect();
+        let skipped = answers.iter().filter(|&&maybe| !maybe).count();
+        ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
+        ReadCounters::add(&counters.filter_skips, skipped as u64);
+        answers
+    }
+
+    /// [`Table::get`] for a key whose filter answer was already "maybe"
+    /// (see [`Table::filter_answers`]): the index and the data block.
+    pub fn get_past_filter(&self, user_key: &[u8], snapshot: SeqNo) -> Result<Option<TableValue>> {
+        let inner = &*self.inner;
+        if !inner.may_hold_user_key(user_key) {
+            return Ok(None);
+        }
+        let counters = &inner.counters;
         let found = GET_SCRATCH.with(|scratch| -> Result<Option<TableValue>> {
             // A get of a table already in use on this thread (none today)
             // would find the scratch borrowed: it then allocates its own.
