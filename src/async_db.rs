@@ -51,6 +51,12 @@ impl AsyncDb {
         blocking(move || db.get(key)).await
     }
 
+    /// See [`Db::multi_get`].
+    pub async fn multi_get(&self, keys: Vec<Bytes>) -> Result<Vec<Option<Bytes>>> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.multi_get(&keys)).await
+    }
+
     /// See [`Db::delete`].
     pub async fn delete(&self, key: impl Into<Bytes>) -> Result<()> {
         let (db, key) = (Arc::clone(&self.db), key.into());

@@ -38,4 +38,13 @@ async fn many_tasks_share_one_database() {
         assert_eq!(db.get(format!("done{t:02}")).await.unwrap(), None);
     }
     assert_eq!(db.stats().writes, 16 * 200 + 16 + 16);
+    let keys = vec![
+        bytes::Bytes::from("task03-0007"),
+        bytes::Bytes::from("done03"),
+        bytes::Bytes::from("task15-0199"),
+    ];
+    let got = db.multi_get(keys).await.unwrap();
+    assert_eq!(got[0].as_deref(), Some(&7u32.to_le_bytes()[..]));
+    assert_eq!(got[1], None);
+    assert_eq!(got[2].as_deref(), Some(&199u32.to_le_bytes()[..]));
 }

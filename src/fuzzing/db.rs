@@ -389,6 +389,23 @@ impl Run {
         }
     }
 
+    fn multi_get(&mut self, keys: &[Vec<u8>], what: &str) {
+        match self.db().multi_get(keys) {
+            Ok(got) => {
+                assert_eq!(got.len(), keys.len(), "{what}: multi_get answers");
+                for (key, got) in keys.iter().zip(got) {
+                    assert_eq!(
+                        got.as_deref(),
+                        self.model.get(key).map(Vec::as_slice),
+                        "{what}: multi_get {}",
+                        show(key)
+                    );
+                }
+            }
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+
     fn scan(
         &mut self,
         iter: crate::DbIterator,
@@ -454,6 +471,9 @@ pub fn db_ops(data: &[u8]) {
             3 => {
                 let key = input.key();
                 run.get(&key, &what);
+                // The same key through `multi_get`, repeated, among fixed ones
+                // (no further input bytes, so the corpus keeps its meaning).
+                run.multi_get(&[key.clone(), b"k00".to_vec(), key, b"k17".to_vec()], &what);
             }
             4 => {
                 let (lo, hi) = (input.bound(), input.bound());
