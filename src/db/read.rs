@@ -66,6 +66,17 @@ struct Pending<'k> {
     slot: usize,
     key: &'k [u8],
     hash: u64,
+    /// Answered by the table just asked; dropped before the next one.
+    done: bool,
+}
+
+/// Buffers one `multi_get` reuses for every table it asks.
+#[derive(Default)]
+struct Scratch {
+    asked: Vec<usize>,
+    hashes: Vec<u64>,
+    maybe: Vec<bool>,
+    order: Vec<(usize, usize)>,
 }
 
 /// The answers for `keys` at one snapshot, in order: for each key exactly
@@ -82,7 +93,7 @@ pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<By
     let snapshot = inner.snapshot();
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
-    let mut pending = Vec::new();
+    let mut pending = Vec::with_capacity(keys.len());
     let mut memtable_hits = 0u64;
     'keys: for (slot, &key) in keys.iter().enumerate() {
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
@@ -98,6 +109,7 @@ pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<By
             slot,
             key,
             hash: hash_key(key),
+            done: false,
         });
     }
     inner
@@ -105,30 +117,51 @@ pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<By
         .memtable_hits
         .fetch_add(memtable_hits, Ordering::Relaxed);
 
+    let mut scratch = Scratch::default();
     let mut consulted = 0u64;
     let mut levels = sv.version.levels.iter();
     if let Some(level0) = levels.next() {
         for table in level0 {
-            consulted += ask_table(table, &mut pending, snapshot, &mut answers, |key| {
-                table.covers(key)
-            })?;
+            scratch.asked.clear();
+            scratch.asked.extend(
+                pending
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| table.covers(p.key))
+                    .map(|(i, _)| i),
+            );
+            consulted += ask_table(table, &mut pending, snapshot, &mut answers, &mut scratch)?;
+            pending.retain(|p| !p.done);
         }
     }
     for level in levels {
-        // Each key's one candidate in a sorted, disjoint level: the first
-        // table whose largest key is ≥ the key (see `for_each_candidate`).
-        let candidate = |key: &[u8]| level.partition_point(|t| t.largest_user_key() < key);
-        let mut tables: Vec<usize> = pending.iter().map(|p| candidate(p.key)).collect();
-        tables.sort_unstable();
-        tables.dedup();
-        for index in tables {
-            let Some(table) = level.get(index) else {
+        // Each key's one candidate in a sorted, disjoint level is the first
+        // table whose largest key is ≥ the key (see `for_each_candidate`);
+        // keys are grouped by it, in key order within each table.
+        let mut order = std::mem::take(&mut scratch.order);
+        order.clear();
+        order.extend(
+            pending
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (level.partition_point(|t| t.largest_user_key() < p.key), i)),
+        );
+        order.sort_unstable();
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            let Some(table) = group.first().and_then(|&(index, _)| level.get(index)) else {
                 continue;
             };
-            consulted += ask_table(table, &mut pending, snapshot, &mut answers, |key| {
-                candidate(key) == index && table.covers(key)
-            })?;
+            scratch.asked.clear();
+            scratch.asked.extend(
+                group
+                    .iter()
+                    .map(|&(_, i)| i)
+                    .filter(|&i| pending.get(i).is_some_and(|p| table.covers(p.key))),
+            );
+            consulted += ask_table(table, &mut pending, snapshot, &mut answers, &mut scratch)?;
         }
+        scratch.order = order;
+        pending.retain(|p| !p.done);
     }
     inner
         .counters
@@ -137,50 +170,39 @@ pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<By
     Ok(answers)
 }
 
-/// Asks `table` for every pending key `mine` selects: the filter for all of
-/// them in one batch, then the data for each "maybe". Keys the table answers
-/// leave `pending`. Returns how many keys it was asked for.
+/// Asks `table` for the pending keys at `scratch.asked`: the filter for all
+/// of them in one batch, then the index and data for each "maybe". Marks the
+/// keys it answers `done`. Returns how many keys it was asked for.
 fn ask_table(
     table: &LiveTable,
-    pending: &mut Vec<Pending<'_>>,
+    pending: &mut [Pending<'_>],
     snapshot: SeqNo,
     answers: &mut [Option<Bytes>],
-    mine: impl Fn(&[u8]) -> bool,
+    scratch: &mut Scratch,
 ) -> Result<u64> {
-    let asked: Vec<usize> = (0..pending.len())
-        .filter(|&i| pending.get(i).is_some_and(|p| mine(p.key)))
-        .collect();
-    if asked.is_empty() {
+    if scratch.asked.is_empty() {
         return Ok(0);
     }
-    let hashes: Vec<u64> = asked
-        .iter()
-        .filter_map(|&i| pending.get(i).map(|p| p.hash))
-        .collect();
-    let maybes = table.table.filter_answers(&hashes);
-    let mut answered = vec![false; pending.len()];
-    for (&i, maybe) in asked.iter().zip(maybes) {
-        let Some(p) = pending.get(i) else { continue };
-        if !maybe {
+    scratch.hashes.clear();
+    scratch.hashes.extend(
+        scratch
+            .asked
+            .iter()
+            .filter_map(|&i| pending.get(i).map(|p| p.hash)),
+    );
+    table
+        .table
+        .filter_answers(&scratch.hashes, &mut scratch.maybe);
+    for (&i, &maybe) in scratch.asked.iter().zip(&scratch.maybe) {
+        let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
             continue;
-        }
-        match table.table.get_past_filter(p.key, snapshot)? {
-            None => {}
-            Some(found) => {
-                if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
-                    *answer = Some(value);
-                }
-                if let Some(done) = answered.get_mut(i) {
-                    *done = true;
-                }
+        };
+        if let Some(found) = table.table.get_past_filter(p.key, snapshot)? {
+            if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
+                *answer = Some(value);
             }
+            p.done = true;
         }
     }
-    let mut index = 0;
-    pending.retain(|_| {
-        let keep = !answered.get(index).copied().unwrap_or(false);
-        index += 1;
-        keep
-    });
-    Ok(asked.len() as u64)
+    Ok(scratch.asked.len() as u64)
 }

@@ -195,19 +195,21 @@ impl Table {
         self.get_past_filter(user_key, snapshot)
     }
 
-    /// The filter's answers for many key hashes at once (`true`: the key may
-    /// be here), through the batched filter path, counted as `get` counts
-    /// them; all `true` when the table has no usable filter.
-    pub fn filter_answers(&self, hashes: &[u64]) -> Vec<bool> {
+    /// The filter's answers for many key hashes at once, into `maybe`
+    /// (`true`: the key may be here), through the batched filter path,
+    /// counted as `get` counts them; all `true` when the table has no usable
+    /// filter.
+    pub fn filter_answers(&self, hashes: &[u64], maybe: &mut Vec<bool>) {
+        maybe.clear();
         let counters = &self.inner.counters;
         let Some(filter) = &self.inner.filter else {
-            return vec![true; hashes.len()];
+            maybe.resize(hashes.len(), true);
+            return;
         };
-        let answers: Vec<bool> = filter.contains_hashes(hashes).collect();
-        let skipped = answers.iter().filter(|&&maybe| !maybe).count();
+        maybe.extend(filter.contains_hashes(hashes));
+        let skipped = maybe.iter().filter(|&&answer| !answer).count();
         ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
         ReadCounters::add(&counters.filter_skips, skipped as u64);
-        answers
     }
 
     /// [`Table::get`] for a key whose filter answer was already "maybe"
