@@ -44,7 +44,8 @@ pub trait FileSystem: Send + Sync + 'static {
     fn remove(&self, path: &Path) -> Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
-    /// Creates a directory and its parents.
+    /// Creates a directory and its parents, durably: each new directory's
+    /// entry is synced in its parent.
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
     /// File names (not paths) in a directory.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
@@ -142,7 +143,17 @@ impl FileSystem for OsFileSystem {
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+        // The directories this call creates, outermost last.
+        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // A new directory's entry lives in its parent: sync the parents, or
+        // a power cut can take the whole database directory with it.
+        for created in missing.iter().rev() {
+            if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+                self.sync_dir(parent)?;
+            }
+        }
+        Ok(())
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
@@ -181,6 +192,19 @@ impl FileSystem for OsFileSystem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_directories_are_created_and_existing_ones_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFileSystem;
+        let nested = dir.path().join("a").join("b").join("c");
+        fs.create_dir_all(&nested).unwrap();
+        assert!(fs.is_dir(&nested));
+        fs.create_dir_all(&nested).unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(fs.create_dir_all(&file.join("under-a-file")).is_err());
+    }
 
     #[test]
     fn write_read_rename_remove() {
