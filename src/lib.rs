@@ -35,6 +35,6 @@ pub mod workload;
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RecoveryReport, Stats};
+pub use db::{Db, DbIterator, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use options::Options;

@@ -279,6 +279,60 @@ fn multi_get_answers_as_gets_and_counts_as_gets() {
     assert_eq!(db.multi_get::<&[u8]>(&[]).unwrap(), Vec::new());
 }
 
+/// A snapshot keeps showing the database as it was, through overwrites,
+/// deletes, flushes and compactions, by get, multi_get and every scan.
+#[test]
+fn snapshots_see_a_fixed_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    let key = |i: u32| format!("key{i:05}");
+    for i in 0..2_000u32 {
+        db.put(key(i), format!("old{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    let snap = db.snapshot();
+    for i in 0..2_000u32 {
+        if i % 3 == 0 {
+            db.delete(key(i)).unwrap();
+        } else {
+            db.put(key(i), format!("new{i}")).unwrap();
+        }
+    }
+    db.put("key99999", "born later").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    db.wait_for_background().unwrap();
+
+    for i in (0..2_000u32).step_by(37) {
+        let old = format!("old{i}").into_bytes();
+        assert_eq!(snap.get(key(i)).unwrap().as_deref(), Some(&old[..]));
+        let now = db.get(key(i)).unwrap();
+        assert_eq!(now.is_none(), i % 3 == 0);
+    }
+    assert_eq!(snap.get("key99999").unwrap(), None);
+    let keys: Vec<String> = (0..2_000u32).step_by(11).map(key).collect();
+    let old_values: Vec<Option<bytes::Bytes>> = snap.multi_get(&keys).unwrap();
+    assert!(old_values
+        .iter()
+        .zip((0..2_000u32).step_by(11))
+        .all(|(v, i)| v.as_deref() == Some(format!("old{i}").as_bytes())));
+    let all = collect(snap.iter());
+    assert_eq!(all.len(), 2_000);
+    assert!(all.iter().all(|(_, v)| v.starts_with(b"old")));
+    assert_eq!(collect(snap.range(key(10)..key(20))).len(), 10);
+    assert_eq!(collect(snap.prefix("key0001")).len(), 10);
+    assert_eq!(collect(db.iter()).len(), 2_000 - 667 + 1);
+    assert!(snap.sequence() < db.snapshot().sequence());
+
+    // The snapshot holds the directory: reopening waits for it to go.
+    drop(db);
+    assert!(Db::open_with(dir.path(), small_options()).is_err());
+    assert_eq!(snap.get(key(1)).unwrap().as_deref(), Some(&b"old1"[..]));
+    drop(snap);
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    assert_eq!(db.get(key(1)).unwrap().as_deref(), Some(&b"new1"[..]));
+}
+
 #[test]
 fn filters_can_be_disabled() {
     let dir = tempfile::tempdir().unwrap();

@@ -14,12 +14,15 @@ enum Op {
     Batch(Vec<(u8, Option<Vec<u8>>)>),
     Get(u8),
     MultiGet(Vec<u8>),
+    Snapshot,
     Range(u8, u8),
     Prefix(u8),
     Flush,
     Compact,
     Reopen,
 }
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn key(k: u8) -> Vec<u8> {
     format!("key{:02}", k % 64).into_bytes()
@@ -33,6 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => proptest::collection::vec((any::<u8>(), proptest::option::of(value)), 0..6).prop_map(Op::Batch),
         4 => any::<u8>().prop_map(Op::Get),
         2 => proptest::collection::vec(any::<u8>(), 0..24).prop_map(Op::MultiGet),
+        1 => Just(Op::Snapshot),
         1 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::Range(a, b)),
         1 => (0u8..7).prop_map(Op::Prefix),
         1 => Just(Op::Flush),
@@ -76,6 +80,9 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut db = Db::open_with(dir.path(), options()).unwrap();
         let mut model = BTreeMap::new();
+        // The latest snapshot and the model as it was then; every Get also
+        // asks the snapshot, which must keep answering from that model.
+        let mut frozen: Option<(siftdb::Snapshot, Model)> = None;
         for op in ops {
             match op {
                 Op::Put(k, v) => {
@@ -105,6 +112,18 @@ proptest! {
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap().map(|b| b.to_vec());
                     prop_assert_eq!(got, model.get(&key(k)).cloned());
+                    if let Some((snap, then)) = &frozen {
+                        let got = snap.get(key(k)).unwrap().map(|b| b.to_vec());
+                        prop_assert_eq!(got, then.get(&key(k)).cloned());
+                    }
+                }
+                Op::Snapshot => {
+                    if let Some((snap, then)) = frozen.take() {
+                        let all: Vec<Vec<u8>> = snap.iter().map(|r| r.unwrap().0.to_vec()).collect();
+                        let want: Vec<Vec<u8>> = then.keys().cloned().collect();
+                        prop_assert_eq!(all, want);
+                    }
+                    frozen = Some((db.snapshot(), model.clone()));
                 }
                 Op::MultiGet(ks) => {
                     let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
@@ -127,6 +146,8 @@ proptest! {
                 Op::Flush => db.flush().unwrap(),
                 Op::Compact => db.compact().unwrap(),
                 Op::Reopen => {
+                    // A snapshot holds the directory lock.
+                    frozen = None;
                     drop(db);
                     db = Db::open_with(dir.path(), options()).unwrap();
                 }

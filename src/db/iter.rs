@@ -241,10 +241,7 @@ pub struct DbIterator {
 }
 
 impl DbIterator {
-    pub(crate) fn new(
-        inner: &DbInner,
-        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> DbIterator {
+    pub(crate) fn new(inner: &DbInner, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
         // The super-version first, then the snapshot: every table in `sv`
         // then holds only writes at or below the snapshot, so no compaction
         // can have dropped a version the snapshot needs in favour of a newer
@@ -252,6 +249,16 @@ impl DbIterator {
         // between make a key vanish from the scan).
         let sv = inner.current.load_full();
         let snapshot = inner.snapshot();
+        DbIterator::at(sv, snapshot, range)
+    }
+
+    /// A scan of `range` in the super-version `sv` at `snapshot` (taken
+    /// after `sv` was loaded; see `new`).
+    pub(crate) fn at(
+        sv: Arc<SuperVersion>,
+        snapshot: SeqNo,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> DbIterator {
         let (lo, hi) = (bound_key(&start), bound_key(&end));
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {

@@ -17,6 +17,7 @@ mod flush;
 mod iter;
 mod open;
 mod read;
+mod snapshot;
 mod version;
 mod write;
 
@@ -39,6 +40,7 @@ use crate::table::ReadCounters;
 
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
+pub use snapshot::Snapshot;
 use version::Version;
 
 /// Number of levels, level 0 included.
@@ -246,25 +248,19 @@ impl Db {
 
     /// Entries whose keys fall in `range`, ascending, as of now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        let own = |b: std::ops::Bound<&K>| match b {
-            std::ops::Bound::Included(k) => std::ops::Bound::Included(k.as_ref().to_vec()),
-            std::ops::Bound::Excluded(k) => std::ops::Bound::Excluded(k.as_ref().to_vec()),
-            std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
-        };
-        iter::DbIterator::new(
-            &self.inner,
-            (own(range.start_bound()), own(range.end_bound())),
-        )
+        iter::DbIterator::new(&self.inner, snapshot::owned_range(range))
     }
 
     /// Entries whose keys start with `prefix`, ascending, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        let prefix = prefix.as_ref().to_vec();
-        let end = match prefix_successor(&prefix) {
-            Some(end) => std::ops::Bound::Excluded(end),
-            None => std::ops::Bound::Unbounded,
-        };
-        iter::DbIterator::new(&self.inner, (std::ops::Bound::Included(prefix), end))
+        iter::DbIterator::new(&self.inner, snapshot::prefix_range(prefix.as_ref()))
+    }
+
+    /// A consistent read view as of now, for any number of reads (see
+    /// [`Snapshot`]); later writes, flushes and compactions do not change
+    /// what it shows.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(&self.inner)
     }
 
     /// Turns the memtable into a table now; returns when it is durable.

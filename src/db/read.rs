@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use crate::db::version::LiveTable;
-use crate::db::DbInner;
+use crate::db::{DbInner, SuperVersion};
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::key::SeqNo;
@@ -20,11 +20,22 @@ use crate::memtable::MemValue;
 use crate::table::TableValue;
 
 pub(crate) fn get(inner: &DbInner, key: &[u8]) -> Result<Option<Bytes>> {
-    inner.counters.gets.fetch_add(1, Ordering::Relaxed);
     // Super-version before snapshot, as in `DbIterator::new` (see there):
     // the other order lets a compaction drop the version this read needs.
     let sv = inner.current.load();
     let snapshot = inner.snapshot();
+    get_at(inner, &sv, snapshot, key)
+}
+
+/// [`get`] in the super-version `sv` at `snapshot` (taken after `sv` was
+/// loaded, so `sv` holds every version the snapshot can see).
+pub(crate) fn get_at(
+    inner: &DbInner,
+    sv: &SuperVersion,
+    snapshot: SeqNo,
+    key: &[u8],
+) -> Result<Option<Bytes>> {
+    inner.counters.gets.fetch_add(1, Ordering::Relaxed);
 
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get(key, snapshot) {
@@ -85,12 +96,22 @@ struct Scratch {
 /// newest first, then one table per deeper level), each table asking its
 /// filter for all of its keys at once.
 pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+    let sv = inner.current.load();
+    let snapshot = inner.snapshot();
+    multi_get_at(inner, &sv, snapshot, keys)
+}
+
+/// [`multi_get`] in the super-version `sv` at `snapshot` (see [`get_at`]).
+pub(crate) fn multi_get_at(
+    inner: &DbInner,
+    sv: &SuperVersion,
+    snapshot: SeqNo,
+    keys: &[&[u8]],
+) -> Result<Vec<Option<Bytes>>> {
     inner
         .counters
         .gets
         .fetch_add(keys.len() as u64, Ordering::Relaxed);
-    let sv = inner.current.load();
-    let snapshot = inner.snapshot();
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
     let mut pending = Vec::with_capacity(keys.len());
