@@ -28,7 +28,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             bloom_bits_per_key: 10.0,
-            memtable_bytes: 8 << 20,
+            memtable_bytes: 64 << 20,
             sync_writes: false,
             block_size: 4096,
             level0_compaction_trigger: 4,
@@ -64,7 +64,9 @@ impl Options {
         self
     }
 
-    /// Memtable size at which it is flushed to a table. Default 8 MiB.
+    /// Memtable size at which it is flushed to a table. Default 64 MiB (as
+    /// RocksDB's write buffer and fjall's memtable): fewer, larger flushes
+    /// and less rewriting by compaction; a crash replays up to that much log.
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
         self

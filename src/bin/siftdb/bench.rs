@@ -49,7 +49,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
 
-    /// Memtable size in bytes [default: the engine's own; siftdb: 8 MiB].
+    /// Memtable size in bytes [default: the engine's own; siftdb: 64 MiB].
     #[arg(long)]
     memtable_bytes: Option<usize>,
 
