@@ -163,6 +163,58 @@ fn detected() -> Detected {
     found
 }
 
+/// The line as two 256-bit halves (words 0..8 and 8..16).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+fn line_halves(line: &[u8; LINE_BYTES]) -> (__m256i, __m256i) {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    }
+}
+
+/// The low hash word times eight multipliers, one per lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn products(hash: u64, multipliers: &[u32; 8]) -> __m256i {
+    // SAFETY: eight u32s, one unaligned 32-byte load.
+    let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
+    _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m)
+}
+
+/// Per lane: the line word a product's probe falls in, and that probe's bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn avx2_probe(low: __m256i, high: __m256i, product: __m256i) -> (__m256i, __m256i) {
+    let word_index = _mm256_srli_epi32::<28>(product);
+    // Word indices 8..16 (the product's sign bit set) live in the high half.
+    let word = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, word_index)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, word_index)),
+        _mm256_castsi256_ps(product),
+    ));
+    let shift = _mm256_and_si256(_mm256_srli_epi32::<23>(product), _mm256_set1_epi32(31));
+    (word, _mm256_sllv_epi32(_mm256_set1_epi32(1), shift))
+}
+
+/// [`avx2_probe`] with AVX-512: the permute reads the low four bits of each
+/// index (the word, 0..16), the rotate the low five of each count (the bit).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+fn avx512_probe(low: __m256i, high: __m256i, product: __m256i) -> (__m256i, __m256i) {
+    let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
+    let wanted = _mm256_rolv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32::<23>(product));
+    (word, wanted)
+}
+
 /// True when every bit layout 2 probes for `hash` is set in `line`.
 ///
 /// # Safety
@@ -175,41 +227,18 @@ pub(crate) unsafe fn multiplied_has_probes_avx2(
     hash: u64,
     k: u32,
 ) -> bool {
-    let halves = line.as_ptr().cast::<__m256i>();
-    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
-    let (low, high) = unsafe {
-        (
-            _mm256_loadu_si256(halves),
-            _mm256_loadu_si256(halves.add(1)),
-        )
-    };
-    let key = _mm256_set1_epi32(hash as u32 as i32);
+    let (low, high) = line_halves(line);
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let one = _mm256_set1_epi32(1);
-    let bit_in_word = _mm256_set1_epi32(31);
     let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
     for (round, multipliers) in rounds.iter().enumerate() {
         let left = k as i32 - 8 * round as i32;
         if left <= 0 {
             break;
         }
-        // SAFETY: `multipliers` is eight u32s, one unaligned 32-byte load.
-        let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
-        let product = _mm256_mullo_epi32(key, m);
-        let word_index = _mm256_srli_epi32::<28>(product);
-        let from_low = _mm256_permutevar8x32_epi32(low, word_index);
-        let from_high = _mm256_permutevar8x32_epi32(high, word_index);
-        // Word indices 8..16 (the product's sign bit set) live in the high half.
-        let word = _mm256_castps_si256(_mm256_blendv_ps(
-            _mm256_castsi256_ps(from_low),
-            _mm256_castsi256_ps(from_high),
-            _mm256_castsi256_ps(product),
-        ));
-        let shift = _mm256_and_si256(_mm256_srli_epi32::<23>(product), bit_in_word);
+        let (word, wanted) = avx2_probe(low, high, products(hash, multipliers));
         let active = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
-        let wanted = _mm256_and_si256(_mm256_sllv_epi32(one, shift), active);
         // testc: 1 when every wanted bit is set in `word`.
-        if _mm256_testc_si256(word, wanted) == 0 {
+        if _mm256_testc_si256(word, _mm256_and_si256(wanted, active)) == 0 {
             return false;
         }
     }
@@ -228,16 +257,7 @@ pub(crate) unsafe fn multiplied_has_probes_avx512(
     hash: u64,
     k: u32,
 ) -> bool {
-    let halves = line.as_ptr().cast::<__m256i>();
-    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
-    let (low, high) = unsafe {
-        (
-            _mm256_loadu_si256(halves),
-            _mm256_loadu_si256(halves.add(1)),
-        )
-    };
-    let key = _mm256_set1_epi32(hash as u32 as i32);
-    let one = _mm256_set1_epi32(1);
+    let (low, high) = line_halves(line);
     let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
     for (round, multipliers) in rounds.iter().enumerate() {
         let left = k.saturating_sub(8 * round as u32);
@@ -245,13 +265,7 @@ pub(crate) unsafe fn multiplied_has_probes_avx512(
             break;
         }
         let active = u8::MAX >> 8u32.saturating_sub(left);
-        // SAFETY: `multipliers` is eight u32s, one unaligned 32-byte load.
-        let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
-        let product = _mm256_mullo_epi32(key, m);
-        // The permute reads the low four bits of each index: the word, 0..16.
-        let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
-        // The rotate reads the low five bits of each count: the bit, 0..32.
-        let wanted = _mm256_rolv_epi32(one, _mm256_srli_epi32::<23>(product));
+        let (word, wanted) = avx512_probe(low, high, products(hash, multipliers));
         if _mm256_mask_test_epi32_mask(active, word, wanted) != active {
             return false;
         }
@@ -312,26 +326,8 @@ pub(crate) unsafe fn multiplied_has_probes_avx2_one_round<const K: u32>(
     hash: u64,
     _k: u32,
 ) -> bool {
-    let halves = line.as_ptr().cast::<__m256i>();
-    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
-    let (low, high) = unsafe {
-        (
-            _mm256_loadu_si256(halves),
-            _mm256_loadu_si256(halves.add(1)),
-        )
-    };
-    let multipliers: &[u32; 8] = &const { lanes_for(K) };
-    // SAFETY: eight u32s, one unaligned 32-byte load.
-    let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
-    let product = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m);
-    let word_index = _mm256_srli_epi32::<28>(product);
-    let word = _mm256_castps_si256(_mm256_blendv_ps(
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, word_index)),
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, word_index)),
-        _mm256_castsi256_ps(product),
-    ));
-    let shift = _mm256_and_si256(_mm256_srli_epi32::<23>(product), _mm256_set1_epi32(31));
-    let wanted = _mm256_sllv_epi32(_mm256_set1_epi32(1), shift);
+    let (low, high) = line_halves(line);
+    let (word, wanted) = avx2_probe(low, high, products(hash, &const { lanes_for(K) }));
     _mm256_testc_si256(word, wanted) == 1
 }
 
@@ -347,20 +343,8 @@ pub(crate) unsafe fn multiplied_has_probes_avx512_one_round<const K: u32>(
     hash: u64,
     _k: u32,
 ) -> bool {
-    let halves = line.as_ptr().cast::<__m256i>();
-    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
-    let (low, high) = unsafe {
-        (
-            _mm256_loadu_si256(halves),
-            _mm256_loadu_si256(halves.add(1)),
-        )
-    };
-    let multipliers: &[u32; 8] = &const { lanes_for(K) };
-    // SAFETY: eight u32s, one unaligned 32-byte load.
-    let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
-    let product = _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m);
-    let word = _mm256_permutex2var_epi32(low, _mm256_srli_epi32::<28>(product), high);
-    let wanted = _mm256_rolv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32::<23>(product));
+    let (low, high) = line_halves(line);
+    let (word, wanted) = avx512_probe(low, high, products(hash, &const { lanes_for(K) }));
     // testc: 1 when every wanted bit is set in `word`.
     _mm256_testc_si256(word, wanted) == 1
 }
