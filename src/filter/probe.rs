@@ -138,17 +138,6 @@ pub fn probe_mask(layout: Layout, hash: u64, k: u32) -> [u64; 8] {
     mask
 }
 
-/// True when every bit of `mask` is set in `line`.
-#[inline]
-pub fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
-    let (words, _) = line.as_chunks::<8>();
-    let mut missing = 0u64;
-    for (word, want) in words.iter().zip(mask) {
-        missing |= want & !u64::from_le_bytes(*word);
-    }
-    missing == 0
-}
-
 /// The query loop for one layout and probe count, chosen once per filter:
 /// layout 2 runs as eight-lane vector code where the CPU has it (detected
 /// once per process). Filters keep one and call it through a pointer, so a
@@ -212,13 +201,7 @@ fn group_scalar_remixed(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut 
     });
 }
 
-/// True when every bit `hash` probes is set in `line` (through the kernel a
-/// filter would choose; filters keep a [`LineTest`] instead of calling this).
-pub fn line_has_probes(layout: Layout, line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
-    LineTest::new(layout, k).test(line, hash)
-}
-
-/// [`line_has_probes`] without vector instructions: the definition every
+/// The query without vector instructions: the definition every
 /// faster path is tested against. It reads each probed word straight from
 /// the line and folds the answers without a branch, because for an absent
 /// key which probe fails first is a coin toss.
@@ -237,7 +220,7 @@ pub fn scalar_has_probes(layout: Layout, line: &[u8; LINE_BYTES], hash: u64, k: 
 }
 
 /// Sets every bit `hash` probes in `line` (the same bits as
-/// `line_set(line, &probe_mask(layout, hash, k))`, without the mask in memory).
+/// setting every bit of [`probe_mask`], without the mask in memory).
 #[inline]
 pub fn line_add_probes(layout: Layout, line: &mut [u8; LINE_BYTES], hash: u64, k: u32) {
     let (words, _) = line.as_chunks_mut::<8>();
@@ -246,15 +229,6 @@ pub fn line_add_probes(layout: Layout, line: &mut [u8; LINE_BYTES], hash: u64, k
             *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
         }
     });
-}
-
-/// Sets every bit of `mask` in `line`.
-#[inline]
-pub fn line_set(line: &mut [u8; LINE_BYTES], mask: &[u64; 8]) {
-    let (words, _) = line.as_chunks_mut::<8>();
-    for (word, add) in words.iter_mut().zip(mask) {
-        *word = (u64::from_le_bytes(*word) | add).to_le_bytes();
-    }
 }
 
 /// Asks the CPU to start loading the line at `line` into cache; a hint only
@@ -277,6 +251,28 @@ mod tests {
     use crate::filter::bloom::hash_key;
 
     const LAYOUTS: [Layout; 2] = [Layout::Remixed, Layout::Multiplied];
+
+    /// True when every bit of `mask` is set in `line`: the mask-based oracle.
+    fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {
+        let (words, _) = line.as_chunks::<8>();
+        words
+            .iter()
+            .zip(mask)
+            .all(|(word, want)| want & !u64::from_le_bytes(*word) == 0)
+    }
+
+    /// Sets every bit of `mask` in `line`.
+    fn line_set(line: &mut [u8; LINE_BYTES], mask: &[u64; 8]) {
+        let (words, _) = line.as_chunks_mut::<8>();
+        for (word, add) in words.iter_mut().zip(mask) {
+            *word = (u64::from_le_bytes(*word) | add).to_le_bytes();
+        }
+    }
+
+    /// The answer through the kernel a filter would choose.
+    fn line_has_probes(layout: Layout, line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
+        LineTest::new(layout, k).test(line, hash)
+    }
 
     /// Each layout's probe positions exactly as its definition states them,
     /// written independently of the code above, so a faster loop can never
