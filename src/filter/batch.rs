@@ -14,20 +14,36 @@
 //! already hashed and its lines requested, so a group's worth of loads is
 //! always in flight.
 
-use crate::filter::probe::prefetch_line;
+use crate::filter::bloom::line_index;
+use crate::filter::probe::{prefetch_line, LineTest, LINE_BYTES};
 
 /// Items per group: hashed and fetched one group ahead of testing.
 pub const GROUP: usize = 16;
 
-/// A filter as the pipeline sees it.
+/// A filter as the pipeline sees it: its lines, its hash, its kernel.
 pub(crate) trait LineLookup {
-    /// The address of the line `hash` maps to (only prefetched, never read
-    /// through this pointer).
-    fn line_address(&self, hash: u64) -> *const u8;
+    /// Every line of the filter.
+    fn line_slice(&self) -> &[[u8; LINE_BYTES]];
     /// This filter's hash of `key`.
     fn hash_of(&self, key: &[u8]) -> u64;
+    /// The filter's query kernel.
+    fn line_test(&self) -> &LineTest;
+
+    /// The address of the line `hash` maps to (only prefetched, never read
+    /// through this pointer).
+    #[inline]
+    fn line_address(&self, hash: u64) -> *const u8 {
+        let lines = self.line_slice();
+        let index = line_index(hash, lines.len() as u64);
+        lines.as_ptr().wrapping_add(index).cast()
+    }
+
     /// `found[i]` = the single-query answer for `hashes[i]`.
-    fn answer_group(&self, hashes: &[u64], found: &mut [bool]);
+    #[inline]
+    fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
+        self.line_test()
+            .test_group(self.line_slice(), hashes, found);
+    }
 }
 
 /// Iterator over the answers for `items`, in order; see the module docs.

@@ -113,9 +113,8 @@ pub struct FilterView<B: AsRef<[u8]>> {
 
 impl<B: AsRef<[u8]>> LineLookup for FilterView<B> {
     #[inline]
-    fn line_address(&self, hash: u64) -> *const u8 {
-        let index = line_index(hash, self.header.lines);
-        self.lines().as_ptr().wrapping_add(index).cast()
+    fn line_slice(&self) -> &[[u8; LINE_BYTES]] {
+        self.lines()
     }
 
     #[inline]
@@ -124,8 +123,8 @@ impl<B: AsRef<[u8]>> LineLookup for FilterView<B> {
     }
 
     #[inline]
-    fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
-        self.test.test_group(self.lines(), hashes, found);
+    fn line_test(&self) -> &LineTest {
+        &self.test
     }
 }
 

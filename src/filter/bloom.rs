@@ -400,9 +400,8 @@ impl BloomFilter {
 
 impl LineLookup for BloomFilter {
     #[inline]
-    fn line_address(&self, hash: u64) -> *const u8 {
-        let index = line_index(hash, self.lines.len() as u64);
-        self.lines.as_ptr().wrapping_add(index).cast()
+    fn line_slice(&self) -> &[[u8; LINE_BYTES]] {
+        self.line_arrays()
     }
 
     #[inline]
@@ -411,8 +410,8 @@ impl LineLookup for BloomFilter {
     }
 
     #[inline]
-    fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
-        self.test.test_group(self.line_arrays(), hashes, found);
+    fn line_test(&self) -> &LineTest {
+        &self.test
     }
 }
 
