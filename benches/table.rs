@@ -1,6 +1,6 @@
 //! `Table::get` of present and absent keys on a table of 1M entries, with
 //! the filter on (10 bits per key) and off. Keys and values follow
-//! /work/shared/bench/WORKLOADS.md: key(j) = `k` + 15 digits, present keys
+//! crates/siftdb-bench/WORKLOADS.md: key(j) = `k` + 15 digits, present keys
 //! key(2i), absent keys key(2i+1) (between present ones, so only the filter
 //! can rule them out), 100-byte values, reads in a shuffled order.
 //! Prints the data blocks read per get from the table's counters.

@@ -22,7 +22,7 @@
 //! cargo run --release --example url_sieve -- --urls 2000000 --capacity 2000000 --fp 0.001
 //! ```
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 

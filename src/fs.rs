@@ -2,8 +2,9 @@
 //! through [`FileSystem`].
 //!
 //! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs
-//! plus memmap2 for reading immutable files). [`FaultFs`] (in `fs/fault.rs`)
-//! is the in-memory stand-in that simulates power loss and injects errors.
+//! plus memmap2 for reading immutable files). `FaultFs` (in the
+//! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
+//! loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
 //! power-loss tests stands in here, and anything that skips it is untested.
 
@@ -15,9 +16,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-
-mod fault;
-pub use fault::{FaultFs, FaultMode, PowerLoss};
 
 /// A file opened for appending.
 pub trait WritableFile: Send + Sync {

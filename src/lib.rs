@@ -20,17 +20,13 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod inspect;
 pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
-pub mod stress;
 pub mod table;
 pub mod wal;
-pub mod workload;
 
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;

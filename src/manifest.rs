@@ -443,50 +443,6 @@ mod tests {
         }
     }
 
-    /// POSIX does not order directory changes that no directory sync
-    /// separates, so the rename that makes a manifest take effect could reach
-    /// the disk before the name of a table the manifest lists.
-    #[test]
-    fn a_manifest_never_takes_effect_before_the_files_it_names() {
-        use crate::filename::table_file_name;
-        use crate::fs::{FaultFs, PowerLoss};
-
-        let dir = Path::new("/db");
-        let mut cases_with_new_manifest = 0;
-        for seed in 0..64 {
-            for n in 1..=8 {
-                let fs = FaultFs::new();
-                fs.create_dir_all(dir).unwrap();
-                let create = |number: u64| {
-                    let mut f = fs.create(&dir.join(table_file_name(number))).unwrap();
-                    f.append(b"table").unwrap();
-                    f.sync().unwrap();
-                };
-                create(3);
-                create(7);
-                let mut old = sample();
-                old.tables.retain(|t| t.file_number != 12);
-                write_manifest(&fs, dir, &old).unwrap();
-                create(12);
-                fs.power_loss_after(n, PowerLoss::ReorderedUnsynced { seed });
-                let _ = write_manifest(&fs.for_process(), dir, &sample());
-                fs.clear_faults();
-                let durable = read_manifest(&fs, dir).unwrap().unwrap();
-                if durable == sample() {
-                    cases_with_new_manifest += 1;
-                }
-                for table in &durable.tables {
-                    let name = table_file_name(table.file_number);
-                    assert!(
-                        fs.exists(&dir.join(&name)),
-                        "seed {seed}, power lost at step {n}: the manifest names {name}, which is gone"
-                    );
-                }
-            }
-        }
-        assert!(cases_with_new_manifest > 64);
-    }
-
     #[test]
     fn write_then_read_replaces_atomically() {
         let dir = tempfile::tempdir().unwrap();

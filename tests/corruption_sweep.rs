@@ -12,7 +12,7 @@
 //! record is what a crash mid-append looks like); then the database must be
 //! exactly the state before that batch.
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

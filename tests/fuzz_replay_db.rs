@@ -2,10 +2,10 @@
 //! `fuzz/corpus/db_ops/`, then seeded random inputs — random bytes, and
 //! well-formed op sequences, mostly writes, with a crash armed in one of four.
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::path::Path;
 
-use siftdb::fuzzing::db::db_ops;
+use siftdb_testkit::fuzzing::db::db_ops;
 
 const GENERATED_INPUTS: usize = 400;
 

@@ -6,12 +6,12 @@
 //! too. `cargo test --test fuzz_replay_filter -- --ignored` rewrites the seed corpus.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::codec::crc32_of;
 use siftdb::filter::{BloomFilter, Layout};
-use siftdb::fuzzing::filter::{filter_decode, filter_roundtrip};
+use siftdb_testkit::fuzzing::filter::{filter_decode, filter_roundtrip};
 
 const RANDOM_INPUTS: u64 = 100_000;
 
@@ -135,7 +135,7 @@ fn filter_roundtrip_replays_corpus_and_random_inputs() {
 
 #[test]
 fn roundtrip_inputs_cover_the_bits_per_key_range() {
-    use siftdb::fuzzing::filter::{roundtrip_bits_per_key, roundtrip_input};
+    use siftdb_testkit::fuzzing::filter::{roundtrip_bits_per_key, roundtrip_input};
     assert_eq!(roundtrip_bits_per_key(0, 0), 0.5);
     assert_eq!(roundtrip_bits_per_key(0xff, 0xff), 24.0);
     let (_, layout, seed, keys) = roundtrip_input(&[0, 0, 9, 2, b'a', b'b', 0, 5, b'c']).unwrap();

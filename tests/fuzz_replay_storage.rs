@@ -3,14 +3,14 @@
 //! deterministic inputs per target — random bytes, and mutations (flips,
 //! truncations, insertions, splices) of valid files.
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::batch::WriteBatch;
-use siftdb::fuzzing::storage::{manifest_decode, wal_replay};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::manifest::{self, ManifestState, TableRecord};
 use siftdb::wal::{encode_file_header, encode_record_into};
+use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
 
 const GENERATED_INPUTS: usize = 100_000;
 

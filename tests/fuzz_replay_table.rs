@@ -3,13 +3,13 @@
 //! inputs and mutations of valid tables, through the same functions the
 //! fuzzer runs.
 
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::fs::OsFileSystem;
-use siftdb::fuzzing::table::{block_decode, table_open};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions};
+use siftdb_testkit::fuzzing::table::{block_decode, table_open};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `filter_roundtrip`: the logic is `siftdb::fuzzing::filter::filter_roundtrip`.
+//! Fuzz target `filter_roundtrip`: the logic is `siftdb_testkit::fuzzing::filter::filter_roundtrip`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    siftdb::fuzzing::filter::filter_roundtrip(data);
+    siftdb_testkit::fuzzing::filter::filter_roundtrip(data);
 });

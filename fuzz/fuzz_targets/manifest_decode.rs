@@ -1,6 +1,6 @@
 #![no_main]
-//! Logic and invariants: `siftdb::fuzzing::storage::manifest_decode`.
+//! Logic and invariants: `siftdb_testkit::fuzzing::storage::manifest_decode`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| siftdb::fuzzing::storage::manifest_decode(data));
+fuzz_target!(|data: &[u8]| siftdb_testkit::fuzzing::storage::manifest_decode(data));

@@ -221,7 +221,8 @@ impl<B: AsRef<[u8]>> FilterView<B> {
         self.block.as_ref()
     }
 
-    fn lines(&self) -> &[[u8; LINE_BYTES]] {
+    /// The filter's lines, each 64 bytes, in line order.
+    pub fn lines(&self) -> &[[u8; LINE_BYTES]] {
         let payload = self.block.as_ref().get(HEADER_LEN..).unwrap_or_default();
         payload.as_chunks::<LINE_BYTES>().0
     }

@@ -33,7 +33,7 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
-pub(crate) mod block;
+pub mod block;
 pub mod builder;
 pub mod counters;
 pub mod format;

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 #[allow(unused_imports)] // not every test binary that includes this module draws numbers
-pub use siftdb::workload::SplitMix64;
+pub use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::fs::OsFileSystem;

@@ -1,0 +1,98 @@
+//! siftdb itself as a benchmark [`Engine`].
+//!
+//! Owns: the adapter from the workload seam to [`Db`], and the names of the
+//! counters siftdb reports per phase.
+//! Must never: tune siftdb beyond what the run's flags say — any setting
+//! that differs from the defaults is listed by `settings`.
+
+use std::path::Path;
+
+use crate::{Counters, Engine, ScanBuffer};
+use siftdb::{Db, Options};
+
+/// A siftdb database under measurement.
+pub struct SiftdbEngine {
+    db: Db,
+    settings: Vec<(String, String)>,
+}
+
+impl SiftdbEngine {
+    /// Opens a fresh database in `dir` with default options, Bloom filters of
+    /// `bits_per_key`, and `memtable_bytes` if given.
+    pub fn open(
+        dir: &Path,
+        bits_per_key: f64,
+        memtable_bytes: Option<usize>,
+    ) -> Result<SiftdbEngine, String> {
+        let mut opts = Options::default().bloom_bits_per_key(bits_per_key);
+        let mut settings = vec![("bloom_bits_per_key".to_string(), bits_per_key.to_string())];
+        if let Some(bytes) = memtable_bytes {
+            opts = opts.memtable_bytes(bytes);
+            settings.push(("memtable_bytes".to_string(), bytes.to_string()));
+        }
+        let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
+        Ok(SiftdbEngine { db, settings })
+    }
+
+    /// The database, for callers that want more than the workload needs.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Engine for SiftdbEngine {
+    fn name(&self) -> String {
+        format!("siftdb {}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn settings(&self) -> Vec<(String, String)> {
+        self.settings.clone()
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.db.put(key, value).map_err(|e| e.to_string())
+    }
+
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
+        match self.db.get(key).map_err(|e| e.to_string())? {
+            Some(found) => {
+                value.extend_from_slice(&found);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        for entry in self.db.range(start..).take(limit) {
+            let (key, value) = entry.map_err(|e| e.to_string())?;
+            out.push(&key, &value);
+        }
+        Ok(())
+    }
+
+    fn flush_and_wait(&self) -> Result<(), String> {
+        self.db.flush().map_err(|e| e.to_string())?;
+        self.db.wait_for_background().map_err(|e| e.to_string())
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        let s = self.db.stats();
+        let mut c = Counters::new();
+        c.insert("filter_checks".into(), s.filter_checks);
+        c.insert("filter_skips".into(), s.filter_skips);
+        c.insert("filter_false_positives".into(), s.filter_false_positives);
+        c.insert("data_block_reads".into(), s.data_block_reads);
+        c.insert("gets".into(), s.gets);
+        c.insert("tables_consulted".into(), s.tables_consulted);
+        c.insert("tables".into(), s.table_count as u64);
+        for (level, count) in s.level_tables.iter().enumerate() {
+            if *count > 0 {
+                c.insert(format!("tables_L{level}"), *count as u64);
+            }
+        }
+        c.insert("flushes".into(), s.flushes);
+        c.insert("compactions".into(), s.compactions);
+        Some(c)
+    }
+}

@@ -1,0 +1,320 @@
+//! `siftdb bench`: the workloads of `WORKLOADS.md` against one engine.
+//!
+//! Owns: the bench flags, choosing and opening the engine
+//! ([`open_engine`], one match arm per engine), the benchmark directory,
+//! the progress bar, the human tables and the JSON file.
+//! Must never: measure anything itself — timing and checking belong to
+//! `siftdb_bench::run_phase`, so the peers crate measures the same way.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use siftdb_bench::{
+    group_digits, run_phase, summary_table, Engine, MemoryEngine, Phase, Progress, RunOptions,
+    SiftdbEngine, Workload,
+};
+
+/// Exit code when a phase failed its checks.
+const EXIT_CHECK_FAILED: u8 = 1;
+
+/// Flags of `siftdb bench`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Exit status: 0 when every phase passed its checks, 1 when a phase failed \
+(its errors are printed; it reports no figures), 2 when the benchmark could \
+not run.\n\
+--json FILE gets one JSON object per phase, one per line.")]
+pub struct BenchArgs {
+    /// Number of keys loaded (present keys are key(2i) for i in 0..N).
+    #[arg(long, default_value_t = 1_000_000)]
+    n: u64,
+
+    /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
+    /// readmissing, readhot, seekrandom, mixed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,mixed"
+    )]
+    phases: Vec<Phase>,
+
+    /// Threads sharing the read phases (fillrandom and mixed use one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Bloom filter bits per key for every table.
+    #[arg(long, default_value_t = 10.0)]
+    bits_per_key: f64,
+
+    /// Memtable size in bytes [default: the engine's own; siftdb: 64 MiB].
+    #[arg(long)]
+    memtable_bytes: Option<usize>,
+
+    /// Directory for the database: created if missing, must be empty
+    /// [default: a fresh temporary directory, removed afterwards].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+
+    /// Keep the temporary directory (its path is printed).
+    #[arg(long)]
+    keep: bool,
+
+    /// Also write the reports to FILE, one JSON object per phase per line.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Engine to measure: `siftdb`, or `memory` (a BTreeMap, which measures
+    /// the harness only).
+    #[arg(long, default_value = "siftdb")]
+    engine: String,
+}
+
+/// What an engine is opened with.
+#[derive(Debug)]
+pub struct EngineConfig<'a> {
+    /// The fresh directory the engine owns for the run.
+    pub dir: &'a Path,
+    /// Bloom filter bits per key.
+    pub bits_per_key: f64,
+    /// Memtable size; `None` keeps the engine's default.
+    pub memtable_bytes: Option<usize>,
+}
+
+/// Opens the engine named `name`. Adding an engine is one arm here.
+pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engine>, String> {
+    match name {
+        "siftdb" => Ok(Box::new(SiftdbEngine::open(
+            config.dir,
+            config.bits_per_key,
+            config.memtable_bytes,
+        )?)),
+        // Nothing to tune: the map has neither filters nor a memtable.
+        "memory" => Ok(Box::new(MemoryEngine::new())),
+        other => Err(format!("unknown engine {other:?} (known: siftdb, memory)")),
+    }
+}
+
+/// Checks that `phases` follow the spec order without repeats: mixed
+/// overwrites values the earlier phases check, so order is part of the work.
+fn check_phase_order(phases: &[Phase]) -> Result<(), String> {
+    if phases.is_empty() {
+        return Err("--phases is empty".to_string());
+    }
+    for pair in phases.windows(2) {
+        if let [a, b] = pair {
+            if a >= b {
+                let order: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+                return Err(format!(
+                    "--phases must follow the order {} without repeats; {b} comes after {a}",
+                    order.join(",")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The directory the engine works in for this run.
+enum BenchDir {
+    Temporary(tempfile::TempDir),
+    Given(PathBuf),
+}
+
+impl BenchDir {
+    fn prepare(dir: Option<&Path>) -> Result<Self, String> {
+        let Some(dir) = dir else {
+            return tempfile::Builder::new()
+                .prefix("siftdb-bench-")
+                .tempdir()
+                .map(BenchDir::Temporary)
+                .map_err(|e| format!("cannot create a temporary directory: {e}"));
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let mut entries =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "{} is not empty; the benchmark needs a fresh directory",
+                dir.display()
+            ));
+        }
+        Ok(BenchDir::Given(dir.to_path_buf()))
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            BenchDir::Temporary(t) => t.path(),
+            BenchDir::Given(p) => p,
+        }
+    }
+
+    /// Removes a temporary directory unless asked to keep it; a given
+    /// directory is always left in place.
+    fn finish(self, keep: bool) -> Result<Option<PathBuf>, String> {
+        match self {
+            BenchDir::Temporary(t) if keep => Ok(Some(t.keep())),
+            BenchDir::Temporary(t) => {
+                let path = t.path().to_path_buf();
+                t.close()
+                    .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                Ok(None)
+            }
+            BenchDir::Given(p) => Ok(Some(p)),
+        }
+    }
+}
+
+/// A progress bar on stderr for one phase.
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new(phase: Phase, ops: u64) -> Self {
+        let bar = ProgressBar::new(ops).with_prefix(phase.name());
+        let style = ProgressStyle::with_template(
+            "{prefix:>12} [{wide_bar}] {human_pos}/{human_len} eta {eta} {msg}",
+        )
+        .map(|s| s.progress_chars("=> "));
+        if let Ok(style) = style {
+            bar.set_style(style);
+        }
+        Bar(bar)
+    }
+}
+
+impl Progress for Bar {
+    fn advance(&self, ops: u64) {
+        self.0.inc(ops);
+    }
+
+    fn stage(&self, label: &str) {
+        self.0.set_message(label.to_string());
+    }
+}
+
+/// Progress that shows nothing (stderr is not a terminal).
+struct Quiet;
+
+impl Progress for Quiet {
+    fn advance(&self, _ops: u64) {}
+}
+
+/// Runs `siftdb bench`; `Ok` carries the exit code (non-zero when a phase
+/// failed its checks), `Err` a reason the benchmark could not run.
+pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
+    check_phase_order(&args.phases)?;
+    if !args.phases.contains(&Phase::FillRandom) {
+        eprintln!(
+            "note: no fillrandom in --phases: the read phases expect the N keys to be loaded already"
+        );
+    }
+    let workload = Workload::new(args.n)?;
+    let dir = BenchDir::prepare(args.dir.as_deref())?;
+    let config = EngineConfig {
+        dir: dir.path(),
+        bits_per_key: args.bits_per_key,
+        memtable_bytes: args.memtable_bytes,
+    };
+    let engine = open_engine(&args.engine, &config)?;
+    let mut json = match &args.json {
+        Some(path) => {
+            Some(BufWriter::new(File::create(path).map_err(|e| {
+                format!("cannot create {}: {e}", path.display())
+            })?))
+        }
+        None => None,
+    };
+
+    print_header(args, engine.as_ref(), dir.path());
+    let options = RunOptions {
+        threads: usize::from(args.threads),
+    };
+    let show_progress = std::io::stderr().is_terminal();
+    let mut reports = Vec::with_capacity(args.phases.len());
+    for &phase in &args.phases {
+        let report = if show_progress {
+            let bar = Bar::new(phase, phase.ops(args.n));
+            let report = run_phase(engine.as_ref(), &workload, phase, &options, &bar);
+            bar.0.finish_and_clear();
+            report
+        } else {
+            run_phase(engine.as_ref(), &workload, phase, &options, &Quiet)
+        };
+        print!("{}", report.to_human());
+        if let (Some(out), Some(path)) = (json.as_mut(), args.json.as_ref()) {
+            writeln!(out, "{}", report.to_json())
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        reports.push(report);
+    }
+    drop(engine);
+
+    println!();
+    print!("{}", summary_table(&reports));
+    if let Some(kept) = dir.finish(args.keep)? {
+        println!("database directory: {}", kept.display());
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    if failed > 0 {
+        eprintln!(
+            "siftdb: {failed} of {} phases failed their checks",
+            reports.len()
+        );
+        return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_header(args: &BenchArgs, engine: &dyn Engine, dir: &Path) {
+    println!(
+        "siftdb bench: engine {}, N = {}, {} thread{}, directory {}",
+        engine.name(),
+        group_digits(args.n),
+        args.threads,
+        if args.threads == 1 { "" } else { "s" },
+        dir.display()
+    );
+    let settings = engine.settings();
+    if settings.is_empty() {
+        println!("settings: engine defaults");
+    } else {
+        let shown: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("settings (non-default): {}", shown.join(", "));
+    }
+    if args.engine == "memory" {
+        println!("note: the memory engine measures the harness only, not siftdb");
+    }
+    println!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_must_follow_the_spec_order() {
+        assert!(check_phase_order(&Phase::ALL).is_ok());
+        assert!(check_phase_order(&[Phase::ReadRandom, Phase::Mixed]).is_ok());
+        assert!(check_phase_order(&[]).is_err());
+        let err = check_phase_order(&[Phase::Mixed, Phase::ReadRandom]).unwrap_err();
+        assert!(err.contains("readrandom comes after mixed"), "{err}");
+        assert!(check_phase_order(&[Phase::ReadHot, Phase::ReadHot]).is_err());
+    }
+
+    #[test]
+    fn unknown_engines_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            dir: dir.path(),
+            bits_per_key: 10.0,
+            memtable_bytes: None,
+        };
+        assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
+        let err = open_engine("leveldb", &config).err().unwrap();
+        assert!(err.contains("leveldb"), "{err}");
+    }
+}

@@ -1,0 +1,312 @@
+//! The siftdb/peer ratios of one run.
+//!
+//! Owns: [`Measured`] (a phase report plus the process CPU time of the
+//! phase), [`Ratio`] (siftdb's figure over a peer's, per phase), the
+//! markdown tables a run prints, and the ratio JSON lines.
+//! Must never: compare figures from different runs — ratios are computed
+//! only between reports of the same process, the same phase and the same N.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use siftdb_bench::{group_digits, Latency, PhaseReport};
+
+/// One phase on one engine: the harness's report and the CPU seconds the
+/// whole process spent over it (all threads, background work included).
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// What `run_phase` reported.
+    pub report: PhaseReport,
+    /// Process CPU seconds from just before to just after `run_phase`.
+    pub cpu_seconds: Option<f64>,
+}
+
+impl Measured {
+    /// CPU seconds, but only for a phase that passed its checks.
+    pub fn checked_cpu_seconds(&self) -> Option<f64> {
+        self.cpu_seconds.filter(|_| self.report.passed())
+    }
+
+    /// The report's JSON object with `"kind": "phase"` and the CPU seconds.
+    pub fn to_json(&self) -> Value {
+        let mut line = self.report.to_json();
+        if let Some(object) = line.as_object_mut() {
+            object.insert("kind".into(), json!("phase"));
+            if self.report.passed() {
+                object.insert("process_cpu_seconds".into(), json!(self.cpu_seconds));
+            }
+        }
+        line
+    }
+
+    fn latency(&self, pick: fn(&Latency) -> f64) -> Option<f64> {
+        if self.report.passed() {
+            self.report.latency.as_ref().map(pick)
+        } else {
+            None
+        }
+    }
+}
+
+/// siftdb's figures over one peer's for one phase. A side that failed its
+/// checks or has no figure gives `None`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    /// The phase's name.
+    pub phase: &'static str,
+    /// The peer's name.
+    pub peer: String,
+    /// siftdb ops/s ÷ peer ops/s: above 1, siftdb is faster.
+    pub ops_per_sec: Option<f64>,
+    /// fillrandom only: the same for the puts alone (flush and wait excluded).
+    pub puts_ops_per_sec: Option<f64>,
+    /// siftdb p50 ÷ peer p50: below 1, siftdb is faster.
+    pub p50: Option<f64>,
+    /// siftdb p99 ÷ peer p99: below 1, siftdb is faster.
+    pub p99: Option<f64>,
+    /// siftdb process CPU seconds ÷ peer's for the same work: below 1,
+    /// siftdb spends less CPU.
+    pub cpu: Option<f64>,
+}
+
+fn divide(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() && b.is_finite() => Some(a / b),
+        _ => None,
+    }
+}
+
+impl Ratio {
+    /// The ratio of `ours` (siftdb) to `theirs` (a peer) for one phase.
+    pub fn between(ours: &Measured, theirs: &Measured) -> Ratio {
+        Ratio {
+            phase: ours.report.phase.name(),
+            peer: theirs.report.engine.clone(),
+            ops_per_sec: divide(ours.report.ops_per_sec(), theirs.report.ops_per_sec()),
+            puts_ops_per_sec: divide(
+                ours.report.puts_ops_per_sec(),
+                theirs.report.puts_ops_per_sec(),
+            ),
+            p50: divide(
+                ours.latency(Latency::p50_us),
+                theirs.latency(Latency::p50_us),
+            ),
+            p99: divide(
+                ours.latency(Latency::p99_us),
+                theirs.latency(Latency::p99_us),
+            ),
+            cpu: divide(ours.checked_cpu_seconds(), theirs.checked_cpu_seconds()),
+        }
+    }
+
+    /// One JSON object, `"kind": "ratio"`.
+    pub fn to_json(&self, engine: &str) -> Value {
+        json!({
+            "kind": "ratio",
+            "phase": self.phase,
+            "engine": engine,
+            "peer": self.peer,
+            "ops_per_sec_ratio": self.ops_per_sec,
+            "puts_ops_per_sec_ratio": self.puts_ops_per_sec,
+            "p50_ratio": self.p50,
+            "p99_ratio": self.p99,
+            "cpu_ratio": self.cpu,
+        })
+    }
+}
+
+/// Ratios of siftdb's phases to every peer's phase of the same name, in
+/// phase order then peer order. `peers[e]` holds peer `e`'s phases.
+pub fn ratios(ours: &[Measured], peers: &[Vec<Measured>]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for mine in ours {
+        for theirs in peers
+            .iter()
+            .flatten()
+            .filter(|m| m.report.phase == mine.report.phase)
+        {
+            out.push(Ratio::between(mine, theirs));
+        }
+    }
+    out
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
+}
+
+fn fmt_rate(r: Option<f64>) -> String {
+    match r {
+        Some(r) if r.is_finite() => group_digits(r.round() as u64),
+        _ => "-".to_string(),
+    }
+}
+
+fn fmt_float(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
+}
+
+/// Every engine's figures, one markdown row per phase and engine.
+pub fn figures_table(runs: &[Vec<Measured>]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | result |\n|---|---|---:|---:|---:|---:|---|"
+    );
+    let phases: Vec<_> = runs
+        .first()
+        .map_or(Vec::new(), |r| r.iter().map(|m| m.report.phase).collect());
+    for phase in phases {
+        for m in runs.iter().flatten().filter(|m| m.report.phase == phase) {
+            let report = &m.report;
+            let verdict = if report.passed() {
+                "ok".to_string()
+            } else {
+                format!("FAILED ({} errors)", group_digits(report.errors.count))
+            };
+            let mut rate = fmt_rate(report.ops_per_sec());
+            if let Some(puts) = report.puts_ops_per_sec() {
+                let _ = write!(rate, " (puts alone {})", fmt_rate(Some(puts)));
+            }
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                phase.name(),
+                report.engine,
+                rate,
+                fmt_float(m.latency(Latency::p50_us)),
+                fmt_float(m.latency(Latency::p99_us)),
+                fmt_float(m.checked_cpu_seconds()),
+                verdict
+            );
+        }
+    }
+    s
+}
+
+/// The ratios as a markdown table: one row per phase (fillrandom's puts
+/// alone get a row of their own), four columns per peer.
+pub fn ratio_table(ratios: &[Ratio]) -> String {
+    let mut peers: Vec<&str> = Vec::new();
+    let mut phases: Vec<&str> = Vec::new();
+    for r in ratios {
+        if !peers.contains(&r.peer.as_str()) {
+            peers.push(&r.peer);
+        }
+        if !phases.contains(&r.phase) {
+            phases.push(r.phase);
+        }
+    }
+    let mut s = String::new();
+    let _ = write!(s, "| phase |");
+    for peer in &peers {
+        // "rocksdb 7.8.3" heads its columns as "rocksdb": the figures
+        // table names the versions.
+        let short = peer.split_whitespace().next().unwrap_or(peer);
+        let _ = write!(
+            s,
+            " ops/s ÷ {short} | p50 ÷ {short} | p99 ÷ {short} | CPU ÷ {short} |"
+        );
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &peers {
+        let _ = write!(s, "---:|---:|---:|---:|");
+    }
+    let _ = writeln!(s);
+    let find = |phase: &str, peer: &str| ratios.iter().find(|r| r.phase == phase && r.peer == peer);
+    for phase in &phases {
+        let _ = write!(s, "| {phase} |");
+        for peer in &peers {
+            let r = find(phase, peer);
+            let _ = write!(
+                s,
+                " {} | {} | {} | {} |",
+                fmt_ratio(r.and_then(|r| r.ops_per_sec)),
+                fmt_ratio(r.and_then(|r| r.p50)),
+                fmt_ratio(r.and_then(|r| r.p99)),
+                fmt_ratio(r.and_then(|r| r.cpu))
+            );
+        }
+        let _ = writeln!(s);
+        if peers
+            .iter()
+            .any(|peer| find(phase, peer).is_some_and(|r| r.puts_ops_per_sec.is_some()))
+        {
+            let _ = write!(s, "| {phase}, puts alone |");
+            for peer in &peers {
+                let r = find(phase, peer);
+                let _ = write!(
+                    s,
+                    " {} | | | |",
+                    fmt_ratio(r.and_then(|r| r.puts_ops_per_sec))
+                );
+            }
+            let _ = writeln!(s);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use siftdb_bench::{run_phase, MemoryEngine, NoProgress, Phase, RunOptions, Workload};
+
+    fn run(engine: &MemoryEngine, workload: &Workload, phase: Phase, cpu: f64) -> Measured {
+        Measured {
+            report: run_phase(engine, workload, phase, &RunOptions::default(), &NoProgress),
+            cpu_seconds: Some(cpu),
+        }
+    }
+
+    #[test]
+    fn ratios_pair_the_same_phase_and_divide_ours_by_theirs() {
+        let workload = Workload::new(500).unwrap();
+        let (a, b) = (MemoryEngine::new(), MemoryEngine::new());
+        let ours = vec![
+            run(&a, &workload, Phase::FillRandom, 1.0),
+            run(&a, &workload, Phase::ReadRandom, 1.0),
+        ];
+        let mut theirs = vec![
+            run(&b, &workload, Phase::FillRandom, 2.0),
+            run(&b, &workload, Phase::ReadRandom, 4.0),
+        ];
+        for m in &mut theirs {
+            m.report.engine = "peer 1.0".to_string();
+        }
+        // Twice as long for the peer: siftdb is twice as fast.
+        theirs[1].report.elapsed = ours[1].report.elapsed * 2;
+        let rs = ratios(&ours, &[theirs]);
+        assert_eq!(rs.len(), 2);
+        assert_eq!(rs[0].phase, "fillrandom");
+        assert!(rs[0].puts_ops_per_sec.is_some());
+        assert_eq!(rs[0].cpu, Some(0.5));
+        assert_eq!(rs[1].peer, "peer 1.0");
+        let r = rs[1].ops_per_sec.unwrap();
+        assert!((r - 2.0).abs() < 1e-9, "{r}");
+        assert!(rs[1].puts_ops_per_sec.is_none());
+        assert_eq!(rs[1].cpu, Some(0.25));
+        let table = ratio_table(&rs);
+        assert!(table.contains("| readrandom | 2.00 |"), "{table}");
+        assert!(!table.contains("memory"), "{table}");
+        assert!(table.contains("ops/s ÷ peer |"), "{table}");
+        assert!(table.contains("fillrandom, puts alone"), "{table}");
+    }
+
+    #[test]
+    fn a_failed_phase_has_no_ratio() {
+        let workload = Workload::new(200).unwrap();
+        let engine = MemoryEngine::new();
+        let ours = run(&engine, &workload, Phase::FillRandom, 1.0);
+        let mut theirs = ours.clone();
+        theirs.report.errors.record("wrong value".to_string());
+        let r = Ratio::between(&ours, &theirs);
+        assert_eq!(
+            (r.ops_per_sec, r.p50, r.p99, r.cpu),
+            (None, None, None, None)
+        );
+        let table = figures_table(&[vec![ours], vec![theirs.clone()]]);
+        assert!(table.contains("FAILED (1 errors)"), "{table}");
+        assert!(theirs.to_json().get("process_cpu_seconds").is_none());
+    }
+}

@@ -1,0 +1,128 @@
+//! fjall as a benchmark engine.
+//!
+//! Owns: the fjall configuration of the run — fjall's defaults, except that
+//! every level's tables get a Bloom filter of the run's bits per key — and
+//! the adapter from the workload seam to one fjall keyspace.
+//! Must never: tune fjall beyond the filter; anything set here that
+//! differs from fjall's defaults must appear in `settings`.
+
+use std::path::Path;
+
+use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use siftdb_bench::{Counters, Engine, ScanBuffer};
+
+use crate::quiesce::wait_until;
+
+/// The one keyspace (fjall's column family) the benchmark writes.
+const KEYSPACE: &str = "bench";
+
+/// Polls in a row that must see fjall idle: fjall has no "compaction
+/// pending" signal, so idle means no flush queued, no sealed memtable, no
+/// compaction running and no compaction completed for this many polls.
+const QUIET_POLLS: u32 = 10;
+
+/// A fjall database under measurement.
+pub struct FjallEngine {
+    // Field order is drop order: the keyspace before its database.
+    keyspace: Keyspace,
+    db: Database,
+    bits_per_key: f64,
+}
+
+impl FjallEngine {
+    /// Opens a fresh database in `dir` with default settings (journal on;
+    /// each write reaches the OS, `PersistMode::Buffer`, no fsync) and one
+    /// keyspace whose filter policy is `bits_per_key` on every level.
+    pub fn open(dir: &Path, bits_per_key: f64) -> Result<FjallEngine, String> {
+        let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
+        let keyspace = db
+            .keyspace(KEYSPACE, || {
+                KeyspaceCreateOptions::default().filter_policy(FilterPolicy::all(
+                    FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(
+                        bits_per_key as f32,
+                    )),
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(FjallEngine {
+            keyspace,
+            db,
+            bits_per_key,
+        })
+    }
+}
+
+impl Engine for FjallEngine {
+    fn name(&self) -> String {
+        format!("fjall {}", env!("PEERS_FJALL_VERSION"))
+    }
+
+    fn settings(&self) -> Vec<(String, String)> {
+        vec![(
+            "filter_policy".to_string(),
+            format!(
+                "Bloom {} bits/key on every level (default: false-positive rate 1e-4 on L0, 10 bits/key below)",
+                self.bits_per_key
+            ),
+        )]
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.keyspace.insert(key, value).map_err(|e| e.to_string())
+    }
+
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
+        match self.keyspace.get(key).map_err(|e| e.to_string())? {
+            Some(found) => {
+                value.extend_from_slice(&found);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        for guard in self.keyspace.range(start..).take(limit) {
+            let (key, value) = guard.into_inner().map_err(|e| e.to_string())?;
+            out.push(&key, &value);
+        }
+        Ok(())
+    }
+
+    /// `Keyspace::rotate_memtable_and_wait()` (seals the active memtable,
+    /// waits until the flush queue is empty and no sealed memtable is
+    /// left), then polls until fjall is idle: no queued flush
+    /// (`Database::outstanding_flushes`), no sealed memtable, no running
+    /// compaction (`Database::active_compactions`) and an unchanged
+    /// `Database::compactions_completed`, on [`QUIET_POLLS`] polls in a row
+    /// (20 ms). fjall schedules compactions only as messages sent after
+    /// each flush, so once those have run and none is running, none is
+    /// pending.
+    fn flush_and_wait(&self) -> Result<(), String> {
+        self.keyspace
+            .rotate_memtable_and_wait()
+            .map_err(|e| e.to_string())?;
+        let mut completed = self.db.compactions_completed();
+        wait_until("fjall", QUIET_POLLS, || {
+            let now = self.db.compactions_completed();
+            let settled = now == completed;
+            completed = now;
+            Ok(settled
+                && self.db.outstanding_flushes() == 0
+                && self.keyspace.sealed_memtable_count() == 0
+                && self.db.active_compactions() == 0)
+        })
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        let mut c = Counters::new();
+        c.insert("tables".into(), self.keyspace.table_count() as u64);
+        c.insert("tables_L0".into(), self.keyspace.l0_table_count() as u64);
+        c.insert(
+            "compaction_runs".into(),
+            self.db.compactions_completed() as u64,
+        );
+        Some(c)
+    }
+}

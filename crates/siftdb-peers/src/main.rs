@@ -1,0 +1,299 @@
+//! `siftdb-peers`: the shared workloads against siftdb, RocksDB and fjall,
+//! back to back in one process, each on a fresh directory, and the ratios
+//! siftdb/peer per phase.
+//!
+//! Owns: the flags, the run directory of each engine, the order engines run
+//! in, the printed tables and the JSON lines file.
+//! Must never: measure anything itself (that is `run_phase`'s job) or keep
+//! an engine open while the next one runs.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use serde_json::{json, Value};
+use siftdb_bench::{group_digits, run_phase, NoProgress, Phase, RunOptions, Workload};
+use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
+use siftdb_peers::cpu::process_cpu_seconds;
+use siftdb_peers::{open_engine, ENGINES};
+
+/// Exit code when a phase failed its checks.
+const EXIT_CHECK_FAILED: u8 = 1;
+/// Exit code when the comparison could not run.
+const EXIT_CANNOT_RUN: u8 = 2;
+
+/// The shared siftdb workloads against siftdb, RocksDB and fjall in one
+/// process; prints each engine's figures and the ratios siftdb/peer.
+#[derive(Parser, Debug)]
+#[command(after_help = "\
+Ratios: ops/s ÷ peer above 1 means siftdb is faster; p50/p99 ÷ peer below 1 \
+means siftdb is faster. Exit status: 0 when every phase of every engine passed \
+its checks, 1 when one failed, 2 when the comparison could not run.")]
+struct Args {
+    /// Number of keys loaded (present keys are key(2i) for i in 0..N).
+    #[arg(long, default_value_t = 1_000_000)]
+    n: u64,
+
+    /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
+    /// readmissing, readhot, seekrandom, mixed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,mixed"
+    )]
+    phases: Vec<Phase>,
+
+    /// Engines to run, comma-separated, in the order given (siftdb, rocksdb,
+    /// fjall; `memory` measures the harness alone). Ratios need siftdb.
+    #[arg(long, value_delimiter = ',', default_value = "siftdb,rocksdb,fjall")]
+    engines: Vec<String>,
+
+    /// Threads sharing the read phases (fillrandom and mixed use one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Bloom filter bits per key, the same for every engine.
+    #[arg(long, default_value_t = 10.0)]
+    bits_per_key: f64,
+
+    /// Directory in which each engine gets a fresh temporary directory,
+    /// removed after its run [default: the system's temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+
+    /// Also write one JSON object per line to FILE: a run header, every
+    /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn check_args(args: &Args) -> Result<(), String> {
+    if args.phases.is_empty() {
+        return Err("--phases is empty".to_string());
+    }
+    for pair in args.phases.windows(2) {
+        if let [a, b] = pair {
+            if a >= b {
+                return Err(format!(
+                    "--phases must follow the order of WORKLOADS.md without repeats; {b} comes after {a}"
+                ));
+            }
+        }
+    }
+    if args.engines.is_empty() {
+        return Err("--engines is empty".to_string());
+    }
+    for (i, name) in args.engines.iter().enumerate() {
+        if !ENGINES.contains(&name.as_str()) {
+            return Err(format!(
+                "unknown engine {name:?} (known: {})",
+                ENGINES.join(", ")
+            ));
+        }
+        if args.engines[..i].contains(name) {
+            return Err(format!("engine {name} is listed twice"));
+        }
+    }
+    if !(args.bits_per_key > 0.0 && args.bits_per_key.is_finite()) {
+        return Err(format!(
+            "--bits-per-key must be positive, got {}",
+            args.bits_per_key
+        ));
+    }
+    Ok(())
+}
+
+struct JsonLines {
+    out: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl JsonLines {
+    fn create(path: &PathBuf) -> Result<Self, String> {
+        let file =
+            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok(JsonLines {
+            out: BufWriter::new(file),
+            path: path.clone(),
+        })
+    }
+
+    fn write(&mut self, value: &Value) -> Result<(), String> {
+        writeln!(self.out, "{value}")
+            .and_then(|()| self.out.flush())
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+/// Runs every phase against one engine on a fresh directory, which is
+/// removed (and the engine closed) before this returns.
+fn run_engine(
+    name: &str,
+    args: &Args,
+    workload: &Workload,
+    json: &mut Option<JsonLines>,
+) -> Result<Vec<Measured>, String> {
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("siftdb-peers-{name}-"))
+        .tempdir_in(&parent)
+        .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
+    let engine = open_engine(name, dir.path(), args.bits_per_key)?;
+    println!("== {} in {}", engine.name(), dir.path().display());
+    let settings = engine.settings();
+    if settings.is_empty() {
+        println!("settings: engine defaults");
+    } else {
+        for (key, value) in &settings {
+            println!("setting (non-default): {key} = {value}");
+        }
+    }
+    let options = RunOptions {
+        threads: usize::from(args.threads),
+    };
+    let mut reports = Vec::with_capacity(args.phases.len());
+    for &phase in &args.phases {
+        eprintln!("{name}: {phase} ...");
+        let cpu_before = process_cpu_seconds();
+        let report = run_phase(engine.as_ref(), workload, phase, &options, &NoProgress);
+        let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
+            (Some(before), Some(after)) => Some(after - before),
+            _ => None,
+        };
+        print!("{}", report.to_human());
+        if let Some(cpu) = cpu_seconds {
+            println!("    process CPU {cpu:.2} s (all threads)");
+        }
+        let measured = Measured {
+            report,
+            cpu_seconds,
+        };
+        if let Some(out) = json.as_mut() {
+            out.write(&measured.to_json())?;
+        }
+        reports.push(measured);
+    }
+    drop(engine);
+    let path = dir.path().to_path_buf();
+    dir.close()
+        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    println!();
+    Ok(reports)
+}
+
+fn run(args: &Args) -> Result<ExitCode, String> {
+    check_args(args)?;
+    let workload = Workload::new(args.n)?;
+    let mut json = args.json.as_ref().map(JsonLines::create).transpose()?;
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let phase_names: Vec<&str> = args.phases.iter().map(|p| p.name()).collect();
+    println!(
+        "siftdb-peers: N = {}, {} thread{}, phases {}, engines {}, Bloom {} bits/key",
+        group_digits(args.n),
+        args.threads,
+        if args.threads == 1 { "" } else { "s" },
+        phase_names.join(","),
+        args.engines.join(","),
+        args.bits_per_key
+    );
+    println!();
+    if let Some(out) = json.as_mut() {
+        out.write(&json!({
+            "kind": "run",
+            "unix_time": started,
+            "n": args.n,
+            "threads": args.threads,
+            "phases": phase_names,
+            "engines": args.engines,
+            "bits_per_key": args.bits_per_key,
+        }))?;
+    }
+
+    let mut runs: Vec<(String, Vec<Measured>)> = Vec::new();
+    for name in &args.engines {
+        let reports = run_engine(name, args, &workload, &mut json)?;
+        runs.push((name.clone(), reports));
+    }
+
+    let all: Vec<Vec<Measured>> = runs.iter().map(|(_, r)| r.clone()).collect();
+    println!(
+        "## Figures (N = {}, {} thread{})",
+        group_digits(args.n),
+        args.threads,
+        if args.threads == 1 { "" } else { "s" }
+    );
+    println!();
+    print!("{}", figures_table(&all));
+    println!();
+    for (_, reports) in &runs {
+        if let Some(first) = reports.first().map(|m| &m.report) {
+            let shown: Vec<String> = first
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            let shown = if shown.is_empty() {
+                "defaults".to_string()
+            } else {
+                shown.join("; ")
+            };
+            println!("- {}: {shown}", first.engine);
+        }
+    }
+    println!();
+
+    let ours = runs.iter().find(|(name, _)| name == "siftdb");
+    let peers: Vec<Vec<Measured>> = runs
+        .iter()
+        .filter(|(name, _)| name != "siftdb")
+        .map(|(_, r)| r.clone())
+        .collect();
+    match ours {
+        Some((_, ours)) if !peers.is_empty() => {
+            let rs = ratios(ours, &peers);
+            println!("## Ratios siftdb ÷ peer (ops/s above 1: siftdb faster; p50, p99 and CPU below 1: siftdb faster or cheaper)");
+            println!();
+            print!("{}", ratio_table(&rs));
+            if let Some(out) = json.as_mut() {
+                let engine = ours.first().map_or("siftdb", |m| m.report.engine.as_str());
+                for r in &rs {
+                    out.write(&r.to_json(engine))?;
+                }
+            }
+        }
+        _ => println!("(no ratios: they need siftdb and at least one peer in --engines)"),
+    }
+
+    let failed: Vec<String> = runs
+        .iter()
+        .flat_map(|(_, reports)| reports.iter())
+        .filter(|m| !m.report.passed())
+        .map(|m| format!("{} {}", m.report.engine, m.report.phase))
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "siftdb-peers: phases failed their checks: {}",
+            failed.join(", ")
+        );
+        return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("siftdb-peers: {message}");
+            ExitCode::from(EXIT_CANNOT_RUN)
+        }
+    }
+}

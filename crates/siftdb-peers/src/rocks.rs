@@ -1,0 +1,143 @@
+//! RocksDB (through the `rocksdb` crate) as a benchmark engine.
+//!
+//! Owns: the RocksDB options of the run — the library's defaults plus a
+//! full Bloom filter of the run's bits per key — and the adapter from the
+//! workload seam to `rocksdb::DB`.
+//! Must never: tune RocksDB beyond the filter; anything set here that
+//! differs from RocksDB's defaults must appear in `settings`.
+
+use std::path::Path;
+
+use rocksdb::{BlockBasedOptions, Options, DB};
+use siftdb_bench::{Counters, Engine, ScanBuffer};
+
+use crate::quiesce::wait_until;
+
+/// LSM levels RocksDB reports file counts for (its default `num_levels`).
+const LEVELS: usize = 7;
+
+/// A RocksDB database under measurement.
+pub struct RocksEngine {
+    db: DB,
+    version: String,
+    bits_per_key: f64,
+}
+
+impl RocksEngine {
+    /// Opens a fresh database in `dir`: `Options::default()` (WAL on; the
+    /// default `WriteOptions` do not fsync per write) with
+    /// `create_if_missing` and a full (not block-based) Bloom filter of
+    /// `bits_per_key` in the default block-based table format.
+    pub fn open(dir: &Path, bits_per_key: f64) -> Result<RocksEngine, String> {
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(bits_per_key, false);
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_block_based_table_factory(&table);
+        let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
+        let version = library_version(dir).unwrap_or_else(|| "unknown".to_string());
+        Ok(RocksEngine {
+            db,
+            version,
+            bits_per_key,
+        })
+    }
+
+    fn int_property(&self, name: &str) -> Result<u64, String> {
+        self.db
+            .property_int_value(name)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("RocksDB does not know the property {name}"))
+    }
+}
+
+/// The RocksDB version the process actually linked, as the library writes
+/// it at the top of its info log (`RocksDB version: 7.8.3`). The crate's
+/// version cannot tell: it may link a system library.
+fn library_version(dir: &Path) -> Option<String> {
+    let log = std::fs::read_to_string(dir.join("LOG")).ok()?;
+    log.lines()
+        .find_map(|line| line.split_once("RocksDB version: "))
+        .map(|(_, version)| version.trim().to_string())
+}
+
+impl Engine for RocksEngine {
+    fn name(&self) -> String {
+        format!("rocksdb {}", self.version)
+    }
+
+    fn settings(&self) -> Vec<(String, String)> {
+        vec![(
+            "bloom_filter".to_string(),
+            format!(
+                "{} bits/key, full filter (BlockBasedOptions::set_bloom_filter({}, false))",
+                self.bits_per_key, self.bits_per_key
+            ),
+        )]
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.db.put(key, value).map_err(|e| e.to_string())
+    }
+
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
+        match self.db.get_pinned(key).map_err(|e| e.to_string())? {
+            Some(found) => {
+                value.extend_from_slice(&found);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        let mut it = self.db.raw_iterator();
+        it.seek(start);
+        while out.len() < limit {
+            match (it.key(), it.value()) {
+                (Some(key), Some(value)) => out.push(key, value),
+                _ => break,
+            }
+            it.next();
+        }
+        it.status().map_err(|e| e.to_string())
+    }
+
+    /// `DB::flush()` (waits for the memtable flush to finish), then polls
+    /// until RocksDB reports no pending or running flush or compaction
+    /// (`rocksdb.mem-table-flush-pending`, `rocksdb.num-running-flushes`,
+    /// `rocksdb.compaction-pending`, `rocksdb.num-running-compactions` all
+    /// 0) on two polls in a row. The C API of RocksDB 7.x has no
+    /// `WaitForCompact`.
+    fn flush_and_wait(&self) -> Result<(), String> {
+        self.db.flush().map_err(|e| e.to_string())?;
+        wait_until("rocksdb", 2, || {
+            let busy = self.int_property("rocksdb.mem-table-flush-pending")?
+                + self.int_property("rocksdb.num-running-flushes")?
+                + self.int_property("rocksdb.compaction-pending")?
+                + self.int_property("rocksdb.num-running-compactions")?;
+            Ok(busy == 0)
+        })
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        let mut c = Counters::new();
+        let mut tables = 0;
+        for level in 0..LEVELS {
+            // A string property: GetIntProperty does not serve it.
+            let files: u64 = self
+                .db
+                .property_value(&format!("rocksdb.num-files-at-level{level}"))
+                .ok()??
+                .trim()
+                .parse()
+                .ok()?;
+            tables += files;
+            if files > 0 {
+                c.insert(format!("tables_L{level}"), files);
+            }
+        }
+        c.insert("tables".into(), tables);
+        Some(c)
+    }
+}

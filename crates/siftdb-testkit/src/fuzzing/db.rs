@@ -1,0 +1,522 @@
+//! Fuzz target `db_ops`: a sequence of database operations decoded from raw
+//! bytes, run on the in-memory fault-injecting file system ([`FaultFs`]) and
+//! checked against a `BTreeMap`.
+//!
+//! Owns: the op decoding and the invariants — every `get` and every scan
+//! (bounded both ways, or not) agrees with the model; an iterator keeps its
+//! snapshot while writes, flushes and compactions go on; a clean reopen
+//! loses nothing; and after a crash armed by an op — the process killed at
+//! its n-th file operation (an append may be left torn), or the power cut
+//! there, keeping none, a torn part or a reordered part of what was not
+//! synced — and possibly a second one during the recovery, the reopened
+//! database holds exactly the writes of some prefix of the write sequence:
+//! every acknowledged write when no power was lost or `sync_writes` is on,
+//! at least those made durable by a `flush`, `compact` or clean close
+//! otherwise; the write that failed, if any, whole or not at all.
+//! Must never: panic except when an invariant is violated.
+//!
+//! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
+//! filters); then each op is an opcode byte followed by its operands; bytes
+//! past the end read as zero, and at most [`MAX_OPS`] ops run.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use crate::{FaultFs, FaultMode, PowerLoss};
+use siftdb::{Db, Options, WriteBatch};
+
+/// Ops run per input at most.
+pub const MAX_OPS: usize = 128;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A put (`Some(value)`) or a delete (`None`).
+type Op = (Vec<u8>, Option<Vec<u8>>);
+
+struct Input<'a> {
+    rest: &'a [u8],
+}
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.rest.split_first() {
+            Some((&b, rest)) => {
+                self.rest = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// One of 40 keys: `k00`…`k35`, the empty key, a key of 0xff bytes, a
+    /// key just after `k05`, and a long one.
+    fn key(&mut self) -> Vec<u8> {
+        match self.byte() % 40 {
+            36 => Vec::new(),
+            37 => vec![0xff; 3],
+            38 => b"k05\x00".to_vec(),
+            39 => {
+                let mut k = b"k2".to_vec();
+                k.resize(300, b'~');
+                k
+            }
+            i => format!("k{i:02}").into_bytes(),
+        }
+    }
+
+    /// A value naming the op that wrote it (so a stale one is recognisable).
+    fn value(&mut self, op_index: usize) -> Vec<u8> {
+        let len = self.byte();
+        if len.is_multiple_of(7) {
+            return Vec::new();
+        }
+        let mut v = format!("{op_index}:").into_bytes();
+        v.resize(v.len() + usize::from(len % 120), b'a' + len % 26);
+        v
+    }
+
+    fn write_op(&mut self, op_index: usize) -> Op {
+        let kind = self.byte();
+        let key = self.key();
+        let value = (!kind.is_multiple_of(4)).then(|| self.value(op_index));
+        (key, value)
+    }
+
+    fn bound(&mut self) -> Bound<Vec<u8>> {
+        let how = self.byte() % 3;
+        let key = self.key();
+        match how {
+            0 => Bound::Unbounded,
+            1 => Bound::Included(key),
+            _ => Bound::Excluded(key),
+        }
+    }
+
+    /// A crash: how (byte 1), and at which file operation from now (byte 2: 1..=64).
+    fn crash(&mut self, op_index: usize) -> Crash {
+        let how = self.byte();
+        let after = 1 + u64::from(self.byte() % 64);
+        let seed = (op_index as u64) << 16 | u64::from(how) << 8 | after;
+        let kind = match how % 4 {
+            0 => CrashKind::Kill {
+                torn_append: how & 4 != 0,
+            },
+            1 => CrashKind::PowerLoss(PowerLoss::DropUnsynced),
+            2 => CrashKind::PowerLoss(PowerLoss::TornUnsynced { seed }),
+            _ => CrashKind::PowerLoss(PowerLoss::ReorderedUnsynced { seed }),
+        };
+        Crash { kind, after }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum CrashKind {
+    /// The process dies at the operation: it and every later one fail; what
+    /// was written stays (a failing append may leave its first half).
+    Kill {
+        torn_append: bool,
+    },
+    PowerLoss(PowerLoss),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Crash {
+    kind: CrashKind,
+    after: u64,
+}
+
+impl Crash {
+    fn arm(self, disk: &FaultFs) {
+        match self.kind {
+            CrashKind::Kill { torn_append } => {
+                disk.tear_failed_appends(torn_append);
+                disk.fail_after(self.after, FaultMode::Persistent);
+            }
+            CrashKind::PowerLoss(mode) => disk.power_loss_after(self.after, mode),
+        }
+    }
+}
+
+fn options(flags: u8, disk: &FaultFs) -> Options {
+    Options::default()
+        .sync_writes(flags & 1 != 0)
+        .bloom_bits_per_key(if flags & 2 != 0 { 0.0 } else { 10.0 })
+        .memtable_bytes(4096)
+        .block_size(256)
+        .level0_compaction_trigger(2)
+        .level0_stop_writes(4)
+        .level1_bytes(4096)
+        .level_size_ratio(2)
+        .table_target_bytes(4096)
+        .file_system(disk.shared())
+}
+
+fn apply(model: &mut Model, ops: &[Op]) {
+    for (key, value) in ops {
+        match value {
+            Some(v) => model.insert(key.clone(), v.clone()),
+            None => model.remove(key),
+        };
+    }
+}
+
+fn batch_of(ops: &[Op]) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for (key, value) in ops {
+        match value {
+            Some(v) => batch.put(key, v),
+            None => batch.delete(key),
+        }
+    }
+    batch
+}
+
+fn in_range(key: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    let above = match lo {
+        Bound::Included(l) => key >= l.as_slice(),
+        Bound::Excluded(l) => key > l.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(h) => key <= h.as_slice(),
+        Bound::Excluded(h) => key < h.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+fn show(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+fn keys_of<'a>(entries: impl Iterator<Item = &'a Vec<u8>>) -> Vec<String> {
+    entries.map(|k| show(k)).collect()
+}
+
+/// A scan's entries, or the first error.
+fn collect(iter: siftdb::DbIterator) -> siftdb::Result<Model> {
+    iter.map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect()
+}
+
+/// The database under test and what it must hold.
+struct Run {
+    disk: FaultFs,
+    dir: PathBuf,
+    flags: u8,
+    db: Option<Db>,
+    /// The boot and the injected-fault count the open database started with:
+    /// when either moved, its process is dead.
+    boot: u64,
+    faults: u64,
+    /// Power losses before the open database started.
+    power_losses: u64,
+    /// What the database must hold: `durable` plus `since` applied.
+    model: Model,
+    /// The state a crash can no longer take away.
+    durable: Model,
+    /// Acknowledged writes since `durable`, in order.
+    since: Vec<Vec<Op>>,
+    /// Armed by a crash op: the recovery after the next crash crashes too.
+    recovery_crash: Option<Crash>,
+}
+
+impl Run {
+    fn db(&self) -> &Db {
+        self.db.as_ref().expect("the database is open between ops")
+    }
+
+    fn sync_writes(&self) -> bool {
+        self.flags & 1 != 0
+    }
+
+    fn open(&mut self, what: &str) -> Db {
+        let db = Db::open_with(&self.dir, options(self.flags, &self.disk))
+            .unwrap_or_else(|e| panic!("{what}: open failed without a crash: {e}"));
+        self.boot = self.disk.boot();
+        self.faults = self.disk.faults_injected();
+        self.power_losses = self.disk.power_losses();
+        db
+    }
+
+    /// True when the open database's process died (killed or power cut).
+    fn dead(&self) -> bool {
+        self.disk.boot() != self.boot || self.disk.faults_injected() != self.faults
+    }
+
+    /// Everything written so far is durable now.
+    fn mark_durable(&mut self) {
+        self.durable = self.model.clone();
+        self.since.clear();
+    }
+
+    /// Closes the database (or buries its dead process), disarms what is
+    /// still armed, reopens — through a crashing recovery first, if one was
+    /// armed — and checks the result against the model. `failed` is a
+    /// write that returned an error: it may be in, whole.
+    fn restart(&mut self, failed: Option<&[Op]>, what: &str) {
+        drop(self.db.take());
+        let crashed = self.dead();
+        self.disk.clear_faults();
+        self.disk.tear_failed_appends(false);
+        if crashed {
+            // Whatever still runs of the old process dies now.
+            self.disk.kill_process();
+            if let Some(crash) = self.recovery_crash.take() {
+                crash.arm(&self.disk);
+                let faults = self.disk.faults_injected();
+                let boot = self.disk.boot();
+                match Db::open_with(&self.dir, options(self.flags, &self.disk)) {
+                    Ok(db) => drop(db),
+                    Err(e) => assert!(
+                        self.disk.boot() != boot || self.disk.faults_injected() != faults,
+                        "{what}: recovery failed without a crash: {e}"
+                    ),
+                }
+                self.disk.clear_faults();
+                self.disk.tear_failed_appends(false);
+                self.disk.kill_process();
+            }
+        }
+        // Unsynced writes are lost to a power cut, here or in the recovery.
+        let power_lost = self.disk.power_losses() != self.power_losses;
+        let db = self.open(what);
+        let found = collect(db.iter())
+            .unwrap_or_else(|e| panic!("{what}: scan after reopening failed: {e}"));
+
+        // The states the database may be in: the durable one plus a prefix
+        // of the later writes (the failed one last).
+        let mut writes: Vec<&[Op]> = self.since.iter().map(Vec::as_slice).collect();
+        writes.extend(failed);
+        let shortest = if !power_lost || self.sync_writes() {
+            self.since.len()
+        } else {
+            0
+        };
+        let mut state = self.durable.clone();
+        let mut matched = None;
+        for (k, ops) in std::iter::once(&[][..])
+            .chain(writes.iter().copied())
+            .enumerate()
+        {
+            apply(&mut state, ops);
+            if k >= shortest && state == found {
+                matched = Some(k);
+            }
+        }
+        let Some(k) = matched else {
+            panic!(
+                "{what}: after {}, the database holds keys {:?}; expected the state after \
+                 {shortest}..={} of the {} writes since the last durable point (all: keys {:?})",
+                if crashed { "a crash" } else { "a clean close" },
+                keys_of(found.keys()),
+                writes.len(),
+                writes.len(),
+                keys_of(self.model.keys())
+            )
+        };
+        let mut state = self.durable.clone();
+        for ops in writes.iter().take(k) {
+            apply(&mut state, ops);
+        }
+        for (key, value) in &state {
+            let got = db
+                .get(key)
+                .unwrap_or_else(|e| panic!("{what}: get {} after reopening: {e}", show(key)));
+            assert_eq!(
+                got.as_deref(),
+                Some(value.as_slice()),
+                "{what}: get {}",
+                show(key)
+            );
+        }
+        self.model = state;
+        // Recovery wrote every record it replayed into a synced table.
+        self.mark_durable();
+        self.db = Some(db);
+    }
+
+    /// Writes `ops` as one batch; an error must come from a crash.
+    fn write(&mut self, ops: &[Op], what: &str) {
+        match self.db().write(batch_of(ops)) {
+            Ok(()) => {
+                apply(&mut self.model, ops);
+                if self.sync_writes() {
+                    self.mark_durable();
+                } else {
+                    self.since.push(ops.to_vec());
+                }
+            }
+            Err(e) => {
+                assert!(self.dead(), "{what}: write failed without a crash: {e}");
+                self.restart(Some(ops), what);
+            }
+        }
+    }
+
+    /// After a flush or a compaction: durable if it succeeded; an error must
+    /// come from a crash.
+    fn maintain(&mut self, result: siftdb::Result<()>, what: &str) {
+        match result {
+            Ok(()) => self.mark_durable(),
+            Err(e) => {
+                assert!(self.dead(), "{what} failed without a crash: {e}");
+                self.restart(None, what);
+            }
+        }
+    }
+
+    /// A read's error must come from a crash; then the database restarts.
+    fn read_failed(&mut self, e: &siftdb::Error, what: &str) {
+        assert!(self.dead(), "{what}: read failed without a crash: {e}");
+        self.restart(None, what);
+    }
+
+    fn get(&mut self, key: &[u8], what: &str) {
+        match self.db().get(key) {
+            Ok(got) => assert_eq!(
+                got.as_deref(),
+                self.model.get(key).map(Vec::as_slice),
+                "{what}: get {}",
+                show(key)
+            ),
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+
+    fn multi_get(&mut self, keys: &[Vec<u8>], what: &str) {
+        match self.db().multi_get(keys) {
+            Ok(got) => {
+                assert_eq!(got.len(), keys.len(), "{what}: multi_get answers");
+                for (key, got) in keys.iter().zip(got) {
+                    assert_eq!(
+                        got.as_deref(),
+                        self.model.get(key).map(Vec::as_slice),
+                        "{what}: multi_get {}",
+                        show(key)
+                    );
+                }
+            }
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        iter: siftdb::DbIterator,
+        want: &Model,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        what: &str,
+    ) {
+        match collect(iter) {
+            Ok(got) => {
+                let want: Model = want
+                    .iter()
+                    .filter(|(k, _)| in_range(k, lo, hi))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert!(
+                    got == want,
+                    "{what}: scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    keys_of(got.keys()),
+                    keys_of(want.keys())
+                );
+            }
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+}
+
+/// Target `db_ops`. See the module docs for the input format.
+pub fn db_ops(data: &[u8]) {
+    let mut input = Input { rest: data };
+    let flags = input.byte();
+    let mut run = Run {
+        disk: FaultFs::new(),
+        dir: Path::new("/db").to_path_buf(),
+        flags,
+        db: None,
+        boot: 0,
+        faults: 0,
+        power_losses: 0,
+        model: Model::new(),
+        durable: Model::new(),
+        since: Vec::new(),
+        recovery_crash: None,
+    };
+    let db = run.open("the first open");
+    run.db = Some(db);
+
+    for op_index in 0..MAX_OPS {
+        if input.is_empty() {
+            break;
+        }
+        let what = format!("op {op_index}");
+        match input.byte() % 10 {
+            0 | 1 => {
+                let op = input.write_op(op_index);
+                run.write(&[op], &what);
+            }
+            2 => {
+                let n = 1 + usize::from(input.byte() % 6);
+                let ops: Vec<Op> = (0..n).map(|_| input.write_op(op_index)).collect();
+                run.write(&ops, &what);
+            }
+            3 => {
+                let key = input.key();
+                run.get(&key, &what);
+                // The same key through `multi_get`, repeated, among fixed ones
+                // (no further input bytes, so the corpus keeps its meaning).
+                run.multi_get(&[key.clone(), b"k00".to_vec(), key, b"k17".to_vec()], &what);
+            }
+            4 => {
+                let (lo, hi) = (input.bound(), input.bound());
+                let iter = run.db().range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                let model = run.model.clone();
+                run.scan(iter, &model, &lo, &hi, &what);
+            }
+            5 => {
+                let result = run.db().flush();
+                run.maintain(result, &what);
+            }
+            6 => {
+                let result = run.db().compact();
+                run.maintain(result, &what);
+            }
+            7 => run.restart(None, &what),
+            8 => {
+                // An iterator keeps its snapshot across writes and maintenance
+                // (and across a crash and reopen: it holds its own view).
+                let before = run.model.clone();
+                let iter = run.db().iter();
+                let ops = [input.write_op(op_index), input.write_op(op_index)];
+                run.write(&ops, &what);
+                if input.byte().is_multiple_of(2) {
+                    let result = run.db().flush();
+                    run.maintain(result, &what);
+                }
+                run.scan(iter, &before, &Bound::Unbounded, &Bound::Unbounded, &what);
+            }
+            _ => {
+                let crash = input.crash(op_index);
+                crash.arm(&run.disk);
+                // An odd byte: the recovery after this crash crashes too,
+                // as the next two bytes say.
+                let recovery = input.byte();
+                run.recovery_crash = (recovery % 2 == 1).then(|| input.crash(op_index + 1));
+            }
+        }
+        // A crash no op noticed (a background flush died): restart now, so
+        // the next write is not refused for a reason the model cannot see.
+        if run.dead() {
+            run.restart(None, &format!("{what} (crashed in the background)"));
+        }
+    }
+    run.restart(None, "the final reopen");
+}

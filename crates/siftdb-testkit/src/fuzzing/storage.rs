@@ -1,0 +1,316 @@
+//! Fuzz targets for the durable-state decoders: the write-ahead log (with
+//! the batches inside it) and the manifest.
+//!
+//! Owns: the invariants the fuzzers check; `fuzz/fuzz_targets/*.rs` and
+//! `tests/fuzz_replay_storage.rs` only call these functions.
+//! Must never: panic except when an invariant is violated.
+//!
+//! Each target runs every input twice: once as raw bytes handed to the
+//! decoder, and once as a recipe that builds a valid file and damages it the
+//! way a crash or a flipped byte would, so the fuzzer reaches the code behind
+//! the checksums, which raw bytes almost never pass.
+
+use siftdb::batch::{decode_record, WriteBatch};
+use siftdb::key::{internal_key, SeqNo, ValueKind};
+use siftdb::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
+use siftdb::wal::{
+    encode_file_header, encode_record_into, replay, replay_batches, FILE_HEADER_LEN,
+    RECORD_HEADER_LEN,
+};
+
+/// Reads recipe bytes; zero once the input runs out, so every input is a recipe.
+struct Recipe<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Recipe<'a> {
+    fn byte(&mut self) -> u8 {
+        match self.rest.split_first() {
+            Some((&b, rest)) => {
+                self.rest = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.byte(), self.byte()])
+    }
+
+    fn bytes(&mut self, max: usize) -> &'a [u8] {
+        let n = (self.byte() as usize % (max + 1)).min(self.rest.len());
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        head
+    }
+}
+
+/// Target `wal_replay`: arbitrary bytes as a log file, then as a recipe.
+pub fn wal_replay(data: &[u8]) {
+    wal_raw(data);
+    wal_recipe(data);
+}
+
+fn wal_raw(data: &[u8]) {
+    let log = match replay(data, "fuzz.wal") {
+        Ok(log) => log,
+        Err(e) => {
+            assert!(
+                e.is_corruption(),
+                "replay failed with a non-corruption error: {e}"
+            );
+            assert!(replay_batches(data, "fuzz.wal").is_err());
+            return;
+        }
+    };
+    // Records are contiguous from the header, inside the input, and the torn
+    // tail (if any) starts where the last record ends.
+    let mut pos = FILE_HEADER_LEN as u64;
+    for record in &log.records {
+        assert_eq!(record.offset, pos, "records are not contiguous");
+        let start = record.offset as usize + RECORD_HEADER_LEN;
+        assert_eq!(
+            data.get(start..start + record.payload.len()),
+            Some(record.payload)
+        );
+        pos += (RECORD_HEADER_LEN + record.payload.len()) as u64;
+    }
+    match (&log.log_number, &log.torn_tail) {
+        (None, torn) => {
+            assert!(log.records.is_empty());
+            assert_eq!(torn.as_ref().map(|t| t.offset), Some(0));
+        }
+        (Some(_), Some(torn)) => assert_eq!(torn.offset, pos),
+        (Some(_), None) => assert_eq!(pos, data.len() as u64),
+    }
+    let payloads: Vec<&[u8]> = log.records.iter().map(|r| r.payload).collect();
+
+    // The valid part alone replays to the same records, with no torn tail.
+    if log.log_number.is_some() {
+        let valid = data.get(..pos as usize).unwrap_or_default();
+        let again = replay(valid, "fuzz.wal").expect("the valid prefix must replay");
+        assert!(again.torn_tail.is_none());
+        assert_eq!(again.records, log.records);
+    }
+
+    // The records re-encoded in a fresh log replay to the same records.
+    let number = log.log_number.unwrap_or(0);
+    let fresh = build_log(number, &payloads);
+    let again = replay(&fresh, "fresh.wal").expect("a freshly written log must replay");
+    assert_eq!(again.log_number, Some(number));
+    assert!(again.torn_tail.is_none());
+    assert_eq!(
+        again.records.iter().map(|r| r.payload).collect::<Vec<_>>(),
+        payloads
+    );
+
+    // Every payload that decodes as a batch re-encodes to the same bytes.
+    for payload in &payloads {
+        if let Ok(batch) = decode_record(payload) {
+            assert_eq!(
+                &batch.to_write_batch().encode_record(batch.first_seq),
+                payload,
+                "batch encoding is not canonical"
+            );
+        }
+    }
+    if let Ok(batches) = replay_batches(data, "fuzz.wal") {
+        assert_eq!(batches.batches.len(), log.records.len());
+        assert_eq!(batches.torn_tail, log.torn_tail);
+    }
+}
+
+fn build_log(number: u64, payloads: &[&[u8]]) -> Vec<u8> {
+    let mut out = encode_file_header(number).to_vec();
+    for payload in payloads {
+        encode_record_into(&mut out, payload).expect("small payloads always encode");
+    }
+    out
+}
+
+/// Builds a log of batches from the recipe, damages it one way, and checks
+/// that replay returns a prefix of the records and never a changed one.
+fn wal_recipe(data: &[u8]) {
+    let mut recipe = Recipe { rest: data };
+    let log_number = u64::from(recipe.u16());
+    let record_count = recipe.byte() % 6;
+    let mut seq = u64::from(recipe.byte());
+    let mut batches = Vec::new();
+    for _ in 0..record_count {
+        let mut batch = WriteBatch::new();
+        for _ in 0..recipe.byte() % 4 {
+            let key = recipe.bytes(12);
+            if recipe.byte().is_multiple_of(3) {
+                batch.delete(key);
+            } else {
+                let value = recipe.bytes(40);
+                batch.put(key, value);
+            }
+        }
+        let payload = batch.encode_record(SeqNo(seq));
+        seq += batch.len() as u64 + u64::from(recipe.byte() % 3);
+        batches.push((batch, payload));
+    }
+    let payloads: Vec<&[u8]> = batches.iter().map(|(_, p)| p.as_slice()).collect();
+    let log = build_log(log_number, &payloads);
+    let mut starts = vec![FILE_HEADER_LEN];
+    for p in &payloads {
+        starts.push(starts.last().copied().unwrap_or(0) + RECORD_HEADER_LEN + p.len());
+    }
+
+    // Undamaged: everything comes back, batches included.
+    let all = replay_batches(&log, "recipe.wal").expect("an undamaged log must replay");
+    assert!(all.torn_tail.is_none());
+    assert_eq!(all.batches.len(), batches.len());
+    for ((_, decoded), (batch, _)) in all.batches.iter().zip(&batches) {
+        assert_eq!(decoded.ops, batch.iter().collect::<Vec<_>>());
+    }
+
+    let position = recipe.u16() as usize % (log.len() + 1);
+    match recipe.byte() % 4 {
+        // A crash: a prefix survives, maybe followed by zeros.
+        0 | 1 => {
+            let mut damaged = log.get(..position).unwrap_or_default().to_vec();
+            let zeros = if recipe.byte().is_multiple_of(2) {
+                0
+            } else {
+                recipe.byte() as usize
+            };
+            damaged.resize(damaged.len() + zeros, 0);
+            let r = replay(&damaged, "recipe.wal").expect("a crash-torn log must replay");
+            // Zeros written over zeros change nothing, so "complete" means
+            // byte-identical to the original, not merely "before the cut".
+            let same = |range: std::ops::Range<usize>| {
+                damaged
+                    .get(range.clone())
+                    .is_some_and(|d| Some(d) == log.get(range))
+            };
+            if !same(0..FILE_HEADER_LEN) {
+                assert_eq!(r.log_number, None);
+                assert!(r.records.is_empty());
+                assert_eq!(r.torn_tail.map(|t| t.offset), Some(0));
+                return;
+            }
+            let intact = starts
+                .windows(2)
+                .take_while(|w| matches!(w, [a, b] if same(*a..*b)))
+                .count();
+            assert_eq!(
+                r.records.iter().map(|r| r.payload).collect::<Vec<_>>(),
+                payloads.get(..intact).unwrap_or_default(),
+                "a torn log must give exactly its intact records"
+            );
+            let clean = starts.get(intact) == Some(&damaged.len());
+            assert_eq!(r.torn_tail.is_none(), clean, "{:?}", r.torn_tail);
+        }
+        // A flipped byte.
+        _ => {
+            let Some(index) = position.checked_sub(1) else {
+                return;
+            };
+            let mask = recipe.byte().max(1);
+            let mut damaged = log.clone();
+            if let Some(b) = damaged.get_mut(index) {
+                *b ^= mask;
+            }
+            let last_start = starts
+                .len()
+                .checked_sub(2)
+                .and_then(|i| starts.get(i))
+                .copied();
+            match replay(&damaged, "recipe.wal") {
+                Err(e) => assert!(e.is_corruption()),
+                Ok(r) => {
+                    let torn = r
+                        .torn_tail
+                        .expect("a flipped byte must never pass unnoticed");
+                    let kept: Vec<_> = r.records.iter().map(|r| r.payload).collect();
+                    assert_eq!(kept, payloads.get(..kept.len()).unwrap_or_default());
+                    // Only damage in the last record (or a header-only
+                    // log's header) may be called a torn tail.
+                    match last_start {
+                        Some(last) => {
+                            assert!(
+                                index >= last,
+                                "damage before the last record passed as torn"
+                            );
+                            assert_eq!(torn.offset as usize, last);
+                        }
+                        None => assert!(r.records.is_empty() && index < FILE_HEADER_LEN),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Target `manifest_decode`: arbitrary bytes as a manifest, then as a recipe.
+pub fn manifest_decode(data: &[u8]) {
+    match manifest::decode(data, "fuzz") {
+        Ok(state) => {
+            let encoded = manifest::encode(&state);
+            assert_eq!(encoded, data, "manifest encoding is not canonical");
+            assert_eq!(manifest::decode(&encoded, "fuzz").ok(), Some(state));
+        }
+        Err(e) => assert!(
+            e.is_corruption(),
+            "decode failed with a non-corruption error: {e}"
+        ),
+    }
+    manifest_recipe(data);
+}
+
+fn manifest_recipe(data: &[u8]) {
+    let mut recipe = Recipe { rest: data };
+    let next_file_number = u64::from(recipe.u16()) + 1;
+    let last_sequence = u64::from(recipe.u16());
+    let log_number = u64::from(recipe.u16()) % next_file_number;
+    let mut tables = Vec::new();
+    for _ in 0..recipe.byte() % 5 {
+        let file_number = u64::from(recipe.u16()) % next_file_number;
+        if tables
+            .iter()
+            .any(|t: &TableRecord| t.file_number == file_number)
+        {
+            continue;
+        }
+        let mut low = recipe.bytes(10).to_vec();
+        let mut high = recipe.bytes(10).to_vec();
+        if low > high {
+            std::mem::swap(&mut low, &mut high);
+        }
+        let max_seq = u64::from(recipe.u16()) % (last_sequence + 1);
+        let min_seq = u64::from(recipe.u16()) % (max_seq + 1);
+        tables.push(TableRecord {
+            level: u32::from(recipe.byte()) % MAX_LEVELS,
+            file_number,
+            file_size: u64::from(recipe.u16()),
+            entries: u64::from(recipe.byte()),
+            smallest: internal_key(&low, SeqNo(max_seq), ValueKind::Put),
+            largest: internal_key(&high, SeqNo(min_seq), ValueKind::Delete),
+            min_seq: SeqNo(min_seq),
+            max_seq: SeqNo(max_seq),
+        });
+    }
+    let state = ManifestState {
+        next_file_number,
+        last_sequence: SeqNo(last_sequence),
+        log_number,
+        tables,
+    };
+    assert_eq!(state.check(), Ok(()), "the recipe builds valid states only");
+    let bytes = manifest::encode(&state);
+    assert_eq!(manifest::decode(&bytes, "recipe").ok(), Some(state));
+
+    let position = recipe.u16() as usize % bytes.len().max(1);
+    let mut damaged = bytes.clone();
+    if recipe.byte().is_multiple_of(2) {
+        damaged.truncate(position);
+    } else if let Some(b) = damaged.get_mut(position) {
+        *b ^= recipe.byte().max(1);
+    }
+    let err =
+        manifest::decode(&damaged, "recipe").expect_err("a damaged manifest must never decode");
+    assert!(err.is_corruption());
+}

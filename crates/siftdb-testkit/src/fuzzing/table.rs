@@ -1,0 +1,185 @@
+//! Fuzz targets of the table layer: `table_open` (any bytes as a table file)
+//! and `block_decode` (any bytes as a data block, and block round trips).
+//!
+//! Owns: the invariants the fuzzer checks. Beyond "no panic, no hang, no
+//! unchecked allocation": a table that [`Table::verify`] finds free of
+//! errors must answer every get from its own entries, and a scan error must
+//! be one that `verify` reports; a block whose structure checks out must
+//! seek exactly like a linear scan.
+//! Must never: panic on anything but a broken invariant.
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+use siftdb::filter::hash_key;
+use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind};
+use siftdb::table::block::{Block, BlockBuilder};
+use siftdb::table::{ReadCounters, Severity, Table, TableValue};
+
+/// Entries whose gets are cross-checked per input, to bound the work.
+const CHECKED_GETS: usize = 256;
+
+/// Opens `data` as a table; if it opens, scans, seeks, gets and verifies it.
+pub fn table_open(data: &[u8]) {
+    let file = Bytes::copy_from_slice(data);
+    let Ok(table) = Table::from_bytes("fuzz.sst", file, ReadCounters::new()) else {
+        return;
+    };
+
+    let mut entries: Vec<(Vec<u8>, Bytes)> = Vec::new();
+    let mut it = table.iter();
+    let mut scan = it.seek_to_first();
+    while scan.is_ok() && it.valid() {
+        // Every step consumes at least one 12-byte entry header: a longer
+        // scan than that is a loop.
+        assert!(entries.len() <= data.len() / 12, "scan does not terminate");
+        entries.push((it.key().to_vec(), it.value()));
+        scan = it.next();
+    }
+
+    // Gets and seeks of keys present, near-present and taken from the input.
+    let mut probes: Vec<Vec<u8>> = entries
+        .iter()
+        .take(32)
+        .map(|(k, _)| user_key_of(k).to_vec())
+        .collect();
+    probes.extend(data.chunks(9).take(16).map(<[u8]>::to_vec));
+    for probe in &probes {
+        let _ = table.get_key(probe);
+        let _ = it.seek(probe);
+        let mut longer = probe.clone();
+        longer.push(0);
+        let _ = table.get_key(&longer);
+    }
+
+    let problems = table.verify();
+    let sound = problems.iter().all(|p| p.severity == Severity::Warning);
+    if !sound {
+        return;
+    }
+    if let Err(e) = scan {
+        panic!("verify found no error, but the scan failed: {e}");
+    }
+    assert_eq!(
+        entries.len() as u64,
+        table.properties().entries,
+        "scan count"
+    );
+    for pair in entries.windows(2) {
+        if let [(a, _), (b, _)] = pair {
+            assert_eq!(compare_internal_keys(a, b), Ordering::Less, "scan order");
+        }
+    }
+    // The model of a get at an entry's own sequence: the first entry of that
+    // user key (entries are sorted, versions newest first) whose sequence is
+    // at most it — the entry itself unless a forged table repeats a sequence.
+    for (i, (key, _)) in entries.iter().enumerate().take(CHECKED_GETS) {
+        let parsed = parse_internal_key(key).expect("verify checked every key");
+        let run_start = entries[..i]
+            .iter()
+            .rposition(|(k, _)| user_key_of(k) != parsed.user_key)
+            .map_or(0, |p| p + 1);
+        let (want_key, want_value) = entries[run_start..=i]
+            .iter()
+            .find(|(k, _)| parse_internal_key(k).is_ok_and(|p| p.seq <= parsed.seq))
+            .expect("the entry itself qualifies");
+        let want = match parse_internal_key(want_key).map(|p| p.kind) {
+            Ok(ValueKind::Put) => TableValue::Put(want_value.clone()),
+            _ => TableValue::Deleted,
+        };
+        let got = table
+            .get(parsed.user_key, hash_key(parsed.user_key), parsed.seq)
+            .expect("verify found every block sound");
+        assert_eq!(got, Some(want), "get of a scanned entry");
+    }
+}
+
+/// First byte even: the rest is a block to decode, seek and check.
+/// Odd: the rest is split into entries, built into a block and read back.
+pub fn block_decode(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode % 2 == 0 {
+        decode_untrusted(rest);
+    } else {
+        round_trip(mode, rest);
+    }
+}
+
+fn decode_untrusted(bytes: &[u8]) {
+    let Ok(block) = Block::parse(Bytes::copy_from_slice(bytes)) else {
+        return;
+    };
+    let mut keys = Vec::new();
+    let mut it = block.iter();
+    let mut scan = it.seek_to_first();
+    while scan.is_ok() && it.valid() {
+        assert!(keys.len() <= bytes.len() / 12, "scan does not terminate");
+        keys.push(it.key().to_vec());
+        scan = it.next();
+    }
+    let mut targets: Vec<Vec<u8>> = keys.iter().take(32).cloned().collect();
+    targets.extend(keys.iter().take(32).map(|k| [k.as_slice(), &[0]].concat()));
+    targets.extend(bytes.chunks(7).take(16).map(<[u8]>::to_vec));
+    targets.push(Vec::new());
+
+    let structured = block.check_structure();
+    for target in &targets {
+        let sought = it.seek(target);
+        if let Ok(count) = structured {
+            assert!(scan.is_ok(), "check_structure passed but the scan failed");
+            assert_eq!(count, keys.len() as u64);
+            sought.expect("seek in a well-formed block");
+            // The keys are sorted (check_structure passed): the model is a binary search.
+            let at = keys.partition_point(|k| compare_internal_keys(k, target) == Ordering::Less);
+            let want = keys.get(at).map(Vec::as_slice);
+            assert_eq!(it.valid().then(|| it.key()), want, "seek");
+        }
+    }
+}
+
+fn round_trip(mode: u8, bytes: &[u8]) {
+    let mut entries: Vec<(Vec<u8>, Vec<u8>)> = bytes
+        .split(|&b| b == 0xff)
+        .map(|chunk| {
+            let (key, value) = chunk.split_at(chunk.len() / 2);
+            (key.to_vec(), value.to_vec())
+        })
+        .collect();
+    entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+    entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
+    let mut builder = BlockBuilder::new(usize::from(mode >> 1) + 1);
+    for (key, value) in &entries {
+        builder.add(key, value).expect("a small block");
+    }
+    if builder.is_empty() {
+        return;
+    }
+    let estimate = builder.estimated_size();
+    let encoded = builder.finish();
+    assert_eq!(estimate, encoded.len(), "size estimate");
+    let block = Block::parse(Bytes::from(encoded)).expect("a built block parses");
+    assert_eq!(
+        block
+            .check_structure()
+            .expect("a built block is well-formed"),
+        entries.len() as u64
+    );
+    let mut it = block.iter();
+    it.seek_to_first().expect("first entry");
+    for (key, value) in &entries {
+        assert!(it.valid());
+        assert_eq!(
+            (it.key(), it.value_slice()),
+            (key.as_slice(), value.as_slice())
+        );
+        it.next().expect("next entry");
+    }
+    assert!(!it.valid());
+    for (key, _) in &entries {
+        it.seek(key).expect("seek");
+        assert_eq!(it.key(), key.as_slice());
+    }
+}

@@ -1,0 +1,21 @@
+//! # siftdb-testkit
+//!
+//! The tools siftdb is tested with, kept out of the library an application
+//! embeds: [`FaultFs`], an in-memory file system that simulates power loss,
+//! process kills and I/O errors behind siftdb's `FileSystem` seam; the
+//! process-kill crash test ([`stress`]) behind `siftdb stress`; the logic of
+//! every fuzz target ([`fuzzing`]), shared by `fuzz/` and the corpus replay
+//! tests; and [`SplitMix64`], the one random generator of the tests and the
+//! benchmark workloads.
+//!
+//! Owns: everything above.
+//! Must never: be a dependency of the `siftdb` library itself (only a
+//! dev-dependency), or reach into it past its public API.
+
+mod fault;
+pub mod fuzzing;
+mod rng;
+pub mod stress;
+
+pub use fault::{FaultFs, FaultMode, PowerLoss};
+pub use rng::{SplitMix64, GOLDEN_GAMMA};
