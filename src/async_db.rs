@@ -11,6 +11,7 @@ use bytes::Bytes;
 use crate::batch::WriteBatch;
 use crate::db::{Db, Stats};
 use crate::error::{Error, Result};
+use crate::options::Options;
 
 /// An async handle; clones share one engine.
 #[derive(Clone, Debug)]
@@ -25,10 +26,7 @@ impl AsyncDb {
     }
 
     /// Opens (creating if missing) the database at `path` with `opts`.
-    pub async fn open_with(
-        path: impl AsRef<std::path::Path>,
-        opts: crate::Options,
-    ) -> Result<AsyncDb> {
+    pub async fn open_with(path: impl AsRef<std::path::Path>, opts: Options) -> Result<AsyncDb> {
         let path = path.as_ref().to_path_buf();
         let db = blocking(move || Db::open_with(path, opts)).await?;
         Ok(AsyncDb::new(db))

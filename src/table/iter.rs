@@ -41,6 +41,13 @@ pub struct TableIter {
     entries: Option<BlockIter>,
 }
 
+impl Table {
+    /// A cursor over every entry (not positioned; seek first).
+    pub fn iter(&self) -> TableIter {
+        TableIter::new(self.clone())
+    }
+}
+
 impl TableIter {
     pub(crate) fn new(table: Table) -> TableIter {
         TableIter {

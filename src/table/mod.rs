@@ -48,7 +48,8 @@ pub use counters::{ReadCounters, ReadStats};
 pub use format::{BlockHandle, BlockKind, Footer};
 pub use iter::TableIter;
 pub use properties::TableProperties;
-pub use reader::{FilterStatus, Severity, Table, TableValue, VerifyProblem};
+pub use reader::{FilterStatus, Table, TableValue};
+pub use verify::{Severity, VerifyProblem};
 
 use crate::error::{Error, Result};
 use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};

@@ -7,7 +7,8 @@
 //! bitmap: the file is immutable and mapped, so the bytes cannot change
 //! under the verified bit, and a hot get does not CRC 4 KiB every time.
 //!
-//! Owns: opening a table, `get`, `verify`, and the read counters' updates.
+//! Owns: opening a table, `get`, and the read counters' updates (`iter.rs`
+//! adds `Table::iter`, `verify.rs` adds `Table::verify`).
 //! Must never: return a value from a block whose checksum failed, miss a
 //! present key because of a damaged filter (a filter that fails its checks
 //! is treated as absent: every key "may match"), or panic on any file.
@@ -29,7 +30,6 @@ use crate::table::format::{
     read_block, BlockHandle, BlockKind, BlockLocation, Checksum, Footer, FOOTER_LEN,
 };
 use crate::table::index::Index;
-use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
 
 /// Per-thread buffers a get reuses: the lookup key, and the key a block
@@ -62,28 +62,6 @@ pub enum FilterStatus {
     Missing,
     /// The filter block failed its checks; every key "may match".
     Corrupt(String),
-}
-
-/// How bad a [`VerifyProblem`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// Reads stay correct but slower (a damaged filter).
-    Warning,
-    /// Some reads fail with `Corruption`, or the table contradicts itself.
-    Error,
-}
-
-/// One problem found by [`Table::verify`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyProblem {
-    /// The block the problem is in.
-    pub block: BlockKind,
-    /// The block's file offset.
-    pub offset: u64,
-    /// What is wrong.
-    pub detail: String,
-    /// Whether reads are affected.
-    pub severity: Severity,
 }
 
 /// An open table. Cloning is cheap (a shared handle); iterators hold one.
@@ -258,11 +236,6 @@ impl Table {
             .is_none_or(|f| f.contains_hash(hash))
     }
 
-    /// A cursor over every entry (not positioned; seek first).
-    pub fn iter(&self) -> TableIter {
-        TableIter::new(self.clone())
-    }
-
     /// The properties block.
     pub fn properties(&self) -> &TableProperties {
         &self.inner.properties
@@ -313,14 +286,6 @@ impl Table {
     /// The counters this table updates.
     pub fn counters(&self) -> &Arc<ReadCounters> {
         &self.inner.counters
-    }
-
-    /// Checks everything: every data block's checksum and structure, the
-    /// order of every key across blocks, the index separators, the
-    /// properties against the data, and that the filter holds every user key.
-    /// Returns every problem found (empty when the table is sound).
-    pub fn verify(&self) -> Vec<VerifyProblem> {
-        crate::table::verify::verify_table(self)
     }
 }
 

@@ -17,7 +17,39 @@ use crate::filter::{hash_key, FilterView};
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::{BlockKind, Checksum};
-use crate::table::reader::{FilterStatus, Severity, Table, VerifyProblem};
+use crate::table::reader::{FilterStatus, Table};
+
+/// How bad a [`VerifyProblem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Reads stay correct but slower (a damaged filter).
+    Warning,
+    /// Some reads fail with `Corruption`, or the table contradicts itself.
+    Error,
+}
+
+/// One problem found by [`Table::verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyProblem {
+    /// The block the problem is in.
+    pub block: BlockKind,
+    /// The block's file offset.
+    pub offset: u64,
+    /// What is wrong.
+    pub detail: String,
+    /// Whether reads are affected.
+    pub severity: Severity,
+}
+
+impl Table {
+    /// Checks everything: every data block's checksum and structure, the
+    /// order of every key across blocks, the index separators, the
+    /// properties against the data, and that the filter holds every user key.
+    /// Returns every problem found (empty when the table is sound).
+    pub fn verify(&self) -> Vec<VerifyProblem> {
+        verify_table(self)
+    }
+}
 
 /// Totals of a full scan, compared with the properties block at the end.
 #[derive(Default)]
@@ -80,7 +112,7 @@ impl ScanTotals {
 }
 
 /// See [`Table::verify`].
-pub(crate) fn verify_table(table: &Table) -> Vec<VerifyProblem> {
+fn verify_table(table: &Table) -> Vec<VerifyProblem> {
     let inner = &table.inner;
     let footer = inner.footer();
     let mut problems = Vec::new();
