@@ -39,6 +39,14 @@
 //! not the wall clock: on a shared machine most wall-clock noise is time spent
 //! waiting for a core, which CPU time leaves out, while memory stalls (the
 //! thread is running) still count. On an idle machine the two agree.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "benchmark setup: a failed assumption is a failed run"
+)]
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -62,13 +70,7 @@ type Key = [u8; 16];
 /// CPU time this thread has used so far.
 #[cfg(unix)]
 fn cpu_now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid, exclusive pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 

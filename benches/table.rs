@@ -4,6 +4,14 @@
 //! key(2i), absent keys key(2i+1) (between present ones, so only the filter
 //! can rule them out), 100-byte values, reads in a shuffled order.
 //! Prints the data blocks read per get from the table's counters.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "benchmark setup: a failed assumption is a failed run"
+)]
 
 use std::cell::Cell;
 use std::hint::black_box;

@@ -100,12 +100,18 @@ impl UrlStream {
     }
 }
 
+/// One of `options`, chosen by `bits` modulo their count.
+fn pick<'a>(options: &[&'a str], bits: u64) -> &'a str {
+    let index = usize::try_from(bits % options.len() as u64).unwrap_or_default();
+    options.get(index).copied().unwrap_or_default()
+}
+
 /// URL number `id`: about 12,000 hosts, varied paths, ~60 bytes.
 fn url_of(id: u64, seed: u64) -> String {
     let h = mix(id ^ seed.rotate_left(32));
-    let site = SITES[(h % 16) as usize];
-    let tld = TLDS[((h >> 4) % 6) as usize];
-    let section = SECTIONS[((h >> 8) % 8) as usize];
+    let site = pick(&SITES, h);
+    let tld = pick(&TLDS, h >> 4);
+    let section = pick(&SECTIONS, h >> 8);
     let host_number = (h >> 12) % 128;
     let year = 2010 + (h >> 20) % 16;
     format!(
@@ -152,7 +158,7 @@ impl SeenSet for PlannedBloom {
                     "warning: the plain filter holds an estimated {} URLs, past its planned \
                      capacity of {}; its false-positive rate is now {:.3}% and climbing. \
                      Size it for more URLs or use ScalableBloomFilter.",
-                    thousands(estimate as u64),
+                    thousands(whole(estimate)),
                     thousands(self.planned as u64),
                     rate * 100.0
                 );
@@ -244,6 +250,15 @@ fn hash_set_bytes(set: &HashSet<String>) -> u64 {
     let table = buckets * (std::mem::size_of::<String>() as u64 + 1) + 16;
     let heap: u64 = set.iter().map(|s| s.capacity() as u64).sum();
     table + heap
+}
+
+/// An estimate rounded to a whole count.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "float-to-int casts saturate"
+)]
+fn whole(estimate: f64) -> u64 {
+    estimate.round() as u64
 }
 
 fn thousands(n: u64) -> String {
@@ -395,8 +410,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     row(
         "estimated items in the filter",
-        thousands(plain.seen.estimated_items().round() as u64),
-        thousands(scalable.seen.estimated_items().round() as u64),
+        thousands(whole(plain.seen.estimated_items())),
+        thousands(whole(scalable.seen.estimated_items())),
     );
     let (a, b) = both(&thousands, plain.admitted, scalable.admitted);
     row("true items in the filter (admitted)", a, b);

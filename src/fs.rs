@@ -113,6 +113,10 @@ impl FileSystem for OsFileSystem {
         }))
     }
 
+    #[expect(
+        unsafe_code,
+        reason = "memory-maps an immutable file; see the SAFETY comment"
+    )]
     fn read_all(&self, path: &Path) -> Result<Bytes> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();

@@ -18,7 +18,6 @@
 //! assert_eq!(table.get(b"k", SeqNo(2)), Some(MemValue::Deleted));
 //! assert_eq!(table.get(b"k", SeqNo(0)), None);
 //! ```
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -361,7 +360,6 @@ impl MemtableIter {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::key::{compare_internal_keys, internal_key, parse_internal_key};

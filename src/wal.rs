@@ -42,7 +42,6 @@
 //!   the end of the file).
 //!
 //! Anything else that fails is `Error::Corruption` naming the file and offset.
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
@@ -460,7 +459,6 @@ pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::batch::WriteBatch;

@@ -1,5 +1,13 @@
 //! The tokio facade, used from many tasks at once.
 #![cfg(feature = "tokio")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb::{AsyncDb, Options, WriteBatch};
 

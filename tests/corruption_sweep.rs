@@ -11,6 +11,14 @@
 //! when the reopen reports it as a torn tail (a checksum failing in the last
 //! record is what a crash mid-append looks like); then the database must be
 //! exactly the state before that batch.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_testkit::SplitMix64;
 use std::collections::BTreeMap;

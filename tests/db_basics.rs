@@ -1,5 +1,13 @@
 //! The database's public surface: put/get/delete, batches, scans, options,
 //! bad input, locking, reopening.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::sync::Arc;
 

@@ -1,6 +1,14 @@
 //! Model-based test: random operation sequences against a `BTreeMap`,
 //! interleaved with flushes, compactions and reopenings; point reads by
 //! `get` and by `multi_get`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeMap;
 

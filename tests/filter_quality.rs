@@ -1,6 +1,14 @@
 //! Measured quality of the blocked Bloom filter against its theory: false
 //! positive rates, sizing, memory, the fill-based estimate, and LevelDB's
 //! varying-lengths criteria. Keys are `k{j:015}`, present j even, absent j odd.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb::filter::theory::{best_probes, blocked_fp_rate};
 use siftdb::filter::{hash_key, BloomFilter};

@@ -1,6 +1,14 @@
 //! Replays the `db_ops` fuzz target on stable Rust: every file of
 //! `fuzz/corpus/db_ops/`, then seeded random inputs — random bytes, and
 //! well-formed op sequences, mostly writes, with a crash armed in one of four.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_testkit::SplitMix64;
 use std::path::Path;

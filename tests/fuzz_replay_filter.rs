@@ -4,7 +4,14 @@
 //! libFuzzer runs. For `filter_decode` most random inputs are mutated valid
 //! encodings, half of them re-checksummed, so the paths past the checksum run
 //! too. `cargo test --test fuzz_replay_filter -- --ignored` rewrites the seed corpus.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};

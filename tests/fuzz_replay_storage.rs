@@ -2,6 +2,14 @@
 //! corpora in `fuzz/corpus/{wal_replay,manifest_decode}/`, then 100,000
 //! deterministic inputs per target — random bytes, and mutations (flips,
 //! truncations, insertions, splices) of valid files.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};

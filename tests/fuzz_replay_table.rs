@@ -2,6 +2,14 @@
 //! fuzz/corpus/table_open and fuzz/corpus/block_decode, plus seeded random
 //! inputs and mutations of valid tables, through the same functions the
 //! fuzzer runs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
@@ -16,9 +24,11 @@ fn corpus(target: &str) -> Vec<PathBuf> {
         .join("fuzz/corpus")
         .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
+    assert!(!files.is_empty(), "the {target} corpus is empty");
     files
 }
 

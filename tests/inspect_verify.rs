@@ -2,6 +2,14 @@
 //! of damage is found and named by file (and offset where there is one),
 //! damage reads survive is a warning, and verify itself writes nothing and
 //! needs no lock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,14 @@
 //! The memtable against a plain model: a sorted map of (user key, newest
 //! sequence first) → operation. Inserts arrive in any order, as they do from
 //! concurrent writers; every read at every snapshot must agree with the model.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;

@@ -14,6 +14,14 @@
 //!   a reopened database holds every write that returned `Ok`.
 //!
 //! Every failure message names the seed (or N) that replays it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeMap;
 

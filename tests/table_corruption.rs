@@ -3,8 +3,14 @@
 //! the file, block and offset, while every other get stays correct; a
 //! damaged filter falls back to "may match" and is counted; damage in the
 //! footer, index or properties fails the open.
-
-mod table_common;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use bytes::Bytes;
 use siftdb::codec::crc32_of;
@@ -13,7 +19,7 @@ use siftdb::table::{
     BlockKind, FilterStatus, ReadCounters, Severity, Table, TableOptions, TableValue,
 };
 use siftdb::Error;
-use table_common::{bench_key, build_table};
+use siftdb_testkit::tables::{bench_key, build_table};
 
 const KEYS: u64 = 1500;
 

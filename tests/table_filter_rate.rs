@@ -1,11 +1,17 @@
 //! On a 100,000-key table at 10 bits per key, absent-key gets read a data
 //! block for at most 1.2% of gets, measured from the read counters.
-
-mod table_common;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::table::{ReadCounters, Table, TableOptions};
-use table_common::{bench_key, build_table};
+use siftdb_testkit::tables::{bench_key, build_table};
 
 const KEYS: u64 = 100_000;
 

@@ -1,8 +1,14 @@
 //! Round trips of random sorted tables against an in-memory model: sizes
 //! from one entry to many blocks, user keys of 0 to 1 KiB, values up to
 //! 1 MiB, several versions and tombstones per key, every filter setting.
-
-mod table_common;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::cmp::Ordering;
 
@@ -11,7 +17,8 @@ use siftdb::fs::OsFileSystem;
 use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
 use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions, TableValue};
 use siftdb::Error;
-use table_common::{build_table, SplitMix64};
+use siftdb_testkit::tables::build_table;
+use siftdb_testkit::SplitMix64;
 
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 

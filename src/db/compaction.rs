@@ -182,6 +182,11 @@ impl Iterator for NewestOnly {
     }
 }
 
+/// A level index as the manifest records it; levels are below `LEVELS` (7).
+fn level_number(level: usize) -> u32 {
+    u32::try_from(level).unwrap_or(u32::MAX)
+}
+
 fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
@@ -191,7 +196,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     if let [only] = pick.inputs.as_slice() {
         if only.record.level as usize + 1 == pick.output_level {
             let mut record = only.record.clone();
-            record.level = pick.output_level as u32;
+            record.level = level_number(pick.output_level);
             let moved =
                 open_live_table(inner.fs.as_ref(), &inner.dir, &inner.read_counters, record)?;
             return install(inner, &[only.file_number()], vec![moved], &[]);
@@ -223,7 +228,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         );
         match built {
             Ok(Some(mut record)) => {
-                record.level = pick.output_level as u32;
+                record.level = level_number(pick.output_level);
                 outputs.push(open_live_table(
                     inner.fs.as_ref(),
                     &inner.dir,

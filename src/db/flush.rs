@@ -73,7 +73,10 @@ pub(crate) fn build_table(
 ) -> Result<Option<TableRecord>> {
     let path = dir.join(table_file_name(number));
     let mut builder: Option<TableBuilder> = None;
-    #[allow(clippy::while_let_on_iterator)] // `entries` is a trait object; the caller resumes it
+    #[expect(
+        clippy::while_let_on_iterator,
+        reason = "`entries` is a trait object the caller resumes; a for loop would consume it"
+    )]
     while let Some(entry) = entries.next() {
         let (key, value) = entry?;
         let builder = match &mut builder {

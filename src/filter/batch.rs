@@ -14,8 +14,8 @@
 //! already hashed and its lines requested, so a group's worth of loads is
 //! always in flight.
 
-use crate::filter::bloom::line_index;
-use crate::filter::probe::{prefetch_line, LineTest, LINE_BYTES};
+use crate::filter::kernel::LineTest;
+use crate::filter::line::{line_index, prefetch_line, LINE_BYTES};
 
 /// Items per group: hashed and fetched one group ahead of testing.
 pub const GROUP: usize = 16;
@@ -162,7 +162,9 @@ mod tests {
         let block = f.encode();
         let view = FilterView::parse(&block[..]).unwrap();
         for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 4_000] {
-            let keys: Vec<[u8; 4]> = (0..len as u32).map(|j| (j * 3).to_le_bytes()).collect();
+            let keys: Vec<[u8; 4]> = (0..u32::try_from(len).unwrap())
+                .map(|j| (j * 3).to_le_bytes())
+                .collect();
             let hashes: Vec<u64> = keys.iter().map(|k| hash_key(k)).collect();
             let single: Vec<bool> = keys.iter().map(|k| f.contains(k)).collect();
             assert!(single.iter().any(|&x| x) || len == 0);

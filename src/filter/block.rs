@@ -20,7 +20,6 @@
 //! 64      64·L        lines
 //! 64+64L  4           crc32 (IEEE) of bytes 0 .. 64+64L
 //! ```
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
@@ -28,7 +27,8 @@ use crate::filter::batch::{self, LineLookup};
 use crate::filter::bloom::{
     allocate_lines, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
 };
-use crate::filter::probe::{Layout, LineTest};
+use crate::filter::kernel::LineTest;
+use crate::filter::probe::Layout;
 use crate::filter::theory::MAX_PROBES;
 
 /// The four bytes every filter block starts with.
@@ -47,6 +47,10 @@ const WHAT: &str = "filter block";
 
 impl BloomFilter {
     /// The filter as a filter block (see the module docs for the layout).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "probes ≤ MAX_PROBES (32) and lines ≤ u32::MAX are checked when a filter is made"
+    )]
     pub fn encode(&self) -> Vec<u8> {
         let lines = self.raw_lines();
         let mut out = Vec::with_capacity(encoded_len(lines.len()));
@@ -152,8 +156,9 @@ fn parse_header(bytes: &[u8]) -> Result<FilterHeader> {
 
     // Length first (it needs only the line count), then the checksum over
     // everything, then the meaning of the fields the checksum vouched for.
-    let want = (lines as usize)
-        .checked_mul(LINE_BYTES)
+    let want = usize::try_from(lines)
+        .ok()
+        .and_then(|lines| lines.checked_mul(LINE_BYTES))
         .and_then(|payload| payload.checked_add(HEADER_LEN + CHECKSUM_LEN))
         .ok_or_else(|| corrupt(format!("impossible line count {lines}")))?;
     if bytes.len() != want {
@@ -271,7 +276,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 
     /// Set bits in each line, for statistics.
     pub fn ones_per_line(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lines().iter().map(crate::filter::bloom::line_ones)
+        self.lines().iter().map(crate::filter::line::line_ones)
     }
 
     /// Estimated number of distinct keys, from the fill.
@@ -289,7 +294,6 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 pub type FilterLine = Line;
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -307,7 +311,10 @@ mod tests {
     #[test]
     fn round_trip_is_byte_identical() {
         let (f, bytes) = small_block();
-        assert_eq!(bytes.len(), encoded_len(f.lines() as usize));
+        assert_eq!(
+            bytes.len(),
+            encoded_len(usize::try_from(f.lines()).unwrap())
+        );
         let back = BloomFilter::decode(&bytes).unwrap();
         assert_eq!(back, f);
         assert_eq!(back.encode(), bytes);

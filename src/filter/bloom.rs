@@ -1,8 +1,8 @@
 //! The cache-line-blocked Bloom filter: line choice and the owned filter.
 //!
-//! Owns: how a 64-bit key hash picks one 512-bit line, and [`BloomFilter`],
-//! the mutable in-memory filter. Where the probes fall inside the line is
-//! [`crate::filter::probe`]'s.
+//! Owns: [`BloomFilter`], the mutable in-memory filter, its sizing and its
+//! fill-based estimates. How a hash picks a line is [`crate::filter::line`]'s;
+//! where the probes fall inside the line is [`crate::filter::probe`]'s.
 //! Must never: return `false` for a key that was inserted; allocate a size it
 //! did not check first.
 //!
@@ -12,48 +12,11 @@
 
 use crate::error::{Error, Result};
 use crate::filter::batch::{self, LineLookup};
-pub use crate::filter::probe::LINE_BYTES;
-use crate::filter::probe::{line_add_probes, Layout, LineTest};
+use crate::filter::kernel::LineTest;
+use crate::filter::line::line_ones;
+pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
+use crate::filter::probe::{line_add_probes, Layout};
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
-
-/// One cache line of filter bits, aligned so a probe touches one line of cache.
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(C, align(64))]
-pub struct Line(pub [u8; LINE_BYTES]);
-
-impl Line {
-    /// A line with no bit set.
-    pub const EMPTY: Line = Line([0; LINE_BYTES]);
-}
-
-/// The hash siftdb filters are built from: xxh3-64 of the key with `seed`.
-#[inline]
-pub fn hash_key_seeded(key: &[u8], seed: u64) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
-}
-
-/// The hash of `key` for seed 0, the seed every table filter uses; compute
-/// it once per lookup and ask every table's filter with `contains_hash`.
-#[inline]
-pub fn hash_key(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
-}
-
-/// The line a hash maps to, for a filter of `lines` lines (`1 ≤ lines ≤ 2^32`).
-#[inline]
-pub fn line_index(hash: u64, lines: u64) -> usize {
-    (((hash >> 32) * lines) >> 32) as usize
-}
-
-/// Set bits in a line.
-#[inline]
-pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
-    line.as_chunks::<8>()
-        .0
-        .iter()
-        .map(|w| u64::from_le_bytes(*w).count_ones())
-        .sum()
-}
 
 /// Estimated keys held by lines with the given set-bit counts: each line is a
 /// small Bloom filter of 512 bits, so n ≈ Σ −(512/k)·ln(1 − X/512)
@@ -94,6 +57,10 @@ pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
             "a filter for {items} items at {bits_per_key} bits per key is too large"
         )));
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "an integral f64 in [1, u32::MAX], checked above"
+    )]
     Ok(lines as u64)
 }
 
@@ -390,6 +357,10 @@ impl BloomFilter {
     }
 
     /// The lines as plain byte arrays, as a filter block holds them.
+    #[expect(
+        unsafe_code,
+        reason = "reinterprets the aligned lines as byte arrays without a copy"
+    )]
     fn line_arrays(&self) -> &[[u8; LINE_BYTES]] {
         // SAFETY: `Line` is `repr(C)` around one `[u8; LINE_BYTES]`: same
         // size, stricter alignment, every bit pattern valid; the slice keeps
@@ -511,7 +482,7 @@ mod tests {
         let b = BloomFilter::with_bits_per_key(n, 9.5).unwrap().bits();
         let c = BloomFilter::with_bits_per_key(n, 10.0).unwrap().bits();
         assert!(a < b && b < c, "{a} {b} {c}");
-        assert!(b <= (9.5 * n as f64) as u64 + 512);
+        assert!(b as f64 <= 9.5 * n as f64 + 512.0);
     }
 
     #[test]
@@ -556,7 +527,9 @@ mod tests {
     /// the filter's hash needs no branch on its seed.
     #[test]
     fn seed_zero_is_the_plain_hash() {
-        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 37 + 11) as u8).collect();
+        let bytes: Vec<u8> = (0..300u32)
+            .map(|i| (i * 37 + 11).to_le_bytes()[0])
+            .collect();
         for len in 0..=bytes.len() {
             assert_eq!(
                 hash_key_seeded(&bytes[..len], 0),

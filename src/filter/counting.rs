@@ -99,6 +99,7 @@ fn for_each_probed_counter(mask: &[u64; 8], mut visit: impl FnMut(u32)) {
     for (word_index, word) in mask.iter().enumerate() {
         let mut rest = *word;
         while rest != 0 {
+            #[expect(clippy::cast_possible_truncation, reason = "a mask has eight words")]
             visit(word_index as u32 * 64 + rest.trailing_zeros());
             rest &= rest - 1;
         }
@@ -119,6 +120,10 @@ pub fn counter_overflow_probability(counters_per_key: f64, k: u32) -> f64 {
 fn counter_tail_probability(counters_per_key: f64, k: u32, overflow_at: u64) -> f64 {
     let lambda = LINE_BITS as f64 / counters_per_key;
     let q = 1.0 - (1.0 - 1.0 / LINE_BITS as f64).powi(k as i32);
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "float-to-int casts saturate; the bound is a few hundred"
+    )]
     let hi = (lambda + 12.0 * lambda.sqrt() + 64.0).ceil() as u64;
     let mut total = 0.0;
     for j in overflow_at..=hi {
@@ -341,7 +346,6 @@ impl CountingBloomFilter {
 const _: () = assert!(std::mem::size_of::<CounterLine>() == 4 * LINE_BYTES);
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -458,8 +462,9 @@ mod tests {
     #[test]
     fn false_positive_rate_matches_the_bloom_filter_at_ten_bits_per_key() {
         let n = 100_000;
-        let mut c = CountingBloomFilter::with_bits_per_key(n as usize, 10.0).unwrap();
-        let mut b = BloomFilter::with_bits_per_key(n as usize, 10.0).unwrap();
+        let mut c =
+            CountingBloomFilter::with_bits_per_key(usize::try_from(n).unwrap(), 10.0).unwrap();
+        let mut b = BloomFilter::with_bits_per_key(usize::try_from(n).unwrap(), 10.0).unwrap();
         for j in 0..n {
             c.insert(&key(2 * j));
             b.insert(&key(2 * j));

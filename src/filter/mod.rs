@@ -19,6 +19,8 @@ pub mod batch;
 pub mod block;
 pub mod bloom;
 pub mod counting;
+mod kernel;
+pub mod line;
 pub mod probe;
 pub mod scalable;
 mod simd;

@@ -4,7 +4,8 @@
 //! Owns: [`Layout`], and for each layout the map from a 64-bit key hash and a
 //! probe count `k` to `k` bit positions (0..512) inside the key's line; the
 //! loops that test and set those bits. The line itself is chosen elsewhere
-//! ([`crate::filter::bloom::line_index`], from the hash's high 32 bits).
+//! ([`crate::filter::line::line_index`], from the hash's high 32 bits), and
+//! the loops are run by the kernel [`crate::filter::kernel`] picks.
 //! Must never: move a bit of a layout that has shipped (encoded filters depend
 //! on every position — the tests pin each layout against a reference written
 //! from its definition), or let a faster path test other bits than the
@@ -27,11 +28,8 @@
 //!   false-positive rates stay within 1.5% of the blocked theory at 6–20 bits
 //!   per key (`tests/filter_quality.rs`).
 
-use crate::filter::simd::{GroupKernel, Kernel};
+pub use crate::filter::line::LINE_BYTES;
 use crate::filter::theory::{LINE_BITS, MAX_PROBES};
-
-/// Bytes in one line.
-pub const LINE_BYTES: usize = 64;
 
 /// How probes are placed inside a line; stored in every filter block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +72,10 @@ pub(crate) fn remix(mut z: u64) -> u64 {
 const PROBES_PER_WORD: u32 = 7;
 
 /// Layout 2's multipliers: `MULTIPLIERS[i] = 0x9e3779b9^(i+1) mod 2³²`.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
 pub(crate) const MULTIPLIERS: [u32; MAX_PROBES as usize] = {
     let mut out = [0u32; MAX_PROBES as usize];
     let mut power = 1u32;
@@ -88,6 +90,10 @@ pub(crate) const MULTIPLIERS: [u32; MAX_PROBES as usize] = {
 
 /// Layout 2's probe for multiplier `m`: the product's top nine bits.
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "layout 2 defines its probes on the hash's low 32 bits"
+)]
 pub(crate) fn multiplied_probe(hash: u64, m: u32) -> u32 {
     (hash as u32).wrapping_mul(m) >> (32 - 9)
 }
@@ -115,6 +121,7 @@ fn for_each_remixed_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
     loop {
         let group = left.min(PROBES_PER_WORD);
         for i in 0..group {
+            #[expect(clippy::cast_possible_truncation, reason = "masked to nine bits")]
             visit(((word >> (9 * i)) & (LINE_BITS as u64 - 1)) as u32);
         }
         left -= group;
@@ -136,69 +143,6 @@ pub fn probe_mask(layout: Layout, hash: u64, k: u32) -> [u64; 8] {
         }
     });
     mask
-}
-
-/// The query loop for one layout and probe count, chosen once per filter:
-/// layout 2 runs as eight-lane vector code where the CPU has it (detected
-/// once per process). Filters keep one and call it through a pointer, so a
-/// query pays no feature check.
-#[derive(Clone, Copy)]
-pub(crate) struct LineTest {
-    kernel: Kernel,
-    group: GroupKernel,
-    probes: u32,
-}
-
-impl LineTest {
-    pub(crate) fn new(layout: Layout, probes: u32) -> LineTest {
-        let (kernel, group): (Kernel, GroupKernel) = match layout {
-            Layout::Multiplied => crate::filter::simd::multiplied_kernels(probes),
-            Layout::Remixed => (scalar_remixed, group_scalar_remixed),
-        };
-        LineTest {
-            kernel,
-            group,
-            probes,
-        }
-    }
-
-    /// True when every bit `hash` probes is set in `line`.
-    #[inline]
-    pub(crate) fn test(&self, line: &[u8; LINE_BYTES], hash: u64) -> bool {
-        // SAFETY: `new` picks a vector kernel only on a CPU with its features.
-        unsafe { (self.kernel)(line, hash, self.probes) }
-    }
-
-    /// `found[i]` = whether `hashes[i]` may be in the filter of `lines` (each
-    /// hash picks its line by [`crate::filter::bloom::line_index`]).
-    #[inline]
-    pub(crate) fn test_group(
-        &self,
-        lines: &[[u8; LINE_BYTES]],
-        hashes: &[u64],
-        found: &mut [bool],
-    ) {
-        // SAFETY: as in `test`.
-        unsafe { (self.group)(lines, hashes, found, self.probes) }
-    }
-}
-
-impl std::fmt::Debug for LineTest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LineTest")
-            .field("probes", &self.probes)
-            .finish_non_exhaustive()
-    }
-}
-
-fn scalar_remixed(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
-    scalar_has_probes(Layout::Remixed, line, hash, k)
-}
-
-fn group_scalar_remixed(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
-    crate::filter::simd::answer_each(lines, hashes, found, |line, hash| {
-        scalar_remixed(line, hash, k)
-    });
 }
 
 /// The query without vector instructions: the definition every
@@ -231,24 +175,11 @@ pub fn line_add_probes(layout: Layout, line: &mut [u8; LINE_BYTES], hash: u64, k
     });
 }
 
-/// Asks the CPU to start loading the line at `line` into cache; a hint only
-/// (it never faults and changes no value), so it is safe for any address.
-#[inline(always)]
-pub(crate) fn prefetch_line(line: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching reads nothing architecturally and cannot fault,
-    // whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = line;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::filter::bloom::hash_key;
+    use crate::filter::kernel::LineTest;
 
     const LAYOUTS: [Layout; 2] = [Layout::Remixed, Layout::Multiplied];
 
@@ -350,6 +281,10 @@ mod tests {
 
     /// Lines from empty to nearly full, with the answers of every path.
     #[test]
+    #[expect(
+        unsafe_code,
+        reason = "calls each kernel this CPU runs directly, to hold it to the definition"
+    )]
     fn every_query_path_agrees_with_the_mask() {
         let kernels = crate::filter::simd::available_kernels();
         println!(
@@ -406,6 +341,10 @@ mod tests {
     /// line the hash picks — for every probe count, both layouts, every
     /// kernel this CPU runs.
     #[test]
+    #[expect(
+        unsafe_code,
+        reason = "calls each kernel this CPU runs directly, to hold it to the definition"
+    )]
     fn group_answers_are_single_answers() {
         let mut state = 11u64;
         let lines: Vec<[u8; LINE_BYTES]> = (0..7)
@@ -414,7 +353,7 @@ mod tests {
                 for byte in line.iter_mut() {
                     state = remix(state.wrapping_add(1));
                     // About 90% of bits set, so both answers occur.
-                    *byte = (state | (state >> 8) | (state >> 16) | (state >> 24)) as u8;
+                    *byte = (state | (state >> 8) | (state >> 16) | (state >> 24)).to_le_bytes()[0];
                 }
                 line
             })

@@ -168,7 +168,10 @@ impl ScalableBloomFilter {
     /// [`SIZING_MARGIN`].
     fn stage_fp_rate(&self, index: usize) -> f64 {
         let first = self.target_fp_rate * (1.0 - self.tightening) * (1.0 - SIZING_MARGIN);
-        first * self.tightening.powi(index.min(i32::MAX as usize) as i32)
+        first
+            * self
+                .tightening
+                .powi(i32::try_from(index).unwrap_or(i32::MAX))
     }
 
     fn open_stage(&mut self) -> Result<()> {
@@ -312,7 +315,6 @@ impl ScalableBloomFilter {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -398,7 +400,7 @@ mod tests {
     #[test]
     fn compound_rate_stays_below_target_at_1x_10x_100x() {
         let (initial, target) = (10_000u64, 0.01);
-        let mut f = ScalableBloomFilter::new(initial as usize, target).unwrap();
+        let mut f = ScalableBloomFilter::new(usize::try_from(initial).unwrap(), target).unwrap();
         let mut inserted = 0u64;
         for multiple in [1u64, 10, 100] {
             let n = initial * multiple;
@@ -417,7 +419,7 @@ mod tests {
             let sized_for: f64 = 1.0
                 - f.stages
                     .iter()
-                    .map(|s| 1.0 - s.filter.expected_fp_rate(s.items as usize))
+                    .map(|s| 1.0 - s.filter.expected_fp_rate(usize::try_from(s.items).unwrap()))
                     .product::<f64>();
             println!(
                 "{multiple}x: {n} keys, {} stages, {:.2} bits/key, measured FP {:.4}%, estimated {:.4}%, theory {:.4}%",

@@ -17,15 +17,24 @@
 //! the lanes past `k` masked out. A filter picks its kernels once
 //! ([`multiplied_kernels`]) and calls them through pointers.
 
+#![cfg_attr(
+    target_arch = "x86_64",
+    expect(
+        unsafe_code,
+        reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call; \
+                  kernel.rs reaches them only after CPU detection chose them"
+    )
+)]
+
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::filter::bloom::line_index;
+use crate::filter::line::{answer_each, LINE_BYTES};
 #[cfg(target_arch = "x86_64")]
 use crate::filter::probe::MULTIPLIERS;
-use crate::filter::probe::{scalar_has_probes, Layout, LINE_BYTES};
+use crate::filter::probe::{scalar_has_probes, Layout};
 
 /// A query kernel: `(line, hash, k) → every probed bit set`. Unsafe because
 /// a vector kernel may only run on a CPU with its features.
@@ -53,25 +62,6 @@ pub(crate) fn multiplied_kernels(k: u32) -> (Kernel, GroupKernel) {
 
 fn scalar_multiplied(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
     scalar_has_probes(Layout::Multiplied, line, hash, k)
-}
-
-/// The loop every group kernel runs, written once; each group kernel is this
-/// loop inlined with its own single kernel and target features.
-#[inline(always)]
-pub(crate) fn answer_each(
-    lines: &[[u8; LINE_BYTES]],
-    hashes: &[u64],
-    found: &mut [bool],
-    test: impl Fn(&[u8; LINE_BYTES], u64) -> bool,
-) {
-    let count = lines.len() as u64;
-    for (answer, &hash) in found.iter_mut().zip(hashes) {
-        *answer = match lines.get(line_index(hash, count)) {
-            Some(line) => test(line, hash),
-            // Unreachable for a non-empty filter; failing open keeps it safe.
-            None => true,
-        };
-    }
 }
 
 fn group_scalar_multiplied(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
@@ -185,7 +175,12 @@ fn line_halves(line: &[u8; LINE_BYTES]) -> (__m256i, __m256i) {
 fn products(hash: u64, multipliers: &[u32; 8]) -> __m256i {
     // SAFETY: eight u32s, one unaligned 32-byte load.
     let m = unsafe { _mm256_loadu_si256(multipliers.as_ptr().cast::<__m256i>()) };
-    _mm256_mullo_epi32(_mm256_set1_epi32(hash as u32 as i32), m)
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "layout 2 defines its probes on the hash's low 32 bits"
+    )]
+    let low = hash as u32 as i32;
+    _mm256_mullo_epi32(_mm256_set1_epi32(low), m)
 }
 
 /// Per lane: the line word a product's probe falls in, and that probe's bit.
@@ -230,13 +225,14 @@ pub(crate) unsafe fn multiplied_has_probes_avx2(
     let (low, high) = line_halves(line);
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
-    for (round, multipliers) in rounds.iter().enumerate() {
-        let left = k as i32 - 8 * round as i32;
-        if left <= 0 {
+    for (round, multipliers) in (0u32..).zip(rounds) {
+        let left = k.saturating_sub(8 * round);
+        if left == 0 {
             break;
         }
         let (word, wanted) = avx2_probe(low, high, products(hash, multipliers));
-        let active = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+        // `left` ≤ 32: the cast keeps its value.
+        let active = _mm256_cmpgt_epi32(_mm256_set1_epi32(left as i32), lane);
         // testc: 1 when every wanted bit is set in `word`.
         if _mm256_testc_si256(word, _mm256_and_si256(wanted, active)) == 0 {
             return false;
@@ -259,8 +255,8 @@ pub(crate) unsafe fn multiplied_has_probes_avx512(
 ) -> bool {
     let (low, high) = line_halves(line);
     let (rounds, _) = MULTIPLIERS.as_chunks::<8>();
-    for (round, multipliers) in rounds.iter().enumerate() {
-        let left = k.saturating_sub(8 * round as u32);
+    for (round, multipliers) in (0u32..).zip(rounds) {
+        let left = k.saturating_sub(8 * round);
         if left == 0 {
             break;
         }
@@ -353,6 +349,10 @@ pub(crate) unsafe fn multiplied_has_probes_avx512_one_round<const K: u32>(
 /// probes 0..k, then probe 0 again in the lanes past `k` — a repeated probe
 /// tests a bit already tested, so no lane needs masking out.
 #[cfg(target_arch = "x86_64")]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
 const fn lanes_for(k: u32) -> [u32; 8] {
     let mut lanes = [MULTIPLIERS[0]; 8];
     let mut i = 0;

@@ -233,7 +233,6 @@ pub(crate) fn role_of(name: &str, tables: &[TableRecord], log_number: u64) -> Fi
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::{Db, Options};

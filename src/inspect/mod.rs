@@ -31,7 +31,6 @@
 //! ```
 //!
 //! [`FileSystem`]: crate::fs::FileSystem
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod dir;
 mod table;

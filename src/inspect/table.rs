@@ -166,7 +166,6 @@ impl TableSummary {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};
@@ -255,7 +254,7 @@ mod tests {
         let filter = table.footer().filter.unwrap();
         drop(table);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes[filter.offset as usize + 70] ^= 0x01;
+        bytes[usize::try_from(filter.offset).unwrap() + 70] ^= 0x01;
         std::fs::write(&path, &bytes).unwrap();
         let s = inspect_table(&path).unwrap();
         match &s.filter {

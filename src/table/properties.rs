@@ -20,7 +20,6 @@
 //! Owns: [`TableProperties`] and its encoding.
 //! Must never: accept a properties block whose fields contradict each other
 //! (an empty table, smallest above largest, sequences out of range).
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::cmp::Ordering;
 
@@ -162,7 +161,6 @@ impl TableProperties {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};

@@ -28,6 +28,11 @@ pub const OUTPUTS_PER_VALUE: u64 = VALUE_LEN.div_ceil(8) as u64;
 
 /// Two ASCII digits for every number below 100, so a key takes eight
 /// table lookups rather than fifteen divisions.
+#[expect(
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "const evaluation over 0..100: an index out of range fails the build"
+)]
 const DIGIT_PAIRS: [[u8; 2]; 100] = {
     let mut pairs = [[0u8; 2]; 100];
     let mut i = 0;
@@ -45,19 +50,18 @@ const DIGIT_PAIRS: [[u8; 2]; 100] = {
 #[inline]
 pub fn key(j: u64) -> [u8; KEY_LEN] {
     let mut out = [b'0'; KEY_LEN];
-    out[0] = b'k';
     let mut rest = j;
     // Fill the digits from the right, two at a time; index 1 is the odd one.
-    let mut end = KEY_LEN;
-    while end > 2 {
-        let pair = DIGIT_PAIRS[(rest % 100) as usize];
-        out[end - 2] = pair[0];
-        out[end - 1] = pair[1];
+    let (head, pairs) = out.split_at_mut(KEY_LEN - 2 * (KEY_DIGITS / 2));
+    for pair in pairs.as_chunks_mut::<2>().0.iter_mut().rev() {
+        let below_100 = usize::try_from(rest % 100).unwrap_or_default();
+        *pair = DIGIT_PAIRS.get(below_100).copied().unwrap_or_default();
         rest /= 100;
-        end -= 2;
     }
-    out[1] = b'0' + (rest % 10) as u8;
-    debug_assert_eq!(end, KEY_LEN - 2 * (KEY_DIGITS / 2));
+    if let [letter, odd_digit] = head {
+        *letter = b'k';
+        *odd_digit = b'0' + u8::try_from(rest % 10).unwrap_or_default();
+    }
     out
 }
 
@@ -86,7 +90,7 @@ pub fn is_versioned_value(bytes: &[u8], j: u64, v: u64) -> bool {
     let mut rng = SplitMix64::new(version_seed(j, v));
     bytes
         .chunks(8)
-        .all(|chunk| chunk == &rng.next().to_le_bytes()[..chunk.len()])
+        .all(|chunk| rng.next().to_le_bytes().get(..chunk.len()) == Some(chunk))
 }
 
 fn version_seed(j: u64, v: u64) -> u64 {
@@ -100,8 +104,9 @@ fn value_from_seed(seed: u64) -> [u8; VALUE_LEN] {
     for word in words {
         *word = rng.next().to_le_bytes();
     }
-    let last = rng.next().to_le_bytes();
-    tail.copy_from_slice(&last[..tail.len()]);
+    for (byte, last) in tail.iter_mut().zip(rng.next().to_le_bytes()) {
+        *byte = last;
+    }
     out
 }
 
@@ -111,14 +116,13 @@ pub fn shuffle(n: u64, seed: u64) -> Vec<u64> {
     let mut order: Vec<u64> = (0..n).collect();
     let mut rng = SplitMix64::new(seed);
     for i in (1..order.len()).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = usize::try_from(rng.next() % (i as u64 + 1)).unwrap_or_default();
         order.swap(i, j);
     }
     order
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

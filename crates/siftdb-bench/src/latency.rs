@@ -21,7 +21,7 @@ impl Sampler {
     /// A sampler with room for the samples of `ops` operations.
     pub fn for_ops(ops: u64) -> Self {
         Sampler {
-            nanos: Vec::with_capacity((ops / SAMPLE_EVERY + 1) as usize),
+            nanos: Vec::with_capacity(usize::try_from(ops / SAMPLE_EVERY + 1).unwrap_or_default()),
         }
     }
 
@@ -87,7 +87,6 @@ pub fn nearest_rank(sorted: &[u64], percent: u64) -> Option<u64> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

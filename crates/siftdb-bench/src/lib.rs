@@ -39,10 +39,11 @@ pub use engine::{Counters, Engine, ScanBuffer};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;
 pub use phase::{
-    MixedOp, Phase, Workload, LOAD_ORDER_SEED, MAX_N, MIXED_PUT_EVERY, READ_ORDER_SEED, SCAN_LENGTH,
+    MixedOp, Phase, Workload, LOAD_ORDER_SEED, MAX_N, MIXED_PUT_EVERY, READ_ORDER_SEED,
+    SCAN_ENTRIES, SCAN_LENGTH,
 };
 pub use report::{
-    counter_changes, group_digits, summary_table, CounterChange, ErrorLog, PhaseReport,
+    counter_changes, fmt_rate, group_digits, summary_table, CounterChange, ErrorLog, PhaseReport,
     MAX_ERROR_SAMPLES,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};

@@ -93,7 +93,6 @@ impl Engine for MemoryEngine {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

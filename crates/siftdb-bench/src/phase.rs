@@ -20,7 +20,10 @@ pub const LOAD_ORDER_SEED: u64 = 42;
 pub const READ_ORDER_SEED: u64 = 7;
 
 /// Entries one seekrandom scan asks for.
-pub const SCAN_LENGTH: u64 = 10;
+pub const SCAN_LENGTH: u64 = SCAN_ENTRIES as u64;
+
+/// [`SCAN_LENGTH`] as a count of entries.
+pub const SCAN_ENTRIES: usize = 10;
 
 /// In the mixed phase, op `o` is a put when `o % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1`.
 pub const MIXED_PUT_EVERY: u64 = 20;
@@ -158,18 +161,33 @@ impl Workload {
 
     /// Key number put by fillrandom op `p`: `2·load_order[p]`.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
+    )]
     pub fn fill_key_index(&self, p: u64) -> u64 {
         2 * self.load_order[p as usize]
     }
 
     /// Key number read by readrandom op `g`: `2·read_order[g]`.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
+    )]
     pub fn read_key_index(&self, g: u64) -> u64 {
         2 * self.read_order[g as usize]
     }
 
     /// Key number read by readmissing op `g`: `2·read_order[g] + 1`, absent.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
+    )]
     pub fn missing_key_index(&self, g: u64) -> u64 {
         2 * self.read_order[g as usize] + 1
     }
@@ -189,6 +207,11 @@ impl Workload {
     /// `2·read_order[s]`) and how many entries it must return,
     /// `min(10, N - item)`: the start key and the present keys after it.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
+    )]
     pub fn scan(&self, s: u64) -> (u64, u64) {
         let item = self.read_order[s as usize];
         (item, SCAN_LENGTH.min(self.n - item))
@@ -199,6 +222,11 @@ impl Workload {
     /// splitmix64 seeded with 99 (one output per op, the first for op 0);
     /// op `o` is a put when `o % 20 == 19`; each put writes the next version
     /// of its key and each get expects the latest.
+    #[expect(
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
+    )]
     pub fn mixed_ops(&self) -> Vec<MixedOp> {
         let zipf = Zipfian::new(self.n, YCSB_ZIPFIAN_CONSTANT);
         let items = zipf.draws(self.n, MIXED_SEED);
@@ -223,7 +251,6 @@ impl Workload {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -287,9 +287,17 @@ pub fn summary_table(reports: &[PhaseReport]) -> String {
     s
 }
 
-fn fmt_rate(rate: Option<f64>) -> String {
+/// An ops/s figure with digit groups, or `-` when there is none.
+pub fn fmt_rate(rate: Option<f64>) -> String {
     match rate {
-        Some(r) if r.is_finite() => group_digits(r.round() as u64),
+        Some(r) if r.is_finite() => {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "float-to-int casts saturate"
+            )]
+            let whole = r.round() as u64;
+            group_digits(whole)
+        }
         _ => "-".to_string(),
     }
 }
@@ -308,7 +316,6 @@ pub fn group_digits(n: u64) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

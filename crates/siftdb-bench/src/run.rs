@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
-use super::phase::{MixedOp, Phase, Workload};
+use super::phase::{MixedOp, Phase, Workload, SCAN_ENTRIES};
 use super::report::{counter_changes, ErrorLog, PhaseReport};
 
 /// Operations between two progress reports from one worker.
@@ -314,9 +314,7 @@ fn scan_op<E: Engine + ?Sized>(
     let start = key(2 * item);
     buf.clear();
     sampler
-        .time(s, || {
-            engine.scan(&start, super::phase::SCAN_LENGTH as usize, buf)
-        })
+        .time(s, || engine.scan(&start, SCAN_ENTRIES, buf))
         .map_err(|e| {
             format!(
                 "seekrandom scan {s}: scan from {} failed: {e}",
@@ -359,7 +357,7 @@ fn mixed_op<E: Engine + ?Sized>(
     buf: &mut Vec<u8>,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
-    let Some(&op) = ops.get(o as usize) else {
+    let Some(&op) = usize::try_from(o).ok().and_then(|o| ops.get(o)) else {
         return Err(format!("mixed op {o}: no such operation was drawn"));
     };
     let j = op.key_index;

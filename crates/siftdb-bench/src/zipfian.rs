@@ -91,7 +91,12 @@ impl Zipfian {
         }
         let scaled = self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha);
         // `as` saturates (and maps NaN to 0), so the cast itself cannot wrap.
-        (scaled as u64).min(self.items - 1)
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "float-to-int casts saturate"
+        )]
+        let item = scaled as u64;
+        item.min(self.items - 1)
     }
 
     /// `count` draws whose uniform inputs are successive
@@ -103,7 +108,6 @@ impl Zipfian {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -141,9 +145,9 @@ mod tests {
     fn item_zero_is_hottest_and_frequency_falls_like_a_power_law() {
         let items = 1000;
         let z = Zipfian::new(items, YCSB_ZIPFIAN_CONSTANT);
-        let mut counts = vec![0u64; items as usize];
+        let mut counts = vec![0u64; usize::try_from(items).unwrap()];
         for item in z.draws(200_000, MIXED_SEED) {
-            counts[item as usize] += 1;
+            counts[usize::try_from(item).unwrap()] += 1;
         }
         let hottest = counts.iter().enumerate().max_by_key(|(_, &c)| c).unwrap().0;
         assert_eq!(hottest, 0);
@@ -153,7 +157,7 @@ mod tests {
         // Rank r (item r-1) relative to rank 1: about r^-0.99. YCSB's closed
         // form is an approximation, so allow 25%.
         for rank in [2u64, 5, 10, 30] {
-            let observed = counts[(rank - 1) as usize] as f64 / counts[0] as f64;
+            let observed = counts[usize::try_from(rank - 1).unwrap()] as f64 / counts[0] as f64;
             let expected = (rank as f64).powf(-YCSB_ZIPFIAN_CONSTANT);
             assert!(
                 (observed / expected - 1.0).abs() < 0.25,

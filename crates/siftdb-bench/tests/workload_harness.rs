@@ -1,6 +1,14 @@
 //! The benchmark runner against a correct engine and against engines that
 //! answer wrongly in one specific way: every wrong answer must turn the
 //! phase into a failure with errors and no figures.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_bench::{
     key, run_phase, value, Counters, Engine, MemoryEngine, NoProgress, Phase, PhaseReport,

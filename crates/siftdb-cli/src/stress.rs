@@ -81,7 +81,7 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
+            .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     });
     let temporary = match &args.dir {
         Some(_) => None,

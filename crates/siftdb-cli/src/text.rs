@@ -34,7 +34,8 @@ pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
     digits
         .chunks_exact(2)
         .map(|pair| match pair {
-            [high, low] => Ok((digit(*high)? * 16 + digit(*low)?) as u8),
+            [high, low] => u8::try_from(digit(*high)? * 16 + digit(*low)?)
+                .map_err(|_| "two hex digits make one byte".to_string()),
             _ => Err("digits come in pairs".to_string()),
         })
         .collect()

@@ -1,5 +1,13 @@
 //! `siftdb bench` end to end: the built binary, its JSON file, exit codes
 //! and one-line errors.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::Path;
 use std::process::{Command, Output};

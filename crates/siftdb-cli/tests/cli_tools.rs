@@ -1,6 +1,14 @@
 //! `siftdb inspect`, `verify`, `get`, `put`, `delete` and `scan` end to
 //! end: the built binary on a database built with the library, damaged on
 //! purpose; exit codes and one-line errors.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::Path;
 use std::process::{Command, Output};

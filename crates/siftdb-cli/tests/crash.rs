@@ -3,6 +3,14 @@
 //! each round the database is reopened and every key checked against the
 //! acknowledged batches (`siftdb_testkit::stress`). 20 rounds without and 20 with
 //! `sync_writes`; `siftdb stress --rounds 1000` is the long run.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::PathBuf;
 

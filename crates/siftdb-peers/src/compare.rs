@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use siftdb_bench::{group_digits, Latency, PhaseReport};
+use siftdb_bench::{fmt_rate, group_digits, Latency, PhaseReport};
 
 /// One phase on one engine: the harness's report and the CPU seconds the
 /// whole process spent over it (all threads, background work included).
@@ -133,13 +133,6 @@ pub fn ratios(ours: &[Measured], peers: &[Vec<Measured>]) -> Vec<Ratio> {
 
 fn fmt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
-}
-
-fn fmt_rate(r: Option<f64>) -> String {
-    match r {
-        Some(r) if r.is_finite() => group_digits(r.round() as u64),
-        _ => "-".to_string(),
-    }
 }
 
 fn fmt_float(r: Option<f64>) -> String {

@@ -36,12 +36,15 @@ impl FjallEngine {
     /// keyspace whose filter policy is `bits_per_key` on every level.
     pub fn open(dir: &Path, bits_per_key: f64) -> Result<FjallEngine, String> {
         let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "fjall takes bits per key as f32; 10.0 is exact"
+        )]
+        let bits = bits_per_key as f32;
         let keyspace = db
             .keyspace(KEYSPACE, || {
                 KeyspaceCreateOptions::default().filter_policy(FilterPolicy::all(
-                    FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(
-                        bits_per_key as f32,
-                    )),
+                    FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits)),
                 ))
             })
             .map_err(|e| e.to_string())?;

@@ -93,7 +93,7 @@ fn check_args(args: &Args) -> Result<(), String> {
                 ENGINES.join(", ")
             ));
         }
-        if args.engines[..i].contains(name) {
+        if args.engines.iter().take(i).any(|earlier| earlier == name) {
             return Err(format!("engine {name} is listed twice"));
         }
     }

@@ -1,5 +1,13 @@
 //! Every engine passes every phase's checks on a small N, and its
 //! flush-and-wait returns.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use siftdb_bench::{run_phase, NoProgress, Phase, RunOptions, Workload};
 use siftdb_peers::open_engine;

@@ -303,7 +303,7 @@ impl Disk {
         };
         let mut draw = |bound: usize| -> usize {
             match &mut rng {
-                Some(rng) => (rng.next() % (bound as u64 + 1)) as usize,
+                Some(rng) => rng.index(bound.saturating_add(1)),
                 None => 0,
             }
         };
@@ -733,7 +733,6 @@ impl FileSystem for FaultFs {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
 

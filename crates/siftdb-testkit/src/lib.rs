@@ -16,6 +16,7 @@ mod fault;
 pub mod fuzzing;
 mod rng;
 pub mod stress;
+pub mod tables;
 
 pub use fault::{FaultFs, FaultMode, PowerLoss};
 pub use rng::{SplitMix64, GOLDEN_GAMMA};

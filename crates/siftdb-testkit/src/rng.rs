@@ -24,7 +24,10 @@ impl SplitMix64 {
 
     /// The next 64-bit output.
     #[inline]
-    #[allow(clippy::should_implement_trait)] // infinite and infallible, not an Iterator
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "infinite and infallible, not an Iterator"
+    )]
     pub fn next(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN_GAMMA);
         let mut z = self.state;
@@ -47,6 +50,10 @@ impl SplitMix64 {
 
     /// A draw from `0..n` as an index (0 when `n` is 0).
     #[inline]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the draw is below n, a usize"
+    )]
     pub fn index(&mut self, n: usize) -> usize {
         self.below(n as u64) as usize
     }
@@ -56,7 +63,11 @@ impl SplitMix64 {
         self.below(100) < percent
     }
 
-    /// One byte.
+    /// One byte: the low byte of the next output.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the low byte, by definition"
+    )]
     pub fn byte(&mut self) -> u8 {
         self.next() as u8
     }

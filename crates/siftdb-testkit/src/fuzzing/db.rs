@@ -18,6 +18,11 @@
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
 //! filters); then each op is an opcode byte followed by its operands; bytes
 //! past the end read as zero, and at most [`MAX_OPS`] ops run.
+#![expect(
+    clippy::panic,
+    clippy::expect_used,
+    reason = "a fuzz target reports a broken invariant by panicking, which libFuzzer and the replay tests catch"
+)]
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

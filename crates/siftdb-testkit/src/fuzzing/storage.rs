@@ -9,6 +9,14 @@
 //! decoder, and once as a recipe that builds a valid file and damages it the
 //! way a crash or a flipped byte would, so the fuzzer reaches the code behind
 //! the checksums, which raw bytes almost never pass.
+#![expect(
+    clippy::expect_used,
+    reason = "a fuzz target reports a broken invariant by panicking, which libFuzzer and the replay tests catch"
+)]
+#![expect(
+    clippy::cast_possible_truncation,
+    reason = "offsets into the fuzz input, which is in memory"
+)]
 
 use siftdb::batch::{decode_record, WriteBatch};
 use siftdb::key::{internal_key, SeqNo, ValueKind};

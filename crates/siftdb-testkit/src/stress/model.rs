@@ -219,7 +219,6 @@ fn describe(value: Option<&[u8]>) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use siftdb::Options;

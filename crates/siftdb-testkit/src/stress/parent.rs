@@ -323,7 +323,6 @@ fn parse_protocol(lines: &[String]) -> Result<Heard, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -91,10 +91,7 @@ pub fn plan_batch(seed: u64, b: u64) -> PlannedBatch {
         let mut value = format!("b{b}:").into_bytes();
         value.extend_from_slice(key);
         value.push(b':');
-        value.resize(
-            value.len() + rng.below(MAX_FILLER as u64 + 1) as usize,
-            filler,
-        );
+        value.resize(value.len() + rng.index(MAX_FILLER + 1), filler);
         value
     };
     let marker = marker_key(b);
@@ -102,8 +99,7 @@ pub fn plan_batch(seed: u64, b: u64) -> PlannedBatch {
         value: Some(value_for(&mut rng, &marker)),
         key: marker,
     }];
-    let spread = (MAX_KEYS_PER_BATCH - MIN_KEYS_PER_BATCH + 1) as u64;
-    let wanted = MIN_KEYS_PER_BATCH + rng.below(spread) as usize;
+    let wanted = MIN_KEYS_PER_BATCH + rng.index(MAX_KEYS_PER_BATCH - MIN_KEYS_PER_BATCH + 1);
     while ops.len() < wanted + 1 {
         let index = if rng.below(2) == 0 {
             rng.below(HOT_KEYS)
@@ -121,7 +117,6 @@ pub fn plan_batch(seed: u64, b: u64) -> PlannedBatch {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

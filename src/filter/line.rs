@@ -1,0 +1,94 @@
+//! The line every blocked filter is made of, and how a key reaches it: the
+//! key hash, the hash's choice of line, and the loop that answers a group of
+//! hashes line by line.
+//!
+//! Owns: [`LINE_BYTES`], [`Line`], [`hash_key`] / [`hash_key_seeded`] (xxh3),
+//! [`line_index`] (multiply-shift on the hash's high 32 bits), the set-bit
+//! count of a line, the prefetch hint, and [`answer_each`].
+//! Must never: import another filter module but the constants of
+//! [`crate::filter::theory`] — this is the leaf every other filter module
+//! builds on (probes, kernels, batches, the filter, its block).
+
+use crate::filter::theory::LINE_BITS;
+
+/// Bytes in one line (512 bits, one x86-64 cache line).
+pub const LINE_BYTES: usize = LINE_BITS as usize / 8;
+
+/// One cache line of filter bits, aligned so a probe touches one line of cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Line(pub [u8; LINE_BYTES]);
+
+impl Line {
+    /// A line with no bit set.
+    pub const EMPTY: Line = Line([0; LINE_BYTES]);
+}
+
+/// The hash siftdb filters are built from: xxh3-64 of the key with `seed`.
+#[inline]
+pub fn hash_key_seeded(key: &[u8], seed: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
+}
+
+/// The hash of `key` for seed 0, the seed every table filter uses; compute
+/// it once per lookup and ask every table's filter with `contains_hash`.
+#[inline]
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// The line a hash maps to, for a filter of `lines` lines (`1 ≤ lines ≤ 2^32`).
+#[inline]
+pub fn line_index(hash: u64, lines: u64) -> usize {
+    (((hash >> 32) * lines) >> 32) as usize
+}
+
+/// Set bits in a line.
+#[inline]
+pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
+    line.as_chunks::<8>()
+        .0
+        .iter()
+        .map(|w| u64::from_le_bytes(*w).count_ones())
+        .sum()
+}
+
+/// Asks the CPU to start loading the line at `line` into cache; a hint only
+/// (it never faults and changes no value), so it is safe for any address.
+#[inline(always)]
+#[cfg_attr(
+    target_arch = "x86_64",
+    expect(
+        unsafe_code,
+        reason = "the prefetch intrinsic is an unsafe fn, though it cannot fault"
+    )
+)]
+pub(crate) fn prefetch_line(line: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching reads nothing architecturally and cannot fault,
+    // whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = line;
+}
+
+/// The loop every group kernel runs, written once; each group kernel is this
+/// loop inlined with its own single kernel and target features.
+#[inline(always)]
+pub(crate) fn answer_each(
+    lines: &[[u8; LINE_BYTES]],
+    hashes: &[u64],
+    found: &mut [bool],
+    test: impl Fn(&[u8; LINE_BYTES], u64) -> bool,
+) {
+    let count = lines.len() as u64;
+    for (answer, &hash) in found.iter_mut().zip(hashes) {
+        *answer = match lines.get(line_index(hash, count)) {
+            Some(line) => test(line, hash),
+            // Unreachable for a non-empty filter; failing open keeps it safe.
+            None => true,
+        };
+    }
+}
