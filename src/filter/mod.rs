@@ -15,6 +15,7 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
+pub mod allocation;
 pub mod batch;
 pub mod block;
 pub mod bloom;
