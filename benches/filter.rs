@@ -50,7 +50,6 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use siftdb::filter::{hash_key, theory, BloomFilter, FilterView};
 use xorf::{BinaryFuse8, Filter as _};
@@ -65,69 +64,8 @@ const FP_PROBES: u64 = 1_000_000;
 /// Keys formatted per chunk while building (the formatting is not timed).
 const CHUNK: usize = 4096;
 
-type Key = [u8; 16];
-
-/// CPU time this thread has used so far.
-#[cfg(unix)]
-fn cpu_now() -> Duration {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Elsewhere, the wall clock.
-#[cfg(not(unix))]
-fn cpu_now() -> Duration {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed()
-}
-
-/// Criterion measurement by [`cpu_now`]; values are durations, shown as such.
-struct ThreadCpuTime;
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = Duration;
-    type Value = Duration;
-
-    fn start(&self) -> Duration {
-        cpu_now()
-    }
-    fn end(&self, started: Duration) -> Duration {
-        cpu_now().saturating_sub(started)
-    }
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        static WALL: WallTime = WallTime;
-        WALL.formatter()
-    }
-}
-
-/// `format!("k{:015}", j)` into a stack buffer.
-fn key(j: u64) -> Key {
-    let mut out = [b'0'; 16];
-    out[0] = b'k';
-    let mut rest = j;
-    for digit in out[1..].iter_mut().rev() {
-        *digit = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
-    out
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+mod support;
+use support::{cpu_now, key, splitmix64, Key, ThreadCpuTime};
 
 /// `QUERIES` keys drawn at random among the present (`parity` 0) or absent (1) ones.
 fn query_keys(n: u64, parity: u64, seed: u64) -> Vec<Key> {

@@ -230,7 +230,10 @@ impl KeyMap {
         // Which keys may share x's value, decided where x leaves the keys'
         // alphabet (see `Mapped::Value`).
         let mut sharing = (false, false, false);
-        let mut value: u128 = 0;
+        // Below 2^64 in all (no shift), u64 arithmetic cannot overflow and
+        // is the shorter dependency chain; u128 only when shifting.
+        let wide = self.shift > 0;
+        let (mut narrow, mut value) = (0u64, 0u128);
         let digits = self.digits.get(..self.width).unwrap_or_default();
         for (i, d) in digits.iter().enumerate() {
             let symbol = match fill {
@@ -255,7 +258,11 @@ impl KeyMap {
                     Some(&c) => d.low_syms + u64::from(c - d.lo),
                 },
             };
-            value = value * u128::from(d.radix) + u128::from(symbol);
+            if wide {
+                value = value * u128::from(d.radix) + u128::from(symbol);
+            } else {
+                narrow = narrow.wrapping_mul(d.radix).wrapping_add(symbol);
+            }
         }
         let (may_be_key, keys_below, keys_above) = if fill != Fill::No {
             sharing
@@ -267,12 +274,15 @@ impl KeyMap {
             (!self.keys_fit, true, !self.keys_fit)
         };
         // A shifted value also stands for its neighbours.
-        let coarse = self.shift > 0;
         Mapped::Value {
-            value: u64::try_from(value >> self.shift).unwrap_or(u64::MAX),
-            may_be_key: may_be_key || coarse,
-            keys_below: keys_below || coarse,
-            keys_above: keys_above || coarse,
+            value: if wide {
+                u64::try_from(value >> self.shift).unwrap_or(u64::MAX)
+            } else {
+                narrow
+            },
+            may_be_key: may_be_key || wide,
+            keys_below: keys_below || wide,
+            keys_above: keys_above || wide,
         }
     }
 
