@@ -24,6 +24,14 @@
 //! `range_build` (ns per key), `range_empty` (queries of empty ranges: the
 //! `seekempty` gaps for `bench`, ℓ = 16 for the others, Rosetta beside),
 //! `range_present` (ranges of ℓ = 16 holding a key).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "benchmark setup: a failed assumption is a failed run"
+)]
 use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::ops::Bound;

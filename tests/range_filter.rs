@@ -4,14 +4,21 @@
 //! window, the benchmark's `k{:015}` keys), false-positive rates within
 //! Grafite's bound for ℓ = 1, 4, 16, 64, and every single-byte change of a
 //! block refused.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use siftdb::codec::crc32_of;
 use siftdb::filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView, RangeMode};
-use siftdb::workload::SplitMix64;
+use siftdb_testkit::SplitMix64;
 
 fn bench_key(j: u64) -> Vec<u8> {
     format!("k{j:015}").into_bytes()

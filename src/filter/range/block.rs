@@ -351,9 +351,9 @@ impl<B: AsRef<[u8]>> RangeFilterView<B> {
             )));
         }
         let positions_at = span(prefix.end, 3 * width as u64)?;
-        let upper = span(positions_at.end.next_multiple_of(8), shape.upper_len())?;
-        let samples = span(upper.end, shape.samples_len())?;
-        let low = span(samples.end, shape.low_len())?;
+        let upper = span(positions_at.end.next_multiple_of(8), shape.upper_len as u64)?;
+        let samples = span(upper.end, shape.samples_len as u64)?;
+        let low = span(samples.end, shape.low_len as u64)?;
         if body.len() != low.end {
             return Err(corrupt(format!(
                 "length {} does not match the geometry ({} bytes)",

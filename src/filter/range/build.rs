@@ -20,7 +20,7 @@ pub const MIN_BITS_PER_KEY: f64 = 3.0;
 /// packed low bits would outgrow their reader).
 pub const MAX_BITS_PER_KEY: f64 = 48.0;
 /// log2 of the zeros between two select samples: 1/8 bit per key.
-pub const DEFAULT_SAMPLE_LOG: u32 = 8;
+pub const DEFAULT_SAMPLE_LOG: u8 = 8;
 
 /// Builds a range filter block from keys added in sorted order (duplicates
 /// allowed): the shape a table builder produces them in.
@@ -151,13 +151,7 @@ impl RangeFilterBuilder {
         let (Some(&min_value), Some(&max_value)) = (values.first(), values.last()) else {
             return Err(Error::invalid("no mapped value"));
         };
-        let mapped = values.len() as u64;
-        let reduced = (mapped as f64 * (self.bits_per_key - 2.0).exp2()).floor();
-        let reduced = if reduced >= MAX_UNIVERSE as f64 {
-            MAX_UNIVERSE
-        } else {
-            (reduced as u64).max(2)
-        };
+        let reduced = reduced_universe(values.len(), self.bits_per_key);
         let exact_span = (max_value - min_value).checked_add(1);
         let (mode, universe, seed) = match exact_span {
             Some(span) if span <= reduced => {
@@ -176,7 +170,7 @@ impl RangeFilterBuilder {
                 (RangeMode::Hashed, reduced, self.seed)
             }
         };
-        let shape = Shape::new(values.len() as u64, universe, DEFAULT_SAMPLE_LOG)
+        let shape = Shape::new(values.len() as u64, universe, u32::from(DEFAULT_SAMPLE_LOG))
             .map_err(|e| Error::invalid(format!("range filter too large: {e}")))?;
         let header = RangeFilterHeader {
             mode,
@@ -187,9 +181,11 @@ impl RangeFilterBuilder {
             max_value,
             seed,
             prefix_len: prefix_len_u32,
-            width: positions.len() as u8,
-            low_bits: shape.low_bits as u8,
-            sample_log: DEFAULT_SAMPLE_LOG as u8,
+            width: u8::try_from(positions.len())
+                .map_err(|_| Error::invalid("planned a key map wider than 255"))?,
+            low_bits: u8::try_from(shape.low_bits)
+                .map_err(|_| Error::invalid("more than 255 low bits"))?,
+            sample_log: DEFAULT_SAMPLE_LOG,
         };
         Ok(encode(
             &Parts {
@@ -201,6 +197,21 @@ impl RangeFilterBuilder {
             },
             Some(&shape),
         ))
+    }
+}
+
+/// Grafite's reduced universe for `values` distinct mapped values at
+/// `bits_per_key`: `values · 2^(bits_per_key − 2)`, within `2..=2^62`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the f64 is checked against 2^62 before the cast; floor() makes it whole"
+)]
+fn reduced_universe(values: usize, bits_per_key: f64) -> u64 {
+    let reduced = (values as f64 * (bits_per_key - 2.0).exp2()).floor();
+    if reduced >= MAX_UNIVERSE as f64 {
+        MAX_UNIVERSE
+    } else {
+        (reduced as u64).max(2)
     }
 }
 

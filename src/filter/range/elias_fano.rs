@@ -49,6 +49,12 @@ pub(crate) struct Shape {
     pub upper_bits: u64,
     /// Zeros of the upper vector: one per high bucket.
     pub zeros: u64,
+    /// Bytes of the upper vector (whole little-endian u64 words).
+    pub upper_len: usize,
+    /// Bytes of the samples (one u32 per `2^sample_log` zeros).
+    pub samples_len: usize,
+    /// Bytes of the packed low bits, padding included (0 when `l = 0`).
+    pub low_len: usize,
 }
 
 impl Shape {
@@ -75,6 +81,15 @@ impl Shape {
                 "{upper_bits} upper bits exceed the 32-bit sample positions"
             ));
         }
+        // upper_bits < 2^32 bounds every length below 2^38 bytes.
+        let bytes = |n: u64| {
+            usize::try_from(n).map_err(|_| format!("a section of {n} bytes cannot be addressed"))
+        };
+        let low_len = if low_bits == 0 {
+            0
+        } else {
+            (m * u64::from(low_bits)).div_ceil(8) + LOW_PADDING
+        };
         Ok(Shape {
             m,
             u,
@@ -82,26 +97,10 @@ impl Shape {
             sample_log,
             upper_bits,
             zeros,
+            upper_len: bytes(upper_bits.div_ceil(64) * 8)?,
+            samples_len: bytes(zeros.div_ceil(1 << sample_log) * 4)?,
+            low_len: bytes(low_len)?,
         })
-    }
-
-    /// Bytes of the upper vector (whole little-endian u64 words).
-    pub(crate) fn upper_len(&self) -> u64 {
-        self.upper_bits.div_ceil(64) * 8
-    }
-
-    /// Bytes of the samples (one u32 per `2^sample_log` zeros).
-    pub(crate) fn samples_len(&self) -> u64 {
-        (self.zeros.div_ceil(1 << self.sample_log)) * 4
-    }
-
-    /// Bytes of the packed low bits, padding included (0 when `l = 0`).
-    pub(crate) fn low_len(&self) -> u64 {
-        if self.low_bits == 0 {
-            0
-        } else {
-            (self.m * u64::from(self.low_bits)).div_ceil(8) + LOW_PADDING
-        }
     }
 
     fn low_mask(&self) -> u64 {
@@ -113,8 +112,8 @@ impl Shape {
 /// increasing, all below `shape.u`, exactly `shape.m` of them.
 pub(crate) fn encode(values: &[u64], shape: &Shape, out: &mut Vec<u8>) {
     let l = shape.low_bits;
-    let mut upper = vec![0u64; shape.upper_bits.div_ceil(64) as usize];
-    let mut low = vec![0u8; shape.low_len() as usize];
+    let mut upper = vec![0u64; shape.upper_len / 8];
+    let mut low = vec![0u8; shape.low_len];
     for (i, &v) in (0u64..).zip(values) {
         let bit = (v >> l) + i;
         if let Some(word) = upper.get_mut((bit / 64) as usize) {
@@ -133,9 +132,11 @@ pub(crate) fn encode(values: &[u64], shape: &Shape, out: &mut Vec<u8>) {
     for word in &upper {
         out.extend_from_slice(&word.to_le_bytes());
     }
-    let words = |i: u64| upper.get(i as usize).copied();
+    let words = |i: u64| usize::try_from(i).ok().and_then(|i| upper.get(i)).copied();
     for_each_sample(words, shape, |_, position| {
-        out.extend_from_slice(&(position as u32).to_le_bytes());
+        // Below upper_bits ≤ u32::MAX (Shape::new).
+        let position = u32::try_from(position).unwrap_or(u32::MAX);
+        out.extend_from_slice(&position.to_le_bytes());
         true
     });
     out.extend_from_slice(&low);
@@ -165,7 +166,7 @@ fn for_each_sample(
         let zeros = !bits & mask;
         let count = u64::from(zeros.count_ones());
         while next < shape.zeros && next < seen + count {
-            let rank = (next - seen) as u32;
+            let rank = next - seen;
             if !visit(
                 next >> shape.sample_log,
                 w * 64 + select_in_word(zeros, rank),
@@ -181,11 +182,11 @@ fn for_each_sample(
 
 /// Position of the set bit of rank `rank` (0-based) in `w`; 64 if none.
 #[inline]
-fn select_in_word(mut w: u64, mut rank: u32) -> u64 {
+fn select_in_word(mut w: u64, mut rank: u64) -> u64 {
     let mut base = 0;
     // Whole bytes first, then bit by bit inside the byte.
     while base < 64 {
-        let here = (w & 0xff).count_ones();
+        let here = u64::from((w & 0xff).count_ones());
         if rank < here {
             break;
         }
@@ -214,9 +215,9 @@ impl<'a> EliasFano<'a> {
     /// query walks a consistent structure. Returns the reason on failure.
     pub(crate) fn check(&self) -> Result<(), String> {
         let s = &self.shape;
-        if self.upper.len() as u64 != s.upper_len()
-            || self.samples.len() as u64 != s.samples_len()
-            || self.low.len() as u64 != s.low_len()
+        if self.upper.len() != s.upper_len
+            || self.samples.len() != s.samples_len
+            || self.low.len() != s.low_len
         {
             return Err("section lengths do not match the geometry".into());
         }
@@ -255,7 +256,7 @@ impl<'a> EliasFano<'a> {
         }
         if s.low_bits > 0 {
             let used = s.m * u64::from(s.low_bits);
-            let first_free = (used / 8) as usize;
+            let first_free = usize::try_from(used / 8).unwrap_or(usize::MAX);
             let tail = self.low.get(first_free..).unwrap_or_default();
             let partial = used % 8;
             let mut bytes = tail.iter();
@@ -311,7 +312,7 @@ impl<'a> EliasFano<'a> {
         loop {
             let here = u64::from(zeros.count_ones());
             if rank < here {
-                return Some(w * 64 + select_in_word(zeros, rank as u32));
+                return Some(w * 64 + select_in_word(zeros, rank));
             }
             rank -= here;
             w += 1;
@@ -384,10 +385,9 @@ impl<'a> EliasFano<'a> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::workload::SplitMix64;
+    use siftdb_testkit::SplitMix64;
 
     fn build(values: &[u64], u: u64, sample_log: u32) -> (Shape, Vec<u8>) {
         let shape = Shape::new(values.len() as u64, u, sample_log).unwrap();
@@ -397,8 +397,8 @@ mod tests {
     }
 
     fn view<'a>(shape: Shape, bytes: &'a [u8]) -> EliasFano<'a> {
-        let (upper, rest) = bytes.split_at(shape.upper_len() as usize);
-        let (samples, low) = rest.split_at(shape.samples_len() as usize);
+        let (upper, rest) = bytes.split_at(shape.upper_len);
+        let (samples, low) = rest.split_at(shape.samples_len);
         EliasFano {
             shape,
             upper,
@@ -414,7 +414,7 @@ mod tests {
             let w = rng.next() & rng.next();
             let ones: Vec<u64> = (0..64).filter(|b| w >> b & 1 == 1).collect();
             for (rank, &at) in ones.iter().enumerate() {
-                assert_eq!(select_in_word(w, rank as u32), at);
+                assert_eq!(select_in_word(w, rank as u64), at);
             }
         }
     }
@@ -428,7 +428,7 @@ mod tests {
             let mut values: Vec<u64> = (0..m).map(|_| rng.next() % u).collect();
             values.sort();
             values.dedup();
-            let sample_log = 6 + rng.index(3) as u32;
+            let sample_log = [6, 7, 8][rng.index(3)];
             let (shape, bytes) = build(&values, u, sample_log);
             let ef = view(shape, &bytes);
             ef.check().unwrap();
@@ -486,8 +486,8 @@ mod tests {
             // A flipped upper bit changes the count of ones; a flipped
             // sample bit names a wrong position; a flipped low bit is legal
             // (another value set) unless it lands in the padding.
-            let upper = (at as u64) < shape.upper_len();
-            let sample = !upper && (at as u64) < shape.upper_len() + shape.samples_len();
+            let upper = at < shape.upper_len;
+            let sample = !upper && at < shape.upper_len + shape.samples_len;
             if upper || sample {
                 assert!(ef.check().is_err(), "byte {at}");
             }

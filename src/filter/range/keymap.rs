@@ -354,7 +354,6 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
