@@ -1,9 +1,11 @@
 //! Replays the filter fuzz targets on stable Rust: every file of
-//! `fuzz/corpus/filter_decode/` and `fuzz/corpus/filter_roundtrip/`, then
-//! 100,000 seeded random inputs per target through the same library functions
-//! libFuzzer runs. For `filter_decode` most random inputs are mutated valid
-//! encodings, half of them re-checksummed, so the paths past the checksum run
-//! too. `cargo test --test fuzz_replay_filter -- --ignored` rewrites the seed corpus.
+//! `fuzz/corpus/filter_decode/`, `fuzz/corpus/filter_roundtrip/` and
+//! `fuzz/corpus/range_filter_decode/`, then seeded random inputs through the
+//! same library functions libFuzzer runs (100,000 per Bloom target, 200,000
+//! for the range filter). For the decoders most random inputs are mutated
+//! valid encodings, half of them re-checksummed, so the paths past the
+//! checksum run too. `cargo test --test fuzz_replay_filter -- --ignored`
+//! rewrites the seed corpus.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,8 +19,10 @@ use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::codec::crc32_of;
+use siftdb::filter::range::{RangeFilter, RangeFilterView};
 use siftdb::filter::{BloomFilter, Layout};
 use siftdb_testkit::fuzzing::filter::{filter_decode, filter_roundtrip};
+use siftdb_testkit::fuzzing::range_filter::range_filter_decode;
 
 const RANDOM_INPUTS: u64 = 100_000;
 
@@ -153,6 +157,89 @@ fn roundtrip_inputs_cover_the_bits_per_key_range() {
     assert!(roundtrip_input(&[1, 2]).is_none());
 }
 
+/// A valid range filter block over a few keys: two-letter strings (prefixes
+/// of each other, empty ones), the benchmark's key format, or random bytes.
+fn valid_range_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let n = rng.index(40);
+    let shape = rng.index(3);
+    let keys: Vec<Vec<u8>> = (0..n)
+        .map(|_| match shape {
+            0 => {
+                let len = rng.index(6);
+                (0..len).map(|_| b'a' + rng.index(2) as u8).collect()
+            }
+            1 => format!("k{:015}", rng.next() % 1_000_000).into_bytes(),
+            _ => {
+                let len = rng.index(12);
+                rng.bytes(len)
+            }
+        })
+        .collect();
+    let bits = 3.0 + rng.index(46) as f64;
+    RangeFilter::from_keys(&keys, bits).unwrap().into_inner()
+}
+
+fn mutated_range_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let mut block = valid_range_block(rng);
+    for _ in 0..1 + rng.index(3) {
+        match rng.index(6) {
+            // A header byte: where the interesting refusals are.
+            0 | 1 => {
+                let at = rng.index(64.min(block.len()));
+                if let Some(byte) = block.get_mut(at) {
+                    *byte = rng.next() as u8;
+                }
+            }
+            2 => {
+                let at = rng.index(block.len());
+                if let Some(byte) = block.get_mut(at) {
+                    *byte ^= 1 << rng.index(8);
+                }
+            }
+            3 => block.truncate(rng.index(block.len() + 1)),
+            4 => {
+                let len = 1 + rng.index(64);
+                block.extend(rng.bytes(len));
+            }
+            // A count or value field set small (keys, values, universe,
+            // smallest and largest value, seed).
+            _ => {
+                let at = 8 + 8 * rng.index(6);
+                let value = rng.index(300) as u64;
+                if let Some(field) = block.get_mut(at..at + 8) {
+                    field.copy_from_slice(&value.to_le_bytes());
+                }
+            }
+        }
+    }
+    if rng.index(2) == 0 {
+        rechecksum(&mut block);
+    }
+    block
+}
+
+#[test]
+fn range_filter_decode_replays_corpus_and_random_inputs() {
+    assert!(replay_corpus("range_filter_decode", range_filter_decode) >= 6);
+    let mut rng = SplitMix64::new(0x5af_0001);
+    let inputs = 2 * RANDOM_INPUTS;
+    let mut accepted = 0;
+    for i in 0..inputs {
+        let data = match i % 4 {
+            0 => {
+                let len = rng.index(300);
+                rng.bytes(len)
+            }
+            1 => valid_range_block(&mut rng),
+            _ => mutated_range_block(&mut rng),
+        };
+        range_filter_decode(&data);
+        accepted += RangeFilterView::parse(&data[..]).is_ok() as u64;
+    }
+    // The valid quarter at least, so the accepting path really ran.
+    assert!(accepted >= inputs / 4, "{accepted} accepted");
+}
+
 #[test]
 #[ignore = "rewrites fuzz/corpus; run by hand"]
 fn write_seed_corpus() {
@@ -223,5 +310,53 @@ fn write_seed_corpus() {
     ];
     for (name, bytes) in round {
         std::fs::write(roundtrip.join(name), bytes).unwrap();
+    }
+    write_range_seed_corpus();
+}
+
+fn write_range_seed_corpus() {
+    let dir = corpus_dir("range_filter_decode");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bench = (0..20u64).map(|j| format!("k{:015}", 2 * j).into_bytes());
+    let exact = RangeFilter::from_keys(bench, 10.0).unwrap().into_inner();
+    let mut rng = SplitMix64::new(0x5eed);
+    let hashed = RangeFilter::from_keys((0..20).map(|_| rng.next().to_be_bytes()), 10.0)
+        .unwrap()
+        .into_inner();
+    let prefixes = RangeFilter::from_keys([&b""[..], b"a", b"ab", b"abc", b"b"], 16.0)
+        .unwrap()
+        .into_inner();
+    let empty = RangeFilter::from_keys(Vec::<Vec<u8>>::new(), 10.0)
+        .unwrap()
+        .into_inner();
+    let field = |at: usize, value: u8| {
+        let mut out = exact.clone();
+        out[at] = value;
+        rechecksum(&mut out);
+        out
+    };
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("valid_exact_bench_keys", exact.clone()),
+        ("valid_hashed_u64_keys", hashed),
+        ("valid_prefix_keys", prefixes),
+        ("valid_empty", empty),
+        ("bad_checksum", {
+            let mut out = exact.clone();
+            out[70] ^= 0x10;
+            out
+        }),
+        ("truncated", exact[..exact.len() - 1].to_vec()),
+        ("bad_mode_rechecksummed", field(5, 9)),
+        ("wide_key_map_rechecksummed", field(60, 65)),
+        ("low_bits_mismatch_rechecksummed", field(62, 40)),
+        // As a key set (byte 0: bits per key; then length-prefixed keys).
+        (
+            "key_set_prefixes",
+            vec![13, 0, 1, b'a', 2, b'a', b'b', 1, 0],
+        ),
+        ("empty", Vec::new()),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
     }
 }

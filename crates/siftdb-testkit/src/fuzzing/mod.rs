@@ -7,5 +7,6 @@
 
 pub mod db;
 pub mod filter;
+pub mod range_filter;
 pub mod storage;
 pub mod table;
