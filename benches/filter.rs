@@ -55,8 +55,6 @@ use siftdb::filter::{hash_key, theory, BloomFilter, FilterView};
 use xorf::{BinaryFuse8, Filter as _};
 
 const BITS_PER_KEY: usize = 10;
-/// Queries per criterion iteration.
-const BATCH: usize = 1024;
 /// Length of each pre-drawn query sequence (a multiple of `BATCH`).
 const QUERIES: usize = 1 << 20;
 /// Absent keys the false-positive rate is measured over.
@@ -65,7 +63,7 @@ const FP_PROBES: u64 = 1_000_000;
 const CHUNK: usize = 4096;
 
 mod support;
-use support::{cpu_now, key, splitmix64, Key, ThreadCpuTime};
+use support::{bench_queries, cpu_now, key, splitmix64, Key, ThreadCpuTime, BATCH};
 
 /// `QUERIES` keys drawn at random among the present (`parity` 0) or absent (1) ones.
 fn query_keys(n: u64, parity: u64, seed: u64) -> Vec<Key> {
@@ -166,27 +164,6 @@ fn measured_fp(contains: impl Fn(&[u8]) -> bool) -> f64 {
         .filter(|&i| contains(&key(2 * i + 1)))
         .count();
     hits as f64 / FP_PROBES as f64
-}
-
-/// One timed query group over the pre-drawn sequence `keys`, `BATCH` per iteration.
-fn bench_queries<M: criterion::measurement::Measurement, T>(
-    group: &mut BenchmarkGroup<'_, M>,
-    name: &str,
-    items: &[T],
-    query: impl Fn(&T) -> bool,
-) {
-    group.bench_function(name, |b| {
-        let mut start = 0;
-        b.iter(|| {
-            let batch = &items[start..start + BATCH];
-            start = (start + BATCH) % items.len();
-            let mut hits = 0u32;
-            for item in batch {
-                hits += query(black_box(item)) as u32;
-            }
-            hits
-        })
-    });
 }
 
 /// Like [`bench_queries`], but the whole `BATCH` goes to one call that

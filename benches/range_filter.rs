@@ -37,17 +37,16 @@ use std::hint::black_box;
 use std::ops::Bound;
 use std::time::Duration;
 
-use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
+use criterion::{Criterion, SamplingMode, Throughput};
 use siftdb::filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
 use siftdb::filter::BloomFilter;
 
 mod support;
-use support::{cpu_now, key, splitmix64, ThreadCpuTime};
+use support::{bench_queries, cpu_now, key, splitmix64, ThreadCpuTime, BATCH};
 
 const N: u64 = 1_000_000;
 const FP_QUERIES: usize = 200_000;
 const QUERIES: usize = 1 << 18;
-const BATCH: usize = 1024;
 const LENGTHS: [u64; 4] = [1, 4, 16, 64];
 const SPARSE_SPACE: u64 = 1_000_000_000_000_000;
 
@@ -312,26 +311,6 @@ fn empty_queries(set: &KeySet, len: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-fn bench_pairs<M: criterion::measurement::Measurement>(
-    group: &mut BenchmarkGroup<'_, M>,
-    name: &str,
-    pairs: &[(Vec<u8>, Vec<u8>)],
-    query: impl Fn(&[u8], &[u8]) -> bool,
-) {
-    group.bench_function(name, |b| {
-        let mut start = 0;
-        b.iter(|| {
-            let batch = &pairs[start..start + BATCH];
-            start = (start + BATCH) % pairs.len();
-            let mut hits = 0u32;
-            for (lo, hi) in batch {
-                hits += u32::from(query(black_box(lo), black_box(hi)));
-            }
-            hits
-        })
-    });
-}
-
 fn main() {
     let sets = key_sets();
     print_tables(&sets);
@@ -380,29 +359,32 @@ fn main() {
         let mut g = c.benchmark_group("range_empty");
         g.throughput(Throughput::Elements(BATCH as u64));
         if set.name == "bench" {
-            bench_pairs(&mut g, "bench_seekempty", &empty, |a, b| {
+            bench_queries(&mut g, "bench_seekempty", &empty, |(a, b)| {
                 filter.may_contain_half_open(a, b)
             });
         } else {
-            bench_pairs(&mut g, &format!("{}_len16", set.name), &empty, |a, b| {
+            bench_queries(&mut g, &format!("{}_len16", set.name), &empty, |(a, b)| {
                 filter.may_contain_range(a, b)
             });
         }
         if set.name == "u64" {
             let (_, shares) = rosetta_splits()[1];
             let rosetta = Rosetta::build(&set.ints, 16.0, &shares);
-            bench_pairs(&mut g, "u64_len16_rosetta_half_bottom", &empty, |a, b| {
-                let lo = u64::from_be_bytes(a.try_into().expect("8 bytes"));
-                let hi = u64::from_be_bytes(b.try_into().expect("8 bytes"));
+            bench_queries(&mut g, "u64_len16_rosetta_half_bottom", &empty, |(a, b)| {
+                let lo = u64::from_be_bytes(a.as_slice().try_into().expect("8 bytes"));
+                let hi = u64::from_be_bytes(b.as_slice().try_into().expect("8 bytes"));
                 rosetta.may_contain(lo, hi)
             });
         }
         g.finish();
         let mut g = c.benchmark_group("range_present");
         g.throughput(Throughput::Elements(BATCH as u64));
-        bench_pairs(&mut g, &format!("{}_len16", set.name), &present, |a, b| {
-            filter.may_contain_range(a, b)
-        });
+        bench_queries(
+            &mut g,
+            &format!("{}_len16", set.name),
+            &present,
+            |(a, b)| filter.may_contain_range(a, b),
+        );
         g.finish();
     }
 

@@ -68,6 +68,26 @@ impl<'a> ByteReader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
+    /// Consumes a 4-byte magic and a format-version byte; `Corruption`
+    /// unless they are `magic` and `version`.
+    pub fn magic_and_version(&mut self, magic: &[u8; 4], version: u8) -> Result<()> {
+        let found: [u8; 4] = self.array()?;
+        if &found != magic {
+            return Err(Error::corruption(
+                self.what,
+                format!("bad magic {found:02x?}"),
+            ));
+        }
+        let found = self.u8()?;
+        if found != version {
+            return Err(Error::corruption(
+                self.what,
+                format!("unknown format version {found}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Consumes a u32 length prefix and that many bytes.
     pub fn len_prefixed(&mut self) -> Result<&'a [u8]> {
         let len = self.u32()? as usize;

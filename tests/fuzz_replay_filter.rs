@@ -77,7 +77,23 @@ fn rechecksum(block: &mut [u8]) {
 }
 
 fn mutated_block(rng: &mut SplitMix64) -> Vec<u8> {
-    let mut block = valid_block(rng);
+    let block = valid_block(rng);
+    // The line count, small values included.
+    mutate(block, rng, |block, rng| {
+        let lines = rng.index(8) as u32;
+        if let Some(field) = block.get_mut(8..12) {
+            field.copy_from_slice(&lines.to_le_bytes());
+        }
+    })
+}
+
+/// Damages `block` one to three times — a header byte, a bit anywhere, a
+/// cut, an extension, or `set_field` — and re-checksums half the results.
+fn mutate(
+    mut block: Vec<u8>,
+    rng: &mut SplitMix64,
+    set_field: fn(&mut Vec<u8>, &mut SplitMix64),
+) -> Vec<u8> {
     for _ in 0..1 + rng.index(3) {
         match rng.index(6) {
             // A header byte: where the interesting refusals are.
@@ -98,13 +114,7 @@ fn mutated_block(rng: &mut SplitMix64) -> Vec<u8> {
                 let len = 1 + rng.index(128);
                 block.extend(rng.bytes(len));
             }
-            // The line count, small values included.
-            _ => {
-                let lines = rng.index(8) as u32;
-                if let Some(field) = block.get_mut(8..12) {
-                    field.copy_from_slice(&lines.to_le_bytes());
-                }
-            }
+            _ => set_field(&mut block, rng),
         }
     }
     if rng.index(2) == 0 {
@@ -180,42 +190,16 @@ fn valid_range_block(rng: &mut SplitMix64) -> Vec<u8> {
 }
 
 fn mutated_range_block(rng: &mut SplitMix64) -> Vec<u8> {
-    let mut block = valid_range_block(rng);
-    for _ in 0..1 + rng.index(3) {
-        match rng.index(6) {
-            // A header byte: where the interesting refusals are.
-            0 | 1 => {
-                let at = rng.index(64.min(block.len()));
-                if let Some(byte) = block.get_mut(at) {
-                    *byte = rng.next() as u8;
-                }
-            }
-            2 => {
-                let at = rng.index(block.len());
-                if let Some(byte) = block.get_mut(at) {
-                    *byte ^= 1 << rng.index(8);
-                }
-            }
-            3 => block.truncate(rng.index(block.len() + 1)),
-            4 => {
-                let len = 1 + rng.index(64);
-                block.extend(rng.bytes(len));
-            }
-            // A count or value field set small (keys, values, universe,
-            // smallest and largest value, seed).
-            _ => {
-                let at = 8 + 8 * rng.index(6);
-                let value = rng.index(300) as u64;
-                if let Some(field) = block.get_mut(at..at + 8) {
-                    field.copy_from_slice(&value.to_le_bytes());
-                }
-            }
+    let block = valid_range_block(rng);
+    // A count or value field set small (keys, values, universe, smallest
+    // and largest value, seed).
+    mutate(block, rng, |block, rng| {
+        let at = 8 + 8 * rng.index(6);
+        let value = rng.index(300) as u64;
+        if let Some(field) = block.get_mut(at..at + 8) {
+            field.copy_from_slice(&value.to_le_bytes());
         }
-    }
-    if rng.index(2) == 0 {
-        rechecksum(&mut block);
-    }
-    block
+    })
 }
 
 #[test]

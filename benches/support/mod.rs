@@ -1,9 +1,14 @@
 //! What the filter benchmarks share: the thread-CPU-time measurement and
 //! the workload's key format, formatted into stack buffers.
 
+use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::BenchmarkGroup;
+
+/// Queries per criterion iteration.
+pub const BATCH: usize = 1024;
 
 /// A benchmark key: `format!("k{:015}", j)`.
 pub type Key = [u8; 16];
@@ -68,4 +73,25 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// One timed query group over the pre-drawn sequence `keys`, `BATCH` per iteration.
+pub fn bench_queries<M: criterion::measurement::Measurement, T>(
+    group: &mut BenchmarkGroup<'_, M>,
+    name: &str,
+    items: &[T],
+    query: impl Fn(&T) -> bool,
+) {
+    group.bench_function(name, |b| {
+        let mut start = 0;
+        b.iter(|| {
+            let batch = &items[start..start + BATCH];
+            start = (start + BATCH) % items.len();
+            let mut hits = 0u32;
+            for item in batch {
+                hits += query(black_box(item)) as u32;
+            }
+            hits
+        })
+    });
 }

@@ -138,14 +138,7 @@ fn corrupt(detail: impl std::fmt::Display) -> Error {
 
 fn parse_header(bytes: &[u8]) -> Result<FilterHeader> {
     let mut r = ByteReader::new(bytes, WHAT);
-    let magic: [u8; 4] = r.array()?;
-    if magic != MAGIC {
-        return Err(corrupt(format!("bad magic {magic:02x?}")));
-    }
-    let version = r.u8()?;
-    if version != FORMAT_VERSION {
-        return Err(corrupt(format!("unknown format version {version}")));
-    }
+    r.magic_and_version(&MAGIC, FORMAT_VERSION)?;
     let layout = r.u8()?;
     let hash = r.u8()?;
     let probes = r.u8()? as u32;

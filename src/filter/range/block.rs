@@ -235,14 +235,7 @@ impl<B: AsRef<[u8]>> RangeFilterView<B> {
             return Err(truncated(WHAT, HEADER_LEN + CHECKSUM_LEN - bytes.len()));
         }
         let mut r = ByteReader::new(bytes, WHAT);
-        let magic: [u8; 4] = r.array()?;
-        if magic != MAGIC {
-            return Err(corrupt(format!("bad magic {magic:02x?}")));
-        }
-        let version = r.u8()?;
-        if version != FORMAT_VERSION {
-            return Err(corrupt(format!("unknown format version {version}")));
-        }
+        r.magic_and_version(&MAGIC, FORMAT_VERSION)?;
         // Everything after this is vouched for by the checksum.
         let body = crate::codec::split_checked(bytes, WHAT)?;
         let mode = r.u8()?;

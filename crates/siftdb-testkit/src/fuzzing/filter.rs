@@ -11,8 +11,6 @@
 
 // Panicking is this module's job; reading out of bounds is not.
 
-use siftdb::codec::crc32_of;
-use siftdb::filter::block::CHECKSUM_LEN;
 use siftdb::filter::bloom::{hash_key_seeded, line_index};
 use siftdb::filter::probe::scalar_has_probes;
 use siftdb::filter::{BloomFilter, FilterView, Layout};
@@ -34,11 +32,7 @@ fn probe_keys(data: &[u8]) -> Vec<Vec<u8>> {
 /// hash, probes, line count, reserved bytes) would stay out of its reach.
 pub fn filter_decode(data: &[u8]) {
     decode_both_ways(data);
-    if let Some(body_len) = data.len().checked_sub(CHECKSUM_LEN) {
-        let mut fixed = data.to_vec();
-        let crc = crc32_of(&[data.get(..body_len).unwrap_or_default()]);
-        fixed.truncate(body_len);
-        fixed.extend_from_slice(&crc.to_le_bytes());
+    if let Some(fixed) = super::with_checksum_fixed(data) {
         decode_both_ways(&fixed);
     }
 }

@@ -10,3 +10,15 @@ pub mod filter;
 pub mod range_filter;
 pub mod storage;
 pub mod table;
+
+/// `data` with its last four bytes replaced by the crc32 (IEEE) of the rest;
+/// `None` when it is shorter than four bytes. A fuzzer cannot forge a
+/// checksum, so the targets try each input this way too, to reach the
+/// checks that come after one.
+pub fn with_checksum_fixed(data: &[u8]) -> Option<Vec<u8>> {
+    let body_len = data.len().checked_sub(4)?;
+    let body = data.get(..body_len)?;
+    let mut fixed = body.to_vec();
+    fixed.extend_from_slice(&siftdb::codec::crc32_of(&[body]).to_le_bytes());
+    Some(fixed)
+}

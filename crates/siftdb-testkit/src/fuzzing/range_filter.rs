@@ -15,8 +15,7 @@
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use siftdb::codec::crc32_of;
-use siftdb::filter::range::{RangeFilter, RangeFilterView, CHECKSUM_LEN};
+use siftdb::filter::range::{RangeFilter, RangeFilterView};
 
 /// Strings to bound queries with: fixed ones plus windows of the input.
 fn probe_strings(data: &[u8]) -> Vec<Vec<u8>> {
@@ -32,11 +31,7 @@ fn probe_strings(data: &[u8]) -> Vec<Vec<u8>> {
 /// without the second try every check past it would stay out of reach).
 pub fn range_filter_decode(data: &[u8]) {
     check_block(data);
-    if let Some(body_len) = data.len().checked_sub(CHECKSUM_LEN) {
-        let mut fixed = data.to_vec();
-        let crc = crc32_of(&[data.get(..body_len).unwrap_or_default()]);
-        fixed.truncate(body_len);
-        fixed.extend_from_slice(&crc.to_le_bytes());
+    if let Some(fixed) = super::with_checksum_fixed(data) {
         check_block(&fixed);
     }
     check_built(data);
