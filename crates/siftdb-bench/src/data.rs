@@ -112,14 +112,26 @@ fn value_from_seed(seed: u64) -> [u8; VALUE_LEN] {
 
 /// A Fisher–Yates shuffle of `0..n` driven by `splitmix64` seeded with
 /// `seed`: for `i` from `n-1` down to 1, `j = next() % (i+1)`, swap `i` and `j`.
-pub fn shuffle(n: u64, seed: u64) -> Vec<u64> {
-    let mut order: Vec<u64> = (0..n).collect();
+///
+/// The `n` positions are reserved fallibly: a size this process cannot hold
+/// is an error, never an allocation abort.
+pub fn shuffle(n: u64, seed: u64) -> Result<Vec<u64>, String> {
+    let cannot = || {
+        format!(
+            "cannot allocate a shuffle of {n} positions ({} bytes)",
+            u128::from(n) * 8
+        )
+    };
+    let len = usize::try_from(n).map_err(|_| cannot())?;
+    let mut order: Vec<u64> = Vec::new();
+    order.try_reserve_exact(len).map_err(|_| cannot())?;
+    order.extend(0..n);
     let mut rng = SplitMix64::new(seed);
     for i in (1..order.len()).rev() {
         let j = usize::try_from(rng.next() % (i as u64 + 1)).unwrap_or_default();
         order.swap(i, j);
     }
-    order
+    Ok(order)
 }
 
 #[cfg(test)]
@@ -214,19 +226,22 @@ mod tests {
 
     #[test]
     fn shuffle_matches_an_independent_implementation() {
-        assert_eq!(shuffle(10, 42), [0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
-        assert_eq!(shuffle(10, 7), [8, 1, 5, 9, 0, 4, 3, 2, 6, 7]);
+        assert_eq!(shuffle(10, 42).unwrap(), [0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
+        assert_eq!(shuffle(10, 7).unwrap(), [8, 1, 5, 9, 0, 4, 3, 2, 6, 7]);
         // i = 2: 0xe220a8397b1dcdaf % 3 = 0, swap(2, 0); i = 1: even output, swap(1, 0).
-        assert_eq!(shuffle(3, 0), [2, 0, 1]);
-        assert_eq!(shuffle(0, 1), Vec::<u64>::new());
-        assert_eq!(shuffle(1, 1), [0]);
+        assert_eq!(shuffle(3, 0).unwrap(), [2, 0, 1]);
+        assert_eq!(shuffle(0, 1).unwrap(), Vec::<u64>::new());
+        assert_eq!(shuffle(1, 1).unwrap(), [0]);
+        assert!(shuffle(u64::MAX / 4, 1)
+            .unwrap_err()
+            .contains("cannot allocate"));
     }
 
     #[test]
     fn shuffle_is_a_deterministic_permutation() {
-        let a = shuffle(5000, 42);
-        assert_eq!(a, shuffle(5000, 42));
-        assert_ne!(a, shuffle(5000, 7));
+        let a = shuffle(5000, 42).unwrap();
+        assert_eq!(a, shuffle(5000, 42).unwrap());
+        assert_ne!(a, shuffle(5000, 7).unwrap());
         let mut sorted = a.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..5000).collect::<Vec<u64>>());

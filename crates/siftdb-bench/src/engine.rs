@@ -8,6 +8,12 @@
 
 use std::collections::BTreeMap;
 
+/// The counter name under which an engine reports, if it can, the data
+/// blocks it read from its files (not from a cache of its own). Reports
+/// divide its change over a phase by the phase's gets (or scans): the disk
+/// reads a filter and a cache save show up there.
+pub const BLOCKS_READ_FROM_FILE: &str = "blocks_read_from_file";
+
 /// A named snapshot of an engine's own counters (e.g. siftdb's filter
 /// probes). Monotonic counters and gauges alike: the runner reports the
 /// signed change over a phase and the value at its end.
@@ -49,7 +55,8 @@ pub trait Engine: Sync {
     /// counter's change, that change per operation (so a running total of
     /// tables consulted reads as tables consulted per get), and its end value.
     /// siftdb's: filter probes, reads the filter skipped, filter false
-    /// positives, data blocks read, tables consulted, tables per level.
+    /// positives, data blocks read (also as [`BLOCKS_READ_FROM_FILE`]),
+    /// tables consulted, tables per level.
     fn counters(&self) -> Option<Counters> {
         None
     }

@@ -1,8 +1,12 @@
 //! The benchmark workloads of `WORKLOADS.md`, runnable against any engine.
 //!
 //! Owns: the data (keys, values, orders, Zipfian draws), the phases and
-//! their exact operation sequences, the [`Engine`] seam, the timed and
-//! checked runner ([`run_phase`]) and its [`PhaseReport`]. `siftdb bench`
+//! their exact operation sequences (with `--ops`, [`Workload::with_ops`]),
+//! the [`Engine`] seam, the timed and checked runner ([`run_phase`]) and
+//! its [`PhaseReport`], the page-cache drop of cold runs ([`ColdCache`]),
+//! the process's peak memory, the size checks made before a run
+//! ([`check_fits`]), and the SVG pictures of a run and of the filter's
+//! false-positive curve ([`plot`]). `siftdb bench`
 //! runs siftdb through it; the peers crate (crates/siftdb-peers/) runs RocksDB
 //! and fjall through the very same code, so the work is identical.
 //! Must never: depend on siftdb's storage engine — every engine, siftdb's
@@ -21,31 +25,39 @@
 //! # Ok::<(), String>(())
 //! ```
 
+mod cold;
 mod data;
 mod engine;
+mod fp_curve;
 mod latency;
 mod memory;
 mod phase;
+pub mod plot;
 mod report;
+pub mod resident;
 mod run;
 mod siftdb_engine;
+mod size;
 mod zipfian;
 
+pub use cold::{ColdCache, DROP_CACHES};
 pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
-pub use engine::{Counters, Engine, ScanBuffer};
+pub use engine::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
+pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;
 pub use phase::{
-    MixedOp, Phase, Workload, LOAD_ORDER_SEED, MAX_N, MIXED_PUT_EVERY, READ_ORDER_SEED,
-    SCAN_ENTRIES, SCAN_LENGTH,
+    check_phase_order, harness_bytes, MixedOp, Phase, Workload, LOAD_ORDER_SEED, MAX_N,
+    MIXED_PUT_EVERY, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
 };
 pub use report::{
-    counter_changes, fmt_rate, group_digits, summary_table, CounterChange, ErrorLog, PhaseReport,
-    MAX_ERROR_SAMPLES,
+    counter_changes, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange, ErrorLog,
+    PhaseReport, MAX_ERROR_SAMPLES,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
 pub use siftdb_engine::SiftdbEngine;
+pub use size::{check_fits, parse_count, raw_data_bytes, Fit};
 pub use zipfian::{zeta, Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};

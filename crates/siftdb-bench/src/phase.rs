@@ -10,7 +10,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::data::{shuffle, MAX_KEY_INDEX};
+use std::collections::HashMap;
+
+use super::data::{shuffle, SplitMix64, MAX_KEY_INDEX};
+use super::report::group_digits;
 use super::zipfian::{Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};
 
 /// Seed of the shuffle that orders fillrandom's puts.
@@ -36,15 +39,15 @@ pub const MAX_N: u64 = MAX_KEY_INDEX / 2 - 1;
 pub enum Phase {
     /// Put the N present keys in load order, then flush and wait.
     FillRandom,
-    /// N gets of present keys in read order.
+    /// M gets of present keys in read order (M = N unless `--ops` says).
     ReadRandom,
-    /// N gets of absent keys in read order.
+    /// M gets of absent keys in read order.
     ReadMissing,
-    /// N gets of present keys from the first 1% of read order.
+    /// M gets of present keys from the first 1% of the read order's used part.
     ReadHot,
-    /// N/10 scans of 10 entries from present keys in read order.
+    /// M/10 scans of 10 entries from present keys in read order.
     SeekRandom,
-    /// N operations, 95% get / 5% put, keys from a Zipfian(0.99).
+    /// M operations, 95% get / 5% put, keys from a Zipfian(0.99).
     Mixed,
 }
 
@@ -72,14 +75,6 @@ impl Phase {
         }
     }
 
-    /// Operations the phase performs for `n` keys (scans count one each).
-    pub fn ops(self, n: u64) -> u64 {
-        match self {
-            Phase::SeekRandom => n / SCAN_LENGTH,
-            _ => n,
-        }
-    }
-
     /// True for the phases that only read and so can share their operation
     /// sequence between threads without changing what any operation sees.
     pub fn is_read_only(self) -> bool {
@@ -87,6 +82,12 @@ impl Phase {
             self,
             Phase::ReadRandom | Phase::ReadMissing | Phase::ReadHot | Phase::SeekRandom
         )
+    }
+
+    /// True for every phase but fillrandom: the phases whose operations
+    /// `--ops` counts and before which `--cold` drops the page cache.
+    pub fn is_read_phase(self) -> bool {
+        self != Phase::FillRandom
     }
 }
 
@@ -110,6 +111,27 @@ impl FromStr for Phase {
     }
 }
 
+/// Checks that `phases` (as `--phases` lists them) follow the spec order
+/// without repeats: mixed overwrites values the earlier phases check, so
+/// order is part of the work.
+pub fn check_phase_order(phases: &[Phase]) -> Result<(), String> {
+    if phases.is_empty() {
+        return Err("--phases is empty".to_string());
+    }
+    for pair in phases.windows(2) {
+        if let [a, b] = pair {
+            if a >= b {
+                let order: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+                return Err(format!(
+                    "--phases must follow the order {} without repeats; {b} comes after {a}",
+                    order.join(",")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One operation of the mixed phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MixedOp {
@@ -122,26 +144,62 @@ pub struct MixedOp {
     pub is_put: bool,
 }
 
-/// The load and read orders for one N: everything a phase needs to know
-/// which key each operation touches.
+/// Bytes the harness itself holds at most for a workload of `n` keys and
+/// `ops` operations per read phase (`WORKLOADS.md`, "Operations per read
+/// phase"): the read order is shuffled over all `n` positions before its
+/// used prefix is kept, fillrandom holds the load order (`n` positions)
+/// beside that prefix, and mixed holds its `ops` drawn operations, its
+/// version map and one latency sample per eight operations. Engines'
+/// memory comes on top. Saturates instead of overflowing.
+pub fn harness_bytes(n: u64, ops: u64) -> u64 {
+    const POSITION: u64 = 8;
+    // A drawn mixed op, a version-map slot (hash map overhead included) and
+    // a latency sample per eight ops.
+    const PER_OP: u64 = 24 + 32 + 1;
+    let prefix = n.min(ops).saturating_mul(POSITION);
+    let orders = n.saturating_mul(POSITION).saturating_add(prefix);
+    let mixed = ops.saturating_mul(PER_OP).saturating_add(prefix);
+    orders.max(mixed)
+}
+
+/// The work of one run for one N and one operation count: which key every
+/// operation of every phase touches.
+///
+/// Holds only the part of the read order the read phases use (its first
+/// `min(ops, n)` positions); the load order is shuffled when fillrandom
+/// asks for it ([`Workload::load_order`]) and freed after, so a large N with
+/// few operations keeps the harness small.
 #[derive(Clone, Debug)]
 pub struct Workload {
     n: u64,
-    load_order: Vec<u64>,
+    ops: u64,
     read_order: Vec<u64>,
 }
 
 impl Workload {
-    /// Shuffles `0..n` twice (seeds 42 and 7). `n` must be within `1..=MAX_N`.
+    /// The workload of `WORKLOADS.md` for `n` keys with `n` operations per
+    /// read phase. `n` must be within `1..=MAX_N`.
     pub fn new(n: u64) -> Result<Self, String> {
+        Workload::with_ops(n, n)
+    }
+
+    /// The workload for `n` keys with `ops` operations per read phase
+    /// (`WORKLOADS.md`, "Operations per read phase"). Both must be within
+    /// `1..=MAX_N`; memory the orders need is reserved fallibly, so a size
+    /// this process cannot hold is an error, not an abort.
+    pub fn with_ops(n: u64, ops: u64) -> Result<Self, String> {
         if n == 0 || n > MAX_N {
             return Err(format!("N must be within 1..={MAX_N}, got {n}"));
         }
-        Ok(Workload {
-            n,
-            load_order: shuffle(n, LOAD_ORDER_SEED),
-            read_order: shuffle(n, READ_ORDER_SEED),
-        })
+        if ops == 0 || ops > MAX_N {
+            return Err(format!(
+                "operations per read phase must be within 1..={MAX_N}, got {ops}"
+            ));
+        }
+        let mut read_order = shuffle(n, READ_ORDER_SEED)?;
+        read_order.truncate(usize::try_from(n.min(ops)).unwrap_or(usize::MAX));
+        read_order.shrink_to_fit();
+        Ok(Workload { n, ops, read_order })
     }
 
     /// Number of present keys.
@@ -149,104 +207,158 @@ impl Workload {
         self.n
     }
 
-    /// Item numbers in the order fillrandom puts them (present key `2i`).
-    pub fn load_order(&self) -> &[u64] {
-        &self.load_order
+    /// Operations of each read phase but seekrandom (M; N unless given).
+    pub fn ops(&self) -> u64 {
+        self.ops
     }
 
-    /// Item numbers in the order the read phases visit them.
+    /// Operations `phase` performs (scans count one each): N puts for
+    /// fillrandom, M for readrandom, readmissing, readhot and mixed, and
+    /// M/10 rounded up (at least one scan) for seekrandom.
+    pub fn phase_ops(&self, phase: Phase) -> u64 {
+        match phase {
+            Phase::FillRandom => self.n,
+            Phase::SeekRandom => self.ops.div_ceil(SCAN_LENGTH),
+            Phase::ReadRandom | Phase::ReadMissing | Phase::ReadHot | Phase::Mixed => self.ops,
+        }
+    }
+
+    /// Gets or scans `phase` issues: its operations less mixed's puts
+    /// (fillrandom issues none).
+    pub fn phase_reads(&self, phase: Phase) -> u64 {
+        match phase {
+            Phase::FillRandom => 0,
+            Phase::Mixed => self.ops - self.ops / MIXED_PUT_EVERY,
+            _ => self.phase_ops(phase),
+        }
+    }
+
+    /// Item numbers in the order fillrandom puts them (present key `2i`):
+    /// a fresh shuffle of all N items with seed 42, made on every call.
+    pub fn load_order(&self) -> Result<Vec<u64>, String> {
+        shuffle(self.n, LOAD_ORDER_SEED)
+    }
+
+    /// The read-order positions the read phases use, `P = min(M, N)`.
+    pub fn positions(&self) -> u64 {
+        self.read_order.len() as u64
+    }
+
+    /// The first `P` items of the read order: the only ones read phases visit.
     pub fn read_order(&self) -> &[u64] {
         &self.read_order
     }
 
-    /// Key number put by fillrandom op `p`: `2·load_order[p]`.
+    /// The read-order position of read op `g`: `g mod P`.
     #[inline]
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
-    )]
-    pub fn fill_key_index(&self, p: u64) -> u64 {
-        2 * self.load_order[p as usize]
+    pub fn read_position(&self, g: u64) -> u64 {
+        let p = self.positions();
+        // Only op numbers past P wrap: no division on the common path.
+        if g < p {
+            g
+        } else {
+            g % p.max(1)
+        }
     }
 
-    /// Key number read by readrandom op `g`: `2·read_order[g]`.
+    /// The item at read-order position `position`, if it is one of the `P`.
     #[inline]
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
-    )]
-    pub fn read_key_index(&self, g: u64) -> u64 {
-        2 * self.read_order[g as usize]
+    fn read_item(&self, position: u64) -> Option<u64> {
+        self.read_order
+            .get(usize::try_from(position).ok()?)
+            .copied()
     }
 
-    /// Key number read by readmissing op `g`: `2·read_order[g] + 1`, absent.
+    /// Key number read by readrandom op `g`: `2·read_order[g mod P]`.
     #[inline]
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
-    )]
-    pub fn missing_key_index(&self, g: u64) -> u64 {
-        2 * self.read_order[g as usize] + 1
+    pub fn read_key_index(&self, g: u64) -> Option<u64> {
+        Some(2 * self.read_item(self.read_position(g))?)
     }
 
-    /// How many read-order positions readhot cycles through: N/100, at least 1.
+    /// Key number read by readmissing op `g`: `2·read_order[g mod P] + 1`, absent.
+    #[inline]
+    pub fn missing_key_index(&self, g: u64) -> Option<u64> {
+        Some(self.read_key_index(g)? + 1)
+    }
+
+    /// How many read-order positions readhot cycles through: `P/100`, at
+    /// least 1, so each hot key is read about 100 times.
     pub fn hot_positions(&self) -> u64 {
-        (self.n / 100).max(1)
+        (self.positions() / 100).max(1)
     }
 
-    /// Key number read by readhot op `g`: read-order position `g mod (N/100)`.
+    /// Key number read by readhot op `g`: `2·read_order[g mod (P/100)]`.
     #[inline]
-    pub fn hot_key_index(&self, g: u64) -> u64 {
-        self.read_key_index(g % self.hot_positions())
+    pub fn hot_key_index(&self, g: u64) -> Option<u64> {
+        Some(2 * self.read_item(g % self.hot_positions())?)
     }
 
     /// Scan `s` of seekrandom: the item it starts at (the present key
-    /// `2·read_order[s]`) and how many entries it must return,
+    /// `2·read_order[s mod P]`) and how many entries it must return,
     /// `min(10, N - item)`: the start key and the present keys after it.
     #[inline]
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
-    )]
-    pub fn scan(&self, s: u64) -> (u64, u64) {
-        let item = self.read_order[s as usize];
-        (item, SCAN_LENGTH.min(self.n - item))
+    pub fn scan(&self, s: u64) -> Option<(u64, u64)> {
+        let item = self.read_item(self.read_position(s))?;
+        Some((item, SCAN_LENGTH.min(self.n - item)))
     }
 
-    /// The mixed phase's N operations, drawn before any clock starts: item
+    /// The mixed phase's M operations, drawn before any clock starts: item
     /// `i` from YCSB's Zipfian(0.99) over `0..N` with uniform input from
     /// splitmix64 seeded with 99 (one output per op, the first for op 0);
     /// op `o` is a put when `o % 20 == 19`; each put writes the next version
     /// of its key and each get expects the latest.
-    #[expect(
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        reason = "positions are below N: the runner asks only positions of its phase, and N fits in memory"
-    )]
-    pub fn mixed_ops(&self) -> Vec<MixedOp> {
+    pub fn mixed_ops(&self) -> Result<Vec<MixedOp>, String> {
         let zipf = Zipfian::new(self.n, YCSB_ZIPFIAN_CONSTANT);
-        let items = zipf.draws(self.n, MIXED_SEED);
-        let mut versions = vec![0u64; self.n as usize];
-        items
-            .into_iter()
-            .enumerate()
-            .map(|(o, item)| {
-                let is_put = o as u64 % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1;
-                let version = &mut versions[item as usize];
-                if is_put {
-                    *version += 1;
-                }
-                MixedOp {
-                    key_index: 2 * item,
-                    version: *version,
-                    is_put,
-                }
-            })
-            .collect()
+        let count = usize::try_from(self.ops).map_err(|_| self.cannot_draw())?;
+        let mut ops = Vec::new();
+        ops.try_reserve_exact(count)
+            .map_err(|_| self.cannot_draw())?;
+        // Only keys that were put have a version other than 0.
+        let mut versions: HashMap<u64, u64> = HashMap::new();
+        let mut rng = SplitMix64::new(MIXED_SEED);
+        for o in 0..self.ops {
+            let item = zipf.sample(rng.next_unit());
+            let is_put = o % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1;
+            let version = if is_put {
+                let v = versions.entry(item).or_insert(0);
+                *v += 1;
+                *v
+            } else {
+                versions.get(&item).copied().unwrap_or(0)
+            };
+            ops.push(MixedOp {
+                key_index: 2 * item,
+                version,
+                is_put,
+            });
+        }
+        Ok(ops)
+    }
+
+    /// The run in words, as headers and plot titles show it: N, M and the
+    /// scans when `--ops` differs from N, threads, and whether the page
+    /// cache is dropped.
+    pub fn describe(&self, threads: usize, cold: bool) -> String {
+        let mut line = format!("N = {}", group_digits(self.n));
+        if self.ops != self.n {
+            line.push_str(&format!(
+                ", {} ops per read phase ({} scans)",
+                group_digits(self.ops),
+                group_digits(self.phase_ops(Phase::SeekRandom))
+            ));
+        }
+        line.push_str(&format!(
+            ", {threads} thread{}",
+            if threads == 1 { "" } else { "s" }
+        ));
+        if cold {
+            line.push_str(", page cache dropped before each read phase");
+        }
+        line
+    }
+
+    fn cannot_draw(&self) -> String {
+        format!("cannot allocate the mixed phase's {} operations", self.ops)
     }
 }
 
@@ -281,11 +393,47 @@ mod tests {
     }
 
     #[test]
+    fn phases_must_follow_the_spec_order() {
+        assert!(check_phase_order(&Phase::ALL).is_ok());
+        assert!(check_phase_order(&[Phase::ReadRandom, Phase::Mixed]).is_ok());
+        assert!(check_phase_order(&[]).is_err());
+        let err = check_phase_order(&[Phase::Mixed, Phase::ReadRandom]).unwrap_err();
+        assert!(err.contains("readrandom comes after mixed"), "{err}");
+        assert!(check_phase_order(&[Phase::ReadHot, Phase::ReadHot]).is_err());
+    }
+
+    #[test]
     fn op_counts_follow_the_spec() {
-        assert_eq!(Phase::FillRandom.ops(2000), 2000);
-        assert_eq!(Phase::SeekRandom.ops(2000), 200);
-        assert_eq!(Phase::SeekRandom.ops(9), 0);
-        assert_eq!(Phase::Mixed.ops(2000), 2000);
+        let w = Workload::new(2000).unwrap();
+        assert_eq!(w.ops(), 2000);
+        assert_eq!(w.phase_ops(Phase::FillRandom), 2000);
+        assert_eq!(w.phase_ops(Phase::ReadRandom), 2000);
+        assert_eq!(w.phase_ops(Phase::SeekRandom), 200);
+        assert_eq!(w.phase_ops(Phase::Mixed), 2000);
+        assert_eq!(w.phase_reads(Phase::Mixed), 1900);
+        assert_eq!(w.phase_reads(Phase::SeekRandom), 200);
+        assert_eq!(w.phase_reads(Phase::FillRandom), 0);
+        // M/10 rounded up: a tiny run still scans.
+        let tiny = Workload::new(9).unwrap();
+        assert_eq!(tiny.phase_ops(Phase::SeekRandom), 1);
+        assert_eq!(Workload::new(1).unwrap().phase_ops(Phase::SeekRandom), 1);
+        assert_eq!(Workload::new(11).unwrap().phase_ops(Phase::SeekRandom), 2);
+        // --ops changes the read phases only.
+        let w = Workload::with_ops(2000, 300).unwrap();
+        assert_eq!(w.phase_ops(Phase::FillRandom), 2000);
+        for phase in [
+            Phase::ReadRandom,
+            Phase::ReadMissing,
+            Phase::ReadHot,
+            Phase::Mixed,
+        ] {
+            assert_eq!(w.phase_ops(phase), 300, "{phase}");
+        }
+        assert_eq!(w.phase_ops(Phase::SeekRandom), 30);
+        assert_eq!(w.phase_reads(Phase::Mixed), 285);
+        assert!(Phase::ALL
+            .iter()
+            .all(|p| p.is_read_phase() == (*p != Phase::FillRandom)));
     }
 
     #[test]
@@ -293,32 +441,90 @@ mod tests {
         assert!(Workload::new(0).is_err());
         assert!(Workload::new(MAX_N + 1).is_err());
         assert!(Workload::new(1).is_ok());
+        assert!(Workload::with_ops(10, 0).is_err());
+        assert!(Workload::with_ops(10, MAX_N + 1).is_err());
+        // Within MAX_N but beyond any memory: an error, not an abort.
+        let err = Workload::new(MAX_N).unwrap_err();
+        assert!(err.contains("cannot allocate"), "{err}");
+    }
+
+    #[test]
+    fn harness_memory_grows_with_n_and_ops_and_saturates() {
+        assert!(harness_bytes(1_000_000, 1_000_000) >= 16_000_000);
+        assert!(harness_bytes(20_000_000, 200_000) >= 160_000_000);
+        assert!(harness_bytes(20_000_000, 200_000) < 200_000_000);
+        assert!(harness_bytes(1000, 1_000_000_000) > harness_bytes(1000, 1000));
+        assert_eq!(harness_bytes(u64::MAX, u64::MAX), u64::MAX);
     }
 
     #[test]
     fn key_indices_follow_the_orders() {
         let w = Workload::new(1000).unwrap();
-        assert_eq!(w.load_order(), shuffle(1000, 42).as_slice());
-        assert_eq!(w.read_order(), shuffle(1000, 7).as_slice());
-        assert_eq!(w.fill_key_index(3), 2 * w.load_order()[3]);
-        assert_eq!(w.read_key_index(3), 2 * w.read_order()[3]);
-        assert_eq!(w.missing_key_index(3), 2 * w.read_order()[3] + 1);
+        assert_eq!(w.load_order().unwrap(), shuffle(1000, 42).unwrap());
+        assert_eq!(w.read_order(), shuffle(1000, 7).unwrap().as_slice());
+        assert_eq!(w.positions(), 1000);
+        assert_eq!(w.read_key_index(3), Some(2 * w.read_order()[3]));
+        assert_eq!(w.missing_key_index(3), Some(2 * w.read_order()[3] + 1));
         assert_eq!(w.hot_positions(), 10);
         assert_eq!(w.hot_key_index(13), w.read_key_index(3));
-        let (item, len) = w.scan(0);
+        let (item, len) = w.scan(0).unwrap();
         assert_eq!(item, w.read_order()[0]);
         assert_eq!(len, 10.min(1000 - item));
     }
 
+    /// `WORKLOADS.md`, "Operations per read phase": op `g` uses read-order
+    /// position `g mod min(M, N)`; readhot cycles through the first
+    /// `min(M, N)/100` of those; scans start at position `s mod min(M, N)`.
+    #[test]
+    fn ops_use_the_documented_read_order_positions() {
+        let full = shuffle(1000, 7).unwrap();
+        let at = |position: u64| full[usize::try_from(position).unwrap()];
+        for (ops, positions) in [(1, 1), (99, 99), (250, 250), (1000, 1000), (2500, 1000)] {
+            let w = Workload::with_ops(1000, ops).unwrap();
+            assert_eq!(w.positions(), positions, "M = {ops}");
+            assert_eq!(w.read_order(), &full[..usize::try_from(positions).unwrap()]);
+            for g in 0..ops {
+                let item = at(g % positions);
+                assert_eq!(w.read_position(g), g % positions);
+                assert_eq!(w.read_key_index(g), Some(2 * item), "M = {ops}, g = {g}");
+                assert_eq!(w.missing_key_index(g), Some(2 * item + 1));
+                let hot = (positions / 100).max(1);
+                assert_eq!(w.hot_positions(), hot);
+                assert_eq!(w.hot_key_index(g), Some(2 * at(g % hot)));
+            }
+            for s in 0..w.phase_ops(Phase::SeekRandom) {
+                let item = at(s % positions);
+                assert_eq!(w.scan(s), Some((item, 10.min(1000 - item))));
+            }
+        }
+        assert_eq!(
+            Workload::with_ops(1000, 250).unwrap().describe(2, true),
+            "N = 1,000, 250 ops per read phase (25 scans), 2 threads, page cache dropped before each read phase"
+        );
+        assert_eq!(
+            Workload::new(1000).unwrap().describe(1, false),
+            "N = 1,000, 1 thread"
+        );
+        // M = N is the workload without --ops, op for op.
+        let a = Workload::new(1000).unwrap();
+        let b = Workload::with_ops(1000, 1000).unwrap();
+        assert_eq!(a.read_order(), b.read_order());
+        assert_eq!(a.mixed_ops().unwrap(), b.mixed_ops().unwrap());
+    }
+
     #[test]
     fn readhot_reads_each_hot_key_about_a_hundred_times() {
-        let w = Workload::new(2000).unwrap();
-        let mut counts = std::collections::HashMap::new();
-        for g in 0..2000 {
-            *counts.entry(w.hot_key_index(g)).or_insert(0) += 1;
+        for w in [
+            Workload::new(2000).unwrap(),
+            Workload::with_ops(1_000_000, 2000).unwrap(),
+        ] {
+            let mut counts = std::collections::HashMap::new();
+            for g in 0..2000 {
+                *counts.entry(w.hot_key_index(g).unwrap()).or_insert(0) += 1;
+            }
+            assert_eq!(counts.len(), 20);
+            assert!(counts.values().all(|&c| c == 100));
         }
-        assert_eq!(counts.len(), 20);
-        assert!(counts.values().all(|&c| c == 100));
         assert_eq!(Workload::new(50).unwrap().hot_positions(), 1);
     }
 
@@ -327,19 +533,22 @@ mod tests {
         let w = Workload::new(2000).unwrap();
         let mut short = 0;
         for s in 0..200 {
-            let (item, len) = w.scan(s);
+            let (item, len) = w.scan(s).unwrap();
             assert_eq!(len, 10.min(2000 - item));
             short += u64::from(len < 10);
         }
         let last = w.read_order().iter().position(|&i| i == 1999).unwrap();
-        assert_eq!(w.scan(last as u64), (1999, 1));
+        assert_eq!(w.scan(last as u64), Some((1999, 1)));
         assert!(short <= 9);
+        // N = 1: one scan, of the one key.
+        let one = Workload::new(1).unwrap();
+        assert_eq!(one.scan(0), Some((0, 1)));
     }
 
     #[test]
     fn mixed_ops_put_every_twentieth_and_track_versions() {
         let w = Workload::new(2000).unwrap();
-        let ops = w.mixed_ops();
+        let ops = w.mixed_ops().unwrap();
         assert_eq!(ops.len(), 2000);
         assert_eq!(ops.iter().filter(|o| o.is_put).count(), 100);
         let mut latest = std::collections::HashMap::new();
@@ -357,7 +566,14 @@ mod tests {
         assert!(latest[&0] > 1, "{}", latest[&0]);
         let zipf = Zipfian::new(2000, YCSB_ZIPFIAN_CONSTANT);
         let items = zipf.draws(2000, MIXED_SEED);
-        assert!(ops.iter().zip(items).all(|(op, i)| op.key_index == 2 * i));
-        assert_eq!(w.mixed_ops(), ops);
+        assert!(ops.iter().zip(&items).all(|(op, i)| op.key_index == 2 * i));
+        assert_eq!(w.mixed_ops().unwrap(), ops);
+        // --ops draws M ops over the same N items: a prefix of the same stream.
+        let fewer = Workload::with_ops(2000, 500).unwrap().mixed_ops().unwrap();
+        assert_eq!(fewer, ops[..500]);
+        let more = Workload::with_ops(2000, 5000).unwrap().mixed_ops().unwrap();
+        assert_eq!(more.len(), 5000);
+        assert_eq!(more[..2000], ops[..]);
+        assert_eq!(more.iter().filter(|o| o.is_put).count(), 250);
     }
 }

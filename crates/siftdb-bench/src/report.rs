@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::engine::Counters;
+use super::engine::{Counters, BLOCKS_READ_FROM_FILE};
 use super::latency::Latency;
 use super::phase::Phase;
 
@@ -85,8 +85,12 @@ pub struct PhaseReport {
     pub n: u64,
     /// Operations performed (scans count one each).
     pub ops: u64,
+    /// Gets or scans among them (mixed's puts and fillrandom's excluded).
+    pub reads: u64,
     /// Threads that shared the operations.
     pub threads: usize,
+    /// True when the OS page cache was dropped just before the phase.
+    pub cold: bool,
     /// Wall time of the whole phase; for fillrandom it includes the final
     /// flush and the wait for compactions.
     pub elapsed: Duration,
@@ -98,6 +102,9 @@ pub struct PhaseReport {
     pub errors: ErrorLog,
     /// The engine's counters over the phase, if it keeps any.
     pub counters: Option<BTreeMap<String, CounterChange>>,
+    /// The most memory the process had resident during the phase (`VmHWM`
+    /// after a reset at the phase's start), where the kernel tells.
+    pub peak_rss_bytes: Option<u64>,
 }
 
 fn per_second(ops: u64, time: Duration) -> Option<f64> {
@@ -117,6 +124,26 @@ impl PhaseReport {
             return None;
         }
         per_second(self.ops, self.elapsed)
+    }
+
+    /// Data blocks the engine read from its files per get (per scan in
+    /// seekrandom): the change of its [`BLOCKS_READ_FROM_FILE`] counter
+    /// over the phase's [`PhaseReport::reads`]. `None` when the phase
+    /// failed, issued no reads, or the engine does not count them.
+    pub fn blocks_read_per_read(&self) -> Option<f64> {
+        if !self.passed() || self.reads == 0 {
+            return None;
+        }
+        let change = self.counters.as_ref()?.get(BLOCKS_READ_FROM_FILE)?;
+        Some(change.delta as f64 / self.reads as f64)
+    }
+
+    /// What one read of the phase is: a scan in seekrandom, a get elsewhere.
+    pub fn read_kind(&self) -> &'static str {
+        match self.phase {
+            Phase::SeekRandom => "scan",
+            _ => "get",
+        }
     }
 
     /// fillrandom only: puts per second, the final flush excluded.
@@ -141,7 +168,9 @@ impl PhaseReport {
             "settings": settings,
             "n": self.n,
             "ops": self.ops,
+            "reads": self.reads,
             "threads": self.threads,
+            "cold": self.cold,
             "passed": self.passed(),
             "errors": self.errors.count,
         });
@@ -164,6 +193,10 @@ impl PhaseReport {
         );
         object.insert("p50_us".into(), json!(self.latency.map(|l| l.p50_us())));
         object.insert("p99_us".into(), json!(self.latency.map(|l| l.p99_us())));
+        object.insert("peak_rss_bytes".into(), json!(self.peak_rss_bytes));
+        if let Some(blocks) = self.blocks_read_per_read() {
+            object.insert("blocks_read_from_file_per_read".into(), json!(blocks));
+        }
         if let Some(counters) = &self.counters {
             let deltas: serde_json::Map<String, Value> = counters
                 .iter()
@@ -185,12 +218,17 @@ impl PhaseReport {
         let mut s = String::new();
         let _ = write!(
             s,
-            "{:<12} {} {} ops, {} thread{}",
+            "{:<12} {} {} ops, {} thread{}{}",
             self.phase.name(),
             self.engine,
             group_digits(self.ops),
             self.threads,
-            if self.threads == 1 { "" } else { "s" }
+            if self.threads == 1 { "" } else { "s" },
+            if self.cold {
+                ", page cache dropped"
+            } else {
+                ""
+            }
         );
         if !self.passed() {
             let _ = writeln!(s, ": FAILED, {} errors", group_digits(self.errors.count));
@@ -236,6 +274,19 @@ impl PhaseReport {
                 let _ = writeln!(s, "    no latency samples");
             }
         }
+        let mut memory = Vec::new();
+        if let Some(peak) = self.peak_rss_bytes {
+            memory.push(format!("peak RSS {}", fmt_mib(peak)));
+        }
+        if let Some(blocks) = self.blocks_read_per_read() {
+            memory.push(format!(
+                "data blocks read from files {blocks:.3}/{}",
+                self.read_kind()
+            ));
+        }
+        if !memory.is_empty() {
+            let _ = writeln!(s, "    {}", memory.join("   "));
+        }
         if let Some(counters) = &self.counters {
             for (name, c) in counters {
                 let per_op = if self.ops > 0 {
@@ -256,19 +307,24 @@ impl PhaseReport {
     }
 }
 
-/// One line per phase: ops/s, p50, p99, and the verdict.
+/// One line per phase: ops/s, p50, p99, data blocks read from files per
+/// get (or scan), peak resident memory, and the verdict.
 pub fn summary_table(reports: &[PhaseReport]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<10} {:>14} {:>10} {:>10}  result",
-        "phase", "engine", "ops/s", "p50 µs", "p99 µs"
+        "{:<12} {:<10} {:>14} {:>10} {:>10} {:>10} {:>10}  result",
+        "phase", "engine", "ops/s", "p50 µs", "p99 µs", "blk/read", "peak RSS"
     );
     for r in reports {
         let (p50, p99) = match (r.passed(), r.latency) {
             (true, Some(l)) => (format!("{:.2}", l.p50_us()), format!("{:.2}", l.p99_us())),
             _ => ("-".to_string(), "-".to_string()),
         };
+        let blocks = r
+            .blocks_read_per_read()
+            .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
+        let peak = r.peak_rss_bytes.map_or_else(|| "-".to_string(), fmt_mib);
         let verdict = if r.passed() {
             "ok".to_string()
         } else {
@@ -276,7 +332,7 @@ pub fn summary_table(reports: &[PhaseReport]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<12} {:<10} {:>14} {:>10} {:>10}  {verdict}",
+            "{:<12} {:<10} {:>14} {:>10} {:>10} {blocks:>10} {peak:>10}  {verdict}",
             r.phase.name(),
             r.engine,
             fmt_rate(r.ops_per_sec()),
@@ -285,6 +341,11 @@ pub fn summary_table(reports: &[PhaseReport]) -> String {
         );
     }
     s
+}
+
+/// Bytes as MiB with one decimal, e.g. `123.4 MiB`.
+pub fn fmt_mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 /// An ops/s figure with digit groups, or `-` when there is none.
@@ -326,7 +387,9 @@ mod tests {
             settings: vec![("bloom_bits_per_key".into(), "12".into())],
             n: 1000,
             ops: 1000,
+            reads: 0,
             threads: 1,
+            cold: false,
             elapsed: Duration::from_millis(500),
             puts_elapsed: Some(Duration::from_millis(250)),
             latency: Some(Latency {
@@ -339,6 +402,7 @@ mod tests {
                 &Counters::from([("puts".into(), 10), ("tables".into(), 5)]),
                 &Counters::from([("puts".into(), 1010), ("tables".into(), 3)]),
             )),
+            peak_rss_bytes: Some(3 << 20),
         }
     }
 
@@ -364,6 +428,45 @@ mod tests {
         assert!(human.contains("p50 1.50 µs"), "{human}");
         assert!(human.contains("1.000/op"), "{human}");
         assert!(human.contains("+1,000") && human.contains("-2 "), "{human}");
+        assert!(human.contains("peak RSS 3.0 MiB"), "{human}");
+        assert_eq!(j["peak_rss_bytes"], 3 << 20);
+        assert_eq!(j["cold"], false);
+        // fillrandom issues no reads: no blocks per read.
+        assert_eq!(r.blocks_read_per_read(), None);
+        assert!(j.get("blocks_read_from_file_per_read").is_none());
+    }
+
+    #[test]
+    fn blocks_read_from_files_are_divided_by_the_reads() {
+        let mut r = report(ErrorLog::default());
+        r.phase = Phase::Mixed;
+        r.ops = 1000;
+        r.reads = 950;
+        r.cold = true;
+        r.counters = Some(counter_changes(
+            &Counters::from([(BLOCKS_READ_FROM_FILE.into(), 50)]),
+            &Counters::from([(BLOCKS_READ_FROM_FILE.into(), 145)]),
+        ));
+        assert_eq!(r.blocks_read_per_read(), Some(0.1));
+        let j = r.to_json();
+        assert_eq!(j["blocks_read_from_file_per_read"], 0.1);
+        assert_eq!(j["reads"], 950);
+        assert_eq!(j["cold"], true);
+        let human = r.to_human();
+        assert!(
+            human.contains("data blocks read from files 0.100/get"),
+            "{human}"
+        );
+        assert!(human.contains("page cache dropped"), "{human}");
+        r.phase = Phase::SeekRandom;
+        assert!(r.to_human().contains("0.100/scan"));
+        let table = summary_table(&[r.clone()]);
+        assert!(
+            table.contains("0.100") && table.contains("3.0 MiB"),
+            "{table}"
+        );
+        r.counters = None;
+        assert_eq!(r.blocks_read_per_read(), None);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Runs one phase against one engine and checks every answer.
 //!
 //! Owns: [`run_phase`]: the timed loops, the split of read phases across
-//! threads, the check of every answer, and the counter snapshots around
-//! each phase.
+//! threads, the check of every answer, the page-cache drop before a cold
+//! read phase, and the counter and peak-memory snapshots around each phase.
 //! Must never: allocate, format or time anything per operation beyond the
 //! one-in-eight latency sample (keys and expected values are built on the
 //! stack, buffers are reused), or let a wrong answer become a figure.
@@ -10,28 +10,48 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use super::cold::ColdCache;
 use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, SCAN_ENTRIES};
 use super::report::{counter_changes, ErrorLog, PhaseReport};
+use super::resident;
 
 /// Operations between two progress reports from one worker.
 const PROGRESS_EVERY: u64 = 4096;
 
 /// How a phase is run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOptions {
     /// Threads that share a read phase's operations (at least 1).
     /// fillrandom and mixed always run on one thread: fillrandom's puts are
     /// specified in load order, and every mixed get expects the version
     /// written by the puts before it in operation order.
     pub threads: usize,
+    /// `--cold`: drop the OS page cache before every read phase (every
+    /// phase but fillrandom), after its operations are drawn and before
+    /// the engine's counters are read and the clock starts. A drop that
+    /// fails fails the phase.
+    pub cold: Option<ColdCache>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { threads: 1 }
+        RunOptions {
+            threads: 1,
+            cold: None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// `threads` threads, warm page cache.
+    pub fn threads(threads: usize) -> Self {
+        RunOptions {
+            threads,
+            ..RunOptions::default()
+        }
     }
 }
 
@@ -130,9 +150,13 @@ fn show(key: &[u8; KEY_LEN]) -> &str {
 /// Runs `phase` of `workload` against `engine` and checks every answer.
 ///
 /// Everything the operations need (orders, Zipfian draws, versions) is
-/// computed before the clock starts; the engine's counters are read just
-/// before and just after. Errors never stop the phase: it runs to the end
-/// and reports how many operations failed.
+/// computed before the clock starts; then, for a cold read phase, the page
+/// cache is dropped; the engine's counters are read and the process's peak
+/// resident memory reset just before the clock starts, and both read again
+/// just after it stops. Errors never stop the phase: it runs to the end and
+/// reports how many operations failed. Only a failure to prepare (an order
+/// that cannot be allocated, a page cache that cannot be dropped) returns
+/// before any operation, as a failed phase.
 pub fn run_phase<E: Engine + ?Sized>(
     engine: &E,
     workload: &Workload,
@@ -145,18 +169,45 @@ pub fn run_phase<E: Engine + ?Sized>(
     } else {
         1
     };
-    let ops = phase.ops(workload.n());
-    let mixed_ops = match phase {
-        Phase::Mixed => workload.mixed_ops(),
-        _ => Vec::new(),
+    let ops = workload.phase_ops(phase);
+    let mut report = PhaseReport {
+        phase,
+        engine: engine.name(),
+        settings: engine.settings(),
+        n: workload.n(),
+        ops,
+        reads: workload.phase_reads(phase),
+        threads,
+        cold: false,
+        elapsed: Duration::ZERO,
+        puts_elapsed: None,
+        latency: None,
+        errors: ErrorLog::default(),
+        counters: None,
+        peak_rss_bytes: None,
+    };
+    let prepared = prepare(workload, phase).and_then(|prepared| {
+        if let (Some(cold), true) = (&options.cold, phase.is_read_phase()) {
+            progress.stage("dropping the page cache");
+            cold.drop_now()?;
+            report.cold = true;
+        }
+        Ok(prepared)
+    });
+    let (load_order, mixed_ops) = match prepared {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            report.errors.record(format!("{phase}: {message}"));
+            return report;
+        }
     };
     let counters_before = engine.counters();
+    let peak_reset = resident::reset_peak_rss();
 
     let start = Instant::now();
-    let mut puts_elapsed: Option<Duration> = None;
     let mut outcome = match phase {
         Phase::FillRandom => drive(0..ops, progress, |p, sampler| {
-            fill_op(engine, workload, p, sampler)
+            fill_op(engine, &load_order, p, sampler)
         }),
         Phase::ReadRandom => split_across_threads(ops, threads, |range| {
             let mut buf = Vec::new();
@@ -207,7 +258,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         }
     };
     if phase == Phase::FillRandom {
-        puts_elapsed = Some(start.elapsed());
+        report.puts_elapsed = Some(start.elapsed());
         progress.stage("flush and wait");
         if let Err(message) = engine.flush_and_wait() {
             outcome
@@ -215,35 +266,43 @@ pub fn run_phase<E: Engine + ?Sized>(
                 .record(format!("fillrandom: flush and wait failed: {message}"));
         }
     }
-    let elapsed = start.elapsed();
+    report.elapsed = start.elapsed();
 
-    let counters = match (counters_before, engine.counters()) {
+    report.peak_rss_bytes = if peak_reset {
+        resident::peak_rss_bytes()
+    } else {
+        None
+    };
+    report.counters = match (counters_before, engine.counters()) {
         (Some(before), Some(after)) => Some(counter_changes(&before, &after)),
         (None, Some(after)) => Some(counter_changes(&Default::default(), &after)),
         _ => None,
     };
-    PhaseReport {
-        phase,
-        engine: engine.name(),
-        settings: engine.settings(),
-        n: workload.n(),
-        ops,
-        threads,
-        elapsed,
-        puts_elapsed,
-        latency: outcome.sampler.summary(),
-        errors: outcome.errors,
-        counters,
-    }
+    report.latency = outcome.sampler.summary();
+    report.errors = outcome.errors;
+    report
+}
+
+/// What a phase needs before its clock starts: fillrandom's load order,
+/// mixed's drawn operations (each empty for the other phases).
+fn prepare(workload: &Workload, phase: Phase) -> Result<(Vec<u64>, Vec<MixedOp>), String> {
+    Ok(match phase {
+        Phase::FillRandom => (workload.load_order()?, Vec::new()),
+        Phase::Mixed => (Vec::new(), workload.mixed_ops()?),
+        _ => (Vec::new(), Vec::new()),
+    })
 }
 
 fn fill_op<E: Engine + ?Sized>(
     engine: &E,
-    workload: &Workload,
+    load_order: &[u64],
     p: u64,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
-    let j = workload.fill_key_index(p);
+    let Some(&item) = usize::try_from(p).ok().and_then(|i| load_order.get(i)) else {
+        return Err(format!("fillrandom op {p}: no such load-order position"));
+    };
+    let j = 2 * item;
     let k = key(j);
     let v = value(j);
     sampler
@@ -255,11 +314,14 @@ fn fill_op<E: Engine + ?Sized>(
 fn read_op<E: Engine + ?Sized>(
     engine: &E,
     phase: Phase,
-    j: u64,
+    j: Option<u64>,
     g: u64,
     buf: &mut Vec<u8>,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
+    let Some(j) = j else {
+        return Err(format!("{phase} op {g}: no such read-order position"));
+    };
     let k = key(j);
     buf.clear();
     let found = sampler
@@ -288,7 +350,10 @@ fn missing_op<E: Engine + ?Sized>(
     buf: &mut Vec<u8>,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
-    let k = key(workload.missing_key_index(g));
+    let Some(j) = workload.missing_key_index(g) else {
+        return Err(format!("readmissing op {g}: no such read-order position"));
+    };
+    let k = key(j);
     buf.clear();
     let found = sampler
         .time(g, || engine.get(&k, buf))
@@ -310,7 +375,9 @@ fn scan_op<E: Engine + ?Sized>(
     buf: &mut ScanBuffer,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
-    let (item, expected_len) = workload.scan(s);
+    let Some((item, expected_len)) = workload.scan(s) else {
+        return Err(format!("seekrandom scan {s}: no such read-order position"));
+    };
     let start = key(2 * item);
     buf.clear();
     sampler

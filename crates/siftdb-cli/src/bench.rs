@@ -1,8 +1,10 @@
 //! `siftdb bench`: the workloads of `WORKLOADS.md` against one engine.
 //!
-//! Owns: the bench flags, choosing and opening the engine
-//! ([`open_engine`], one match arm per engine), the benchmark directory,
-//! the progress bar, the human tables and the JSON file.
+//! Owns: the bench flags, the checks made before any work (phase order,
+//! `--cold` permission, sizes that fit the machine), choosing and opening
+//! the engine ([`open_engine`], one match arm per engine), the benchmark
+//! directory, the progress bar, the human tables, the JSON file and the
+//! SVG plot.
 //! Must never: measure anything itself — timing and checking belong to
 //! `siftdb_bench::run_phase`, so the peers crate measures the same way.
 
@@ -12,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    group_digits, run_phase, summary_table, Engine, MemoryEngine, Phase, Progress, RunOptions,
-    SiftdbEngine, Workload,
+    check_fits, check_phase_order, parse_count, run_phase, summary_table, ColdCache, Engine, Fit,
+    MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbEngine, Workload,
 };
 
 /// Exit code when a phase failed its checks.
@@ -23,14 +26,28 @@ const EXIT_CHECK_FAILED: u8 = 1;
 /// Flags of `siftdb bench`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
+The workloads, the read order every --ops setting uses, and what each phase \
+checks are defined in crates/siftdb-bench/WORKLOADS.md.\n\
+Counts take k, M and G suffixes (--n 20M --ops 200k).\n\
 Exit status: 0 when every phase passed its checks, 1 when a phase failed \
 (its errors are printed; it reports no figures), 2 when the benchmark could \
 not run.\n\
 --json FILE gets one JSON object per phase, one per line.")]
 pub struct BenchArgs {
     /// Number of keys loaded (present keys are key(2i) for i in 0..N).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value = "1000000", value_parser = parse_count)]
     n: u64,
+
+    /// Operations per read phase: gets for readrandom, readmissing and
+    /// readhot, operations for mixed, M/10 scans for seekrandom; they use
+    /// read-order positions g mod min(M, N) [default: N].
+    #[arg(long, value_name = "M", value_parser = parse_count)]
+    ops: Option<u64>,
+
+    /// Drop the OS page cache (sync, then 3 into /proc/sys/vm/drop_caches)
+    /// before each read phase, so reads start cold. Needs root.
+    #[arg(long)]
+    cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
     /// readmissing, readhot, seekrandom, mixed.
@@ -66,6 +83,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
+    /// Also draw ops/s and p50/p99 latency per phase into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+
     /// Engine to measure: `siftdb`, or `memory` (a BTreeMap, which measures
     /// the harness only).
     #[arg(long, default_value = "siftdb")]
@@ -95,26 +116,6 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
         "memory" => Ok(Box::new(MemoryEngine::new())),
         other => Err(format!("unknown engine {other:?} (known: siftdb, memory)")),
     }
-}
-
-/// Checks that `phases` follow the spec order without repeats: mixed
-/// overwrites values the earlier phases check, so order is part of the work.
-fn check_phase_order(phases: &[Phase]) -> Result<(), String> {
-    if phases.is_empty() {
-        return Err("--phases is empty".to_string());
-    }
-    for pair in phases.windows(2) {
-        if let [a, b] = pair {
-            if a >= b {
-                let order: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
-                return Err(format!(
-                    "--phases must follow the order {} without repeats; {b} comes after {a}",
-                    order.join(",")
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The directory the engine works in for this run.
@@ -202,16 +203,38 @@ impl Progress for Quiet {
     fn advance(&self, _ops: u64) {}
 }
 
+/// Creates (or truncates) an output file before any work, so a path that
+/// cannot be written fails the run at once rather than after it.
+fn create_output(path: &Path) -> Result<File, String> {
+    File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
 /// Runs `siftdb bench`; `Ok` carries the exit code (non-zero when a phase
 /// failed its checks), `Err` a reason the benchmark could not run.
 pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     check_phase_order(&args.phases)?;
+    let ops = args.ops.unwrap_or(args.n);
+    // Everything that can refuse the run does so before any work.
+    let cold = if args.cold {
+        Some(ColdCache::for_this_machine()?)
+    } else {
+        None
+    };
+    let dir_parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    check_fits(args.n, ops, Fit::of_machine(&dir_parent))?;
     if !args.phases.contains(&Phase::FillRandom) {
         eprintln!(
             "note: no fillrandom in --phases: the read phases expect the N keys to be loaded already"
         );
     }
-    let workload = Workload::new(args.n)?;
+    let workload = Workload::with_ops(args.n, ops)?;
+    let mut json = match &args.json {
+        Some(path) => Some(BufWriter::new(create_output(path)?)),
+        None => None,
+    };
+    if let Some(path) = &args.plot {
+        create_output(path)?;
+    }
     let dir = BenchDir::prepare(args.dir.as_deref())?;
     let config = EngineConfig {
         dir: dir.path(),
@@ -219,24 +242,17 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         memtable_bytes: args.memtable_bytes,
     };
     let engine = open_engine(&args.engine, &config)?;
-    let mut json = match &args.json {
-        Some(path) => {
-            Some(BufWriter::new(File::create(path).map_err(|e| {
-                format!("cannot create {}: {e}", path.display())
-            })?))
-        }
-        None => None,
-    };
 
-    print_header(args, engine.as_ref(), dir.path());
+    print_header(args, &workload, engine.as_ref(), dir.path());
     let options = RunOptions {
         threads: usize::from(args.threads),
+        cold,
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::with_capacity(args.phases.len());
     for &phase in &args.phases {
         let report = if show_progress {
-            let bar = Bar::new(phase, phase.ops(args.n));
+            let bar = Bar::new(phase, workload.phase_ops(phase));
             let report = run_phase(engine.as_ref(), &workload, phase, &options, &bar);
             bar.0.finish_and_clear();
             report
@@ -255,6 +271,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
 
     println!();
     print!("{}", summary_table(&reports));
+    if let Some(path) = &args.plot {
+        write_svg(
+            path,
+            &run_svg(&plot_title(args, &workload, &reports), &[reports.clone()])?,
+        )?;
+        println!("plot: {}", path.display());
+    }
     if let Some(kept) = dir.finish(args.keep)? {
         println!("database directory: {}", kept.display());
     }
@@ -269,13 +292,25 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_header(args: &BenchArgs, engine: &dyn Engine, dir: &Path) {
+/// What a run was, in one line: engine, N, M when it differs, threads, cold.
+fn run_line(args: &BenchArgs, workload: &Workload, engine: &str) -> String {
+    format!(
+        "{engine}, {}",
+        workload.describe(usize::from(args.threads), args.cold)
+    )
+}
+
+fn plot_title(args: &BenchArgs, workload: &Workload, reports: &[PhaseReport]) -> String {
+    let engine = reports
+        .first()
+        .map_or(args.engine.as_str(), |r| r.engine.as_str());
+    format!("siftdb bench: {}", run_line(args, workload, engine))
+}
+
+fn print_header(args: &BenchArgs, workload: &Workload, engine: &dyn Engine, dir: &Path) {
     println!(
-        "siftdb bench: engine {}, N = {}, {} thread{}, directory {}",
-        engine.name(),
-        group_digits(args.n),
-        args.threads,
-        if args.threads == 1 { "" } else { "s" },
+        "siftdb bench: engine {}, directory {}",
+        run_line(args, workload, &engine.name()),
         dir.display()
     );
     let settings = engine.settings();
@@ -294,16 +329,6 @@ fn print_header(args: &BenchArgs, engine: &dyn Engine, dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn phases_must_follow_the_spec_order() {
-        assert!(check_phase_order(&Phase::ALL).is_ok());
-        assert!(check_phase_order(&[Phase::ReadRandom, Phase::Mixed]).is_ok());
-        assert!(check_phase_order(&[]).is_err());
-        let err = check_phase_order(&[Phase::Mixed, Phase::ReadRandom]).unwrap_err();
-        assert!(err.contains("readrandom comes after mixed"), "{err}");
-        assert!(check_phase_order(&[Phase::ReadHot, Phase::ReadHot]).is_err());
-    }
 
     #[test]
     fn unknown_engines_are_refused_by_name() {

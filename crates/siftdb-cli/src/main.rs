@@ -30,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the benchmark workloads (WORKLOADS.md) and check every answer.
+    /// Run the benchmark workloads (crates/siftdb-bench/WORKLOADS.md) and check every answer.
     Bench(bench::BenchArgs),
     /// Show what a table file or a database directory holds, filters included.
     Inspect(inspect::InspectArgs),

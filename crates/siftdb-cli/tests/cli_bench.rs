@@ -182,3 +182,151 @@ fn keep_leaves_the_temporary_directory_and_prints_it() {
     assert!(Path::new(kept).is_dir());
     std::fs::remove_dir_all(kept).unwrap();
 }
+
+#[test]
+fn ops_sets_the_operations_of_every_read_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "2k",
+        "--ops",
+        "300",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ops: Vec<(String, u64, u64)> = json_lines(&json)
+        .iter()
+        .map(|r| {
+            assert_eq!(r["passed"], true, "{r}");
+            assert_eq!(r["n"], 2000);
+            (
+                r["phase"].as_str().unwrap().to_string(),
+                r["ops"].as_u64().unwrap(),
+                r["reads"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("fillrandom", 2000, 0),
+        ("readrandom", 300, 300),
+        ("readmissing", 300, 300),
+        ("readhot", 300, 300),
+        ("seekrandom", 30, 30),
+        ("mixed", 300, 285),
+    ];
+    let expected: Vec<(String, u64, u64)> = expected
+        .iter()
+        .map(|(p, o, r)| (p.to_string(), *o, *r))
+        .collect();
+    assert_eq!(ops, expected);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("N = 2,000, 300 ops per read phase (30 scans)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_single_key_still_runs_one_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let reports = json_lines(&json);
+    assert_eq!(reports[4]["phase"], "seekrandom");
+    assert_eq!(reports[4]["ops"], 1);
+    assert!(reports.iter().all(|r| r["ops"] == 1 && r["passed"] == true));
+}
+
+#[test]
+fn sizes_beyond_the_machine_are_one_line_errors_before_any_work() {
+    for args in [
+        &["bench", "--n", "100000000000"][..],
+        &["bench", "--n", "100G"],
+        &["bench", "--engine", "memory", "--n", "10", "--ops", "1000G"],
+    ] {
+        let out = siftdb(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("more than this machine's") && stderr.contains("of memory"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: no run started");
+    }
+    for bad in ["1.5M", "0x10", "-1"] {
+        let flag = format!("--ops={bad}");
+        let out = siftdb(&["bench", "--engine", "memory", &flag]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains("not a count"), "{bad}");
+    }
+    let out = siftdb(&["bench", "--engine", "memory", "--n", "10", "--ops", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("operations per read phase"));
+}
+
+#[test]
+fn plot_writes_an_svg_with_every_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("bench.svg");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "3000",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
+    for wanted in [
+        "fillrandom",
+        "seekrandom",
+        "mixed",
+        "\nmemory\n",
+        "siftdb bench: memory, N = 3,000, 1 thread",
+    ] {
+        assert!(picture.contains(wanted), "{wanted}");
+    }
+    assert!(text(&out.stdout).contains("plot: "));
+    // A plot path that cannot be written fails before the run.
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "3000",
+        "--plot",
+        dir.path().join("missing/bench.svg").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot create"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn help_cites_the_workloads_at_their_committed_path() {
+    let cited = "crates/siftdb-bench/WORKLOADS.md";
+    let out = siftdb(&["bench", "--help"]);
+    assert!(text(&out.stdout).contains(cited));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert!(root.join(cited).is_file());
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.contains(cited));
+}

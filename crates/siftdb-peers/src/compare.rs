@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use siftdb_bench::{fmt_rate, group_digits, Latency, PhaseReport};
+use siftdb_bench::{fmt_mib, fmt_rate, group_digits, Latency, PhaseReport};
 
 /// One phase on one engine: the harness's report and the CPU seconds the
 /// whole process spent over it (all threads, background work included).
@@ -139,12 +139,15 @@ fn fmt_float(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
 }
 
-/// Every engine's figures, one markdown row per phase and engine.
+/// Every engine's figures, one markdown row per phase and engine: ops/s,
+/// latency, CPU, data blocks read from files per get or scan (engines that
+/// count them: siftdb), the process's peak resident memory over the phase,
+/// and the verdict.
 pub fn figures_table(runs: &[Vec<Measured>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | result |\n|---|---|---:|---:|---:|---:|---|"
+        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | blocks from file per read | peak RSS | result |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
     );
     let phases: Vec<_> = runs
         .first()
@@ -161,9 +164,15 @@ pub fn figures_table(runs: &[Vec<Measured>]) -> String {
             if let Some(puts) = report.puts_ops_per_sec() {
                 let _ = write!(rate, " (puts alone {})", fmt_rate(Some(puts)));
             }
+            let blocks = report
+                .blocks_read_per_read()
+                .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
+            let peak = report
+                .peak_rss_bytes
+                .map_or_else(|| "-".to_string(), fmt_mib);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {blocks} | {peak} | {} |",
                 phase.name(),
                 report.engine,
                 rate,

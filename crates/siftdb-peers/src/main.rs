@@ -2,8 +2,10 @@
 //! back to back in one process, each on a fresh directory, and the ratios
 //! siftdb/peer per phase.
 //!
-//! Owns: the flags, the run directory of each engine, the order engines run
-//! in, the printed tables and the JSON lines file.
+//! Owns: the flags, the checks made before any work (phase order, engines,
+//! `--cold` permission, sizes that fit the machine), the run directory of
+//! each engine, the order engines run in, the printed tables, the JSON
+//! lines file and the SVG plot.
 //! Must never: measure anything itself (that is `run_phase`'s job) or keep
 //! an engine open while the next one runs.
 
@@ -15,7 +17,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use serde_json::{json, Value};
-use siftdb_bench::{group_digits, run_phase, NoProgress, Phase, RunOptions, Workload};
+use siftdb_bench::plot::{run_svg, write_svg};
+use siftdb_bench::{
+    check_fits, check_phase_order, parse_count, run_phase, ColdCache, Fit, NoProgress, Phase,
+    RunOptions, Workload,
+};
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
 use siftdb_peers::cpu::process_cpu_seconds;
 use siftdb_peers::{open_engine, ENGINES};
@@ -29,13 +35,27 @@ const EXIT_CANNOT_RUN: u8 = 2;
 /// process; prints each engine's figures and the ratios siftdb/peer.
 #[derive(Parser, Debug)]
 #[command(after_help = "\
+The workloads, the read order every --ops setting uses, and what each phase \
+checks are defined in crates/siftdb-bench/WORKLOADS.md. Counts take k, M and \
+G suffixes (--n 20M --ops 200k).\n\
 Ratios: ops/s ÷ peer above 1 means siftdb is faster; p50/p99 ÷ peer below 1 \
 means siftdb is faster. Exit status: 0 when every phase of every engine passed \
 its checks, 1 when one failed, 2 when the comparison could not run.")]
 struct Args {
     /// Number of keys loaded (present keys are key(2i) for i in 0..N).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value = "1000000", value_parser = parse_count)]
     n: u64,
+
+    /// Operations per read phase: gets for readrandom, readmissing and
+    /// readhot, operations for mixed, M/10 scans for seekrandom; they use
+    /// read-order positions g mod min(M, N) [default: N].
+    #[arg(long, value_name = "M", value_parser = parse_count)]
+    ops: Option<u64>,
+
+    /// Drop the OS page cache (sync, then 3 into /proc/sys/vm/drop_caches)
+    /// before each read phase of every engine. Needs root.
+    #[arg(long)]
+    cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
     /// readmissing, readhot, seekrandom, mixed.
@@ -68,21 +88,15 @@ struct Args {
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+
+    /// Also draw every engine's ops/s and p50/p99 latency per phase, side
+    /// by side, into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 fn check_args(args: &Args) -> Result<(), String> {
-    if args.phases.is_empty() {
-        return Err("--phases is empty".to_string());
-    }
-    for pair in args.phases.windows(2) {
-        if let [a, b] = pair {
-            if a >= b {
-                return Err(format!(
-                    "--phases must follow the order of WORKLOADS.md without repeats; {b} comes after {a}"
-                ));
-            }
-        }
-    }
+    check_phase_order(&args.phases)?;
     if args.engines.is_empty() {
         return Err("--engines is empty".to_string());
     }
@@ -134,6 +148,7 @@ fn run_engine(
     name: &str,
     args: &Args,
     workload: &Workload,
+    options: &RunOptions,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -153,14 +168,11 @@ fn run_engine(
             println!("setting (non-default): {key} = {value}");
         }
     }
-    let options = RunOptions {
-        threads: usize::from(args.threads),
-    };
     let mut reports = Vec::with_capacity(args.phases.len());
     for &phase in &args.phases {
         eprintln!("{name}: {phase} ...");
         let cpu_before = process_cpu_seconds();
-        let report = run_phase(engine.as_ref(), workload, phase, &options, &NoProgress);
+        let report = run_phase(engine.as_ref(), workload, phase, options, &NoProgress);
         let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
             (Some(before), Some(after)) => Some(after - before),
             _ => None,
@@ -188,17 +200,31 @@ fn run_engine(
 
 fn run(args: &Args) -> Result<ExitCode, String> {
     check_args(args)?;
-    let workload = Workload::new(args.n)?;
+    let ops = args.ops.unwrap_or(args.n);
+    // Everything that can refuse the run does so before any work.
+    let cold = if args.cold {
+        Some(ColdCache::for_this_machine()?)
+    } else {
+        None
+    };
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    check_fits(args.n, ops, Fit::of_machine(&parent))?;
+    let workload = Workload::with_ops(args.n, ops)?;
     let mut json = args.json.as_ref().map(JsonLines::create).transpose()?;
+    if let Some(path) = &args.plot {
+        File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    }
+    let options = RunOptions {
+        threads: usize::from(args.threads),
+        cold,
+    };
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let phase_names: Vec<&str> = args.phases.iter().map(|p| p.name()).collect();
+    let size = workload.describe(usize::from(args.threads), args.cold);
     println!(
-        "siftdb-peers: N = {}, {} thread{}, phases {}, engines {}, Bloom {} bits/key",
-        group_digits(args.n),
-        args.threads,
-        if args.threads == 1 { "" } else { "s" },
+        "siftdb-peers: {size}, phases {}, engines {}, Bloom {} bits/key",
         phase_names.join(","),
         args.engines.join(","),
         args.bits_per_key
@@ -209,6 +235,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             "kind": "run",
             "unix_time": started,
             "n": args.n,
+            "ops": workload.ops(),
+            "cold": args.cold,
             "threads": args.threads,
             "phases": phase_names,
             "engines": args.engines,
@@ -218,17 +246,20 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 
     let mut runs: Vec<(String, Vec<Measured>)> = Vec::new();
     for name in &args.engines {
-        let reports = run_engine(name, args, &workload, &mut json)?;
+        let reports = run_engine(name, args, &workload, &options, &mut json)?;
         runs.push((name.clone(), reports));
     }
 
     let all: Vec<Vec<Measured>> = runs.iter().map(|(_, r)| r.clone()).collect();
-    println!(
-        "## Figures (N = {}, {} thread{})",
-        group_digits(args.n),
-        args.threads,
-        if args.threads == 1 { "" } else { "s" }
-    );
+    if let Some(path) = &args.plot {
+        let reports: Vec<_> = all
+            .iter()
+            .map(|run| run.iter().map(|m| m.report.clone()).collect())
+            .collect();
+        write_svg(path, &run_svg(&format!("siftdb-peers: {size}"), &reports)?)?;
+        println!("plot: {}", path.display());
+    }
+    println!("## Figures ({size})");
     println!();
     print!("{}", figures_table(&all));
     println!();

@@ -21,7 +21,7 @@ fn passes_every_phase(name: &str, threads: usize) {
             engine.as_ref(),
             &workload,
             phase,
-            &RunOptions { threads },
+            &RunOptions::threads(threads),
             &NoProgress,
         );
         assert!(report.passed(), "{}", report.to_human());
@@ -61,4 +61,81 @@ fn unknown_engines_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let err = open_engine("leveldb", dir.path(), 10.0).err().unwrap();
     assert!(err.contains("leveldb"), "{err}");
+}
+
+#[test]
+fn every_engine_runs_fewer_ops_than_keys_and_reads_the_same_keys() {
+    for name in ["siftdb", "rocksdb", "fjall"] {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open_engine(name, dir.path(), 10.0).unwrap();
+        let workload = Workload::with_ops(5_000, 700).unwrap();
+        for phase in Phase::ALL {
+            let report = run_phase(
+                engine.as_ref(),
+                &workload,
+                phase,
+                &RunOptions::default(),
+                &NoProgress,
+            );
+            assert!(report.passed(), "{name}: {}", report.to_human());
+            assert_eq!(report.ops, workload.phase_ops(phase), "{name} {phase}");
+        }
+    }
+}
+
+#[test]
+fn the_binary_plots_every_engine_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("peers.svg");
+    let json = dir.path().join("peers.jsonl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_siftdb-peers"))
+        .args([
+            "--n",
+            "3k",
+            "--ops",
+            "500",
+            "--engines",
+            "siftdb,memory",
+            "--plot",
+        ])
+        .arg(&svg)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
+    for wanted in [
+        "\nmemory\n",
+        "\nsiftdb 0.1.0\n",
+        "N = 3,000, 500 ops per read phase (50 scans)",
+    ] {
+        assert!(picture.contains(wanted), "{wanted}");
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "run");
+    assert_eq!(lines[0]["ops"], 500);
+    assert_eq!(lines[0]["cold"], false);
+    let siftdb_readrandom = lines
+        .iter()
+        .find(|l| {
+            l["kind"] == "phase" && l["phase"] == "readrandom" && l["engine"] == "siftdb 0.1.0"
+        })
+        .unwrap();
+    assert_eq!(siftdb_readrandom["ops"], 500);
+    assert!(siftdb_readrandom["blocks_read_from_file_per_read"]
+        .as_f64()
+        .is_some());
+    assert!(siftdb_readrandom["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(stdout.contains("blocks from file per read"), "{stdout}");
 }
