@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// The counter name under which an engine reports, if it can, the data
 /// blocks it read from its files (not from a cache of its own). Reports
-/// divide its change over a phase by the phase's gets (or scans): the disk
+/// divide its change over a phase by the phase's gets: the disk
 /// reads a filter and a cache save show up there.
 pub const BLOCKS_READ_FROM_FILE: &str = "blocks_read_from_file";
 

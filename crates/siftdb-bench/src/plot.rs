@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -328,6 +329,7 @@ pub fn fp_curve_svg(title: &str, points: &[FpPoint]) -> Result<String, String> {
             .bold_line_style(BLACK.mix(0.12))
             .x_desc("bits per key")
             .y_desc("false-positive rate")
+            .x_label_formatter(&|x: &f64| short_number(*x))
             .y_label_formatter(&|y: &f64| format!("{y:.0e}"))
             .label_style(("sans-serif", 12))
             .draw()
@@ -345,7 +347,9 @@ pub fn fp_curve_svg(title: &str, points: &[FpPoint]) -> Result<String, String> {
             .draw_series(LineSeries::new(blocked, c_blocked.stroke_width(2)))
             .map_err(drawing_error)?
             .label("blocked Bloom theory (512-bit lines)")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c_blocked));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], c_blocked.stroke_width(2))
+            });
         chart
             .draw_series(DashedLineSeries::new(
                 standard,
@@ -355,7 +359,9 @@ pub fn fp_curve_svg(title: &str, points: &[FpPoint]) -> Result<String, String> {
             ))
             .map_err(drawing_error)?
             .label("standard Bloom theory")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c_standard));
+            .legend(move |(x, y)| {
+                DashedPathElement::new(vec![(x, y), (x + 16, y)], 4, 3, c_standard.stroke_width(2))
+            });
         chart
             .draw_series(LineSeries::new(measured.iter().copied(), c_measured))
             .map_err(drawing_error)?;

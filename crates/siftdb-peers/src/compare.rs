@@ -140,14 +140,14 @@ fn fmt_float(r: Option<f64>) -> String {
 }
 
 /// Every engine's figures, one markdown row per phase and engine: ops/s,
-/// latency, CPU, data blocks read from files per get or scan (engines that
-/// count them: siftdb), the process's peak resident memory over the phase,
+/// latency, CPU, data blocks read from files per get (engines that count
+/// them: siftdb), the process's peak resident memory over the phase,
 /// and the verdict.
 pub fn figures_table(runs: &[Vec<Measured>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | blocks from file per read | peak RSS | result |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
+        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | data blocks from files per get | peak RSS | result |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
     );
     let phases: Vec<_> = runs
         .first()
@@ -165,7 +165,7 @@ pub fn figures_table(runs: &[Vec<Measured>]) -> String {
                 let _ = write!(rate, " (puts alone {})", fmt_rate(Some(puts)));
             }
             let blocks = report
-                .blocks_read_per_read()
+                .blocks_read_per_get()
                 .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
             let peak = report
                 .peak_rss_bytes

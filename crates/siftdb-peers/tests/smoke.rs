@@ -133,9 +133,12 @@ fn the_binary_plots_every_engine_side_by_side() {
         })
         .unwrap();
     assert_eq!(siftdb_readrandom["ops"], 500);
-    assert!(siftdb_readrandom["blocks_read_from_file_per_read"]
+    assert!(siftdb_readrandom["blocks_read_from_file_per_get"]
         .as_f64()
         .is_some());
     assert!(siftdb_readrandom["peak_rss_bytes"].as_u64().unwrap() > 0);
-    assert!(stdout.contains("blocks from file per read"), "{stdout}");
+    assert!(
+        stdout.contains("data blocks from files per get"),
+        "{stdout}"
+    );
 }
