@@ -59,5 +59,5 @@ pub use report::{
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
 pub use siftdb_engine::SiftdbEngine;
-pub use size::{check_fits, parse_count, raw_data_bytes, Fit};
+pub use size::{check_before_run, check_fits, parse_count, raw_data_bytes, Fit};
 pub use zipfian::{zeta, Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};

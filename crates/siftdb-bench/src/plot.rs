@@ -232,16 +232,23 @@ fn draw_run_panel(
             .map_err(drawing_error)?;
     }
     if panel == Panel::Throughput {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(drawing_error)?;
+        draw_legend(&mut chart)?;
     }
     Ok(())
+}
+
+/// The series' names and swatches in a box in the chart's top right corner.
+fn draw_legend<'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(drawing_error)
 }
 
 /// `1200000` as `1.2M`, `0.5` as `0.5`: axis labels that stay short.
@@ -374,14 +381,7 @@ pub fn fp_curve_svg(title: &str, points: &[FpPoint]) -> Result<String, String> {
             .map_err(drawing_error)?
             .label("siftdb filter, measured")
             .legend(move |(x, y)| Circle::new((x + 8, y), 3, c_measured.filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(drawing_error)?;
+        draw_legend(&mut chart)?;
         root.present().map_err(drawing_error)?;
     }
     Ok(svg)

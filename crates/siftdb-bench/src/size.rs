@@ -4,11 +4,14 @@
 //! Owns: [`parse_count`] (`20M`, `200k`, `1000000`, `1_000_000`) for the
 //! `--n` and `--ops` flags of `siftdb bench` and the peers comparison, and
 //! [`check_fits`], which turns a size this machine cannot hold into one
-//! line of error instead of an allocation abort an hour later.
+//! line of error instead of an allocation abort an hour later;
+//! [`check_before_run`], every refusal `siftdb bench` and the peers
+//! comparison make before any work.
 //! Must never: allocate in proportion to the sizes it checks.
 
 use std::path::Path;
 
+use super::cold::ColdCache;
 use super::data::{KEY_LEN, VALUE_LEN};
 use super::phase::harness_bytes;
 use super::report::group_digits;
@@ -115,6 +118,25 @@ pub fn check_fits(n: u64, ops: u64, fit: Fit) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The checks both benchmark commands make before any work: with `cold`,
+/// that this process may drop the page cache (the [`ColdCache`] to use);
+/// and that `n` keys with `ops` operations per read phase fit this
+/// machine's memory and the disk under `dir` ([`check_fits`]).
+pub fn check_before_run(
+    n: u64,
+    ops: u64,
+    cold: bool,
+    dir: &Path,
+) -> Result<Option<ColdCache>, String> {
+    let cold = if cold {
+        Some(ColdCache::for_this_machine()?)
+    } else {
+        None
+    };
+    check_fits(n, ops, Fit::of_machine(dir))?;
+    Ok(cold)
 }
 
 #[cfg(test)]

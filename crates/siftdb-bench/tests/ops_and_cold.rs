@@ -59,6 +59,11 @@ impl Engine for Recording {
 
 const N: u64 = 3000;
 
+/// `phase` with default options (one thread, page cache left alone).
+fn warm(engine: &impl Engine, workload: &Workload, phase: Phase) -> siftdb_bench::PhaseReport {
+    run_phase(engine, workload, phase, &RunOptions::default(), &NoProgress)
+}
+
 /// The keys of `WORKLOADS.md`'s rule, computed from the read order alone.
 fn expected_gets(phase: Phase, ops: u64) -> Vec<Vec<u8>> {
     let order = shuffle(N, 7).unwrap();
@@ -93,22 +98,10 @@ fn every_read_phase_asks_for_the_documented_keys_in_order() {
     for ops in [1, 9, 10, 250, N, 2 * N + 7] {
         let workload = Workload::with_ops(N, ops).unwrap();
         let engine = Recording::default();
-        let fill = run_phase(
-            &engine,
-            &workload,
-            Phase::FillRandom,
-            &RunOptions::default(),
-            &NoProgress,
-        );
+        let fill = warm(&engine, &workload, Phase::FillRandom);
         assert!(fill.passed() && fill.ops == N, "{}", fill.to_human());
         for phase in [Phase::ReadRandom, Phase::ReadMissing, Phase::ReadHot] {
-            let r = run_phase(
-                &engine,
-                &workload,
-                phase,
-                &RunOptions::default(),
-                &NoProgress,
-            );
+            let r = warm(&engine, &workload, phase);
             assert!(r.passed(), "M = {ops}: {}", r.to_human());
             assert_eq!((r.ops, r.reads), (ops, ops));
             let (gets, scans) = engine.take();
@@ -118,25 +111,13 @@ fn every_read_phase_asks_for_the_documented_keys_in_order() {
                 "M = {ops}, {phase}: other keys"
             );
         }
-        let r = run_phase(
-            &engine,
-            &workload,
-            Phase::SeekRandom,
-            &RunOptions::default(),
-            &NoProgress,
-        );
+        let r = warm(&engine, &workload, Phase::SeekRandom);
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!(r.ops, ops.div_ceil(10));
         let (gets, scans) = engine.take();
         assert!(gets.is_empty());
         assert!(scans == expected_scans(ops), "M = {ops}: other scans");
-        let r = run_phase(
-            &engine,
-            &workload,
-            Phase::Mixed,
-            &RunOptions::default(),
-            &NoProgress,
-        );
+        let r = warm(&engine, &workload, Phase::Mixed);
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!((r.ops, r.reads), (ops, ops - ops / 20));
         let (gets, _) = engine.take();
@@ -148,13 +129,7 @@ fn every_read_phase_asks_for_the_documented_keys_in_order() {
 fn threads_share_the_same_operations() {
     let workload = Workload::with_ops(N, 500).unwrap();
     let engine = Recording::default();
-    run_phase(
-        &engine,
-        &workload,
-        Phase::FillRandom,
-        &RunOptions::default(),
-        &NoProgress,
-    );
+    warm(&engine, &workload, Phase::FillRandom);
     for phase in [Phase::ReadRandom, Phase::ReadMissing, Phase::ReadHot] {
         let r = run_phase(
             &engine,
@@ -177,13 +152,7 @@ fn a_tiny_run_still_scans() {
     let workload = Workload::new(1).unwrap();
     let engine = MemoryEngine::new();
     for phase in Phase::ALL {
-        let r = run_phase(
-            &engine,
-            &workload,
-            phase,
-            &RunOptions::default(),
-            &NoProgress,
-        );
+        let r = warm(&engine, &workload, phase);
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!(r.ops, 1, "{phase}");
         assert!(r.latency.is_some(), "{phase}: op 0 is always timed");
@@ -215,13 +184,7 @@ fn a_cold_read_phase_drops_the_page_cache_first() {
         assert_eq!(std::fs::read(knob.path()).unwrap(), b"3");
         std::fs::write(knob.path(), b"").unwrap();
     }
-    let warm = run_phase(
-        &engine,
-        &workload,
-        Phase::ReadRandom,
-        &RunOptions::default(),
-        &NoProgress,
-    );
+    let warm = warm(&engine, &workload, Phase::ReadRandom);
     assert!(warm.passed() && !warm.cold);
 }
 
@@ -237,13 +200,7 @@ fn a_page_cache_that_cannot_be_dropped_fails_the_phase_before_any_op() {
     std::fs::remove_file(&knob).unwrap();
     let workload = Workload::new(200).unwrap();
     let engine = MemoryEngine::new();
-    run_phase(
-        &engine,
-        &workload,
-        Phase::FillRandom,
-        &RunOptions::default(),
-        &NoProgress,
-    );
+    warm(&engine, &workload, Phase::FillRandom);
     let r = run_phase(&engine, &workload, Phase::ReadRandom, &options, &NoProgress);
     assert!(!r.passed() && !r.cold);
     assert_eq!(r.errors.count, 1);
@@ -261,13 +218,7 @@ fn every_phase_reports_the_peak_memory_of_the_process() {
     let workload = Workload::new(2000).unwrap();
     let engine = MemoryEngine::new();
     for phase in Phase::ALL {
-        let r = run_phase(
-            &engine,
-            &workload,
-            phase,
-            &RunOptions::default(),
-            &NoProgress,
-        );
+        let r = warm(&engine, &workload, phase);
         let peak = r.peak_rss_bytes.expect("Linux reports VmHWM");
         assert!(peak > 0);
         assert_eq!(r.to_json()["peak_rss_bytes"], peak);

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_fits, check_phase_order, parse_count, run_phase, summary_table, ColdCache, Engine, Fit,
+    check_before_run, check_phase_order, parse_count, run_phase, summary_table, Engine,
     MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbEngine, Workload,
 };
 
@@ -215,13 +215,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     check_phase_order(&args.phases)?;
     let ops = args.ops.unwrap_or(args.n);
     // Everything that can refuse the run does so before any work.
-    let cold = if args.cold {
-        Some(ColdCache::for_this_machine()?)
-    } else {
-        None
-    };
     let dir_parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    check_fits(args.n, ops, Fit::of_machine(&dir_parent))?;
+    let cold = check_before_run(args.n, ops, args.cold, &dir_parent)?;
     if !args.phases.contains(&Phase::FillRandom) {
         eprintln!(
             "note: no fillrandom in --phases: the read phases expect the N keys to be loaded already"

@@ -19,8 +19,8 @@ use clap::Parser;
 use serde_json::{json, Value};
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_fits, check_phase_order, parse_count, run_phase, ColdCache, Fit, NoProgress, Phase,
-    RunOptions, Workload,
+    check_before_run, check_phase_order, parse_count, run_phase, NoProgress, Phase, RunOptions,
+    Workload,
 };
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
 use siftdb_peers::cpu::process_cpu_seconds;
@@ -202,13 +202,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     check_args(args)?;
     let ops = args.ops.unwrap_or(args.n);
     // Everything that can refuse the run does so before any work.
-    let cold = if args.cold {
-        Some(ColdCache::for_this_machine()?)
-    } else {
-        None
-    };
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    check_fits(args.n, ops, Fit::of_machine(&parent))?;
+    let cold = check_before_run(args.n, ops, args.cold, &parent)?;
     let workload = Workload::with_ops(args.n, ops)?;
     let mut json = args.json.as_ref().map(JsonLines::create).transpose()?;
     if let Some(path) = &args.plot {
