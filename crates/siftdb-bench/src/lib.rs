@@ -54,8 +54,8 @@ pub use phase::{
     MIXED_PUT_EVERY, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
 };
 pub use report::{
-    counter_changes, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange, ErrorLog,
-    PhaseReport, MAX_ERROR_SAMPLES,
+    counter_changes, describe_run, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange,
+    ErrorLog, PhaseReport, MAX_ERROR_SAMPLES,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
 pub use siftdb_engine::SiftdbEngine;

@@ -13,7 +13,6 @@ use std::str::FromStr;
 use std::collections::HashMap;
 
 use super::data::{shuffle, SplitMix64, MAX_KEY_INDEX};
-use super::report::group_digits;
 use super::zipfian::{Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};
 
 /// Seed of the shuffle that orders fillrandom's puts.
@@ -335,28 +334,6 @@ impl Workload {
         Ok(ops)
     }
 
-    /// The run in words, as headers and plot titles show it: N, M and the
-    /// scans when `--ops` differs from N, threads, and whether the page
-    /// cache is dropped.
-    pub fn describe(&self, threads: usize, cold: bool) -> String {
-        let mut line = format!("N = {}", group_digits(self.n));
-        if self.ops != self.n {
-            line.push_str(&format!(
-                ", {} ops per read phase ({} scans)",
-                group_digits(self.ops),
-                group_digits(self.phase_ops(Phase::SeekRandom))
-            ));
-        }
-        line.push_str(&format!(
-            ", {threads} thread{}",
-            if threads == 1 { "" } else { "s" }
-        ));
-        if cold {
-            line.push_str(", page cache dropped before each read phase");
-        }
-        line
-    }
-
     fn cannot_draw(&self) -> String {
         format!("cannot allocate the mixed phase's {} operations", self.ops)
     }
@@ -497,14 +474,6 @@ mod tests {
                 assert_eq!(w.scan(s), Some((item, 10.min(1000 - item))));
             }
         }
-        assert_eq!(
-            Workload::with_ops(1000, 250).unwrap().describe(2, true),
-            "N = 1,000, 250 ops per read phase (25 scans), 2 threads, page cache dropped before each read phase"
-        );
-        assert_eq!(
-            Workload::new(1000).unwrap().describe(1, false),
-            "N = 1,000, 1 thread"
-        );
         // M = N is the workload without --ops, op for op.
         let a = Workload::new(1000).unwrap();
         let b = Workload::with_ops(1000, 1000).unwrap();

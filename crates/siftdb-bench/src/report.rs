@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::engine::{Counters, BLOCKS_READ_FROM_FILE};
 use super::latency::Latency;
-use super::phase::Phase;
+use super::phase::{Phase, Workload};
 
 /// Error messages a report keeps; the rest are only counted.
 pub const MAX_ERROR_SAMPLES: usize = 10;
@@ -353,6 +353,28 @@ pub fn fmt_rate(rate: Option<f64>) -> String {
     }
 }
 
+/// A run in words, as headers and plot titles show it: N, M and the scans
+/// when `--ops` differs from N, threads, and whether the page cache is
+/// dropped before each read phase.
+pub fn describe_run(workload: &Workload, threads: usize, cold: bool) -> String {
+    let mut line = format!("N = {}", group_digits(workload.n()));
+    if workload.ops() != workload.n() {
+        line.push_str(&format!(
+            ", {} ops per read phase ({} scans)",
+            group_digits(workload.ops()),
+            group_digits(workload.phase_ops(Phase::SeekRandom))
+        ));
+    }
+    line.push_str(&format!(
+        ", {threads} thread{}",
+        if threads == 1 { "" } else { "s" }
+    ));
+    if cold {
+        line.push_str(", page cache dropped before each read phase");
+    }
+    line
+}
+
 /// `1234567` as `1,234,567`.
 pub fn group_digits(n: u64) -> String {
     let digits = n.to_string();
@@ -504,6 +526,18 @@ mod tests {
         assert_eq!(a.samples.len(), MAX_ERROR_SAMPLES);
         assert_eq!(a.samples[7], "a7");
         assert_eq!(a.samples[8], "b0");
+    }
+
+    #[test]
+    fn a_run_is_described_in_one_line() {
+        assert_eq!(
+            describe_run(&Workload::with_ops(1000, 250).unwrap(), 2, true),
+            "N = 1,000, 250 ops per read phase (25 scans), 2 threads, page cache dropped before each read phase"
+        );
+        assert_eq!(
+            describe_run(&Workload::new(1000).unwrap(), 1, false),
+            "N = 1,000, 1 thread"
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, parse_count, run_phase, summary_table, Engine,
-    MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbEngine, Workload,
+    check_before_run, check_phase_order, describe_run, parse_count, run_phase, summary_table,
+    Engine, MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbEngine, Workload,
 };
 
 /// Exit code when a phase failed its checks.
@@ -291,7 +291,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
 fn run_line(args: &BenchArgs, workload: &Workload, engine: &str) -> String {
     format!(
         "{engine}, {}",
-        workload.describe(usize::from(args.threads), args.cold)
+        describe_run(workload, usize::from(args.threads), args.cold)
     )
 }
 

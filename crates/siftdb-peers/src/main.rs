@@ -19,8 +19,8 @@ use clap::Parser;
 use serde_json::{json, Value};
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, parse_count, run_phase, NoProgress, Phase, RunOptions,
-    Workload,
+    check_before_run, check_phase_order, describe_run, parse_count, run_phase, NoProgress, Phase,
+    RunOptions, Workload,
 };
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
 use siftdb_peers::cpu::process_cpu_seconds;
@@ -217,7 +217,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let phase_names: Vec<&str> = args.phases.iter().map(|p| p.name()).collect();
-    let size = workload.describe(usize::from(args.threads), args.cold);
+    let size = describe_run(&workload, usize::from(args.threads), args.cold);
     println!(
         "siftdb-peers: {size}, phases {}, engines {}, Bloom {} bits/key",
         phase_names.join(","),
