@@ -1,15 +1,20 @@
 //! The file-system seam: every byte siftdb reads from or writes to disk goes
 //! through [`FileSystem`].
 //!
-//! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs
-//! plus memmap2 for reading immutable files). `FaultFs` (in the
+//! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs,
+//! positioned reads with the kernel's read-ahead turned off for tables, and
+//! memmap2 only for the opt-in `Options::mmap_reads`). `FaultFs` (in the
 //! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
 //! loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
-//! power-loss tests stands in here, and anything that skips it is untested.
+//! power-loss tests stands in here, and anything that skips it is untested;
+//! turn a short file or a failed read into anything but an `Err` (no
+//! memory map unless the caller asked for one: a mapped page whose file
+//! shrank or whose read failed is a SIGBUS).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,6 +30,21 @@ pub trait WritableFile: Send + Sync {
     fn sync(&mut self) -> Result<()>;
 }
 
+/// A file opened for positioned reads: tables, which are immutable once
+/// written. Shared between threads; reads do not move a cursor.
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` with the bytes at `offset`. Bytes past the end of the
+    /// file (it was truncated, or the caller's offset is wrong) are an
+    /// `Error::Io` of kind `UnexpectedEof` naming the file, never a signal.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// The file's length when it was opened.
+    fn len(&self) -> u64;
+    /// True when the file was empty when it was opened.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A lock held on a database directory until dropped.
 pub trait DirLock: Send + Sync {}
 
@@ -34,8 +54,22 @@ pub trait FileSystem: Send + Sync + 'static {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens `path` for appending after its current end, creating it if missing.
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
-    /// The whole content of an immutable file (memory-mapped by the real implementation).
+    /// The whole content of a file, read into memory (logs and the
+    /// manifest at replay).
     fn read_all(&self, path: &Path) -> Result<Bytes>;
+    /// Opens an immutable file read-only for positioned reads. The real
+    /// implementation tells the kernel the reads are random
+    /// (`POSIX_FADV_RANDOM`), so a 4 KiB read does not pull in the device's
+    /// read-ahead window around it.
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// The content of an immutable file as one memory map, for the opt-in
+    /// `Options::mmap_reads` only (the real implementation advises
+    /// `MADV_RANDOM`). A mapped file that shrinks, or a page whose read
+    /// fails, is a SIGBUS in the process that touches it: that is the
+    /// hazard `mmap_reads` documents. The default reads the file into memory.
+    fn map_read_only(&self, path: &Path) -> Result<Bytes> {
+        self.read_all(path)
+    }
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.
@@ -86,6 +120,42 @@ impl WritableFile for OsWritableFile {
     }
 }
 
+struct OsReadFile {
+    file: File,
+    len: u64,
+    path: PathBuf,
+}
+
+impl RandomAccessFile for OsReadFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                return short_read(&self.path, buf.len(), offset, self.len);
+            }
+            Error::io(&self.path, e)
+        })
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// The error of a read that ran past the end of a file of `len` bytes (as
+/// opened): the file was truncated under the reader, or the offset is wrong.
+pub fn short_read(path: &Path, want: usize, offset: u64, len: u64) -> Error {
+    Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!(
+                "read of {want} bytes at offset {offset} ran past the end of the file \
+                 ({len} bytes when opened): truncated?"
+            ),
+        ),
+    )
+}
+
 struct OsDirLock {
     _file: File,
 }
@@ -118,15 +188,38 @@ impl FileSystem for OsFileSystem {
         reason = "memory-maps an immutable file; see the SAFETY comment"
     )]
     fn read_all(&self, path: &Path) -> Result<Bytes> {
+        std::fs::read(path)
+            .map(Bytes::from)
+            .map_err(|e| Error::io(path, e))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        // Without this, each 4 KiB block read from a cold file brings in the
+        // device's whole read-ahead window (8 MiB on the project's machine).
+        // Only advice: a kernel that ignores it reads more, never wrongly.
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+        Ok(Arc::new(OsReadFile {
+            file,
+            len,
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn map_read_only(&self, path: &Path) -> Result<Bytes> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len == 0 {
             return Ok(Bytes::new());
         }
-        // SAFETY: siftdb never modifies a file it maps: tables are immutable
-        // once their builder synced them, and logs and manifests are only
-        // mapped for replay after their writer is gone.
+        // SAFETY: siftdb never modifies a file it maps (tables are immutable
+        // once their builder synced them). What the map cannot rule out — the
+        // file shrunk by someone else, a failed page read — raises SIGBUS;
+        // `Options::mmap_reads`, the only caller, documents that hazard.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        // Point reads: no read-ahead around each fault.
+        let _ = map.advise(memmap2::Advice::Random);
         Ok(Bytes::from_owner(map))
     }
 
@@ -222,6 +315,18 @@ mod tests {
         f.append(b"!").unwrap();
         drop(f);
         assert_eq!(&fs.read_all(&a).unwrap()[..], b"hello world!");
+        assert_eq!(&fs.map_read_only(&a).unwrap()[..], b"hello world!");
+        let file = fs.open_read(&a).unwrap();
+        assert_eq!(file.len(), 12);
+        let mut buf = [0u8; 5];
+        file.read_exact_at(&mut buf, 6).unwrap();
+        assert_eq!(&buf, b"world");
+        let err = file.read_exact_at(&mut buf, 8).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof),
+            "{err}"
+        );
+        assert!(err.to_string().contains("truncated"), "{err}");
         let b = dir.path().join("b");
         fs.rename(&a, &b).unwrap();
         fs.sync_dir(dir.path()).unwrap();

@@ -59,6 +59,14 @@
 //! failed operation changes nothing — except a failing `append` when
 //! [`FaultFs::tear_failed_appends`] is on: it writes the first half of its
 //! bytes first. A failed `sync` leaves the file's bytes unsynced.
+//!
+//! Reads of tables (`open_read` and each positioned read through the file it
+//! returns) are counted apart, as *read operations*, and fail on their own
+//! plan ([`FaultFs::fail_reads_after`]), so adding a read to the engine does
+//! not move the numbering of the write-side operations that the power-loss
+//! sweeps walk through. A file opened for reading keeps its inode alive when
+//! its name is removed, as on a real disk; a read past the end of the file
+//! is `UnexpectedEof`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -69,7 +77,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::SplitMix64;
-use siftdb::fs::{DirLock, FileSystem, SharedFs, WritableFile};
+use siftdb::fs::{short_read, DirLock, FileSystem, RandomAccessFile, SharedFs, WritableFile};
 use siftdb::{Error, Result};
 
 /// What a simulated power loss keeps of what was not synced.
@@ -111,7 +119,8 @@ struct Inode {
     data: Vec<u8>,
     /// `data[..synced]` survives a power loss.
     synced: usize,
-    /// Open writable handles (an unlinked inode lives while one is open).
+    /// Open handles, writable or readable (an unlinked inode lives while one
+    /// is open).
     handles: usize,
 }
 
@@ -164,6 +173,9 @@ struct Disk {
     locks: BTreeSet<PathBuf>,
     ops: u64,
     plan: Option<Plan>,
+    read_ops: u64,
+    /// Armed read fault: fires at read operation number `.0`.
+    read_plan: Option<(u64, FaultMode)>,
     tear_failed_appends: bool,
     faults_injected: u64,
     power_losses: u64,
@@ -252,6 +264,34 @@ impl Disk {
         }
     }
 
+    /// Counts one read operation by a process of `boot` and fails it when
+    /// the read plan says so.
+    fn begin_read(&mut self, boot: Option<u64>, op: &str, path: &Path) -> Result<()> {
+        if let Some(boot) = boot {
+            if boot != self.boot {
+                return Err(dead_error(path, boot));
+            }
+        }
+        self.read_ops += 1;
+        let n = self.read_ops;
+        let fires = match self.read_plan {
+            Some((at, FaultMode::Once)) if n == at => {
+                self.read_plan = None;
+                true
+            }
+            Some((at, FaultMode::Persistent)) => n >= at,
+            _ => false,
+        };
+        if fires {
+            self.faults_injected += 1;
+            return Err(Error::io(
+                path,
+                std::io::Error::other(format!("injected fault at read operation #{n} ({op})")),
+            ));
+        }
+        Ok(())
+    }
+
     fn dir(&self, dir: &Path) -> Result<&Dir> {
         self.dirs
             .get(dir)
@@ -334,6 +374,7 @@ impl Disk {
         }
         self.locks.clear();
         self.plan = None;
+        self.read_plan = None;
         self.boot += 1;
         self.power_losses += 1;
         self.collect_garbage();
@@ -450,15 +491,31 @@ impl FaultFs {
         });
     }
 
+    /// Makes the `n`th read operation from now (`n` ≥ 1: an `open_read` or
+    /// a positioned read) fail with `Error::Io`, and with
+    /// [`FaultMode::Persistent`] every one after it. Independent of
+    /// [`FaultFs::fail_after`], which counts the other operations.
+    pub fn fail_reads_after(&self, n: u64, mode: FaultMode) {
+        let mut disk = self.machine.disk.lock();
+        disk.read_plan = Some((disk.read_ops + n.max(1), mode));
+    }
+
+    /// Read operations (`open_read` and positioned reads) since the disk was made.
+    pub fn read_op_count(&self) -> u64 {
+        self.machine.disk.lock().read_ops
+    }
+
     /// When on, a failing `append` writes the first half of its bytes (a
     /// torn write) before it returns the error. Off by default.
     pub fn tear_failed_appends(&self, on: bool) {
         self.machine.disk.lock().tear_failed_appends = on;
     }
 
-    /// Disarms any armed fault or power loss.
+    /// Disarms any armed fault, read fault or power loss.
     pub fn clear_faults(&self) {
-        self.machine.disk.lock().plan = None;
+        let mut disk = self.machine.disk.lock();
+        disk.plan = None;
+        disk.read_plan = None;
     }
 
     /// Counted operations since the disk was made.
@@ -571,6 +628,50 @@ impl Drop for FaultFile {
     }
 }
 
+/// A file opened by `open_read`: positioned reads of its inode.
+struct FaultReadFile {
+    machine: Arc<Machine>,
+    inode: InodeId,
+    boot: u64,
+    path: PathBuf,
+    len: u64,
+}
+
+impl RandomAccessFile for FaultReadFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let mut disk = self.machine.disk.lock();
+        disk.begin_read(Some(self.boot), "read_at", &self.path)?;
+        let data = disk
+            .inodes
+            .get(&self.inode)
+            .map(|i| i.data.as_slice())
+            .ok_or_else(|| dead_error(&self.path, self.boot))?;
+        let bytes = usize::try_from(offset)
+            .ok()
+            .and_then(|start| data.get(start..start.checked_add(buf.len())?))
+            .ok_or_else(|| short_read(&self.path, buf.len(), offset, data.len() as u64))?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for FaultReadFile {
+    fn drop(&mut self) {
+        let mut disk = self.machine.disk.lock();
+        if disk.boot != self.boot {
+            return;
+        }
+        if let Some(inode) = disk.inodes.get_mut(&self.inode) {
+            inode.handles = inode.handles.saturating_sub(1);
+        }
+        disk.collect_garbage();
+    }
+}
+
 struct FaultLock {
     machine: Arc<Machine>,
     path: PathBuf,
@@ -624,6 +725,25 @@ impl FileSystem for FaultFs {
                 .unwrap_or_default();
             Ok(Bytes::copy_from_slice(data))
         })
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut disk = self.machine.disk.lock();
+        disk.begin_read(self.boot, "open_read", path)?;
+        let inode = disk.lookup(path)?;
+        let file = disk
+            .inodes
+            .get_mut(&inode)
+            .ok_or_else(|| not_found(path, "no such file"))?;
+        file.handles += 1;
+        let len = file.data.len() as u64;
+        Ok(Arc::new(FaultReadFile {
+            machine: Arc::clone(&self.machine),
+            inode,
+            boot: disk.boot,
+            path: path.to_path_buf(),
+            len,
+        }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -950,6 +1070,50 @@ mod tests {
             fs.sync_dir(&p("/db")).unwrap();
         }
         assert_eq!(fs.machine.disk.lock().inodes.len(), 0);
+    }
+
+    #[test]
+    fn positioned_reads_fail_on_their_own_plan_and_keep_removed_files() {
+        let fs = disk_with_dir();
+        write(&fs, "/db/t", b"0123456789", true);
+        fs.sync_dir(&p("/db")).unwrap();
+        let ops = fs.op_count();
+        let file = fs.open_read(&p("/db/t")).unwrap();
+        assert_eq!(file.len(), 10);
+        let mut buf = [0u8; 4];
+        file.read_exact_at(&mut buf, 3).unwrap();
+        assert_eq!(&buf, b"3456");
+        let err = file.read_exact_at(&mut buf, 8).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof),
+            "{err}"
+        );
+        assert_eq!(fs.op_count(), ops, "reads do not move the write-side count");
+        assert_eq!(fs.read_op_count(), 3);
+
+        fs.fail_reads_after(2, FaultMode::Once);
+        file.read_exact_at(&mut buf, 0).unwrap();
+        assert!(file.read_exact_at(&mut buf, 0).is_err());
+        file.read_exact_at(&mut buf, 0).unwrap();
+        fs.fail_reads_after(1, FaultMode::Persistent);
+        assert!(fs.open_read(&p("/db/t")).is_err());
+        assert!(file.read_exact_at(&mut buf, 0).is_err());
+        fs.clear_faults();
+
+        // Removed and made durable: still readable through the open file.
+        fs.remove(&p("/db/t")).unwrap();
+        fs.sync_dir(&p("/db")).unwrap();
+        assert!(fs.open_read(&p("/db/t")).is_err());
+        file.read_exact_at(&mut buf, 6).unwrap();
+        assert_eq!(&buf, b"6789");
+        drop(file);
+        assert_eq!(fs.machine.disk.lock().inodes.len(), 0);
+
+        // A process's readable file dies with the process.
+        write(&fs, "/db/u", b"abc", true);
+        let file = fs.for_process().open_read(&p("/db/u")).unwrap();
+        fs.kill_process();
+        assert!(file.read_exact_at(&mut [0u8; 1], 0).is_err());
     }
 
     #[test]
