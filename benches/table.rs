@@ -19,10 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use siftdb::filter::hash_key;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions};
+use siftdb::table::{LookupKey, Table, TableBuilder, TableOptions};
 
 const N: u64 = 1_000_000;
 
@@ -74,7 +73,7 @@ fn build(dir: &Path, name: &str, bits_per_key: f64) -> Table {
         "{name}: {} entries, {} bytes, {bits_per_key} filter bits per key",
         info.entries, info.file_size
     );
-    Table::open(&OsFileSystem, &path, ReadCounters::new()).unwrap()
+    Table::open_path(&path).unwrap()
 }
 
 fn bench_gets(c: &mut Criterion) {
@@ -97,7 +96,7 @@ fn bench_gets(c: &mut Criterion) {
                 b.iter(|| {
                     let k = &keys[at];
                     at = (at + 1) % keys.len();
-                    let got = table.get(k, hash_key(k), SeqNo::MAX).unwrap();
+                    let got = table.get(&LookupKey::new(k, SeqNo::MAX)).unwrap();
                     gets.set(gets.get() + 1);
                     black_box(got)
                 })

@@ -183,10 +183,6 @@ impl FileSystem for OsFileSystem {
         }))
     }
 
-    #[expect(
-        unsafe_code,
-        reason = "memory-maps an immutable file; see the SAFETY comment"
-    )]
     fn read_all(&self, path: &Path) -> Result<Bytes> {
         std::fs::read(path)
             .map(Bytes::from)
@@ -207,6 +203,10 @@ impl FileSystem for OsFileSystem {
         }))
     }
 
+    #[expect(
+        unsafe_code,
+        reason = "memory-maps an immutable file for the opt-in mmap mode; see the SAFETY comment"
+    )]
     fn map_read_only(&self, path: &Path) -> Result<Bytes> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();

@@ -15,8 +15,9 @@
 use bytes::Bytes;
 use siftdb::codec::crc32_of;
 use siftdb::key::{internal_key, user_key_of, SeqNo, ValueKind};
+use siftdb::table::format::block_checksum;
 use siftdb::table::{
-    BlockKind, FilterStatus, ReadCounters, Severity, Table, TableOptions, TableValue,
+    BlockKind, Codec, FilterStatus, ReadCounters, Severity, Table, TableOptions, TableValue,
 };
 use siftdb::Error;
 use siftdb_testkit::tables::{bench_key, build_table};
@@ -187,12 +188,13 @@ fn a_damaged_filter_fails_open_and_is_counted() {
     bytes[start + 5] = 9;
     let inner_crc = crc32_of(&[&bytes[start..end - 4]]);
     bytes[end - 4..end].copy_from_slice(&inner_crc.to_le_bytes());
-    let trailer_crc = crc32_of(&[
+    let trailer_crc = block_checksum(
         &bytes[start..end],
-        &[BlockKind::Filter as u8],
-        &filter.offset.to_le_bytes(),
-    ]);
-    bytes[end + 1..end + 5].copy_from_slice(&trailer_crc.to_le_bytes());
+        BlockKind::Filter as u8,
+        Codec::Raw as u8,
+        filter.offset,
+    );
+    bytes[end + 2..end + 6].copy_from_slice(&trailer_crc.to_le_bytes());
     check_filter_fallback(bytes, "unknown layout");
 }
 

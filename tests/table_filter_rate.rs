@@ -26,7 +26,12 @@ fn absent_keys_rarely_read_a_data_block() {
         .collect();
     let (path, _) = build_table(dir.path(), "000001.sst", &TableOptions::default(), &entries);
     let counters = ReadCounters::new();
-    let table = Table::open(&siftdb::fs::OsFileSystem, &path, counters.clone()).unwrap();
+    let context = siftdb::table::ReadContext::new(
+        siftdb::fs::OsFileSystem::shared(),
+        siftdb::table::ReadSettings::default(),
+        counters.clone(),
+    );
+    let table = Table::open(&context, &path).unwrap();
 
     // Absent keys sort between present ones: the key range cannot rule them out.
     let gets = KEYS - 1;

@@ -12,10 +12,13 @@
 
 use std::cmp::Ordering;
 
-use siftdb::filter::hash_key;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
-use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions, TableValue};
+use siftdb::options::Compression;
+use siftdb::table::{
+    LookupKey, ReadContext, ReadCounters, ReadSettings, Table, TableBuilder, TableOptions,
+    TableValue,
+};
 use siftdb::Error;
 use siftdb_testkit::tables::build_table;
 use siftdb_testkit::SplitMix64;
@@ -107,10 +110,9 @@ fn check_table(table: &Table, entries: &Entries, rng: &mut SplitMix64) {
     for _ in 0..sample {
         let (key, _) = &entries[rng.below(entries.len() as u64) as usize];
         let parsed = parse_internal_key(key).unwrap();
-        let hash = hash_key(parsed.user_key);
         let snapshot = SeqNo(rng.below(entries.len() as u64 + 2));
         for at in [parsed.seq, SeqNo::MAX, snapshot] {
-            let got = table.get(parsed.user_key, hash, at).unwrap();
+            let got = table.get(&LookupKey::new(parsed.user_key, at)).unwrap();
             assert_eq!(
                 got,
                 model_get(entries, parsed.user_key, at),
@@ -154,6 +156,7 @@ fn random_tables_round_trip() {
             block_size: block_sizes[round % 3],
             bloom_bits_per_key: [10.0, 0.0, 3.5][round % 3 / 2 + round % 2],
             restart_interval: [1, 4, 16][round % 3],
+            compression: [Compression::Lz4, Compression::None][round % 2],
         };
         // Two tables carry 1 MiB values.
         let big_values = if round == 5 || round == 14 { 3 } else { 0 };
@@ -162,7 +165,23 @@ fn random_tables_round_trip() {
         let (path, info) = build_table(dir.path(), &name, &options, &entries);
         assert_eq!(info.entries, n as u64);
         assert_eq!(info.file_size, std::fs::metadata(&path).unwrap().len());
-        let table = Table::open(&OsFileSystem, &path, ReadCounters::new()).unwrap();
+        // Through a block cache of a few blocks, of none, and the map.
+        let settings = [
+            ReadSettings {
+                block_cache_bytes: 3 * 4096,
+                ..ReadSettings::default()
+            },
+            ReadSettings {
+                block_cache_bytes: 0,
+                ..ReadSettings::default()
+            },
+            ReadSettings {
+                mmap_reads: true,
+                ..ReadSettings::default()
+            },
+        ][round % 3];
+        let context = ReadContext::new(OsFileSystem::shared(), settings, ReadCounters::new());
+        let table = Table::open(&context, &path).unwrap();
         assert_eq!(table.name(), name);
         check_table(&table, &entries, &mut rng);
         tables += 1;

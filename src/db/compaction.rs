@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::key::{parse_internal_key, user_key_of, ValueKind};
 use crate::options::Options;
+use crate::table::ScanMode;
 
 /// What one compaction reads and where it writes.
 pub(crate) struct Pick {
@@ -192,21 +193,29 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         return Ok(());
     };
 
-    // A lone table with nothing to merge against moves down as it is.
+    // A lone table with nothing to merge against moves down as it is: the
+    // same open table (its filter and index already in memory) under a new
+    // record.
     if let [only] = pick.inputs.as_slice() {
         if only.record.level as usize + 1 == pick.output_level {
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
-            let moved =
-                open_live_table(inner.fs.as_ref(), &inner.dir, &inner.read_counters, record)?;
+            let moved = Arc::new(LiveTable {
+                record,
+                table: only.table.clone(),
+            });
             return install(inner, &[only.file_number()], vec![moved], &[]);
         }
     }
 
+    // Inputs are read once, whole: in spans, past the block cache.
     let sources: Vec<Box<dyn InternalIterator>> = pick
         .inputs
         .iter()
-        .map(|t| Box::new(TableSource::new(Arc::clone(t))) as Box<dyn InternalIterator>)
+        .map(|t| {
+            Box::new(TableSource::new(Arc::clone(t), ScanMode::Sequential))
+                as Box<dyn InternalIterator>
+        })
         .collect();
     let mut entries = NewestOnly {
         merged: MergingIter::new(sources),
@@ -229,12 +238,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         match built {
             Ok(Some(mut record)) => {
                 record.level = level_number(pick.output_level);
-                outputs.push(open_live_table(
-                    inner.fs.as_ref(),
-                    &inner.dir,
-                    &inner.read_counters,
-                    record,
-                )?);
+                outputs.push(open_live_table(&inner.tables, &inner.dir, record)?);
             }
             Ok(None) => break,
             Err(e) => {
@@ -245,7 +249,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         }
     }
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
-    install(inner, &removed, outputs, &removed)
+    install(inner, &removed, outputs, &pick.inputs)
 }
 
 fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
@@ -254,12 +258,13 @@ fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
     }
 }
 
-/// Makes the new version durable, publishes it, then deletes `obsolete` files.
+/// Makes the new version durable, publishes it, then has the `obsolete`
+/// tables' files removed once no reader holds them.
 fn install(
     inner: &DbInner,
     removed: &[u64],
     added: Vec<Arc<LiveTable>>,
-    obsolete: &[u64],
+    obsolete: &[Arc<LiveTable>],
 ) -> Result<()> {
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();
@@ -272,8 +277,12 @@ fn install(
         version,
     }));
     drop(versions);
-    // Open readers keep their mapped copies; the names can go now.
-    remove_files(inner, obsolete.iter().copied());
+    // Scans and snapshots may still read these tables (their file handles
+    // may have been closed by the open-file cache and need reopening): each
+    // file goes when the last handle on its table does.
+    for table in obsolete {
+        table.table.remove_file_when_unused();
+    }
     inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

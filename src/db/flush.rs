@@ -20,32 +20,24 @@ use crate::key::SeqNo;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{ReadCounters, Table, TableBuilder, TableOptions};
+use crate::table::{ReadContext, Table, TableBuilder, TableOptions};
 
-pub(crate) fn table_options(opts: &Options) -> TableOptions {
-    TableOptions {
-        block_size: opts.block_size,
-        bloom_bits_per_key: opts.bloom_bits_per_key,
-        ..TableOptions::default()
-    }
-}
-
-/// Opens the table a manifest record names; a missing file is corruption.
+/// Opens the table a manifest record names (its filter and index into
+/// memory); a missing file is corruption.
 pub(crate) fn open_live_table(
-    fs: &dyn FileSystem,
+    tables: &Arc<ReadContext>,
     dir: &Path,
-    counters: &Arc<ReadCounters>,
     record: TableRecord,
 ) -> Result<Arc<LiveTable>> {
     let name = table_file_name(record.file_number);
     let path = dir.join(&name);
-    if !fs.exists(&path) {
+    if !tables.fs.exists(&path) {
         return Err(Error::corruption(
             format!("table {name}"),
             "named by the manifest but missing",
         ));
     }
-    let table = Table::open(fs, &path, Arc::clone(counters))?;
+    let table = Table::open(tables, &path)?;
     if table.file_size() != record.file_size {
         return Err(Error::corruption(
             format!("table {name}"),
@@ -81,7 +73,7 @@ pub(crate) fn build_table(
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
-            None => builder.insert(TableBuilder::create(fs, &path, &table_options(opts))?),
+            None => builder.insert(TableBuilder::create(fs, &path, &TableOptions::from(opts))?),
         };
         builder.add(&key, &value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
@@ -106,16 +98,15 @@ pub(crate) fn build_table(
 
 /// Writes a whole memtable as level-0 table `number`.
 pub(crate) fn write_level0_table(
-    fs: &dyn FileSystem,
+    tables: &Arc<ReadContext>,
     dir: &Path,
     opts: &Options,
-    counters: &Arc<ReadCounters>,
     number: u64,
     mem: &Memtable,
 ) -> Result<Option<Arc<LiveTable>>> {
     let mut entries = mem.iter().map(Ok);
-    match build_table(fs, dir, opts, number, &mut entries, None)? {
-        Some(record) => Ok(Some(open_live_table(fs, dir, counters, record)?)),
+    match build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)? {
+        Some(record) => Ok(Some(open_live_table(tables, dir, record)?)),
         None => Ok(None),
     }
 }
@@ -127,14 +118,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         return Ok(false);
     };
     let number = inner.versions.lock().new_file_number();
-    let table = write_level0_table(
-        inner.fs.as_ref(),
-        &inner.dir,
-        &inner.opts,
-        &inner.read_counters,
-        number,
-        &oldest.mem,
-    )?;
+    let table = write_level0_table(&inner.tables, &inner.dir, &inner.opts, number, &oldest.mem)?;
 
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();

@@ -17,7 +17,7 @@ use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, lookup_key, parse_internal_key, SeqNo, ValueKind};
 use crate::memtable::{Memtable, MemtableIter};
-use crate::table::TableIter;
+use crate::table::{ScanMode, TableIter};
 
 /// A cursor over internal keys in internal-key order.
 pub(crate) trait InternalIterator: Send {
@@ -67,19 +67,23 @@ impl InternalIterator for MemSource {
 /// Disjoint tables in key order (a level ≥ 1, or a single table) as one source.
 pub(crate) struct TableSource {
     tables: Vec<Arc<LiveTable>>,
+    mode: ScanMode,
     index: usize,
     current: Option<TableIter>,
     error: Option<Error>,
 }
 
 impl TableSource {
-    pub fn new(table: Arc<LiveTable>) -> TableSource {
-        TableSource::level(vec![table])
+    /// One table, read `mode`'s way.
+    pub fn new(table: Arc<LiveTable>, mode: ScanMode) -> TableSource {
+        TableSource::level(vec![table], mode)
     }
 
-    pub fn level(tables: Vec<Arc<LiveTable>>) -> TableSource {
+    /// The sorted, disjoint tables of one level, one after another.
+    pub fn level(tables: Vec<Arc<LiveTable>>, mode: ScanMode) -> TableSource {
         TableSource {
             tables,
+            mode,
             index: 0,
             current: None,
             error: None,
@@ -98,7 +102,7 @@ impl TableSource {
 
     fn open(&mut self, index: usize, position: impl FnOnce(&mut TableIter) -> Result<()>) {
         self.index = index;
-        self.current = self.tables.get(index).map(|t| t.table.iter());
+        self.current = self.tables.get(index).map(|t| t.table.iter_with(self.mode));
         self.step(position);
     }
 
@@ -271,12 +275,15 @@ impl DbIterator {
             });
             if level == 0 {
                 for table in wanted {
-                    sources.push(Box::new(TableSource::new(Arc::clone(table))));
+                    sources.push(Box::new(TableSource::new(
+                        Arc::clone(table),
+                        ScanMode::Cached,
+                    )));
                 }
             } else {
                 let tables: Vec<_> = wanted.cloned().collect();
                 if !tables.is_empty() {
-                    sources.push(Box::new(TableSource::level(tables)));
+                    sources.push(Box::new(TableSource::level(tables, ScanMode::Cached)));
                 }
             }
         }

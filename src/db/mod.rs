@@ -36,7 +36,7 @@ use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::ReadCounters;
+use crate::table::ReadContext;
 
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
@@ -90,7 +90,8 @@ pub(crate) struct DbInner {
     pub versions: Mutex<open::VersionSet>,
     pub bg: Mutex<background::BgState>,
     pub bg_cv: Condvar,
-    pub read_counters: Arc<ReadCounters>,
+    /// The block cache, open-file cache and read counters every table shares.
+    pub tables: Arc<ReadContext>,
     pub counters: DbCounters,
     pub recovery: RecoveryReport,
     pub _lock: Box<dyn DirLock>,
@@ -125,8 +126,29 @@ pub struct Stats {
     pub filter_false_positives: u64,
     /// Tables whose filter block failed its checks and so is not used.
     pub filter_fallbacks: u64,
-    /// Data blocks read by lookups.
+    /// Data blocks read by lookups (from the block cache or the file).
     pub data_block_reads: u64,
+    /// Data blocks gets and scans found in the block cache.
+    pub block_cache_hits: u64,
+    /// Data blocks gets and scans did not find in the block cache.
+    pub block_cache_misses: u64,
+    /// Data blocks read from table files for gets and scans: what the filters
+    /// and the block cache did not save (compaction's reads not counted).
+    pub block_reads_from_file: u64,
+    /// Bytes the block cache holds now (at most `Options::block_cache_bytes`).
+    pub block_cache_bytes: u64,
+    /// Bytes of memory the filters of open tables hold (tables a scan or a
+    /// snapshot still reads after compaction replaced them included).
+    pub filter_bytes: u64,
+    /// Bytes of memory the decoded indexes of open tables hold.
+    pub index_bytes: u64,
+    /// Filter memory of the live tables, per level.
+    pub level_filter_bytes: Vec<u64>,
+    /// Index memory of the live tables, per level.
+    pub level_index_bytes: Vec<u64>,
+    /// Table files held open now (at most `Options::max_open_files`, give
+    /// or take readers between a reopen and their read).
+    pub open_table_files: usize,
     /// Point lookups served.
     pub gets: u64,
     /// Tables whose key range held the key, summed over lookups.
@@ -285,7 +307,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let sv = inner.current.load();
-        let reads = inner.read_counters.snapshot();
+        let reads = inner.tables.counters().snapshot();
         let c = &inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
@@ -294,6 +316,25 @@ impl Db {
             filter_false_positives: reads.filter_false_positives,
             filter_fallbacks: reads.filter_fallbacks,
             data_block_reads: reads.data_block_reads,
+            block_cache_hits: reads.block_cache_hits,
+            block_cache_misses: reads.block_cache_misses,
+            block_reads_from_file: reads.block_reads_from_file,
+            block_cache_bytes: inner.tables.block_cache_bytes(),
+            filter_bytes: inner.tables.filter_bytes(),
+            index_bytes: inner.tables.index_bytes(),
+            level_filter_bytes: sv
+                .version
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|t| t.table.filter_memory()).sum())
+                .collect(),
+            level_index_bytes: sv
+                .version
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|t| t.table.index_memory()).sum())
+                .collect(),
+            open_table_files: inner.tables.open_files(),
             gets: load(&c.gets),
             tables_consulted: load(&c.tables_consulted),
             table_count: sv.version.table_count(),

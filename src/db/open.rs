@@ -26,7 +26,7 @@ use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::ReadCounters;
+use crate::table::{ReadContext, ReadCounters};
 use crate::wal::{replay, WalWriter};
 
 /// Name of the lock file.
@@ -138,16 +138,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         log_number: state.log_number,
     };
 
-    let counters = Arc::new(ReadCounters::default());
+    let tables = ReadContext::for_options(&opts, ReadCounters::new());
     let mut version = Version::with_levels(LEVELS);
     let mut live = Vec::new();
     for record in &state.tables {
-        live.push(flush::open_live_table(
-            fs.as_ref(),
-            dir,
-            &counters,
-            record.clone(),
-        )?);
+        live.push(flush::open_live_table(&tables, dir, record.clone())?);
     }
     version = version.apply(&[], live);
 
@@ -204,9 +199,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // Recovered writes become a level-0 table, so the old logs can go.
     if !recovered.is_empty() {
         let number = versions.new_file_number();
-        if let Some(table) =
-            flush::write_level0_table(fs.as_ref(), dir, &opts, &counters, number, &recovered)?
-        {
+        if let Some(table) = flush::write_level0_table(&tables, dir, &opts, number, &recovered)? {
             version = version.apply(&[], vec![table]);
         }
     }
@@ -260,7 +253,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         versions: Mutex::new(versions),
         bg: Mutex::new(background::BgState::default()),
         bg_cv: Condvar::new(),
-        read_counters: counters,
+        tables,
         counters: DbCounters::default(),
         recovery: report,
         opts,

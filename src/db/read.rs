@@ -1,9 +1,10 @@
 //! Point lookups: memtable, immutable memtables, then tables.
 //!
-//! Owns: the order a `get` asks its sources in, and hashing the key once for
-//! every table filter it meets; `multi_get`, which asks the same sources in
-//! the same order for many keys, table by table, so each table's filter
-//! answers all of its keys in one batched call.
+//! Owns: the order a `get` asks its sources in, and building its
+//! [`LookupKey`] once (user key, filter hash, encoded lookup key, snapshot)
+//! for every table it meets; `multi_get`, which asks the same sources in the
+//! same order for many keys (the version's candidate search), table by
+//! table, so each table's filter answers all of its keys in one batched call.
 //! Must never: take a lock, allocate per table in `get`, or read a table's
 //! data before its filter was asked.
 
@@ -11,13 +12,12 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use crate::db::version::LiveTable;
+use crate::db::version::{sorted_candidate, LiveTable};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::Result;
-use crate::filter::hash_key;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
-use crate::table::TableValue;
+use crate::table::{LookupKey, TableValue};
 
 pub(crate) fn get(inner: &DbInner, key: &[u8]) -> Result<Option<Bytes>> {
     // Super-version before snapshot, as in `DbIterator::new` (see there):
@@ -47,12 +47,13 @@ pub(crate) fn get_at(
         }
     }
 
-    let hash = hash_key(key);
+    // Hashed and encoded once, for every table the lookup meets.
+    let lookup = LookupKey::new(key, snapshot);
     let mut answer = Ok(None);
     let mut consulted = 0u64;
     sv.version.for_each_candidate(key, |live| {
         consulted += 1;
-        match live.table.get(key, hash, snapshot) {
+        match live.table.get_covered(&lookup) {
             Ok(None) => true,
             Ok(Some(TableValue::Put(value))) => {
                 answer = Ok(Some(value));
@@ -75,8 +76,7 @@ pub(crate) fn get_at(
 /// One key of a `multi_get` still without an answer.
 struct Pending<'k> {
     slot: usize,
-    key: &'k [u8],
-    hash: u64,
+    lookup: LookupKey<'k>,
     /// Answered by the table just asked; dropped before the next one.
     done: bool,
 }
@@ -128,8 +128,7 @@ pub(crate) fn multi_get_at(
         }
         pending.push(Pending {
             slot,
-            key,
-            hash: hash_key(key),
+            lookup: LookupKey::new(key, snapshot),
             done: false,
         });
     }
@@ -140,46 +139,35 @@ pub(crate) fn multi_get_at(
 
     let mut scratch = Scratch::default();
     let mut consulted = 0u64;
-    let mut levels = sv.version.levels.iter();
-    if let Some(level0) = levels.next() {
-        for table in level0 {
-            scratch.asked.clear();
-            scratch.asked.extend(
-                pending
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| table.covers(p.key))
-                    .map(|(i, _)| i),
-            );
-            consulted += ask_table(table, &mut pending, snapshot, &mut answers, &mut scratch)?;
-            pending.retain(|p| !p.done);
-        }
-    }
-    for level in levels {
-        // Each key's one candidate in a sorted, disjoint level is the first
-        // table whose largest key is ≥ the key (see `for_each_candidate`);
-        // keys are grouped by it, in key order within each table.
-        let mut order = std::mem::take(&mut scratch.order);
-        order.clear();
-        order.extend(
+    let (level0, deeper) = sv.version.split_level0();
+    for table in level0 {
+        scratch.asked.clear();
+        scratch.asked.extend(
             pending
                 .iter()
                 .enumerate()
-                .map(|(i, p)| (level.partition_point(|t| t.largest_user_key() < p.key), i)),
+                .filter(|(_, p)| table.covers(p.lookup.user_key()))
+                .map(|(i, _)| i),
         );
+        consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
+        pending.retain(|p| !p.done);
+    }
+    for level in deeper {
+        // Keys grouped by their one candidate table in this level (the
+        // search `get` makes), in key order within each table.
+        let mut order = std::mem::take(&mut scratch.order);
+        order.clear();
+        order.extend(pending.iter().enumerate().filter_map(|(i, p)| {
+            sorted_candidate(level, p.lookup.user_key()).map(|table| (table, i))
+        }));
         order.sort_unstable();
         for group in order.chunk_by(|a, b| a.0 == b.0) {
             let Some(table) = group.first().and_then(|&(index, _)| level.get(index)) else {
                 continue;
             };
             scratch.asked.clear();
-            scratch.asked.extend(
-                group
-                    .iter()
-                    .map(|&(_, i)| i)
-                    .filter(|&i| pending.get(i).is_some_and(|p| table.covers(p.key))),
-            );
-            consulted += ask_table(table, &mut pending, snapshot, &mut answers, &mut scratch)?;
+            scratch.asked.extend(group.iter().map(|&(_, i)| i));
+            consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
         }
         scratch.order = order;
         pending.retain(|p| !p.done);
@@ -191,13 +179,13 @@ pub(crate) fn multi_get_at(
     Ok(answers)
 }
 
-/// Asks `table` for the pending keys at `scratch.asked`: the filter for all
-/// of them in one batch, then the index and data for each "maybe". Marks the
-/// keys it answers `done`. Returns how many keys it was asked for.
+/// Asks `table` for the pending keys at `scratch.asked` (all within its
+/// range): the filter for all of them in one batch, then the index and data
+/// for each "maybe". Marks the keys it answers `done`. Returns how many keys
+/// it was asked for.
 fn ask_table(
     table: &LiveTable,
     pending: &mut [Pending<'_>],
-    snapshot: SeqNo,
     answers: &mut [Option<Bytes>],
     scratch: &mut Scratch,
 ) -> Result<u64> {
@@ -209,7 +197,7 @@ fn ask_table(
         scratch
             .asked
             .iter()
-            .filter_map(|&i| pending.get(i).map(|p| p.hash)),
+            .filter_map(|&i| pending.get(i).map(|p| p.lookup.hash())),
     );
     table
         .table
@@ -218,7 +206,7 @@ fn ask_table(
         let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
             continue;
         };
-        if let Some(found) = table.table.get_past_filter(p.key, snapshot)? {
+        if let Some(found) = table.table.get_past_filter(&p.lookup)? {
             if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
                 *answer = Some(value);
             }

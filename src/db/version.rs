@@ -1,7 +1,9 @@
 //! A version: the immutable set of live tables, per level, at one moment.
 //!
-//! Owns: [`Version`] and [`LiveTable`], and the per-level search used by
-//! `get` (newest level-0 table first, then at most one table per deeper level).
+//! Owns: [`Version`] and [`LiveTable`], and the candidate search of point
+//! lookups (newest level-0 table first, then at most one table per deeper
+//! level), which `get` and `multi_get` both use; the key range is checked
+//! here, once per table, from the manifest's bounds.
 //! Must never: change after it is published — a new version replaces it
 //! whole, so readers holding the old one keep a consistent view.
 
@@ -40,6 +42,16 @@ impl LiveTable {
     }
 }
 
+/// The index of the one table of a sorted, disjoint level whose range holds
+/// `user_key`: the first whose largest key is ≥ it, if its smallest is ≤ it.
+pub(crate) fn sorted_candidate(level: &[Arc<LiveTable>], user_key: &[u8]) -> Option<usize> {
+    let index = level.partition_point(|t| t.largest_user_key() < user_key);
+    level
+        .get(index)
+        .is_some_and(|t| t.covers(user_key))
+        .then_some(index)
+}
+
 /// The live tables. Level 0 is ordered newest first and may overlap; every
 /// deeper level is ordered by key and does not overlap.
 #[derive(Clone, Default)]
@@ -65,8 +77,9 @@ impl Version {
             .unwrap_or(0)
     }
 
-    /// Calls `visit` with each table that may hold `user_key`, in the order
-    /// a lookup must ask them (newest data first); stops when it returns false.
+    /// Calls `visit` with each table whose range holds `user_key`, in the
+    /// order a lookup must ask them (newest data first); stops when it
+    /// returns false.
     pub fn for_each_candidate(&self, user_key: &[u8], mut visit: impl FnMut(&LiveTable) -> bool) {
         let mut levels = self.levels.iter();
         if let Some(level0) = levels.next() {
@@ -77,14 +90,20 @@ impl Version {
             }
         }
         for level in levels {
-            // Tables are sorted and disjoint: the first whose largest key is
-            // ≥ user_key is the only candidate.
-            let index = level.partition_point(|t| t.largest_user_key() < user_key);
-            if let Some(table) = level.get(index) {
-                if table.covers(user_key) && !visit(table) {
-                    return;
-                }
+            let candidate = sorted_candidate(level, user_key).and_then(|i| level.get(i));
+            if candidate.is_some_and(|table| !visit(table)) {
+                return;
             }
+        }
+    }
+
+    /// The level-0 tables (newest first) and the deeper levels (each sorted
+    /// and disjoint), for callers that walk levels themselves (`multi_get`,
+    /// with [`sorted_candidate`]).
+    pub fn split_level0(&self) -> (&[Arc<LiveTable>], &[Vec<Arc<LiveTable>>]) {
+        match self.levels.split_first() {
+            Some((level0, deeper)) => (level0, deeper),
+            None => (&[], &[]),
         }
     }
 

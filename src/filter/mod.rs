@@ -15,6 +15,7 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
+pub mod aligned;
 pub mod allocation;
 pub mod batch;
 pub mod block;
@@ -28,6 +29,7 @@ pub mod scalable;
 mod simd;
 pub mod theory;
 
+pub use aligned::AlignedBytes;
 pub use block::{FilterHeader, FilterView};
 pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;

@@ -6,15 +6,16 @@
 //! [`parse_file_name`] (a stray `1.sst` is "other", not a table).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename::MANIFEST_TEMP_FILE;
 use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE};
-use crate::fs::{FileSystem, OsFileSystem};
+use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, TableRecord};
-use crate::table::{ReadCounters, Table};
+use crate::table::{ReadContext, ReadCounters, ReadSettings, Table};
 
 /// The name of the lock file a running database holds.
 const LOCK_FILE: &str = "LOCK";
@@ -44,6 +45,10 @@ pub struct LevelSummary {
     pub entries: u64,
     /// Bytes of their filter blocks.
     pub filter_bytes: u64,
+    /// Bytes of memory their filters take in an open database.
+    pub filter_memory: u64,
+    /// Bytes of memory their decoded indexes take in an open database.
+    pub index_memory: u64,
 }
 
 /// One table the manifest names.
@@ -115,7 +120,7 @@ pub struct DirSummary {
 
 /// Summarises the database in `dir` on the real file system.
 pub fn inspect_dir(dir: &Path) -> Result<DirSummary> {
-    inspect_dir_with(&OsFileSystem, dir)
+    inspect_dir_with(&OsFileSystem::shared(), dir)
 }
 
 /// Summarises the database in `dir` through `fs`.
@@ -124,7 +129,8 @@ pub fn inspect_dir(dir: &Path) -> Result<DirSummary> {
 /// `Corruption` when the manifest does not decode (`siftdb verify` says
 /// more). A table that does not open is reported in its
 /// [`LiveTableSummary`], not as an error.
-pub fn inspect_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<DirSummary> {
+pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> {
+    let fs = shared_fs.as_ref();
     if !fs.is_dir(dir) {
         return Err(Error::invalid(format!(
             "{} is not a directory",
@@ -156,12 +162,19 @@ pub fn inspect_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<DirSummary> {
         .collect();
 
     let names = fs.list(dir)?;
-    let mut tables = Vec::with_capacity(records.len());
+    // Read-only, no lock, no block cache: what the tables' metadata would
+    // take in memory, from the files as they are.
+    let tables = ReadContext::new(
+        Arc::clone(shared_fs),
+        ReadSettings::tool(),
+        ReadCounters::new(),
+    );
+    let mut summaries = Vec::with_capacity(records.len());
     for record in records {
         let name = table_file_name(record.file_number);
         let path = dir.join(&name);
         let table = if names.contains(&name) {
-            Table::open(fs, &path, ReadCounters::new())
+            Table::open(&tables, &path)
                 .map(|t| TableSummary::of(&t))
                 .map_err(|e| e.to_string())
         } else {
@@ -172,8 +185,10 @@ pub fn inspect_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<DirSummary> {
             level.file_bytes += record.file_size;
             level.entries += record.entries;
             level.filter_bytes += table.as_ref().map_or(0, |t| t.filter_bytes);
+            level.filter_memory += table.as_ref().map_or(0, |t| t.filter_memory);
+            level.index_memory += table.as_ref().map_or(0, |t| t.index_memory);
         }
-        tables.push(LiveTableSummary { record, table });
+        summaries.push(LiveTableSummary { record, table });
     }
 
     let mut files: Vec<DirFile> = names
@@ -206,7 +221,7 @@ pub fn inspect_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<DirSummary> {
             log_number: state.log_number,
         },
         levels,
-        tables,
+        tables: summaries,
         files,
     })
 }

@@ -9,10 +9,11 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::filter::theory::{blocked_fp_rate, LINE_BITS};
-use crate::fs::{FileSystem, OsFileSystem};
+use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
-use crate::table::format::TRAILER_LEN;
-use crate::table::{BlockHandle, FilterStatus, ReadCounters, Table};
+use crate::table::{
+    BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table, TableFormat,
+};
 
 /// What a table file holds. Sizes count bytes on disk, block trailers included.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +46,13 @@ pub struct TableSummary {
     pub filter_bytes: u64,
     /// Bytes of the properties block.
     pub properties_bytes: u64,
+    /// The table format version (1 or 2).
+    pub format_version: u32,
+    /// Bytes of memory the filter takes while the table is open (0 when it
+    /// has none or it is damaged).
+    pub filter_memory: u64,
+    /// Bytes of memory the decoded index takes while the table is open.
+    pub index_memory: u64,
     /// The filter and its figures.
     pub filter: FilterSummary,
 }
@@ -94,17 +102,22 @@ pub struct FilterFigures {
 
 /// Opens the table at `path` on the real file system and summarises it.
 pub fn inspect_table(path: &Path) -> Result<TableSummary> {
-    inspect_table_with(&OsFileSystem, path)
+    inspect_table_with(&OsFileSystem::shared(), path)
 }
 
 /// Opens the table at `path` through `fs` and summarises it.
-pub fn inspect_table_with(fs: &dyn FileSystem, path: &Path) -> Result<TableSummary> {
-    let table = Table::open(fs, path, ReadCounters::new())?;
+pub fn inspect_table_with(fs: &SharedFs, path: &Path) -> Result<TableSummary> {
+    let tables = ReadContext::new(
+        std::sync::Arc::clone(fs),
+        ReadSettings::tool(),
+        ReadCounters::new(),
+    );
+    let table = Table::open(&tables, path)?;
     Ok(TableSummary::of(&table))
 }
 
-fn on_disk(handle: BlockHandle) -> u64 {
-    handle.len.saturating_add(TRAILER_LEN as u64)
+fn on_disk(handle: BlockHandle, format: TableFormat) -> u64 {
+    handle.len.saturating_add(format.trailer_len() as u64)
 }
 
 impl TableSummary {
@@ -149,9 +162,12 @@ impl TableSummary {
             distinct_user_keys: properties.distinct_user_keys,
             data_blocks: properties.data_blocks,
             data_bytes: properties.data_size,
-            index_bytes: on_disk(footer.index),
-            filter_bytes: footer.filter.map_or(0, on_disk),
-            properties_bytes: on_disk(footer.properties),
+            index_bytes: on_disk(footer.index, footer.format),
+            filter_bytes: footer.filter.map_or(0, |h| on_disk(h, footer.format)),
+            properties_bytes: on_disk(footer.properties, footer.format),
+            format_version: footer.format.version(),
+            filter_memory: table.filter_memory(),
+            index_memory: table.index_memory(),
             filter,
         }
     }
@@ -231,7 +247,14 @@ mod tests {
             f.expected_fp_rate
         );
         assert!(f.fill_fp_rate > 0.0 && f.fill_fp_rate < 0.03);
-        assert_eq!(s.filter_bytes, 64 + f.lines * 64 + 4 + 5);
+        assert_eq!(
+            s.filter_bytes,
+            64 + f.lines * 64 + 4 + crate::table::format::TRAILER_LEN as u64
+        );
+        assert_eq!(s.format_version, crate::table::format::FORMAT_VERSION);
+        // In memory: the filter block itself, in whole 64-byte lines.
+        assert_eq!(s.filter_memory, 64 + f.lines * 64 + 64);
+        assert!(s.index_memory >= s.data_blocks * (16 + 16), "{s:?}");
     }
 
     #[test]

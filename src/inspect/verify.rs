@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
-use crate::fs::{FileSystem, OsFileSystem};
+use crate::fs::{FileSystem, OsFileSystem, SharedFs};
 use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
 use crate::manifest::{self, ManifestState, TableRecord};
-use crate::table::{BlockKind, ReadCounters, Severity, Table};
+use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, Severity, Table};
 use crate::wal::replay_batches;
 
 /// One problem found by [`verify_dir`].
@@ -128,7 +128,7 @@ impl VerifyReport {
 
 /// Verifies the database in `dir` on the real file system.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
-    verify_dir_with(&OsFileSystem, dir)
+    verify_dir_with(&OsFileSystem::shared(), dir)
 }
 
 /// Verifies the database in `dir` through `fs`, reading only.
@@ -136,7 +136,8 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
 /// `Err` only when there is nothing to verify: `dir` is not a directory,
 /// cannot be listed, or holds neither a manifest nor any table or log.
 /// Everything found wrong in the files is a [`Problem`] in the report.
-pub fn verify_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> {
+pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport> {
+    let fs = shared_fs.as_ref();
     if !fs.is_dir(dir) {
         return Err(Error::invalid(format!(
             "{} is not a directory",
@@ -179,7 +180,11 @@ pub fn verify_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> 
         log_number: s.log_number,
     });
 
-    let counters = ReadCounters::new();
+    let tables = ReadContext::new(
+        Arc::clone(shared_fs),
+        ReadSettings::tool(),
+        ReadCounters::new(),
+    );
     match &state {
         Some(state) => {
             let mut records: Vec<&TableRecord> = state.tables.iter().collect();
@@ -187,7 +192,7 @@ pub fn verify_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> 
             for record in records {
                 let name = table_file_name(record.file_number);
                 if names.contains(&name) {
-                    check_table(fs, dir, &name, Some(record), &counters, &mut report);
+                    check_table(&tables, dir, &name, Some(record), &mut report);
                 } else {
                     report.error(&name, "named by the manifest but missing");
                 }
@@ -197,7 +202,7 @@ pub fn verify_dir_with(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> 
         None => {
             for (_, number) in numbered.iter().filter(|(k, _)| *k == FileKind::Table) {
                 let name = table_file_name(*number);
-                check_table(fs, dir, &name, None, &counters, &mut report);
+                check_table(&tables, dir, &name, None, &mut report);
             }
         }
     }
@@ -257,14 +262,13 @@ fn read_state(fs: &dyn FileSystem, dir: &Path, report: &mut VerifyReport) -> Opt
 }
 
 fn check_table(
-    fs: &dyn FileSystem,
+    tables: &Arc<ReadContext>,
     dir: &Path,
     name: &str,
     record: Option<&TableRecord>,
-    counters: &Arc<ReadCounters>,
     report: &mut VerifyReport,
 ) {
-    let table = match Table::open(fs, &dir.join(name), Arc::clone(counters)) {
+    let table = match Table::open(tables, &dir.join(name)) {
         Ok(table) => table,
         Err(e) => return report.error(name, e),
     };

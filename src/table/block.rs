@@ -195,6 +195,16 @@ impl Block {
         Ok(block)
     }
 
+    /// Bytes of the block.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True for a block of no bytes (never: `parse` refuses one).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
     /// A cursor over the entries (not positioned; seek first).
     pub fn iter(&self) -> BlockIter {
         self.clone().into_cursor()

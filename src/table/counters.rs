@@ -22,6 +22,15 @@ pub struct ReadCounters {
     /// Tables opened whose filter block was corrupt or of an unknown layout,
     /// so every key "may match" in them.
     pub filter_fallbacks: AtomicU64,
+    /// Data blocks gets and scans found in the block cache.
+    pub block_cache_hits: AtomicU64,
+    /// Data blocks gets and scans looked for in the block cache and did not
+    /// find (each is then read from its file).
+    pub block_cache_misses: AtomicU64,
+    /// Data blocks read from table files for gets and scans (what the
+    /// filters did not save). Compaction's and verify's whole-table reads
+    /// are not counted.
+    pub block_reads_from_file: AtomicU64,
 }
 
 /// A plain copy of [`ReadCounters`] at one moment.
@@ -37,6 +46,12 @@ pub struct ReadStats {
     pub data_block_reads: u64,
     /// See [`ReadCounters::filter_fallbacks`].
     pub filter_fallbacks: u64,
+    /// See [`ReadCounters::block_cache_hits`].
+    pub block_cache_hits: u64,
+    /// See [`ReadCounters::block_cache_misses`].
+    pub block_cache_misses: u64,
+    /// See [`ReadCounters::block_reads_from_file`].
+    pub block_reads_from_file: u64,
 }
 
 impl ReadCounters {
@@ -54,6 +69,9 @@ impl ReadCounters {
             filter_false_positives: get(&self.filter_false_positives),
             data_block_reads: get(&self.data_block_reads),
             filter_fallbacks: get(&self.filter_fallbacks),
+            block_cache_hits: get(&self.block_cache_hits),
+            block_cache_misses: get(&self.block_cache_misses),
+            block_reads_from_file: get(&self.block_reads_from_file),
         }
     }
 
@@ -85,6 +103,15 @@ impl ReadStats {
             filter_fallbacks: self
                 .filter_fallbacks
                 .saturating_sub(earlier.filter_fallbacks),
+            block_cache_hits: self
+                .block_cache_hits
+                .saturating_sub(earlier.block_cache_hits),
+            block_cache_misses: self
+                .block_cache_misses
+                .saturating_sub(earlier.block_cache_misses),
+            block_reads_from_file: self
+                .block_reads_from_file
+                .saturating_sub(earlier.block_reads_from_file),
         }
     }
 }

@@ -7,23 +7,32 @@
 //! region, whose trailer checksum failed, or whose type byte is not the one
 //! the caller expected.
 
-use bytes::Bytes;
 use std::fmt;
 
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{Error, Result};
 
-/// The one table format version this code reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The table format version this code writes: 6-byte block trailers that
+/// record each block's codec (see [`Codec`]), data blocks that may be
+/// compressed and page-aligned.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first format: 5-byte trailers, every block stored raw. Still read.
+pub const FORMAT_VERSION_1: u32 = 1;
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
-/// Bytes of the trailer after every block: type byte + crc32.
-pub const TRAILER_LEN: usize = 5;
+/// Bytes of the trailer after every block in the current format: type
+/// byte, codec byte, crc32.
+pub const TRAILER_LEN: usize = 6;
+/// Bytes of the trailer in format version 1: type byte, crc32.
+pub const TRAILER_LEN_V1: usize = 5;
 /// File-offset alignment of the filter block, so its 64-byte lines are
-/// cache-line aligned in the memory map.
+/// cache-line aligned when read into an aligned buffer or mapped.
 pub const FILTER_ALIGN: u64 = 64;
+/// The page size data blocks are aligned to when it saves a page per read
+/// (format version 2; see `docs/format.md`).
+pub const PAGE: u64 = 4096;
 
 /// What a block holds; stored as the first byte of its trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,12 +80,34 @@ impl fmt::Display for BlockKind {
     }
 }
 
+/// How a block's bytes are stored; the second byte of a version-2 trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    /// The block itself.
+    Raw = 0,
+    /// `uncompressed length u32 LE ‖ LZ4 block` (data blocks only).
+    Lz4 = 1,
+}
+
+impl Codec {
+    /// Decodes a trailer codec byte.
+    pub fn from_u8(byte: u8) -> Option<Codec> {
+        match byte {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Lz4),
+            _ => None,
+        }
+    }
+}
+
 /// Where a block lives: its offset and its length without the trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct BlockHandle {
     /// File offset of the block's first byte.
     pub offset: u64,
-    /// Length of the block, trailer excluded.
+    /// Length of the block as stored (compressed when its codec says so),
+    /// trailer excluded.
     pub len: u64,
 }
 
@@ -107,11 +138,48 @@ impl BlockHandle {
         })
     }
 
-    /// File offset just past the block's trailer, or `None` on overflow.
-    pub fn end_with_trailer(&self) -> Option<u64> {
+    /// File offset just past the block's trailer in `format`, or `None` on
+    /// overflow.
+    pub fn end_with_trailer(&self, format: TableFormat) -> Option<u64> {
         self.offset
             .checked_add(self.len)?
-            .checked_add(TRAILER_LEN as u64)
+            .checked_add(format.trailer_len() as u64)
+    }
+
+    /// Bytes of the block with its trailer, or `None` when they do not fit
+    /// in memory's address space.
+    pub fn stored_len(&self, format: TableFormat) -> Option<usize> {
+        usize::try_from(self.len.checked_add(format.trailer_len() as u64)?).ok()
+    }
+}
+
+/// The format version of one table, which decides its trailer layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TableFormat(u32);
+
+impl TableFormat {
+    /// The version written by this code.
+    pub const CURRENT: TableFormat = TableFormat(FORMAT_VERSION);
+    /// Format version 1.
+    pub const V1: TableFormat = TableFormat(FORMAT_VERSION_1);
+
+    /// The format of a footer's version field, if this code reads it.
+    pub fn from_version(version: u32) -> Option<TableFormat> {
+        matches!(version, FORMAT_VERSION_1 | FORMAT_VERSION).then_some(TableFormat(version))
+    }
+
+    /// The version number.
+    pub fn version(self) -> u32 {
+        self.0
+    }
+
+    /// Bytes of the trailer after each block.
+    pub fn trailer_len(self) -> usize {
+        if self.0 == FORMAT_VERSION_1 {
+            TRAILER_LEN_V1
+        } else {
+            TRAILER_LEN
+        }
     }
 }
 
@@ -158,75 +226,80 @@ impl fmt::Display for BlockLocation<'_> {
     }
 }
 
-/// The trailer's checksum: crc32 over block ‖ type byte ‖ offset (u64 LE).
-/// Mixing in the offset catches a valid block read from the wrong place.
-pub fn block_checksum(block: &[u8], type_byte: u8, offset: u64) -> u32 {
+/// A version-1 trailer's checksum: crc32 over block ‖ type byte ‖ offset
+/// (u64 LE). Mixing in the offset catches a valid block read from the
+/// wrong place.
+pub fn block_checksum_v1(block: &[u8], type_byte: u8, offset: u64) -> u32 {
     crc32_of(&[block, &[type_byte], &offset.to_le_bytes()])
 }
 
-/// The trailer written after a block of `kind` stored at `offset`.
-pub fn encode_trailer(block: &[u8], kind: BlockKind, offset: u64) -> [u8; TRAILER_LEN] {
-    let crc = block_checksum(block, kind as u8, offset);
+/// A version-2 trailer's checksum: crc32 over stored block ‖ type byte ‖
+/// codec byte ‖ offset (u64 LE): the codec is vouched for with the bytes
+/// it decodes, and the offset catches a valid block at the wrong place.
+pub fn block_checksum(block: &[u8], type_byte: u8, codec_byte: u8, offset: u64) -> u32 {
+    crc32_of(&[block, &[type_byte, codec_byte], &offset.to_le_bytes()])
+}
+
+/// The (current-format) trailer written after a block of `kind`, stored
+/// with `codec`, at `offset`.
+pub fn encode_trailer(
+    block: &[u8],
+    kind: BlockKind,
+    codec: Codec,
+    offset: u64,
+) -> [u8; TRAILER_LEN] {
+    let crc = block_checksum(block, kind as u8, codec as u8, offset);
     let mut out = [0u8; TRAILER_LEN];
+    let (bytes, crc_bytes) = out.split_at_mut(2);
+    bytes.copy_from_slice(&[kind as u8, codec as u8]);
+    crc_bytes.copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The version-1 trailer of a block (for tests and tools that make old tables).
+pub fn encode_trailer_v1(block: &[u8], kind: BlockKind, offset: u64) -> [u8; TRAILER_LEN_V1] {
+    let crc = block_checksum_v1(block, kind as u8, offset);
+    let mut out = [0u8; TRAILER_LEN_V1];
     let (type_byte, crc_bytes) = out.split_at_mut(1);
     type_byte.copy_from_slice(&[kind as u8]);
     crc_bytes.copy_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// Whether [`read_block`] recomputes the trailer checksum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Checksum {
-    /// Verify it (the first read of a block).
-    Verify,
-    /// It was verified before on this immutable, mapped file; check only
-    /// bounds and the type byte.
-    AlreadyVerified,
-}
-
-/// The contents of the block at `handle`, after checking that it and its
-/// trailer end at or before `blocks_end` (the footer's offset), that the
-/// checksum matches (unless `AlreadyVerified`), and that the type byte is
-/// `location.kind`. The result shares `file`.
-pub fn read_block(
-    file: &Bytes,
-    blocks_end: u64,
-    handle: BlockHandle,
+/// Checks a block read with its trailer (`stored` = block ‖ trailer, read
+/// from `location.offset`): the length, the checksum, then the type byte
+/// (it must be `location.kind`) and the codec byte (known; `Raw` for every
+/// block but data blocks). Returns the block's bytes without the trailer and
+/// its codec.
+pub fn check_block<'s>(
+    stored: &'s [u8],
+    format: TableFormat,
     location: &BlockLocation<'_>,
-    checksum: Checksum,
-) -> Result<Bytes> {
-    let end = handle
-        .end_with_trailer()
-        .filter(|&end| end <= blocks_end && end <= file.len() as u64)
-        .ok_or_else(|| {
-            location.corruption(format!(
-                "handle (offset {}, length {}) runs past the end of the blocks at {blocks_end}",
-                handle.offset, handle.len
-            ))
-        })?;
-    // Both fit in usize: they are at most file.len().
-    let (start, end) = (
-        usize::try_from(handle.offset).unwrap_or(usize::MAX),
-        usize::try_from(end).unwrap_or(usize::MAX),
-    );
-    let trailer_start = end.saturating_sub(TRAILER_LEN);
-    let block = file
-        .get(start..trailer_start)
-        .map(|b| file.slice_ref(b))
-        .ok_or_else(|| location.corruption("block out of range"))?;
-    let trailer = file
-        .get(trailer_start..end)
-        .ok_or_else(|| location.corruption("trailer out of range"))?;
+) -> Result<(&'s [u8], Codec)> {
+    let Some((block, trailer)) = stored
+        .len()
+        .checked_sub(format.trailer_len())
+        .and_then(|at| stored.split_at_checked(at))
+    else {
+        return Err(location.corruption("shorter than its trailer"));
+    };
     let mut reader = ByteReader::new(trailer, "block trailer");
     let type_byte = reader.u8()?;
-    let stored = reader.u32()?;
-    if checksum == Checksum::Verify {
-        let actual = block_checksum(&block, type_byte, handle.offset);
-        if actual != stored {
-            return Err(location.corruption(format!(
-                "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
-            )));
-        }
+    let (codec_byte, actual) = if format == TableFormat::V1 {
+        (
+            Codec::Raw as u8,
+            block_checksum_v1(block, type_byte, location.offset),
+        )
+    } else {
+        let codec_byte = reader.u8()?;
+        let crc = block_checksum(block, type_byte, codec_byte, location.offset);
+        (codec_byte, crc)
+    };
+    let stored_crc = reader.u32()?;
+    if actual != stored_crc {
+        return Err(location.corruption(format!(
+            "checksum mismatch: stored {stored_crc:#010x}, computed {actual:#010x}"
+        )));
     }
     if type_byte != location.kind as u8 {
         return Err(location.corruption(format!(
@@ -234,7 +307,10 @@ pub fn read_block(
             location.kind as u8, location.kind
         )));
     }
-    Ok(block)
+    let codec = Codec::from_u8(codec_byte)
+        .filter(|&c| c == Codec::Raw || location.kind == BlockKind::Data)
+        .ok_or_else(|| location.corruption(format!("codec {codec_byte} is not allowed here")))?;
+    Ok((block, codec))
 }
 
 /// The footer: where the index, filter and properties blocks are.
@@ -246,6 +322,8 @@ pub struct Footer {
     pub filter: Option<BlockHandle>,
     /// The properties block.
     pub properties: BlockHandle,
+    /// The table's format version.
+    pub format: TableFormat,
 }
 
 impl Footer {
@@ -255,7 +333,7 @@ impl Footer {
         self.index.encode_to(&mut out);
         self.filter.unwrap_or_default().encode_to(&mut out);
         self.properties.encode_to(&mut out);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.format.version().to_le_bytes());
         let crc = crc32_of(&[&out, &MAGIC]);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&MAGIC);
@@ -264,19 +342,20 @@ impl Footer {
         fixed
     }
 
-    /// Decodes the footer at the end of `file`: magic, checksum, version,
-    /// then every handle checked against the footer's own offset.
-    pub fn decode(file: &[u8], file_name: &str) -> Result<Footer> {
-        let Some(footer_offset) = file.len().checked_sub(FOOTER_LEN) else {
+    /// Decodes the footer of a file of `file_len` bytes from its last
+    /// bytes (`tail`: the last [`FOOTER_LEN`] bytes, or the whole file when
+    /// shorter): magic, checksum, version, then every handle checked
+    /// against the footer's own offset. A version this code does not read is
+    /// `Corruption` saying so.
+    pub fn decode(tail: &[u8], file_len: u64, file_name: &str) -> Result<Footer> {
+        let Some(footer_offset) = file_len.checked_sub(FOOTER_LEN as u64) else {
             let location = BlockLocation::new(file_name, BlockKind::Footer, 0);
             return Err(location.corruption(format!(
-                "file of {} bytes is shorter than the {FOOTER_LEN}-byte footer",
-                file.len()
+                "file of {file_len} bytes is shorter than the {FOOTER_LEN}-byte footer"
             )));
         };
-        let location = BlockLocation::new(file_name, BlockKind::Footer, footer_offset as u64);
-        let bytes = file.get(footer_offset..).unwrap_or_default();
-        let mut reader = ByteReader::new(bytes, "table footer");
+        let location = BlockLocation::new(file_name, BlockKind::Footer, footer_offset);
+        let mut reader = ByteReader::new(tail, "table footer");
         let index = BlockHandle::decode(&mut reader)?;
         let filter = BlockHandle::decode(&mut reader)?;
         let properties = BlockHandle::decode(&mut reader)?;
@@ -287,16 +366,19 @@ impl Footer {
         if magic != MAGIC {
             return Err(location.corruption(format!("bad magic {magic:02x?}: not a siftdb table")));
         }
-        let body = bytes.get(..52).unwrap_or_default();
+        let body = tail.get(..52).unwrap_or_default();
         let actual = crc32_of(&[body, &magic]);
         if stored != actual {
             return Err(location.corruption(format!(
                 "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
             )));
         }
-        if version != FORMAT_VERSION {
-            return Err(location.corruption(format!("unknown format version {version}")));
-        }
+        let Some(format) = TableFormat::from_version(version) else {
+            return Err(location.corruption(format!(
+                "table format version {version} is not one this siftdb reads \
+                 ({FORMAT_VERSION_1} or {FORMAT_VERSION})"
+            )));
+        };
         let filter = (filter != BlockHandle::default()).then_some(filter);
         let handles = [
             (BlockKind::Index, Some(index)),
@@ -306,8 +388,8 @@ impl Footer {
         for (kind, handle) in handles {
             let Some(handle) = handle else { continue };
             let fits = handle
-                .end_with_trailer()
-                .is_some_and(|end| end <= footer_offset as u64);
+                .end_with_trailer(format)
+                .is_some_and(|end| end <= footer_offset);
             if !fits {
                 return Err(location.corruption(format!(
                     "{kind} handle (offset {}, length {}) runs past the footer at {footer_offset}",
@@ -319,6 +401,7 @@ impl Footer {
             index,
             filter,
             properties,
+            format,
         })
     }
 }
@@ -331,18 +414,24 @@ mod tests {
         "t.sst"
     }
 
-    fn sample_file() -> (Vec<u8>, Footer) {
+    fn decode(file: &[u8]) -> Result<Footer> {
+        let tail = &file[file.len().saturating_sub(FOOTER_LEN)..];
+        Footer::decode(tail, file.len() as u64, name())
+    }
+
+    fn sample_file(format: TableFormat) -> (Vec<u8>, Footer) {
         let mut file = vec![0u8; 100];
         let footer = Footer {
-            index: BlockHandle { offset: 0, len: 10 },
+            index: BlockHandle { offset: 0, len: 9 },
             filter: Some(BlockHandle {
                 offset: 15,
-                len: 20,
+                len: 19,
             }),
             properties: BlockHandle {
                 offset: 40,
-                len: 55,
+                len: 54,
             },
+            format,
         };
         file.extend_from_slice(&footer.encode());
         (file, footer)
@@ -350,80 +439,101 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_every_byte_flip_is_caught() {
-        let (file, footer) = sample_file();
-        assert_eq!(Footer::decode(&file, name()).unwrap(), footer);
-        for i in file.len() - FOOTER_LEN..file.len() {
-            let mut bad = file.clone();
-            bad[i] ^= 0x04;
-            let err = Footer::decode(&bad, name()).unwrap_err();
-            assert!(err.is_corruption(), "byte {i}");
-            assert!(err.to_string().contains("t.sst footer block at offset 100"));
+        for format in [TableFormat::V1, TableFormat::CURRENT] {
+            let (file, footer) = sample_file(format);
+            assert_eq!(decode(&file).unwrap(), footer);
+            for i in file.len() - FOOTER_LEN..file.len() {
+                let mut bad = file.clone();
+                bad[i] ^= 0x04;
+                let err = decode(&bad).unwrap_err();
+                assert!(err.is_corruption(), "byte {i}");
+                assert!(err.to_string().contains("t.sst footer block at offset 100"));
+            }
         }
+    }
+
+    #[test]
+    fn an_unknown_version_is_named() {
+        let (mut file, _) = sample_file(TableFormat::CURRENT);
+        let at = file.len() - FOOTER_LEN + 48;
+        file[at..at + 4].copy_from_slice(&7u32.to_le_bytes());
+        let crc = crc32_of(&[&file[file.len() - 64..file.len() - 12], &MAGIC]);
+        let crc_at = file.len() - 12;
+        file[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+        let err = decode(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("format version 7 is not one this siftdb reads"),
+            "{err}"
+        );
     }
 
     #[test]
     fn footer_handles_must_end_before_the_footer() {
         let footer = Footer {
-            index: BlockHandle { offset: 0, len: 10 },
+            index: BlockHandle { offset: 0, len: 9 },
             filter: None,
-            properties: BlockHandle { offset: 10, len: 1 },
+            properties: BlockHandle { offset: 9, len: 1 },
+            format: TableFormat::CURRENT,
         };
         let mut file = vec![0u8; 15];
         file.extend_from_slice(&footer.encode());
-        let err = Footer::decode(&file, name()).unwrap_err().to_string();
+        let err = decode(&file).unwrap_err().to_string();
         assert!(err.contains("properties handle"), "{err}");
-        assert!(Footer::decode(&file[1..], name()).is_err());
-        assert!(Footer::decode(&[0; 10], name()).is_err());
+        assert!(decode(&file[1..]).is_err());
+        assert!(decode(&[0; 10]).is_err());
     }
 
     #[test]
-    fn read_block_checks_bounds_checksum_type_and_offset() {
+    fn check_block_checks_length_checksum_type_codec_and_offset() {
         let block = b"hello block".to_vec();
-        let mut file = vec![7u8; 3];
-        file.extend_from_slice(&block);
-        file.extend_from_slice(&encode_trailer(&block, BlockKind::Data, 3));
-        let file = Bytes::from(file);
-        let handle = BlockHandle { offset: 3, len: 11 };
-        let loc = |kind| BlockLocation::new(name(), kind, 3);
-        let end = file.len() as u64;
-        let got = read_block(&file, end, handle, &loc(BlockKind::Data), Checksum::Verify).unwrap();
-        assert_eq!(&got[..], b"hello block");
-
-        let err = read_block(&file, end, handle, &loc(BlockKind::Index), Checksum::Verify)
+        let loc = |kind, offset| BlockLocation::new(name(), kind, offset);
+        for codec in [Codec::Raw, Codec::Lz4] {
+            let mut stored = block.clone();
+            stored.extend_from_slice(&encode_trailer(&block, BlockKind::Data, codec, 3));
+            let (got, got_codec) =
+                check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).unwrap();
+            assert_eq!((got, got_codec), (&block[..], codec));
+            // The same bytes at another offset fail: the offset is in the crc.
+            let err = check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 4))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("checksum mismatch"), "{err}");
+            for i in 0..stored.len() {
+                let mut bad = stored.clone();
+                bad[i] ^= 0x10;
+                assert!(check_block(&bad, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
+            }
+        }
+        let mut stored = block.clone();
+        stored.extend_from_slice(&encode_trailer(&block, BlockKind::Data, Codec::Raw, 3));
+        let err = check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Index, 3))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("found type byte 1, expected 2 (index block)"),
             "{err}"
         );
-        assert!(read_block(
-            &file,
-            end - 1,
-            handle,
-            &loc(BlockKind::Data),
-            Checksum::Verify
-        )
-        .is_err());
-        let huge = BlockHandle {
-            offset: u64::MAX - 2,
-            len: 10,
-        };
-        assert!(read_block(&file, end, huge, &loc(BlockKind::Data), Checksum::Verify).is_err());
+        // Only data blocks may be compressed; unknown codecs are refused.
+        for (kind, codec_byte) in [(BlockKind::Index, 1u8), (BlockKind::Data, 9)] {
+            let mut stored = block.clone();
+            let crc = block_checksum(&block, kind as u8, codec_byte, 3);
+            stored.extend_from_slice(&[kind as u8, codec_byte]);
+            stored.extend_from_slice(&crc.to_le_bytes());
+            let err = check_block(&stored, TableFormat::CURRENT, &loc(kind, 3))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("codec {codec_byte} is not allowed")),
+                "{err}"
+            );
+        }
+        assert!(check_block(b"abc", TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
 
-        // The same bytes and trailer at another offset fail: the offset is in the crc.
-        let mut moved = vec![7u8; 4];
-        moved.extend_from_slice(&file[3..]);
-        let moved = Bytes::from(moved);
-        let handle = BlockHandle { offset: 4, len: 11 };
-        let err = read_block(
-            &moved,
-            moved.len() as u64,
-            handle,
-            &loc(BlockKind::Data),
-            Checksum::Verify,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("checksum mismatch"), "{err}");
+        // Version 1: a 5-byte trailer without a codec.
+        let mut stored = block.clone();
+        stored.extend_from_slice(&encode_trailer_v1(&block, BlockKind::Data, 3));
+        let (got, codec) = check_block(&stored, TableFormat::V1, &loc(BlockKind::Data, 3)).unwrap();
+        assert_eq!((got, codec), (&block[..], Codec::Raw));
+        assert!(check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
     }
 }

@@ -16,7 +16,7 @@ use crate::codec::ByteReader;
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::table::block::Block;
-use crate::table::format::{BlockHandle, BlockLocation, HANDLE_LEN};
+use crate::table::format::{BlockHandle, BlockLocation, TableFormat, HANDLE_LEN};
 use crate::table::properties::TableProperties;
 
 /// One separator per data block (the block's last internal key) and the
@@ -39,12 +39,9 @@ impl Index {
         block: &Block,
         location: &BlockLocation<'_>,
         properties: &TableProperties,
+        format: TableFormat,
     ) -> Result<Index> {
-        let mut index = Index {
-            separators: Vec::new(),
-            starts: vec![0],
-            handles: Vec::new(),
-        };
+        let mut index = Index::empty();
         let mut data_end = 0u64;
         // Errors inside are located once, below.
         let corrupt = |detail: String| Error::corruption("index", detail);
@@ -67,7 +64,7 @@ impl Index {
                 }
                 let handle = BlockHandle::decode(&mut ByteReader::new(value, "index entry"))?;
                 let end = handle
-                    .end_with_trailer()
+                    .end_with_trailer(format)
                     .filter(|&end| handle.offset >= data_end && end <= properties.data_size);
                 let Some(end) = end else {
                     return Err(corrupt(format!(
@@ -93,7 +90,27 @@ impl Index {
         if index.len() == 0 || index.separator(index.len() - 1) != properties.largest.as_ref() {
             return Err(location.corruption("the last separator is not the table's largest key"));
         }
+        // Held for the table's life: no growth slack.
+        index.separators.shrink_to_fit();
+        index.starts.shrink_to_fit();
+        index.handles.shrink_to_fit();
         Ok(index)
+    }
+
+    /// An index of no blocks (a placeholder until one is decoded).
+    pub(crate) fn empty() -> Index {
+        Index {
+            separators: Vec::new(),
+            starts: vec![0],
+            handles: Vec::new(),
+        }
+    }
+
+    /// Bytes of memory the decoded index holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.separators.capacity()
+            + self.starts.capacity() * std::mem::size_of::<usize>()
+            + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
     }
 
     /// Number of data blocks.

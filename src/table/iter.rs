@@ -1,15 +1,33 @@
 //! [`TableIter`], a cursor over a table's entries in internal-key order.
 //!
-//! Owns: moving across data blocks; the iterator holds a clone of the
-//! [`Table`] handle, so it outlives whatever version listed the table.
+//! Owns: moving across data blocks, in one of two [`ScanMode`]s — through
+//! the block cache (user scans), or in spans of consecutive blocks read
+//! with one positioned read each, bypassing the cache (compaction and
+//! verify, which read a whole table once and would only evict what point
+//! lookups need). The iterator holds a clone of the [`Table`] handle, so it
+//! outlives whatever version listed the table.
 //! Must never: skip an entry or a block silently — a damaged block is an
 //! `Err` from the call that reached it, and the iterator is invalid after.
 
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::table::block::BlockIter;
-use crate::table::reader::Table;
+use crate::table::block::{Block, BlockIter};
+use crate::table::reader::{Span, Table};
+
+/// Bytes read at once by a [`ScanMode::Sequential`] scan: enough that a
+/// disk streams, small enough not to matter in memory.
+pub const SPAN_BYTES: u64 = 256 << 10;
+
+/// How a [`TableIter`] reads data blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanMode {
+    /// One block at a time through the block cache (and its counters).
+    Cached,
+    /// Spans of up to [`SPAN_BYTES`] of consecutive blocks, one positioned
+    /// read each, every block verified, nothing cached or counted.
+    Sequential,
+}
 
 /// A cursor over a table's entries. Every moving call returns `Err` on a
 /// damaged block and leaves the cursor invalid.
@@ -36,23 +54,34 @@ use crate::table::reader::Table;
 #[derive(Debug, Clone)]
 pub struct TableIter {
     table: Table,
+    mode: ScanMode,
     block_no: usize,
     entries: Option<BlockIter>,
+    /// The last span read ([`ScanMode::Sequential`]).
+    span: Option<Span>,
 }
 
 impl Table {
-    /// A cursor over every entry (not positioned; seek first).
+    /// A cursor over every entry through the block cache (not positioned;
+    /// seek first).
     pub fn iter(&self) -> TableIter {
-        TableIter::new(self.clone())
+        TableIter::new(self.clone(), ScanMode::Cached)
+    }
+
+    /// A cursor over every entry that reads `mode`'s way.
+    pub fn iter_with(&self, mode: ScanMode) -> TableIter {
+        TableIter::new(self.clone(), mode)
     }
 }
 
 impl TableIter {
-    pub(crate) fn new(table: Table) -> TableIter {
+    pub(crate) fn new(table: Table, mode: ScanMode) -> TableIter {
         TableIter {
             table,
+            mode,
             block_no: 0,
             entries: None,
+            span: None,
         }
     }
 
@@ -69,7 +98,7 @@ impl TableIter {
             .unwrap_or_default()
     }
 
-    /// The current value, sharing the table's map (empty when not valid).
+    /// The current value, sharing the block's bytes (empty when not valid).
     pub fn value(&self) -> Bytes {
         self.entries
             .as_ref()
@@ -129,9 +158,26 @@ impl TableIter {
         }
     }
 
+    /// Block `block_no`, read the scan's way.
+    fn block(&mut self, block_no: usize) -> Result<Block> {
+        let inner = &self.table.inner;
+        match self.mode {
+            ScanMode::Cached => inner.data_block(block_no),
+            ScanMode::Sequential => {
+                let span = match self.span.take() {
+                    Some(span) if span.holds(block_no) => span,
+                    _ => inner.read_span(block_no, SPAN_BYTES)?,
+                };
+                let block = inner.block_in_span(&span, block_no);
+                self.span = Some(span);
+                block
+            }
+        }
+    }
+
     /// Loads block `block_no`, positioned on its first entry.
     fn load(&mut self, block_no: usize) -> Result<()> {
-        let block = self.table.inner.data_block(block_no)?;
+        let block = self.block(block_no)?;
         self.block_no = block_no;
         self.entries = Some(block.into_cursor());
         self.in_block(BlockIter::seek_to_first)

@@ -35,25 +35,30 @@
 
 pub mod block;
 pub mod builder;
+pub mod compression;
+pub mod context;
 pub mod counters;
 pub mod format;
 mod index;
 pub mod iter;
+pub mod lookup;
 pub mod properties;
 pub mod reader;
 mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
+pub use context::{ReadContext, ReadSettings};
 pub use counters::{ReadCounters, ReadStats};
-pub use format::{BlockHandle, BlockKind, Footer};
-pub use iter::TableIter;
+pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
+pub use iter::{ScanMode, TableIter};
+pub use lookup::LookupKey;
 pub use properties::TableProperties;
 pub use reader::{FilterStatus, Table, TableValue};
 pub use verify::{Severity, VerifyProblem};
 
 use crate::error::{Error, Result};
 use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
-use crate::options::Options;
+use crate::options::{Compression, Options};
 
 /// How a table is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +71,8 @@ pub struct TableOptions {
     pub bloom_bits_per_key: f64,
     /// Entries between restart points in a data block. Default 16.
     pub restart_interval: usize,
+    /// How data blocks are stored. Default LZ4 (raw when it does not pay).
+    pub compression: Compression,
 }
 
 impl Default for TableOptions {
@@ -74,6 +81,7 @@ impl Default for TableOptions {
             block_size: 4096,
             bloom_bits_per_key: 10.0,
             restart_interval: 16,
+            compression: Compression::default(),
         }
     }
 }
@@ -83,6 +91,7 @@ impl From<&Options> for TableOptions {
         TableOptions {
             block_size: options.block_size,
             bloom_bits_per_key: options.bloom_bits_per_key,
+            compression: options.compression,
             ..TableOptions::default()
         }
     }

@@ -29,7 +29,7 @@ use crate::codec::{put_len_prefixed, ByteReader};
 use crate::error::Result;
 use crate::filter::theory::{MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo};
-use crate::table::format::{BlockLocation, FORMAT_VERSION};
+use crate::table::format::{BlockLocation, TableFormat};
 
 /// Table-wide facts from the properties block.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +61,25 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
+    /// Empty fields, never valid (a table under construction holds it until
+    /// its properties block is decoded).
+    pub(crate) fn placeholder() -> TableProperties {
+        TableProperties {
+            format_version: 0,
+            entries: 0,
+            deletions: 0,
+            distinct_user_keys: 0,
+            data_blocks: 0,
+            data_size: 0,
+            min_seq: SeqNo(0),
+            max_seq: SeqNo(0),
+            filter_bits_per_key: 0.0,
+            filter_probes: 0,
+            smallest: Bytes::new(),
+            largest: Bytes::new(),
+        }
+    }
+
     /// The encoded block (without trailer).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(80 + self.smallest.len() + self.largest.len());
@@ -113,7 +132,7 @@ impl TableProperties {
     }
 
     fn check(&self) -> std::result::Result<(), String> {
-        if self.format_version != FORMAT_VERSION {
+        if TableFormat::from_version(self.format_version).is_none() {
             return Err(format!("unknown format version {}", self.format_version));
         }
         if self.entries == 0 || self.data_blocks == 0 || self.distinct_user_keys == 0 {
@@ -168,7 +187,7 @@ mod tests {
 
     fn sample() -> TableProperties {
         TableProperties {
-            format_version: FORMAT_VERSION,
+            format_version: crate::table::format::FORMAT_VERSION,
             entries: 10,
             deletions: 2,
             distinct_user_keys: 8,
@@ -197,7 +216,8 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 2, "version"),
+            (|p| p.format_version = 3, "version"),
+            (|p| p.format_version = 0, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),

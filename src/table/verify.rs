@@ -9,14 +9,13 @@
 
 use std::cmp::Ordering;
 
-use bytes::Bytes;
-
 use crate::error::Result;
-use crate::filter::{hash_key, FilterView};
+use crate::filter::{hash_key, AlignedBytes, FilterView};
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
-use crate::table::format::{BlockKind, Checksum};
-use crate::table::reader::{FilterStatus, Table};
+use crate::table::format::BlockKind;
+use crate::table::iter::SPAN_BYTES;
+use crate::table::reader::{FilterStatus, Span, Table, TableInner};
 
 /// How bad a [`VerifyProblem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +40,9 @@ pub struct VerifyProblem {
 }
 
 impl Table {
-    /// Checks everything: every data block's checksum and structure, the
+    /// Checks everything, reading the file again (the bytes on disk now,
+    /// not those read at open; the block cache is neither used nor filled):
+    /// every block's checksum, every data block's structure, the
     /// order of every key across blocks, the index separators, the
     /// properties against the data, and that the filter holds every user key.
     /// Returns every problem found (empty when the table is sound).
@@ -66,7 +67,7 @@ struct ScanTotals {
 
 impl ScanTotals {
     /// Checks a block's structure and adds every entry.
-    fn add_block(&mut self, block: Block, filter: Option<&FilterView<Bytes>>) -> Result<()> {
+    fn add_block(&mut self, block: Block, filter: Option<&FilterView<AlignedBytes>>) -> Result<()> {
         block.check_structure()?;
         let mut entries = block.into_cursor();
         entries.seek_to_first()?;
@@ -78,7 +79,13 @@ impl ScanTotals {
         Ok(())
     }
 
-    fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, filter: Option<&FilterView<Bytes>>) {
+    fn add(
+        &mut self,
+        key: &[u8],
+        seq: SeqNo,
+        kind: ValueKind,
+        filter: Option<&FilterView<AlignedBytes>>,
+    ) {
         let user_key = user_key_of(key);
         if let Some(last) = &self.last_key {
             if compare_internal_keys(last, key) != Ordering::Less {
@@ -108,6 +115,23 @@ impl ScanTotals {
         last.clear();
         last.extend_from_slice(key);
     }
+}
+
+/// Data block `block_no` read from the file (in spans of consecutive
+/// blocks; when a span cannot be read, the block alone), verified.
+fn block_from_file(inner: &TableInner, span: &mut Option<Span>, block_no: usize) -> Result<Block> {
+    let current = match span.take() {
+        Some(s) if s.holds(block_no) => s,
+        _ => match inner.read_span(block_no, SPAN_BYTES) {
+            Ok(s) => s,
+            // A short or failing file: read this block alone, so the blocks
+            // before the damage still verify one by one.
+            Err(_) => inner.read_span(block_no, 0)?,
+        },
+    };
+    let block = inner.block_in_span(&current, block_no);
+    *span = Some(current);
+    block
 }
 
 /// See [`Table::verify`].
@@ -158,15 +182,14 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
 
     let mut totals = ScanTotals::default();
     let mut sound = true;
+    let mut span = None;
     for (block_no, handle) in inner.index.handles().iter().enumerate() {
         let offset = handle.offset;
-        let scanned = inner
-            .read_data_block(block_no, Checksum::Verify)
-            .and_then(|block| {
-                totals
-                    .add_block(block, inner.filter())
-                    .map_err(|e| inner.locate(block_no, e))
-            });
+        let scanned = block_from_file(inner, &mut span, block_no).and_then(|block| {
+            totals
+                .add_block(block, inner.filter())
+                .map_err(|e| inner.locate(block_no, e))
+        });
         if let Err(e) = scanned {
             error(BlockKind::Data, offset, e.to_string());
             // Order across the damaged block is unknown; restart the chain.

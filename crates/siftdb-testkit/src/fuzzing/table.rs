@@ -1,5 +1,6 @@
-//! Fuzz targets of the table layer: `table_open` (any bytes as a table file)
-//! and `block_decode` (any bytes as a data block, and block round trips).
+//! Fuzz targets of the table layer: `table_open` (any bytes as a table file),
+//! `block_decode` (any bytes as a data block, and block round trips) and
+//! `block_decompress` (any bytes as a compressed block, and LZ4 round trips).
 //!
 //! Owns: the invariants the fuzzer checks. Beyond "no panic, no hang, no
 //! unchecked allocation": a table that [`Table::verify`] finds free of
@@ -18,10 +19,12 @@ use std::cmp::Ordering;
 
 use bytes::Bytes;
 
-use siftdb::filter::hash_key;
 use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind};
+use siftdb::options::Compression;
 use siftdb::table::block::{Block, BlockBuilder};
-use siftdb::table::{ReadCounters, Severity, Table, TableValue};
+use siftdb::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
+use siftdb::table::Codec;
+use siftdb::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
 
 /// Entries whose gets are cross-checked per input, to bound the work.
 const CHECKED_GETS: usize = 256;
@@ -95,7 +98,7 @@ pub fn table_open(data: &[u8]) {
             _ => TableValue::Deleted,
         };
         let got = table
-            .get(parsed.user_key, hash_key(parsed.user_key), parsed.seq)
+            .get(&LookupKey::new(parsed.user_key, parsed.seq))
             .expect("verify found every block sound");
         assert_eq!(got, Some(want), "get of a scanned entry");
     }
@@ -187,5 +190,46 @@ fn round_trip(mode: u8, bytes: &[u8]) {
     for (key, _) in &entries {
         it.seek(key).expect("seek");
         assert_eq!(it.key(), key.as_slice());
+    }
+}
+
+/// First byte even: the rest is a stored compressed block (`length u32 LE ‖
+/// LZ4 block`) to decompress — refused as `Corruption` or decoded to exactly
+/// the length it claims, never more than LZ4 can expand its bytes to, never
+/// a panic. Odd: the rest is a raw block, compressed and decompressed back.
+pub fn block_decompress(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode % 2 == 0 {
+        match decompress_block(rest) {
+            Ok(block) => {
+                let claimed = rest
+                    .first_chunk::<4>()
+                    .map(|p| u32::from_le_bytes(*p) as usize);
+                assert_eq!(Some(block.len()), claimed, "decoded length");
+                assert!(block.len() <= MAX_BLOCK_LEN);
+                assert!(
+                    block.len() <= 255 * rest.len().saturating_sub(4),
+                    "expansion"
+                );
+            }
+            Err(e) => assert!(e.is_corruption(), "{e}"),
+        }
+    } else {
+        let mut stored = Vec::new();
+        match compress_block(rest, Compression::Lz4, &mut stored) {
+            Codec::Lz4 => {
+                assert!(stored.len() <= rest.len() - rest.len() / 4, "it pays");
+                let back = decompress_block(&stored).expect("a compressed block decodes");
+                assert_eq!(back, rest, "round trip");
+            }
+            // Stored raw: nothing to decode.
+            Codec::Raw => {}
+        }
+        assert_eq!(
+            compress_block(rest, Compression::None, &mut stored),
+            Codec::Raw
+        );
     }
 }

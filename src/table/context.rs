@@ -1,0 +1,225 @@
+//! [`ReadContext`]: what the tables of one database share when they read —
+//! the file system, the read counters, the block cache and the open-file
+//! cache.
+//!
+//! The block cache (`quick_cache`, sharded, weighted by bytes) holds parsed
+//! data blocks keyed by (table id, block offset); a value returned by a get
+//! is a `Bytes` slice of the cached block, so a hit copies nothing. The
+//! open-file cache holds at most `max_open_files` table files open; a table
+//! whose file was closed reopens it on its next block read. Filters and
+//! indexes are not here: each table holds its own in memory for its life.
+//!
+//! Owns: both caches, table ids, and the totals of table metadata memory.
+//! Must never: hand out a block under another table's id (ids are unique
+//! per context and never reused), or let a cache grow past its capacity.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::fs::{RandomAccessFile, SharedFs};
+use crate::options::{Options, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_MAX_OPEN_FILES};
+use crate::table::block::Block;
+use crate::table::counters::ReadCounters;
+
+/// Memory a cached block costs beyond its bytes (cache entry, `Bytes`
+/// header, allocator), counted against the cache's capacity.
+const BLOCK_OVERHEAD: u64 = 96;
+
+/// (table id, block offset).
+type BlockKey = (u64, u64);
+
+#[derive(Clone)]
+struct BlockWeighter;
+
+impl quick_cache::Weighter<BlockKey, Block> for BlockWeighter {
+    fn weight(&self, _key: &BlockKey, block: &Block) -> u64 {
+        block.len() as u64 + BLOCK_OVERHEAD
+    }
+}
+
+/// How one database reads its tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadSettings {
+    /// Capacity of the block cache in bytes; 0: no cache.
+    pub block_cache_bytes: usize,
+    /// Table files held open at once (≥ 1).
+    pub max_open_files: usize,
+    /// Read tables through memory maps (see `Options::mmap_reads`).
+    pub mmap_reads: bool,
+}
+
+impl Default for ReadSettings {
+    fn default() -> Self {
+        ReadSettings {
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            max_open_files: DEFAULT_MAX_OPEN_FILES,
+            mmap_reads: false,
+        }
+    }
+}
+
+impl ReadSettings {
+    /// For tools that open tables read-only beside (or without) a database
+    /// (`siftdb inspect`, `siftdb verify`): no block cache (they read each
+    /// block at most once), few open files.
+    pub fn tool() -> ReadSettings {
+        ReadSettings {
+            block_cache_bytes: 0,
+            max_open_files: 64,
+            mmap_reads: false,
+        }
+    }
+}
+
+impl From<&Options> for ReadSettings {
+    fn from(options: &Options) -> Self {
+        ReadSettings {
+            block_cache_bytes: options.block_cache_bytes,
+            max_open_files: options.effective_max_open_files(),
+            mmap_reads: options.mmap_reads,
+        }
+    }
+}
+
+/// What every table of one database shares when it reads. See the module docs.
+pub struct ReadContext {
+    pub(crate) fs: SharedFs,
+    pub(crate) counters: Arc<ReadCounters>,
+    pub(crate) settings: ReadSettings,
+    blocks: Option<quick_cache::sync::Cache<BlockKey, Block, BlockWeighter>>,
+    files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
+    next_table_id: AtomicU64,
+    /// Bytes of filters and decoded indexes held by open tables.
+    pub(crate) filter_bytes: AtomicU64,
+    pub(crate) index_bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for ReadContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadContext")
+            .field("settings", &self.settings)
+            .field("block_cache_bytes", &self.block_cache_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadContext {
+    /// A context reading through `fs` with `settings`, updating `counters`.
+    pub fn new(
+        fs: SharedFs,
+        settings: ReadSettings,
+        counters: Arc<ReadCounters>,
+    ) -> Arc<ReadContext> {
+        let blocks = (settings.block_cache_bytes > 0).then(|| {
+            // A guess for the hash table's size: blocks of about 4 KiB.
+            let items = (settings.block_cache_bytes / 4096).max(16);
+            quick_cache::sync::Cache::with_weighter(
+                items,
+                settings.block_cache_bytes as u64,
+                BlockWeighter,
+            )
+        });
+        Arc::new(ReadContext {
+            fs,
+            counters,
+            settings,
+            blocks,
+            files: quick_cache::sync::Cache::new(settings.max_open_files.max(1)),
+            next_table_id: AtomicU64::new(1),
+            filter_bytes: AtomicU64::new(0),
+            index_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// A context for one database's options.
+    pub fn for_options(options: &Options, counters: Arc<ReadCounters>) -> Arc<ReadContext> {
+        ReadContext::new(
+            Arc::clone(&options.fs),
+            ReadSettings::from(options),
+            counters,
+        )
+    }
+
+    /// A context on the real file system with default settings and fresh
+    /// counters (for tools and tests that open tables on their own).
+    pub fn standalone() -> Arc<ReadContext> {
+        ReadContext::new(
+            crate::fs::OsFileSystem::shared(),
+            ReadSettings::default(),
+            ReadCounters::new(),
+        )
+    }
+
+    /// The counters every table of this context updates.
+    pub fn counters(&self) -> &Arc<ReadCounters> {
+        &self.counters
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> ReadSettings {
+        self.settings
+    }
+
+    /// Bytes the block cache holds now (its entries' weights).
+    pub fn block_cache_bytes(&self) -> u64 {
+        self.blocks.as_ref().map_or(0, |c| c.weight())
+    }
+
+    /// Blocks the block cache holds now.
+    pub fn block_cache_len(&self) -> usize {
+        self.blocks.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// Table files held open by the open-file cache now.
+    pub fn open_files(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Bytes of filters held by the open tables of this context.
+    pub fn filter_bytes(&self) -> u64 {
+        self.filter_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of decoded indexes held by the open tables of this context.
+    pub fn index_bytes(&self) -> u64 {
+        self.index_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn new_table_id(&self) -> u64 {
+        self.next_table_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn cached_block(&self, table: u64, offset: u64) -> Option<Block> {
+        self.blocks.as_ref()?.get(&(table, offset))
+    }
+
+    pub(crate) fn cache_block(&self, table: u64, offset: u64, block: &Block) {
+        if let Some(cache) = &self.blocks {
+            cache.insert((table, offset), block.clone());
+        }
+    }
+
+    pub(crate) fn forget_block(&self, table: u64, offset: u64) {
+        if let Some(cache) = &self.blocks {
+            cache.remove(&(table, offset));
+        }
+    }
+
+    /// The open file of table `id` at `path`: from the open-file cache, or
+    /// opened now (and cached, closing the least recently used when full).
+    pub(crate) fn file(&self, id: u64, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(file) = self.files.get(&id) {
+            return Ok(file);
+        }
+        let file = self.fs.open_read(path)?;
+        self.files.insert(id, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Closes table `id`'s file (its table is going away).
+    pub(crate) fn forget_file(&self, id: u64) {
+        self.files.remove(&id);
+    }
+}

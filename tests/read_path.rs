@@ -1,0 +1,553 @@
+//! The read path beyond RAM: table metadata held in memory, data blocks
+//! through positioned reads and a bounded block cache, file handles through
+//! a bounded open-file cache, compressed blocks, and tables of the first
+//! format version.
+//!
+//! Tests that could die of a signal (a truncated file under a memory map)
+//! or that change a process-wide limit (`RLIMIT_NOFILE`) run their body in
+//! a child process: this test binary, re-run on that one test with
+//! `CHILD_ENV` set, so a signal fails the test instead of killing the
+//! runner.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use siftdb::inspect::verify_dir;
+use siftdb::options::Compression;
+use siftdb::table::format::{block_checksum, TRAILER_LEN};
+use siftdb::table::{BlockKind, Codec, Table};
+use siftdb::{Db, Error, Options};
+use siftdb_testkit::SplitMix64;
+
+const CHILD_ENV: &str = "SIFTDB_READ_PATH_CHILD";
+
+/// True in the child process started for `test`.
+fn in_child(test: &str) -> bool {
+    std::env::var(CHILD_ENV).as_deref() == Ok(test)
+}
+
+/// Runs `test` of this binary alone in a child process, with `dir` passed on.
+fn run_child(test: &str, dir: &Path) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test)
+        .env("SIFTDB_READ_PATH_DIR", dir)
+        .output()
+        .unwrap()
+}
+
+fn child_dir() -> PathBuf {
+    PathBuf::from(std::env::var("SIFTDB_READ_PATH_DIR").unwrap())
+}
+
+fn report(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:07}").into_bytes()
+}
+
+/// A value that LZ4 does not shrink (pseudo-random bytes), or one it does.
+fn value(i: u32, compressible: bool) -> Vec<u8> {
+    if compressible {
+        return format!("value {i:07} {}", "abcdefgh".repeat(12)).into_bytes();
+    }
+    let mut rng = SplitMix64::new(u64::from(i));
+    rng.bytes(100)
+}
+
+/// A database of `n` keys in one flushed table, closed.
+fn one_table_db(dir: &Path, n: u32, compressible: bool) {
+    let db = Db::open_with(dir, Options::default()).unwrap();
+    for i in 0..n {
+        db.put(key(i), value(i, compressible)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+}
+
+/// The table files of a closed database directory.
+fn tables_in(dir: &Path) -> Vec<PathBuf> {
+    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    tables.sort();
+    tables
+}
+
+#[test]
+fn a_truncated_live_table_is_an_error_not_a_signal() {
+    const TEST: &str = "a_truncated_live_table_is_an_error_not_a_signal";
+    if in_child(TEST) {
+        let dir = child_dir();
+        let db = Db::open_with(&dir, Options::default().block_cache_bytes(0)).unwrap();
+        let table = tables_in(&dir).pop().unwrap();
+        let len = std::fs::metadata(&table).unwrap().len();
+        // Half the data blocks go; the table's metadata was read at open.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&table)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        let (mut right, mut errors) = (0, 0);
+        for i in 0..5000 {
+            match db.get(key(i)) {
+                Ok(got) => {
+                    assert_eq!(got.unwrap(), value(i, false), "key {i}");
+                    right += 1;
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        matches!(e, Error::Io { .. }) && text.contains(".sst"),
+                        "{text}"
+                    );
+                    errors += 1;
+                }
+            }
+        }
+        assert!(
+            errors > 1000 && right > 1000,
+            "{right} right, {errors} errors"
+        );
+        let scan: Result<Vec<_>, _> = db.iter().collect();
+        assert!(scan.is_err());
+        println!("child: {right} right, {errors} errors");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    one_table_db(dir.path(), 5000, false);
+    let out = run_child(TEST, dir.path());
+    assert!(out.status.success(), "{}", report(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("child: "),
+        "{}",
+        report(&out)
+    );
+}
+
+/// The hazard `Options::mmap_reads` documents, shown: the same truncation
+/// under a memory map kills the reading process with SIGBUS.
+#[test]
+fn with_mmap_reads_a_truncated_table_is_the_documented_sigbus() {
+    const TEST: &str = "with_mmap_reads_a_truncated_table_is_the_documented_sigbus";
+    if in_child(TEST) {
+        let dir = child_dir();
+        let db = Db::open_with(&dir, Options::default().mmap_reads(true)).unwrap();
+        let table = tables_in(&dir).pop().unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&table)
+            .unwrap()
+            .set_len(8192)
+            .unwrap();
+        for i in 0..5000 {
+            let _ = db.get(key(i));
+        }
+        println!("child: survived");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    one_table_db(dir.path(), 5000, false);
+    let out = run_child(TEST, dir.path());
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(7), "SIGBUS; {}", report(&out));
+}
+
+#[test]
+fn filter_and_index_overwritten_on_disk_after_open_change_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    one_table_db(dir.path(), 5000, false);
+    let path = tables_in(dir.path()).pop().unwrap();
+    let footer = *Table::open_path(&path).unwrap().footer();
+    // No block cache: every get reads its data block from the file again.
+    let db = Db::open_with(dir.path(), Options::default().block_cache_bytes(0)).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let filter = footer.filter.unwrap();
+    // An all-zero filter answers "absent" for every key; a zeroed index
+    // names no block.
+    file.write_all_at(&vec![0u8; filter.len as usize], filter.offset)
+        .unwrap();
+    file.write_all_at(&vec![0xa5; footer.index.len as usize], footer.index.offset)
+        .unwrap();
+    file.sync_all().unwrap();
+    for i in 0..5000 {
+        assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, false), "key {i}");
+    }
+    for i in 0..1000 {
+        // Absent, but inside the table's key range: the filter answers.
+        let absent = [key(i), b"x".to_vec()].concat();
+        assert_eq!(db.get(absent).unwrap(), None);
+    }
+    let stats = db.stats();
+    assert_eq!(stats.block_reads_from_file, stats.data_block_reads);
+    assert!(stats.filter_skips > 0);
+    drop(db);
+    // What is on disk now is damaged, and verify says so.
+    assert!(!verify_dir(dir.path()).unwrap().is_clean());
+}
+
+#[test]
+fn more_tables_than_open_files_allowed_under_a_low_rlimit() {
+    const TEST: &str = "more_tables_than_open_files_allowed_under_a_low_rlimit";
+    const KEYS: u32 = 40_000;
+    let options = || {
+        Options::default()
+            .table_target_bytes(4096)
+            .level1_bytes(1 << 40)
+            .memtable_bytes(1 << 20)
+    };
+    if in_child(TEST) {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let hard = getrlimit(Resource::Nofile).maximum;
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(256),
+                maximum: hard,
+            },
+        )
+        .unwrap();
+        // The default: half of the open-file limit.
+        assert_eq!(options().effective_max_open_files(), 128);
+        let db = Db::open_with(child_dir(), options()).unwrap();
+        let stats = db.stats();
+        assert!(stats.table_count >= 1000, "{} tables", stats.table_count);
+        let mut rng = SplitMix64::new(5);
+        for _ in 0..3 * KEYS {
+            let i = rng.below(u64::from(KEYS) + 100) as u32;
+            let got = db.get(key(i)).unwrap();
+            assert_eq!(got, (i < KEYS).then(|| value(i, false).into()), "key {i}");
+        }
+        let mut count = 0;
+        for entry in db.iter() {
+            let (k, v) = entry.unwrap();
+            assert_eq!(
+                (&k[..], &v[..]),
+                (&key(count)[..], &value(count, false)[..])
+            );
+            count += 1;
+        }
+        assert_eq!(count, KEYS);
+        let stats = db.stats();
+        assert!(stats.open_table_files <= 128, "{}", stats.open_table_files);
+        println!("child: {} tables, all gets right", stats.table_count);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open_with(dir.path(), options()).unwrap();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, false)).unwrap();
+        }
+        // One sorted run of tables of about 4 KiB each.
+        db.compact().unwrap();
+        assert!(
+            db.stats().table_count >= 1000,
+            "{:?}",
+            db.stats().level_tables
+        );
+    }
+    let out = run_child(TEST, dir.path());
+    assert!(out.status.success(), "{}", report(&out));
+}
+
+#[test]
+fn a_block_cache_of_a_few_blocks_serves_concurrent_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    const KEYS: u32 = 20_000;
+    let capacity = 4 * (4096 + 96);
+    let db = Arc::new(
+        Db::open_with(
+            dir.path(),
+            Options::default()
+                .block_cache_bytes(capacity)
+                .memtable_bytes(512 << 10),
+        )
+        .unwrap(),
+    );
+    for i in 0..KEYS {
+        db.put(key(i), value(i, i % 2 == 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let before = db.stats();
+    let readers: Vec<_> = (0..4)
+        .map(|t| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut rng = SplitMix64::new(t);
+                for n in 0..20_000 {
+                    // A small hot set and the whole key space, mixed.
+                    let i = if n % 2 == 0 {
+                        rng.below(64) as u32
+                    } else {
+                        rng.below(u64::from(KEYS)) as u32
+                    };
+                    let got = db.get(key(i)).unwrap().unwrap();
+                    assert_eq!(got, value(i, i % 2 == 0), "key {i}");
+                }
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let stats = db.stats();
+    let (hits, misses) = (
+        stats.block_cache_hits - before.block_cache_hits,
+        stats.block_cache_misses - before.block_cache_misses,
+    );
+    let lookups = stats.data_block_reads - before.data_block_reads;
+    assert_eq!(hits + misses, lookups, "{stats:?}");
+    assert_eq!(
+        stats.block_reads_from_file - before.block_reads_from_file,
+        misses
+    );
+    assert!(hits > 0 && misses > 0, "{hits} hits, {misses} misses");
+    assert!(stats.block_cache_bytes <= capacity as u64, "{stats:?}");
+    assert!(stats.filter_bytes > 0 && stats.index_bytes > 0, "{stats:?}");
+    assert_eq!(
+        stats.filter_bytes,
+        stats.level_filter_bytes.iter().sum::<u64>()
+    );
+    assert_eq!(
+        stats.index_bytes,
+        stats.level_index_bytes.iter().sum::<u64>()
+    );
+}
+
+#[test]
+fn compressed_and_raw_tables_round_trip_and_damage_is_corruption() {
+    for (compression, compressible) in [
+        (Compression::Lz4, true),
+        (Compression::None, true),
+        (Compression::Lz4, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = || {
+            Options::default()
+                .compression(compression)
+                .block_cache_bytes(0)
+        };
+        {
+            let db = Db::open_with(dir.path(), options()).unwrap();
+            for i in 0..3000 {
+                db.put(key(i), value(i, compressible)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let path = tables_in(dir.path()).pop().unwrap();
+        let table = Table::open_path(&path).unwrap();
+        let handles = table.data_block_handles().to_vec();
+        let file = std::fs::read(&path).unwrap();
+        let codec_of = |h: &siftdb::table::BlockHandle| file[(h.offset + h.len) as usize + 1];
+        let compressed = handles
+            .iter()
+            .filter(|h| codec_of(h) == Codec::Lz4 as u8)
+            .count();
+        if compression == Compression::Lz4 && compressible {
+            assert_eq!(compressed, handles.len());
+        } else {
+            assert_eq!(compressed, 0, "{compression:?} {compressible}");
+        }
+        let db = Db::open_with(dir.path(), options()).unwrap();
+        for i in 0..3000 {
+            assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, compressible));
+        }
+        drop(db);
+        assert!(verify_dir(dir.path()).unwrap().is_clean());
+        if compressed == 0 {
+            continue;
+        }
+
+        let mut rng = SplitMix64::new(9);
+        for (n, handle) in handles.iter().enumerate().step_by(3) {
+            let start = handle.offset as usize;
+            let end = start + handle.len as usize;
+            // A flipped bit anywhere in a compressed block: its checksum
+            // fails before a byte is decompressed.
+            let mut bytes = file.clone();
+            let at = start + rng.below(handle.len) as usize;
+            bytes[at] ^= 1 << rng.below(8);
+            let outcomes = gets(bytes, handle.offset, compressible);
+            assert!(outcomes.contains_key("checksum"), "block {n}: {outcomes:?}");
+            assert!(outcomes.contains_key("right"), "block {n}: {outcomes:?}");
+
+            // Hostile streams under a recomputed checksum (what a checksum
+            // cannot catch: a writer's bug, or a forger): a length prefix
+            // that does not match the stream is refused by the decoder; a
+            // flipped stream byte decodes to an error or to other bytes of
+            // the claimed length, never a panic or an unbounded allocation.
+            for mutation in 0..2 {
+                let mut bytes = file.clone();
+                if mutation == 0 {
+                    let claimed = u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap());
+                    bytes[start..start + 4].copy_from_slice(&(claimed + 1).to_le_bytes());
+                } else {
+                    let at = start + 4 + rng.below(handle.len - 4) as usize;
+                    bytes[at] ^= 1 << rng.below(8);
+                }
+                let crc = block_checksum(
+                    &bytes[start..end],
+                    BlockKind::Data as u8,
+                    Codec::Lz4 as u8,
+                    handle.offset,
+                );
+                bytes[end + 2..end + TRAILER_LEN].copy_from_slice(&crc.to_le_bytes());
+                let outcomes = gets(bytes, handle.offset, compressible);
+                if mutation == 0 {
+                    assert!(outcomes.contains_key("decoder"), "block {n}: {outcomes:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Gets every key of a damaged table file: counts right answers, checksum
+/// failures and other decoder errors (all `Corruption` naming the block at
+/// `offset`), and answers with other bytes — which only a forged block under
+/// a recomputed checksum may give.
+fn gets(bytes: Vec<u8>, offset: u64, compressible: bool) -> BTreeMap<&'static str, u32> {
+    let damaged = Table::from_bytes("000009.sst", bytes.into(), Default::default()).unwrap();
+    let mut outcomes = BTreeMap::new();
+    for i in 0..3000 {
+        let outcome = match damaged.get_key(&key(i)) {
+            Ok(Some(siftdb::table::TableValue::Put(v))) if v == value(i, compressible) => "right",
+            Ok(_) => "other bytes",
+            Err(e) => {
+                assert!(e.is_corruption(), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("data block at offset {offset}")),
+                    "{text}"
+                );
+                if text.contains("checksum mismatch") {
+                    "checksum"
+                } else {
+                    "decoder"
+                }
+            }
+        };
+        *outcomes.entry(outcome).or_insert(0) += 1;
+    }
+    if let Some(other) = outcomes.get("other bytes") {
+        // Only a forged stream under a recomputed checksum can get here.
+        assert!(!outcomes.contains_key("checksum"), "{other} wrong answers");
+    }
+    outcomes
+}
+
+/// A database written by the first table format (5-byte trailers, no
+/// codec): made with siftdb before format version 2 by `siftdb put` and
+/// `siftdb delete` (each reopen turned the log into a level-0 table), kept
+/// in tests/data/format_v1_db.
+#[test]
+fn a_database_of_format_version_1_tables_opens_and_is_rewritten() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v1_db");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let old = tables_in(dir.path());
+    assert_eq!(old.len(), 10);
+    for path in &old {
+        assert_eq!(Table::open_path(path).unwrap().footer().format.version(), 1);
+    }
+    assert!(verify_dir(dir.path()).unwrap().is_clean());
+    let want = |i: u32| -> Option<String> {
+        match i {
+            3 => None,
+            5 => Some("key 5 again".into()),
+            8 => Some("last".into()),
+            9.. => None,
+            _ => Some(format!("value of key {i}, written by format version 1")),
+        }
+    };
+    let check = |db: &Db| {
+        for i in 0..10 {
+            let got = db.get(format!("key{i}")).unwrap();
+            assert_eq!(
+                got.as_deref(),
+                want(i).as_deref().map(str::as_bytes),
+                "key{i}"
+            );
+        }
+    };
+    let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    check(&db);
+    db.compact().unwrap();
+    check(&db);
+    drop(db);
+    for path in tables_in(dir.path()) {
+        let format = Table::open_path(&path).unwrap().footer().format;
+        assert_eq!(format.version(), 2, "{}", path.display());
+    }
+    check(&Db::open_with(dir.path(), Options::default()).unwrap());
+}
+
+#[test]
+fn scans_and_snapshots_keep_reading_tables_that_compaction_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path(),
+        Options::default()
+            .memtable_bytes(64 << 10)
+            .max_open_files(2)
+            .block_cache_bytes(0),
+    )
+    .unwrap();
+    for i in 0..4000 {
+        db.put(key(i), value(i, false)).unwrap();
+    }
+    db.flush().unwrap();
+    // Nothing in flight: the directory's tables are the version's.
+    db.wait_for_background().unwrap();
+    let snapshot = db.snapshot();
+    let mut scan = db.iter();
+    let first = scan.next().unwrap().unwrap();
+    assert_eq!(&first.0[..], &key(0)[..]);
+    let before = tables_in(dir.path());
+    for i in 0..4000 {
+        db.put(key(i), b"newer").unwrap();
+    }
+    db.compact().unwrap();
+    // The replaced tables' files stay while the scan and the snapshot hold
+    // them (with two open files allowed, they are reopened by name).
+    assert!(before.iter().all(|p| p.exists()));
+    let mut count = 1;
+    for entry in scan {
+        let (k, v) = entry.unwrap();
+        assert_eq!(v, value(count, false), "{k:?}");
+        count += 1;
+    }
+    assert_eq!(count, 4000);
+    for i in (0..4000).step_by(37) {
+        assert_eq!(snapshot.get(key(i)).unwrap().unwrap(), value(i, false));
+        assert_eq!(&db.get(key(i)).unwrap().unwrap()[..], b"newer");
+    }
+    drop(snapshot);
+    // Once nothing holds them, their files go.
+    assert!(before.iter().all(|p| !p.exists()), "{before:?}");
+}
