@@ -1,7 +1,8 @@
 //! Replays the table fuzz targets on stable Rust: every file of
-//! fuzz/corpus/table_open and fuzz/corpus/block_decode, plus seeded random
-//! inputs and mutations of valid tables, through the same functions the
-//! fuzzer runs.
+//! fuzz/corpus/table_open, fuzz/corpus/block_decode and
+//! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
+//! valid tables (of format version 2, and the version-1 seeds kept in the
+//! corpus) and compressed blocks, through the same functions the fuzzer runs.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,8 +17,10 @@ use std::path::{Path, PathBuf};
 
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
+use siftdb::options::Compression;
+use siftdb::table::compression::compress_block;
 use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions};
-use siftdb_testkit::fuzzing::table::{block_decode, table_open};
+use siftdb_testkit::fuzzing::table::{block_decode, block_decompress, table_open};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -35,6 +38,11 @@ fn corpus(target: &str) -> Vec<PathBuf> {
 /// A small valid table: `n` keys, every third with two versions, every
 /// fifth deleted.
 fn seed_table(n: u64, options: &TableOptions) -> Vec<u8> {
+    seed_table_with(n, options, |i| format!("v{i}"))
+}
+
+/// [`seed_table`] with values from `value_of`.
+fn seed_table_with(n: u64, options: &TableOptions, value_of: fn(u64) -> String) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seed.sst");
     let mut builder = TableBuilder::create(&OsFileSystem, &path, options).unwrap();
@@ -50,7 +58,7 @@ fn seed_table(n: u64, options: &TableOptions) -> Vec<u8> {
             ValueKind::Put
         };
         let value = match kind {
-            ValueKind::Put => format!("v{i}"),
+            ValueKind::Put => value_of(i),
             ValueKind::Delete => String::new(),
         };
         let key = internal_key(user_key.as_bytes(), SeqNo(i + 1), kind);
@@ -70,13 +78,40 @@ fn seed_tables() -> Vec<Vec<u8>> {
         bloom_bits_per_key: 0.0,
         ..small.clone()
     };
+    let repetitive = |i| format!("value {i} {}", "abcd".repeat(16));
+    let compressed = TableOptions {
+        block_size: 512,
+        ..TableOptions::default()
+    };
     vec![
         seed_table(1, &TableOptions::default()),
         seed_table(3, &small),
         seed_table(12, &small),
         seed_table(12, &no_filter),
         seed_table(40, &TableOptions::default()),
+        seed_table_with(20, &compressed, repetitive),
+        seed_table_with(12, &TableOptions::default(), repetitive),
     ]
+}
+
+/// Raw blocks for `block_decompress` seeds, and their LZ4 forms.
+fn seed_raw_blocks() -> Vec<Vec<u8>> {
+    vec![
+        b"abcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcd".to_vec(),
+        format!("value 7 {}", "xyz".repeat(200)).into_bytes(),
+        (0..600u32).flat_map(|i| (i % 7).to_le_bytes()).collect(),
+    ]
+}
+
+fn seed_compressed_blocks() -> Vec<Vec<u8>> {
+    seed_raw_blocks()
+        .iter()
+        .map(|raw| {
+            let mut stored = Vec::new();
+            compress_block(raw, Compression::Lz4, &mut stored);
+            stored
+        })
+        .collect()
 }
 
 /// The first data block of a small table, without its trailer.
@@ -84,6 +119,7 @@ fn seed_block() -> Vec<u8> {
     let options = TableOptions {
         block_size: 128,
         restart_interval: 2,
+        compression: Compression::None,
         ..TableOptions::default()
     };
     let file = seed_table(12, &options);
@@ -99,7 +135,32 @@ fn table_open_replays_corpus_and_mutations() {
         table_open(&std::fs::read(file).unwrap());
     }
     let mut rng = SplitMix64::new(0x7AB1E);
-    for seed in seed_tables() {
+    let version_1: Vec<Vec<u8>> = files
+        .iter()
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("seed-v1"))
+        })
+        .map(|f| std::fs::read(f).unwrap())
+        .collect();
+    assert_eq!(version_1.len(), 5, "the version-1 seeds stay in the corpus");
+    let compressed_blocks: usize = seed_tables()
+        .into_iter()
+        .map(|file| {
+            let table = Table::from_bytes("seed.sst", file.clone().into(), ReadCounters::new());
+            let handles = table.unwrap().data_block_handles().to_vec();
+            // The codec byte follows the type byte of each trailer.
+            handles
+                .iter()
+                .filter(|h| file[(h.offset + h.len) as usize + 1] == 1)
+                .count()
+        })
+        .sum();
+    assert!(
+        compressed_blocks >= 2,
+        "{compressed_blocks} LZ4 blocks among the seeds"
+    );
+    for seed in seed_tables().into_iter().chain(version_1) {
         table_open(&seed);
         for _ in 0..300 {
             let mut mutated = seed.clone();
@@ -140,7 +201,40 @@ fn block_decode_replays_corpus_and_random_inputs() {
     println!("block_decode: replayed {} corpus files", files.len());
 }
 
-/// Writes the seed corpus; run with `--ignored` after a format change.
+#[test]
+fn block_decompress_replays_corpus_and_mutations() {
+    let files = corpus("block_decompress");
+    assert!(!files.is_empty(), "the block_decompress corpus is empty");
+    for file in &files {
+        block_decompress(&std::fs::read(file).unwrap());
+    }
+    let mut rng = SplitMix64::new(0xC0DEC);
+    for stored in seed_compressed_blocks() {
+        let input = [&[0u8][..], &stored].concat();
+        block_decompress(&input);
+        for _ in 0..500 {
+            let mut mutated = input.clone();
+            for _ in 0..1 + rng.below(3) {
+                let at = 1 + rng.below(stored.len() as u64) as usize;
+                mutated[at] ^= 1 << rng.below(8);
+            }
+            block_decompress(&mutated);
+            let cut = 1 + rng.below(stored.len() as u64) as usize;
+            block_decompress(&input[..cut]);
+        }
+    }
+    for raw in seed_raw_blocks() {
+        block_decompress(&[&[1u8][..], &raw].concat());
+    }
+    for _ in 0..2000 {
+        let len = rng.below(300) as usize;
+        block_decompress(&rng.bytes(len));
+    }
+    println!("block_decompress: replayed {} corpus files", files.len());
+}
+
+/// Writes the seed corpus; run with `--ignored` after a format change (the
+/// `seed-v1-*` tables of the first format are kept, not rewritten).
 #[test]
 #[ignore]
 fn write_seed_corpus() {
@@ -161,4 +255,19 @@ fn write_seed_corpus() {
     }
     let raw = [&[0u8][..], &seed_block()].concat();
     std::fs::write(root.join("block_decode").join("seed-raw-0"), raw).unwrap();
+    let dir = root.join("block_decompress");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, stored) in seed_compressed_blocks().iter().enumerate() {
+        let input = [&[0u8][..], stored].concat();
+        std::fs::write(dir.join(format!("seed-lz4-{i}")), input).unwrap();
+    }
+    for (i, raw) in seed_raw_blocks().iter().enumerate() {
+        let input = [&[1u8][..], raw].concat();
+        std::fs::write(dir.join(format!("seed-roundtrip-{i}")), input).unwrap();
+    }
+    // A prefix claiming far more than the stream can expand to.
+    let mut hostile = vec![0u8];
+    hostile.extend_from_slice(&u32::MAX.to_le_bytes());
+    hostile.extend_from_slice(b"\x1fabc");
+    std::fs::write(dir.join("seed-claims-too-much"), hostile).unwrap();
 }
