@@ -55,8 +55,10 @@ pub trait Engine: Sync {
     /// counter's change, that change per operation (so a running total of
     /// tables consulted reads as tables consulted per get), and its end value.
     /// siftdb's: filter probes, reads the filter skipped, filter false
-    /// positives, data blocks read (also as [`BLOCKS_READ_FROM_FILE`]),
-    /// tables consulted, tables per level.
+    /// positives, data blocks read, those of them read from table files
+    /// ([`BLOCKS_READ_FROM_FILE`]: block cache misses of gets and scans),
+    /// block cache hits, misses and bytes, filter and index memory, tables
+    /// consulted, tables per level.
     fn counters(&self) -> Option<Counters> {
         None
     }

@@ -85,10 +85,15 @@ impl Engine for SiftdbEngine {
             ("filter_skips", s.filter_skips),
             ("filter_false_positives", s.filter_false_positives),
             ("data_block_reads", s.data_block_reads),
-            // Every data block a lookup reads comes from a table file: the
-            // tables are memory-mapped, so siftdb cannot tell which of them
-            // the page cache served.
-            (BLOCKS_READ_FROM_FILE, s.data_block_reads),
+            // Data blocks the block cache did not hold, read from a table
+            // file with a positioned read (the page cache may still have
+            // served it without a disk access).
+            (BLOCKS_READ_FROM_FILE, s.block_reads_from_file),
+            ("block_cache_hits", s.block_cache_hits),
+            ("block_cache_misses", s.block_cache_misses),
+            ("block_cache_bytes", s.block_cache_bytes),
+            ("filter_bytes", s.filter_bytes),
+            ("index_bytes", s.index_bytes),
             ("gets", s.gets),
             ("tables_consulted", s.tables_consulted),
             ("tables", s.table_count as u64),

@@ -85,6 +85,16 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
         ),
         ("index block", bytes(t.index_bytes)),
         ("properties block", bytes(t.properties_bytes)),
+        ("format version", t.format_version.to_string()),
+        (
+            "held in memory",
+            format!(
+                "{} (filter {}, index {})",
+                bytes(t.filter_memory + t.index_memory),
+                group_digits(t.filter_memory),
+                group_digits(t.index_memory)
+            ),
+        ),
     ];
     match &t.filter {
         FilterSummary::Missing => rows.push(("filter", "none (every lookup reads a block)".into())),
@@ -176,31 +186,39 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
         ),
         String::new(),
         format!(
-            "  {:<6}{:>8}{:>18}{:>14}{:>16}",
-            "level", "tables", "bytes", "entries", "filter bytes"
+            "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
+            "level", "tables", "bytes", "entries", "filter bytes", "filter memory", "index memory"
         ),
     ];
     for l in &s.levels {
         lines.push(format!(
-            "  {:<6}{:>8}{:>18}{:>14}{:>16}",
+            "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
             l.level,
             l.tables,
             group_digits(l.file_bytes),
             group_digits(l.entries),
-            group_digits(l.filter_bytes)
+            group_digits(l.filter_bytes),
+            group_digits(l.filter_memory),
+            group_digits(l.index_memory)
         ));
     }
     let total = |f: fn(&siftdb::inspect::LevelSummary) -> u64| -> String {
         group_digits(s.levels.iter().map(f).sum())
     };
     lines.push(format!(
-        "  {:<6}{:>8}{:>18}{:>14}{:>16}",
+        "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
         "total",
         total(|l| l.tables as u64),
         total(|l| l.file_bytes),
         total(|l| l.entries),
-        total(|l| l.filter_bytes)
+        total(|l| l.filter_bytes),
+        total(|l| l.filter_memory),
+        total(|l| l.index_memory)
     ));
+    lines.push(
+        "  (memory: what an open database holds for the filters and indexes, beside its block cache)"
+            .into(),
+    );
     for t in &s.tables {
         lines.push(String::new());
         lines.push(format!("  level {}", t.record.level));
