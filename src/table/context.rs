@@ -92,8 +92,8 @@ pub struct ReadContext {
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
     next_table_id: AtomicU64,
     /// Bytes of filters and decoded indexes held by open tables.
-    pub(crate) filter_bytes: AtomicU64,
-    pub(crate) index_bytes: AtomicU64,
+    filter_bytes: AtomicU64,
+    index_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for ReadContext {
@@ -185,6 +185,17 @@ impl ReadContext {
     /// Bytes of decoded indexes held by the open tables of this context.
     pub fn index_bytes(&self) -> u64 {
         self.index_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts a table's filter and index memory in (`held`) or out.
+    pub(crate) fn count_metadata(&self, filter: u64, index: u64, held: bool) {
+        for (total, bytes) in [(&self.filter_bytes, filter), (&self.index_bytes, index)] {
+            if held {
+                total.fetch_add(bytes, Ordering::Relaxed);
+            } else {
+                total.fetch_sub(bytes, Ordering::Relaxed);
+            }
+        }
     }
 
     pub(crate) fn new_table_id(&self) -> u64 {

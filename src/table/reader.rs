@@ -445,12 +445,7 @@ impl TableInner {
         table.index_bytes = index.heap_bytes() as u64;
         table.index = index;
         table.properties = properties;
-        context
-            .filter_bytes
-            .fetch_add(table.filter_bytes, AtomicOrdering::Relaxed);
-        context
-            .index_bytes
-            .fetch_add(table.index_bytes, AtomicOrdering::Relaxed);
+        context.count_metadata(table.filter_bytes, table.index_bytes, true);
         Ok(Table {
             inner: Arc::new(table),
         })
@@ -469,11 +464,16 @@ impl TableInner {
     /// when the handle was decoded): its bytes as stored, and its codec.
     fn read_checked(&self, handle: BlockHandle, kind: BlockKind) -> Result<(Bytes, Codec)> {
         let location = self.location(kind, handle.offset);
-        let len = handle
-            .stored_len(self.footer.format)
-            .ok_or_else(|| location.corruption("block too large"))?;
+        let len = self.stored_len(handle, &location)?;
         let stored = self.read_at(handle.offset, len)?;
         self.checked_stored(stored, &location)
+    }
+
+    /// Bytes of the block at `handle` with its trailer, as one read needs them.
+    fn stored_len(&self, handle: BlockHandle, location: &BlockLocation<'_>) -> Result<usize> {
+        handle
+            .stored_len(self.footer.format)
+            .ok_or_else(|| location.corruption("block too large"))
     }
 
     fn checked_stored(
@@ -509,9 +509,7 @@ impl TableInner {
         properties: &TableProperties,
     ) -> Result<(FilterView<AlignedBytes>, usize)> {
         let location = self.location(BlockKind::Filter, handle.offset);
-        let len = handle
-            .stored_len(self.footer.format)
-            .ok_or_else(|| location.corruption("block too large"))?;
+        let len = self.stored_len(handle, &location)?;
         let mut buffer = AlignedBytes::zeroed(len);
         match &self.source {
             Source::Mapped { map, .. } => {
@@ -607,9 +605,7 @@ impl TableInner {
     ) -> Result<Option<Block>> {
         let location = self.location(BlockKind::Data, handle.offset);
         let format = self.footer.format;
-        let len = handle
-            .stored_len(format)
-            .ok_or_else(|| location.corruption("block too large"))?;
+        let len = self.stored_len(handle, &location)?;
         let stored = slice_of(map, handle.offset, len, &self.name)?;
         let (word, bit) = (block_no / 64, 1u64 << (block_no % 64));
         let flags = verified.get(word);
@@ -730,12 +726,7 @@ impl TableInner {
 impl Drop for TableInner {
     fn drop(&mut self) {
         let context = &self.context;
-        context
-            .filter_bytes
-            .fetch_sub(self.filter_bytes, AtomicOrdering::Relaxed);
-        context
-            .index_bytes
-            .fetch_sub(self.index_bytes, AtomicOrdering::Relaxed);
+        context.count_metadata(self.filter_bytes, self.index_bytes, false);
         // The table's blocks can never be asked for again: free their room.
         for handle in self.index.handles() {
             context.forget_block(self.id, handle.offset);

@@ -618,14 +618,21 @@ impl WritableFile for FaultFile {
 
 impl Drop for FaultFile {
     fn drop(&mut self) {
-        let mut disk = self.machine.disk.lock();
-        if disk.boot != self.boot {
-            return;
-        }
-        if let Some(inode) = disk.inodes.get_mut(&self.inode) {
-            inode.handles = inode.handles.saturating_sub(1);
-        }
+        release_handle(&self.machine, self.inode, self.boot);
     }
+}
+
+/// Closes a handle on `inode` opened in `boot` (a handle of an earlier boot
+/// died with its process), then drops what nothing reaches any more.
+fn release_handle(machine: &Machine, inode: InodeId, boot: u64) {
+    let mut disk = machine.disk.lock();
+    if disk.boot != boot {
+        return;
+    }
+    if let Some(inode) = disk.inodes.get_mut(&inode) {
+        inode.handles = inode.handles.saturating_sub(1);
+    }
+    disk.collect_garbage();
 }
 
 /// A file opened by `open_read`: positioned reads of its inode.
@@ -661,14 +668,7 @@ impl RandomAccessFile for FaultReadFile {
 
 impl Drop for FaultReadFile {
     fn drop(&mut self) {
-        let mut disk = self.machine.disk.lock();
-        if disk.boot != self.boot {
-            return;
-        }
-        if let Some(inode) = disk.inodes.get_mut(&self.inode) {
-            inode.handles = inode.handles.saturating_sub(1);
-        }
-        disk.collect_garbage();
+        release_handle(&self.machine, self.inode, self.boot);
     }
 }
 
