@@ -20,7 +20,7 @@ use crate::db::{
     background, flush, write, DbCounters, DbInner, LoggedMemtable, SuperVersion, LEVELS,
 };
 use crate::error::{Error, Result};
-use crate::filename::{parse_file_name, wal_file_name, FileKind};
+use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ManifestState};
@@ -109,6 +109,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = Arc::clone(&opts.fs);
     check_directory(fs.as_ref(), dir)?;
+    // A directory that is not a database is refused before the lock file
+    // is created in it (and checked again under the lock).
+    if !fs.exists(&dir.join(MANIFEST_FILE)) {
+        check_fresh(fs.as_ref(), dir)?;
+    }
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
     let state = match read_manifest(fs.as_ref(), dir)? {
