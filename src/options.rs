@@ -5,6 +5,7 @@
 //! `validate` turns nonsense into `InvalidArgument` before anything opens.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fs::{OsFileSystem, SharedFs};
@@ -21,6 +22,7 @@ pub struct Options {
     pub(crate) level1_bytes: u64,
     pub(crate) level_size_ratio: u64,
     pub(crate) table_target_bytes: u64,
+    pub(crate) retry_interval: Duration,
     pub(crate) fs: SharedFs,
 }
 
@@ -36,6 +38,7 @@ impl Default for Options {
             level1_bytes: 64 << 20,
             level_size_ratio: 10,
             table_target_bytes: 32 << 20,
+            retry_interval: Duration::from_secs(1),
             fs: OsFileSystem::shared(),
         }
     }
@@ -53,6 +56,7 @@ impl fmt::Debug for Options {
             .field("level1_bytes", &self.level1_bytes)
             .field("level_size_ratio", &self.level_size_ratio)
             .field("table_target_bytes", &self.table_target_bytes)
+            .field("retry_interval", &self.retry_interval)
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +118,15 @@ impl Options {
         self
     }
 
+    /// How long after a retryable failure (no space, EIO, EINTR) of
+    /// background work or of the log it is first retried by itself; the wait
+    /// doubles after each failed retry, up to 64 times this. Default 1 s
+    /// (as RocksDB's `bgerror_resume_retry_interval`).
+    pub fn retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = interval;
+        self
+    }
+
     /// The file system the engine performs all I/O through (tests inject faults here).
     pub fn file_system(mut self, fs: SharedFs) -> Self {
         self.fs = fs;
@@ -146,6 +159,9 @@ impl Options {
         }
         if self.level_size_ratio < 2 {
             return Err(Error::invalid("level_size_ratio must be at least 2"));
+        }
+        if self.retry_interval.is_zero() {
+            return Err(Error::invalid("retry_interval must not be zero"));
         }
         if self.level1_bytes < 4096 || self.table_target_bytes < 4096 {
             return Err(Error::invalid(

@@ -198,7 +198,9 @@ fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
     let logs = log_names(dir.path());
     let path = dir.path().join(&logs[0]);
     let bytes = std::fs::read(&path).unwrap();
-    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    // What a crash leaves: no close record, the last record cut short.
+    let crashed = bytes.len() - siftdb::wal::CLOSE_RECORD_LEN - 3;
+    std::fs::write(&path, &bytes[..crashed]).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     let warnings: Vec<_> = report.warnings().collect();
@@ -207,6 +209,31 @@ fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
     assert!(warnings[0].offset.is_some());
     assert!(warnings[0].detail.contains("torn tail"), "{warnings:?}");
     assert_eq!(report.log_records_checked, 9);
+}
+
+#[test]
+fn a_damaged_last_record_of_a_cleanly_closed_log_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open_with(dir.path(), options()).unwrap();
+        for i in 0..10u32 {
+            db.put(format!("key{i}"), "value").unwrap();
+        }
+    }
+    let logs = log_names(dir.path());
+    let path = dir.path().join(&logs[0]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // 3 bytes before the end, and 3 bytes before the close record.
+    for from_end in [3, siftdb::wal::CLOSE_RECORD_LEN + 3] {
+        let at = bytes.len() - from_end;
+        bytes[at] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let report = verify_dir(dir.path()).unwrap();
+        let errors = errors(&report);
+        assert_eq!(errors.len(), 1, "{from_end}: {:?}", report.problems);
+        assert!(errors[0].contains(&logs[0]), "{errors:?}");
+        bytes[at] ^= 0x10;
+    }
 }
 
 #[test]
