@@ -2,7 +2,9 @@
 //! through [`FileSystem`].
 //!
 //! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs
-//! plus memmap2 for reading immutable files). `FaultFs` (in the
+//! plus memmap2 for reading immutable files, and the directory lock: a
+//! POSIX record lock no child process inherits, with a per-process table
+//! of held lock files). `FaultFs` (in the
 //! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
 //! loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for

@@ -286,10 +286,25 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// every memtable is flushed, and only then is the new log started (so a
 /// crash meanwhile leaves the failed log the newest, where a torn tail is
 /// allowed).
+///
+/// Only a failed log needs the writer lock: then every writer is refused
+/// before it could wait for background work while holding that lock. (A
+/// writer may wait under it for a compaction while a flush failed.)
 fn recover(inner: &DbInner) -> Result<()> {
-    write::seal_failed_log(inner);
+    let log_failed = inner
+        .bg
+        .lock()
+        .flush_failure
+        .as_ref()
+        .is_some_and(|f| f.log);
+    if log_failed {
+        write::seal_failed_log(inner);
+    }
     while flush::flush_oldest(inner)? {}
-    write::open_pending_log(inner)
+    if log_failed {
+        write::open_pending_log(inner)?;
+    }
+    Ok(())
 }
 
 /// Records that the log failed with `error` (the writer lock is held):
