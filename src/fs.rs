@@ -180,6 +180,17 @@ impl FileSystem for OsFileSystem {
     }
 }
 
+/// Opens (creating, never truncating) a lock file; std opens with
+/// O_CLOEXEC, so no child keeps even the descriptor.
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
 #[cfg(unix)]
 mod dir_lock {
     //! The directory lock as LevelDB and RocksDB take it: a POSIX record
@@ -195,7 +206,7 @@ mod dir_lock {
     //! `stat`, which opens nothing), and the lock's own descriptor is closed
     //! under the table's mutex before the entry goes.
 
-    use std::fs::{File, OpenOptions};
+    use std::fs::File;
     use std::os::unix::fs::MetadataExt;
     use std::path::{Path, PathBuf};
 
@@ -257,13 +268,7 @@ mod dir_lock {
                 return Err(locked(path));
             }
         }
-        // std opens with O_CLOEXEC: no child keeps even the descriptor.
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = super::open_lock_file(path)?;
         let id = id_of(&file.metadata().map_err(|e| Error::io(path, e))?);
         if let Some(entry) = held.iter_mut().find(|h| h.id == id) {
             entry.strays.push(file);
@@ -291,7 +296,7 @@ mod dir_lock {
 mod dir_lock {
     //! Elsewhere the standard library's file lock (no fork to inherit it).
 
-    use std::fs::{File, OpenOptions};
+    use std::fs::File;
     use std::path::Path;
 
     use crate::error::{Error, Result};
@@ -304,12 +309,7 @@ mod dir_lock {
     impl DirLock for StdDirLock {}
 
     pub(super) fn lock(path: &Path) -> Result<Box<dyn DirLock>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = super::open_lock_file(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(StdDirLock { _file: file })),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),

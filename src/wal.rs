@@ -75,9 +75,9 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The oldest format version this code still reads (no close record).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// Bytes of the close record, header included.
-pub const CLOSE_RECORD_LEN: usize = RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN;
+pub const CLOSE_RECORD_LEN: usize = RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN as usize;
 /// Bytes of the close record's payload.
-const CLOSE_PAYLOAD_LEN: usize = 20;
+const CLOSE_PAYLOAD_LEN: u32 = 20;
 /// Hashed before the length in a close record's header crc, so no batch
 /// record's header passes for one.
 const CLOSE_KIND: &[u8] = b"close";
@@ -136,12 +136,12 @@ pub fn encode_file_header(log_number: u64) -> [u8; FILE_HEADER_LEN] {
 
 /// The close record for a log of `records` records that ends at `offset`.
 pub fn encode_close_record(records: u64, offset: u64) -> [u8; CLOSE_RECORD_LEN] {
-    let mut payload = [0u8; CLOSE_PAYLOAD_LEN];
+    let mut payload = [0u8; CLOSE_PAYLOAD_LEN as usize];
     fill(
         &mut payload,
         &[&records.to_le_bytes(), &offset.to_le_bytes(), &CLOSE_END],
     );
-    let len_bytes = (CLOSE_PAYLOAD_LEN as u32).to_le_bytes();
+    let len_bytes = CLOSE_PAYLOAD_LEN.to_le_bytes();
     let header_crc = crc32_of(&[CLOSE_KIND, &len_bytes]).to_le_bytes();
     let record_crc = crc32_of(&[&len_bytes, &payload]).to_le_bytes();
     let mut record = [0u8; CLOSE_RECORD_LEN];

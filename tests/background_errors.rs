@@ -9,6 +9,13 @@
 //!   an error, never a hang; corruption stops writes with an error saying so;
 //! - failed work leaves no file behind (no partial table holding the space);
 //! - nothing acknowledged is ever lost, before or after a reopen.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -58,6 +65,17 @@ fn write_range(db: &Db, model: &mut Model, range: std::ops::Range<u64>) -> Resul
         model.insert(key(i), value(i));
     }
     Ok(())
+}
+
+/// Writes `key(i)`/`value(i)` from `from` on until a write fails; returns
+/// its number and its error (the acknowledged ones went into the model).
+fn write_until_error(db: &Db, model: &mut Model, from: u64) -> (u64, Error) {
+    for i in from..from + 100_000 {
+        if let Err(e) = write_range(db, model, i..i + 1) {
+            return (i, e);
+        }
+    }
+    panic!("100,000 writes from {from}, none failed");
 }
 
 /// Retries a write refused with `ReadOnly` until the database takes it.
@@ -139,19 +157,40 @@ fn assert_no_stray_files(fs: &FaultFs, context: &str) {
     }
 }
 
-fn reopen_and_check(fs: &FaultFs, db: Db, model: &Model, context: &str) {
+/// The end of every case: reads right, no stray file, and the same after
+/// a reopen.
+fn check_then_reopen(fs: &FaultFs, db: Db, model: &Model, context: &str) {
+    check(&db, model, context);
+    assert_no_stray_files(fs, context);
     drop(db);
     let db = Db::open_with(DB, options(fs)).unwrap();
     check(&db, model, &format!("{context}, reopened"));
 }
 
+/// After a caught panic: reads right, `resume` works, and writes, flushes
+/// and compactions go on from write `from`.
+fn resume_and_go_on(fs: &FaultFs, db: Db, mut model: Model, from: u64) {
+    check(&db, &model, "after the panic");
+    db.resume().unwrap();
+    write_range(&db, &mut model, from..from + 300).unwrap();
+    db.compact().unwrap();
+    check_then_reopen(fs, db, &model, "after resume");
+}
+
+/// A database on `fs` opened with `opts`, `n` keys written and background
+/// work idle.
+fn started(opts: Options, n: u64) -> (Db, Model) {
+    let db = Db::open_with(DB, opts).unwrap();
+    let mut model = Model::new();
+    write_range(&db, &mut model, 0..n).unwrap();
+    db.wait_for_background().unwrap();
+    (db, model)
+}
+
 #[test]
 fn one_enospc_in_a_flush_then_flushes_and_compactions_resume_without_reopen() {
     let fs = FaultFs::new();
-    let db = Db::open_with(DB, options(&fs)).unwrap();
-    let mut model = Model::new();
-    write_range(&db, &mut model, 0..300).unwrap();
-    db.wait_for_background().unwrap();
+    let (db, mut model) = started(options(&fs), 300);
     let before = db.stats();
     assert!(before.flushes > 0 && before.compactions > 0, "{before:?}");
 
@@ -173,9 +212,7 @@ fn one_enospc_in_a_flush_then_flushes_and_compactions_resume_without_reopen() {
         "one ENOSPC in a flush: {refusals} writes refused meanwhile, {} errors, {} retries",
         after.background_errors, after.background_retries
     );
-    check(&db, &model, "after the retry");
-    assert_no_stray_files(&fs, "after the retry");
-    reopen_and_check(&fs, db, &model, "one ENOSPC in a flush");
+    check_then_reopen(&fs, db, &model, "after the retry");
 }
 
 #[test]
@@ -202,32 +239,19 @@ fn one_enospc_in_a_compaction_is_retried_by_itself() {
     let stats = db.stats();
     assert!(stats.compactions > compactions, "{stats:?}");
     assert_eq!(stats.background_error, None);
-    check(&db, &model, "after the compaction retry");
-    assert_no_stray_files(&fs, "after the compaction retry");
-    reopen_and_check(&fs, db, &model, "one ENOSPC in a compaction");
+    check_then_reopen(&fs, db, &model, "after the compaction retry");
 }
 
 #[test]
 fn a_full_disk_refuses_writes_keeps_reads_right_and_resumes_when_space_returns() {
     let fs = FaultFs::new();
-    let db = Db::open_with(DB, options(&fs)).unwrap();
-    let mut model = Model::new();
-    write_range(&db, &mut model, 0..300).unwrap();
-    db.wait_for_background().unwrap();
+    let (db, mut model) = started(options(&fs), 300);
     // 40 KiB more: enough for a few memtables, not for what follows.
     let limit = fs.used_bytes() + (40 << 10);
     fs.set_space_limit(Some(limit));
 
-    let mut first_error = None;
-    let mut next = 300;
-    while first_error.is_none() {
-        assert!(next < 100_000, "the disk never filled up");
-        if let Err(e) = write_range(&db, &mut model, next..next + 1) {
-            first_error = Some(e);
-        }
-        next += 1;
-    }
-    let first_error = first_error.unwrap();
+    let (failed_at, first_error) = write_until_error(&db, &mut model, 300);
+    let next = failed_at + 1;
     assert!(
         first_error.is_retryable(),
         "the first failure is the full disk: {first_error}"
@@ -299,9 +323,7 @@ fn a_full_disk_refuses_writes_keeps_reads_right_and_resumes_when_space_returns()
     wait_until_idle(&db);
     db.compact().unwrap();
     assert!(db.stats().background_retries >= 1);
-    check(&db, &model, "after space returned");
-    assert_no_stray_files(&fs, "after space returned");
-    reopen_and_check(&fs, db, &model, "full disk");
+    check_then_reopen(&fs, db, &model, "after space returned");
 }
 
 #[test]
@@ -347,15 +369,8 @@ fn other_errors_wait_for_resume_which_retries_at_once() {
         FaultMode::Persistent,
         ErrorKind::PermissionDenied,
     );
-    let mut refused = None;
-    for i in 100..2000 {
-        if let Err(e) = write_range(&db, &mut model, i..i + 1) {
-            refused = Some(e);
-            break;
-        }
-    }
-    let Some(Error::ReadOnly { cause }) = refused else {
-        panic!("writes must be refused once the memtable is full: {refused:?}");
+    let (_, Error::ReadOnly { cause }) = write_until_error(&db, &mut model, 100) else {
+        panic!("writes must be refused once the memtable is full");
     };
     assert!(!cause.is_retryable(), "{cause}");
     check(&db, &model, "while refused");
@@ -366,9 +381,7 @@ fn other_errors_wait_for_resume_which_retries_at_once() {
     write_range(&db, &mut model, 2000..2500).unwrap();
     db.compact().unwrap();
     assert!(db.stats().background_retries >= 2);
-    check(&db, &model, "after resume");
-    assert_no_stray_files(&fs, "after resume");
-    reopen_and_check(&fs, db, &model, "resume");
+    check_then_reopen(&fs, db, &model, "after resume");
 }
 
 #[test]
@@ -391,27 +404,12 @@ fn a_panic_in_compaction_is_an_error_and_never_stops_flushes_or_hangs_writers() 
     // Flushes go on while compactions wait for resume; once level 0 is
     // full, writers are refused — never left waiting.
     let flushes = db.stats().flushes;
-    let mut i = 200;
-    let cause = loop {
-        match db.put(key(i), value(i)) {
-            Ok(()) => {
-                model.insert(key(i), value(i));
-            }
-            Err(Error::ReadOnly { cause }) => break cause,
-            Err(e) => panic!("write {i}: {e}"),
-        }
-        i += 1;
-        assert!(i < 100_000, "level 0 never filled up");
+    let (i, Error::ReadOnly { cause }) = write_until_error(&db, &mut model, 200) else {
+        panic!("a write failed other than by refusal");
     };
     assert!(matches!(*cause, Error::Panicked(_)), "{cause}");
     assert!(db.stats().flushes > flushes);
-    check(&db, &model, "after the panic");
-    db.resume().unwrap();
-    write_range(&db, &mut model, i..i + 300).unwrap();
-    db.compact().unwrap();
-    check(&db, &model, "after resume");
-    assert_no_stray_files(&fs, "after resume");
-    reopen_and_check(&fs, db, &model, "panic in compaction");
+    resume_and_go_on(&fs, db, model, i);
 }
 
 #[test]
@@ -426,43 +424,29 @@ fn a_panic_in_a_flush_is_an_error_not_a_hang() {
         other => panic!("a panicking flush must be an error: {other:?}"),
     }
     // Refused once the memtable is full, not stalled.
-    let mut i = 30;
-    loop {
-        match db.put(key(i), value(i)) {
-            Ok(()) => {
-                model.insert(key(i), value(i));
-            }
-            Err(Error::ReadOnly { .. }) => break,
-            Err(e) => panic!("write {i}: {e}"),
-        }
-        i += 1;
-        assert!(i < 100_000, "never refused");
-    }
-    check(&db, &model, "after the panic");
-    db.resume().unwrap();
-    write_range(&db, &mut model, i..i + 100).unwrap();
-    db.flush().unwrap();
-    reopen_and_check(&fs, db, &model, "panic in a flush");
+    let (i, refused) = write_until_error(&db, &mut model, 30);
+    assert!(matches!(refused, Error::ReadOnly { .. }), "{refused}");
+    resume_and_go_on(&fs, db, model, i);
 }
 
 #[test]
 fn corruption_found_by_a_compaction_stops_writes_and_says_so() {
     let fs = FaultFs::new();
     let mut model = Model::new();
+    // No automatic compaction: the two tables stay until `compact`.
+    let opts = || {
+        options(&fs)
+            .level0_compaction_trigger(8)
+            .level0_stop_writes(12)
+    };
     {
-        let db = Db::open_with(
-            DB,
-            options(&fs)
-                .level0_compaction_trigger(8)
-                .level0_stop_writes(12),
-        )
-        .unwrap();
+        let db = Db::open_with(DB, opts()).unwrap();
         write_range(&db, &mut model, 0..50).unwrap();
         db.flush().unwrap();
         write_range(&db, &mut model, 50..100).unwrap();
         db.flush().unwrap();
     }
-    // Damage the first data block of the only table.
+    // Damage the first data block of a table.
     let table = fs
         .list(Path::new(DB))
         .unwrap()
@@ -477,13 +461,7 @@ fn corruption_found_by_a_compaction_stops_writes_and_says_so() {
     f.sync().unwrap();
     drop(f);
 
-    let db = Db::open_with(
-        DB,
-        options(&fs)
-            .level0_compaction_trigger(8)
-            .level0_stop_writes(12),
-    )
-    .unwrap();
+    let db = Db::open_with(DB, opts()).unwrap();
     let err = db.compact().unwrap_err();
     assert!(
         matches!(&err, Error::ReadOnly { cause } if cause.is_corruption()),

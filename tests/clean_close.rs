@@ -1,6 +1,13 @@
 //! The close record: after a clean close any damaged log record is
 //! corruption (the open refuses and names `siftdb repair`); only after a
 //! crash is a damaged last record a torn tail, dropped and reported.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,13 @@
 //! belong to the open file and stay with a forked child until it calls
 //! exec: 199 of 200 cycles failed that way. POSIX record locks belong to the
 //! process and are not inherited.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -28,10 +28,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::db::{compaction, flush, write, DbInner};
+use crate::db::{compaction, flush, DbInner};
 use crate::error::{Error, FailureClass, Result};
-use crate::filename::{parse_file_name, FileKind, MANIFEST_TEMP_FILE};
+use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE};
 use crate::manifest::read_manifest;
+use crate::wal::WalWriter;
 
 /// Backoff doubles after each failed attempt, up to this many times the
 /// first interval.
@@ -298,13 +299,57 @@ fn recover(inner: &DbInner) -> Result<()> {
         .as_ref()
         .is_some_and(|f| f.log);
     if log_failed {
-        write::seal_failed_log(inner);
+        seal_failed_log(inner);
     }
     while flush::flush_oldest(inner)? {}
     if log_failed {
-        write::open_pending_log(inner)?;
+        open_pending_log(inner)?;
     }
     Ok(())
+}
+
+/// Recovery, first step: when the log failed, seals the active memtable
+/// with it and names (without creating) the log that will follow, so the
+/// flushes that come next move the manifest past every old log before the
+/// new one exists.
+fn seal_failed_log(inner: &DbInner) {
+    let mut writer = inner.writer.lock();
+    if writer.log_failure.is_none() || writer.pending_log.is_some() {
+        return;
+    }
+    let mut versions = inner.versions.lock();
+    let log_number = versions.new_file_number();
+    // Sealed even when empty: its flush writes no table but the manifest
+    // that moves past the failed log, which must happen before the new
+    // log exists (a torn record is allowed only in the newest log).
+    inner.seal_memtable(log_number);
+    drop(versions);
+    writer.pending_log = Some(log_number);
+}
+
+/// Recovery, last step (every memtable flushed): starts the log
+/// [`seal_failed_log`] named and lets writes in again.
+fn open_pending_log(inner: &DbInner) -> Result<()> {
+    let mut writer = inner.writer.lock();
+    let Some(log_number) = writer.pending_log else {
+        return Ok(());
+    };
+    let path = inner.path_of(&wal_file_name(log_number));
+    let created = WalWriter::create(inner.fs.as_ref(), &path, log_number)
+        .and_then(|wal| inner.fs.sync_dir(&inner.dir).map(|()| wal));
+    match created {
+        Ok(wal) => {
+            writer.wal = wal;
+            writer.log_number = log_number;
+            writer.pending_log = None;
+            writer.log_failure = None;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = inner.fs.remove(&path);
+            Err(e)
+        }
+    }
 }
 
 /// Records that the log failed with `error` (the writer lock is held):

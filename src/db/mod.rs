@@ -110,6 +110,24 @@ impl DbInner {
     pub fn path_of(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// Makes the active memtable the newest immutable one and starts an
+    /// empty memtable for log `log_number`. The caller holds the writer and
+    /// version locks (so no write and no flush publishes meanwhile).
+    pub fn seal_memtable(&self, log_number: u64) {
+        let old = self.current.load_full();
+        let mut imm = Vec::with_capacity(old.imm.len() + 1);
+        imm.push(old.mem.clone());
+        imm.extend(old.imm.iter().cloned());
+        self.current.store(Arc::new(SuperVersion {
+            mem: LoggedMemtable {
+                mem: Arc::new(Memtable::new()),
+                log_number,
+            },
+            imm,
+            version: Arc::clone(&old.version),
+        }));
+    }
 }
 
 /// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it

@@ -17,11 +17,10 @@ use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
 use crate::db::background::{self, Blocked};
-use crate::db::{DbInner, LoggedMemtable, SuperVersion, MAX_IMMUTABLE};
+use crate::db::{DbInner, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
-use crate::memtable::Memtable;
 use crate::wal::WalWriter;
 
 /// Bytes of batches one group may carry beyond its leader's.
@@ -217,18 +216,7 @@ fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
         inner.fs.sync_dir(&inner.dir)?;
         writer.wal = wal;
         writer.log_number = log_number;
-        let old = inner.current.load_full();
-        let mut imm = Vec::with_capacity(old.imm.len() + 1);
-        imm.push(old.mem.clone());
-        imm.extend(old.imm.iter().cloned());
-        inner.current.store(Arc::new(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::new()),
-                log_number,
-            },
-            imm,
-            version: Arc::clone(&old.version),
-        }));
+        inner.seal_memtable(log_number);
         drop(versions);
         Ok(())
     })();
@@ -259,59 +247,4 @@ pub(crate) fn close_log(inner: &DbInner) -> Result<()> {
         return writer.wal.sync();
     }
     writer.wal.close()
-}
-
-/// Recovery, first step: when the log failed, seals the active memtable
-/// with it and names (without creating) the log that will follow, so the
-/// flushes that come next move the manifest past every old log before the
-/// new one exists.
-pub(crate) fn seal_failed_log(inner: &DbInner) {
-    let mut writer = inner.writer.lock();
-    if writer.log_failure.is_none() || writer.pending_log.is_some() {
-        return;
-    }
-    let mut versions = inner.versions.lock();
-    let log_number = versions.new_file_number();
-    let old = inner.current.load_full();
-    // Sealed even when empty: its flush writes no table but the manifest
-    // that moves past the failed log, which must happen before the new
-    // log exists (a torn record is allowed only in the newest log).
-    let mut imm = Vec::with_capacity(old.imm.len() + 1);
-    imm.push(old.mem.clone());
-    imm.extend(old.imm.iter().cloned());
-    inner.current.store(Arc::new(SuperVersion {
-        mem: LoggedMemtable {
-            mem: Arc::new(Memtable::new()),
-            log_number,
-        },
-        imm,
-        version: Arc::clone(&old.version),
-    }));
-    drop(versions);
-    writer.pending_log = Some(log_number);
-}
-
-/// Recovery, last step (every memtable flushed): starts the log
-/// [`seal_failed_log`] named and lets writes in again.
-pub(crate) fn open_pending_log(inner: &DbInner) -> Result<()> {
-    let mut writer = inner.writer.lock();
-    let Some(log_number) = writer.pending_log else {
-        return Ok(());
-    };
-    let path = inner.path_of(&wal_file_name(log_number));
-    let created = WalWriter::create(inner.fs.as_ref(), &path, log_number)
-        .and_then(|wal| inner.fs.sync_dir(&inner.dir).map(|()| wal));
-    match created {
-        Ok(wal) => {
-            writer.wal = wal;
-            writer.log_number = log_number;
-            writer.pending_log = None;
-            writer.log_failure = None;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = inner.fs.remove(&path);
-            Err(e)
-        }
-    }
 }

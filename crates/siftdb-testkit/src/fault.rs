@@ -278,6 +278,10 @@ impl Disk {
                 self.power_loss(mode);
                 Err(Refusal::Dead(dead_error(path, self.boot - 1)))
             }
+            #[expect(
+                clippy::panic,
+                reason = "an injected panic is what panic_matching asks for: it tests that background work survives one"
+            )]
             Trigger::Panic => {
                 self.plan = None;
                 self.faults_injected += 1;
