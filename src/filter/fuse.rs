@@ -54,6 +54,7 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::filter::bloom::allocate_filled;
+use crate::filter::line::prefetch_line;
 
 /// Three slots per key (the only arity this module builds or reads).
 pub const ARITY: u8 = 3;
@@ -347,7 +348,8 @@ pub(crate) struct Built {
 /// hashes, which cannot peel anyway, so the attempt stops there). A peeled
 /// key's slots are recomputed from its hash (one remix, arithmetic only)
 /// rather than looked up, so a peeling step depends on no other memory than
-/// the slots themselves.
+/// the slots themselves; the remix is kept with the key from then on, so
+/// each key is remixed twice in all (once to sort, once when peeled).
 struct Peeling {
     /// Keys touching each slot.
     counts: Vec<u8>,
@@ -355,12 +357,14 @@ struct Peeling {
     xors: Vec<u64>,
     /// Slots that dropped to one key and wait to be peeled.
     pending: Vec<usize>,
-    /// Every key hash, ordered by the segment of its first slot.
-    by_segment: Vec<u64>,
+    /// Every key's (remix, hash), ordered by the segment of its first slot.
+    by_segment: Vec<(u64, u64)>,
+    /// Every key's remix, in input order (sorting's scratch).
+    remixes: Vec<u64>,
     /// Keys per first segment, then where each segment's keys start.
     segment_starts: Vec<usize>,
-    /// (key hash, the slot it was peeled from), in peeling order.
-    order: Vec<(u64, usize)>,
+    /// (key hash, its remix, the slot it was peeled from), in peeling order.
+    order: Vec<(u64, u64, usize)>,
 }
 
 impl Peeling {
@@ -373,7 +377,8 @@ impl Peeling {
             counts: allocate_filled(u64::from(slots), 0u8)?,
             xors: allocate_filled(u64::from(slots), 0u64)?,
             pending: Vec::new(),
-            by_segment: allocate_filled(keys as u64, 0u64)?,
+            by_segment: allocate_filled(keys as u64, (0u64, 0u64))?,
+            remixes: allocate_filled(keys as u64, 0u64)?,
             segment_starts: allocate_filled(u64::from(geometry.segment_count) + 1, 0usize)?,
             order,
         })
@@ -386,8 +391,20 @@ impl Peeling {
         self.xors.fill(0);
         self.order.clear();
         self.sort_by_segment(keys, slots, seed);
-        for &hash in &self.by_segment {
-            for p in slots.positions(remix(hash, seed)) {
+        // Keys come in order of first segment s and touch segments s..s+2
+        // at random: each key also requests a random line of segment s+3,
+        // so a segment's slot state is mostly in cache before its keys come.
+        let ahead = usize::try_from(3 * slots.length).unwrap_or(0);
+        for &(g, hash) in &self.by_segment {
+            let positions = slots.positions(g);
+            let [first, ..] = positions;
+            prefetch_line(
+                self.xors
+                    .as_ptr()
+                    .wrapping_add(first.wrapping_add(ahead))
+                    .cast(),
+            );
+            for p in positions {
                 if let (Some(count), Some(xor)) = (self.counts.get_mut(p), self.xors.get_mut(p)) {
                     let Some(more) = count.checked_add(1) else {
                         return false;
@@ -397,7 +414,14 @@ impl Peeling {
                 }
             }
         }
+        // Peeling at the scan touches slots up to two segments ahead, at
+        // random within them, each for the first time since the counting
+        // pass: request the slot state three segments ahead as the scan
+        // advances, so it is in cache when that work arrives.
         for start in 0..self.counts.len() {
+            let next = start.wrapping_add(ahead);
+            prefetch_line(self.xors.as_ptr().wrapping_add(next).cast());
+            prefetch_line(self.counts.as_ptr().wrapping_add(next));
             if self.counts.get(start) != Some(&1) {
                 continue;
             }
@@ -414,11 +438,10 @@ impl Peeling {
     /// walks the slot arrays from left to right instead of at random.
     fn sort_by_segment(&mut self, keys: &[u64], slots: Slots, seed: u64) {
         self.segment_starts.fill(0);
-        for &hash in keys {
-            if let Some(n) = self
-                .segment_starts
-                .get_mut(slots.first_segment(remix(hash, seed)))
-            {
+        self.remixes.truncate(keys.len());
+        for (g, &hash) in self.remixes.iter_mut().zip(keys) {
+            *g = remix(hash, seed);
+            if let Some(n) = self.segment_starts.get_mut(slots.first_segment(*g)) {
                 *n += 1;
             }
         }
@@ -429,11 +452,10 @@ impl Peeling {
             next += n;
         }
         self.by_segment.truncate(keys.len());
-        for &hash in keys {
-            let segment = slots.first_segment(remix(hash, seed));
-            if let Some(at) = self.segment_starts.get_mut(segment) {
+        for (&g, &hash) in self.remixes.iter().zip(keys) {
+            if let Some(at) = self.segment_starts.get_mut(slots.first_segment(g)) {
                 if let Some(entry) = self.by_segment.get_mut(*at) {
-                    *entry = hash;
+                    *entry = (g, hash);
                 }
                 *at += 1;
             }
@@ -452,8 +474,9 @@ impl Peeling {
         let Some(&hash) = self.xors.get(slot) else {
             return;
         };
-        self.order.push((hash, slot));
-        for p in slots.positions(remix(hash, seed)) {
+        let g = remix(hash, seed);
+        self.order.push((hash, g, slot));
+        for p in slots.positions(g) {
             if let (Some(count), Some(xor)) = (self.counts.get_mut(p), self.xors.get_mut(p)) {
                 *count = count.saturating_sub(1);
                 *xor ^= hash;
@@ -465,12 +488,12 @@ impl Peeling {
     }
 
     /// Writes the fingerprints of the peeled keys into `cells`, all zero on entry.
-    fn assign<C: Cell>(&self, cells: &mut [u8], slots: Slots, seed: u64) {
-        for &(hash, slot) in self.order.iter().rev() {
+    fn assign<C: Cell>(&self, cells: &mut [u8], slots: Slots) {
+        for &(hash, g, slot) in self.order.iter().rev() {
             let mut value = C::of_hash(hash);
             // The key's own slot is still zero, so XORing all three is the
             // XOR of the other two.
-            for p in slots.positions(remix(hash, seed)) {
+            for p in slots.positions(g) {
                 if let Some(other) = C::read(cells, p) {
                     value = value ^ other;
                 }
@@ -509,8 +532,8 @@ pub(crate) fn construct(
     for _ in 0..attempts {
         if peeling.peel(&keys, slots, seed) {
             match bits {
-                FingerprintBits::Eight => peeling.assign::<Cell8>(cells, slots, seed),
-                FingerprintBits::Sixteen => peeling.assign::<Cell16>(cells, slots, seed),
+                FingerprintBits::Eight => peeling.assign::<Cell8>(cells, slots),
+                FingerprintBits::Sixteen => peeling.assign::<Cell16>(cells, slots),
             }
             return Ok(Built {
                 seed,
