@@ -5,27 +5,14 @@
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
-    clippy::cast_possible_truncation,
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
 use siftdb::filter::{hash_key, FingerprintBits, FuseFilter, FuseView};
-use siftdb_testkit::SplitMix64;
-
-/// `format!("k{:015}", j)` without an allocation per key.
-fn key(j: u64, buf: &mut [u8; 16]) -> &[u8] {
-    buf[0] = b'k';
-    let mut v = j;
-    for slot in buf[1..].iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    &buf[..]
-}
+use siftdb_testkit::{numbered_key, SplitMix64};
 
 fn present_hashes(n: u64) -> Vec<u64> {
-    let mut buf = [0u8; 16];
-    (0..n).map(|i| hash_key(key(2 * i, &mut buf))).collect()
+    (0..n).map(|i| hash_key(&numbered_key(2 * i))).collect()
 }
 
 fn build(n: u64, bits: FingerprintBits) -> (Vec<u64>, FuseFilter) {
@@ -36,9 +23,8 @@ fn build(n: u64, bits: FingerprintBits) -> (Vec<u64>, FuseFilter) {
 
 /// Absent keys `k{odd}` that match, among `absent` of them.
 fn false_positives(f: &FuseFilter, absent: u64) -> u64 {
-    let mut buf = [0u8; 16];
     (0..absent)
-        .filter(|i| f.contains(key(2 * i + 1, &mut buf)))
+        .filter(|i| f.contains(&numbered_key(2 * i + 1)))
         .count() as u64
 }
 

@@ -33,7 +33,7 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
-use crate::codec::{crc32_of, ByteReader};
+use crate::codec::{crc32_of, split_checked, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::batch::{self, Lookup};
 use crate::filter::bloom::allocate_filled;
@@ -115,14 +115,7 @@ fn parse_header(bytes: &[u8]) -> Result<FuseHeader> {
         return Err(truncated(WHAT, HEADER_LEN + CHECKSUM_LEN - bytes.len()));
     }
     let mut r = ByteReader::new(bytes, WHAT);
-    let magic: [u8; 4] = r.array()?;
-    if magic != MAGIC {
-        return Err(corrupt(format!("bad magic {magic:02x?}")));
-    }
-    let version = r.u8()?;
-    if version != FORMAT_VERSION {
-        return Err(corrupt(format!("unknown format version {version}")));
-    }
+    r.magic_and_version(&MAGIC, FORMAT_VERSION)?;
     let bits = r.u8()?;
     let hash = r.u8()?;
     let arity = r.u8()?;
@@ -133,15 +126,7 @@ fn parse_header(bytes: &[u8]) -> Result<FuseHeader> {
 
     // The checksum before any field is believed: it covers every byte but
     // its own four, whatever length the fields claim.
-    let (body, crc) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(crc);
-    let (stored, actual) = (u32::from_le_bytes(stored), crc32_of(&[body]));
-    if stored != actual {
-        return Err(corrupt(format!(
-            "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
-        )));
-    }
+    split_checked(bytes, WHAT)?;
     let Some(bits) = FingerprintBits::from_bits(bits) else {
         return Err(corrupt(format!("unknown fingerprint width {bits}")));
     };
