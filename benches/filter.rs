@@ -1,8 +1,14 @@
-//! siftdb's blocked Bloom filter against the fastest Rust filter crates.
+//! siftdb's blocked Bloom filter and binary fuse filters against the fastest
+//! Rust filter crates.
 //!
 //! Keys are `format!("k{:015}", j)` (16 bytes); the `n` present keys are the
-//! even `j`, absent keys the odd `j`. Every filter gets 10 bits per key
-//! (xorf's BinaryFuse8 is static and takes what it needs, about 9).
+//! even `j`, absent keys the odd `j`. Every Bloom filter gets 10 bits per key
+//! (xorf's BinaryFuse8 is static and takes what it needs, about 9). At equal
+//! false-positive rates: siftdb's binary fuse filters (`siftdb_fuse8`, 2⁻⁸;
+//! `siftdb_fuse16`, 2⁻¹⁶, built from the keys' xxh3 hashes, queried in place
+//! over their encoded blocks) beside siftdb's blocked Bloom filter at the
+//! bits per key its theory needs for the same rates (`siftdb_bloom12`, 12.1
+//! bits, and `siftdb_bloom28`, 28 bits, queried as encoded blocks).
 //!
 //! ```text
 //! cargo bench --bench filter                      # n = 1,000,000: about 2 minutes
@@ -51,7 +57,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
-use siftdb::filter::{hash_key, theory, BloomFilter, FilterView};
+use siftdb::filter::{hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter};
 use xorf::{BinaryFuse8, Filter as _};
 
 const BITS_PER_KEY: usize = 10;
@@ -98,8 +104,20 @@ fn insert_present(n: u64, mut insert: impl FnMut(&[u8])) -> Duration {
 }
 
 fn siftdb_build(n: u64) -> (BloomFilter, Duration) {
+    bloom_build(n, BITS_PER_KEY as f64)
+}
+
+/// siftdb's blocked Bloom filter at the bits per key its theory needs for `fp_rate`.
+fn bloom_at_rate(n: u64, fp_rate: f64) -> (BloomFilter, Duration) {
+    bloom_build(
+        n,
+        theory::bits_per_key_for_rate(fp_rate).expect("reachable rate"),
+    )
+}
+
+fn bloom_build(n: u64, bits_per_key: f64) -> (BloomFilter, Duration) {
     let start = cpu_now();
-    let mut f = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
+    let mut f = BloomFilter::with_bits_per_key(n as usize, bits_per_key).expect("size");
     let alloc = cpu_now() - start;
     let spent = insert_present(n, |k| f.insert(k));
     (f, alloc + spent)
@@ -147,6 +165,15 @@ fn xorf_build(n: u64) -> (BinaryFuse8, Duration) {
     let hashing = insert_present(n, |k| hashes.push(hash_key(k)));
     let start = cpu_now();
     let f = BinaryFuse8::try_from(&hashes).expect("binary fuse construction");
+    (f, hashing + (cpu_now() - start))
+}
+
+/// A binary fuse filter: every key hashed (timed), then built from the hashes.
+fn fuse_build(n: u64, bits: FingerprintBits) -> (FuseFilter, Duration) {
+    let mut hashes = Vec::with_capacity(n as usize);
+    let hashing = insert_present(n, |k| hashes.push(hash_key(k)));
+    let start = cpu_now();
+    let f = FuseFilter::build(&hashes, bits).expect("binary fuse construction");
     (f, hashing + (cpu_now() - start))
 }
 
@@ -230,6 +257,18 @@ fn main() {
     let (sip, sip_time) = bloomfilter_build(n);
     let (sbbf, sbbf_time) = sbbf_build(n);
     let (fuse, fuse_time) = xorf_build(n);
+    let (fuse8, fuse8_time) = fuse_build(n, FingerprintBits::Eight);
+    let (fuse16, fuse16_time) = fuse_build(n, FingerprintBits::Sixteen);
+    let (bloom12, bloom12_time) = bloom_at_rate(n, FingerprintBits::Eight.fp_rate());
+    let (bloom28, bloom28_time) = bloom_at_rate(n, FingerprintBits::Sixteen.fp_rate());
+    // Bloom blocks queried in place, cache-line aligned, as a table holds them.
+    let (block12, block28) = (bloom12.encode(), bloom28.encode());
+    let (bloom12_buffer, at12) = placed(&block12, 0);
+    let bloom12_view =
+        FilterView::parse(&bloom12_buffer[at12..at12 + block12.len()]).expect("own encoding");
+    let (bloom28_buffer, at28) = placed(&block28, 0);
+    let bloom28_view =
+        FilterView::parse(&bloom28_buffer[at28..at28 + block28.len()]).expect("own encoding");
     let block = sift.encode();
     // The view as a table sees it: the block starting on a cache line (its
     // 64-byte header keeps every line aligned then), and 16 bytes off, where
@@ -298,6 +337,44 @@ fn main() {
             build: fuse_time,
             theory: "2^-8 = 0.3906%".into(),
         },
+        Row {
+            name: "siftdb_fuse8",
+            bits: fuse8.header().slot_bytes() * 8,
+            k: "3".into(),
+            fp: measured_fp(|key| fuse8.contains(key)),
+            build: fuse8_time,
+            theory: "2^-8 = 0.3906%".into(),
+        },
+        Row {
+            name: "siftdb_fuse16",
+            bits: fuse16.header().slot_bytes() * 8,
+            k: "3".into(),
+            fp: measured_fp(|key| fuse16.contains(key)),
+            build: fuse16_time,
+            theory: "2^-16 = 0.0015%".into(),
+        },
+        Row {
+            name: "siftdb_bloom12",
+            bits: bloom12.bits(),
+            k: bloom12.hashes().to_string(),
+            fp: measured_fp(|key| bloom12_view.contains(key)),
+            build: bloom12_time,
+            theory: format!(
+                "blocked {:.4}%",
+                theory::blocked_fp_rate(bloom12.bits() as f64 / n as f64, bloom12.hashes()) * 100.0
+            ),
+        },
+        Row {
+            name: "siftdb_bloom28",
+            bits: bloom28.bits(),
+            k: bloom28.hashes().to_string(),
+            fp: measured_fp(|key| bloom28_view.contains(key)),
+            build: bloom28_time,
+            theory: format!(
+                "blocked {:.4}%",
+                theory::blocked_fp_rate(bloom28.bits() as f64 / n as f64, bloom28.hashes()) * 100.0
+            ),
+        },
     ];
     print_table(n, &rows);
     // Every present key must be found, or the timings mean nothing.
@@ -307,6 +384,8 @@ fn main() {
         assert!(fast.contains(&k[..]));
         assert!(sip.check(&k[..]) && sbbf.contains_hash(hash_key(&k)));
         assert!(fuse.contains(&hash_key(&k)));
+        assert!(fuse8.contains(&k) && fuse16.contains(&k));
+        assert!(bloom12_view.contains(&k) && bloom28_view.contains(&k));
     }
 
     let mut c = Criterion::default()
@@ -330,6 +409,16 @@ fn main() {
         timed("bloomfilter", |n| bloomfilter_build(n).1);
         timed("sbbf-rs-safe", |n| sbbf_build(n).1);
         timed("xorf_bfuse8", |n| xorf_build(n).1);
+        timed("siftdb_fuse8", |n| fuse_build(n, FingerprintBits::Eight).1);
+        timed("siftdb_fuse16", |n| {
+            fuse_build(n, FingerprintBits::Sixteen).1
+        });
+        timed("siftdb_bloom12", |n| {
+            bloom_at_rate(n, FingerprintBits::Eight.fp_rate()).1
+        });
+        timed("siftdb_bloom28", |n| {
+            bloom_at_rate(n, FingerprintBits::Sixteen.fp_rate()).1
+        });
         g.finish();
     }
 
@@ -359,6 +448,20 @@ fn main() {
         bench_queries(&mut g, "xorf_bfuse8", &slices, |k| {
             fuse.contains(&hash_key(k))
         });
+        bench_queries(&mut g, "siftdb_fuse8", &slices, |k| fuse8.contains(k));
+        bench_batched(&mut g, "siftdb_fuse8_batched", &slices, |batch| {
+            count_true(fuse8.contains_keys(batch))
+        });
+        bench_queries(&mut g, "siftdb_fuse16", &slices, |k| fuse16.contains(k));
+        bench_queries(&mut g, "siftdb_bloom12_view", &slices, |k| {
+            bloom12_view.contains(k)
+        });
+        bench_batched(&mut g, "siftdb_bloom12_view_batched", &slices, |batch| {
+            count_true(bloom12_view.contains_keys(batch))
+        });
+        bench_queries(&mut g, "siftdb_bloom28_view", &slices, |k| {
+            bloom28_view.contains(k)
+        });
         g.finish();
     }
 
@@ -375,6 +478,25 @@ fn main() {
         });
         bench_queries(&mut g, "sbbf-rs-safe", &hashes, |&h| sbbf.contains_hash(h));
         bench_queries(&mut g, "xorf_bfuse8", &hashes, |h| fuse.contains(h));
+        bench_queries(&mut g, "siftdb_fuse8", &hashes, |&h| fuse8.contains_hash(h));
+        bench_batched(&mut g, "siftdb_fuse8_batched", &hashes, |batch| {
+            count_true(fuse8.contains_hashes(batch))
+        });
+        bench_queries(&mut g, "siftdb_fuse16", &hashes, |&h| {
+            fuse16.contains_hash(h)
+        });
+        bench_batched(&mut g, "siftdb_fuse16_batched", &hashes, |batch| {
+            count_true(fuse16.contains_hashes(batch))
+        });
+        bench_queries(&mut g, "siftdb_bloom12_view", &hashes, |&h| {
+            bloom12_view.contains_hash(h)
+        });
+        bench_batched(&mut g, "siftdb_bloom12_view_batched", &hashes, |batch| {
+            count_true(bloom12_view.contains_hashes(batch))
+        });
+        bench_queries(&mut g, "siftdb_bloom28_view", &hashes, |&h| {
+            bloom28_view.contains_hash(h)
+        });
         g.finish();
     }
 

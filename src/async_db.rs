@@ -79,6 +79,12 @@ impl AsyncDb {
         blocking(move || db.compact()).await
     }
 
+    /// See [`Db::resume`].
+    pub async fn resume(&self) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.resume()).await
+    }
+
     /// See [`Db::stats`].
     pub fn stats(&self) -> Stats {
         self.db.stats()
@@ -88,5 +94,5 @@ impl AsyncDb {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::Poisoned(format!("blocking task failed: {e}")))?
+        .map_err(|e| Error::Panicked(format!("blocking task failed: {e}")))?
 }

@@ -41,10 +41,55 @@ pub enum Error {
     #[error("database is locked: {0}")]
     Locked(PathBuf),
 
-    /// The database refuses writes after an earlier I/O failure made its
-    /// state uncertain; reopen it to recover.
-    #[error("database is read-only after an earlier failure: {0}")]
-    Poisoned(String),
+    /// Writes are refused: the log or background work failed and the
+    /// database cannot take more writes until that failure is fixed. Reads
+    /// go on. `cause` is the failure: a retryable I/O error (no space, an
+    /// I/O error on write, an interrupted call) is retried by itself, with
+    /// backoff, and writes resume when it clears; any other I/O error or a
+    /// caught panic waits for [`crate::Db::resume`]; corruption needs a
+    /// reopen (or `siftdb repair`).
+    #[error("database is read-only: {cause} ({})", recovery_hint(cause))]
+    ReadOnly {
+        /// What failed.
+        cause: Box<Error>,
+    },
+
+    /// Background work (a flush or a compaction) that the call waited for
+    /// failed; writes may go on (see `ReadOnly` for when they cannot).
+    /// `cause` is the failure, retried as `ReadOnly` describes.
+    #[error("background work failed: {cause} ({})", recovery_hint(cause))]
+    Background {
+        /// What failed.
+        cause: Box<Error>,
+    },
+
+    /// A panic inside siftdb (in background work, or in a blocking task),
+    /// caught and turned into an error; the message is the panic's.
+    #[error("internal panic: {0}")]
+    Panicked(String),
+
+    /// The database is closing: its background work has stopped.
+    #[error("the database is closing")]
+    Closed,
+}
+
+/// What happens to a failure of background work or of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureClass {
+    /// May clear by itself (no space, EIO on write, EINTR...): retried with backoff.
+    Retryable,
+    /// Retried only when asked (`Db::resume`).
+    Hard,
+    /// Not retried: the database's own bytes are damaged.
+    Fatal,
+}
+
+fn recovery_hint(cause: &Error) -> &'static str {
+    match cause.class() {
+        FailureClass::Retryable => "retried automatically; Db::resume retries now",
+        FailureClass::Hard => "Db::resume retries",
+        FailureClass::Fatal => "reopen the database; `siftdb repair` salvages a damaged one",
+    }
 }
 
 fn fmt_path(path: &Option<PathBuf>) -> String {
@@ -87,7 +132,68 @@ impl Error {
             Error::Corruption { what, detail } => Error::corruption(what, detail),
             Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
-            Error::Poisoned(r) => Error::Poisoned(r.clone()),
+            Error::ReadOnly { cause } => Error::ReadOnly {
+                cause: Box::new(cause.duplicate()),
+            },
+            Error::Background { cause } => Error::Background {
+                cause: Box::new(cause.duplicate()),
+            },
+            Error::Panicked(m) => Error::Panicked(m.clone()),
+            Error::Closed => Error::Closed,
+        }
+    }
+
+    /// The failure itself under `ReadOnly`/`Background`.
+    fn root(&self) -> &Error {
+        match self {
+            Error::ReadOnly { cause } | Error::Background { cause } => cause.root(),
+            other => other,
+        }
+    }
+
+    /// `ReadOnly` with a copy of `cause` (never nested).
+    pub(crate) fn read_only(cause: &Error) -> Error {
+        Error::ReadOnly {
+            cause: Box::new(cause.root().duplicate()),
+        }
+    }
+
+    /// `Background` with a copy of `cause` (never nested).
+    pub(crate) fn background(cause: &Error) -> Error {
+        Error::Background {
+            cause: Box::new(cause.root().duplicate()),
+        }
+    }
+
+    /// True for an I/O error that may clear by itself: no space (or quota),
+    /// an I/O error (EIO), an interrupted or timed-out call. Background work
+    /// that fails this way is retried with backoff; for `ReadOnly`, whether
+    /// its cause is.
+    pub fn is_retryable(&self) -> bool {
+        use std::io::ErrorKind;
+        match self {
+            Error::Io { source, .. } => {
+                matches!(
+                    source.kind(),
+                    ErrorKind::StorageFull
+                        | ErrorKind::QuotaExceeded
+                        | ErrorKind::Interrupted
+                        | ErrorKind::TimedOut
+                        | ErrorKind::WouldBlock
+                ) || is_eio(source)
+            }
+            Error::ReadOnly { cause } | Error::Background { cause } => cause.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// How background work treats this failure.
+    pub(crate) fn class(&self) -> FailureClass {
+        match self {
+            Error::Corruption { .. } => FailureClass::Fatal,
+            Error::ReadOnly { cause } | Error::Background { cause } => cause.class(),
+            e if e.is_retryable() => FailureClass::Retryable,
+            _ => FailureClass::Hard,
         }
     }
 
@@ -103,7 +209,51 @@ impl From<std::io::Error> for Error {
     }
 }
 
+#[cfg(unix)]
+fn is_eio(e: &std::io::Error) -> bool {
+    rustix::io::Errno::from_io_error(e) == Some(rustix::io::Errno::IO)
+}
+
+#[cfg(not(unix))]
+fn is_eio(_: &std::io::Error) -> bool {
+    false
+}
+
 /// A named truncation error: `"table footer: 12 bytes short"`.
 pub(crate) fn truncated(what: &str, short_by: usize) -> Error {
     Error::corruption(what, format!("{short_by} bytes short"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+
+    fn io(kind: ErrorKind) -> Error {
+        Error::io("x", std::io::Error::new(kind, "test"))
+    }
+
+    #[test]
+    fn failures_are_classed_by_kind() {
+        for kind in [
+            ErrorKind::StorageFull,
+            ErrorKind::QuotaExceeded,
+            ErrorKind::Interrupted,
+        ] {
+            assert_eq!(io(kind).class(), FailureClass::Retryable, "{kind:?}");
+        }
+        #[cfg(unix)]
+        assert!(Error::from(std::io::Error::from(rustix::io::Errno::IO)).is_retryable());
+        assert_eq!(io(ErrorKind::PermissionDenied).class(), FailureClass::Hard);
+        assert_eq!(io(ErrorKind::Other).class(), FailureClass::Hard);
+        assert_eq!(Error::Panicked("x".into()).class(), FailureClass::Hard);
+        assert_eq!(Error::corruption("a", "b").class(), FailureClass::Fatal);
+        let read_only = Error::read_only(&io(ErrorKind::StorageFull));
+        assert!(read_only.is_retryable());
+        // Never nested.
+        let again = Error::read_only(&read_only);
+        assert!(matches!(&again, Error::ReadOnly { cause } if matches!(**cause, Error::Io { .. })));
+        let text = Error::read_only(&Error::corruption("log 000003.wal", "bad")).to_string();
+        assert!(text.contains("siftdb repair"), "{text}");
+    }
 }

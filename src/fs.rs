@@ -2,8 +2,10 @@
 //! through [`FileSystem`].
 //!
 //! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs,
-//! positioned reads with the kernel's read-ahead turned off for tables, and
-//! memmap2 only for the opt-in `Options::mmap_reads`). `FaultFs` (in the
+//! positioned reads with the kernel's read-ahead turned off for tables,
+//! memmap2 only for the opt-in `Options::mmap_reads`, and the directory
+//! lock: a POSIX record lock no child process inherits, with a per-process
+//! table of held lock files). `FaultFs` (in the
 //! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
 //! loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
@@ -45,7 +47,8 @@ pub trait RandomAccessFile: Send + Sync {
     }
 }
 
-/// A lock held on a database directory until dropped.
+/// A lock held on a database directory until dropped; dropping it releases
+/// the lock before `drop` returns.
 pub trait DirLock: Send + Sync {}
 
 /// The file operations the engine uses, and nothing more.
@@ -85,7 +88,9 @@ pub trait FileSystem: Send + Sync + 'static {
     fn exists(&self, path: &Path) -> bool;
     /// True when `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool;
-    /// Takes an exclusive lock on `path`, failing with `Error::Locked` if held.
+    /// Takes an exclusive lock on `path`, failing with `Error::Locked` if
+    /// held — by another process, or by another handle in this one. A child
+    /// process started by any thread never holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn DirLock>>;
 }
 
@@ -155,13 +160,6 @@ pub fn short_read(path: &Path, want: usize, offset: u64, len: u64) -> Error {
         ),
     )
 }
-
-struct OsDirLock {
-    _file: File,
-}
-
-impl DirLock for OsDirLock {}
-
 impl FileSystem for OsFileSystem {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = File::create(path).map_err(|e| Error::io(path, e))?;
@@ -270,14 +268,142 @@ impl FileSystem for OsFileSystem {
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn DirLock>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        dir_lock::lock(path)
+    }
+}
+
+/// Opens (creating, never truncating) a lock file; std opens with
+/// O_CLOEXEC, so no child keeps even the descriptor.
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
+#[cfg(unix)]
+mod dir_lock {
+    //! The directory lock as LevelDB and RocksDB take it: a POSIX record
+    //! lock (`fcntl(F_SETLK)`) on the whole `LOCK` file. Such a lock belongs
+    //! to the process, so a child forked by any thread never holds it (an
+    //! `flock` lock belongs to the open file, which a forked child shares
+    //! until it calls exec: a reopen right after `drop` then found it held).
+    //! Two rules follow from "belongs to the process": the kernel grants a
+    //! second lock of the same file to the same process, so this process
+    //! keeps its own table of the files it holds; and closing *any*
+    //! descriptor of a locked file drops the process's lock on it, so a
+    //! file in the table is never opened again (its identity is checked by
+    //! `stat`, which opens nothing), and the lock's own descriptor is closed
+    //! under the table's mutex before the entry goes.
+
+    use std::fs::File;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+
+    use parking_lot::Mutex;
+    use rustix::fs::{fcntl_lock, FlockOperation};
+    use rustix::io::Errno;
+
+    use crate::error::{Error, Result};
+    use crate::fs::DirLock;
+
+    /// A file's identity: (device, inode).
+    type FileId = (u64, u64);
+
+    struct Held {
+        id: FileId,
+        /// Descriptors of this file opened after a race replaced the path
+        /// between the `stat` and the `open`; closing them would drop the
+        /// lock, so they live as long as it does.
+        strays: Vec<File>,
+    }
+
+    /// The lock files this process holds.
+    static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+
+    fn id_of(meta: &std::fs::Metadata) -> FileId {
+        (meta.dev(), meta.ino())
+    }
+
+    struct PosixDirLock {
+        /// `Some` until dropped.
+        file: Option<File>,
+        id: FileId,
+    }
+
+    impl DirLock for PosixDirLock {}
+
+    impl Drop for PosixDirLock {
+        fn drop(&mut self) {
+            let mut held = HELD.lock();
+            if let Some(file) = self.file.take() {
+                // Closing the descriptor releases the lock too; the explicit
+                // unlock only says so.
+                let _ = fcntl_lock(&file, FlockOperation::NonBlockingUnlock);
+                drop(file);
+            }
+            held.retain(|h| h.id != self.id);
+        }
+    }
+
+    fn locked(path: &Path) -> Error {
+        Error::Locked(path.to_path_buf())
+    }
+
+    pub(super) fn lock(path: &Path) -> Result<Box<dyn DirLock>> {
+        let mut held = HELD.lock();
+        let is_held = |held: &[Held], id: FileId| held.iter().any(|h| h.id == id);
+        if let Ok(meta) = std::fs::metadata(path) {
+            if is_held(&held, id_of(&meta)) {
+                return Err(locked(path));
+            }
+        }
+        let file = super::open_lock_file(path)?;
+        let id = id_of(&file.metadata().map_err(|e| Error::io(path, e))?);
+        if let Some(entry) = held.iter_mut().find(|h| h.id == id) {
+            entry.strays.push(file);
+            return Err(locked(path));
+        }
+        match fcntl_lock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                held.push(Held {
+                    id,
+                    strays: Vec::new(),
+                });
+                Ok(Box::new(PosixDirLock {
+                    file: Some(file),
+                    id,
+                }))
+            }
+            // POSIX allows either for "held by another process".
+            Err(e) if e == Errno::AGAIN || e == Errno::ACCESS => Err(locked(path)),
+            Err(e) => Err(Error::io(PathBuf::from(path), e.into())),
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod dir_lock {
+    //! Elsewhere the standard library's file lock (no fork to inherit it).
+
+    use std::fs::File;
+    use std::path::Path;
+
+    use crate::error::{Error, Result};
+    use crate::fs::DirLock;
+
+    struct StdDirLock {
+        _file: File,
+    }
+
+    impl DirLock for StdDirLock {}
+
+    pub(super) fn lock(path: &Path) -> Result<Box<dyn DirLock>> {
+        let file = super::open_lock_file(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(OsDirLock { _file: file })),
+            Ok(()) => Ok(Box::new(StdDirLock { _file: file })),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
         }

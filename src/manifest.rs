@@ -264,11 +264,15 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
         .map_err(|reason| Error::invalid(format!("refusing to write manifest: {reason}")))?;
     let bytes = encode(state);
     let temp = dir.join(MANIFEST_TEMP_FILE);
-    let mut file = fs.create(&temp)?;
-    file.append(&bytes)?;
-    file.sync()?;
-    drop(file);
-    fs.sync_dir(dir)?;
+    let written = fs.create(&temp).and_then(|mut file| {
+        file.append(&bytes)?;
+        file.sync()
+    });
+    if let Err(e) = written.and_then(|()| fs.sync_dir(dir)) {
+        // Never took effect; it must not hold the space that ran out.
+        let _ = fs.remove(&temp);
+        return Err(e);
+    }
     fs.rename(&temp, &dir.join(MANIFEST_FILE))?;
     fs.sync_dir(dir)
 }

@@ -5,6 +5,7 @@
 //! `validate` turns nonsense into `InvalidArgument` before anything opens.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fs::{OsFileSystem, SharedFs};
@@ -38,6 +39,7 @@ pub struct Options {
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
+    pub(crate) retry_interval: Duration,
     pub(crate) fs: SharedFs,
 }
 
@@ -63,6 +65,7 @@ impl Default for Options {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             max_open_files: None,
             mmap_reads: false,
+            retry_interval: Duration::from_secs(1),
             fs: OsFileSystem::shared(),
         }
     }
@@ -84,6 +87,7 @@ impl fmt::Debug for Options {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
+            .field("retry_interval", &self.retry_interval)
             .finish_non_exhaustive()
     }
 }
@@ -217,6 +221,15 @@ impl Options {
         })
     }
 
+    /// How long after a retryable failure (no space, EIO, EINTR) of
+    /// background work or of the log it is first retried by itself; the wait
+    /// doubles after each failed retry, up to 64 times this. Default 1 s
+    /// (as RocksDB's `bgerror_resume_retry_interval`).
+    pub fn retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = interval;
+        self
+    }
+
     /// The file system the engine performs all I/O through (tests inject faults here).
     pub fn file_system(mut self, fs: SharedFs) -> Self {
         self.fs = fs;
@@ -252,6 +265,9 @@ impl Options {
         }
         if self.max_open_files == Some(0) {
             return Err(Error::invalid("max_open_files must be at least 1"));
+        }
+        if self.retry_interval.is_zero() {
+            return Err(Error::invalid("retry_interval must not be zero"));
         }
         if self.level1_bytes < 4096 || self.table_target_bytes < 4096 {
             return Err(Error::invalid(

@@ -10,7 +10,7 @@
 //! ```text
 //! file header (20 bytes)
 //! 0   4  magic "SWAL"
-//! 4   4  format version (u32 LE, 1)
+//! 4   4  format version (u32 LE, 2; 1 is still read)
 //! 8   8  log number (u64 LE; the number in the file name)
 //! 16  4  crc32 of bytes 0..16
 //! then records, back to back (12-byte header + payload)
@@ -18,7 +18,24 @@
 //! 4   4  header crc: crc32 of bytes 0..4 (the length alone)
 //! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
 //! 12  n  payload (a write batch: see `batch.rs`)
+//! and, in version 2, after a clean close, one close record (32 bytes)
+//! 0   4  payload length 20
+//! 4   4  header crc: crc32 of ("close" ‖ bytes 0..4)
+//! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
+//! 12  8  records before it (u64 LE)
+//! 20  8  its own offset (u64 LE)
+//! 28  4  "SEND"
 //! ```
+//!
+//! # The close record
+//!
+//! [`WalWriter::close`] appends it and syncs when the database closes
+//! cleanly; nothing follows it. It tells replay that no crash cut the log
+//! short, so every damaged record in it — the last included — is
+//! corruption, never a torn tail. Without it (after a crash, or in a
+//! version-1 log) the rules below apply. Only a close record cut short (a
+//! prefix of the one expected there, then zeros) is itself a torn tail: the
+//! process died while closing, and it holds no data.
 //!
 //! The length has a checksum of its own so that a flipped length bit in the
 //! middle of the log is recognised as corruption, not mistaken for a record
@@ -53,8 +70,19 @@ use crate::key::SeqNo;
 
 /// The four bytes every log file starts with.
 pub const MAGIC: [u8; 4] = *b"SWAL";
-/// The one format version this code reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes: version 1 plus the close record.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code still reads (no close record).
+pub const OLDEST_READABLE_VERSION: u32 = 1;
+/// Bytes of the close record, header included.
+pub const CLOSE_RECORD_LEN: usize = RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN as usize;
+/// Bytes of the close record's payload.
+const CLOSE_PAYLOAD_LEN: u32 = 20;
+/// Hashed before the length in a close record's header crc, so no batch
+/// record's header passes for one.
+const CLOSE_KIND: &[u8] = b"close";
+/// The close record's last four bytes.
+const CLOSE_END: [u8; 4] = *b"SEND";
 /// Bytes of the file header.
 pub const FILE_HEADER_LEN: usize = 20;
 /// Bytes of each record's header (length, header crc, record crc).
@@ -76,6 +104,10 @@ pub struct WalWriter {
     /// record, and a record appended after it would turn a torn tail into
     /// corruption in the middle of the log.
     failed: bool,
+    /// Records appended so far.
+    records: u64,
+    /// Set once the close record is written: nothing may follow it.
+    closed: bool,
 }
 
 impl std::fmt::Debug for WalWriter {
@@ -100,6 +132,36 @@ pub fn encode_file_header(log_number: u64) -> [u8; FILE_HEADER_LEN] {
     body.extend_from_slice(&crc.to_le_bytes());
     header.copy_from_slice(&body);
     header
+}
+
+/// The close record for a log of `records` records that ends at `offset`.
+pub fn encode_close_record(records: u64, offset: u64) -> [u8; CLOSE_RECORD_LEN] {
+    let mut payload = [0u8; CLOSE_PAYLOAD_LEN as usize];
+    fill(
+        &mut payload,
+        &[&records.to_le_bytes(), &offset.to_le_bytes(), &CLOSE_END],
+    );
+    let len_bytes = CLOSE_PAYLOAD_LEN.to_le_bytes();
+    let header_crc = crc32_of(&[CLOSE_KIND, &len_bytes]).to_le_bytes();
+    let record_crc = crc32_of(&[&len_bytes, &payload]).to_le_bytes();
+    let mut record = [0u8; CLOSE_RECORD_LEN];
+    fill(
+        &mut record,
+        &[&len_bytes, &header_crc, &record_crc, &payload],
+    );
+    record
+}
+
+/// Writes `parts` back to back from the start of `out` (whose length is
+/// their total).
+fn fill(out: &mut [u8], parts: &[&[u8]]) {
+    let mut rest = out;
+    for part in parts {
+        let n = part.len().min(rest.len());
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        head.copy_from_slice(part.get(..head.len()).unwrap_or_default());
+        rest = tail;
+    }
 }
 
 /// Appends one record (header and payload) to `out`.
@@ -135,6 +197,8 @@ impl WalWriter {
             bytes_written: FILE_HEADER_LEN as u64,
             scratch: Vec::new(),
             failed: false,
+            records: 0,
+            closed: false,
         })
     }
 
@@ -151,6 +215,7 @@ impl WalWriter {
         match result {
             Ok(()) => {
                 self.bytes_written += (RECORD_HEADER_LEN + payload.len()) as u64;
+                self.records += 1;
                 Ok(())
             }
             Err(e) => {
@@ -166,6 +231,20 @@ impl WalWriter {
         // After a failed fsync the kernel may have dropped the dirty pages
         // and cleared the error; a later "successful" sync would lie.
         self.file.sync().inspect_err(|_| self.failed = true)
+    }
+
+    /// Ends the log after a clean close: appends the close record and syncs.
+    /// Nothing can be appended after it; a failed close leaves the log as a
+    /// crash would (replay then allows a torn tail).
+    pub fn close(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.closed = true;
+        let record = encode_close_record(self.records, self.bytes_written);
+        let written = self.file.append(&record).and_then(|()| self.file.sync());
+        if written.is_err() {
+            self.failed = true;
+        }
+        written
     }
 
     /// Bytes in the file so far, header included.
@@ -184,11 +263,16 @@ impl WalWriter {
     }
 
     fn check_usable(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
         if self.failed {
-            return Err(Error::Poisoned(format!(
-                "write-ahead log {} failed earlier; its tail is uncertain",
-                self.path.display()
-            )));
+            return Err(Error::ReadOnly {
+                cause: Box::new(Error::io(
+                    &self.path,
+                    std::io::Error::other("an earlier write failed; the log's tail is uncertain"),
+                )),
+            });
         }
         Ok(())
     }
@@ -222,6 +306,8 @@ pub struct WalReplay<'a> {
     pub records: Vec<WalRecord<'a>>,
     /// The torn end, if the file had one.
     pub torn_tail: Option<TornTail>,
+    /// The log ends with its close record: it was closed cleanly.
+    pub closed_cleanly: bool,
 }
 
 impl WalReplay<'_> {
@@ -247,16 +333,29 @@ fn all_zero(bytes: &[u8]) -> bool {
 /// followed by zeros. Only magic and version can be compared; a complete
 /// header whose checksum fails is not torn unless its last byte is zero.
 fn could_be_torn_header(header: &[u8]) -> bool {
-    let mut fixed_part = Vec::with_capacity(8);
-    fixed_part.extend_from_slice(&MAGIC);
-    fixed_part.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let written = header
         .iter()
         .rposition(|&b| b != 0)
         .map_or(0, |last_non_zero| last_non_zero + 1);
     let kept = header.get(..written).unwrap_or_default();
-    let compared = kept.len().min(fixed_part.len());
-    written < FILE_HEADER_LEN && kept.get(..compared) == fixed_part.get(..compared)
+    (OLDEST_READABLE_VERSION..=FORMAT_VERSION).any(|version| {
+        let mut fixed_part = Vec::with_capacity(8);
+        fixed_part.extend_from_slice(&MAGIC);
+        fixed_part.extend_from_slice(&version.to_le_bytes());
+        let compared = kept.len().min(fixed_part.len());
+        written < FILE_HEADER_LEN && kept.get(..compared) == fixed_part.get(..compared)
+    })
+}
+
+/// True when `rest` is a prefix of `expected` followed only by zeros (and
+/// not `expected` itself): what a crash leaves of a write of `expected`.
+fn is_torn_write_of(rest: &[u8], expected: &[u8]) -> bool {
+    let common = rest
+        .iter()
+        .zip(expected)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common < expected.len() && all_zero(rest.get(common..).unwrap_or_default())
 }
 
 /// Reads a log file's bytes: every intact record, and the torn tail if any.
@@ -274,6 +373,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
                         bytes.len()
                     ),
                 }),
+                closed_cleanly: false,
             });
         }
         return Err(corrupt(
@@ -281,8 +381,8 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
             format!("{}-byte file is not a log header", bytes.len()),
         ));
     };
-    let log_number = match parse_file_header(header) {
-        Ok(number) => number,
+    let (log_number, version) = match parse_file_header(header) {
+        Ok(parsed) => parsed,
         Err(reason) => {
             if could_be_torn_header(header) && all_zero(body) {
                 return Ok(WalReplay {
@@ -292,6 +392,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
                         offset: 0,
                         reason: format!("file header torn: {reason}"),
                     }),
+                    closed_cleanly: false,
                 });
             }
             return Err(corrupt(file, format!("file header: {reason}")));
@@ -299,6 +400,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
     };
     let mut records = Vec::new();
     let mut pos = FILE_HEADER_LEN;
+    let mut closed_cleanly = false;
     let torn_tail = loop {
         let Some(rest) = bytes.get(pos..) else {
             break None;
@@ -306,13 +408,41 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
         if rest.is_empty() {
             break None;
         }
-        match read_record(rest) {
+        let close_record = encode_close_record(records.len() as u64, pos as u64);
+        if version >= 2 {
+            if rest == close_record {
+                closed_cleanly = true;
+                break None;
+            }
+            if is_torn_write_of(rest, &close_record) && !all_zero(rest) {
+                break Some(TornTail {
+                    offset: pos as u64,
+                    reason: format!(
+                        "close record cut short ({} of {CLOSE_RECORD_LEN} bytes): the process \
+                         stopped while closing; no record is lost",
+                        rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+                    ),
+                });
+            }
+        }
+        match read_record(rest, version >= 2) {
             RecordRead::Record { payload, len } => {
                 records.push(WalRecord {
                     offset: pos as u64,
                     payload,
                 });
                 pos += len;
+            }
+            RecordRead::Close => {
+                return Err(corrupt(
+                    file,
+                    format!(
+                        "close record at offset {pos} does not end the log after its {} records \
+                         (expected {})",
+                        records.len(),
+                        to_hex(&close_record)
+                    ),
+                ))
             }
             RecordRead::Torn(reason) => {
                 break Some(TornTail {
@@ -329,10 +459,16 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
         log_number: Some(log_number),
         records,
         torn_tail,
+        closed_cleanly,
     })
 }
 
-fn parse_file_header(header: &[u8]) -> std::result::Result<u64, String> {
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The log number and format version of a valid file header.
+fn parse_file_header(header: &[u8]) -> std::result::Result<(u64, u32), String> {
     let mut reader = ByteReader::new(header, "log file header");
     let magic: [u8; 4] = reader.array().map_err(|e| e.to_string())?;
     let version = reader.u32().map_err(|e| e.to_string())?;
@@ -348,20 +484,26 @@ fn parse_file_header(header: &[u8]) -> std::result::Result<u64, String> {
     if magic != MAGIC {
         return Err(format!("bad magic {magic:02x?}"));
     }
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(format!("unsupported format version {version}"));
     }
-    Ok(log_number)
+    Ok((log_number, version))
 }
 
 enum RecordRead<'a> {
-    Record { payload: &'a [u8], len: usize },
+    Record {
+        payload: &'a [u8],
+        len: usize,
+    },
+    /// An intact close record (not the one expected at this place).
+    Close,
     Torn(String),
     Corrupt(String),
 }
 
-/// Reads the record at the start of `rest` (non-empty).
-fn read_record(rest: &[u8]) -> RecordRead<'_> {
+/// Reads the record at the start of `rest` (non-empty); `close_records`
+/// when the log's version has them.
+fn read_record(rest: &[u8], close_records: bool) -> RecordRead<'_> {
     if all_zero(rest) {
         return RecordRead::Torn(format!("{} zero bytes", rest.len()));
     }
@@ -378,7 +520,8 @@ fn read_record(rest: &[u8]) -> RecordRead<'_> {
         return RecordRead::Corrupt("unreadable record header".to_string());
     };
     let actual_header_crc = crc32_of(&[&len_bytes]);
-    if header_crc != actual_header_crc {
+    let is_close = close_records && header_crc == crc32_of(&[CLOSE_KIND, &len_bytes]);
+    if header_crc != actual_header_crc && !is_close {
         let reason = format!(
             "length checksum mismatch: stored {header_crc:#010x}, computed {actual_header_crc:#010x}"
         );
@@ -396,6 +539,17 @@ fn read_record(rest: &[u8]) -> RecordRead<'_> {
         ));
     };
     let actual = crc32_of(&[&len_bytes, payload]);
+    if is_close {
+        // Not a prefix of the expected close record (replay checked that
+        // first), so not a crash while closing: damage.
+        return if record_crc == actual {
+            RecordRead::Close
+        } else {
+            RecordRead::Corrupt(format!(
+                "damaged close record: checksum stored {record_crc:#010x}, computed {actual:#010x}"
+            ))
+        };
+    }
     if record_crc != actual {
         let reason =
             format!("record checksum mismatch: stored {record_crc:#010x}, computed {actual:#010x}");
@@ -422,6 +576,8 @@ pub struct ReplayedBatches<'a> {
     pub last_seq: Option<SeqNo>,
     /// The torn end, if the file had one.
     pub torn_tail: Option<TornTail>,
+    /// The log ends with its close record: it was closed cleanly.
+    pub closed_cleanly: bool,
 }
 
 /// [`replay`], then decodes every record as a write batch.
@@ -455,6 +611,7 @@ pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches
         batches,
         last_seq,
         torn_tail: log.torn_tail,
+        closed_cleanly: log.closed_cleanly,
     })
 }
 
@@ -506,7 +663,7 @@ mod tests {
     fn record_layout_is_as_documented() {
         let log = log_bytes(0x0102, &[b"xy"]);
         assert_eq!(&log[..4], b"SWAL");
-        assert_eq!(&log[4..8], &[1, 0, 0, 0]);
+        assert_eq!(&log[4..8], &[2, 0, 0, 0]);
         assert_eq!(&log[8..16], &[2, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&log[16..20], &crc32_of(&[&log[..16]]).to_le_bytes());
         let rec = &log[20..];
@@ -635,12 +792,12 @@ mod tests {
             .is_corruption());
         // A valid checksum over a wrong version.
         let mut body = MAGIC.to_vec();
-        body.extend_from_slice(&2u32.to_le_bytes());
+        body.extend_from_slice(&3u32.to_le_bytes());
         body.extend_from_slice(&9u64.to_le_bytes());
         let crc = crc32_of(&[&body]);
         body.extend_from_slice(&crc.to_le_bytes());
         let err = replay(&body, "x.wal").unwrap_err().to_string();
-        assert!(err.contains("version 2"), "{err}");
+        assert!(err.contains("version 3"), "{err}");
         // A header-only log is a valid empty log.
         let r = replay(&header, "x.wal").unwrap();
         assert_eq!(
@@ -672,12 +829,142 @@ mod tests {
             bytes_written: 20,
             scratch: Vec::new(),
             failed: false,
+            records: 0,
+            closed: false,
         };
         w.append(b"a").unwrap();
         w.append(b"b").unwrap();
         assert!(matches!(w.append(b"c"), Err(Error::Io { .. })));
-        assert!(matches!(w.append(b"d"), Err(Error::Poisoned(_))));
-        assert!(matches!(w.sync(), Err(Error::Poisoned(_))));
+        assert!(matches!(w.append(b"d"), Err(Error::ReadOnly { .. })));
+        assert!(matches!(w.sync(), Err(Error::ReadOnly { .. })));
+    }
+
+    fn closed_log(payloads: &[&[u8]]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000003.wal");
+        let fs = OsFileSystem;
+        let mut w = WalWriter::create(&fs, &path, 3).unwrap();
+        for p in payloads {
+            w.append(p).unwrap();
+        }
+        w.close().unwrap();
+        assert!(matches!(w.append(b"after"), Err(Error::Closed)));
+        fs.read_all(&path).unwrap().to_vec()
+    }
+
+    #[test]
+    fn a_closed_log_replays_as_closed_and_its_close_record_is_as_documented() {
+        let log = closed_log(&SAMPLE);
+        let open_part = log_bytes(3, &SAMPLE);
+        assert_eq!(log.len(), open_part.len() + CLOSE_RECORD_LEN);
+        let close = &log[open_part.len()..];
+        assert_eq!(&close[..4], &[20, 0, 0, 0]);
+        assert_eq!(
+            &close[4..8],
+            &crc32_of(&[b"close", &close[..4]]).to_le_bytes()
+        );
+        assert_eq!(
+            &close[8..12],
+            &crc32_of(&[&close[..4], &close[12..]]).to_le_bytes()
+        );
+        assert_eq!(&close[12..20], &3u64.to_le_bytes());
+        assert_eq!(&close[20..28], &(open_part.len() as u64).to_le_bytes());
+        assert_eq!(&close[28..], b"SEND");
+        let r = replay(&log, "x.wal").unwrap();
+        assert_eq!(payloads(&r), SAMPLE);
+        assert!(r.closed_cleanly && r.torn_tail.is_none());
+        // An empty log closes too.
+        let empty = closed_log(&[]);
+        let r = replay(&empty, "x.wal").unwrap();
+        assert!(r.closed_cleanly && r.records.is_empty());
+        // An open log is not closed.
+        assert!(!replay(&open_part, "x.wal").unwrap().closed_cleanly);
+    }
+
+    #[test]
+    fn after_a_clean_close_every_damaged_record_is_corruption() {
+        let log = closed_log(&SAMPLE);
+        let close_at = log.len() - CLOSE_RECORD_LEN;
+        let mut torn_close = 0;
+        for i in 0..log.len() {
+            for mask in [0x01u8, 0x80, 0xff, 0x5a] {
+                let mut bad = log.clone();
+                bad[i] ^= mask;
+                match replay(&bad, "x.wal") {
+                    Err(e) => assert!(e.is_corruption() && e.to_string().contains("x.wal"), "{e}"),
+                    Ok(r) => {
+                        // Only a flip that turns the close record into
+                        // what a crash while closing leaves (its end
+                        // zeroed) reads as torn: every record is kept.
+                        assert!(
+                            i >= close_at,
+                            "flip at {i} (mask {mask:#x}) accepted: {r:?}"
+                        );
+                        assert_eq!(payloads(&r), SAMPLE, "flip at {i}");
+                        assert_eq!(r.torn_tail.unwrap().offset, close_at as u64);
+                        assert!(bad[i..].iter().all(|&b| b == 0), "flip at {i}");
+                        torn_close += 1;
+                    }
+                }
+            }
+        }
+        assert!(torn_close <= 1, "{torn_close}");
+        // The last record damaged 3 bytes before its end: corruption now,
+        // a torn tail without the close record.
+        let mut bad = log.clone();
+        bad[close_at - 3] ^= 0x10;
+        assert!(replay(&bad, "x.wal").unwrap_err().is_corruption());
+        let mut open_bad = log[..close_at].to_vec();
+        open_bad[close_at - 3] ^= 0x10;
+        assert!(replay(&open_bad, "x.wal").unwrap().torn_tail.is_some());
+    }
+
+    #[test]
+    fn a_close_record_cut_short_is_a_torn_tail_that_loses_nothing() {
+        let log = closed_log(&SAMPLE);
+        let close_at = log.len() - CLOSE_RECORD_LEN;
+        for len in close_at + 1..log.len() {
+            for zeros in [0, 7, 64] {
+                let mut cut = log[..len].to_vec();
+                cut.resize(len + zeros, 0);
+                let r = replay(&cut, "x.wal").unwrap();
+                assert_eq!(payloads(&r), SAMPLE, "len {len}");
+                assert!(!r.closed_cleanly);
+                let torn = r.torn_tail.unwrap();
+                assert_eq!(torn.offset, close_at as u64, "len {len}");
+            }
+        }
+        // Bytes after a close record, or a close record in the middle.
+        let mut extra = log.clone();
+        extra.push(0);
+        assert!(replay(&extra, "x.wal").unwrap_err().is_corruption());
+        let mut middle = log.clone();
+        encode_record_into(&mut middle, b"later").unwrap();
+        assert!(replay(&middle, "x.wal").unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn version_1_logs_still_replay() {
+        let mut log = log_bytes(5, &SAMPLE);
+        let mut body = MAGIC.to_vec();
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&5u64.to_le_bytes());
+        let crc = crc32_of(&[&body]);
+        body.extend_from_slice(&crc.to_le_bytes());
+        log[..FILE_HEADER_LEN].copy_from_slice(&body);
+        let r = replay(&log, "x.wal").unwrap();
+        assert_eq!(
+            (r.log_number, payloads(&r), r.closed_cleanly),
+            (Some(5), SAMPLE.to_vec(), false)
+        );
+        // Their last record damaged is still read as torn (no close record
+        // can say otherwise), and a torn version-1 header is recognised.
+        let n = log.len();
+        log[n - 3] ^= 0x10;
+        assert_eq!(replay(&log, "x.wal").unwrap().records.len(), 2);
+        let mut torn_header = body.clone();
+        torn_header[10..].fill(0);
+        assert!(replay(&torn_header, "x.wal").unwrap().torn_tail.is_some());
     }
 
     fn batch_payload(first: u64, keys: &[&str]) -> Vec<u8> {

@@ -12,39 +12,26 @@
 
 use siftdb::filter::theory::{best_probes, blocked_fp_rate};
 use siftdb::filter::{hash_key, BloomFilter};
-
-/// `format!("k{:015}", j)` without an allocation per key.
-fn key(j: u64, buf: &mut [u8; 16]) -> &[u8] {
-    buf[0] = b'k';
-    let mut v = j;
-    for slot in buf[1..].iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    &buf[..]
-}
+use siftdb_testkit::numbered_key;
 
 fn build(n: u64, bits_per_key: f64) -> BloomFilter {
     let mut f = BloomFilter::with_bits_per_key(n as usize, bits_per_key).unwrap();
-    let mut buf = [0u8; 16];
     for i in 0..n {
-        f.insert(key(2 * i, &mut buf));
+        f.insert(&numbered_key(2 * i));
     }
     f
 }
 
 fn measured_fp(f: &BloomFilter, absent: u64) -> f64 {
-    let mut buf = [0u8; 16];
     let hits = (0..absent)
-        .filter(|i| f.contains(key(2 * i + 1, &mut buf)))
+        .filter(|i| f.contains(&numbered_key(2 * i + 1)))
         .count();
     hits as f64 / absent as f64
 }
 
 fn assert_no_false_negatives(f: &BloomFilter, n: u64) {
-    let mut buf = [0u8; 16];
     for i in 0..n {
-        assert!(f.contains(key(2 * i, &mut buf)), "false negative at {i}");
+        assert!(f.contains(&numbered_key(2 * i)), "false negative at {i}");
     }
 }
 
@@ -90,9 +77,8 @@ fn with_rate_delivers_the_rate() {
     let n = 200_000;
     for p in [0.05, 0.01, 0.001] {
         let mut f = BloomFilter::with_rate(n as usize, p).unwrap();
-        let mut buf = [0u8; 16];
         for i in 0..n {
-            f.insert(key(2 * i, &mut buf));
+            f.insert(&numbered_key(2 * i));
         }
         let absent = if p < 0.005 { 4_000_000 } else { 1_000_000 };
         let fp = measured_fp(&f, absent);
@@ -170,9 +156,8 @@ fn varying_lengths() {
 fn hash_level_api_matches_key_level_api() {
     let mut by_key = BloomFilter::with_bits_per_key(1000, 10.0).unwrap();
     let mut by_hash = by_key.clone();
-    let mut buf = [0u8; 16];
     for i in 0..1000 {
-        let k = key(i * 3, &mut buf);
+        let k = &numbered_key(i * 3);
         by_key.insert(k);
         by_hash.insert_hash(hash_key(k));
     }

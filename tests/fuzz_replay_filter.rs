@@ -1,8 +1,9 @@
 //! Replays the filter fuzz targets on stable Rust: every file of
-//! `fuzz/corpus/filter_decode/`, `fuzz/corpus/filter_roundtrip/` and
-//! `fuzz/corpus/range_filter_decode/`, then seeded random inputs through the
-//! same library functions libFuzzer runs (100,000 per Bloom target, 200,000
-//! for the range filter). For the decoders most random inputs are mutated
+//! `fuzz/corpus/filter_decode/`, `fuzz/corpus/filter_roundtrip/`,
+//! `fuzz/corpus/range_filter_decode/` and `fuzz/corpus/fuse_decode/`, then
+//! seeded random inputs through the same library functions libFuzzer runs
+//! (100,000 per Bloom target, 200,000 for the range filter and for the
+//! binary fuse filter). For the decoders most random inputs are mutated
 //! valid encodings, half of them re-checksummed, so the paths past the
 //! checksum run too. `cargo test --test fuzz_replay_filter -- --ignored`
 //! rewrites the seed corpus.
@@ -20,11 +21,14 @@ use std::path::{Path, PathBuf};
 
 use siftdb::codec::crc32_of;
 use siftdb::filter::range::{RangeFilter, RangeFilterView};
-use siftdb::filter::{BloomFilter, Layout};
+use siftdb::filter::{BloomFilter, FingerprintBits, FuseFilter, FuseView, Layout};
 use siftdb_testkit::fuzzing::filter::{filter_decode, filter_roundtrip};
+use siftdb_testkit::fuzzing::fuse::{fuse_decode, fuse_keys};
 use siftdb_testkit::fuzzing::range_filter::range_filter_decode;
 
 const RANDOM_INPUTS: u64 = 100_000;
+/// Inputs for `fuse_decode`: the 200,000 garbage inputs of the brief.
+const FUSE_INPUTS: u64 = 200_000;
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -142,6 +146,82 @@ fn filter_decode_replays_corpus_and_random_inputs() {
     }
     // The valid quarter at least, so the accepting path really ran.
     assert!(accepted >= RANDOM_INPUTS / 4, "{accepted} accepted");
+}
+
+/// A valid binary fuse block of up to 200 random hashes (sometimes with
+/// repeats), either width.
+fn valid_fuse_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let n = rng.index(200);
+    let mut hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+    if n > 0 && rng.index(4) == 0 {
+        let again = hashes[rng.index(n)];
+        hashes.push(again);
+    }
+    let bits = if rng.index(2) == 0 {
+        FingerprintBits::Eight
+    } else {
+        FingerprintBits::Sixteen
+    };
+    FuseFilter::build(&hashes, bits).unwrap().into_bytes()
+}
+
+fn mutated_fuse_block(rng: &mut SplitMix64) -> Vec<u8> {
+    let block = valid_fuse_block(rng);
+    mutate(block, rng, |block, rng| {
+        if rng.index(2) == 0 {
+            // Geometry: small segment lengths (powers of two or not) and counts.
+            let length = if rng.index(2) == 0 {
+                1u32 << rng.index(8)
+            } else {
+                rng.index(300) as u32
+            };
+            let count = rng.index(6) as u32;
+            if let Some(field) = block.get_mut(8..16) {
+                field[..4].copy_from_slice(&length.to_le_bytes());
+                field[4..].copy_from_slice(&count.to_le_bytes());
+            }
+        } else if let Some(field) = block.get_mut(24..32) {
+            // The key count.
+            field.copy_from_slice(&(rng.index(2000) as u64).to_le_bytes());
+        }
+    })
+}
+
+#[test]
+fn fuse_decode_replays_corpus_and_random_inputs() {
+    assert!(replay_corpus("fuse_decode", fuse_decode) >= 8);
+    let mut rng = SplitMix64::new(0xf05e);
+    let mut accepted = 0;
+    for i in 0..FUSE_INPUTS {
+        let data = match i % 5 {
+            0 => {
+                let len = rng.index(300);
+                rng.bytes(len)
+            }
+            // Garbage behind a valid magic and version.
+            1 => {
+                let len = rng.index(300);
+                let mut data = b"SFF1\x01".to_vec();
+                data.extend(rng.bytes(len));
+                data
+            }
+            2 => valid_fuse_block(&mut rng),
+            _ => mutated_fuse_block(&mut rng),
+        };
+        fuse_decode(&data);
+        accepted += FuseView::parse(&data[..]).is_ok() as u64;
+    }
+    // The valid fifth at least, so the accepting path really ran.
+    assert!(accepted >= FUSE_INPUTS / 5, "{accepted} accepted");
+}
+
+#[test]
+fn fuse_key_inputs_read_as_documented() {
+    let (bits, keys) = fuse_keys(&[1, 2, b'a', b'b', 0, 0x45, b'c']).unwrap();
+    assert_eq!(bits, FingerprintBits::Sixteen);
+    assert_eq!(keys, vec![&b"ab"[..], &b""[..], &b"c"[..]]);
+    assert_eq!(fuse_keys(&[2]).unwrap(), (FingerprintBits::Eight, vec![]));
+    assert!(fuse_keys(&[]).is_none());
 }
 
 #[test]
@@ -339,6 +419,64 @@ fn write_range_seed_corpus() {
             vec![13, 0, 1, b'a', 2, b'a', b'b', 1, 0],
         ),
         ("empty", Vec::new()),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "rewrites fuzz/corpus/fuse_decode; run by hand"]
+fn write_fuse_seed_corpus() {
+    let dir = corpus_dir("fuse_decode");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hashes: Vec<u64> = (0..20u32)
+        .map(|j| siftdb::filter::hash_key(format!("k{j:015}").as_bytes()))
+        .collect();
+    let eight = FuseFilter::build(&hashes, FingerprintBits::Eight)
+        .unwrap()
+        .into_bytes();
+    let sixteen = FuseFilter::build(&hashes, FingerprintBits::Sixteen)
+        .unwrap()
+        .into_bytes();
+    let empty = FuseFilter::build(&[], FingerprintBits::Eight)
+        .unwrap()
+        .into_bytes();
+    let field = |at: usize, value: &[u8]| {
+        let mut out = eight.clone();
+        out[at..at + value.len()].copy_from_slice(value);
+        rechecksum(&mut out);
+        out
+    };
+    let mut keys = vec![0u8];
+    for j in 0..30u8 {
+        keys.extend([3, b'k', j, j.wrapping_mul(7)]);
+    }
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("valid_8bit_20_keys", eight.clone()),
+        ("valid_16bit_20_keys", sixteen),
+        ("valid_empty", empty),
+        ("bad_checksum", {
+            let mut out = eight.clone();
+            out[40] ^= 0x10;
+            out
+        }),
+        ("truncated", eight[..eight.len() - 1].to_vec()),
+        ("bad_magic_rechecksummed", field(0, b"X")),
+        ("width_12_rechecksummed", field(5, &[12])),
+        ("arity_4_rechecksummed", field(7, &[4])),
+        ("segment_length_3_rechecksummed", field(8, &[3, 0, 0, 0])),
+        ("zero_segments_rechecksummed", field(12, &[0, 0, 0, 0])),
+        ("too_many_keys_rechecksummed", field(24, &[0xff; 8])),
+        ("keys_8bit_30", keys.clone()),
+        ("keys_16bit_repeated", {
+            let mut out = vec![1u8];
+            for _ in 0..5 {
+                out.extend([2, b'a', b'b', 0]);
+            }
+            out
+        }),
+        ("empty_input", Vec::new()),
     ];
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes).unwrap();

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use siftdb::batch::WriteBatch;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::manifest::{self, ManifestState, TableRecord};
-use siftdb::wal::{encode_file_header, encode_record_into};
+use siftdb::wal::{encode_close_record, encode_file_header, encode_record_into};
 use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
 
 const GENERATED_INPUTS: usize = 100_000;
@@ -71,6 +71,14 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
     zero_tail.extend_from_slice(&[0; 64]);
     let mut flipped = three.clone();
     flipped[40] ^= 0x04;
+    // After a clean close (the files named `v1_*` are the same logs in
+    // format version 1, from before the close record).
+    let mut closed = three.clone();
+    closed.extend_from_slice(&encode_close_record(3, three.len() as u64));
+    let mut closed_flipped_last = closed.clone();
+    closed_flipped_last[three.len() - 3] ^= 0x10;
+    let mut close_torn = closed.clone();
+    close_torn.truncate(closed.len() - 9);
     vec![
         ("header_only", log(1, &[])),
         ("three_batches", three),
@@ -78,6 +86,9 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
         ("zero_tail", zero_tail),
         ("flipped_middle", flipped),
         ("torn_header", encode_file_header(2)[..11].to_vec()),
+        ("closed", closed),
+        ("closed_flipped_last", closed_flipped_last),
+        ("close_torn", close_torn),
     ]
 }
 

@@ -12,7 +12,7 @@
 )]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use siftdb::filename::{parse_file_name, table_file_name, FileKind};
 use siftdb::fs::OsFileSystem;
@@ -186,27 +186,53 @@ fn a_corrupt_log_record_in_the_middle_is_an_error_with_its_offset() {
     );
 }
 
-#[test]
-fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
+/// A database closed cleanly with 10 records in its one log: the log's
+/// name, path and bytes.
+fn closed_with_one_log(dir: &Path) -> (String, PathBuf, Vec<u8>) {
     {
-        let db = Db::open_with(dir.path(), options()).unwrap();
+        let db = Db::open_with(dir, options()).unwrap();
         for i in 0..10u32 {
             db.put(format!("key{i}"), "value").unwrap();
         }
     }
-    let logs = log_names(dir.path());
-    let path = dir.path().join(&logs[0]);
+    let logs = log_names(dir);
+    let path = dir.join(&logs[0]);
     let bytes = std::fs::read(&path).unwrap();
-    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    (logs[0].clone(), path, bytes)
+}
+
+#[test]
+fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path, bytes) = closed_with_one_log(dir.path());
+    // What a crash leaves: no close record, the last record cut short.
+    let crashed = bytes.len() - siftdb::wal::CLOSE_RECORD_LEN - 3;
+    std::fs::write(&path, &bytes[..crashed]).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     let warnings: Vec<_> = report.warnings().collect();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert_eq!(warnings[0].file, logs[0]);
+    assert_eq!(warnings[0].file, log);
     assert!(warnings[0].offset.is_some());
     assert!(warnings[0].detail.contains("torn tail"), "{warnings:?}");
     assert_eq!(report.log_records_checked, 9);
+}
+
+#[test]
+fn a_damaged_last_record_of_a_cleanly_closed_log_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, path, mut bytes) = closed_with_one_log(dir.path());
+    // 3 bytes before the end, and 3 bytes before the close record.
+    for from_end in [3, siftdb::wal::CLOSE_RECORD_LEN + 3] {
+        let at = bytes.len() - from_end;
+        bytes[at] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let report = verify_dir(dir.path()).unwrap();
+        let errors = errors(&report);
+        assert_eq!(errors.len(), 1, "{from_end}: {:?}", report.problems);
+        assert!(errors[0].contains(&log), "{errors:?}");
+        bytes[at] ^= 0x10;
+    }
 }
 
 #[test]

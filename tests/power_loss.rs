@@ -10,7 +10,7 @@
 //! - a batch is never half applied, deleted keys stay deleted, and the
 //!   database always opens again;
 //! - an injected I/O error is an `Err` to its caller (never a panic), the
-//!   database then keeps working or refuses writes with `Error::Poisoned`, and
+//!   database then keeps working or refuses writes with `Error::ReadOnly`, and
 //!   a reopened database holds every write that returned `Ok`.
 //!
 //! Every failure message names the seed (or N) that replays it.
@@ -503,7 +503,7 @@ struct Seen {
     cases: u64,
     /// `Error::Io` returned to a caller.
     io_errors: u64,
-    /// `Error::Poisoned` returned to a caller (a clean refusal).
+    /// `Error::ReadOnly` returned to a caller (a clean refusal).
     poisoned: u64,
     /// An open failed.
     open_failures: u64,
@@ -520,7 +520,7 @@ struct Seen {
 fn check_error(e: &Error, seen: &mut Seen, context: &str) {
     match e {
         Error::Io { .. } => seen.io_errors += 1,
-        Error::Poisoned(_) => seen.poisoned += 1,
+        Error::ReadOnly { .. } | Error::Background { .. } => seen.poisoned += 1,
         _ => panic!("{context}: unexpected kind of error: {e}"),
     }
 }
@@ -618,7 +618,7 @@ fn io_error_case(n: u64, mode: FaultMode, batches: &[Batch], total: &mut Seen) {
     let outcomes = error_workload(&fs, batches, &mut seen, &context);
     if mode == FaultMode::Once {
         // One failed operation reaches at most one caller as an I/O error;
-        // everything after it is either done or refused as Poisoned.
+        // everything after it is either done or refused as ReadOnly.
         assert!(
             seen.io_errors <= 1,
             "{context}: one fault, {} I/O errors: {seen:?}",
@@ -676,7 +676,7 @@ fn io_error_cases(mode: FaultMode) {
     }
     eprintln!("{mode:?}: {total:?}");
     // Most faults hit a caller's own operation; the rest hit background
-    // work (seen as Poisoned) or fall past the end of a shorter run.
+    // work (seen as ReadOnly) or fall past the end of a shorter run.
     assert!(total.io_errors * 5 >= total.cases, "{total:?}");
     assert!(total.poisoned > 0 && total.open_failures > 0, "{total:?}");
     assert!(

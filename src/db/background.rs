@@ -1,31 +1,94 @@
-//! The background thread: flushes immutable memtables, then compacts.
+//! The background thread: flushes immutable memtables, compacts, and
+//! recovers from failures without a reopen.
 //!
-//! Owns: the one background thread, its wake-ups, and the waits of callers
-//! who need its progress (stalled writers, `flush`, `compact`).
-//! Must never: hold the writer lock (writers may be waiting on it), or keep
-//! going after shutdown was asked.
+//! Owns: the one background thread, its wake-ups, the record of failures
+//! by kind (what each one stops, when it is retried: see `docs/design.md`,
+//! "Failures"), recovery (automatic retries with backoff and
+//! [`crate::Db::resume`]), the removal of what failed work left behind, and
+//! the waits of callers who need background progress (stalled writers,
+//! `flush`, `compact`).
+//! Must never: hold the background lock while taking the writer lock
+//! (writers wait under the writer lock for background progress), let a
+//! failure or a panic of its work leave a waiter waiting, retry corruption,
+//! or keep going after shutdown was asked.
+//!
+//! Two failure slots, so that a compaction error never stops flushes:
+//! - the *flush* slot: a flush failed, or the log did (`log: true`: an
+//!   append, a sync or a rotation failed, and no write is accepted until
+//!   recovery has flushed every memtable and started a new log). While it
+//!   is set no memtable is sealed, so writes are refused as soon as the
+//!   active memtable is full;
+//! - the *compaction* slot: compactions wait; writes go on unless level 0
+//!   is full.
+//!
+//! Corruption in either slot stops every write and all background work.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::{compaction, flush, DbInner};
-use crate::error::{Error, Result};
+use crate::error::{Error, FailureClass, Result};
+use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE};
+use crate::manifest::read_manifest;
+use crate::wal::WalWriter;
+
+/// Backoff doubles after each failed attempt, up to this many times the
+/// first interval.
+const MAX_BACKOFF_FACTOR: u32 = 64;
+
+/// A failure of background work (or of the log) and its retry schedule.
+pub(crate) struct Failure {
+    error: Error,
+    class: FailureClass,
+    /// Consecutive failed attempts.
+    attempts: u32,
+    /// When the next automatic attempt is due; `None` for failures only
+    /// `Db::resume` retries.
+    retry_at: Option<Instant>,
+    /// The log failed: recovery must seal it and start a new one.
+    log: bool,
+}
+
+impl Failure {
+    fn due(&self, now: Instant) -> bool {
+        self.retry_at.is_some_and(|at| at <= now)
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct BgState {
     shutdown: bool,
     busy: bool,
-    /// Units of work finished (flushes and compactions).
-    progress: u64,
-    error: Option<String>,
+    flush_failure: Option<Failure>,
+    compaction_failure: Option<Failure>,
+    /// Failed compactions so far (a full compaction's caller waits for
+    /// success or for a failure newer than its request).
+    compaction_failures: u64,
+    resume_requested: u64,
+    resume_done: u64,
     full_requested: u64,
     full_done: u64,
     /// Per level, the largest key of the last table compacted out of it.
     pub compact_pointer: Vec<Vec<u8>>,
 }
 
+impl BgState {
+    fn stopped(&self) -> bool {
+        [&self.flush_failure, &self.compaction_failure]
+            .into_iter()
+            .flatten()
+            .any(|f| f.class == FailureClass::Fatal)
+    }
+}
+
+#[derive(Clone, Copy)]
 enum Work {
     Flush,
+    /// Retry the flush slot's failure: seal a failed log, flush every
+    /// memtable, start the new log.
+    Recover,
     Compact,
     Full(u64),
 }
@@ -37,9 +100,56 @@ pub(crate) fn spawn(inner: Arc<DbInner>) -> Result<std::thread::JoinHandle<()>> 
         .map_err(Error::from)
 }
 
+/// The work to do now (and whether it retries a failure), or how long to
+/// sleep (`None`: until woken).
+fn next_work(
+    inner: &DbInner,
+    st: &mut BgState,
+) -> std::result::Result<(Work, bool), Option<Duration>> {
+    if st.stopped() {
+        return Err(None);
+    }
+    let now = Instant::now();
+    let mut wake: Option<Instant> = None;
+    let mut wake_at = |at: Option<Instant>| {
+        if let Some(at) = at {
+            wake = Some(wake.map_or(at, |w| w.min(at)));
+        }
+    };
+    let sv = inner.current.load();
+    match &st.flush_failure {
+        Some(f) if f.due(now) => return Ok((Work::Recover, true)),
+        Some(f) => wake_at(f.retry_at),
+        None if !sv.imm.is_empty() => return Ok((Work::Flush, false)),
+        None => {}
+    }
+    let compaction_allowed = match &st.compaction_failure {
+        Some(f) if f.due(now) => true,
+        Some(f) => {
+            wake_at(f.retry_at);
+            false
+        }
+        None => true,
+    };
+    if compaction_allowed {
+        let retry = st.compaction_failure.is_some();
+        if st.full_requested > st.full_done {
+            return Ok((Work::Full(st.full_requested), retry));
+        }
+        if compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some() {
+            return Ok((Work::Compact, retry));
+        }
+        // Due for a retry, but nothing is left to compact.
+        st.compaction_failure = None;
+    }
+    Err(wake.map(|at| at.saturating_duration_since(now)))
+}
+
 fn run(inner: &DbInner) {
     loop {
-        let work = {
+        // A resume request runs the retries of every failed slot, in order,
+        // whatever their backoff; otherwise one unit of due work.
+        let (plan, resume): (Vec<(Work, bool)>, _) = {
             let mut st = inner.bg.lock();
             loop {
                 if st.shutdown {
@@ -47,48 +157,242 @@ fn run(inner: &DbInner) {
                     inner.bg_cv.notify_all();
                     return;
                 }
-                let sv = inner.current.load();
-                let work = if st.error.is_some() {
-                    None
-                } else if !sv.imm.is_empty() {
-                    Some(Work::Flush)
-                } else if st.full_requested > st.full_done {
-                    Some(Work::Full(st.full_requested))
-                } else if compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some()
-                {
-                    Some(Work::Compact)
-                } else {
-                    None
-                };
-                match work {
-                    Some(work) => {
+                if st.resume_requested > st.resume_done && !st.stopped() {
+                    let mut plan = Vec::new();
+                    if st.flush_failure.is_some() {
+                        plan.push((Work::Recover, true));
+                    }
+                    if st.compaction_failure.take().is_some() {
+                        let work = if st.full_requested > st.full_done {
+                            Work::Full(st.full_requested)
+                        } else {
+                            Work::Compact
+                        };
+                        plan.push((work, true));
+                    }
+                    st.busy = true;
+                    break (plan, Some(st.resume_requested));
+                }
+                match next_work(inner, &mut st) {
+                    Ok(work) => {
                         st.busy = true;
-                        break work;
+                        break (vec![work], None);
                     }
-                    None => {
+                    Err(sleep) => {
                         st.busy = false;
+                        // A resume asked of a stopped database is answered at once.
+                        st.resume_done = st.resume_requested;
                         inner.bg_cv.notify_all();
-                        inner.bg_cv.wait(&mut st);
+                        match sleep {
+                            Some(d) => {
+                                inner.bg_cv.wait_for(&mut st, d);
+                            }
+                            None => inner.bg_cv.wait(&mut st),
+                        }
                     }
                 }
             }
         };
-        let result = match work {
-            Work::Flush => flush::flush_oldest(inner).map(|_| ()),
-            Work::Compact => compaction::compact_once(inner),
-            Work::Full(_) => compaction::compact_all(inner),
-        };
-        let mut st = inner.bg.lock();
-        st.progress += 1;
-        match result {
-            Ok(()) => {
-                if let Work::Full(generation) = work {
-                    st.full_done = st.full_done.max(generation);
-                }
+        for (work, retry) in plan {
+            if retry {
+                inner
+                    .counters
+                    .background_retries
+                    .fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => st.error = Some(e.to_string()),
+            run_unit(inner, work);
         }
-        inner.bg_cv.notify_all();
+        if let Some(generation) = resume {
+            let mut st = inner.bg.lock();
+            st.resume_done = st.resume_done.max(generation);
+            inner.bg_cv.notify_all();
+        }
+    }
+}
+
+/// Runs one unit of work, a panic caught as an error, and records the outcome.
+fn run_unit(inner: &DbInner, work: Work) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match work {
+        Work::Flush => flush::flush_oldest(inner).map(|_| ()),
+        Work::Recover => recover(inner),
+        Work::Compact => compaction::compact_once(inner),
+        Work::Full(_) => compaction::compact_all(inner),
+    }))
+    .unwrap_or_else(|payload| Err(Error::Panicked(panic_message(payload.as_ref()))));
+    if outcome.is_err() || matches!(work, Work::Recover) {
+        // Before the outcome is published, so whoever sees it sees the
+        // files failed work wrote gone already (after a recovery: also a
+        // table that a manifest whose rename took effect, though its sync
+        // failed, named before the retry replaced it).
+        remove_orphans(inner);
+    }
+    let mut st = inner.bg.lock();
+    match (work, outcome) {
+        (Work::Flush, Ok(())) => {}
+        (Work::Recover, Ok(())) => st.flush_failure = None,
+        (Work::Compact | Work::Full(_), Ok(())) => {
+            st.compaction_failure = None;
+            if let Work::Full(generation) = work {
+                st.full_done = st.full_done.max(generation);
+            }
+        }
+        (Work::Flush | Work::Recover, Err(e)) => {
+            let log = st.flush_failure.as_ref().is_some_and(|f| f.log);
+            st.flush_failure = Some(failure(inner, st.flush_failure.take(), e, log));
+        }
+        (Work::Compact | Work::Full(_), Err(e)) => {
+            st.compaction_failures += 1;
+            st.compaction_failure = Some(failure(inner, st.compaction_failure.take(), e, false));
+        }
+    }
+    inner.bg_cv.notify_all();
+}
+
+/// The failure after `previous` (if it was the same slot's) failed with `error`.
+fn failure(inner: &DbInner, previous: Option<Failure>, error: Error, log: bool) -> Failure {
+    inner
+        .counters
+        .background_errors
+        .fetch_add(1, Ordering::Relaxed);
+    let class = error.class();
+    let attempts = previous.map_or(1, |p| p.attempts.saturating_add(1));
+    let factor = 1u32
+        .checked_shl(attempts.saturating_sub(1))
+        .unwrap_or(MAX_BACKOFF_FACTOR)
+        .min(MAX_BACKOFF_FACTOR);
+    let retry_at = (class == FailureClass::Retryable)
+        .then(|| Instant::now() + inner.opts.retry_interval.saturating_mul(factor));
+    if class == FailureClass::Fatal {
+        inner.writes_stopped.store(true, Ordering::Release);
+    }
+    Failure {
+        error,
+        class,
+        attempts,
+        retry_at,
+        log,
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".to_string());
+    format!("background work panicked: {text}")
+}
+
+/// Retries the flush slot's failure: a failed log's memtable is sealed,
+/// every memtable is flushed, and only then is the new log started (so a
+/// crash meanwhile leaves the failed log the newest, where a torn tail is
+/// allowed).
+///
+/// Only a failed log needs the writer lock: then every writer is refused
+/// before it could wait for background work while holding that lock. (A
+/// writer may wait under it for a compaction while a flush failed.)
+fn recover(inner: &DbInner) -> Result<()> {
+    let log_failed = inner
+        .bg
+        .lock()
+        .flush_failure
+        .as_ref()
+        .is_some_and(|f| f.log);
+    if log_failed {
+        seal_failed_log(inner);
+    }
+    while flush::flush_oldest(inner)? {}
+    if log_failed {
+        open_pending_log(inner)?;
+    }
+    Ok(())
+}
+
+/// Recovery, first step: when the log failed, seals the active memtable
+/// with it and names (without creating) the log that will follow, so the
+/// flushes that come next move the manifest past every old log before the
+/// new one exists.
+fn seal_failed_log(inner: &DbInner) {
+    let mut writer = inner.writer.lock();
+    if writer.log_failure.is_none() || writer.pending_log.is_some() {
+        return;
+    }
+    let mut versions = inner.versions.lock();
+    let log_number = versions.new_file_number();
+    // Sealed even when empty: its flush writes no table but the manifest
+    // that moves past the failed log, which must happen before the new
+    // log exists (a torn record is allowed only in the newest log).
+    inner.seal_memtable(log_number);
+    drop(versions);
+    writer.pending_log = Some(log_number);
+}
+
+/// Recovery, last step (every memtable flushed): starts the log
+/// [`seal_failed_log`] named and lets writes in again.
+fn open_pending_log(inner: &DbInner) -> Result<()> {
+    let mut writer = inner.writer.lock();
+    let Some(log_number) = writer.pending_log else {
+        return Ok(());
+    };
+    let path = inner.path_of(&wal_file_name(log_number));
+    let created = WalWriter::create(inner.fs.as_ref(), &path, log_number)
+        .and_then(|wal| inner.fs.sync_dir(&inner.dir).map(|()| wal));
+    match created {
+        Ok(wal) => {
+            writer.wal = wal;
+            writer.log_number = log_number;
+            writer.pending_log = None;
+            writer.log_failure = None;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = inner.fs.remove(&path);
+            Err(e)
+        }
+    }
+}
+
+/// Records that the log failed with `error` (the writer lock is held):
+/// writes stop until recovery has started a new log.
+pub(crate) fn log_failed(inner: &DbInner, error: &Error) {
+    let mut st = inner.bg.lock();
+    let previous = st.flush_failure.take();
+    st.flush_failure = Some(failure(inner, previous, error.duplicate(), true));
+    inner.bg_cv.notify_all();
+}
+
+/// Removes the files no live version and no on-disk manifest names: tables
+/// a failed (or panicked) flush or compaction wrote, logs older than both
+/// the durable and the in-memory log number, a leftover `MANIFEST.tmp`.
+/// Best effort: what cannot be listed or removed now goes at the next open.
+fn remove_orphans(inner: &DbInner) {
+    let fs = inner.fs.as_ref();
+    // No manifest write or table installation meanwhile.
+    let versions = inner.versions.lock();
+    let Ok(Some(durable)) = read_manifest(fs, &inner.dir) else {
+        return;
+    };
+    let Ok(names) = fs.list(&inner.dir) else {
+        return;
+    };
+    let sv = inner.current.load();
+    let live: Vec<u64> = sv
+        .version
+        .records()
+        .iter()
+        .chain(&durable.tables)
+        .map(|r| r.file_number)
+        .collect();
+    let oldest_log = durable.log_number.min(versions.log_number);
+    for name in names {
+        let orphan = match parse_file_name(&name) {
+            Some((FileKind::Table, n)) => !live.contains(&n),
+            Some((FileKind::Wal, n)) => n < oldest_log,
+            None => name == MANIFEST_TEMP_FILE,
+        };
+        if orphan {
+            let _ = fs.remove(&inner.path_of(&name));
+        }
     }
 }
 
@@ -98,41 +402,103 @@ pub(crate) fn notify(inner: &DbInner) {
     inner.bg_cv.notify_all();
 }
 
-fn failed(st: &BgState) -> Result<()> {
-    match &st.error {
-        Some(e) => Err(Error::Poisoned(format!("background work failed: {e}"))),
-        None if st.shutdown => Err(Error::Poisoned("database is closing".into())),
+/// What blocks a stalled writer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// Nothing: go on.
+    No,
+    /// Too many immutable memtables: a flush must finish.
+    OnFlush,
+    /// Level 0 is full: a compaction must finish.
+    OnCompaction,
+}
+
+/// The failure that makes writes impossible now, as `ReadOnly`.
+pub(crate) fn writes_refused(inner: &DbInner) -> Option<Error> {
+    if !inner.writes_stopped.load(Ordering::Acquire) {
+        return None;
+    }
+    let st = inner.bg.lock();
+    fatal(&st).map(Error::read_only)
+}
+
+fn fatal(st: &BgState) -> Option<&Error> {
+    [&st.flush_failure, &st.compaction_failure]
+        .into_iter()
+        .flatten()
+        .find(|f| f.class == FailureClass::Fatal)
+        .map(|f| &f.error)
+}
+
+/// The failure that forbids sealing the active memtable (a flush is
+/// failing, so another memtable could not be flushed either), as `ReadOnly`.
+pub(crate) fn rotation_refused(inner: &DbInner) -> Option<Error> {
+    let st = inner.bg.lock();
+    fatal(&st)
+        .or(st.flush_failure.as_ref().map(|f| &f.error))
+        .map(Error::read_only)
+}
+
+/// Waits while `blocked()` says so, woken by background progress; a
+/// failure of the work it waits for ends the wait with `ReadOnly`.
+///
+/// The condition is checked under the background lock, which the
+/// background thread takes to record each unit of work after publishing it:
+/// so work finished between the caller's own check and this wait is seen
+/// here, rather than waited for again (a wait for "one more unit" would
+/// hang when that was the last unit there was to do).
+pub(crate) fn wait_while(inner: &DbInner, blocked: impl Fn() -> Blocked) -> Result<()> {
+    let mut st = inner.bg.lock();
+    inner.bg_cv.notify_all();
+    loop {
+        let failure = match blocked() {
+            Blocked::No => return Ok(()),
+            Blocked::OnFlush => &st.flush_failure,
+            Blocked::OnCompaction => &st.compaction_failure,
+        };
+        if let Some(f) = failure {
+            return Err(Error::read_only(&f.error));
+        }
+        if let Some(e) = fatal(&st) {
+            return Err(Error::read_only(e));
+        }
+        if st.shutdown {
+            return Err(Error::Closed);
+        }
+        inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
+    }
+}
+
+/// The error a caller waiting for background work gets.
+fn failed(failure: &Option<Failure>) -> Result<()> {
+    match failure {
+        Some(f) => Err(Error::background(&f.error)),
         None => Ok(()),
     }
 }
 
-/// Waits while `blocked()` holds, woken by background progress.
-///
-/// The condition is checked under the background lock, which the
-/// background thread takes to count each unit of work after publishing it:
-/// so work finished between the caller's own check and this wait is seen
-/// here, rather than waited for again (a wait for "one more unit" would
-/// hang when that was the last unit there was to do).
-pub(crate) fn wait_while(inner: &DbInner, blocked: impl Fn() -> bool) -> Result<()> {
-    let mut st = inner.bg.lock();
-    failed(&st)?;
-    inner.bg_cv.notify_all();
-    while blocked() {
-        failed(&st)?;
-        inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
+fn check_open(st: &BgState) -> Result<()> {
+    if st.shutdown {
+        return Err(Error::Closed);
     }
-    failed(&st)
+    match fatal(st) {
+        Some(e) => Err(Error::read_only(e)),
+        None => Ok(()),
+    }
 }
 
 /// Waits until no immutable memtable is left.
 pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
     let mut st = inner.bg.lock();
     inner.bg_cv.notify_all();
-    while !inner.current.load().imm.is_empty() {
-        failed(&st)?;
+    loop {
+        check_open(&st)?;
+        failed(&st.flush_failure)?;
+        if inner.current.load().imm.is_empty() {
+            return Ok(());
+        }
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
     }
-    failed(&st)
 }
 
 /// Waits until no flush or automatic compaction is pending.
@@ -140,7 +506,9 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
     let mut st = inner.bg.lock();
     inner.bg_cv.notify_all();
     loop {
-        failed(&st)?;
+        check_open(&st)?;
+        failed(&st.flush_failure)?;
+        failed(&st.compaction_failure)?;
         let sv = inner.current.load();
         let pending = !sv.imm.is_empty()
             || st.full_requested > st.full_done
@@ -152,17 +520,72 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
     }
 }
 
-/// Asks for a full compaction and waits for it.
+/// Asks for a full compaction and waits for it. An earlier compaction
+/// failure (not corruption) is retried at once.
 pub(crate) fn request_full_compaction(inner: &DbInner) -> Result<()> {
     let mut st = inner.bg.lock();
+    check_open(&st)?;
+    st.compaction_failure = None;
+    let failures_before = st.compaction_failures;
     st.full_requested += 1;
     let generation = st.full_requested;
     inner.bg_cv.notify_all();
     while st.full_done < generation {
-        failed(&st)?;
+        check_open(&st)?;
+        if st.compaction_failures > failures_before {
+            failed(&st.compaction_failure)?;
+        }
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
     }
     Ok(())
+}
+
+/// Retries every failed piece of background work now and waits for the
+/// outcome: `Ok` when none is left failing.
+pub(crate) fn resume(inner: &DbInner) -> Result<()> {
+    let mut st = inner.bg.lock();
+    check_open(&st)?;
+    if st.flush_failure.is_none() && st.compaction_failure.is_none() {
+        return Ok(());
+    }
+    st.resume_requested += 1;
+    let generation = st.resume_requested;
+    inner.bg_cv.notify_all();
+    while st.resume_done < generation {
+        if st.shutdown {
+            return Err(Error::Closed);
+        }
+        inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
+    }
+    if let Some(f) = &st.flush_failure {
+        return Err(Error::read_only(&f.error));
+    }
+    failed(&st.compaction_failure)
+}
+
+/// The failure background work is stuck on, for `Stats`.
+pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
+    let st = inner.bg.lock();
+    let describe = |what: &str, f: &Failure| {
+        let next = match (f.class, f.retry_at) {
+            (FailureClass::Fatal, _) => "not retried".to_string(),
+            (_, Some(at)) => format!(
+                "next retry in {:?}",
+                at.saturating_duration_since(Instant::now())
+            ),
+            (_, None) => "waiting for Db::resume".to_string(),
+        };
+        format!(
+            "{what} failed ({} attempts, {next}): {}",
+            f.attempts, f.error
+        )
+    };
+    match (&st.flush_failure, &st.compaction_failure) {
+        (Some(f), _) if f.log => Some(describe("log", f)),
+        (Some(f), _) => Some(describe("flush", f)),
+        (None, Some(f)) => Some(describe("compaction", f)),
+        (None, None) => None,
+    }
 }
 
 /// Tells the background thread to stop after its current unit of work.

@@ -224,29 +224,37 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     }
     .peekable();
 
-    let mut outputs = Vec::new();
-    while entries.peek().is_some() {
-        let number = inner.versions.lock().new_file_number();
-        let built = build_table(
-            inner.fs.as_ref(),
-            &inner.dir,
-            &inner.opts,
-            number,
-            &mut entries,
-            Some(inner.opts.table_target_bytes),
-        );
-        match built {
-            Ok(Some(mut record)) => {
-                record.level = level_number(pick.output_level);
-                outputs.push(open_live_table(&inner.tables, &inner.dir, record)?);
-            }
-            Ok(None) => break,
-            Err(e) => {
-                remove_files(inner, outputs.iter().map(|t| t.file_number()));
-                let _ = inner.fs.remove(&inner.path_of(&table_file_name(number)));
-                return Err(e);
+    let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
+    let built = (|| {
+        while entries.peek().is_some() {
+            let number = inner.versions.lock().new_file_number();
+            // `build_table` removes its own partial file on failure.
+            let Some(mut record) = build_table(
+                inner.fs.as_ref(),
+                &inner.dir,
+                &inner.opts,
+                number,
+                &mut entries,
+                Some(inner.opts.table_target_bytes),
+            )?
+            else {
+                break;
+            };
+            record.level = level_number(pick.output_level);
+            match open_live_table(&inner.tables, &inner.dir, record) {
+                Ok(table) => outputs.push(table),
+                Err(e) => {
+                    remove_files(inner, std::iter::once(number));
+                    return Err(e);
+                }
             }
         }
+        Ok(())
+    })();
+    if let Err(e) = built {
+        // No manifest names them yet.
+        remove_files(inner, outputs.iter().map(|t| t.file_number()));
+        return Err(e);
     }
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
     install(inner, &removed, outputs, &pick.inputs)
@@ -270,7 +278,8 @@ fn install(
     let current = inner.current.load_full();
     let version = Arc::new(current.version.apply(removed, added));
     let last = crate::key::SeqNo(inner.last_visible.load(Ordering::Acquire));
-    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last)?;
+    let log_number = versions.log_number;
+    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last, log_number)?;
     inner.current.store(Arc::new(SuperVersion {
         mem: current.mem.clone(),
         imm: current.imm.clone(),

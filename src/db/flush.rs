@@ -55,6 +55,9 @@ pub(crate) fn open_live_table(
 /// stopping after `stop_after_bytes` (callers that split output must hold one
 /// version per user key, so a cut never separates a key's versions); returns
 /// its manifest record (level left at 0), or `None` when empty.
+///
+/// A failure removes the partial file: it must not hold the space that ran
+/// out, nor linger until the next open.
 pub(crate) fn build_table(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -64,6 +67,21 @@ pub(crate) fn build_table(
     stop_after_bytes: Option<u64>,
 ) -> Result<Option<TableRecord>> {
     let path = dir.join(table_file_name(number));
+    let built = write_table(fs, &path, opts, number, entries, stop_after_bytes);
+    if built.is_err() && fs.exists(&path) {
+        let _ = fs.remove(&path);
+    }
+    built
+}
+
+fn write_table(
+    fs: &dyn FileSystem,
+    path: &Path,
+    opts: &Options,
+    number: u64,
+    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    stop_after_bytes: Option<u64>,
+) -> Result<Option<TableRecord>> {
     let mut builder: Option<TableBuilder> = None;
     #[expect(
         clippy::while_let_on_iterator,
@@ -73,7 +91,7 @@ pub(crate) fn build_table(
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
-            None => builder.insert(TableBuilder::create(fs, &path, &TableOptions::from(opts))?),
+            None => builder.insert(TableBuilder::create(fs, path, &TableOptions::from(opts))?),
         };
         builder.add(&key, &value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
@@ -96,7 +114,8 @@ pub(crate) fn build_table(
     }))
 }
 
-/// Writes a whole memtable as level-0 table `number`.
+/// Writes a whole memtable as level-0 table `number` (removed again if it
+/// cannot be opened).
 pub(crate) fn write_level0_table(
     tables: &Arc<ReadContext>,
     dir: &Path,
@@ -105,10 +124,15 @@ pub(crate) fn write_level0_table(
     mem: &Memtable,
 ) -> Result<Option<Arc<LiveTable>>> {
     let mut entries = mem.iter().map(Ok);
-    match build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)? {
-        Some(record) => Ok(Some(open_live_table(tables, dir, record)?)),
-        None => Ok(None),
-    }
+    let Some(record) = build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)?
+    else {
+        return Ok(None);
+    };
+    open_live_table(tables, dir, record)
+        .map(Some)
+        .inspect_err(|_| {
+            let _ = tables.fs.remove(&dir.join(table_file_name(number)));
+        })
 }
 
 /// Flushes the oldest immutable memtable, if any. Returns whether it did.
@@ -134,9 +158,8 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let next_log = remaining
         .last()
         .map_or(current.mem.log_number, |m| m.log_number);
-    versions.log_number = next_log;
     let last = SeqNo(inner.last_visible.load(Ordering::Acquire));
-    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last)?;
+    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last, next_log)?;
     inner.current.store(Arc::new(SuperVersion {
         mem: current.mem.clone(),
         imm: remaining,
@@ -144,9 +167,10 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     }));
     drop(versions);
 
+    // The flush is done; a log that cannot be removed now goes later.
     let old_log = inner.path_of(&wal_file_name(oldest.log_number));
     if inner.fs.exists(&old_log) {
-        inner.fs.remove(&old_log)?;
+        let _ = inner.fs.remove(&old_log);
     }
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
     Ok(true)

@@ -23,7 +23,7 @@ mod write;
 
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -74,6 +74,8 @@ pub(crate) struct DbCounters {
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
     pub write_stalls: AtomicU64,
+    pub background_errors: AtomicU64,
+    pub background_retries: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -92,8 +94,12 @@ pub(crate) struct DbInner {
     pub bg_cv: Condvar,
     /// The block cache, open-file cache and read counters every table shares.
     pub tables: Arc<ReadContext>,
+    /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
+    pub writes_stopped: AtomicBool,
     pub counters: DbCounters,
     pub recovery: RecoveryReport,
+    /// The directory lock: released when the last of the `Db` and its
+    /// snapshots goes (a snapshot still reads the directory's tables).
     pub _lock: Box<dyn DirLock>,
 }
 
@@ -105,10 +111,30 @@ impl DbInner {
     pub fn path_of(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// Makes the active memtable the newest immutable one and starts an
+    /// empty memtable for log `log_number`. The caller holds the writer and
+    /// version locks (so no write and no flush publishes meanwhile).
+    pub fn seal_memtable(&self, log_number: u64) {
+        let old = self.current.load_full();
+        let mut imm = Vec::with_capacity(old.imm.len() + 1);
+        imm.push(old.mem.clone());
+        imm.extend(old.imm.iter().cloned());
+        self.current.store(Arc::new(SuperVersion {
+            mem: LoggedMemtable {
+                mem: Arc::new(Memtable::new()),
+                log_number,
+            },
+            imm,
+            version: Arc::clone(&old.version),
+        }));
+    }
 }
 
 /// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it
-/// stops background work and releases the directory lock.
+/// stops background work, makes the log durable and releases the directory
+/// lock before `drop` returns — unless a [`Snapshot`] of it is still alive,
+/// which holds the directory until it goes.
 pub struct Db {
     inner: Arc<DbInner>,
     background: Option<std::thread::JoinHandle<()>>,
@@ -173,6 +199,14 @@ pub struct Stats {
     pub write_groups: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Failed units of background work (flushes, compactions, recoveries)
+    /// and failed log writes, since open.
+    pub background_errors: u64,
+    /// Retries of failed background work (automatic or by `resume`).
+    pub background_retries: u64,
+    /// The failure background work is stuck on now, if any: what failed,
+    /// how often, when it is retried, and the error.
+    pub background_error: Option<String>,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
 }
@@ -298,9 +332,22 @@ impl Db {
         background::request_full_compaction(&self.inner)
     }
 
-    /// Waits until no flush or automatic compaction is pending.
+    /// Waits until no flush or automatic compaction is pending; the error
+    /// of failed background work (which is retried by itself when the error
+    /// is retryable, see [`Db::resume`]).
     pub fn wait_for_background(&self) -> Result<()> {
         background::wait_for_idle(&self.inner)
+    }
+
+    /// Retries failed background work now — a failed flush or log (writes
+    /// are refused with [`Error::ReadOnly`] meanwhile) and a failed
+    /// compaction — and returns when the retry is done: `Ok` when nothing is
+    /// failing any more, the new error otherwise. Retryable I/O errors (no
+    /// space, EIO, EINTR) are also retried by themselves, with backoff from
+    /// [`Options::retry_interval`]; other I/O errors and caught panics wait
+    /// for this call. Corruption is not retried: `ReadOnly` until reopened.
+    pub fn resume(&self) -> Result<()> {
+        background::resume(&self.inner)
     }
 
     /// Counters and shape.
@@ -349,6 +396,9 @@ impl Db {
             writes: load(&c.writes),
             write_groups: load(&c.write_groups),
             write_stalls: load(&c.write_stalls),
+            background_errors: load(&c.background_errors),
+            background_retries: load(&c.background_retries),
+            background_error: background::current_failure(inner),
             last_sequence: inner.last_visible.load(Ordering::Acquire),
         }
     }
@@ -383,8 +433,8 @@ impl Drop for Db {
             let _ = handle.join();
         }
         // Make what reached the OS durable too, so a clean close loses nothing
-        // even to a machine crash right after it.
-        let _ = write::sync_log(&self.inner);
+        // even to a machine crash right after it, and mark the log closed.
+        let _ = write::close_log(&self.inner);
     }
 }
 

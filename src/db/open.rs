@@ -8,7 +8,7 @@
 //! that names the file.
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -20,7 +20,9 @@ use crate::db::{
     background, flush, write, DbCounters, DbInner, LoggedMemtable, SuperVersion, LEVELS,
 };
 use crate::error::{Error, Result};
-use crate::filename::{parse_file_name, wal_file_name, FileKind};
+use crate::filename::{
+    parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
+};
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ManifestState};
@@ -47,21 +49,25 @@ impl VersionSet {
         n
     }
 
-    /// Makes `version` (with `log_number`, `last_sequence`) the durable state.
+    /// Makes `version` (with `log_number`, `last_sequence`) the durable
+    /// state; the oldest needed log becomes `log_number` only once it is.
     pub fn persist(
         &mut self,
         fs: &dyn FileSystem,
         dir: &Path,
         version: &Version,
         last_sequence: SeqNo,
+        log_number: u64,
     ) -> Result<()> {
         let state = ManifestState {
             next_file_number: self.next_file_number,
             last_sequence,
-            log_number: self.log_number,
+            log_number,
             tables: version.records(),
         };
-        write_manifest(fs, dir, &state)
+        write_manifest(fs, dir, &state)?;
+        self.log_number = log_number;
+        Ok(())
     }
 }
 
@@ -72,6 +78,9 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// A torn record dropped at the end of the newest log: (file, offset, reason).
     pub torn_tail: Option<(String, u64, String)>,
+    /// The newest log ended with its close record: the last session ended
+    /// with a clean close, not a crash (so no torn tail was allowed in it).
+    pub closed_cleanly: bool,
 }
 
 fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
@@ -105,13 +114,49 @@ fn check_fresh(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A damaged manifest or log refuses the open; the message says what can
+/// salvage the rest.
+fn repair_hint(error: Error, dir: &Path) -> Error {
+    match error {
+        Error::Corruption { what, detail } => Error::Corruption {
+            what,
+            detail: format!(
+                "{detail}; `siftdb repair {}` salvages what is readable",
+                dir.display()
+            ),
+        },
+        other => other,
+    }
+}
+
+/// After a failed open: removes the recovered table unless the manifest on
+/// disk names it (a manifest whose rename took effect though a later sync
+/// failed), and the new log.
+fn remove_unnamed(fs: &dyn FileSystem, dir: &Path, table: Option<u64>, log: &Path) {
+    if let Some(number) = table {
+        if let Ok(Some(state)) = read_manifest(fs, dir) {
+            if !state.tables.iter().any(|t| t.file_number == number) {
+                let _ = fs.remove(&dir.join(table_file_name(number)));
+            }
+        }
+    }
+    if fs.exists(log) {
+        let _ = fs.remove(log);
+    }
+}
+
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = Arc::clone(&opts.fs);
     check_directory(fs.as_ref(), dir)?;
+    // A directory that is not a database is refused before the lock file
+    // is created in it (and checked again under the lock).
+    if !fs.exists(&dir.join(MANIFEST_FILE)) {
+        check_fresh(fs.as_ref(), dir)?;
+    }
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
-    let state = match read_manifest(fs.as_ref(), dir)? {
+    let state = match read_manifest(fs.as_ref(), dir).map_err(|e| repair_hint(e, dir))? {
         Some(state) => state,
         None => {
             check_fresh(fs.as_ref(), dir)?;
@@ -160,7 +205,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
         let bytes = fs.read_all(&dir.join(&name))?;
-        let log = replay(&bytes, &name)?;
+        let log = replay(&bytes, &name).map_err(|e| repair_hint(e, dir))?;
         if log.log_number.is_some_and(|n| n != number) {
             return Err(Error::corruption(
                 format!("log {name}"),
@@ -179,10 +224,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             }
             report.torn_tail = Some((name.clone(), torn.offset, torn.reason.clone()));
         }
+        report.closed_cleanly = log.closed_cleanly;
         for record in &log.records {
             let batch = decode_record(record.payload).map_err(|e| match e {
                 Error::Corruption { detail, .. } => {
-                    Error::corruption(format!("log {name}"), detail)
+                    repair_hint(Error::corruption(format!("log {name}"), detail), dir)
                 }
                 other => other,
             })?;
@@ -197,10 +243,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     }
 
     // Recovered writes become a level-0 table, so the old logs can go.
+    // (`write_level0_table` removes its file again if it fails.)
+    let mut recovered_table = None;
     if !recovered.is_empty() {
         let number = versions.new_file_number();
         if let Some(table) = flush::write_level0_table(&tables, dir, &opts, number, &recovered)? {
             version = version.apply(&[], vec![table]);
+            recovered_table = Some(number);
         }
     }
     // The manifest moves past the replayed logs before the new log exists:
@@ -208,29 +257,36 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // behind a log with a torn tail, and the next recovery would have to
     // refuse that torn tail as damage in the middle of the logs.
     let log_number = versions.new_file_number();
-    versions.log_number = log_number;
-    versions.persist(fs.as_ref(), dir, &version, last_seq)?;
-    let wal = WalWriter::create(
-        fs.as_ref(),
-        &dir.join(wal_file_name(log_number)),
-        log_number,
-    )?;
-    fs.sync_dir(dir)?;
+    let log_path = dir.join(wal_file_name(log_number));
+    let started = versions
+        .persist(fs.as_ref(), dir, &version, last_seq, log_number)
+        .and_then(|()| WalWriter::create(fs.as_ref(), &log_path, log_number))
+        .and_then(|wal| fs.sync_dir(dir).map(|()| wal));
+    let wal = match started {
+        Ok(wal) => wal,
+        Err(e) => {
+            // A failed open leaves nothing new behind, so retries do not
+            // pile up tables (or hold the space that ran out).
+            remove_unnamed(fs.as_ref(), dir, recovered_table, &log_path);
+            return Err(e);
+        }
+    };
 
-    // The manifest is durable: files it does not name are garbage.
+    // The manifest is durable: files it does not name are garbage (what
+    // cannot be removed now goes at a later open).
     let live_tables: Vec<u64> = version.records().iter().map(|r| r.file_number).collect();
-    for name in fs.list(dir)? {
+    for name in fs.list(dir).unwrap_or_default() {
         let obsolete = match parse_file_name(&name) {
             Some((FileKind::Wal, n)) => n < log_number,
             Some((FileKind::Table, n)) => !live_tables.contains(&n),
-            None => name == "MANIFEST.tmp",
+            None => name == MANIFEST_TEMP_FILE,
         };
         if obsolete {
-            fs.remove(&dir.join(&name))?;
+            let _ = fs.remove(&dir.join(&name));
         }
     }
 
-    Ok(DbInner {
+    let inner = DbInner {
         dir: dir.to_path_buf(),
         fs,
         current: ArcSwap::from_pointee(SuperVersion {
@@ -246,7 +302,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             wal,
             log_number,
             last_seq,
-            poisoned: None,
+            log_failure: None,
+            pending_log: None,
         }),
         queue: Mutex::new(write::WriteQueue::default()),
         queue_cv: Condvar::new(),
@@ -254,9 +311,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         bg: Mutex::new(background::BgState::default()),
         bg_cv: Condvar::new(),
         tables,
+        writes_stopped: AtomicBool::new(false),
         counters: DbCounters::default(),
         recovery: report,
         opts,
         _lock: lock,
-    })
+    };
+    Ok(inner)
 }

@@ -4,8 +4,10 @@
 //! append and at most one fsync for every batch queued behind it), sequence
 //! assignment, memtable rotation and write stalls.
 //! Must never: acknowledge a batch before its log record reached the OS (and
-//! the disk, with `sync_writes`), make part of a batch visible, or write
-//! after a failed log append left the log's tail uncertain.
+//! the disk, with `sync_writes`), make part of a batch visible, write after
+//! a failed log append left the log's tail uncertain, or seal a memtable
+//! while flushes are failing (writes are refused instead, as soon as the
+//! active memtable is full).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -14,23 +16,28 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
-use crate::db::{background, DbInner, LoggedMemtable, SuperVersion, MAX_IMMUTABLE};
+use crate::db::background::{self, Blocked};
+use crate::db::{DbInner, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
-use crate::memtable::Memtable;
 use crate::wal::WalWriter;
 
 /// Bytes of batches one group may carry beyond its leader's.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
-/// State only the group leader touches.
+/// State only the group leader (and recovery) touches.
 pub(crate) struct WriterState {
     pub wal: WalWriter,
     pub log_number: u64,
     pub last_seq: SeqNo,
-    /// Set after a failed log write: the tail is uncertain, refuse writes.
-    pub poisoned: Option<String>,
+    /// Set when the log failed (an append, a sync, or a rotation away from
+    /// it): its tail is uncertain or it cannot be left, so every write is
+    /// refused until recovery has started a new log.
+    pub log_failure: Option<Error>,
+    /// The number of the log recovery will start once every memtable is
+    /// flushed (the sealed failed log's successor; the file does not exist yet).
+    pub pending_log: Option<u64>,
 }
 
 struct Pending {
@@ -95,9 +102,7 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
 
 fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     let mut writer = inner.writer.lock();
-    if let Some(reason) = &writer.poisoned {
-        return Err(Error::Poisoned(reason.clone()));
-    }
+    check_writable(inner, &writer)?;
     make_room(inner, &mut writer, false)?;
 
     let first_seq = writer.last_seq.next();
@@ -120,7 +125,14 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
         .append(&record)
         .and_then(|()| if sync { writer.wal.sync() } else { Ok(()) });
     if let Err(e) = logged {
-        writer.poisoned = Some(format!("log write failed: {e}"));
+        // The record may be in the log, whole or torn: its sequence numbers
+        // are never handed out again.
+        let count = batch.len() as u64;
+        writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
+        inner
+            .last_visible
+            .store(writer.last_seq.0, Ordering::Release);
+        log_failed(inner, &mut writer, &e);
         return Err(e);
     }
 
@@ -141,56 +153,79 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses writes the database cannot take now.
+fn check_writable(inner: &DbInner, writer: &WriterState) -> Result<()> {
+    if let Some(cause) = &writer.log_failure {
+        return Err(Error::read_only(cause));
+    }
+    match background::writes_refused(inner) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The log failed with `error`: refuse writes until recovery replaced it.
+fn log_failed(inner: &DbInner, writer: &mut WriterState, error: &Error) {
+    writer.log_failure = Some(error.duplicate());
+    background::log_failed(inner, error);
+}
+
 /// Rotates the memtable when it is full (or when `force` and it holds
 /// anything), first waiting while background work is too far behind.
+/// While flushes fail it refuses instead: a sealed memtable could not be
+/// flushed either.
 fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<()> {
-    let behind = || {
-        let sv = inner.current.load();
-        let level0 = sv.version.levels.first().map_or(0, Vec::len);
-        sv.imm.len() >= MAX_IMMUTABLE || level0 >= inner.opts.level0_stop_writes
-    };
     let sv = inner.current.load();
     let full = sv.mem.mem.approximate_bytes() >= inner.opts.memtable_bytes;
     if !(full || (force && !sv.mem.mem.is_empty())) {
         return Ok(());
     }
+    if let Some(refused) = background::rotation_refused(inner) {
+        return Err(refused);
+    }
+    let blocked = || {
+        let sv = inner.current.load();
+        let level0 = sv.version.levels.first().map_or(0, Vec::len);
+        if sv.imm.len() >= MAX_IMMUTABLE {
+            Blocked::OnFlush
+        } else if level0 >= inner.opts.level0_stop_writes {
+            Blocked::OnCompaction
+        } else {
+            Blocked::No
+        }
+    };
     // Only this writer (holding the writer lock) changes the active
     // memtable, so it is still full after the wait.
-    if behind() {
+    if blocked() != Blocked::No {
         inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-        background::wait_while(inner, behind)?;
+        background::wait_while(inner, blocked)?;
     }
     rotate(inner, writer)
 }
 
 /// Seals the active memtable (its log synced), starts a new log and memtable.
 fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
+    let mut created = None;
     let result = (|| {
         writer.wal.sync()?;
         let mut versions = inner.versions.lock();
         let log_number = versions.new_file_number();
         let path = inner.path_of(&wal_file_name(log_number));
+        created = Some(path.clone());
         let wal = WalWriter::create(inner.fs.as_ref(), &path, log_number)?;
         inner.fs.sync_dir(&inner.dir)?;
         writer.wal = wal;
         writer.log_number = log_number;
-        let old = inner.current.load_full();
-        let mut imm = Vec::with_capacity(old.imm.len() + 1);
-        imm.push(old.mem.clone());
-        imm.extend(old.imm.iter().cloned());
-        inner.current.store(Arc::new(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::new()),
-                log_number,
-            },
-            imm,
-            version: Arc::clone(&old.version),
-        }));
+        inner.seal_memtable(log_number);
         drop(versions);
         Ok(())
     })();
     if let Err(e) = &result {
-        writer.poisoned = Some(format!("log rotation failed: {e}"));
+        // The new log, if it was made, never took a record.
+        if let Some(path) = created {
+            let _ = inner.fs.remove(&path);
+        }
+        log_failed(inner, writer, e);
     }
     background::notify(inner);
     result
@@ -199,13 +234,17 @@ fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
 /// Rotates the memtable if it holds anything (for an explicit flush).
 pub(crate) fn rotate_if_nonempty(inner: &DbInner) -> Result<()> {
     let mut writer = inner.writer.lock();
-    if let Some(reason) = &writer.poisoned {
-        return Err(Error::Poisoned(reason.clone()));
-    }
+    check_writable(inner, &writer)?;
     make_room(inner, &mut writer, true)
 }
 
-/// Makes the active log durable.
-pub(crate) fn sync_log(inner: &DbInner) -> Result<()> {
-    inner.writer.lock().wal.sync()
+/// At a clean close: ends the active log with its close record (synced),
+/// so the next open knows no crash cut it short. A log that failed (or
+/// whose replacement is pending) is left as a crash would leave it.
+pub(crate) fn close_log(inner: &DbInner) -> Result<()> {
+    let mut writer = inner.writer.lock();
+    if writer.log_failure.is_some() || writer.pending_log.is_some() {
+        return writer.wal.sync();
+    }
+    writer.wal.close()
 }

@@ -2,17 +2,18 @@
 //! overlapped.
 //!
 //! Owns: `Queries`, the software pipeline behind `contains_hashes` and
-//! `contains_keys` of [`crate::filter::BloomFilter`] and
-//! [`crate::filter::FilterView`].
+//! `contains_keys` of [`crate::filter::BloomFilter`],
+//! [`crate::filter::FilterView`] and [`crate::filter::FuseView`] (and so
+//! of [`crate::filter::AnyFilterView`]).
 //! Must never: answer differently from one `contains_hash` per item — the
 //! pipeline only reorders when lines are *requested*, never what is tested.
 //!
-//! A filter much larger than the cache costs one memory load per query, and
-//! a loop of single queries cannot start the next load until the current
-//! query's instructions have drained through the CPU's window. Here items
-//! go in groups of [`GROUP`]: while one group is tested, the next group is
-//! already hashed and its lines requested, so a group's worth of loads is
-//! always in flight.
+//! A filter much larger than the cache costs one memory load per query (a
+//! binary fuse filter three), and a loop of single queries cannot start the
+//! next load until the current query's instructions have drained through
+//! the CPU's window. Here items go in groups of [`GROUP`]: while one group is
+//! tested, the next group is already hashed, its addresses computed and its
+//! lines requested, so a group's worth of loads is always in flight.
 
 use crate::filter::kernel::LineTest;
 use crate::filter::line::{line_index, prefetch_line, LINE_BYTES};
@@ -20,7 +21,24 @@ use crate::filter::line::{line_index, prefetch_line, LINE_BYTES};
 /// Items per group: hashed and fetched one group ahead of testing.
 pub const GROUP: usize = 16;
 
-/// A filter as the pipeline sees it: its lines, its hash, its kernel.
+/// A filter as the pipeline sees it: its hash, a first step that works out
+/// where a hash's answer lies and requests that memory, and a second that
+/// answers a group from the first step's results.
+pub(crate) trait Lookup {
+    /// What the first step hands the second (the hash itself, or the
+    /// addresses computed from it, so nothing is computed twice).
+    type Probe: Copy + Default;
+    /// This filter's hash of `key`.
+    fn hash_of(&self, key: &[u8]) -> u64;
+    /// The first step for `hash`: requests the cache lines its answer will
+    /// read (a hint only).
+    fn prepare(&self, hash: u64) -> Self::Probe;
+    /// `found[i]` = the single-query answer for the hash `probes[i]` was
+    /// prepared from.
+    fn answer_group(&self, probes: &[Self::Probe], found: &mut [bool]);
+}
+
+/// A blocked Bloom filter as the pipeline sees it: its lines, its hash, its kernel.
 pub(crate) trait LineLookup {
     /// Every line of the filter.
     fn line_slice(&self) -> &[[u8; LINE_BYTES]];
@@ -37,8 +55,22 @@ pub(crate) trait LineLookup {
         let index = line_index(hash, lines.len() as u64);
         lines.as_ptr().wrapping_add(index).cast()
     }
+}
 
-    /// `found[i]` = the single-query answer for `hashes[i]`.
+impl<F: LineLookup> Lookup for F {
+    type Probe = u64;
+
+    #[inline]
+    fn hash_of(&self, key: &[u8]) -> u64 {
+        LineLookup::hash_of(self, key)
+    }
+
+    #[inline]
+    fn prepare(&self, hash: u64) -> u64 {
+        prefetch_line(self.line_address(hash));
+        hash
+    }
+
     #[inline]
     fn answer_group(&self, hashes: &[u64], found: &mut [bool]) {
         self.line_test()
@@ -47,14 +79,14 @@ pub(crate) trait LineLookup {
 }
 
 /// Iterator over the answers for `items`, in order; see the module docs.
-pub(crate) struct Queries<'a, F, T, H> {
+pub(crate) struct Queries<'a, F: Lookup, T, H> {
     filter: &'a F,
     /// Items not yet hashed.
     rest: std::slice::Iter<'a, T>,
     hash_item: H,
-    /// Hashes of the group being answered, then of the group fetched ahead.
-    current: [u64; GROUP],
-    ahead: [u64; GROUP],
+    /// Probes of the group being answered, then of the group fetched ahead.
+    current: [F::Probe; GROUP],
+    ahead: [F::Probe; GROUP],
     ahead_len: usize,
     /// Answers of the current group and how many were handed out.
     answers: [bool; GROUP],
@@ -63,14 +95,14 @@ pub(crate) struct Queries<'a, F, T, H> {
     left: usize,
 }
 
-impl<'a, F: LineLookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
+impl<'a, F: Lookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
     fn new(filter: &'a F, items: &'a [T], hash_item: H) -> Self {
         let mut queries = Queries {
             filter,
             rest: items.iter(),
             hash_item,
-            current: [0; GROUP],
-            ahead: [0; GROUP],
+            current: [F::Probe::default(); GROUP],
+            ahead: [F::Probe::default(); GROUP],
             ahead_len: 0,
             answers: [false; GROUP],
             answers_len: 0,
@@ -81,12 +113,11 @@ impl<'a, F: LineLookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
         queries
     }
 
-    /// Hashes the next group into `ahead` and requests its lines.
+    /// Hashes and prepares the next group into `ahead` (requesting its lines).
     fn fetch_ahead(&mut self) {
         let mut len = 0;
         for (slot, item) in self.ahead.iter_mut().zip(self.rest.by_ref()) {
-            *slot = (self.hash_item)(self.filter, item);
-            prefetch_line(self.filter.line_address(*slot));
+            *slot = self.filter.prepare((self.hash_item)(self.filter, item));
             len += 1;
         }
         self.ahead_len = len;
@@ -98,9 +129,9 @@ impl<'a, F: LineLookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
         std::mem::swap(&mut self.current, &mut self.ahead);
         let len = self.ahead_len;
         self.fetch_ahead();
-        let (hashes, answers) = (self.current.get(..len), self.answers.get_mut(..len));
-        if let (Some(hashes), Some(answers)) = (hashes, answers) {
-            self.filter.answer_group(hashes, answers);
+        let (probes, answers) = (self.current.get(..len), self.answers.get_mut(..len));
+        if let (Some(probes), Some(answers)) = (probes, answers) {
+            self.filter.answer_group(probes, answers);
         }
         self.answers_len = len;
         self.handed_out = 0;
@@ -108,7 +139,7 @@ impl<'a, F: LineLookup, T, H: Fn(&F, &T) -> u64> Queries<'a, F, T, H> {
 }
 
 /// Queries by precomputed hash.
-pub(crate) fn by_hash<'a, F: LineLookup>(
+pub(crate) fn by_hash<'a, F: Lookup>(
     filter: &'a F,
     hashes: &'a [u64],
 ) -> impl ExactSizeIterator<Item = bool> + 'a {
@@ -116,7 +147,7 @@ pub(crate) fn by_hash<'a, F: LineLookup>(
 }
 
 /// Queries by key, hashed with the filter's own hash.
-pub(crate) fn by_key<'a, F: LineLookup, K: AsRef<[u8]>>(
+pub(crate) fn by_key<'a, F: Lookup, K: AsRef<[u8]>>(
     filter: &'a F,
     keys: &'a [K],
 ) -> impl ExactSizeIterator<Item = bool> + 'a {
@@ -125,7 +156,7 @@ pub(crate) fn by_key<'a, F: LineLookup, K: AsRef<[u8]>>(
     })
 }
 
-impl<F: LineLookup, T, H: Fn(&F, &T) -> u64> Iterator for Queries<'_, F, T, H> {
+impl<F: Lookup, T, H: Fn(&F, &T) -> u64> Iterator for Queries<'_, F, T, H> {
     type Item = bool;
 
     #[inline]
@@ -147,7 +178,7 @@ impl<F: LineLookup, T, H: Fn(&F, &T) -> u64> Iterator for Queries<'_, F, T, H> {
     }
 }
 
-impl<F: LineLookup, T, H: Fn(&F, &T) -> u64> ExactSizeIterator for Queries<'_, F, T, H> {}
+impl<F: Lookup, T, H: Fn(&F, &T) -> u64> ExactSizeIterator for Queries<'_, F, T, H> {}
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,11 @@
-//! Bloom filters, usable on their own and inside every siftdb table.
+//! Filters, usable on their own and inside every siftdb table.
 //!
 //! Owns: the blocked [`BloomFilter`], its encoded [`FilterView`], the
-//! [`CountingBloomFilter`] that can remove, and the [`ScalableBloomFilter`]
-//! for an unknown number of items.
+//! [`CountingBloomFilter`] that can remove, the [`ScalableBloomFilter`]
+//! for an unknown number of items, the static binary fuse filter
+//! ([`FuseFilter`], its encoded [`FuseView`]) for a set known up front,
+//! [`AnyFilterView`], which reads a point-filter block of either kind, and
+//! the [`RangeFilter`] for range queries.
 //! Must never: answer "absent" for a key that was inserted.
 //!
 //! ```
@@ -17,10 +20,13 @@
 
 pub mod aligned;
 pub mod allocation;
+pub mod any;
 pub mod batch;
 pub mod block;
 pub mod bloom;
 pub mod counting;
+pub mod fuse;
+pub mod fuse_block;
 mod kernel;
 pub mod line;
 pub mod probe;
@@ -30,9 +36,12 @@ mod simd;
 pub mod theory;
 
 pub use aligned::AlignedBytes;
+pub use any::{AnyFilterView, FilterKind, FilterParseError};
 pub use block::{FilterHeader, FilterView};
 pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;
+pub use fuse::FingerprintBits;
+pub use fuse_block::{FuseFilter, FuseHeader, FuseView};
 pub use probe::Layout;
 pub use range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
 pub use scalable::ScalableBloomFilter;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use siftdb::filename::MANIFEST_FILE;
 use siftdb::Db;
 
-use crate::text::{parse_arg, print_lines, raw};
+use crate::text::{parse_arg, print_lines, show};
 
 /// Exit code of `get` when the key is absent.
 const EXIT_NOT_FOUND: u8 = 1;
@@ -20,7 +20,8 @@ const EXIT_NOT_FOUND: u8 = 1;
 /// Flags of `siftdb get`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Prints the value (lossy UTF-8, or hex with --hex) and a newline. \
+Prints the value (lossy UTF-8 with control characters escaped as scan \
+does, or hex with --hex) and a newline. \
 Exit status: 0 when found, 1 when absent, 2 on an error.")]
 pub struct GetArgs {
     /// The database directory.
@@ -78,7 +79,8 @@ pub fn get(args: &GetArgs) -> Result<ExitCode, String> {
     let db = open_db(&args.dir, false)?;
     match db.get(&key).map_err(|e| format!("get failed: {e}"))? {
         Some(value) => {
-            print_lines(&[raw(&value, args.hex)])?;
+            // Escaped: a value must not drive the terminal (ESC sequences).
+            print_lines(&[show(&value, args.hex)])?;
             Ok(ExitCode::SUCCESS)
         }
         None => {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use siftdb_testkit::stress::{run, run_child, RoundReport, StressConfig};
+use siftdb_testkit::stress::{run, run_child, RoundReport, StressConfig, StressError};
 
 /// Exit code when a round failed its checks.
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -107,6 +107,7 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
         kill_after_ms: args.min_kill_ms..=args.max_kill_ms,
         chain_percent: args.chain_percent,
     };
+    config.validate().map_err(|e| e.to_string())?;
     eprintln!(
         "siftdb stress: {} rounds, sync_writes({}), seed {seed}, kill after {}-{} ms, in {}",
         args.rounds,
@@ -165,7 +166,10 @@ pub fn run_stress(args: &StressArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(failure) => {
+        // Nothing was checked wrong: the usage exit code, and a temporary
+        // directory goes.
+        Err(StressError::CouldNotRun(why)) => Err(why),
+        Err(StressError::Failed(failure)) => {
             let kept = match temporary {
                 Some(t) => t.keep(),
                 None => dir,

@@ -68,15 +68,6 @@ pub fn show(bytes: &[u8], hex: bool) -> String {
     out
 }
 
-/// For output that is the value alone: hex, or lossy UTF-8 as it is.
-pub fn raw(bytes: &[u8], hex: bool) -> String {
-    if hex {
-        to_hex(bytes)
-    } else {
-        String::from_utf8_lossy(bytes).into_owned()
-    }
-}
-
 /// Buffered stdout whose writes report a closed pipe as "stop", not as an error.
 pub struct Out {
     writer: BufWriter<StdoutLock<'static>>,
@@ -152,6 +143,6 @@ mod tests {
         assert_eq!(show(b"a\tb\nc", false), "a\\tb\\nc");
         assert_eq!(show(b"caf\xc3\xa9 \xff", false), "café \u{fffd}");
         assert_eq!(show(b"\x01", true), "01");
-        assert_eq!(raw(b"a\nb", false), "a\nb");
+        assert_eq!(show(b"\x1b[31mred", false), "\\u{1b}[31mred");
     }
 }

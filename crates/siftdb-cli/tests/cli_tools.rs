@@ -300,3 +300,50 @@ fn errors_are_one_line_and_exit_2() {
     let out = siftdb(&["get", empty]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn put_into_a_directory_that_is_not_a_database_leaves_no_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let out = siftdb(&["put", dir.path().to_str().unwrap(), "k", "v"]);
+    assert_one_line_error(&out, 2, "not a siftdb database");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["notes.txt"]);
+}
+
+#[test]
+fn get_escapes_control_bytes_as_scan_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    let out = siftdb(&["put", "--hex", db, "6b", "1b5b33316d7265640a07"]);
+    assert!(out.status.success(), "{}", both(&out));
+    let out = siftdb(&["get", db, "k"]);
+    assert_eq!(text(&out.stdout), "\\u{1b}[31mred\\n\\u{7}\n");
+    let out = siftdb(&["scan", db]);
+    assert_eq!(text(&out.stdout), "k\t\\u{1b}[31mred\\n\\u{7}\n");
+    let out = siftdb(&["get", "--hex", db, "6b"]);
+    assert_eq!(text(&out.stdout), "1b5b33316d7265640a07\n");
+}
+
+#[test]
+fn stress_that_cannot_run_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("something"), "x").unwrap();
+    let full = dir.path().to_str().unwrap();
+    let out = siftdb(&["stress", "--dir", full, "--rounds", "1"]);
+    assert_one_line_error(&out, 2, "not empty");
+    let out = siftdb(&[
+        "stress",
+        "--rounds",
+        "1",
+        "--min-kill-ms",
+        "50",
+        "--max-kill-ms",
+        "10",
+    ]);
+    assert_one_line_error(&out, 2, "earliest kill (50 ms) is after the latest (10 ms)");
+}

@@ -88,6 +88,8 @@ fn recovery_of_a_torn_log_survives_a_crash_at_every_step() {
             let db = open(&disk).unwrap();
             db.put("a", "1").unwrap();
             db.put("b", "2").unwrap();
+            // Killed, so no close record ends the log.
+            disk.kill_process();
         }
         let logs: Vec<u64> = disk
             .list(dir)

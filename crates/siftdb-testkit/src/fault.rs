@@ -55,8 +55,13 @@
 //! (which cannot fail) do not; neither does an operation refused because its
 //! process is dead. [`FaultFs::fail_after`] makes the Nth counted operation
 //! from now fail (and every later one too, with [`FaultMode::Persistent`]);
-//! [`FaultFs::power_loss_after`] cuts the power just before the Nth one. A
-//! failed operation changes nothing — except a failing `append` when
+//! [`FaultFs::fail_after_with`] chooses the error's kind (an ENOSPC-like
+//! `StorageFull`, say), and [`FaultFs::fail_matching`] fails the next (or,
+//! persistently, every) operation of one name on paths with one ending;
+//! [`FaultFs::power_loss_after`] cuts the power just before the Nth one, and
+//! [`FaultFs::panic_matching`] panics in the thread that makes a chosen
+//! operation (to test that background work survives a panic). A failed
+//! operation changes nothing — except a failing `append` when
 //! [`FaultFs::tear_failed_appends`] is on: it writes the first half of its
 //! bytes first. A failed `sync` leaves the file's bytes unsynced.
 //!
@@ -67,6 +72,14 @@
 //! sweeps walk through. A file opened for reading keeps its inode alive when
 //! its name is removed, as on a real disk; a read past the end of the file
 //! is `UnexpectedEof`.
+//! # A full disk
+//!
+//! [`FaultFs::set_space_limit`] models a disk of that many bytes: an
+//! `append` that would take the bytes of the files that exist (or are
+//! still open) past it writes what fits and fails with
+//! `ErrorKind::StorageFull`, as `write(2)` does after a short write; removing
+//! a file gives its space back at once (as unlinking a closed file does).
+//! [`FaultFs::used_bytes`] tells what the files hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -153,14 +166,25 @@ fn apply(entries: &mut BTreeMap<String, InodeId>, change: &DirChange) {
 
 #[derive(Clone, Copy)]
 enum Trigger {
-    Fail(FaultMode),
+    Fail(FaultMode, std::io::ErrorKind),
     PowerLoss(PowerLoss),
+    Panic,
 }
 
-/// An armed fault: fires at counted operation number `at`.
-#[derive(Clone, Copy)]
+/// Which operations an armed fault may hit: one name (`"create"`,
+/// `"append"`, ...) on paths whose text ends with `path_suffix`.
+#[derive(Clone)]
+struct Filter {
+    op: String,
+    path_suffix: String,
+}
+
+/// An armed fault: fires at the first counted operation numbered `at` or
+/// later that its filter (if any) accepts; a persistent failure at every one.
+#[derive(Clone)]
 struct Plan {
     at: u64,
+    filter: Option<Filter>,
     trigger: Trigger,
 }
 
@@ -177,6 +201,7 @@ struct Disk {
     /// Armed read fault: fires at read operation number `.0`.
     read_plan: Option<(u64, FaultMode)>,
     tear_failed_appends: bool,
+    space_limit: Option<u64>,
     faults_injected: u64,
     power_losses: u64,
 }
@@ -237,30 +262,43 @@ impl Disk {
         }
         self.ops += 1;
         let n = self.ops;
-        let Some(Plan { at, trigger }) = self.plan else {
+        let Some(plan) = &self.plan else {
             return Ok(());
         };
-        let injected = || {
-            Error::io(
-                path,
-                std::io::Error::other(format!("injected fault at operation #{n} ({op})")),
-            )
-        };
+        let hit = n >= plan.at
+            && plan.filter.as_ref().is_none_or(|f| {
+                f.op == op && path.to_string_lossy().ends_with(f.path_suffix.as_str())
+            });
+        if !hit {
+            return Ok(());
+        }
+        let trigger = plan.trigger;
+        let what = format!("operation #{n} ({op} {})", path.display());
         match trigger {
-            Trigger::Fail(FaultMode::Once) if n == at => {
-                self.plan = None;
+            Trigger::Fail(mode, kind) => {
+                if mode == FaultMode::Once {
+                    self.plan = None;
+                }
                 self.faults_injected += 1;
-                Err(Refusal::Injected(injected()))
+                Err(Refusal::Injected(Error::io(
+                    path,
+                    std::io::Error::new(kind, format!("injected fault at {what}")),
+                )))
             }
-            Trigger::Fail(FaultMode::Persistent) if n >= at => {
-                self.faults_injected += 1;
-                Err(Refusal::Injected(injected()))
-            }
-            Trigger::PowerLoss(mode) if n == at => {
+            Trigger::PowerLoss(mode) => {
                 self.power_loss(mode);
                 Err(Refusal::Dead(dead_error(path, self.boot - 1)))
             }
-            _ => Ok(()),
+            #[expect(
+                clippy::panic,
+                reason = "an injected panic is what panic_matching asks for: it tests that background work survives one"
+            )]
+            Trigger::Panic => {
+                self.plan = None;
+                self.faults_injected += 1;
+                // The caller's guard on the disk unlocks as the panic unwinds.
+                panic!("injected panic at {what}");
+            }
         }
     }
 
@@ -290,6 +328,20 @@ impl Disk {
             ));
         }
         Ok(())
+    }
+
+    /// Bytes held by files that have a name or an open handle.
+    fn used_bytes(&self) -> u64 {
+        let named: BTreeSet<InodeId> = self
+            .dirs
+            .values()
+            .flat_map(|d| d.live.values().copied())
+            .collect();
+        self.inodes
+            .iter()
+            .filter(|(id, inode)| inode.handles > 0 || named.contains(id))
+            .map(|(_, inode)| inode.data.len() as u64)
+            .sum()
     }
 
     fn dir(&self, dir: &Path) -> Result<&Dir> {
@@ -461,10 +513,15 @@ impl FaultFs {
     /// Cuts the power just before the `n`th counted operation from now
     /// (`n` ≥ 1); that operation fails as its process is dead.
     pub fn power_loss_after(&self, n: u64, mode: PowerLoss) {
+        self.arm(n, None, Trigger::PowerLoss(mode));
+    }
+
+    fn arm(&self, n: u64, filter: Option<Filter>, trigger: Trigger) {
         let mut disk = self.machine.disk.lock();
         disk.plan = Some(Plan {
             at: disk.ops + n.max(1),
-            trigger: Trigger::PowerLoss(mode),
+            filter,
+            trigger,
         });
     }
 
@@ -484,11 +541,52 @@ impl FaultFs {
     /// Makes the `n`th counted operation from now (`n` ≥ 1) fail with
     /// `Error::Io`, and with [`FaultMode::Persistent`] every one after it.
     pub fn fail_after(&self, n: u64, mode: FaultMode) {
-        let mut disk = self.machine.disk.lock();
-        disk.plan = Some(Plan {
-            at: disk.ops + n.max(1),
-            trigger: Trigger::Fail(mode),
-        });
+        self.fail_after_with(n, mode, std::io::ErrorKind::Other);
+    }
+
+    /// [`FaultFs::fail_after`] with an error of `kind`
+    /// (`ErrorKind::StorageFull` is what ENOSPC becomes).
+    pub fn fail_after_with(&self, n: u64, mode: FaultMode, kind: std::io::ErrorKind) {
+        self.arm(n, None, Trigger::Fail(mode, kind));
+    }
+
+    /// Makes the next operation named `op` (`"create"`, `"append"`,
+    /// `"sync"`, `"rename"`, ...) on a path ending with `path_suffix` fail
+    /// with an error of `kind` — and with [`FaultMode::Persistent`] every
+    /// such operation until [`FaultFs::clear_faults`]; others go through.
+    pub fn fail_matching(
+        &self,
+        op: &str,
+        path_suffix: &str,
+        mode: FaultMode,
+        kind: std::io::ErrorKind,
+    ) {
+        let filter = Filter {
+            op: op.to_string(),
+            path_suffix: path_suffix.to_string(),
+        };
+        self.arm(1, Some(filter), Trigger::Fail(mode, kind));
+    }
+
+    /// Makes the next operation named `op` on a path ending with
+    /// `path_suffix` panic, in whichever thread makes it.
+    pub fn panic_matching(&self, op: &str, path_suffix: &str) {
+        let filter = Filter {
+            op: op.to_string(),
+            path_suffix: path_suffix.to_string(),
+        };
+        self.arm(1, Some(filter), Trigger::Panic);
+    }
+
+    /// A disk of `limit` bytes (`None`: unlimited, the default): see the
+    /// module docs. Lowering it below what the files hold takes nothing away.
+    pub fn set_space_limit(&self, limit: Option<u64>) {
+        self.machine.disk.lock().space_limit = limit;
+    }
+
+    /// Bytes held by files that have a name or an open handle.
+    pub fn used_bytes(&self) -> u64 {
+        self.machine.disk.lock().used_bytes()
     }
 
     /// Makes the `n`th read operation from now (`n` ≥ 1: an `open_read` or
@@ -592,7 +690,24 @@ impl WritableFile for FaultFile {
         let mut disk = self.machine.disk.lock();
         match disk.begin(Some(self.boot), "append", &self.path) {
             Ok(()) => {
-                self.inode(&mut disk)?.data.extend_from_slice(data);
+                let room = disk
+                    .space_limit
+                    .map(|limit| limit.saturating_sub(disk.used_bytes()));
+                let fits = room.map_or(data.len(), |room| {
+                    usize::try_from(room).unwrap_or(usize::MAX).min(data.len())
+                });
+                let written = data.get(..fits).unwrap_or_default();
+                self.inode(&mut disk)?.data.extend_from_slice(written);
+                if fits < data.len() {
+                    disk.faults_injected += 1;
+                    return Err(Error::io(
+                        &self.path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::StorageFull,
+                            format!("no space left: {} of {} bytes written", fits, data.len()),
+                        ),
+                    ));
+                }
                 Ok(())
             }
             Err(Refusal::Injected(e)) => {
@@ -1001,6 +1116,67 @@ mod tests {
         fs.clear_faults();
         f.sync().unwrap();
         assert_eq!(fs.faults_injected(), 4);
+    }
+
+    #[test]
+    fn matching_faults_hit_only_their_operation_and_path() {
+        let fs = disk_with_dir();
+        let kind = std::io::ErrorKind::StorageFull;
+        fs.fail_matching("create", ".sst", FaultMode::Once, kind);
+        write(&fs, "/db/a.wal", b"log", true);
+        let err = fs.create(&p("/db/1.sst")).err().unwrap();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == kind),
+            "{err}"
+        );
+        write(&fs, "/db/2.sst", b"table", true);
+        fs.fail_matching("append", "", FaultMode::Persistent, kind);
+        let mut f = fs.create(&p("/db/3.sst")).unwrap();
+        assert!(f.append(b"x").is_err());
+        assert!(f.append(b"y").is_err());
+        f.sync().unwrap();
+        fs.clear_faults();
+        f.append(b"z").unwrap();
+        assert_eq!(read(&fs, "/db/3.sst").unwrap(), b"z");
+        assert_eq!(fs.faults_injected(), 3);
+    }
+
+    #[test]
+    fn an_injected_panic_leaves_the_disk_usable() {
+        let fs = disk_with_dir();
+        fs.panic_matching("create", ".sst");
+        write(&fs, "/db/a.wal", b"log", true);
+        let other = fs.clone();
+        let panicked = std::thread::spawn(move || other.create(&p("/db/1.sst")).map(|_| ()))
+            .join()
+            .unwrap_err();
+        let message = panicked.downcast_ref::<String>().unwrap();
+        assert!(message.contains("injected panic"), "{message}");
+        write(&fs, "/db/1.sst", b"table", true);
+        assert_eq!(read(&fs, "/db/1.sst").unwrap(), b"table");
+    }
+
+    #[test]
+    fn a_full_disk_writes_what_fits_and_removal_gives_space_back() {
+        let fs = disk_with_dir();
+        write(&fs, "/db/a", &[1; 100], true);
+        assert_eq!(fs.used_bytes(), 100);
+        fs.set_space_limit(Some(150));
+        let mut f = fs.create(&p("/db/b")).unwrap();
+        f.append(&[2; 30]).unwrap();
+        let err = f.append(&[3; 30]).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull),
+            "{err}"
+        );
+        assert_eq!(read(&fs, "/db/b").unwrap().len(), 50);
+        assert!(f.append(&[4]).is_err());
+        // Removed, even before the removal is durable: the space is back.
+        fs.remove(&p("/db/a")).unwrap();
+        f.append(&[4; 100]).unwrap();
+        assert_eq!(fs.used_bytes(), 150);
+        fs.set_space_limit(None);
+        f.append(&[5; 1000]).unwrap();
     }
 
     #[test]

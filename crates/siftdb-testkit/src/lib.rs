@@ -5,8 +5,8 @@
 //! process kills and I/O errors behind siftdb's `FileSystem` seam; the
 //! process-kill crash test ([`stress`]) behind `siftdb stress`; the logic of
 //! every fuzz target ([`fuzzing`]), shared by `fuzz/` and the corpus replay
-//! tests; and [`SplitMix64`], the one random generator of the tests and the
-//! benchmark workloads.
+//! tests; [`SplitMix64`], the one random generator of the tests and the
+//! benchmark workloads; and [`numbered_key`], the filter tests' keys.
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
@@ -14,9 +14,11 @@
 
 mod fault;
 pub mod fuzzing;
+mod keys;
 mod rng;
 pub mod stress;
 pub mod tables;
 
 pub use fault::{FaultFs, FaultMode, PowerLoss};
+pub use keys::numbered_key;
 pub use rng::{SplitMix64, GOLDEN_GAMMA};

@@ -7,6 +7,7 @@
 
 pub mod db;
 pub mod filter;
+pub mod fuse;
 pub mod range_filter;
 pub mod storage;
 pub mod table;

@@ -22,8 +22,8 @@ use siftdb::batch::{decode_record, WriteBatch};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
 use siftdb::wal::{
-    encode_file_header, encode_record_into, replay, replay_batches, FILE_HEADER_LEN,
-    RECORD_HEADER_LEN,
+    encode_close_record, encode_file_header, encode_record_into, replay, replay_batches,
+    CLOSE_RECORD_LEN, FILE_HEADER_LEN, RECORD_HEADER_LEN,
 };
 
 /// Reads recipe bytes; zero once the input runs out, so every input is a recipe.
@@ -89,7 +89,18 @@ fn wal_raw(data: &[u8]) {
             assert!(log.records.is_empty());
             assert_eq!(torn.as_ref().map(|t| t.offset), Some(0));
         }
-        (Some(_), Some(torn)) => assert_eq!(torn.offset, pos),
+        (Some(_), Some(torn)) => {
+            assert_eq!(torn.offset, pos);
+            assert!(!log.closed_cleanly);
+        }
+        // A clean end, or the close record the records promise.
+        (Some(_), None) if log.closed_cleanly => {
+            assert_eq!(pos + CLOSE_RECORD_LEN as u64, data.len() as u64);
+            assert_eq!(
+                data.get(pos as usize..),
+                Some(&encode_close_record(log.records.len() as u64, pos)[..])
+            );
+        }
         (Some(_), None) => assert_eq!(pos, data.len() as u64),
     }
     let payloads: Vec<&[u8]> = log.records.iter().map(|r| r.payload).collect();
@@ -142,7 +153,10 @@ fn build_log(number: u64, payloads: &[&[u8]]) -> Vec<u8> {
 fn wal_recipe(data: &[u8]) {
     let mut recipe = Recipe { rest: data };
     let log_number = u64::from(recipe.u16());
-    let record_count = recipe.byte() % 6;
+    // One byte says how many records, and whether the log was closed.
+    let shape = recipe.byte();
+    let record_count = shape % 6;
+    let closed = (shape / 6).is_multiple_of(2);
     let mut seq = u64::from(recipe.byte());
     let mut batches = Vec::new();
     for _ in 0..record_count {
@@ -161,15 +175,24 @@ fn wal_recipe(data: &[u8]) {
         batches.push((batch, payload));
     }
     let payloads: Vec<&[u8]> = batches.iter().map(|(_, p)| p.as_slice()).collect();
-    let log = build_log(log_number, &payloads);
+    let mut log = build_log(log_number, &payloads);
     let mut starts = vec![FILE_HEADER_LEN];
     for p in &payloads {
         starts.push(starts.last().copied().unwrap_or(0) + RECORD_HEADER_LEN + p.len());
+    }
+    // Where the records end (and the close record, if any, starts).
+    let records_end = log.len();
+    if closed {
+        log.extend_from_slice(&encode_close_record(
+            payloads.len() as u64,
+            records_end as u64,
+        ));
     }
 
     // Undamaged: everything comes back, batches included.
     let all = replay_batches(&log, "recipe.wal").expect("an undamaged log must replay");
     assert!(all.torn_tail.is_none());
+    assert_eq!(all.closed_cleanly, closed);
     assert_eq!(all.batches.len(), batches.len());
     for ((_, decoded), (batch, _)) in all.batches.iter().zip(&batches) {
         assert_eq!(decoded.ops, batch.iter().collect::<Vec<_>>());
@@ -184,6 +207,13 @@ fn wal_recipe(data: &[u8]) {
                 0
             } else {
                 recipe.byte() as usize
+            };
+            // A close record is synced as the last write: nothing, not even
+            // zeros, follows the whole of it.
+            let zeros = if closed && position == log.len() {
+                0
+            } else {
+                zeros
             };
             damaged.resize(damaged.len() + zeros, 0);
             let r = replay(&damaged, "recipe.wal").expect("a crash-torn log must replay");
@@ -209,8 +239,15 @@ fn wal_recipe(data: &[u8]) {
                 payloads.get(..intact).unwrap_or_default(),
                 "a torn log must give exactly its intact records"
             );
-            let clean = starts.get(intact) == Some(&damaged.len());
+            let clean = if closed && damaged.len() > records_end {
+                // Cut in the close record (or not at all): every record is
+                // kept, and only the whole close record is a clean end.
+                damaged == log
+            } else {
+                starts.get(intact) == Some(&damaged.len())
+            };
             assert_eq!(r.torn_tail.is_none(), clean, "{:?}", r.torn_tail);
+            assert_eq!(r.closed_cleanly, closed && damaged == log);
         }
         // A flipped byte.
         _ => {
@@ -229,6 +266,20 @@ fn wal_recipe(data: &[u8]) {
                 .copied();
             match replay(&damaged, "recipe.wal") {
                 Err(e) => assert!(e.is_corruption()),
+                Ok(r) if closed => {
+                    // After a clean close only a close record turned into
+                    // what a crash while closing leaves passes, as torn,
+                    // with every record kept.
+                    let torn = r
+                        .torn_tail
+                        .expect("a flipped byte must never pass unnoticed");
+                    assert!(
+                        index >= records_end,
+                        "damage in a closed log passed as torn"
+                    );
+                    assert_eq!(torn.offset as usize, records_end);
+                    assert_eq!(r.records.len(), payloads.len());
+                }
                 Ok(r) => {
                     let torn = r
                         .torn_tail

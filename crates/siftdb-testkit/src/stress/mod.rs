@@ -24,7 +24,7 @@ mod verify;
 
 pub use child::run_child;
 pub use model::{CheckOutcome, Model};
-pub use parent::{run, RoundReport, StressConfig, StressReport};
+pub use parent::{run, RoundReport, StressConfig, StressError, StressReport};
 pub use verify::verify_database;
 
 use siftdb::Options;

@@ -2,15 +2,16 @@
 //! moment, reopen the database and check it against the model — round
 //! after round on the same directory.
 //!
-//! Owns: [`StressConfig`], [`StressReport`], [`RoundReport`], [`run`], the
-//! child's command line and reading its protocol.
+//! Owns: [`StressConfig`], [`StressReport`], [`RoundReport`],
+//! [`StressError`], [`run`], the child's command line and reading its
+//! protocol.
 //! Must never: let a checked round pass without reopening, comparing every
 //! key and verifying the closed files; end a run on a chained round; or
 //! start a child while the database is open.
 
 use std::io::Read;
 use std::ops::RangeInclusive;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -98,49 +99,98 @@ pub struct StressReport {
     pub final_entries: usize,
 }
 
+/// Why a stress run stopped before its last round passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StressError {
+    /// The run could not start or go on — a bad configuration, a directory
+    /// that is not empty, a child that cannot be started: nothing was found
+    /// wrong with the database.
+    CouldNotRun(String),
+    /// A round failed its checks: what was wrong, with the round.
+    Failed(String),
+}
+
+impl std::fmt::Display for StressError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StressError::CouldNotRun(why) => write!(f, "could not run: {why}"),
+            StressError::Failed(what) => f.write_str(what),
+        }
+    }
+}
+
+impl StressConfig {
+    /// Refuses a configuration no run can follow: an empty kill window, a
+    /// directory that is not empty.
+    pub fn validate(&self) -> Result<(), StressError> {
+        let (low, high) = (self.kill_after_ms.start(), self.kill_after_ms.end());
+        if low > high {
+            return Err(StressError::CouldNotRun(format!(
+                "the earliest kill ({low} ms) is after the latest ({high} ms)"
+            )));
+        }
+        let dir = &self.dir;
+        if dir.exists() {
+            let mut entries = std::fs::read_dir(dir).map_err(|e| {
+                StressError::CouldNotRun(format!("cannot read {}: {e}", dir.display()))
+            })?;
+            if entries.next().is_some() {
+                return Err(StressError::CouldNotRun(format!(
+                    "{} is not empty; a stress run starts from an empty directory",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs `config.rounds` kill-reopen-check rounds; `on_round` hears about each
-/// passed round. The error names the round and what was wrong; the
+/// passed round. A failure names the round and what was wrong; the
 /// directory is left as the failing round found it.
 pub fn run(
     config: &StressConfig,
     mut on_round: impl FnMut(&RoundReport),
-) -> Result<StressReport, String> {
-    check_fresh(&config.dir)?;
+) -> Result<StressReport, StressError> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.dir).map_err(|e| {
+        StressError::CouldNotRun(format!("cannot create {}: {e}", config.dir.display()))
+    })?;
     let mut model = Model::new(config.seed);
     let mut rng = SplitMix64::new(config.seed ^ 0x6b69_6c6c_7469_6d65);
     let mut report = StressReport::default();
-    let (low, high) = (
-        *config.kill_after_ms.start(),
-        *config.kill_after_ms.end().max(config.kill_after_ms.start()),
-    );
+    let (low, high) = (*config.kill_after_ms.start(), *config.kill_after_ms.end());
     for round in 1..=config.rounds {
         let kill_after = Duration::from_millis(low + rng.below(high - low + 1));
         // Now and then the next child, not the parent, recovers from the
         // kill — and may be killed while it recovers. The last round checks.
         let chained = round < config.rounds && rng.below(100) < u64::from(config.chain_percent);
-        let seen = run_child_once(config, model.next_batch(), kill_after)
-            .map_err(|e| format!("round {round}: {e}"))?;
+        let seen = run_child_once(config, model.next_batch(), kill_after).map_err(|e| match e {
+            StressError::CouldNotRun(e) => StressError::CouldNotRun(format!("round {round}: {e}")),
+            StressError::Failed(e) => StressError::Failed(format!("round {round}: {e}")),
+        })?;
+        let failed = |e: String| StressError::Failed(format!("round {round}: {e}"));
         model
             .record_child(seen.start_present, &seen.acks)
-            .map_err(|e| format!("round {round}: {e}"))?;
+            .map_err(failed)?;
 
         let (outcome, torn_tail) = if chained {
             (None, None)
         } else {
             let db = Db::open_with(&config.dir, stress_options(config.sync))
-                .map_err(|e| format!("round {round}: reopening after the kill: {e}"))?;
+                .map_err(|e| failed(format!("reopening after the kill: {e}")))?;
             let torn_tail = db.recovery_report().torn_tail.clone();
             let outcome = model.check(&db).map_err(|e| {
-                format!(
-                    "round {round} (killed after {kill_after:?}, {} batches acknowledged): {e}",
+                failed(format!(
+                    "(killed after {kill_after:?}, {} batches acknowledged): {e}",
                     seen.acks.len()
-                )
+                ))
             })?;
             drop(db);
             (Some(outcome), torn_tail)
         };
         // The manifest and the tables it names are whole even right after a kill.
-        verify_database(&config.dir).map_err(|e| format!("round {round}: verify: {e}"))?;
+        verify_database(&config.dir).map_err(|e| failed(format!("verify: {e}")))?;
 
         let round_report = RoundReport {
             round,
@@ -170,19 +220,6 @@ pub fn run(
     Ok(report)
 }
 
-fn check_fresh(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    if entries.next().is_some() {
-        return Err(format!(
-            "{} is not empty; a stress run starts from an empty directory",
-            dir.display()
-        ));
-    }
-    Ok(())
-}
-
 /// What the parent heard from one child.
 #[derive(Debug, Default)]
 struct Heard {
@@ -208,7 +245,9 @@ fn run_child_once(
     config: &StressConfig,
     start_batch: u64,
     kill_after: Duration,
-) -> Result<Heard, String> {
+) -> Result<Heard, StressError> {
+    let could_not_run = StressError::CouldNotRun;
+    let failed = StressError::Failed;
     let mut command = Command::new(&config.child);
     command
         .arg("stress-child")
@@ -227,10 +266,12 @@ fn run_child_once(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", config.child.display()))?,
+            .map_err(|e| could_not_run(format!("cannot start {}: {e}", config.child.display())))?,
     );
-    let stdout = child.0.stdout.take().ok_or("child has no stdout")?;
-    let stderr = child.0.stderr.take().ok_or("child has no stderr")?;
+    let stdout =
+        (child.0.stdout.take()).ok_or_else(|| could_not_run("child has no stdout".into()))?;
+    let stderr =
+        (child.0.stderr.take()).ok_or_else(|| could_not_run("child has no stderr".into()))?;
     let lines = read_lines(stdout);
     let errors = read_all(stderr);
 
@@ -238,22 +279,26 @@ fn run_child_once(
     let exited_early = child
         .0
         .try_wait()
-        .map_err(|e| format!("waiting for the child: {e}"))?;
+        .map_err(|e| could_not_run(format!("waiting for the child: {e}")))?;
     // SIGKILL on Unix: no destructor, no flush, no chance to finish a write.
     let _ = child.0.kill();
     let status = child
         .0
         .wait()
-        .map_err(|e| format!("waiting for the child: {e}"))?;
-    let lines = lines.join().map_err(|_| "the stdout reader panicked")?;
-    let errors = errors.join().map_err(|_| "the stderr reader panicked")?;
+        .map_err(|e| could_not_run(format!("waiting for the child: {e}")))?;
+    let lines = lines
+        .join()
+        .map_err(|_| could_not_run("the stdout reader panicked".into()))?;
+    let errors = errors
+        .join()
+        .map_err(|_| could_not_run("the stderr reader panicked".into()))?;
     if exited_early.is_some() || !killed_by_us(&status) {
-        return Err(format!(
+        return Err(failed(format!(
             "the child exited on its own ({status}) before the kill: {}",
             errors.trim()
-        ));
+        )));
     }
-    parse_protocol(&lines?)
+    parse_protocol(&lines.map_err(could_not_run)?).map_err(failed)
 }
 
 #[cfg(unix)]
