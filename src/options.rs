@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fs::{OsFileSystem, SharedFs};
+use crate::prefix::PrefixExtractor;
 
 /// How data blocks are stored (`Options::compression`). Index, filter and
 /// properties blocks are always stored raw.
@@ -41,6 +42,9 @@ pub struct Options {
     pub(crate) mmap_reads: bool,
     pub(crate) retry_interval: Duration,
     pub(crate) fs: SharedFs,
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    pub(crate) whole_key_filtering: bool,
+    pub(crate) range_filter_bits_per_key: f64,
 }
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
@@ -67,6 +71,9 @@ impl Default for Options {
             mmap_reads: false,
             retry_interval: Duration::from_secs(1),
             fs: OsFileSystem::shared(),
+            prefix_extractor: None,
+            whole_key_filtering: true,
+            range_filter_bits_per_key: 0.0,
         }
     }
 }
@@ -88,6 +95,9 @@ impl fmt::Debug for Options {
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
             .field("retry_interval", &self.retry_interval)
+            .field("prefix_extractor", &self.prefix_extractor)
+            .field("whole_key_filtering", &self.whole_key_filtering)
+            .field("range_filter_bits_per_key", &self.range_filter_bits_per_key)
             .finish_non_exhaustive()
     }
 }
@@ -230,6 +240,49 @@ impl Options {
         self
     }
 
+    /// Adds each key's prefix, as `extractor` names it, to the filter of
+    /// every table built from now on, so that [`crate::Db::prefix`] and a
+    /// range whose bounds share one prefix skip the tables whose filter
+    /// rules that prefix out (`Stats::prefix_filter_checks`,
+    /// `Stats::prefix_filter_skips`). Default: none.
+    ///
+    /// Each table records the extractor's name; a table built with another
+    /// extractor or none is never skipped for a prefix (it is read as
+    /// before), so changing the extractor is safe and takes effect as
+    /// compaction rewrites tables. A prefix costs one more filter entry per
+    /// distinct prefix of a table — a fraction of a key's bits when many
+    /// keys share a prefix.
+    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
+    /// With a prefix extractor: whether tables' filters keep whole keys as
+    /// well as prefixes. Default true. False makes filters smaller (one
+    /// entry per distinct prefix, plus the keys that have no prefix) but a
+    /// `get` then asks the filter about the key's prefix only, so absent
+    /// keys under present prefixes read a data block. Ignored without an
+    /// extractor (whole keys are then always kept).
+    pub fn whole_key_filtering(mut self, whole_keys: bool) -> Self {
+        self.whole_key_filtering = whole_keys;
+        self
+    }
+
+    /// Bits per key of a range filter in every table built from now on; 0
+    /// (the default) builds none. A range filter answers "may this table
+    /// hold any key in `[a, b]`?", so a scan with both bounds skips the
+    /// tables that hold nothing in it (`Stats::range_filter_checks`,
+    /// `Stats::range_filter_skips`) instead of reading a data block of each.
+    /// At `B` bits per key, a range of `ℓ` keys' width is falsely reported
+    /// non-empty with probability at most `ℓ / 2^(B−2)` (see
+    /// [`crate::filter::range`]); tables of dense keys are stored exactly,
+    /// in fewer bits. Within [3, 48] when not 0. The filter is held in
+    /// memory for each table's life (`Stats::range_filter_bytes`).
+    pub fn range_filter_bits_per_key(mut self, bits: f64) -> Self {
+        self.range_filter_bits_per_key = bits;
+        self
+    }
+
     /// The file system the engine performs all I/O through (tests inject faults here).
     pub fn file_system(mut self, fs: SharedFs) -> Self {
         self.fs = fs;
@@ -269,6 +322,16 @@ impl Options {
         if self.retry_interval.is_zero() {
             return Err(Error::invalid("retry_interval must not be zero"));
         }
+        let r = self.range_filter_bits_per_key;
+        let (min, max) = (
+            crate::filter::range::MIN_BITS_PER_KEY,
+            crate::filter::range::MAX_BITS_PER_KEY,
+        );
+        if !(r == 0.0 || (r.is_finite() && (min..=max).contains(&r))) {
+            return Err(Error::invalid(format!(
+                "range_filter_bits_per_key must be 0 or within [{min}, {max}], got {r}"
+            )));
+        }
         if self.level1_bytes < 4096 || self.table_target_bytes < 4096 {
             return Err(Error::invalid(
                 "level1_bytes and table_target_bytes must be at least 4096",
@@ -300,6 +363,16 @@ mod tests {
         assert!(Options::default().max_open_files(0).validate().is_err());
         Options::default().max_open_files(1).validate().unwrap();
         Options::default().block_cache_bytes(0).validate().unwrap();
+        Options::default()
+            .range_filter_bits_per_key(16.0)
+            .validate()
+            .unwrap();
+        for bad in [f64::NAN, 1.0, 100.0, -3.0] {
+            assert!(Options::default()
+                .range_filter_bits_per_key(bad)
+                .validate()
+                .is_err());
+        }
         assert!(Options::default().effective_max_open_files() >= 16);
         assert_eq!(
             Options::default()

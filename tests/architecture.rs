@@ -224,7 +224,7 @@ fn layer(module: &[String]) -> Option<u32> {
     Some(match top {
         "" => 9, // lib.rs: the crate root re-exports everything
         "error" | "filename" => 0,
-        "codec" | "key" | "fs" => 1,
+        "codec" | "key" | "fs" | "prefix" => 1,
         "filter" => 2,
         "options" | "batch" | "memtable" | "manifest" | "cache" => 3,
         "wal" | "table" => 4,

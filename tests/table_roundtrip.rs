@@ -15,6 +15,9 @@ use std::cmp::Ordering;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
 use siftdb::options::Compression;
+use siftdb::prefix::PrefixExtractor;
+use siftdb::table::scan_filters::PrefixProbe;
+use siftdb::table::TableFormat;
 use siftdb::table::{
     LookupKey, ReadContext, ReadCounters, ReadSettings, Table, TableBuilder, TableOptions,
     TableValue,
@@ -22,6 +25,7 @@ use siftdb::table::{
 use siftdb::Error;
 use siftdb_testkit::tables::build_table;
 use siftdb_testkit::SplitMix64;
+use std::ops::Bound;
 
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -157,6 +161,11 @@ fn random_tables_round_trip() {
             bloom_bits_per_key: [10.0, 0.0, 3.5][round % 3 / 2 + round % 2],
             restart_interval: [1, 4, 16][round % 3],
             compression: [Compression::Lz4, Compression::None][round % 2],
+            // Format 3 in some rounds: prefixes in the filter (some without
+            // whole keys) and a range filter.
+            prefix_extractor: (round % 4 == 1).then(|| PrefixExtractor::fixed(2).unwrap()),
+            whole_key_filtering: round % 8 != 5,
+            range_filter_bits_per_key: [0.0, 16.0, 4.0][round % 3],
         };
         // Two tables carry 1 MiB values.
         let big_values = if round == 5 || round == 14 { 3 } else { 0 };
@@ -180,13 +189,62 @@ fn random_tables_round_trip() {
                 ..ReadSettings::default()
             },
         ][round % 3];
-        let context = ReadContext::new(OsFileSystem::shared(), settings, ReadCounters::new());
+        let context = ReadContext::with_prefix_extractor(
+            OsFileSystem::shared(),
+            settings,
+            ReadCounters::new(),
+            options.prefix_extractor.clone(),
+        );
         let table = Table::open(&context, &path).unwrap();
         assert_eq!(table.name(), name);
         check_table(&table, &entries, &mut rng);
+        check_scan_filters(&table, &entries, &options);
         tables += 1;
     }
     println!("{tables} random tables round-tripped");
+}
+
+/// Every key the table holds passes its scan filters: the range filter for
+/// the key alone and for a range around it, the prefix filter for its prefix.
+fn check_scan_filters(table: &Table, entries: &Entries, options: &TableOptions) {
+    let range_filter = options.range_filter_bits_per_key > 0.0;
+    assert_eq!(table.range_filter_view().is_some(), range_filter);
+    let prefixes = options.prefix_extractor.is_some() && options.bloom_bits_per_key > 0.0;
+    let format = table.footer().format;
+    assert_eq!(
+        format == TableFormat::V3,
+        range_filter || prefixes,
+        "{format:?}"
+    );
+    for (key, _) in entries {
+        let user_key = parse_internal_key(key).unwrap().user_key;
+        assert!(table.scan_may_match(None, Bound::Included(user_key), Bound::Included(user_key)));
+        let mut after = user_key.to_vec();
+        after.push(0);
+        assert!(table.scan_may_match(
+            None,
+            Bound::Included(b"".as_slice()),
+            Bound::Excluded(&after)
+        ));
+        if let Some(extractor) = &options.prefix_extractor {
+            if let Some(prefix) = extractor.prefix(user_key) {
+                let probe = PrefixProbe::new(extractor, prefix);
+                assert!(table.scan_may_match(Some(&probe), Bound::Unbounded, Bound::Unbounded));
+            }
+        }
+    }
+    let stats = table.counters().snapshot();
+    assert_eq!(stats.range_filter_skips + stats.prefix_filter_skips, 0);
+    assert_eq!(stats.range_filter_checks > 0, range_filter);
+    assert_eq!(
+        stats.prefix_filter_checks > 0,
+        prefixes
+            && table
+                .properties()
+                .prefix_filter
+                .as_ref()
+                .is_some_and(|p| p.prefixes > 0)
+    );
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! Scans: merging every source into one ordered view at a snapshot.
 //!
 //! Owns: the cursor trait every source implements (memtables, tables, a
-//! level of disjoint tables), the merge, and [`DbIterator`], which hides
-//! older versions, tombstones and writes newer than its snapshot.
+//! level of disjoint tables), the choice of the tables a scan reads (key
+//! range, then the tables' prefix and range filters), the merge, and
+//! [`DbIterator`], which hides older versions, tombstones and writes newer
+//! than its snapshot.
 //! Must never: show part of a batch (it reads at one sequence number), or
 //! see a table vanish under it (it holds the version it started with).
 
 use std::cmp::Ordering;
 use std::ops::Bound;
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,6 +20,7 @@ use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, lookup_key, parse_internal_key, SeqNo, ValueKind};
 use crate::memtable::{Memtable, MemtableIter};
+use crate::table::scan_filters::PrefixProbe;
 use crate::table::{ScanMode, TableIter};
 
 /// A cursor over internal keys in internal-key order.
@@ -253,26 +257,43 @@ impl DbIterator {
         // between make a key vanish from the scan).
         let sv = inner.current.load_full();
         let snapshot = inner.snapshot();
-        DbIterator::at(sv, snapshot, range)
+        DbIterator::at(inner, sv, snapshot, range)
     }
 
     /// A scan of `range` in the super-version `sv` at `snapshot` (taken
-    /// after `sv` was loaded; see `new`).
+    /// after `sv` was loaded; see `new`). A table whose key range meets the
+    /// scan's is read unless its filters rule the range out: its point
+    /// filter the one prefix all keys of the range have (with the
+    /// database's extractor), or its range filter the range.
     pub(crate) fn at(
+        inner: &DbInner,
         sv: Arc<SuperVersion>,
         snapshot: SeqNo,
         (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIterator {
         let (lo, hi) = (bound_key(&start), bound_key(&end));
+        let (start_ref, end_ref) = (borrowed(&start), borrowed(&end));
+        let probe = inner
+            .opts
+            .prefix_extractor
+            .as_ref()
+            .and_then(|e| PrefixProbe::for_bounds(e, start_ref, end_ref));
+        let mut overlapping = 0u64;
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
         }
         for (level, tables) in sv.version.levels.iter().enumerate() {
-            let wanted = tables.iter().filter(|t| {
-                lo.is_none_or(|lo| t.largest_user_key() >= lo)
-                    && hi.is_none_or(|hi| t.smallest_user_key() <= hi)
-            });
+            let wanted = tables
+                .iter()
+                .filter(|t| {
+                    lo.is_none_or(|lo| t.largest_user_key() >= lo)
+                        && hi.is_none_or(|hi| t.smallest_user_key() <= hi)
+                })
+                .filter(|t| {
+                    overlapping += 1;
+                    t.table.scan_may_match(probe.as_ref(), start_ref, end_ref)
+                });
             if level == 0 {
                 for table in wanted {
                     sources.push(Box::new(TableSource::new(
@@ -287,6 +308,11 @@ impl DbIterator {
                 }
             }
         }
+        let counters = &inner.counters;
+        counters.scans.fetch_add(1, AtomicOrdering::Relaxed);
+        counters
+            .scan_tables
+            .fetch_add(overlapping, AtomicOrdering::Relaxed);
         DbIterator {
             merged: MergingIter::new(sources),
             snapshot,
@@ -313,6 +339,14 @@ impl DbIterator {
             Bound::Excluded(start) => user_key <= start.as_slice(),
             Bound::Unbounded => false,
         }
+    }
+}
+
+fn borrowed(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

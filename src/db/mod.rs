@@ -76,6 +76,8 @@ pub(crate) struct DbCounters {
     pub write_stalls: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
+    pub scans: AtomicU64,
+    pub scan_tables: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -209,6 +211,24 @@ pub struct Stats {
     pub background_error: Option<String>,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
+    /// Scans started (`iter`, `range`, `prefix`, on the database or a snapshot).
+    pub scans: u64,
+    /// Tables whose key range met a scan's range, summed over scans: the
+    /// tables a scan reads unless a filter rules them out.
+    pub scan_tables: u64,
+    /// Tables whose filter a scan asked about the one prefix every key of
+    /// its range has (needs `Options::prefix_extractor`; tables built with
+    /// it).
+    pub prefix_filter_checks: u64,
+    /// Of those, tables the prefix ruled out: not read by the scan.
+    pub prefix_filter_skips: u64,
+    /// Tables whose range filter a scan with both bounds asked (needs
+    /// `Options::range_filter_bits_per_key`; tables built with it).
+    pub range_filter_checks: u64,
+    /// Of those, tables the range filter found empty in the range.
+    pub range_filter_skips: u64,
+    /// Bytes of memory the range filters of open tables hold.
+    pub range_filter_bytes: u64,
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -367,6 +387,13 @@ impl Db {
             block_cache_misses: reads.block_cache_misses,
             block_reads_from_file: reads.block_reads_from_file,
             block_cache_bytes: inner.tables.block_cache_bytes(),
+            prefix_filter_checks: reads.prefix_filter_checks,
+            prefix_filter_skips: reads.prefix_filter_skips,
+            range_filter_checks: reads.range_filter_checks,
+            range_filter_skips: reads.range_filter_skips,
+            range_filter_bytes: inner.tables.range_filter_bytes(),
+            scans: load(&c.scans),
+            scan_tables: load(&c.scan_tables),
             filter_bytes: inner.tables.filter_bytes(),
             index_bytes: inner.tables.index_bytes(),
             level_filter_bytes: sv

@@ -192,16 +192,23 @@ fn ask_table(
     if scratch.asked.is_empty() {
         return Ok(0);
     }
+    // The hash the table's filter holds for each key (a prefix's, when the
+    // table kept prefixes only); when it cannot answer for one, it is not asked.
     scratch.hashes.clear();
-    scratch.hashes.extend(
-        scratch
-            .asked
-            .iter()
-            .filter_map(|&i| pending.get(i).map(|p| p.lookup.hash())),
-    );
-    table
-        .table
-        .filter_answers(&scratch.hashes, &mut scratch.maybe);
+    let answerable = scratch.asked.iter().all(|&i| {
+        let hash = pending
+            .get(i)
+            .and_then(|p| table.table.point_filter_probe(&p.lookup));
+        hash.map(|(_, h)| scratch.hashes.push(h)).is_some()
+    });
+    if answerable {
+        table
+            .table
+            .filter_answers(&scratch.hashes, &mut scratch.maybe);
+    } else {
+        scratch.maybe.clear();
+        scratch.maybe.resize(scratch.asked.len(), true);
+    }
     for (&i, &maybe) in scratch.asked.iter().zip(&scratch.maybe) {
         let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
             continue;

@@ -79,7 +79,7 @@ impl Snapshot {
     }
 
     fn scan(&self, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
-        DbIterator::at(Arc::clone(&self.sv), self.sequence, range)
+        DbIterator::at(&self.inner, Arc::clone(&self.sv), self.sequence, range)
     }
 }
 

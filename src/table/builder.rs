@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filter::{hash_key, BloomFilter};
+use crate::filter::range::RangeFilterBuilder;
+use crate::filter::BloomFilter;
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind, MAX_KEY_LEN,
@@ -23,10 +24,11 @@ use crate::key::{
 use crate::table::block::BlockBuilder;
 use crate::table::compression::compress_block;
 use crate::table::format::{
-    encode_trailer, BlockHandle, BlockKind, Codec, Footer, TableFormat, FILTER_ALIGN,
-    FORMAT_VERSION, PAGE, TRAILER_LEN,
+    encode_trailer, BlockHandle, BlockKind, Codec, Footer, TableFormat, FILTER_ALIGN, PAGE,
+    TRAILER_LEN,
 };
-use crate::table::properties::TableProperties;
+use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo, TableProperties};
+use crate::table::scan_filters::FilterEntries;
 use crate::table::TableOptions;
 
 /// What a finished table holds, for the manifest.
@@ -59,8 +61,11 @@ pub struct TableBuilder {
     index_block: BlockBuilder,
     last_key: Vec<u8>,
     smallest: Vec<u8>,
-    /// One filter hash per distinct user key (seed 0, as `get` computes it).
-    filter_hashes: Vec<u64>,
+    /// The filter's entries: a hash per distinct user key (seed 0, as `get`
+    /// computes it) and per distinct prefix (`scan_filters.rs`).
+    filter_entries: FilterEntries,
+    /// The range filter's keys, when the table gets one.
+    range_filter: Option<RangeFilterBuilder>,
     entries: u64,
     deletions: u64,
     distinct_user_keys: u64,
@@ -105,7 +110,10 @@ impl TableBuilder {
             index_block: BlockBuilder::new(1),
             last_key: Vec::new(),
             smallest: Vec::new(),
-            filter_hashes: Vec::new(),
+            filter_entries: FilterEntries::new(options),
+            range_filter: (options.range_filter_bits_per_key > 0.0)
+                .then(|| RangeFilterBuilder::new(options.range_filter_bits_per_key))
+                .transpose()?,
             entries: 0,
             deletions: 0,
             distinct_user_keys: 0,
@@ -165,7 +173,11 @@ impl TableBuilder {
         if self.entries == 0 || user_key_of(&self.last_key) != parsed.user_key {
             self.distinct_user_keys += 1;
             if self.options.bloom_bits_per_key > 0.0 {
-                self.filter_hashes.push(hash_key(parsed.user_key));
+                self.filter_entries.add(parsed.user_key);
+            }
+            if let Some(range_filter) = &mut self.range_filter {
+                // User keys arrive in increasing order: never refused.
+                range_filter.add(parsed.user_key)?;
             }
         }
         if self.entries == 0 {
@@ -193,8 +205,11 @@ impl TableBuilder {
             clippy::cast_possible_truncation,
             reason = "an estimate; float-to-int casts saturate"
         )]
-        let filter =
-            (self.filter_hashes.len() as f64 * self.options.bloom_bits_per_key / 8.0) as u64;
+        let filter = ((self.filter_entries.len() as f64 * self.options.bloom_bits_per_key
+            + self.range_filter.as_ref().map_or(0.0, |r| {
+                r.len() as f64 * self.options.range_filter_bits_per_key
+            }))
+            / 8.0) as u64;
         let index = self.data_blocks * (self.last_key.len() as u64 + 32);
         self.offset + self.data_block.estimated_size() as u64 + filter + index + 256
     }
@@ -215,11 +230,12 @@ impl TableBuilder {
         }
         let data_size = self.offset;
 
-        let (filter, filter_probes) = self.write_filter()?;
+        let (filter, filter_probes, prefix_filter) = self.write_filter()?;
+        let range_filter = self.write_range_filter()?;
         let index_bytes = self.index_block.finish();
         let index = self.write_block(&index_bytes, BlockKind::Index, Codec::Raw, 0)?;
-        let properties = TableProperties {
-            format_version: FORMAT_VERSION,
+        let mut properties = TableProperties {
+            format_version: TableFormat::CURRENT.version(),
             entries: self.entries,
             deletions: self.deletions,
             distinct_user_keys: self.distinct_user_keys,
@@ -235,14 +251,23 @@ impl TableBuilder {
             filter_probes,
             smallest: Bytes::from(std::mem::take(&mut self.smallest)),
             largest: Bytes::from(std::mem::take(&mut self.last_key)),
+            prefix_filter,
+            range_filter,
         };
+        // Version 3 only when the table has what only it stores.
+        let format = if properties.needs_fields() {
+            TableFormat::V3
+        } else {
+            TableFormat::CURRENT
+        };
+        properties.format_version = format.version();
         let properties_handle =
             self.write_block(&properties.encode(), BlockKind::Properties, Codec::Raw, 0)?;
         let footer = Footer {
             index,
             filter,
             properties: properties_handle,
-            format: TableFormat::CURRENT,
+            format,
         };
         self.append(&footer.encode())?;
         self.file.sync().inspect_err(|_| self.failed = true)?;
@@ -286,21 +311,38 @@ impl TableBuilder {
     }
 
     /// Builds the filter from the collected hashes and writes it at a
-    /// 64-byte-aligned offset. Returns its handle and probe count.
-    fn write_filter(&mut self) -> Result<(Option<BlockHandle>, u32)> {
+    /// 64-byte-aligned offset. Returns its handle, probe count and what it
+    /// holds of prefixes.
+    fn write_filter(&mut self) -> Result<(Option<BlockHandle>, u32, Option<PrefixFilterInfo>)> {
         if self.options.bloom_bits_per_key <= 0.0 {
-            return Ok((None, 0));
+            return Ok((None, 0, None));
         }
-        let mut filter = BloomFilter::with_bits_per_key(
-            self.filter_hashes.len(),
-            self.options.bloom_bits_per_key,
-        )?;
-        for &hash in &self.filter_hashes {
+        let entries = std::mem::replace(
+            &mut self.filter_entries,
+            FilterEntries::new(&TableOptions::default()),
+        );
+        let (hashes, prefixes) = entries.finish();
+        let mut filter =
+            BloomFilter::with_bits_per_key(hashes.len(), self.options.bloom_bits_per_key)?;
+        for &hash in &hashes {
             filter.insert_hash(hash);
         }
         let padding = (FILTER_ALIGN - self.offset % FILTER_ALIGN) % FILTER_ALIGN;
         let handle = self.write_block(&filter.encode(), BlockKind::Filter, Codec::Raw, padding)?;
-        Ok((Some(handle), filter.hashes()))
+        Ok((Some(handle), filter.hashes(), prefixes))
+    }
+
+    /// Writes the range filter block, when the table gets one.
+    fn write_range_filter(&mut self) -> Result<Option<RangeFilterInfo>> {
+        let Some(builder) = self.range_filter.take() else {
+            return Ok(None);
+        };
+        let block = builder.finish()?;
+        let handle = self.write_block(&block, BlockKind::RangeFilter, Codec::Raw, 0)?;
+        Ok(Some(RangeFilterInfo {
+            handle,
+            bits_per_key: self.options.range_filter_bits_per_key,
+        }))
     }
 
     /// Appends `padding` zero bytes, then `block` stored with `codec` and

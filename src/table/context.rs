@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::options::{Options, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_MAX_OPEN_FILES};
+use crate::prefix::PrefixExtractor;
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
 
@@ -88,12 +89,16 @@ pub struct ReadContext {
     pub(crate) fs: SharedFs,
     pub(crate) counters: Arc<ReadCounters>,
     pub(crate) settings: ReadSettings,
+    /// The database's prefix extractor: tables built with one of the same
+    /// name use it to ask their filter about a key's prefix.
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
     blocks: Option<quick_cache::sync::Cache<BlockKey, Block, BlockWeighter>>,
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
     next_table_id: AtomicU64,
     /// Bytes of filters and decoded indexes held by open tables.
     filter_bytes: AtomicU64,
     index_bytes: AtomicU64,
+    range_filter_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for ReadContext {
@@ -112,6 +117,18 @@ impl ReadContext {
         settings: ReadSettings,
         counters: Arc<ReadCounters>,
     ) -> Arc<ReadContext> {
+        ReadContext::with_prefix_extractor(fs, settings, counters, None)
+    }
+
+    /// [`ReadContext::new`] for tables read with `prefix_extractor` (a table
+    /// built with an extractor of the same name asks its filter about key
+    /// prefixes where it holds no whole keys).
+    pub fn with_prefix_extractor(
+        fs: SharedFs,
+        settings: ReadSettings,
+        counters: Arc<ReadCounters>,
+        prefix_extractor: Option<PrefixExtractor>,
+    ) -> Arc<ReadContext> {
         let blocks = (settings.block_cache_bytes > 0).then(|| {
             // A guess for the hash table's size: blocks of about 4 KiB.
             let items = (settings.block_cache_bytes / 4096).max(16);
@@ -125,20 +142,23 @@ impl ReadContext {
             fs,
             counters,
             settings,
+            prefix_extractor,
             blocks,
             files: quick_cache::sync::Cache::new(settings.max_open_files.max(1)),
             next_table_id: AtomicU64::new(1),
             filter_bytes: AtomicU64::new(0),
             index_bytes: AtomicU64::new(0),
+            range_filter_bytes: AtomicU64::new(0),
         })
     }
 
     /// A context for one database's options.
     pub fn for_options(options: &Options, counters: Arc<ReadCounters>) -> Arc<ReadContext> {
-        ReadContext::new(
+        ReadContext::with_prefix_extractor(
             Arc::clone(&options.fs),
             ReadSettings::from(options),
             counters,
+            options.prefix_extractor.clone(),
         )
     }
 
@@ -185,6 +205,20 @@ impl ReadContext {
     /// Bytes of decoded indexes held by the open tables of this context.
     pub fn index_bytes(&self) -> u64 {
         self.index_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of range filters held by the open tables of this context.
+    pub fn range_filter_bytes(&self) -> u64 {
+        self.range_filter_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts a table's range filter memory in (`held`) or out.
+    pub(crate) fn count_range_filter(&self, bytes: u64, held: bool) {
+        if held {
+            self.range_filter_bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.range_filter_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Counts a table's filter and index memory in (`held`) or out.

@@ -31,6 +31,15 @@ pub struct ReadCounters {
     /// filters did not save). Compaction's and verify's whole-table reads
     /// are not counted.
     pub block_reads_from_file: AtomicU64,
+    /// Scans that asked a table's filter about the one prefix every key of
+    /// their range has (tables built with the database's extractor).
+    pub prefix_filter_checks: AtomicU64,
+    /// Of those, the tables the filter ruled out: not read by the scan.
+    pub prefix_filter_skips: AtomicU64,
+    /// Scans with both bounds that asked a table's range filter.
+    pub range_filter_checks: AtomicU64,
+    /// Of those, the tables the range filter found empty in the range.
+    pub range_filter_skips: AtomicU64,
 }
 
 /// A plain copy of [`ReadCounters`] at one moment.
@@ -52,6 +61,14 @@ pub struct ReadStats {
     pub block_cache_misses: u64,
     /// See [`ReadCounters::block_reads_from_file`].
     pub block_reads_from_file: u64,
+    /// See [`ReadCounters::prefix_filter_checks`].
+    pub prefix_filter_checks: u64,
+    /// See [`ReadCounters::prefix_filter_skips`].
+    pub prefix_filter_skips: u64,
+    /// See [`ReadCounters::range_filter_checks`].
+    pub range_filter_checks: u64,
+    /// See [`ReadCounters::range_filter_skips`].
+    pub range_filter_skips: u64,
 }
 
 impl ReadCounters {
@@ -72,6 +89,10 @@ impl ReadCounters {
             block_cache_hits: get(&self.block_cache_hits),
             block_cache_misses: get(&self.block_cache_misses),
             block_reads_from_file: get(&self.block_reads_from_file),
+            prefix_filter_checks: get(&self.prefix_filter_checks),
+            prefix_filter_skips: get(&self.prefix_filter_skips),
+            range_filter_checks: get(&self.range_filter_checks),
+            range_filter_skips: get(&self.range_filter_skips),
         }
     }
 
@@ -112,6 +133,18 @@ impl ReadStats {
             block_reads_from_file: self
                 .block_reads_from_file
                 .saturating_sub(earlier.block_reads_from_file),
+            prefix_filter_checks: self
+                .prefix_filter_checks
+                .saturating_sub(earlier.prefix_filter_checks),
+            prefix_filter_skips: self
+                .prefix_filter_skips
+                .saturating_sub(earlier.prefix_filter_skips),
+            range_filter_checks: self
+                .range_filter_checks
+                .saturating_sub(earlier.range_filter_checks),
+            range_filter_skips: self
+                .range_filter_skips
+                .saturating_sub(earlier.range_filter_skips),
         }
     }
 }

@@ -12,12 +12,17 @@ use std::fmt;
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{Error, Result};
 
-/// The table format version this code writes: 6-byte block trailers that
-/// record each block's codec (see [`Codec`]), data blocks that may be
-/// compressed and page-aligned.
+/// The table format version this code writes for a table that needs nothing
+/// of version 3: 6-byte block trailers that record each block's codec (see
+/// [`Codec`]), data blocks that may be compressed and page-aligned.
 pub const FORMAT_VERSION: u32 = 2;
 /// The first format: 5-byte trailers, every block stored raw. Still read.
 pub const FORMAT_VERSION_1: u32 = 1;
+/// Version 2 plus tagged fields after the properties block's largest key
+/// (a prefix extractor's name, the range filter's handle) and the range
+/// filter block (type 6). Written only for tables that carry either, so a
+/// table without them stays readable by builds that know version 2 only.
+pub const FORMAT_VERSION_3: u32 = 3;
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// Bytes of the footer at the end of the file.
@@ -48,6 +53,8 @@ pub enum BlockKind {
     Properties = 4,
     /// The fixed-size footer (has no trailer; named in errors only).
     Footer = 5,
+    /// The table's range filter over user keys (format version 3).
+    RangeFilter = 6,
 }
 
 impl BlockKind {
@@ -58,6 +65,7 @@ impl BlockKind {
             2 => Some(BlockKind::Index),
             3 => Some(BlockKind::Filter),
             4 => Some(BlockKind::Properties),
+            6 => Some(BlockKind::RangeFilter),
             _ => None,
         }
     }
@@ -70,6 +78,7 @@ impl BlockKind {
             BlockKind::Filter => "filter",
             BlockKind::Properties => "properties",
             BlockKind::Footer => "footer",
+            BlockKind::RangeFilter => "range filter",
         }
     }
 }
@@ -162,10 +171,22 @@ impl TableFormat {
     pub const CURRENT: TableFormat = TableFormat(FORMAT_VERSION);
     /// Format version 1.
     pub const V1: TableFormat = TableFormat(FORMAT_VERSION_1);
+    /// Format version 3 (properties fields, range filter block).
+    pub const V3: TableFormat = TableFormat(FORMAT_VERSION_3);
 
     /// The format of a footer's version field, if this code reads it.
     pub fn from_version(version: u32) -> Option<TableFormat> {
-        matches!(version, FORMAT_VERSION_1 | FORMAT_VERSION).then_some(TableFormat(version))
+        matches!(
+            version,
+            FORMAT_VERSION_1 | FORMAT_VERSION | FORMAT_VERSION_3
+        )
+        .then_some(TableFormat(version))
+    }
+
+    /// Whether the properties block may carry tagged fields after its
+    /// largest key (version 3 and later).
+    pub fn has_property_fields(self) -> bool {
+        self.0 >= FORMAT_VERSION_3
     }
 
     /// The version number.
@@ -376,7 +397,7 @@ impl Footer {
         let Some(format) = TableFormat::from_version(version) else {
             return Err(location.corruption(format!(
                 "table format version {version} is not one this siftdb reads \
-                 ({FORMAT_VERSION_1} or {FORMAT_VERSION})"
+                 ({FORMAT_VERSION_1}, {FORMAT_VERSION} or {FORMAT_VERSION_3})"
             )));
         };
         let filter = (filter != BlockHandle::default()).then_some(filter);
@@ -439,7 +460,7 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_every_byte_flip_is_caught() {
-        for format in [TableFormat::V1, TableFormat::CURRENT] {
+        for format in [TableFormat::V1, TableFormat::CURRENT, TableFormat::V3] {
             let (file, footer) = sample_file(format);
             assert_eq!(decode(&file).unwrap(), footer);
             for i in file.len() - FOOTER_LEN..file.len() {

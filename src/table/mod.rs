@@ -44,6 +44,7 @@ pub mod iter;
 pub mod lookup;
 pub mod properties;
 pub mod reader;
+pub mod scan_filters;
 mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
@@ -59,6 +60,7 @@ pub use verify::{Severity, VerifyProblem};
 use crate::error::{Error, Result};
 use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
 use crate::options::{Compression, Options};
+use crate::prefix::PrefixExtractor;
 
 /// How a table is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +75,13 @@ pub struct TableOptions {
     pub restart_interval: usize,
     /// How data blocks are stored. Default LZ4 (raw when it does not pay).
     pub compression: Compression,
+    /// Adds each key's prefix to the filter (`Options::prefix_extractor`);
+    /// needs a filter (`bloom_bits_per_key > 0`). Default none.
+    pub prefix_extractor: Option<PrefixExtractor>,
+    /// With an extractor: keep whole keys in the filter too. Default true.
+    pub whole_key_filtering: bool,
+    /// Range filter bits per distinct user key; 0 writes none. Default 0.
+    pub range_filter_bits_per_key: f64,
 }
 
 impl Default for TableOptions {
@@ -82,6 +91,9 @@ impl Default for TableOptions {
             bloom_bits_per_key: 10.0,
             restart_interval: 16,
             compression: Compression::default(),
+            prefix_extractor: None,
+            whole_key_filtering: true,
+            range_filter_bits_per_key: 0.0,
         }
     }
 }
@@ -92,6 +104,9 @@ impl From<&Options> for TableOptions {
             block_size: options.block_size,
             bloom_bits_per_key: options.bloom_bits_per_key,
             compression: options.compression,
+            prefix_extractor: options.prefix_extractor.clone(),
+            whole_key_filtering: options.whole_key_filtering,
+            range_filter_bits_per_key: options.range_filter_bits_per_key,
             ..TableOptions::default()
         }
     }
@@ -106,6 +121,16 @@ impl TableOptions {
         {
             return Err(Error::invalid(format!(
                 "bloom_bits_per_key must be 0 or within [{MIN_BITS_PER_KEY}, {MAX_BITS_PER_KEY}], got {bits}"
+            )));
+        }
+        let range = self.range_filter_bits_per_key;
+        let (min, max) = (
+            crate::filter::range::MIN_BITS_PER_KEY,
+            crate::filter::range::MAX_BITS_PER_KEY,
+        );
+        if !(range == 0.0 || (range.is_finite() && (min..=max).contains(&range))) {
+            return Err(Error::invalid(format!(
+                "range_filter_bits_per_key must be 0 or within [{min}, {max}], got {range}"
             )));
         }
         if !(1..=1 << 28).contains(&self.block_size) {

@@ -15,6 +15,8 @@
 //! 68      4     filter probes per key (0 = no filter)
 //! 72      4+n   smallest internal key (u32 length, bytes)
 //! 76+n    4+m   largest internal key (u32 length, bytes)
+//! 80+n+m  ...   format 3 only: tagged fields (tag u16, length u32, bytes),
+//!               tags strictly increasing — 1: prefix filter, 2: range filter
 //! ```
 //!
 //! Owns: [`TableProperties`] and its encoding.
@@ -26,10 +28,46 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use crate::codec::{put_len_prefixed, ByteReader};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::filter::range;
 use crate::filter::theory::{MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo};
-use crate::table::format::{BlockLocation, TableFormat};
+use crate::prefix::MAX_NAME_LEN;
+use crate::table::format::{BlockHandle, BlockLocation, TableFormat};
+
+/// Tag of the prefix filter field.
+pub const TAG_PREFIX_FILTER: u16 = 1;
+/// Tag of the range filter field.
+pub const TAG_RANGE_FILTER: u16 = 2;
+/// Tags at or above this may be skipped by a reader that does not know
+/// them; an unknown tag below it is `Corruption` (the table needs a newer
+/// reader to be read correctly).
+pub const FIRST_SKIPPABLE_TAG: u16 = 0x8000;
+/// Prefix filter flag: whole keys are in the filter too.
+const WHOLE_KEYS: u8 = 1;
+
+/// What a table's point filter holds besides whole keys (properties field 1,
+/// format 3): the prefix of each key, as an extractor named `extractor` cut
+/// them. See `docs/format.md`, "Filter block".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixFilterInfo {
+    /// The extractor's name ([`crate::prefix::PrefixExtractor::name`]).
+    pub extractor: String,
+    /// Whether every key is in the filter whole as well (else only the keys
+    /// without a prefix are).
+    pub whole_keys: bool,
+    /// Distinct prefixes added to the filter.
+    pub prefixes: u64,
+}
+
+/// Where a table's range filter is (properties field 2, format 3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeFilterInfo {
+    /// The range filter block.
+    pub handle: BlockHandle,
+    /// Bits per key the builder was asked for.
+    pub bits_per_key: f64,
+}
 
 /// Table-wide facts from the properties block.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +96,10 @@ pub struct TableProperties {
     pub smallest: Bytes,
     /// The last internal key.
     pub largest: Bytes,
+    /// Prefixes in the point filter (format 3; `None` before).
+    pub prefix_filter: Option<PrefixFilterInfo>,
+    /// The range filter block (format 3; `None` before).
+    pub range_filter: Option<RangeFilterInfo>,
 }
 
 impl TableProperties {
@@ -77,7 +119,15 @@ impl TableProperties {
             filter_probes: 0,
             smallest: Bytes::new(),
             largest: Bytes::new(),
+            prefix_filter: None,
+            range_filter: None,
         }
+    }
+
+    /// Whether the table needs format version 3 (it has fields only that
+    /// version stores).
+    pub fn needs_fields(&self) -> bool {
+        self.prefix_filter.is_some() || self.range_filter.is_some()
     }
 
     /// The encoded block (without trailer).
@@ -99,6 +149,22 @@ impl TableProperties {
         out.extend_from_slice(&self.filter_probes.to_le_bytes());
         put_len_prefixed(&mut out, &self.smallest);
         put_len_prefixed(&mut out, &self.largest);
+        if let Some(prefix) = &self.prefix_filter {
+            let mut field = vec![u8::from(prefix.whole_keys) * WHOLE_KEYS];
+            field.extend_from_slice(&prefix.prefixes.to_le_bytes());
+            // Names are at most 255 bytes (checked when the extractor is made).
+            let name = prefix.extractor.as_bytes();
+            let name = name.get(..MAX_NAME_LEN).unwrap_or(name);
+            field.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+            field.extend_from_slice(name);
+            put_field(&mut out, TAG_PREFIX_FILTER, &field);
+        }
+        if let Some(range) = &self.range_filter {
+            let mut field = Vec::with_capacity(24);
+            range.handle.encode_to(&mut field);
+            field.extend_from_slice(&range.bits_per_key.to_bits().to_le_bytes());
+            put_field(&mut out, TAG_RANGE_FILTER, &field);
+        }
         out
     }
 
@@ -113,7 +179,7 @@ impl TableProperties {
 
     fn decode_fields(block: &[u8]) -> Result<TableProperties> {
         let mut r = ByteReader::new(block, "properties");
-        let properties = TableProperties {
+        let mut properties = TableProperties {
             format_version: r.u32()?,
             entries: r.u64()?,
             deletions: r.u64()?,
@@ -126,9 +192,65 @@ impl TableProperties {
             filter_probes: r.u32()?,
             smallest: Bytes::copy_from_slice(r.len_prefixed()?),
             largest: Bytes::copy_from_slice(r.len_prefixed()?),
+            prefix_filter: None,
+            range_filter: None,
         };
+        let fields = TableFormat::from_version(properties.format_version)
+            .is_some_and(TableFormat::has_property_fields);
+        if fields {
+            properties.decode_tagged(&mut r)?;
+        }
         r.finish()?;
         Ok(properties)
+    }
+
+    /// Reads format 3's tagged fields up to the end of the block.
+    fn decode_tagged(&mut self, r: &mut ByteReader<'_>) -> Result<()> {
+        let mut last_tag: Option<u16> = None;
+        while r.remaining() > 0 {
+            let tag = r.u16()?;
+            let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+            let field = r.take(len)?;
+            if last_tag.is_some_and(|last| tag <= last) {
+                return Err(field_error(format!(
+                    "field tag {tag} does not follow tag {} in increasing order",
+                    last_tag.unwrap_or_default()
+                )));
+            }
+            last_tag = Some(tag);
+            let mut f = ByteReader::new(field, "properties field");
+            match tag {
+                TAG_PREFIX_FILTER => {
+                    let flags = f.u8()?;
+                    if flags & !WHOLE_KEYS != 0 {
+                        return Err(field_error(format!(
+                            "unknown prefix filter flags {flags:#x}"
+                        )));
+                    }
+                    let prefixes = f.u64()?;
+                    let name_len = usize::from(f.u8()?);
+                    let name = std::str::from_utf8(f.take(name_len)?)
+                        .map_err(|_| field_error("prefix extractor name is not UTF-8"))?;
+                    self.prefix_filter = Some(PrefixFilterInfo {
+                        extractor: name.to_string(),
+                        whole_keys: flags & WHOLE_KEYS != 0,
+                        prefixes,
+                    });
+                }
+                TAG_RANGE_FILTER => {
+                    let handle = BlockHandle::decode(&mut f)?;
+                    let bits_per_key = f64::from_bits(f.u64()?);
+                    self.range_filter = Some(RangeFilterInfo {
+                        handle,
+                        bits_per_key,
+                    });
+                }
+                tag if tag >= FIRST_SKIPPABLE_TAG => continue,
+                tag => return Err(field_error(format!("unknown field tag {tag}"))),
+            }
+            f.finish()?;
+        }
+        Ok(())
     }
 
     fn check(&self) -> std::result::Result<(), String> {
@@ -161,6 +283,7 @@ impl TableProperties {
                 self.filter_probes
             ));
         }
+        self.check_fields(filter)?;
         let smallest =
             parse_internal_key(&self.smallest).map_err(|e| format!("smallest key: {e}"))?;
         let largest = parse_internal_key(&self.largest).map_err(|e| format!("largest key: {e}"))?;
@@ -177,6 +300,47 @@ impl TableProperties {
         }
         Ok(())
     }
+
+    /// Format 3's fields against the rest: a prefix filter needs a point
+    /// filter, a name, and no more prefixes than keys; a range filter's bits
+    /// lie within its builder's limits.
+    fn check_fields(&self, point_filter: bool) -> std::result::Result<(), String> {
+        if let Some(prefix) = &self.prefix_filter {
+            if !point_filter {
+                return Err("prefix filter without a filter".into());
+            }
+            if prefix.extractor.is_empty() {
+                return Err("prefix filter without an extractor name".into());
+            }
+            if prefix.prefixes > self.distinct_user_keys {
+                return Err(format!(
+                    "{} prefixes cannot come from {} distinct keys",
+                    prefix.prefixes, self.distinct_user_keys
+                ));
+            }
+        }
+        if let Some(range) = &self.range_filter {
+            let bits = range.bits_per_key;
+            if !(bits.is_finite()
+                && (range::MIN_BITS_PER_KEY..=range::MAX_BITS_PER_KEY).contains(&bits))
+            {
+                return Err(format!("range filter of {bits} bits per key"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends one tagged field.
+fn put_field(out: &mut Vec<u8>, tag: u16, field: &[u8]) {
+    out.extend_from_slice(&tag.to_le_bytes());
+    // Fields are a few dozen bytes.
+    out.extend_from_slice(&u32::try_from(field.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(field);
+}
+
+fn field_error(detail: impl std::fmt::Display) -> Error {
+    Error::corruption("properties field", detail)
 }
 
 #[cfg(test)]
@@ -199,6 +363,28 @@ mod tests {
             filter_probes: 6,
             smallest: internal_key(b"a", SeqNo(5), ValueKind::Put).into(),
             largest: internal_key(b"z", SeqNo(40), ValueKind::Delete).into(),
+            prefix_filter: None,
+            range_filter: None,
+        }
+    }
+
+    /// A format-3 sample with both fields.
+    fn sample_v3() -> TableProperties {
+        TableProperties {
+            format_version: crate::table::format::FORMAT_VERSION_3,
+            prefix_filter: Some(PrefixFilterInfo {
+                extractor: "siftdb.fixed:4".into(),
+                whole_keys: false,
+                prefixes: 3,
+            }),
+            range_filter: Some(RangeFilterInfo {
+                handle: BlockHandle {
+                    offset: 4096,
+                    len: 77,
+                },
+                bits_per_key: 16.0,
+            }),
+            ..sample()
         }
     }
 
@@ -210,13 +396,94 @@ mod tests {
     fn round_trip() {
         let p = sample();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
+        let p = sample_v3();
+        assert!(p.needs_fields() && !sample().needs_fields());
+        assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
+        for only_one in [
+            TableProperties {
+                prefix_filter: None,
+                ..sample_v3()
+            },
+            TableProperties {
+                range_filter: None,
+                ..sample_v3()
+            },
+        ] {
+            let decoded = TableProperties::decode(&only_one.encode(), &loc()).unwrap();
+            assert_eq!(decoded, only_one);
+        }
+    }
+
+    #[test]
+    fn fields_are_read_in_format_3_only_and_checked() {
+        // Format 2 with fields: trailing bytes.
+        let mut p = sample_v3();
+        p.format_version = crate::table::format::FORMAT_VERSION;
+        assert!(TableProperties::decode(&p.encode(), &loc()).is_err());
+        type Mutation = fn(&mut TableProperties);
+        let cases: Vec<(Mutation, &str)> = vec![
+            (
+                |p| {
+                    p.filter_bits_per_key = 0.0;
+                    p.filter_probes = 0;
+                },
+                "without a filter",
+            ),
+            (
+                |p| p.prefix_filter.as_mut().unwrap().extractor.clear(),
+                "extractor name",
+            ),
+            (
+                |p| p.prefix_filter.as_mut().unwrap().prefixes = 9,
+                "prefixes cannot",
+            ),
+            (
+                |p| p.range_filter.as_mut().unwrap().bits_per_key = 1.0,
+                "range filter of",
+            ),
+        ];
+        for (mutate, reason) in cases {
+            let mut p = sample_v3();
+            mutate(&mut p);
+            let err = TableProperties::decode(&p.encode(), &loc())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(reason), "{reason}: {err}");
+        }
+        // Tags: an unknown required tag is refused, a skippable one skipped,
+        // tags out of order refused, a field longer than its content refused.
+        let base = sample().encode();
+        let with = |tag: u16, field: &[u8]| {
+            let mut p = sample();
+            p.format_version = crate::table::format::FORMAT_VERSION_3;
+            let mut bytes = p.encode();
+            put_field(&mut bytes, tag, field);
+            (p, bytes)
+        };
+        let (_, unknown) = with(7, b"x");
+        let err = TableProperties::decode(&unknown, &loc()).unwrap_err();
+        assert!(err.to_string().contains("unknown field tag 7"), "{err}");
+        let (p, skippable) = with(FIRST_SKIPPABLE_TAG + 1, b"later");
+        assert_eq!(TableProperties::decode(&skippable, &loc()).unwrap(), p);
+        let mut twice = sample_v3().encode();
+        put_field(&mut twice, TAG_PREFIX_FILTER, &[0; 10]);
+        assert!(TableProperties::decode(&twice, &loc()).is_err());
+        let mut v3 = sample_v3();
+        v3.range_filter = None;
+        let mut long_field = v3.encode();
+        put_field(&mut long_field, TAG_RANGE_FILTER, &[0; 25]);
+        assert!(TableProperties::decode(&long_field, &loc()).is_err());
+        let (_, flags) = with(TAG_PREFIX_FILTER, &[2, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'x']);
+        let err = TableProperties::decode(&flags, &loc()).unwrap_err();
+        assert!(err.to_string().contains("flags"), "{err}");
+        assert!(base.len() < sample_v3().encode().len());
     }
 
     #[test]
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 3, "version"),
+            (|p| p.format_version = 4, "version"),
             (|p| p.format_version = 0, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
@@ -245,6 +512,15 @@ mod tests {
 
     #[test]
     fn truncation_and_trailing_bytes_are_refused() {
+        // Format 3 cut at a field boundary decodes with fewer fields (the
+        // block's checksum is what catches that); never as the whole.
+        let v3 = sample_v3();
+        let bytes = v3.encode();
+        for len in 0..bytes.len() {
+            if let Ok(p) = TableProperties::decode(&bytes[..len], &loc()) {
+                assert_ne!(p, v3);
+            }
+        }
         let bytes = sample().encode();
         for len in 0..bytes.len() {
             assert!(TableProperties::decode(&bytes[..len], &loc()).is_err());

@@ -47,6 +47,7 @@ use crate::table::format::{
 use crate::table::index::Index;
 use crate::table::lookup::LookupKey;
 use crate::table::properties::TableProperties;
+use crate::table::scan_filters::ScanFilters;
 
 thread_local! {
     /// The key buffer a get's block cursor rebuilds keys in, reused so a
@@ -140,6 +141,8 @@ pub(crate) struct TableInner {
     properties: TableProperties,
     filter: Option<FilterView<AlignedBytes>>,
     filter_status: FilterStatus,
+    /// Prefix trust and the range filter (`scan_filters.rs`).
+    pub(crate) scan: ScanFilters,
     /// Bytes of memory the filter and the decoded index hold.
     filter_bytes: u64,
     index_bytes: u64,
@@ -247,11 +250,10 @@ impl Table {
     /// [`Table::get`] for a key the caller already found within the table's
     /// range: the filter, then the index and one data block.
     pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        let inner = &*self.inner;
-        if let Some(filter) = &inner.filter {
-            let counters = &inner.context.counters;
+        if let Some((filter, hash)) = self.point_filter_probe(key) {
+            let counters = &self.inner.context.counters;
             ReadCounters::bump(&counters.filter_checks);
-            if !filter.contains_hash(key.hash()) {
+            if !filter.contains_hash(hash) {
                 ReadCounters::bump(&counters.filter_skips);
                 return Ok(None);
             }
@@ -288,7 +290,7 @@ impl Table {
                 inner.find_in_block(block_no, key)?
             }
         };
-        if found.is_none() && inner.filter.is_some() {
+        if found.is_none() && self.point_filter_probe(key).is_some() {
             ReadCounters::bump(&counters.filter_false_positives);
         }
         Ok(found)
@@ -404,6 +406,7 @@ impl TableInner {
             properties: TableProperties::placeholder(),
             filter: None,
             filter_status: FilterStatus::Missing,
+            scan: ScanFilters::none(),
             filter_bytes: 0,
             index_bytes: 0,
             remove_file_when_dropped: AtomicBool::new(false),
@@ -437,6 +440,10 @@ impl TableInner {
         if matches!(table.filter_status, FilterStatus::Corrupt(_)) {
             ReadCounters::bump(&context.counters.filter_fallbacks);
         }
+        table.scan = ScanFilters::open(&table, &properties);
+        if matches!(table.scan.range_status(), FilterStatus::Corrupt(_)) {
+            ReadCounters::bump(&context.counters.filter_fallbacks);
+        }
         if let Source::Mapped { verified, .. } = &mut table.source {
             *verified = (0..index.len().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
@@ -446,12 +453,13 @@ impl TableInner {
         table.index = index;
         table.properties = properties;
         context.count_metadata(table.filter_bytes, table.index_bytes, true);
+        context.count_range_filter(table.scan.range_bytes(), true);
         Ok(Table {
             inner: Arc::new(table),
         })
     }
 
-    fn location(&self, kind: BlockKind, offset: u64) -> BlockLocation<'_> {
+    pub(crate) fn location(&self, kind: BlockKind, offset: u64) -> BlockLocation<'_> {
         BlockLocation::new(&self.name, kind, offset)
     }
 
@@ -462,7 +470,11 @@ impl TableInner {
 
     /// The block at `handle` with its trailer checked (bounds were checked
     /// when the handle was decoded): its bytes as stored, and its codec.
-    fn read_checked(&self, handle: BlockHandle, kind: BlockKind) -> Result<(Bytes, Codec)> {
+    pub(crate) fn read_checked(
+        &self,
+        handle: BlockHandle,
+        kind: BlockKind,
+    ) -> Result<(Bytes, Codec)> {
         let location = self.location(kind, handle.offset);
         let len = self.stored_len(handle, &location)?;
         let stored = self.read_at(handle.offset, len)?;
@@ -716,6 +728,14 @@ impl TableInner {
         &self.footer
     }
 
+    pub(crate) fn context(&self) -> &ReadContext {
+        &self.context
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
     /// Reads a block named by the footer from the file again and checks its
     /// trailer: what is on disk now, not what was read at open.
     pub(crate) fn recheck(&self, kind: BlockKind, handle: BlockHandle) -> Result<()> {
@@ -727,6 +747,7 @@ impl Drop for TableInner {
     fn drop(&mut self) {
         let context = &self.context;
         context.count_metadata(self.filter_bytes, self.index_bytes, false);
+        context.count_range_filter(self.scan.range_bytes(), false);
         // The table's blocks can never be asked for again: free their room.
         for handle in self.index.handles() {
             context.forget_block(self.id, handle.offset);

@@ -2,20 +2,22 @@
 //!
 //! Owns: what "sound" means for a table — every block's checksum, every
 //! data block's structure, key order across blocks, separators equal to
-//! each block's last key, properties that match the data, and a filter that
-//! holds every user key.
+//! each block's last key, properties that match the data, and filters that
+//! hold every user key (the point filter its key or prefix entries, the
+//! range filter the key itself).
 //! Must never: stop at the first problem (it reports all of them), or call
 //! a damaged filter an error — it only costs reads, never an answer.
 
 use std::cmp::Ordering;
 
 use crate::error::Result;
-use crate::filter::{hash_key, AlignedBytes, FilterView};
+use crate::filter::hash_key;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::BlockKind;
 use crate::table::iter::SPAN_BYTES;
 use crate::table::reader::{FilterStatus, Span, Table, TableInner};
+use crate::table::scan_filters::ScanFilters;
 
 /// How bad a [`VerifyProblem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,29 +65,52 @@ struct ScanTotals {
     last_key: Option<Vec<u8>>,
     out_of_order: bool,
     filter_misses: u64,
+    range_filter_misses: u64,
+}
+
+/// The filters a scan of the data checks every user key against.
+#[derive(Clone, Copy)]
+struct Filters<'t> {
+    inner: &'t TableInner,
+    scan: &'t ScanFilters,
+}
+
+impl Filters<'_> {
+    fn check(&self, user_key: &[u8], totals: &mut ScanTotals) {
+        if let Some(filter) = self.inner.filter() {
+            let whole = hash_key(user_key);
+            let point = self.scan.point_hash(user_key, whole);
+            // The key's prefix entry, when the extractor is trusted.
+            let prefix = self.scan.prefix_entry(user_key);
+            let missing = point
+                .iter()
+                .chain(&prefix)
+                .any(|&h| !filter.contains_hash(h));
+            if missing {
+                totals.filter_misses += 1;
+            }
+        }
+        if self.scan.range().is_some_and(|r| !r.may_contain(user_key)) {
+            totals.range_filter_misses += 1;
+        }
+    }
 }
 
 impl ScanTotals {
     /// Checks a block's structure and adds every entry.
-    fn add_block(&mut self, block: Block, filter: Option<&FilterView<AlignedBytes>>) -> Result<()> {
+    fn add_block(&mut self, block: Block, filters: Filters<'_>) -> Result<()> {
         block.check_structure()?;
         let mut entries = block.into_cursor();
         entries.seek_to_first()?;
         while entries.valid() {
             let parsed = parse_internal_key(entries.key())?;
-            self.add(entries.key(), parsed.seq, parsed.kind, filter);
+            self.add(entries.key(), parsed.seq, parsed.kind, filters);
             entries.next()?;
         }
         Ok(())
     }
 
-    fn add(
-        &mut self,
-        key: &[u8],
-        seq: SeqNo,
-        kind: ValueKind,
-        filter: Option<&FilterView<AlignedBytes>>,
-    ) {
+    fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, filters: Filters<'_>) {
         let user_key = user_key_of(key);
         if let Some(last) = &self.last_key {
             if compare_internal_keys(last, key) != Ordering::Less {
@@ -98,9 +123,7 @@ impl ScanTotals {
             .is_none_or(|last| user_key_of(last) != user_key);
         if new_user_key {
             self.distinct_user_keys += 1;
-            if filter.is_some_and(|f| !f.contains_hash(hash_key(user_key))) {
-                self.filter_misses += 1;
-            }
+            filters.check(user_key, self);
         }
         self.entries += 1;
         if kind == ValueKind::Delete {
@@ -142,15 +165,22 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
     let filter_offset = footer.filter.map(|h| h.offset).unwrap_or_default();
     // Index, properties and filter were verified at open; their checksums
     // are recomputed so that verify vouches for every block.
+    let range_filter = inner.properties().range_filter.map(|r| r.handle);
     let metadata = [
         (BlockKind::Index, Some(footer.index)),
         (BlockKind::Properties, Some(footer.properties)),
         (BlockKind::Filter, footer.filter),
+        (BlockKind::RangeFilter, range_filter),
     ];
     for (kind, handle) in metadata {
         let Some(handle) = handle else { continue };
-        let damaged_filter = match inner.filter_status() {
-            FilterStatus::Corrupt(reason) if kind == BlockKind::Filter => Some(reason.clone()),
+        let is_filter = matches!(kind, BlockKind::Filter | BlockKind::RangeFilter);
+        let status = match kind {
+            BlockKind::RangeFilter => inner.scan.range_status(),
+            _ => inner.filter_status(),
+        };
+        let damaged_filter = match status {
+            FilterStatus::Corrupt(reason) if is_filter => Some(reason.clone()),
             _ => None,
         };
         let detail = match damaged_filter {
@@ -163,7 +193,7 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
                 offset: handle.offset,
                 detail,
                 // A damaged filter only costs reads; it never changes an answer.
-                severity: if kind == BlockKind::Filter {
+                severity: if is_filter {
                     Severity::Warning
                 } else {
                     Severity::Error
@@ -181,13 +211,17 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
     };
 
     let mut totals = ScanTotals::default();
+    let filters = Filters {
+        inner,
+        scan: &inner.scan,
+    };
     let mut sound = true;
     let mut span = None;
     for (block_no, handle) in inner.index.handles().iter().enumerate() {
         let offset = handle.offset;
         let scanned = block_from_file(inner, &mut span, block_no).and_then(|block| {
             totals
-                .add_block(block, inner.filter())
+                .add_block(block, filters)
                 .map_err(|e| inner.locate(block_no, e))
         });
         if let Err(e) = scanned {
@@ -220,6 +254,16 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
             format!(
                 "filter rules out {} user keys the table holds",
                 totals.filter_misses
+            ),
+        );
+    }
+    if totals.range_filter_misses > 0 {
+        error(
+            BlockKind::RangeFilter,
+            range_filter.map(|h| h.offset).unwrap_or_default(),
+            format!(
+                "range filter rules out {} user keys the table holds",
+                totals.range_filter_misses
             ),
         );
     }

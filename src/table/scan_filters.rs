@@ -1,0 +1,433 @@
+//! The filters a scan asks before it reads a table: prefix entries in the
+//! table's point filter, and the range filter block.
+//!
+//! A table built with a prefix extractor (`TableOptions::prefix_extractor`)
+//! adds to its point filter, beside whole keys, the hash of each distinct
+//! key prefix ([`prefix_hash`], a seed of its own so a prefix never answers
+//! for an equal whole key). A table built with `range_filter_bits_per_key`
+//! carries a range filter block ([`crate::filter::range`]) over its distinct
+//! user keys. A scan whose range lies within one prefix asks the first
+//! ([`PrefixProbe`]); a scan with both bounds asks the second; either "no"
+//! means the table holds no key — no version, no tombstone — in the range.
+//!
+//! Owns: what the builder adds to the point filter for prefixes
+//! ([`FilterEntries`]), loading the range filter at open, the hash a `get`
+//! asks the point filter with when the table kept prefixes only, and the
+//! scan-side questions ([`Table::scan_may_match`]) with their counters.
+//! Must never: rule a table out for a range that holds one of its keys —
+//! prefixes are trusted only from a table built with an extractor of the
+//! database's name, a damaged or inconsistent range filter is treated as
+//! absent (every range may match), and every key a table holds (tombstones
+//! included) is in both filters.
+
+use std::ops::Bound;
+
+use crate::error::Result;
+use crate::filter::hash_key_seeded;
+use crate::filter::range::RangeFilterView;
+use crate::filter::{hash_key, AlignedBytes, FilterView};
+use crate::prefix::PrefixExtractor;
+use crate::table::counters::ReadCounters;
+use crate::table::format::{BlockKind, FOOTER_LEN};
+use crate::table::lookup::LookupKey;
+use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo, TableProperties};
+use crate::table::reader::{FilterStatus, Table, TableInner};
+use crate::table::TableOptions;
+
+/// The seed of a prefix's filter hash (xxh3-64), so that the entry of
+/// prefix `p` and the entry of a whole key equal to `p` are different
+/// hashes: "prefix:" in ASCII, then 1.
+pub const PREFIX_HASH_SEED: u64 = 0x7072_6566_6978_3a01;
+
+/// The hash a table's filter holds for the key prefix `prefix`.
+#[inline]
+pub fn prefix_hash(prefix: &[u8]) -> u64 {
+    hash_key_seeded(prefix, PREFIX_HASH_SEED)
+}
+
+/// The point-filter entries of a table under construction: whole-key hashes
+/// and prefix hashes, collected key by key in sorted order.
+#[derive(Debug)]
+pub(crate) struct FilterEntries {
+    extractor: Option<PrefixExtractor>,
+    whole_keys: bool,
+    /// Hashes that go into the filter whatever happens.
+    hashes: Vec<u64>,
+    /// Whole-key hashes of keys that have a prefix, kept aside when whole
+    /// keys are not filtered: they go in after all if the extractor turns
+    /// out not to keep its rule.
+    held_back: Vec<u64>,
+    prefix_hashes: Vec<u64>,
+    last_prefix: Option<Vec<u8>>,
+    /// Set when the extractor broke its rule on this table's keys.
+    broken: bool,
+}
+
+impl FilterEntries {
+    pub(crate) fn new(options: &TableOptions) -> FilterEntries {
+        FilterEntries {
+            extractor: options.prefix_extractor.clone(),
+            whole_keys: options.whole_key_filtering || options.prefix_extractor.is_none(),
+            hashes: Vec::new(),
+            held_back: Vec::new(),
+            prefix_hashes: Vec::new(),
+            last_prefix: None,
+            broken: false,
+        }
+    }
+
+    /// Adds the entries of the next distinct user key (keys come sorted).
+    pub(crate) fn add(&mut self, user_key: &[u8]) {
+        let prefix = match &self.extractor {
+            Some(extractor) if !self.broken => extractor.prefix(user_key),
+            _ => None,
+        };
+        let Some(prefix) = prefix else {
+            self.hashes.push(hash_key(user_key));
+            return;
+        };
+        if self.whole_keys {
+            self.hashes.push(hash_key(user_key));
+        } else {
+            self.held_back.push(hash_key(user_key));
+        }
+        if self.last_prefix.as_deref() == Some(prefix) {
+            return;
+        }
+        // The rule, as far as one table shows it: a prefix is its own
+        // prefix, and distinct prefixes come in increasing order (the keys
+        // of one prefix are one run).
+        let own = self
+            .extractor
+            .as_ref()
+            .is_some_and(|e| e.prefix(prefix) == Some(prefix));
+        let increasing = self.last_prefix.as_deref().is_none_or(|last| last < prefix);
+        if !(own && increasing) {
+            self.broken = true;
+            return;
+        }
+        self.prefix_hashes.push(prefix_hash(prefix));
+        let last = self.last_prefix.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(prefix);
+    }
+
+    /// Entries so far (for size estimates).
+    pub(crate) fn len(&self) -> usize {
+        self.hashes.len() + self.prefix_hashes.len()
+    }
+
+    /// The hashes to build the filter from, and what the properties say of
+    /// prefixes (`None`: none were added — no extractor, or it broke its
+    /// rule, and then every key is in whole).
+    pub(crate) fn finish(mut self) -> (Vec<u64>, Option<PrefixFilterInfo>) {
+        let Some(extractor) = self.extractor.take() else {
+            return (self.hashes, None);
+        };
+        if self.broken {
+            self.hashes.append(&mut self.held_back);
+            return (self.hashes, None);
+        }
+        let info = PrefixFilterInfo {
+            extractor: extractor.name().to_string(),
+            whole_keys: self.whole_keys,
+            prefixes: self.prefix_hashes.len() as u64,
+        };
+        self.hashes.append(&mut self.prefix_hashes);
+        (self.hashes, Some(info))
+    }
+}
+
+/// A scan's question to prefix filters: "may you hold a key with this
+/// prefix, as extractor `extractor` cuts keys?"
+#[derive(Debug, Clone, Copy)]
+pub struct PrefixProbe<'a> {
+    extractor: &'a str,
+    hash: u64,
+}
+
+impl<'a> PrefixProbe<'a> {
+    /// The probe for `prefix` as `extractor` cut it.
+    pub fn new(extractor: &'a PrefixExtractor, prefix: &[u8]) -> PrefixProbe<'a> {
+        PrefixProbe {
+            extractor: extractor.name(),
+            hash: prefix_hash(prefix),
+        }
+    }
+
+    /// The probe for the one prefix every key within the bounds has, if
+    /// there is one (see [`PrefixExtractor::shared_prefix`]).
+    pub fn for_bounds(
+        extractor: &'a PrefixExtractor,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Option<PrefixProbe<'a>> {
+        let prefix = extractor.shared_prefix(start, end)?;
+        Some(PrefixProbe::new(extractor, prefix))
+    }
+}
+
+/// The scan-side state of an open table.
+#[derive(Debug)]
+pub(crate) struct ScanFilters {
+    /// Every key is in the point filter whole (no extractor, or
+    /// `whole_key_filtering`).
+    whole_keys: bool,
+    /// The extractor the table was built with, when the reading database
+    /// has one of the same name.
+    trusted: Option<PrefixExtractor>,
+    range: Option<RangeFilterView<Vec<u8>>>,
+    range_status: FilterStatus,
+    range_bytes: u64,
+}
+
+impl ScanFilters {
+    /// No prefixes, no range filter (a table under construction).
+    pub(crate) fn none() -> ScanFilters {
+        ScanFilters {
+            whole_keys: true,
+            trusted: None,
+            range: None,
+            range_status: FilterStatus::Missing,
+            range_bytes: 0,
+        }
+    }
+
+    /// The scan filters of table `inner` with these properties: the
+    /// extractor trusted or not, the range filter read and checked. Never
+    /// fails: a range filter that cannot be read or trusted is absent, and
+    /// its status says why.
+    pub(crate) fn open(inner: &TableInner, properties: &TableProperties) -> ScanFilters {
+        let prefix = properties.prefix_filter.as_ref();
+        let trusted = prefix.and_then(|p| {
+            inner
+                .context()
+                .prefix_extractor
+                .clone()
+                .filter(|e| e.name() == p.extractor)
+        });
+        let mut filters = ScanFilters {
+            whole_keys: prefix.is_none_or(|p| p.whole_keys),
+            trusted,
+            ..ScanFilters::none()
+        };
+        if let Some(info) = &properties.range_filter {
+            match read_range_filter(inner, info, properties) {
+                Ok(view) => {
+                    filters.range_bytes = view.as_bytes().len() as u64;
+                    filters.range = Some(view);
+                    filters.range_status = FilterStatus::Ok;
+                }
+                Err(e) => filters.range_status = FilterStatus::Corrupt(e.to_string()),
+            }
+        }
+        filters
+    }
+
+    /// Bytes of memory the range filter holds.
+    pub(crate) fn range_bytes(&self) -> u64 {
+        self.range_bytes
+    }
+
+    pub(crate) fn range_status(&self) -> &FilterStatus {
+        &self.range_status
+    }
+
+    pub(crate) fn range(&self) -> Option<&RangeFilterView<Vec<u8>>> {
+        self.range.as_ref()
+    }
+
+    /// The hash the point filter holds for `user_key`: its whole-key hash
+    /// (`whole`, computed by the caller) when whole keys are kept or the key
+    /// has no prefix, its prefix's hash otherwise; `None` when the filter
+    /// kept prefixes only and the extractor is not trusted (the filter
+    /// cannot answer for the key).
+    #[inline]
+    pub(crate) fn point_hash(&self, user_key: &[u8], whole: u64) -> Option<u64> {
+        if self.whole_keys {
+            return Some(whole);
+        }
+        let extractor = self.trusted.as_ref()?;
+        Some(extractor.prefix(user_key).map_or(whole, prefix_hash))
+    }
+
+    /// The prefix hashes the point filter must hold for `user_key`, for
+    /// `verify` (none when the extractor is not trusted).
+    pub(crate) fn prefix_entry(&self, user_key: &[u8]) -> Option<u64> {
+        self.trusted
+            .as_ref()
+            .and_then(|e| e.prefix(user_key))
+            .map(prefix_hash)
+    }
+}
+
+/// Reads and checks the range filter block: its trailer, its own checks,
+/// and its key count against the properties'.
+fn read_range_filter(
+    inner: &TableInner,
+    info: &RangeFilterInfo,
+    properties: &TableProperties,
+) -> Result<RangeFilterView<Vec<u8>>> {
+    let location = inner.location(BlockKind::RangeFilter, info.handle.offset);
+    let blocks_end = inner.file_size().saturating_sub(FOOTER_LEN as u64);
+    let fits = info
+        .handle
+        .end_with_trailer(inner.footer().format)
+        .is_some_and(|end| end <= blocks_end);
+    if !fits {
+        return Err(location.corruption(format!(
+            "handle (offset {}, length {}) runs past the blocks at {blocks_end}",
+            info.handle.offset, info.handle.len
+        )));
+    }
+    let (block, _) = inner.read_checked(info.handle, BlockKind::RangeFilter)?;
+    // Copied into memory of its own: a mapped table's bytes could change.
+    let view = RangeFilterView::parse(block.to_vec()).map_err(|e| location.relocate(e))?;
+    let keys = view.header().keys;
+    if keys != properties.distinct_user_keys {
+        return Err(location.corruption(format!(
+            "range filter built from {keys} keys, properties say {} distinct keys",
+            properties.distinct_user_keys
+        )));
+    }
+    Ok(view)
+}
+
+impl Table {
+    /// The hash this table's point filter answers `key` with (see
+    /// [`ScanFilters::point_hash`]); `None` when the filter cannot answer
+    /// for it, or there is no usable filter.
+    #[inline]
+    pub(crate) fn point_filter_probe(
+        &self,
+        key: &LookupKey<'_>,
+    ) -> Option<(&FilterView<AlignedBytes>, u64)> {
+        let inner = &*self.inner;
+        let filter = inner.filter()?;
+        let hash = inner.scan.point_hash(key.user_key(), key.hash())?;
+        Some((filter, hash))
+    }
+
+    /// Whether the table may hold a key within the bounds, as its filters
+    /// see it: the point filter about `prefix` (only when the table was
+    /// built with the probe's extractor), then the range filter when both
+    /// bounds are given. `true` when neither can tell. Counts each question
+    /// asked and each table ruled out (`prefix_filter_*`, `range_filter_*`).
+    pub fn scan_may_match(
+        &self,
+        prefix: Option<&PrefixProbe<'_>>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> bool {
+        let inner = &*self.inner;
+        let counters = &inner.context().counters;
+        if let (Some(probe), Some(filter)) = (prefix, inner.filter()) {
+            let built_with = inner.properties().prefix_filter.as_ref();
+            if built_with.is_some_and(|p| p.extractor == probe.extractor) {
+                ReadCounters::bump(&counters.prefix_filter_checks);
+                if !filter.contains_hash(probe.hash) {
+                    ReadCounters::bump(&counters.prefix_filter_skips);
+                    return false;
+                }
+            }
+        }
+        let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
+        if let (true, Some(range)) = (bounded, inner.scan.range()) {
+            ReadCounters::bump(&counters.range_filter_checks);
+            if !range.may_contain_bounds(start, end) {
+                ReadCounters::bump(&counters.range_filter_skips);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The verified range filter, held in memory; `None` when the table has
+    /// none or it failed its checks (see [`Table::range_filter_status`]).
+    pub fn range_filter_view(&self) -> Option<&RangeFilterView<Vec<u8>>> {
+        self.inner.scan.range()
+    }
+
+    /// Whether the range filter is in use.
+    pub fn range_filter_status(&self) -> &FilterStatus {
+        self.inner.scan.range_status()
+    }
+
+    /// Bytes of memory the table's range filter holds (0 without one).
+    pub fn range_filter_memory(&self) -> u64 {
+        self.inner.scan.range_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_hold_whole_keys_and_each_prefix_once() {
+        let extractor = PrefixExtractor::fixed(2).unwrap();
+        for whole_key_filtering in [true, false] {
+            let options = TableOptions {
+                prefix_extractor: Some(extractor.clone()),
+                whole_key_filtering,
+                ..TableOptions::default()
+            };
+            let mut entries = FilterEntries::new(&options);
+            for key in [&b"a"[..], b"ab1", b"ab2", b"ac", b"b"] {
+                entries.add(key);
+            }
+            let (hashes, info) = entries.finish();
+            let info = info.unwrap();
+            assert_eq!(info.prefixes, 2);
+            assert_eq!(info.whole_keys, whole_key_filtering);
+            assert_eq!(info.extractor, "siftdb.fixed:2");
+            for p in [&b"ab"[..], b"ac"] {
+                assert!(hashes.contains(&prefix_hash(p)));
+            }
+            // Keys without a prefix are always whole.
+            for k in [&b"a"[..], b"b"] {
+                assert!(hashes.contains(&hash_key(k)));
+            }
+            assert_eq!(
+                hashes.contains(&hash_key(b"ab1")),
+                whole_key_filtering,
+                "{hashes:?}"
+            );
+            assert_eq!(hashes.len(), if whole_key_filtering { 7 } else { 4 });
+        }
+    }
+
+    #[test]
+    fn an_extractor_that_breaks_its_rule_leaves_whole_keys_only() {
+        // "First 2 bytes, or 3 when the key is longer than 3": the prefix
+        // "ab" of "ab12" is not "ab"'s own prefix... and prefixes repeat.
+        let odd =
+            PrefixExtractor::custom("odd", |k| Some(if k.len() > 3 { 3 } else { 2 })).unwrap();
+        let options = TableOptions {
+            prefix_extractor: Some(odd),
+            whole_key_filtering: false,
+            ..TableOptions::default()
+        };
+        let mut entries = FilterEntries::new(&options);
+        for key in [&b"ab"[..], b"ab12", b"abc", b"abd1"] {
+            entries.add(key);
+        }
+        let (hashes, info) = entries.finish();
+        assert!(info.is_none());
+        for key in [&b"ab"[..], b"ab12", b"abc", b"abd1"] {
+            assert!(hashes.contains(&hash_key(key)), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn no_extractor_means_whole_keys() {
+        let mut entries = FilterEntries::new(&TableOptions::default());
+        entries.add(b"x");
+        entries.add(b"y");
+        assert_eq!(entries.len(), 2);
+        let (hashes, info) = entries.finish();
+        assert_eq!(hashes, [hash_key(b"x"), hash_key(b"y")]);
+        assert!(info.is_none());
+        assert_ne!(prefix_hash(b"x"), hash_key(b"x"));
+    }
+}
