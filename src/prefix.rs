@@ -157,19 +157,40 @@ impl PrefixExtractor {
             // Below every key starting with `p`'s successor: starts with `p`
             // itself, since it is at least `start`.
             Bound::Included(end) => end.starts_with(prefix),
-            Bound::Excluded(end) => match successor(prefix) {
-                Some(limit) => end <= limit.as_slice(),
-                None => true,
-            },
-            Bound::Unbounded => successor(prefix).is_none(),
+            Bound::Excluded(end) => at_most_successor(end, prefix),
+            Bound::Unbounded => prefix.iter().all(|&b| b == u8::MAX),
         };
         within.then_some(prefix)
     }
 }
 
+/// Whether `end ≤ successor(prefix)` (true when there is no successor),
+/// without building the successor: it is `prefix` cut after its last byte
+/// below 0xff, that byte plus one.
+fn at_most_successor(end: &[u8], prefix: &[u8]) -> bool {
+    let Some(last) = prefix.iter().rposition(|&b| b != u8::MAX) else {
+        return true;
+    };
+    let (head, tail) = prefix.split_at(last);
+    let Some(&byte) = tail.first() else {
+        return true;
+    };
+    let (end_head, end_tail) = end.split_at(end.len().min(last));
+    match end_head.cmp(head) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Greater => false,
+        // `end` is shorter than the successor: below it.
+        std::cmp::Ordering::Equal => match end_tail.split_first() {
+            None => true,
+            Some((&b, rest)) => b <= byte || (b == byte + 1 && rest.is_empty()),
+        },
+    }
+}
+
 /// The smallest byte string greater than every string starting with
-/// `prefix`, or `None` when there is none (`prefix` is all `0xff`).
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+/// `prefix`, or `None` when there is none (`prefix` is all `0xff`): the end
+/// of `Db::prefix(prefix)`'s range.
+pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let keep = prefix.iter().rposition(|&b| b != u8::MAX)?;
     let mut out = prefix.get(..=keep)?.to_vec();
     if let Some(last) = out.last_mut() {
@@ -220,6 +241,30 @@ mod tests {
         assert_eq!(successor(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(successor(b"\xff\xff"), None);
         assert_eq!(successor(b""), None);
+        // The comparison without the successor agrees with the one with it.
+        let bytes = [0u8, 1, 0x61, 0x62, 0xfe, 0xff];
+        let mut strings: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..3 {
+            let longer: Vec<Vec<u8>> = strings
+                .iter()
+                .flat_map(|s| {
+                    bytes.iter().map(move |&b| {
+                        let mut t = s.clone();
+                        t.push(b);
+                        t
+                    })
+                })
+                .collect();
+            strings.extend(longer);
+        }
+        strings.sort();
+        strings.dedup();
+        for prefix in &strings {
+            for end in &strings {
+                let want = successor(prefix).is_none_or(|s| end.as_slice() <= s.as_slice());
+                assert_eq!(at_most_successor(end, prefix), want, "{prefix:?} {end:?}");
+            }
+        }
     }
 
     fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {

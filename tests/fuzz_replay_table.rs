@@ -1,8 +1,9 @@
 //! Replays the table fuzz targets on stable Rust: every file of
 //! fuzz/corpus/table_open, fuzz/corpus/block_decode and
 //! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
-//! valid tables (of format version 2, and the version-1 seeds kept in the
-//! corpus) and compressed blocks, through the same functions the fuzzer runs.
+//! valid tables (of format versions 2 and 3, and the version-1 seeds kept in
+//! the corpus) and compressed blocks, through the same functions the fuzzer
+//! runs.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::options::Compression;
+use siftdb::prefix::PrefixExtractor;
 use siftdb::table::compression::compress_block;
 use siftdb::table::{ReadCounters, Table, TableBuilder, TableOptions};
 use siftdb_testkit::fuzzing::table::{block_decode, block_decompress, table_open};
@@ -83,6 +85,18 @@ fn seed_tables() -> Vec<Vec<u8>> {
         block_size: 512,
         ..TableOptions::default()
     };
+    // Format 3: prefix entries in the filter and a range filter block.
+    let scan_filters = TableOptions {
+        prefix_extractor: Some(PrefixExtractor::fixed(2).unwrap()),
+        range_filter_bits_per_key: 16.0,
+        ..small.clone()
+    };
+    let prefixes_only = TableOptions {
+        prefix_extractor: Some(PrefixExtractor::fixed(3).unwrap()),
+        whole_key_filtering: false,
+        range_filter_bits_per_key: 4.0,
+        ..TableOptions::default()
+    };
     vec![
         seed_table(1, &TableOptions::default()),
         seed_table(3, &small),
@@ -91,6 +105,8 @@ fn seed_tables() -> Vec<Vec<u8>> {
         seed_table(40, &TableOptions::default()),
         seed_table_with(20, &compressed, repetitive),
         seed_table_with(12, &TableOptions::default(), repetitive),
+        seed_table(12, &scan_filters),
+        seed_table(40, &prefixes_only),
     ]
 }
 
@@ -160,6 +176,14 @@ fn table_open_replays_corpus_and_mutations() {
         compressed_blocks >= 2,
         "{compressed_blocks} LZ4 blocks among the seeds"
     );
+    let version_3 = seed_tables()
+        .into_iter()
+        .filter(|file| {
+            let table = Table::from_bytes("seed.sst", file.clone().into(), ReadCounters::new());
+            table.unwrap().range_filter_view().is_some()
+        })
+        .count();
+    assert_eq!(version_3, 2, "format-3 seeds with a range filter");
     for seed in seed_tables().into_iter().chain(version_1) {
         table_open(&seed);
         for _ in 0..300 {

@@ -268,3 +268,141 @@ fn scans_past_prefix_and_range_filters_match_the_model() {
     assert!(totals.range_filter_checks > totals.range_filter_skips);
     assert!(totals.scan_tables >= totals.prefix_filter_checks);
 }
+
+/// A table of keys `k00000`, `k00002`, … with a prefix filter and a range
+/// filter (format 3), as bytes.
+fn filtered_table() -> (Vec<u8>, siftdb::table::TableOptions) {
+    use siftdb::key::{internal_key, SeqNo, ValueKind};
+    let options = siftdb::table::TableOptions {
+        prefix_extractor: Some(PrefixExtractor::fixed(4).unwrap()),
+        range_filter_bits_per_key: 16.0,
+        ..siftdb::table::TableOptions::default()
+    };
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..500u64)
+        .map(|i| {
+            let key = format!("k{:05}", 2 * i);
+            let kind = if i % 7 == 3 {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            (
+                internal_key(key.as_bytes(), SeqNo(i + 1), kind),
+                b"v".to_vec(),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = siftdb_testkit::tables::build_table(dir.path(), "t.sst", &options, &entries);
+    (std::fs::read(path).unwrap(), options)
+}
+
+/// Every single-byte change of a table's range filter block leaves the
+/// table readable: the range filter is dropped (every range may match),
+/// counted as a fallback, reported by verify as a warning, and scans and
+/// gets answer as before. A change in the properties' fields fails the open.
+#[test]
+fn a_damaged_range_filter_fails_open_and_damaged_fields_fail_the_open() {
+    use siftdb::table::{FilterStatus, ReadCounters, Severity, Table};
+    let (file, _) = filtered_table();
+    let table = Table::from_bytes("t.sst", file.clone().into(), ReadCounters::new()).unwrap();
+    assert_eq!(table.footer().format, siftdb::table::TableFormat::V3);
+    assert_eq!(table.range_filter_status(), FilterStatus::Ok);
+    assert!(table.verify().is_empty(), "{:?}", table.verify());
+    // Absent: the gap between two present keys.
+    let gap = (
+        Bound::Included(&b"k00001"[..]),
+        Bound::Excluded(&b"k00002"[..]),
+    );
+    assert!(!table.scan_may_match(None, gap.0, gap.1));
+    let info = table.properties().range_filter.unwrap();
+    let (start, len) = (info.handle.offset as usize, info.handle.len as usize);
+    // The block and its 6-byte trailer.
+    for at in start..start + len + 6 {
+        let mut bad = file.clone();
+        bad[at] ^= 0x20;
+        let counters = ReadCounters::new();
+        let table = Table::from_bytes("t.sst", bad.into(), counters.clone()).unwrap();
+        assert!(
+            matches!(table.range_filter_status(), FilterStatus::Corrupt(_)),
+            "byte {at}"
+        );
+        assert!(table.range_filter_view().is_none());
+        assert_eq!(counters.snapshot().filter_fallbacks, 1);
+        assert!(table.scan_may_match(None, gap.0, gap.1), "byte {at}");
+        let problems = table.verify();
+        assert!(
+            !problems.is_empty() && problems.iter().all(|p| p.severity == Severity::Warning),
+            "byte {at}: {problems:?}"
+        );
+        assert!(table.get_key(b"k00004").unwrap().is_some());
+        assert!(table.get_key(b"k00005").unwrap().is_none());
+    }
+    // The properties block (which holds the fields) is under its checksum.
+    let properties = table.footer().properties;
+    for at in properties.offset as usize..(properties.offset + properties.len) as usize {
+        let mut bad = file.clone();
+        bad[at] ^= 0x20;
+        let err = Table::from_bytes("t.sst", bad.into(), ReadCounters::new()).unwrap_err();
+        assert!(err.is_corruption(), "byte {at}: {err}");
+    }
+}
+
+/// A database built with a prefix extractor and range filters, reopened
+/// without them, and with another extractor: every answer stays the same,
+/// the old tables are not asked about prefixes, and compaction rebuilds
+/// them with what the database has now.
+#[test]
+fn changing_the_extractor_is_safe_and_compaction_rebuilds_the_filters() {
+    let fs = FaultFs::new();
+    let base = || {
+        Options::default()
+            .file_system(fs.shared())
+            .memtable_bytes(4096)
+            .block_size(256)
+    };
+    let scan = |db: &Db| collect(db.prefix(b"ac:"));
+    let with = base()
+        .prefix_extractor(PrefixExtractor::fixed(3).unwrap())
+        .range_filter_bits_per_key(12.0);
+    let db = Db::open_with(DB, with).unwrap();
+    for i in 0..400u32 {
+        let key = format!("{}{i:04}", ["aa:", "ac:", "ae:"][i as usize % 3]);
+        db.put(key, i.to_le_bytes()).unwrap();
+    }
+    db.flush().unwrap();
+    let want = scan(&db);
+    assert_eq!(want.len(), 133);
+    let before = db.stats();
+    assert_eq!(collect(db.prefix(b"ab:")), Vec::new());
+    let after = db.stats();
+    assert!(after.prefix_filter_checks > before.prefix_filter_checks);
+    assert_eq!(
+        after.prefix_filter_skips - before.prefix_filter_skips,
+        after.prefix_filter_checks - before.prefix_filter_checks
+    );
+    drop(db);
+
+    // Another extractor: the tables are read, not skipped, for prefixes.
+    let other = base().prefix_extractor(PrefixExtractor::fixed(2).unwrap());
+    let db = Db::open_with(DB, other).unwrap();
+    assert_eq!(scan(&db), want);
+    assert_eq!(collect(db.prefix(b"ab:")), Vec::new());
+    let s = db.stats();
+    assert_eq!(s.prefix_filter_checks, 0, "{s:?}");
+    // Their range filters still answer.
+    assert!(s.range_filter_checks > 0, "{s:?}");
+    // After a full compaction the tables carry the new extractor's prefixes
+    // and no range filter.
+    db.compact().unwrap();
+    assert_eq!(scan(&db), want);
+    let before = db.stats();
+    assert_eq!(collect(db.prefix(b"ad")), Vec::new());
+    let after = db.stats();
+    assert!(
+        after.prefix_filter_skips > before.prefix_filter_skips,
+        "{after:?}"
+    );
+    assert_eq!(after.range_filter_bytes, 0);
+    assert_eq!(after.range_filter_checks, before.range_filter_checks);
+}

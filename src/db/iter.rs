@@ -279,7 +279,8 @@ impl DbIterator {
             .as_ref()
             .and_then(|e| PrefixProbe::for_bounds(e, start_ref, end_ref));
         let mut overlapping = 0u64;
-        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+        let mut sources: Vec<Box<dyn InternalIterator>> =
+            Vec::with_capacity(1 + sv.imm.len() + sv.version.levels.len() + 4);
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
         }
@@ -403,7 +404,10 @@ impl Iterator for DbIterator {
                 self.merged.next();
                 continue;
             }
-            self.last_user_key = Some(parsed.user_key.to_vec());
+            // The buffer of the previous key is reused: no allocation per entry.
+            let last = self.last_user_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(parsed.user_key);
             if parsed.kind == ValueKind::Delete {
                 self.merged.next();
                 continue;

@@ -441,18 +441,6 @@ impl Db {
     }
 }
 
-/// The smallest byte string greater than every string starting with `prefix`.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
 impl Drop for Db {
     fn drop(&mut self) {
         background::shutdown(&self.inner);
@@ -474,14 +462,6 @@ impl std::fmt::Debug for Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefix_successor_skips_trailing_max_bytes() {
-        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_successor(b"\xff\xff"), None);
-        assert_eq!(prefix_successor(b""), None);
-    }
 
     #[test]
     fn db_is_send_and_sync() {

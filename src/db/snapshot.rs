@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::db::iter::DbIterator;
-use crate::db::{check_key, prefix_successor, read, DbInner, SuperVersion};
+use crate::db::{check_key, read, DbInner, SuperVersion};
 use crate::error::Result;
 use crate::key::SeqNo;
 
@@ -105,7 +105,7 @@ pub(crate) fn owned_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
 
 /// The keys starting with `prefix`, as bounds.
 pub(crate) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let end = match prefix_successor(prefix) {
+    let end = match crate::prefix::successor(prefix) {
         Some(end) => Bound::Excluded(end),
         None => Bound::Unbounded,
     };

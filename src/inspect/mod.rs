@@ -38,5 +38,8 @@ mod verify;
 
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{LiveTableSummary, ManifestSummary};
-pub use table::{inspect_table, inspect_table_with, FilterFigures, FilterSummary, TableSummary};
+pub use table::{
+    inspect_table, inspect_table_with, FilterFigures, FilterSummary, RangeFilterSummary,
+    TableSummary,
+};
 pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

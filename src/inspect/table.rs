@@ -1,5 +1,5 @@
 //! [`TableSummary`]: what one table file holds, from its footer, properties
-//! block and filter block.
+//! block, filter block and range filter block.
 //!
 //! Owns: the figures `siftdb inspect` shows per table, the filter's among them.
 //! Must never: read a data block — a summary costs the open of a table
@@ -8,9 +8,11 @@
 use std::path::Path;
 
 use crate::error::Result;
+use crate::filter::range::RangeMode;
 use crate::filter::theory::{blocked_fp_rate, LINE_BITS};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
+use crate::table::properties::PrefixFilterInfo;
 use crate::table::{
     BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table, TableFormat,
 };
@@ -46,7 +48,7 @@ pub struct TableSummary {
     pub filter_bytes: u64,
     /// Bytes of the properties block.
     pub properties_bytes: u64,
-    /// The table format version (1 or 2).
+    /// The table format version (1, 2 or 3).
     pub format_version: u32,
     /// Bytes of memory the filter takes while the table is open (0 when it
     /// has none or it is damaged).
@@ -55,6 +57,33 @@ pub struct TableSummary {
     pub index_memory: u64,
     /// The filter and its figures.
     pub filter: FilterSummary,
+    /// Prefixes in the filter: the extractor's name, whether whole keys are
+    /// in too, how many prefixes (format 3).
+    pub prefix_filter: Option<PrefixFilterInfo>,
+    /// Bytes of the range filter block (0 when the table has none).
+    pub range_filter_bytes: u64,
+    /// Bytes of memory the range filter takes while the table is open.
+    pub range_filter_memory: u64,
+    /// The range filter and its figures.
+    pub range_filter: RangeFilterSummary,
+}
+
+/// The state of a table's range filter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeFilterSummary {
+    /// The table was built without one.
+    Missing,
+    /// The block failed its checks (the reason): every range may match.
+    Corrupt(String),
+    /// Verified and in use.
+    Present {
+        /// Bits per key asked for (the properties').
+        configured_bits_per_key: f64,
+        /// Bits of the block per distinct user key.
+        bits_per_key: f64,
+        /// `exact` (dense keys, no false positive) or `hashed` (Grafite).
+        mode: &'static str,
+    },
 }
 
 /// The state of a table's filter, with its figures when it is in use.
@@ -91,7 +120,9 @@ pub struct FilterFigures {
     pub fill_ratio: f64,
     /// Keys estimated from the fill, line by line (Swamidass & Baldi 2007).
     pub estimated_entries: f64,
-    /// Keys actually inserted (the distinct user keys).
+    /// Entries actually inserted: the distinct user keys, plus the distinct
+    /// prefixes with a prefix filter (with prefixes only: the prefixes, a
+    /// lower bound, as keys without a prefix are in too).
     pub actual_entries: u64,
     /// The false-positive rate the theory of blocked filters expects at
     /// `bits_per_key` and `probes` (Putze et al. 2007).
@@ -131,7 +162,14 @@ impl TableSummary {
                 let header = view.header();
                 let bits = header.lines.saturating_mul(LINE_BITS as u64);
                 let set_bits: u64 = view.ones_per_line().map(u64::from).sum();
-                let keys = properties.distinct_user_keys;
+                // Whole keys, plus the prefixes a prefix filter added; with
+                // prefixes only, the prefixes (the keys without a prefix,
+                // also in, are not counted anywhere).
+                let keys = match &properties.prefix_filter {
+                    None => properties.distinct_user_keys,
+                    Some(p) if p.whole_keys => properties.distinct_user_keys + p.prefixes,
+                    Some(p) => p.prefixes,
+                };
                 let bits_per_key = bits as f64 / keys.max(1) as f64;
                 FilterSummary::Present(FilterFigures {
                     configured_bits_per_key: properties.filter_bits_per_key,
@@ -149,6 +187,19 @@ impl TableSummary {
                 })
             }
             _ => FilterSummary::Missing,
+        };
+        let range_filter = match (table.range_filter_status(), table.range_filter_view()) {
+            (FilterStatus::Corrupt(reason), _) => RangeFilterSummary::Corrupt(reason.clone()),
+            (FilterStatus::Ok, Some(view)) => RangeFilterSummary::Present {
+                configured_bits_per_key: properties.range_filter.map_or(0.0, |r| r.bits_per_key),
+                bits_per_key: view.bits_per_key(),
+                mode: match view.header().mode {
+                    RangeMode::Exact => "exact",
+                    RangeMode::Hashed => "hashed",
+                    RangeMode::Empty => "empty",
+                },
+            },
+            _ => RangeFilterSummary::Missing,
         };
         TableSummary {
             name: table.name().to_string(),
@@ -169,6 +220,12 @@ impl TableSummary {
             filter_memory: table.filter_memory(),
             index_memory: table.index_memory(),
             filter,
+            prefix_filter: properties.prefix_filter.clone(),
+            range_filter_bytes: properties
+                .range_filter
+                .map_or(0, |r| on_disk(r.handle, footer.format)),
+            range_filter_memory: table.range_filter_memory(),
+            range_filter,
         }
     }
 

@@ -179,7 +179,14 @@ impl TableIter {
     fn load(&mut self, block_no: usize) -> Result<()> {
         let block = self.block(block_no)?;
         self.block_no = block_no;
-        self.entries = Some(block.into_cursor());
+        // The previous block's key buffer is reused: a scan crossing
+        // blocks allocates no new one.
+        let buffer = self
+            .entries
+            .take()
+            .map(BlockIter::into_key_buffer)
+            .unwrap_or_default();
+        self.entries = Some(block.into_cursor_with(buffer));
         self.in_block(BlockIter::seek_to_first)
     }
 

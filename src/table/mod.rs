@@ -44,6 +44,7 @@ pub mod iter;
 pub mod lookup;
 pub mod properties;
 pub mod reader;
+mod scan;
 pub mod scan_filters;
 mod verify;
 

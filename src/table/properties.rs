@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     format version (u32, = 1)
+//! 0       4     format version (u32: 1, 2 or 3, the footer's)
 //! 4       8     entries
 //! 12      8     deletions (entries whose kind is delete)
 //! 20      8     distinct user keys

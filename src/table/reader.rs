@@ -46,7 +46,7 @@ use crate::table::format::{
 };
 use crate::table::index::Index;
 use crate::table::lookup::LookupKey;
-use crate::table::properties::TableProperties;
+use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::scan_filters::ScanFilters;
 
 thread_local! {
@@ -440,8 +440,11 @@ impl TableInner {
         if matches!(table.filter_status, FilterStatus::Corrupt(_)) {
             ReadCounters::bump(&context.counters.filter_fallbacks);
         }
-        table.scan = ScanFilters::open(&table, &properties);
-        if matches!(table.scan.range_status(), FilterStatus::Corrupt(_)) {
+        let range_block = properties
+            .range_filter
+            .map(|info| table.read_range_filter(&info));
+        table.scan = ScanFilters::new(context.prefix_extractor.as_ref(), &properties, range_block);
+        if table.scan.range_error().is_some() {
             ReadCounters::bump(&context.counters.filter_fallbacks);
         }
         if let Source::Mapped { verified, .. } = &mut table.source {
@@ -459,7 +462,7 @@ impl TableInner {
         })
     }
 
-    pub(crate) fn location(&self, kind: BlockKind, offset: u64) -> BlockLocation<'_> {
+    fn location(&self, kind: BlockKind, offset: u64) -> BlockLocation<'_> {
         BlockLocation::new(&self.name, kind, offset)
     }
 
@@ -470,11 +473,7 @@ impl TableInner {
 
     /// The block at `handle` with its trailer checked (bounds were checked
     /// when the handle was decoded): its bytes as stored, and its codec.
-    pub(crate) fn read_checked(
-        &self,
-        handle: BlockHandle,
-        kind: BlockKind,
-    ) -> Result<(Bytes, Codec)> {
+    fn read_checked(&self, handle: BlockHandle, kind: BlockKind) -> Result<(Bytes, Codec)> {
         let location = self.location(kind, handle.offset);
         let len = self.stored_len(handle, &location)?;
         let stored = self.read_at(handle.offset, len)?;
@@ -496,6 +495,26 @@ impl TableInner {
         let (block, codec) = check_block(&stored, self.footer.format, location)?;
         let block_len = block.len();
         Ok((stored.slice(..block_len), codec))
+    }
+
+    /// The range filter block `info` names, its trailer checked and its bytes
+    /// copied into memory of their own (a mapped table's bytes could change):
+    /// `Corruption` when the handle runs past the blocks or the trailer fails.
+    fn read_range_filter(&self, info: &RangeFilterInfo) -> Result<Vec<u8>> {
+        let location = self.location(BlockKind::RangeFilter, info.handle.offset);
+        let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
+        let fits = info
+            .handle
+            .end_with_trailer(self.footer.format)
+            .is_some_and(|end| end <= blocks_end);
+        if !fits {
+            return Err(location.corruption(format!(
+                "handle (offset {}, length {}) runs past the blocks at {blocks_end}",
+                info.handle.offset, info.handle.len
+            )));
+        }
+        let (block, _) = self.read_checked(info.handle, BlockKind::RangeFilter)?;
+        Ok(block.to_vec())
     }
 
     /// Reads the filter into an aligned buffer, or records why there is none.
@@ -730,10 +749,6 @@ impl TableInner {
 
     pub(crate) fn context(&self) -> &ReadContext {
         &self.context
-    }
-
-    pub(crate) fn file_size(&self) -> u64 {
-        self.file_size
     }
 
     /// Reads a block named by the footer from the file again and checks its

@@ -11,9 +11,10 @@
 //! means the table holds no key — no version, no tombstone — in the range.
 //!
 //! Owns: what the builder adds to the point filter for prefixes
-//! ([`FilterEntries`]), loading the range filter at open, the hash a `get`
-//! asks the point filter with when the table kept prefixes only, and the
-//! scan-side questions ([`Table::scan_may_match`]) with their counters.
+//! ([`FilterEntries`]), the checks of a range filter read at open, the hash
+//! a `get` asks the point filter with when the table kept prefixes only,
+//! and the answer to a scan's question with its counters
+//! (`ScanFilters::may_match`, asked through `Table::scan_may_match`).
 //! Must never: rule a table out for a range that holds one of its keys —
 //! prefixes are trusted only from a table built with an extractor of the
 //! database's name, a damaged or inconsistent range filter is treated as
@@ -22,16 +23,13 @@
 
 use std::ops::Bound;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::hash_key_seeded;
 use crate::filter::range::RangeFilterView;
 use crate::filter::{hash_key, AlignedBytes, FilterView};
 use crate::prefix::PrefixExtractor;
 use crate::table::counters::ReadCounters;
-use crate::table::format::{BlockKind, FOOTER_LEN};
-use crate::table::lookup::LookupKey;
-use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo, TableProperties};
-use crate::table::reader::{FilterStatus, Table, TableInner};
+use crate::table::properties::{PrefixFilterInfo, TableProperties};
 use crate::table::TableOptions;
 
 /// The seed of a prefix's filter hash (xxh3-64), so that the entry of
@@ -144,6 +142,11 @@ impl FilterEntries {
 pub struct PrefixProbe<'a> {
     extractor: &'a str,
     hash: u64,
+    /// The scan's range is the prefix's whole run (`Db::prefix` of a
+    /// prefix): a table the prefix entry lets through holds a key of the
+    /// range unless the entry was a false positive, so its range filter is
+    /// not asked.
+    whole_run: bool,
 }
 
 impl<'a> PrefixProbe<'a> {
@@ -152,6 +155,7 @@ impl<'a> PrefixProbe<'a> {
         PrefixProbe {
             extractor: extractor.name(),
             hash: prefix_hash(prefix),
+            whole_run: false,
         }
     }
 
@@ -163,7 +167,16 @@ impl<'a> PrefixProbe<'a> {
         end: Bound<&[u8]>,
     ) -> Option<PrefixProbe<'a>> {
         let prefix = extractor.shared_prefix(start, end)?;
-        Some(PrefixProbe::new(extractor, prefix))
+        let whole_run = start == Bound::Included(prefix)
+            && match end {
+                Bound::Excluded(end) => crate::prefix::successor(prefix).as_deref() == Some(end),
+                Bound::Unbounded => prefix.iter().all(|&b| b == u8::MAX),
+                Bound::Included(_) => false,
+            };
+        Some(PrefixProbe {
+            whole_run,
+            ..PrefixProbe::new(extractor, prefix)
+        })
     }
 }
 
@@ -177,7 +190,8 @@ pub(crate) struct ScanFilters {
     /// has one of the same name.
     trusted: Option<PrefixExtractor>,
     range: Option<RangeFilterView<Vec<u8>>>,
-    range_status: FilterStatus,
+    /// Why the range filter the properties name is not used.
+    range_error: Option<String>,
     range_bytes: u64,
 }
 
@@ -188,40 +202,90 @@ impl ScanFilters {
             whole_keys: true,
             trusted: None,
             range: None,
-            range_status: FilterStatus::Missing,
+            range_error: None,
             range_bytes: 0,
         }
     }
 
-    /// The scan filters of table `inner` with these properties: the
-    /// extractor trusted or not, the range filter read and checked. Never
-    /// fails: a range filter that cannot be read or trusted is absent, and
-    /// its status says why.
-    pub(crate) fn open(inner: &TableInner, properties: &TableProperties) -> ScanFilters {
+    /// The scan filters of a table with these properties, read by a
+    /// database whose extractor is `extractor`, with the range filter block
+    /// the properties name as read (`None` when they name none). Never
+    /// fails: a range filter that could not be read, does not parse, or
+    /// was built from another number of keys is absent, and its status
+    /// says why.
+    pub(crate) fn new(
+        extractor: Option<&PrefixExtractor>,
+        properties: &TableProperties,
+        range_block: Option<Result<Vec<u8>>>,
+    ) -> ScanFilters {
         let prefix = properties.prefix_filter.as_ref();
-        let trusted = prefix.and_then(|p| {
-            inner
-                .context()
-                .prefix_extractor
-                .clone()
-                .filter(|e| e.name() == p.extractor)
-        });
+        let trusted = prefix.and_then(|p| extractor.filter(|e| e.name() == p.extractor).cloned());
         let mut filters = ScanFilters {
             whole_keys: prefix.is_none_or(|p| p.whole_keys),
             trusted,
             ..ScanFilters::none()
         };
-        if let Some(info) = &properties.range_filter {
-            match read_range_filter(inner, info, properties) {
-                Ok(view) => {
-                    filters.range_bytes = view.as_bytes().len() as u64;
-                    filters.range = Some(view);
-                    filters.range_status = FilterStatus::Ok;
-                }
-                Err(e) => filters.range_status = FilterStatus::Corrupt(e.to_string()),
+        let checked = range_block.map(|block| {
+            let view = RangeFilterView::parse(block?)?;
+            let keys = view.header().keys;
+            if keys != properties.distinct_user_keys {
+                return Err(Error::corruption(
+                    "range filter block",
+                    format!(
+                        "built from {keys} keys, properties say {} distinct keys",
+                        properties.distinct_user_keys
+                    ),
+                ));
             }
+            Ok(view)
+        });
+        match checked {
+            None => {}
+            Some(Ok(view)) => {
+                filters.range_bytes = view.as_bytes().len() as u64;
+                filters.range = Some(view);
+            }
+            Some(Err(e)) => filters.range_error = Some(e.to_string()),
         }
         filters
+    }
+
+    /// Whether a table whose point filter is `filter` and properties
+    /// `properties` may hold a key within the bounds (see
+    /// `Table::scan_may_match`); counts into `counters`.
+    pub(crate) fn may_match(
+        &self,
+        filter: Option<&FilterView<AlignedBytes>>,
+        properties: &TableProperties,
+        counters: &ReadCounters,
+        prefix: Option<&PrefixProbe<'_>>,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+    ) -> bool {
+        if let (Some(probe), Some(filter)) = (prefix, filter) {
+            let built_with = properties.prefix_filter.as_ref();
+            if built_with.is_some_and(|p| p.extractor == probe.extractor) {
+                ReadCounters::bump(&counters.prefix_filter_checks);
+                if !filter.contains_hash(probe.hash) {
+                    ReadCounters::bump(&counters.prefix_filter_skips);
+                    return false;
+                }
+                if probe.whole_run {
+                    // The range filter could only catch the prefix
+                    // entry's false positives (about 1%), at the cost of a
+                    // successor search on every scan.
+                    return true;
+                }
+            }
+        }
+        let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
+        if let (true, Some(range)) = (bounded, &self.range) {
+            ReadCounters::bump(&counters.range_filter_checks);
+            if !range.may_contain_bounds(start, end) {
+                ReadCounters::bump(&counters.range_filter_skips);
+                return false;
+            }
+        }
+        true
     }
 
     /// Bytes of memory the range filter holds.
@@ -229,8 +293,10 @@ impl ScanFilters {
         self.range_bytes
     }
 
-    pub(crate) fn range_status(&self) -> &FilterStatus {
-        &self.range_status
+    /// Why the range filter the properties name is not used (`None` when
+    /// it is, or there is none).
+    pub(crate) fn range_error(&self) -> Option<&str> {
+        self.range_error.as_deref()
     }
 
     pub(crate) fn range(&self) -> Option<&RangeFilterView<Vec<u8>>> {
@@ -258,104 +324,6 @@ impl ScanFilters {
             .as_ref()
             .and_then(|e| e.prefix(user_key))
             .map(prefix_hash)
-    }
-}
-
-/// Reads and checks the range filter block: its trailer, its own checks,
-/// and its key count against the properties'.
-fn read_range_filter(
-    inner: &TableInner,
-    info: &RangeFilterInfo,
-    properties: &TableProperties,
-) -> Result<RangeFilterView<Vec<u8>>> {
-    let location = inner.location(BlockKind::RangeFilter, info.handle.offset);
-    let blocks_end = inner.file_size().saturating_sub(FOOTER_LEN as u64);
-    let fits = info
-        .handle
-        .end_with_trailer(inner.footer().format)
-        .is_some_and(|end| end <= blocks_end);
-    if !fits {
-        return Err(location.corruption(format!(
-            "handle (offset {}, length {}) runs past the blocks at {blocks_end}",
-            info.handle.offset, info.handle.len
-        )));
-    }
-    let (block, _) = inner.read_checked(info.handle, BlockKind::RangeFilter)?;
-    // Copied into memory of its own: a mapped table's bytes could change.
-    let view = RangeFilterView::parse(block.to_vec()).map_err(|e| location.relocate(e))?;
-    let keys = view.header().keys;
-    if keys != properties.distinct_user_keys {
-        return Err(location.corruption(format!(
-            "range filter built from {keys} keys, properties say {} distinct keys",
-            properties.distinct_user_keys
-        )));
-    }
-    Ok(view)
-}
-
-impl Table {
-    /// The hash this table's point filter answers `key` with (see
-    /// [`ScanFilters::point_hash`]); `None` when the filter cannot answer
-    /// for it, or there is no usable filter.
-    #[inline]
-    pub(crate) fn point_filter_probe(
-        &self,
-        key: &LookupKey<'_>,
-    ) -> Option<(&FilterView<AlignedBytes>, u64)> {
-        let inner = &*self.inner;
-        let filter = inner.filter()?;
-        let hash = inner.scan.point_hash(key.user_key(), key.hash())?;
-        Some((filter, hash))
-    }
-
-    /// Whether the table may hold a key within the bounds, as its filters
-    /// see it: the point filter about `prefix` (only when the table was
-    /// built with the probe's extractor), then the range filter when both
-    /// bounds are given. `true` when neither can tell. Counts each question
-    /// asked and each table ruled out (`prefix_filter_*`, `range_filter_*`).
-    pub fn scan_may_match(
-        &self,
-        prefix: Option<&PrefixProbe<'_>>,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-    ) -> bool {
-        let inner = &*self.inner;
-        let counters = &inner.context().counters;
-        if let (Some(probe), Some(filter)) = (prefix, inner.filter()) {
-            let built_with = inner.properties().prefix_filter.as_ref();
-            if built_with.is_some_and(|p| p.extractor == probe.extractor) {
-                ReadCounters::bump(&counters.prefix_filter_checks);
-                if !filter.contains_hash(probe.hash) {
-                    ReadCounters::bump(&counters.prefix_filter_skips);
-                    return false;
-                }
-            }
-        }
-        let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
-        if let (true, Some(range)) = (bounded, inner.scan.range()) {
-            ReadCounters::bump(&counters.range_filter_checks);
-            if !range.may_contain_bounds(start, end) {
-                ReadCounters::bump(&counters.range_filter_skips);
-                return false;
-            }
-        }
-        true
-    }
-
-    /// The verified range filter, held in memory; `None` when the table has
-    /// none or it failed its checks (see [`Table::range_filter_status`]).
-    pub fn range_filter_view(&self) -> Option<&RangeFilterView<Vec<u8>>> {
-        self.inner.scan.range()
-    }
-
-    /// Whether the range filter is in use.
-    pub fn range_filter_status(&self) -> &FilterStatus {
-        self.inner.scan.range_status()
-    }
-
-    /// Bytes of memory the table's range filter holds (0 without one).
-    pub fn range_filter_memory(&self) -> u64 {
-        self.inner.scan.range_bytes()
     }
 }
 

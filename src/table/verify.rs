@@ -175,12 +175,9 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
     for (kind, handle) in metadata {
         let Some(handle) = handle else { continue };
         let is_filter = matches!(kind, BlockKind::Filter | BlockKind::RangeFilter);
-        let status = match kind {
-            BlockKind::RangeFilter => inner.scan.range_status(),
-            _ => inner.filter_status(),
-        };
-        let damaged_filter = match status {
-            FilterStatus::Corrupt(reason) if is_filter => Some(reason.clone()),
+        let damaged_filter = match (kind, inner.filter_status()) {
+            (BlockKind::RangeFilter, _) => inner.scan.range_error().map(str::to_string),
+            (BlockKind::Filter, FilterStatus::Corrupt(reason)) => Some(reason.clone()),
             _ => None,
         };
         let detail = match damaged_filter {

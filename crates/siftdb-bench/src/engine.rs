@@ -46,6 +46,23 @@ pub trait Engine: Sync {
     /// key is `>= start`, in ascending key order, or all of them if fewer.
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String>;
 
+    /// Pushes onto `out` (passed in empty) the first `limit` entries whose
+    /// key starts with `prefix`, in ascending key order, or all of them if
+    /// fewer. An engine with a prefix extractor of `prefix`'s length uses
+    /// it here (seekprefix).
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String>;
+
+    /// Pushes onto `out` (passed in empty) the first `limit` entries whose
+    /// key `k` has `start <= k < end`, in ascending key order (seekempty,
+    /// where there are none).
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String>;
+
     /// Makes everything written so far durable in tables and returns once no
     /// flush or compaction is pending or running.
     fn flush_and_wait(&self) -> Result<(), String>;

@@ -50,14 +50,14 @@ pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;
 pub use phase::{
-    check_phase_order, harness_bytes, MixedOp, Phase, Workload, LOAD_ORDER_SEED, MAX_N,
-    MIXED_PUT_EVERY, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
+    check_phase_order, harness_bytes, MixedOp, Phase, Workload, KEYS_PER_PREFIX, LOAD_ORDER_SEED,
+    MAX_N, MIXED_PUT_EVERY, PREFIX_LEN, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
 };
 pub use report::{
     counter_changes, describe_run, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange,
     ErrorLog, PhaseReport, MAX_ERROR_SAMPLES,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
-pub use siftdb_engine::SiftdbEngine;
+pub use siftdb_engine::{SiftdbConfig, SiftdbEngine};
 pub use size::{check_before_run, check_fits, parse_count, raw_data_bytes, Fit};
 pub use zipfian::{zeta, Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};

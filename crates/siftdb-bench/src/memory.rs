@@ -75,6 +75,40 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        let map = self.map.read();
+        for (k, v) in map
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+        {
+            out.push(k, v);
+        }
+        Ok(())
+    }
+
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        if start >= end {
+            return Ok(());
+        }
+        let map = self.map.read();
+        for (k, v) in map
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .take(limit)
+        {
+            out.push(k, v);
+        }
+        Ok(())
+    }
+
     fn flush_and_wait(&self) -> Result<(), String> {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -117,10 +151,23 @@ mod tests {
         out.clear();
         engine.scan(b"", 1, &mut out).unwrap();
         assert_eq!(out.len(), 1);
+        engine.put(b"ca", b"4").unwrap();
+        engine.put(b"d", b"5").unwrap();
+        out.clear();
+        engine.scan_prefix(b"c", 10, &mut out).unwrap();
+        let keys: Vec<&[u8]> = out.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [&b"c"[..], &b"ca"[..]]);
+        out.clear();
+        engine.scan_range(b"b", b"ca", 10, &mut out).unwrap();
+        let keys: Vec<&[u8]> = out.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [&b"b"[..], &b"c"[..]]);
+        out.clear();
+        engine.scan_range(b"d", b"c", 10, &mut out).unwrap();
+        assert!(out.is_empty());
         let counters = engine.counters().unwrap();
-        assert_eq!(counters["puts"], 4);
+        assert_eq!(counters["puts"], 6);
         assert_eq!(counters["gets"], 2);
-        assert_eq!(counters["scans"], 2);
-        assert_eq!(counters["keys"], 3);
+        assert_eq!(counters["scans"], 5);
+        assert_eq!(counters["keys"], 5);
     }
 }

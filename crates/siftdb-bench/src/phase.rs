@@ -27,6 +27,14 @@ pub const SCAN_LENGTH: u64 = SCAN_ENTRIES as u64;
 /// [`SCAN_LENGTH`] as a count of entries.
 pub const SCAN_ENTRIES: usize = 10;
 
+/// Bytes of a key that seekprefix scans by: `k` and the first 13 of the 15
+/// digits, so each prefix names 100 consecutive key numbers, 50 of them
+/// present keys.
+pub const PREFIX_LEN: usize = 14;
+
+/// Key numbers one seekprefix prefix covers: `10^(KEY_LEN - PREFIX_LEN)`.
+pub const KEYS_PER_PREFIX: u64 = 100;
+
 /// In the mixed phase, op `o` is a put when `o % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1`.
 pub const MIXED_PUT_EVERY: u64 = 20;
 
@@ -46,23 +54,31 @@ pub enum Phase {
     ReadHot,
     /// M/10 scans of 10 entries from present keys in read order.
     SeekRandom,
+    /// M/10 scans of the first 10 entries under the 14-byte prefix of a
+    /// present key, in read order.
+    SeekPrefix,
+    /// M scans of the empty range between an absent key and the next
+    /// present key, in read order.
+    SeekEmpty,
     /// M operations, 95% get / 5% put, keys from a Zipfian(0.99).
     Mixed,
 }
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 8] = [
         Phase::FillRandom,
         Phase::ReadRandom,
         Phase::ReadMissing,
         Phase::ReadHot,
         Phase::SeekRandom,
+        Phase::SeekPrefix,
+        Phase::SeekEmpty,
         Phase::Mixed,
     ];
 
     /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
-    /// `seekrandom`, `mixed`.
+    /// `seekrandom`, `seekprefix`, `seekempty`, `mixed`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
@@ -70,8 +86,18 @@ impl Phase {
             Phase::ReadMissing => "readmissing",
             Phase::ReadHot => "readhot",
             Phase::SeekRandom => "seekrandom",
+            Phase::SeekPrefix => "seekprefix",
+            Phase::SeekEmpty => "seekempty",
             Phase::Mixed => "mixed",
         }
+    }
+
+    /// True for the phases whose operations are scans.
+    pub fn is_scan(self) -> bool {
+        matches!(
+            self,
+            Phase::SeekRandom | Phase::SeekPrefix | Phase::SeekEmpty
+        )
     }
 
     /// True for the phases that only read and so can share their operation
@@ -79,7 +105,12 @@ impl Phase {
     pub fn is_read_only(self) -> bool {
         matches!(
             self,
-            Phase::ReadRandom | Phase::ReadMissing | Phase::ReadHot | Phase::SeekRandom
+            Phase::ReadRandom
+                | Phase::ReadMissing
+                | Phase::ReadHot
+                | Phase::SeekRandom
+                | Phase::SeekPrefix
+                | Phase::SeekEmpty
         )
     }
 
@@ -212,13 +243,18 @@ impl Workload {
     }
 
     /// Operations `phase` performs (scans count one each): N puts for
-    /// fillrandom, M for readrandom, readmissing, readhot and mixed, and
-    /// M/10 rounded up (at least one scan) for seekrandom.
+    /// fillrandom, M for readrandom, readmissing, readhot, seekempty and
+    /// mixed, and M/10 rounded up (at least one scan) for seekrandom and
+    /// seekprefix.
     pub fn phase_ops(&self, phase: Phase) -> u64 {
         match phase {
             Phase::FillRandom => self.n,
-            Phase::SeekRandom => self.ops.div_ceil(SCAN_LENGTH),
-            Phase::ReadRandom | Phase::ReadMissing | Phase::ReadHot | Phase::Mixed => self.ops,
+            Phase::SeekRandom | Phase::SeekPrefix => self.ops.div_ceil(SCAN_LENGTH),
+            Phase::ReadRandom
+            | Phase::ReadMissing
+            | Phase::ReadHot
+            | Phase::SeekEmpty
+            | Phase::Mixed => self.ops,
         }
     }
 
@@ -301,6 +337,29 @@ impl Workload {
         Some((item, SCAN_LENGTH.min(self.n - item)))
     }
 
+    /// Scan `s` of seekprefix: the prefix it scans is the first
+    /// [`PREFIX_LEN`] bytes of the present key `2·read_order[s mod P]`,
+    /// i.e. the key numbers `100·g .. 100·g + 100` for `g = ⌊2i/100⌋`; it
+    /// must return the first `min(10, present keys under it)` of them.
+    /// Returns the key number whose key gives the prefix, the item of the
+    /// first present key under it (`50·g`), and how many entries.
+    #[inline]
+    pub fn prefix_scan(&self, s: u64) -> Option<(u64, u64, u64)> {
+        let item = self.read_item(self.read_position(s))?;
+        let j = 2 * item;
+        let first_item = j / KEYS_PER_PREFIX * (KEYS_PER_PREFIX / 2);
+        let under = (first_item + KEYS_PER_PREFIX / 2).min(self.n) - first_item;
+        Some((j, first_item, SCAN_LENGTH.min(under)))
+    }
+
+    /// Scan `g` of seekempty: the range `key(2i+1) .. key(2i+2)` (end
+    /// excluded) for `i = read_order[g mod P]`, which holds no key.
+    /// Returns the range's first key number, `2i + 1`.
+    #[inline]
+    pub fn empty_range(&self, g: u64) -> Option<u64> {
+        self.missing_key_index(g)
+    }
+
     /// The mixed phase's M operations, drawn before any clock starts: item
     /// `i` from YCSB's Zipfian(0.99) over `0..N` with uniform input from
     /// splitmix64 seeded with 99 (one output per op, the first for op 0);
@@ -354,6 +413,8 @@ mod tests {
                 "readmissing",
                 "readhot",
                 "seekrandom",
+                "seekprefix",
+                "seekempty",
                 "mixed"
             ]
         );
@@ -386,6 +447,8 @@ mod tests {
         assert_eq!(w.phase_ops(Phase::FillRandom), 2000);
         assert_eq!(w.phase_ops(Phase::ReadRandom), 2000);
         assert_eq!(w.phase_ops(Phase::SeekRandom), 200);
+        assert_eq!(w.phase_ops(Phase::SeekPrefix), 200);
+        assert_eq!(w.phase_ops(Phase::SeekEmpty), 2000);
         assert_eq!(w.phase_ops(Phase::Mixed), 2000);
         assert_eq!(w.phase_reads(Phase::Mixed), 1900);
         assert_eq!(w.phase_reads(Phase::SeekRandom), 200);
@@ -512,6 +575,36 @@ mod tests {
         // N = 1: one scan, of the one key.
         let one = Workload::new(1).unwrap();
         assert_eq!(one.scan(0), Some((0, 1)));
+    }
+
+    #[test]
+    fn prefix_scans_and_empty_ranges_follow_the_read_order() {
+        let w = Workload::new(1030).unwrap();
+        let mut short = 0;
+        for s in 0..w.phase_ops(Phase::SeekPrefix) {
+            let item = w.read_order()[usize::try_from(s).unwrap()];
+            let (j, first, len) = w.prefix_scan(s).unwrap();
+            assert_eq!(j, 2 * item);
+            // The prefix of key(j) is that of key(2·first), and the keys
+            // under it are the 50 items from `first`, those below N.
+            let key = crate::key(j);
+            assert_eq!(crate::key(2 * first)[..PREFIX_LEN], key[..PREFIX_LEN]);
+            assert!(first == 0 || crate::key(2 * first - 2)[..PREFIX_LEN] != key[..PREFIX_LEN]);
+            let under = (first..first + 50).filter(|&i| i < 1030).count() as u64;
+            assert_eq!(len, 10.min(under));
+            short += u64::from(len < 10);
+        }
+        // Items 1000..1030: the last prefix holds 30 keys, all full scans.
+        assert_eq!(short, 0);
+        let tiny = Workload::new(3).unwrap();
+        assert_eq!(
+            tiny.prefix_scan(0).map(|(_, first, len)| (first, len)),
+            Some((0, 3))
+        );
+        for g in 0..100 {
+            let start = w.empty_range(g).unwrap();
+            assert_eq!(start, 2 * w.read_order()[usize::try_from(g).unwrap()] + 1);
+        }
     }
 
     #[test]

@@ -129,10 +129,11 @@ impl PhaseReport {
     /// Data blocks the engine read from its files per get: the change of
     /// its [`BLOCKS_READ_FROM_FILE`] counter over the phase's gets
     /// ([`PhaseReport::reads`]). `None` for a phase without gets
-    /// (fillrandom, seekrandom: siftdb counts the blocks of lookups, not of
-    /// scans), a failed phase, or an engine that does not count them.
+    /// (fillrandom, and the scan phases: siftdb counts the blocks of
+    /// lookups, not of scans), a failed phase, or an engine that does not
+    /// count them.
     pub fn blocks_read_per_get(&self) -> Option<f64> {
-        if !self.passed() || self.reads == 0 || self.phase == Phase::SeekRandom {
+        if !self.passed() || self.reads == 0 || self.phase.is_scan() {
             return None;
         }
         let change = self.counters.as_ref()?.get(BLOCKS_READ_FROM_FILE)?;

@@ -14,7 +14,7 @@ use super::cold::ColdCache;
 use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
-use super::phase::{MixedOp, Phase, Workload, SCAN_ENTRIES};
+use super::phase::{MixedOp, Phase, Workload, PREFIX_LEN, SCAN_ENTRIES};
 use super::report::{counter_changes, ErrorLog, PhaseReport};
 use super::resident;
 
@@ -250,6 +250,18 @@ pub fn run_phase<E: Engine + ?Sized>(
                 scan_op(engine, workload, s, &mut buf, sampler)
             })
         }),
+        Phase::SeekPrefix => split_across_threads(ops, threads, |range| {
+            let mut buf = ScanBuffer::new();
+            drive(range, progress, |s, sampler| {
+                prefix_scan_op(engine, workload, s, &mut buf, sampler)
+            })
+        }),
+        Phase::SeekEmpty => split_across_threads(ops, threads, |range| {
+            let mut buf = ScanBuffer::new();
+            drive(range, progress, |g, sampler| {
+                empty_scan_op(engine, workload, g, &mut buf, sampler)
+            })
+        }),
         Phase::Mixed => {
             let mut buf = Vec::new();
             drive(0..ops, progress, |o, sampler| {
@@ -388,31 +400,98 @@ fn scan_op<E: Engine + ?Sized>(
                 show(&start)
             )
         })?;
-    if buf.len() as u64 != expected_len {
+    check_entries(
+        buf,
+        item,
+        expected_len,
+        &format!("seekrandom scan {s}: scan from {}", show(&start)),
+    )
+}
+
+/// Checks that `buf` holds exactly the present keys `2·first`, `2·first +
+/// 2`, … (`len` of them) with their first values; `what` names the scan.
+fn check_entries(buf: &ScanBuffer, first: u64, len: u64, what: &str) -> Result<(), String> {
+    if buf.len() as u64 != len {
         return Err(format!(
-            "seekrandom scan {s}: scan from {} returned {} entries, expected {expected_len}",
-            show(&start),
+            "{what} returned {} entries, expected {len}",
             buf.len()
         ));
     }
     for (offset, (got_key, got_value)) in (0u64..).zip(buf.iter()) {
-        let j = 2 * (item + offset);
+        let j = 2 * (first + offset);
         let want = key(j);
         if got_key != want {
             return Err(format!(
-                "seekrandom scan {s}: entry {offset} from {} is {:?}, expected {}",
-                show(&start),
+                "{what}: entry {offset} is {:?}, expected {}",
                 String::from_utf8_lossy(got_key),
                 show(&want)
             ));
         }
         if !is_versioned_value(got_value, j, 0) {
             return Err(format!(
-                "seekrandom scan {s}: entry {offset} ({}) carries a {}-byte value that is not value({j})",
+                "{what}: entry {offset} ({}) carries a {}-byte value that is not value({j})",
                 show(&want),
                 got_value.len()
             ));
         }
+    }
+    Ok(())
+}
+
+fn prefix_scan_op<E: Engine + ?Sized>(
+    engine: &E,
+    workload: &Workload,
+    s: u64,
+    buf: &mut ScanBuffer,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some((j, first, expected_len)) = workload.prefix_scan(s) else {
+        return Err(format!("seekprefix scan {s}: no such read-order position"));
+    };
+    let whole = key(j);
+    let prefix = whole.get(..PREFIX_LEN).unwrap_or(&whole);
+    let shown = String::from_utf8_lossy(prefix);
+    buf.clear();
+    sampler
+        .time(s, || engine.scan_prefix(prefix, SCAN_ENTRIES, buf))
+        .map_err(|e| format!("seekprefix scan {s}: scan of prefix {shown} failed: {e}"))?;
+    check_entries(
+        buf,
+        first,
+        expected_len,
+        &format!("seekprefix scan {s}: scan of prefix {shown}"),
+    )
+}
+
+fn empty_scan_op<E: Engine + ?Sized>(
+    engine: &E,
+    workload: &Workload,
+    g: u64,
+    buf: &mut ScanBuffer,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some(j) = workload.empty_range(g) else {
+        return Err(format!("seekempty scan {g}: no such read-order position"));
+    };
+    let (start, end) = (key(j), key(j + 1));
+    buf.clear();
+    sampler
+        .time(g, || engine.scan_range(&start, &end, SCAN_ENTRIES, buf))
+        .map_err(|e| {
+            format!(
+                "seekempty scan {g}: scan of {}..{} failed: {e}",
+                show(&start),
+                show(&end)
+            )
+        })?;
+    if let Some((got, _)) = buf.iter().next() {
+        return Err(format!(
+            "seekempty scan {g}: {}..{} holds no key, but the scan returned {} entries, the first {:?}",
+            show(&start),
+            show(&end),
+            buf.len(),
+            String::from_utf8_lossy(got)
+        ));
     }
     Ok(())
 }

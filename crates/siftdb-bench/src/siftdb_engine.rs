@@ -8,7 +8,20 @@
 use std::path::Path;
 
 use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
-use siftdb::{Db, Options};
+use siftdb::{Db, DbIterator, Options, PrefixExtractor};
+
+/// How siftdb is opened beyond its defaults (each shows in `settings`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SiftdbConfig {
+    /// Bloom filter bits per key.
+    pub bits_per_key: f64,
+    /// Memtable size; `None` keeps the default.
+    pub memtable_bytes: Option<usize>,
+    /// A fixed-length prefix extractor of this many bytes.
+    pub prefix_len: Option<usize>,
+    /// Range filter bits per key; `None` builds none.
+    pub range_bits_per_key: Option<f64>,
+}
 
 /// A siftdb database under measurement.
 pub struct SiftdbEngine {
@@ -24,11 +37,36 @@ impl SiftdbEngine {
         bits_per_key: f64,
         memtable_bytes: Option<usize>,
     ) -> Result<SiftdbEngine, String> {
-        let mut opts = Options::default().bloom_bits_per_key(bits_per_key);
-        let mut settings = vec![("bloom_bits_per_key".to_string(), bits_per_key.to_string())];
-        if let Some(bytes) = memtable_bytes {
+        SiftdbEngine::open_with(
+            dir,
+            &SiftdbConfig {
+                bits_per_key,
+                memtable_bytes,
+                ..SiftdbConfig::default()
+            },
+        )
+    }
+
+    /// Opens a fresh database in `dir` with default options changed as
+    /// `config` says.
+    pub fn open_with(dir: &Path, config: &SiftdbConfig) -> Result<SiftdbEngine, String> {
+        let mut opts = Options::default().bloom_bits_per_key(config.bits_per_key);
+        let mut settings = vec![(
+            "bloom_bits_per_key".to_string(),
+            config.bits_per_key.to_string(),
+        )];
+        if let Some(bytes) = config.memtable_bytes {
             opts = opts.memtable_bytes(bytes);
             settings.push(("memtable_bytes".to_string(), bytes.to_string()));
+        }
+        if let Some(len) = config.prefix_len {
+            let extractor = PrefixExtractor::fixed(len).map_err(|e| e.to_string())?;
+            settings.push(("prefix_extractor".to_string(), extractor.name().to_string()));
+            opts = opts.prefix_extractor(extractor);
+        }
+        if let Some(bits) = config.range_bits_per_key {
+            opts = opts.range_filter_bits_per_key(bits);
+            settings.push(("range_filter_bits_per_key".to_string(), bits.to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })
@@ -38,6 +76,15 @@ impl SiftdbEngine {
     pub fn db(&self) -> &Db {
         &self.db
     }
+}
+
+/// The first `limit` entries of a scan into `out`.
+fn fill(scan: DbIterator, limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+    for entry in scan.take(limit) {
+        let (key, value) = entry.map_err(|e| e.to_string())?;
+        out.push(&key, &value);
+    }
+    Ok(())
 }
 
 impl Engine for SiftdbEngine {
@@ -64,11 +111,21 @@ impl Engine for SiftdbEngine {
     }
 
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
-        for entry in self.db.range(start..).take(limit) {
-            let (key, value) = entry.map_err(|e| e.to_string())?;
-            out.push(&key, &value);
-        }
-        Ok(())
+        fill(self.db.range(start..), limit, out)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        fill(self.db.prefix(prefix), limit, out)
+    }
+
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        fill(self.db.range(start..end), limit, out)
     }
 
     fn flush_and_wait(&self) -> Result<(), String> {
@@ -93,6 +150,15 @@ impl Engine for SiftdbEngine {
             ("block_cache_misses", s.block_cache_misses),
             ("block_cache_bytes", s.block_cache_bytes),
             ("filter_bytes", s.filter_bytes),
+            ("range_filter_bytes", s.range_filter_bytes),
+            ("scans", s.scans),
+            // Tables whose key range met a scan's, and those the prefix
+            // and range filters ruled out: per scan, the tables skipped.
+            ("scan_tables", s.scan_tables),
+            ("prefix_filter_checks", s.prefix_filter_checks),
+            ("prefix_filter_skips", s.prefix_filter_skips),
+            ("range_filter_checks", s.range_filter_checks),
+            ("range_filter_skips", s.range_filter_skips),
             ("index_bytes", s.index_bytes),
             ("gets", s.gets),
             ("tables_consulted", s.tables_consulted),

@@ -49,6 +49,22 @@ impl Engine for Recording {
         self.scans.lock().unwrap().push(start.to_vec());
         self.inner.scan(start, limit, out)
     }
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        self.scans.lock().unwrap().push(prefix.to_vec());
+        self.inner.scan_prefix(prefix, limit, out)
+    }
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        let mut both = start.to_vec();
+        both.extend_from_slice(end);
+        self.scans.lock().unwrap().push(both);
+        self.inner.scan_range(start, end, limit, out)
+    }
     fn flush_and_wait(&self) -> Result<(), String> {
         self.inner.flush_and_wait()
     }
@@ -117,6 +133,28 @@ fn every_read_phase_asks_for_the_documented_keys_in_order() {
         let (gets, scans) = engine.take();
         assert!(gets.is_empty());
         assert!(scans == expected_scans(ops), "M = {ops}: other scans");
+        let r = warm(&engine, &workload, Phase::SeekPrefix);
+        assert!(r.passed(), "{}", r.to_human());
+        assert_eq!(r.ops, ops.div_ceil(10));
+        let (_, scans) = engine.take();
+        let prefixes: Vec<Vec<u8>> = expected_scans(ops)
+            .into_iter()
+            .map(|k| k[..14].to_vec())
+            .collect();
+        assert!(scans == prefixes, "M = {ops}: other prefixes");
+        let r = warm(&engine, &workload, Phase::SeekEmpty);
+        assert!(r.passed(), "{}", r.to_human());
+        assert_eq!(r.ops, ops);
+        let (_, scans) = engine.take();
+        let ranges: Vec<Vec<u8>> = expected_gets(Phase::ReadMissing, ops)
+            .into_iter()
+            .map(|mut k| {
+                let j: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+                k.extend_from_slice(&key(j + 1));
+                k
+            })
+            .collect();
+        assert!(scans == ranges, "M = {ops}: other ranges");
         let r = warm(&engine, &workload, Phase::Mixed);
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!((r.ops, r.reads), (ops, ops - ops / 20));
@@ -157,8 +195,9 @@ fn a_tiny_run_still_scans() {
         assert_eq!(r.ops, 1, "{phase}");
         assert!(r.latency.is_some(), "{phase}: op 0 is always timed");
     }
+    // seekrandom, seekprefix and seekempty: one scan each.
     let counters = engine.counters().unwrap();
-    assert_eq!(counters["scans"], 1);
+    assert_eq!(counters["scans"], 3);
 }
 
 #[test]

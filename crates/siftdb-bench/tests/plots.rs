@@ -75,9 +75,9 @@ fn a_run_picture_has_a_bar_per_phase_and_engine_in_both_panels() {
     }
     assert!(texts.iter().any(|t| t.contains("throughput")));
     assert!(texts.iter().any(|t| t.contains("p50") && t.contains("p99")));
-    // Six throughput bars, six p50 bars and a legend swatch per engine.
-    assert_eq!(rects_filled(&doc, SIFTDB_BLUE), 13);
-    assert_eq!(rects_filled(&doc, PEER_ORANGE), 13);
+    // Eight throughput bars, eight p50 bars and a legend swatch per engine.
+    assert_eq!(rects_filled(&doc, SIFTDB_BLUE), 17);
+    assert_eq!(rects_filled(&doc, PEER_ORANGE), 17);
     // A p99 whisker and its cap per phase and engine.
     let whiskers = doc
         .descendants()
@@ -87,7 +87,7 @@ fn a_run_picture_has_a_bar_per_phase_and_engine_in_both_panels() {
                     .is_some_and(|s| s.eq_ignore_ascii_case("#000000"))
         })
         .count();
-    assert!(whiskers >= 24, "{whiskers} whisker lines");
+    assert!(whiskers >= 32, "{whiskers} whisker lines");
     assert!(svg.len() < 64 * 1024, "{} bytes", svg.len());
 }
 
@@ -100,7 +100,7 @@ fn a_failed_phase_is_marked_and_not_drawn() {
         .record("readmissing op 3: found a key never written".into());
     let svg = run_svg("one failure", &[reports]).unwrap();
     let doc = roxmltree::Document::parse(&svg).unwrap();
-    assert_eq!(rects_filled(&doc, SIFTDB_BLUE), 11);
+    assert_eq!(rects_filled(&doc, SIFTDB_BLUE), 15);
     assert_eq!(
         texts(&doc)
             .iter()

@@ -38,7 +38,7 @@ fn every_phase_passes_on_a_correct_engine() {
     let workload = Workload::new(N).unwrap();
     let engine = MemoryEngine::new();
     let reports = run_all(&engine, &workload, 1);
-    assert_eq!(reports.len(), 6);
+    assert_eq!(reports.len(), 8);
     for r in &reports {
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!(r.errors.count, 0);
@@ -71,10 +71,12 @@ fn counters_are_reported_as_changes_over_each_phase() {
     assert_eq!(change(2, "gets"), N as i64);
     assert_eq!(change(3, "gets"), N as i64);
     assert_eq!(change(4, "scans"), (N / 10) as i64);
-    assert_eq!(change(5, "puts"), (N / 20) as i64);
-    assert_eq!(change(5, "gets"), (N - N / 20) as i64);
-    assert_eq!(change(5, "keys"), 0);
-    assert_eq!(reports[5].counters.as_ref().unwrap()["keys"].end, N);
+    assert_eq!(change(5, "scans"), (N / 10) as i64);
+    assert_eq!(change(6, "scans"), N as i64);
+    assert_eq!(change(7, "puts"), (N / 20) as i64);
+    assert_eq!(change(7, "gets"), (N - N / 20) as i64);
+    assert_eq!(change(7, "keys"), 0);
+    assert_eq!(reports[7].counters.as_ref().unwrap()["keys"].end, N);
 }
 
 #[test]
@@ -167,6 +169,10 @@ enum Fault {
     FlushFails,
     /// The second entry of a scan carries the first entry's value.
     ScanWrongValue,
+    /// Prefix scans start one key late.
+    PrefixScanSkipsFirst,
+    /// Range scans ignore their end: the next key shows up.
+    RangeIgnoresEnd,
 }
 
 impl Engine for Faulty {
@@ -225,6 +231,31 @@ impl Engine for Faulty {
             out.push(k, v);
         }
         Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        if self.fault != Fault::PrefixScanSkipsFirst {
+            return self.inner.scan_prefix(prefix, limit, out);
+        }
+        let mut all = ScanBuffer::new();
+        self.inner.scan_prefix(prefix, limit + 1, &mut all)?;
+        for (k, v) in all.iter().skip(1) {
+            out.push(k, v);
+        }
+        Ok(())
+    }
+
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        if self.fault == Fault::RangeIgnoresEnd {
+            return self.inner.scan(start, limit, out);
+        }
+        self.inner.scan_range(start, end, limit, out)
     }
 
     fn flush_and_wait(&self) -> Result<(), String> {
@@ -382,4 +413,14 @@ fn engine_errors_fail_the_phase_and_every_op_is_counted() {
 #[test]
 fn a_failed_flush_fails_fillrandom() {
     assert_eq!(failing_phases(Fault::FlushFails), ["fillrandom"]);
+}
+
+#[test]
+fn a_prefix_scan_that_starts_late_fails_seekprefix() {
+    assert_eq!(failing_phases(Fault::PrefixScanSkipsFirst), ["seekprefix"]);
+}
+
+#[test]
+fn a_range_scan_past_its_end_fails_seekempty() {
+    assert_eq!(failing_phases(Fault::RangeIgnoresEnd), ["seekempty"]);
 }

@@ -17,7 +17,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
     check_before_run, check_phase_order, describe_run, parse_count, run_phase, summary_table,
-    Engine, MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbEngine, Workload,
+    Engine, MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine,
+    Workload,
 };
 
 /// Exit code when a phase failed its checks.
@@ -39,8 +40,9 @@ pub struct BenchArgs {
     n: u64,
 
     /// Operations per read phase: gets for readrandom, readmissing and
-    /// readhot, operations for mixed, M/10 scans for seekrandom; they use
-    /// read-order positions g mod min(M, N) [default: N].
+    /// readhot, scans for seekempty, operations for mixed, M/10 scans for
+    /// seekrandom and seekprefix; they use read-order positions g mod
+    /// min(M, N) [default: N].
     #[arg(long, value_name = "M", value_parser = parse_count)]
     ops: Option<u64>,
 
@@ -50,11 +52,11 @@ pub struct BenchArgs {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, mixed.
+    /// readmissing, readhot, seekrandom, seekprefix, seekempty, mixed.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekprefix,seekempty,mixed"
     )]
     phases: Vec<Phase>,
 
@@ -69,6 +71,15 @@ pub struct BenchArgs {
     /// Memtable size in bytes [default: the engine's own; siftdb: 64 MiB].
     #[arg(long)]
     memtable_bytes: Option<usize>,
+
+    /// A fixed-length prefix extractor of this many bytes (seekprefix scans
+    /// 14-byte prefixes) [default: none].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1..))]
+    prefix_len: Option<u16>,
+
+    /// Range filter bits per key in every table [default: none].
+    #[arg(long, value_name = "BITS")]
+    range_bits: Option<f64>,
 
     /// Directory for the database: created if missing, must be empty
     /// [default: a fresh temporary directory, removed afterwards].
@@ -102,15 +113,23 @@ pub struct EngineConfig<'a> {
     pub bits_per_key: f64,
     /// Memtable size; `None` keeps the engine's default.
     pub memtable_bytes: Option<usize>,
+    /// A fixed-length prefix extractor; `None`: none.
+    pub prefix_len: Option<usize>,
+    /// Range filter bits per key; `None`: no range filter.
+    pub range_bits: Option<f64>,
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
 pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engine>, String> {
     match name {
-        "siftdb" => Ok(Box::new(SiftdbEngine::open(
+        "siftdb" => Ok(Box::new(SiftdbEngine::open_with(
             config.dir,
-            config.bits_per_key,
-            config.memtable_bytes,
+            &SiftdbConfig {
+                bits_per_key: config.bits_per_key,
+                memtable_bytes: config.memtable_bytes,
+                prefix_len: config.prefix_len,
+                range_bits_per_key: config.range_bits,
+            },
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.
         "memory" => Ok(Box::new(MemoryEngine::new())),
@@ -235,6 +254,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         dir: dir.path(),
         bits_per_key: args.bits_per_key,
         memtable_bytes: args.memtable_bytes,
+        prefix_len: args.prefix_len.map(usize::from),
+        range_bits: args.range_bits,
     };
     let engine = open_engine(&args.engine, &config)?;
 
@@ -332,6 +353,8 @@ mod tests {
             dir: dir.path(),
             bits_per_key: 10.0,
             memtable_bytes: None,
+            prefix_len: None,
+            range_bits: None,
         };
         assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
         let err = open_engine("leveldb", &config).err().unwrap();

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use siftdb::inspect::{
-    inspect_dir, inspect_table, DirSummary, FileRole, FilterSummary, TableSummary,
+    inspect_dir, inspect_table, DirSummary, FileRole, FilterSummary, RangeFilterSummary,
+    TableSummary,
 };
 use siftdb_bench::group_digits;
 
@@ -89,10 +90,11 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
         (
             "held in memory",
             format!(
-                "{} (filter {}, index {})",
-                bytes(t.filter_memory + t.index_memory),
+                "{} (filter {}, index {}, range filter {})",
+                bytes(t.filter_memory + t.index_memory + t.range_filter_memory),
                 group_digits(t.filter_memory),
-                group_digits(t.index_memory)
+                group_digits(t.index_memory),
+                group_digits(t.range_filter_memory)
             ),
         ),
     ];
@@ -152,6 +154,40 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
                 ),
             ));
         }
+    }
+    if let Some(p) = &t.prefix_filter {
+        rows.push((
+            "filter prefixes",
+            format!(
+                "{} by {}{}",
+                group_digits(p.prefixes),
+                p.extractor,
+                if p.whole_keys {
+                    ", whole keys too"
+                } else {
+                    ", prefixes only"
+                }
+            ),
+        ));
+    }
+    match &t.range_filter {
+        RangeFilterSummary::Missing => {}
+        RangeFilterSummary::Corrupt(reason) => rows.push((
+            "range filter",
+            format!("DAMAGED, not used (every range may match): {reason}"),
+        )),
+        RangeFilterSummary::Present {
+            configured_bits_per_key,
+            bits_per_key,
+            mode,
+        } => rows.push((
+            "range filter",
+            format!(
+                "{} on disk, {} in memory: {bits_per_key:.2} bits/key ({configured_bits_per_key} configured), {mode}",
+                bytes(t.range_filter_bytes),
+                group_digits(t.range_filter_memory)
+            ),
+        )),
     }
     let mut lines = vec![format!("{indent}table {}", t.name)];
     lines.extend(

@@ -56,6 +56,15 @@ impl FjallEngine {
     }
 }
 
+/// The first `limit` entries of a fjall scan into `out`.
+fn fill(scan: fjall::Iter, limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+    for guard in scan.take(limit) {
+        let (key, value) = guard.into_inner().map_err(|e| e.to_string())?;
+        out.push(&key, &value);
+    }
+    Ok(())
+}
+
 impl Engine for FjallEngine {
     fn name(&self) -> String {
         format!("fjall {}", env!("PEERS_FJALL_VERSION"))
@@ -86,11 +95,21 @@ impl Engine for FjallEngine {
     }
 
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
-        for guard in self.keyspace.range(start..).take(limit) {
-            let (key, value) = guard.into_inner().map_err(|e| e.to_string())?;
-            out.push(&key, &value);
-        }
-        Ok(())
+        fill(self.keyspace.range(start..), limit, out)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        fill(self.keyspace.prefix(prefix), limit, out)
+    }
+
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        fill(self.keyspace.range(start..end), limit, out)
     }
 
     /// `Keyspace::rotate_memtable_and_wait()` (seals the active memtable,

@@ -20,20 +20,46 @@ pub mod rocks;
 
 use std::path::Path;
 
-use siftdb_bench::{Engine, MemoryEngine, SiftdbEngine};
+use siftdb_bench::{Engine, MemoryEngine, SiftdbConfig, SiftdbEngine};
 
 /// Engines this crate can open, in the order a run measures them.
 pub const ENGINES: [&str; 4] = ["siftdb", "rocksdb", "fjall", "memory"];
 
+/// What every engine of a run is opened with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerConfig {
+    /// Bloom filter bits per key on every table.
+    pub bits_per_key: f64,
+    /// A fixed-length prefix extractor of this many bytes, for the engines
+    /// that have one (siftdb, RocksDB; fjall 3 has none).
+    pub prefix_len: Option<usize>,
+    /// Range filter bits per key (siftdb only: no peer has range filters).
+    pub range_bits: Option<f64>,
+}
+
 /// Opens engine `name` in the fresh directory `dir`, every table carrying a
-/// Bloom filter of `bits_per_key` (`memory` has no tables and ignores it).
-pub fn open_engine(name: &str, dir: &Path, bits_per_key: f64) -> Result<Box<dyn Engine>, String> {
+/// Bloom filter of `config.bits_per_key` (`memory` has no tables and
+/// ignores it), and the prefix extractor and range filter where the engine
+/// has them.
+pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dyn Engine>, String> {
     match name {
-        "siftdb" => Ok(Box::new(SiftdbEngine::open(dir, bits_per_key, None)?)),
-        "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(dir, bits_per_key)?)),
+        "siftdb" => Ok(Box::new(SiftdbEngine::open_with(
+            dir,
+            &SiftdbConfig {
+                bits_per_key: config.bits_per_key,
+                memtable_bytes: None,
+                prefix_len: config.prefix_len,
+                range_bits_per_key: config.range_bits,
+            },
+        )?)),
+        "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(
+            dir,
+            config.bits_per_key,
+            config.prefix_len,
+        )?)),
         "fjall" => Ok(Box::new(fjall_engine::FjallEngine::open(
             dir,
-            bits_per_key,
+            config.bits_per_key,
         )?)),
         "memory" => Ok(Box::new(MemoryEngine::new())),
         other => Err(format!(

@@ -24,7 +24,7 @@ use siftdb_bench::{
 };
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
 use siftdb_peers::cpu::process_cpu_seconds;
-use siftdb_peers::{open_engine, ENGINES};
+use siftdb_peers::{open_engine, PeerConfig, ENGINES};
 
 /// Exit code when a phase failed its checks.
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -47,8 +47,9 @@ struct Args {
     n: u64,
 
     /// Operations per read phase: gets for readrandom, readmissing and
-    /// readhot, operations for mixed, M/10 scans for seekrandom; they use
-    /// read-order positions g mod min(M, N) [default: N].
+    /// readhot, scans for seekempty, operations for mixed, M/10 scans for
+    /// seekrandom and seekprefix; they use read-order positions g mod
+    /// min(M, N) [default: N].
     #[arg(long, value_name = "M", value_parser = parse_count)]
     ops: Option<u64>,
 
@@ -58,11 +59,11 @@ struct Args {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, mixed.
+    /// readmissing, readhot, seekrandom, seekprefix, seekempty, mixed.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekprefix,seekempty,mixed"
     )]
     phases: Vec<Phase>,
 
@@ -78,6 +79,17 @@ struct Args {
     /// Bloom filter bits per key, the same for every engine.
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
+
+    /// A fixed-length prefix extractor of this many bytes for siftdb and
+    /// RocksDB (fjall 3 has none); seekprefix scans 14-byte prefixes
+    /// [default: none].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1..))]
+    prefix_len: Option<u16>,
+
+    /// Range filter bits per key for siftdb (no peer has range filters)
+    /// [default: none].
+    #[arg(long, value_name = "BITS")]
+    range_bits: Option<f64>,
 
     /// Directory in which each engine gets a fresh temporary directory,
     /// removed after its run [default: the system's temporary directory].
@@ -158,7 +170,12 @@ fn run_engine(
         .prefix(&format!("siftdb-peers-{name}-"))
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
-    let engine = open_engine(name, dir.path(), args.bits_per_key)?;
+    let config = PeerConfig {
+        bits_per_key: args.bits_per_key,
+        prefix_len: args.prefix_len.map(usize::from),
+        range_bits: args.range_bits,
+    };
+    let engine = open_engine(name, dir.path(), &config)?;
     println!("== {} in {}", engine.name(), dir.path().display());
     let settings = engine.settings();
     if settings.is_empty() {

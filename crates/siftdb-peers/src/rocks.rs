@@ -1,14 +1,19 @@
 //! RocksDB (through the `rocksdb` crate) as a benchmark engine.
 //!
 //! Owns: the RocksDB options of the run — the library's defaults plus a
-//! full Bloom filter of the run's bits per key — and the adapter from the
-//! workload seam to `rocksdb::DB`.
-//! Must never: tune RocksDB beyond the filter; anything set here that
-//! differs from RocksDB's defaults must appear in `settings`.
+//! full Bloom filter of the run's bits per key and, when the run gives one,
+//! a fixed-length prefix extractor — and the adapter from the workload seam
+//! to `rocksdb::DB`, including which scans use prefix mode.
+//! Must never: tune RocksDB beyond the filter and the extractor; anything
+//! set here that differs from RocksDB's defaults must appear in `settings`.
+//! With an extractor, a scan that may cross prefixes must seek in total
+//! order (prefix mode leaves other prefixes' keys undefined).
 
 use std::path::Path;
 
-use rocksdb::{BlockBasedOptions, Options, DB};
+use rocksdb::{
+    BlockBasedOptions, DBRawIteratorWithThreadMode, Options, ReadOptions, SliceTransform, DB,
+};
 use siftdb_bench::{Counters, Engine, ScanBuffer};
 
 use crate::quiesce::wait_until;
@@ -21,26 +26,68 @@ pub struct RocksEngine {
     db: DB,
     version: String,
     bits_per_key: f64,
+    prefix_len: Option<usize>,
 }
 
 impl RocksEngine {
     /// Opens a fresh database in `dir`: `Options::default()` (WAL on; the
     /// default `WriteOptions` do not fsync per write) with
     /// `create_if_missing` and a full (not block-based) Bloom filter of
-    /// `bits_per_key` in the default block-based table format.
-    pub fn open(dir: &Path, bits_per_key: f64) -> Result<RocksEngine, String> {
+    /// `bits_per_key` in the default block-based table format, and with a
+    /// fixed prefix extractor of `prefix_len` bytes when given (its prefixes
+    /// join the full filter; whole keys stay in it, RocksDB's default).
+    pub fn open(
+        dir: &Path,
+        bits_per_key: f64,
+        prefix_len: Option<usize>,
+    ) -> Result<RocksEngine, String> {
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(bits_per_key, false);
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_block_based_table_factory(&table);
+        if let Some(len) = prefix_len {
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
+        }
         let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
         let version = library_version(dir).unwrap_or_else(|| "unknown".to_string());
         Ok(RocksEngine {
             db,
             version,
             bits_per_key,
+            prefix_len,
         })
+    }
+
+    /// Read options for a scan from `start`: prefix mode (the prefix Bloom
+    /// filters asked, the scan kept within `start`'s prefix) when the scan
+    /// stays within that prefix, total order otherwise.
+    fn read_options(&self, start: &[u8], within_prefix: bool) -> ReadOptions {
+        let mut read = ReadOptions::default();
+        match self.prefix_len {
+            Some(len) if within_prefix && start.len() >= len => {
+                read.set_prefix_same_as_start(true);
+            }
+            Some(_) => read.set_total_order_seek(true),
+            None => {}
+        }
+        read
+    }
+
+    fn collect(
+        mut it: DBRawIteratorWithThreadMode<'_, DB>,
+        limit: usize,
+        out: &mut ScanBuffer,
+        wanted: impl Fn(&[u8]) -> bool,
+    ) -> Result<(), String> {
+        while out.len() < limit {
+            match (it.key(), it.value()) {
+                (Some(key), Some(value)) if wanted(key) => out.push(key, value),
+                _ => break,
+            }
+            it.next();
+        }
+        it.status().map_err(|e| e.to_string())
     }
 
     fn int_property(&self, name: &str) -> Result<u64, String> {
@@ -67,13 +114,22 @@ impl Engine for RocksEngine {
     }
 
     fn settings(&self) -> Vec<(String, String)> {
-        vec![(
+        let mut settings = vec![(
             "bloom_filter".to_string(),
             format!(
                 "{} bits/key, full filter (BlockBasedOptions::set_bloom_filter({}, false))",
                 self.bits_per_key, self.bits_per_key
             ),
-        )]
+        )];
+        if let Some(len) = self.prefix_len {
+            settings.push((
+                "prefix_extractor".to_string(),
+                format!(
+                    "SliceTransform::create_fixed_prefix({len}); prefix scans and ranges within one prefix seek in prefix mode (prefix_same_as_start), other scans in total order"
+                ),
+            ));
+        }
+        settings
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
@@ -91,16 +147,39 @@ impl Engine for RocksEngine {
     }
 
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
-        let mut it = self.db.raw_iterator();
+        let mut it = self.db.raw_iterator_opt(self.read_options(start, false));
         it.seek(start);
-        while out.len() < limit {
-            match (it.key(), it.value()) {
-                (Some(key), Some(value)) => out.push(key, value),
-                _ => break,
+        RocksEngine::collect(it, limit, out, |_| true)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        let within = self.prefix_len.is_some_and(|len| len == prefix.len());
+        let mut read = self.read_options(prefix, within);
+        if !within {
+            if let Some(end) = siftdb::prefix::successor(prefix) {
+                read.set_iterate_upper_bound(end);
             }
-            it.next();
         }
-        it.status().map_err(|e| e.to_string())
+        let mut it = self.db.raw_iterator_opt(read);
+        it.seek(prefix);
+        RocksEngine::collect(it, limit, out, |key| key.starts_with(prefix))
+    }
+
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        out: &mut ScanBuffer,
+    ) -> Result<(), String> {
+        let within = self
+            .prefix_len
+            .is_some_and(|len| start.len() >= len && end.get(..len) == start.get(..len));
+        let mut read = self.read_options(start, within);
+        read.set_iterate_upper_bound(end.to_vec());
+        let mut it = self.db.raw_iterator_opt(read);
+        it.seek(start);
+        RocksEngine::collect(it, limit, out, |key| key < end)
     }
 
     /// `DB::flush()` (waits for the memtable flush to finish), then polls

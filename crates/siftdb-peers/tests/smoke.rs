@@ -10,11 +10,35 @@
 )]
 
 use siftdb_bench::{run_phase, NoProgress, Phase, RunOptions, Workload};
-use siftdb_peers::open_engine;
+use siftdb_peers::{open_engine, PeerConfig};
+
+fn plain() -> PeerConfig {
+    PeerConfig {
+        bits_per_key: 10.0,
+        prefix_len: None,
+        range_bits: None,
+    }
+}
+
+/// With the scan filters of the measurements: a 14-byte prefix
+/// extractor (siftdb and RocksDB) and range filters (siftdb).
+fn with_scan_filters() -> PeerConfig {
+    PeerConfig {
+        prefix_len: Some(14),
+        range_bits: Some(16.0),
+        ..plain()
+    }
+}
 
 fn passes_every_phase(name: &str, threads: usize) {
+    for config in [plain(), with_scan_filters()] {
+        passes_every_phase_with(name, threads, &config);
+    }
+}
+
+fn passes_every_phase_with(name: &str, threads: usize, config: &PeerConfig) {
     let dir = tempfile::tempdir().unwrap();
-    let engine = open_engine(name, dir.path(), 10.0).unwrap();
+    let engine = open_engine(name, dir.path(), config).unwrap();
     let workload = Workload::new(5_000).unwrap();
     for phase in Phase::ALL {
         let report = run_phase(
@@ -24,7 +48,7 @@ fn passes_every_phase(name: &str, threads: usize) {
             &RunOptions::threads(threads),
             &NoProgress,
         );
-        assert!(report.passed(), "{}", report.to_human());
+        assert!(report.passed(), "{config:?}: {}", report.to_human());
     }
     engine.flush_and_wait().unwrap();
     assert!(!engine.settings().is_empty() || name == "memory");
@@ -48,7 +72,7 @@ fn siftdb_passes_every_phase() {
 #[test]
 fn rocksdb_reports_the_linked_library_version() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = open_engine("rocksdb", dir.path(), 10.0).unwrap();
+    let engine = open_engine("rocksdb", dir.path(), &plain()).unwrap();
     let name = engine.name();
     assert!(
         name.starts_with("rocksdb ") && !name.ends_with("unknown"),
@@ -59,7 +83,7 @@ fn rocksdb_reports_the_linked_library_version() {
 #[test]
 fn unknown_engines_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let err = open_engine("leveldb", dir.path(), 10.0).err().unwrap();
+    let err = open_engine("leveldb", dir.path(), &plain()).err().unwrap();
     assert!(err.contains("leveldb"), "{err}");
 }
 
@@ -67,7 +91,7 @@ fn unknown_engines_are_refused() {
 fn every_engine_runs_fewer_ops_than_keys_and_reads_the_same_keys() {
     for name in ["siftdb", "rocksdb", "fjall"] {
         let dir = tempfile::tempdir().unwrap();
-        let engine = open_engine(name, dir.path(), 10.0).unwrap();
+        let engine = open_engine(name, dir.path(), &plain()).unwrap();
         let workload = Workload::with_ops(5_000, 700).unwrap();
         for phase in Phase::ALL {
             let report = run_phase(

@@ -16,6 +16,7 @@
 )]
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 
 use bytes::Bytes;
 
@@ -60,6 +61,11 @@ pub fn table_open(data: &[u8]) {
         let mut longer = probe.clone();
         longer.push(0);
         let _ = table.get_key(&longer);
+        // The scan filters answer any bounds without panicking.
+        let (short, long) = (Bound::Included(&probe[..]), Bound::Excluded(&longer[..]));
+        let _ = table.scan_may_match(None, short, long);
+        let _ = table.scan_may_match(None, long, short);
+        let _ = table.scan_may_match(None, Bound::Unbounded, short);
     }
 
     let problems = table.verify();
@@ -75,6 +81,16 @@ pub fn table_open(data: &[u8]) {
         table.properties().entries,
         "scan count"
     );
+    // verify checked that the range filter holds every key: a scan of any
+    // key alone must not skip the table.
+    for (key, _) in entries.iter().take(CHECKED_GETS) {
+        let user_key = user_key_of(key);
+        let alone = Bound::Included(user_key);
+        assert!(
+            table.scan_may_match(None, alone, alone),
+            "the range filter rules out a key verify found"
+        );
+    }
     for pair in entries.windows(2) {
         if let [(a, _), (b, _)] = pair {
             assert_eq!(compare_internal_keys(a, b), Ordering::Less, "scan order");

@@ -1,0 +1,73 @@
+//! A table's answers to scans: [`Table::scan_may_match`], and its range
+//! filter as tools see it.
+//!
+//! Owns: the `Table` methods over the scan filters (`scan_filters.rs`;
+//! the reader reads the range filter block at open).
+//! Must never: rule a table out for a range that holds one of its keys
+//! (the rules are `ScanFilters`').
+
+use std::ops::Bound;
+
+use crate::filter::range::RangeFilterView;
+use crate::filter::{AlignedBytes, FilterView};
+use crate::table::lookup::LookupKey;
+use crate::table::reader::{FilterStatus, Table};
+use crate::table::scan_filters::PrefixProbe;
+
+impl Table {
+    /// The hash this table's point filter answers `key` with (the key's,
+    /// or its prefix's when the table kept prefixes only), with the filter;
+    /// `None` when there is no usable filter or it cannot answer for `key`.
+    #[inline]
+    pub(crate) fn point_filter_probe(
+        &self,
+        key: &LookupKey<'_>,
+    ) -> Option<(&FilterView<AlignedBytes>, u64)> {
+        let inner = &*self.inner;
+        let filter = inner.filter()?;
+        let hash = inner.scan.point_hash(key.user_key(), key.hash())?;
+        Some((filter, hash))
+    }
+
+    /// Whether the table may hold a key within the bounds, as its filters
+    /// see it: the point filter about `prefix` (only when the table was
+    /// built with the probe's extractor), then the range filter when both
+    /// bounds are given. `true` when neither can tell. Counts each question
+    /// asked and each table ruled out (`prefix_filter_*`, `range_filter_*`).
+    pub fn scan_may_match(
+        &self,
+        prefix: Option<&PrefixProbe<'_>>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> bool {
+        let inner = &*self.inner;
+        inner.scan.may_match(
+            inner.filter(),
+            inner.properties(),
+            &inner.context().counters,
+            prefix,
+            (start, end),
+        )
+    }
+
+    /// The verified range filter, held in memory; `None` when the table has
+    /// none or it failed its checks (see [`Table::range_filter_status`]).
+    pub fn range_filter_view(&self) -> Option<&RangeFilterView<Vec<u8>>> {
+        self.inner.scan.range()
+    }
+
+    /// Whether the range filter is in use.
+    pub fn range_filter_status(&self) -> FilterStatus {
+        let scan = &self.inner.scan;
+        match (scan.range(), scan.range_error()) {
+            (Some(_), _) => FilterStatus::Ok,
+            (None, Some(reason)) => FilterStatus::Corrupt(reason.to_string()),
+            (None, None) => FilterStatus::Missing,
+        }
+    }
+
+    /// Bytes of memory the table's range filter holds (0 without one).
+    pub fn range_filter_memory(&self) -> u64 {
+        self.inner.scan.range_bytes()
+    }
+}
