@@ -36,9 +36,10 @@
 //! // Every key within ["user12", "user19"] starts with "user":
 //! let (a, b) = (&b"user12"[..], &b"user19"[..]);
 //! assert_eq!(fixed.shared_prefix(Bound::Included(a), Bound::Included(b)), Some(&b"user"[..]));
-//! // ["user9", "usex"] crosses into other prefixes:
-//! let (a, b) = (&b"user9"[..], &b"usex"[..]);
+//! // ["user9", "uses") ends where the keys starting with "user" end:
+//! let (a, b) = (&b"user9"[..], &b"uses"[..]);
 //! assert_eq!(fixed.shared_prefix(Bound::Included(a), Bound::Excluded(b)), Some(&b"user"[..]));
+//! // ["user9", "usez"] crosses into other prefixes:
 //! let b = &b"usez"[..];
 //! assert_eq!(fixed.shared_prefix(Bound::Included(a), Bound::Included(b)), None);
 //!
