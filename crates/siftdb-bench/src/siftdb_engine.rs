@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
-use siftdb::{Db, Options};
+use siftdb::{Db, FilterPolicy, Options};
 
 /// A siftdb database under measurement.
 pub struct SiftdbEngine {
@@ -24,8 +24,29 @@ impl SiftdbEngine {
         bits_per_key: f64,
         memtable_bytes: Option<usize>,
     ) -> Result<SiftdbEngine, String> {
-        let mut opts = Options::default().bloom_bits_per_key(bits_per_key);
-        let mut settings = vec![("bloom_bits_per_key".to_string(), bits_per_key.to_string())];
+        SiftdbEngine::open_with_policy(
+            dir,
+            FilterPolicy::bits_per_key(bits_per_key),
+            memtable_bytes,
+        )
+    }
+
+    /// [`SiftdbEngine::open`] with any filter policy.
+    pub fn open_with_policy(
+        dir: &Path,
+        policy: FilterPolicy,
+        memtable_bytes: Option<usize>,
+    ) -> Result<SiftdbEngine, String> {
+        let mut opts = Options::default().filter_policy(policy);
+        let setting = if policy == FilterPolicy::bits_per_key(policy.average_bits_per_key()) {
+            (
+                "bloom_bits_per_key",
+                policy.average_bits_per_key().to_string(),
+            )
+        } else {
+            ("filter_policy", policy.to_string())
+        };
+        let mut settings = vec![(setting.0.to_string(), setting.1)];
         if let Some(bytes) = memtable_bytes {
             opts = opts.memtable_bytes(bytes);
             settings.push(("memtable_bytes".to_string(), bytes.to_string()));
@@ -108,6 +129,25 @@ impl Engine for SiftdbEngine {
             if *count > 0 {
                 c.insert(format!("tables_L{level}"), *count as u64);
             }
+        }
+        // Per level: filter memory and the filters' answers to absent keys
+        // (their measured false-positive rate is fp / (negatives + fp)).
+        for (level, f) in s.level_filters.iter().enumerate() {
+            if f.tables > 0 {
+                c.insert(format!("filter_bytes_L{level}"), f.filter_memory);
+                c.insert(format!("filter_negatives_L{level}"), f.negatives);
+                c.insert(
+                    format!("filter_false_positives_L{level}"),
+                    f.false_positives,
+                );
+            }
+        }
+        for (family, builds) in [
+            ("bloom", s.bloom_filter_builds),
+            ("fuse", s.fuse_filter_builds),
+        ] {
+            c.insert(format!("{family}_filter_build_keys"), builds.keys);
+            c.insert(format!("{family}_filter_build_ns"), builds.nanos);
         }
         Some(c)
     }
