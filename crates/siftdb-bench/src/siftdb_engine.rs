@@ -28,14 +28,19 @@ impl SiftdbEngine {
             dir,
             FilterPolicy::bits_per_key(bits_per_key),
             memtable_bytes,
+            None,
         )
     }
 
-    /// [`SiftdbEngine::open`] with any filter policy.
+    /// [`SiftdbEngine::open`] with any filter policy, and `level1_bytes` if
+    /// given (tables then target half of it, as the defaults do: 64 and 32
+    /// MiB), which scales the tree down so a small N reaches as many levels
+    /// as a large one.
     pub fn open_with_policy(
         dir: &Path,
         policy: FilterPolicy,
         memtable_bytes: Option<usize>,
+        level1_bytes: Option<u64>,
     ) -> Result<SiftdbEngine, String> {
         let mut opts = Options::default().filter_policy(policy);
         let setting = if policy == FilterPolicy::bits_per_key(policy.average_bits_per_key()) {
@@ -50,6 +55,12 @@ impl SiftdbEngine {
         if let Some(bytes) = memtable_bytes {
             opts = opts.memtable_bytes(bytes);
             settings.push(("memtable_bytes".to_string(), bytes.to_string()));
+        }
+        if let Some(bytes) = level1_bytes {
+            let table_bytes = (bytes / 2).max(1);
+            opts = opts.level1_bytes(bytes).table_target_bytes(table_bytes);
+            settings.push(("level1_bytes".to_string(), bytes.to_string()));
+            settings.push(("table_target_bytes".to_string(), table_bytes.to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })

@@ -87,6 +87,12 @@ pub struct BenchArgs {
     #[arg(long)]
     memtable_bytes: Option<usize>,
 
+    /// siftdb's level-1 size in bytes, tables of half of it [default: 64
+    /// MiB and 32 MiB]: a smaller tree reaches the levels of a large N
+    /// with fewer keys (the deeper levels stay 10 times the one above).
+    #[arg(long, value_parser = parse_count)]
+    level1_bytes: Option<u64>,
+
     /// Directory for the database: created if missing, must be empty
     /// [default: a fresh temporary directory, removed afterwards].
     #[arg(long)]
@@ -144,6 +150,8 @@ pub struct EngineConfig<'a> {
     pub filter_policy: FilterPolicy,
     /// Memtable size; `None` keeps the engine's default.
     pub memtable_bytes: Option<usize>,
+    /// siftdb's level-1 size (tables of half of it); `None`: the default.
+    pub level1_bytes: Option<u64>,
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
@@ -153,6 +161,7 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
             config.dir,
             config.filter_policy,
             config.memtable_bytes,
+            config.level1_bytes,
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.
         "memory" => Ok(Box::new(MemoryEngine::new())),
@@ -279,6 +288,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         dir: dir.path(),
         filter_policy,
         memtable_bytes: args.memtable_bytes,
+        level1_bytes: args.level1_bytes,
     };
     let engine = open_engine(&args.engine, &config)?;
 
@@ -394,6 +404,7 @@ mod tests {
             dir: dir.path(),
             filter_policy: FilterPolicy::default(),
             memtable_bytes: None,
+            level1_bytes: None,
         };
         assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
         let err = open_engine("leveldb", &config).err().unwrap();
