@@ -10,7 +10,9 @@
 //!   nothing ([`crate::filter::allocation`], after Monkey): small upper levels
 //!   get many more bits per key than the large last level. The split is
 //!   recomputed from the tree's shape each time a table is built; each table
-//!   records what it was built with.
+//!   records what it was built with. Level 0, which compaction empties
+//!   within a few flushes, takes its bits on top: the levels below it split
+//!   the budget of their own keys.
 //! - [`FilterPolicy::static_filters_from_level`]: tables of that level and
 //!   deeper, whose key set is final when they are written, may take a binary
 //!   fuse filter where it is better than a Bloom filter for the bits
@@ -161,7 +163,10 @@ impl FilterPolicy {
 
     /// The filter for a table written to `level` of a tree shaped as `tree`
     /// (`tree[i]`: level i as it will be once the table is in place, the
-    /// table counted).
+    /// table counted). Level-aware: a level-0 table takes its share of the
+    /// split over the whole tree (its runs are its tables); a deeper table
+    /// its share of the split of `avg ×` the keys of levels 1 and deeper,
+    /// so the levels that persist meet the budget on their own.
     pub fn choose(&self, tree: &[LevelTables], level: usize) -> FilterChoice {
         let avg = self.average_bits_per_key();
         if avg <= 0.0 {
@@ -188,7 +193,14 @@ impl FilterPolicy {
                 let shapes: Vec<LevelShape> = (0..=last)
                     .map(|i| {
                         let at = tree.get(i).copied().unwrap_or_default();
-                        let skipped = self.optimize_for_hits && i == last && i >= 1;
+                        // Level 0 is transient: its tables are merged
+                        // away within a few flushes, so bits it is given
+                        // are not taken from the levels that stay (their
+                        // split meets the budget of their own keys, also
+                        // once level 0 is empty); level 0's own choice is
+                        // made against the whole tree, its runs counted.
+                        let skipped = (self.optimize_for_hits && i == last && i >= 1)
+                            || (i == 0 && level >= 1);
                         if skipped {
                             return LevelShape { keys: 0, runs: 0 };
                         }
@@ -298,10 +310,21 @@ mod tests {
         let choices: Vec<FilterChoice> = (0..4).map(|l| policy.choose(&tree, l)).collect();
         let bits: Vec<f64> = choices.iter().map(|c| c.bits_per_key()).collect();
         assert!(bits.windows(2).all(|w| w[0] > w[1]), "{bits:?}");
+        // The levels below 0 spend the budget of their own keys; level 0's
+        // bits come on top.
         let keys: Vec<f64> = tree.iter().map(|l| l.keys as f64).collect();
-        let spent: f64 = bits.iter().zip(&keys).map(|(b, k)| b * k).sum();
-        let budget = 10.0 * keys.iter().sum::<f64>();
+        let spent: f64 = bits.iter().zip(&keys).skip(1).map(|(b, k)| b * k).sum();
+        let budget = 10.0 * keys.iter().skip(1).sum::<f64>();
         assert!((spent / budget - 1.0).abs() < 0.01, "{bits:?}");
+        // ... whatever level 0 holds.
+        let mut full_level0 = tree.clone();
+        full_level0[0] = LevelTables {
+            tables: 12,
+            keys: 6_000_000,
+        };
+        for (level, choice) in choices.iter().enumerate().skip(1) {
+            assert_eq!(policy.choose(&full_level0, level), *choice, "{level}");
+        }
         assert!(choices
             .iter()
             .all(|c| matches!(c, FilterChoice::Bloom { .. })));
@@ -357,14 +380,17 @@ mod tests {
             }];
             assert_ne!(policy.choose(&only_level0, 0), FilterChoice::None);
         }
-        // The budget of the filtered levels is theirs alone.
+        // The budget of the filtered levels is theirs alone (level 0's bits
+        // come on top).
         let aware = FilterPolicy::level_aware(10.0).optimize_for_hits(true);
-        let bits: Vec<f64> = (0..3)
+        let bits: Vec<f64> = (1..3)
             .map(|l| aware.choose(&tree(), l).bits_per_key())
             .collect();
-        let keys = [2e6, 2.2e6, 22e6];
+        let keys = [2.2e6, 22e6];
         let spent: f64 = bits.iter().zip(keys).map(|(b, k)| b * k).sum();
-        assert!(spent <= 10.0 * keys.iter().sum::<f64>() * 1.01, "{bits:?}");
+        let budget = 10.0 * keys.iter().sum::<f64>();
+        assert!((spent / budget - 1.0).abs() < 0.01, "{bits:?}");
+        assert!(aware.choose(&tree(), 0).bits_per_key() > bits[0]);
     }
 
     #[test]
