@@ -31,6 +31,7 @@ pub mod wal;
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RecoveryReport, Snapshot, Stats};
+pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
+pub use filter::FilterPolicy;
 pub use options::Options;

@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
 use crate::fs::{OsFileSystem, SharedFs};
 
 /// How data blocks are stored (`Options::compression`). Index, filter and
@@ -26,7 +27,7 @@ pub enum Compression {
 /// Database options. Start from `Options::default()` and chain builder methods.
 #[derive(Clone)]
 pub struct Options {
-    pub(crate) bloom_bits_per_key: f64,
+    pub(crate) filter_policy: FilterPolicy,
     pub(crate) memtable_bytes: usize,
     pub(crate) sync_writes: bool,
     pub(crate) block_size: usize,
@@ -52,7 +53,7 @@ pub const DEFAULT_MAX_OPEN_FILES: usize = 1000;
 impl Default for Options {
     fn default() -> Self {
         Options {
-            bloom_bits_per_key: 10.0,
+            filter_policy: FilterPolicy::default(),
             memtable_bytes: 64 << 20,
             sync_writes: false,
             block_size: 4096,
@@ -74,7 +75,7 @@ impl Default for Options {
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Options")
-            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("filter_policy", &self.filter_policy)
             .field("memtable_bytes", &self.memtable_bytes)
             .field("sync_writes", &self.sync_writes)
             .field("block_size", &self.block_size)
@@ -93,9 +94,18 @@ impl fmt::Debug for Options {
 }
 
 impl Options {
-    /// Bloom filter bits per key for every table; 0 disables filters. Default 10.
-    pub fn bloom_bits_per_key(mut self, bits: f64) -> Self {
-        self.bloom_bits_per_key = bits;
+    /// Bloom filter bits per key for every table; 0 disables filters. A
+    /// shorthand for `filter_policy(FilterPolicy::bits_per_key(bits))`.
+    pub fn bloom_bits_per_key(self, bits: f64) -> Self {
+        self.filter_policy(FilterPolicy::bits_per_key(bits))
+    }
+
+    /// How tables get their filters: the bits per key of each level and the
+    /// kind of filter ([`FilterPolicy`]). Tables already written keep the
+    /// filter they were built with; compaction rewrites them under the
+    /// policy in force. Default: uniform 10 bits per key.
+    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
+        self.filter_policy = policy;
         self
     }
 
@@ -238,12 +248,7 @@ impl Options {
 
     /// Checks every option; `InvalidArgument` names the first bad one.
     pub fn validate(&self) -> Result<()> {
-        let b = self.bloom_bits_per_key;
-        if !(b.is_finite() && (b == 0.0 || (0.5..=64.0).contains(&b))) {
-            return Err(Error::invalid(format!(
-                "bloom_bits_per_key must be 0 or within [0.5, 64], got {b}"
-            )));
-        }
+        self.filter_policy.validate()?;
         if self.memtable_bytes < 4096 {
             return Err(Error::invalid("memtable_bytes must be at least 4096"));
         }

@@ -3,6 +3,7 @@
 //! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
 //! valid tables (of format version 2, and the version-1 seeds kept in the
 //! corpus) and compressed blocks, through the same functions the fuzzer runs.
+//! Seeds 7 and 8 carry binary fuse filters.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,6 +16,7 @@
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
+use siftdb::filter::FingerprintBits;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::options::Compression;
@@ -83,6 +85,10 @@ fn seed_tables() -> Vec<Vec<u8>> {
         block_size: 512,
         ..TableOptions::default()
     };
+    let fuse = |bits| TableOptions {
+        static_filter: Some(bits),
+        ..small.clone()
+    };
     vec![
         seed_table(1, &TableOptions::default()),
         seed_table(3, &small),
@@ -91,6 +97,9 @@ fn seed_tables() -> Vec<Vec<u8>> {
         seed_table(40, &TableOptions::default()),
         seed_table_with(20, &compressed, repetitive),
         seed_table_with(12, &TableOptions::default(), repetitive),
+        // Binary fuse filter blocks (SFF1).
+        seed_table(12, &fuse(FingerprintBits::Eight)),
+        seed_table(30, &fuse(FingerprintBits::Sixteen)),
     ]
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Owns: choosing what to compact (level 0 by table count, deeper levels by
 //! size against `level1_bytes · ratio^(n−1)`), merging the inputs into new
-//! tables (each with its own filter), and installing the result.
+//! tables (each with its own filter, chosen by the filter policy for the
+//! tree as it will be after the compaction), and installing the result.
 //! Must never: drop the newest version of a key, drop a tombstone while an
 //! older version may live deeper, or delete an input before a durable
 //! manifest stopped naming it.
@@ -12,12 +13,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::flush::{build_table, open_live_table};
+use crate::db::flush::{build_table, open_live_table, table_options_for};
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, LEVELS};
 use crate::error::Result;
 use crate::filename::table_file_name;
+use crate::filter::LevelTables;
 use crate::key::{parse_internal_key, user_key_of, ValueKind};
 use crate::options::Options;
 use crate::table::ScanMode;
@@ -183,6 +185,30 @@ impl Iterator for NewestOnly {
     }
 }
 
+/// The tree as it will be once `pick` is installed: its inputs gone, their
+/// entries in `table_target_bytes`-sized tables of the output level (an
+/// estimate: duplicates and dropped tombstones are not known yet).
+fn tree_after(version: &Version, pick: &Pick, opts: &Options) -> Vec<LevelTables> {
+    let mut tree = version.level_tables();
+    if tree.len() <= pick.output_level {
+        tree.resize(pick.output_level + 1, LevelTables::default());
+    }
+    let (mut entries, mut bytes) = (0u64, 0u64);
+    for input in &pick.inputs {
+        if let Some(level) = tree.get_mut(input.record.level as usize) {
+            level.tables = level.tables.saturating_sub(1);
+            level.keys = level.keys.saturating_sub(input.record.entries);
+        }
+        entries += input.record.entries;
+        bytes += input.record.file_size;
+    }
+    if let Some(output) = tree.get_mut(pick.output_level) {
+        output.tables += bytes.div_ceil(opts.table_target_bytes.max(1)).max(1);
+        output.keys += entries;
+    }
+    tree
+}
+
 /// A level index as the manifest records it; levels are below `LEVELS` (7).
 fn level_number(level: usize) -> u32 {
     u32::try_from(level).unwrap_or(u32::MAX)
@@ -224,15 +250,20 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     }
     .peekable();
 
+    let options = table_options_for(
+        &inner.opts,
+        &tree_after(version, &pick, &inner.opts),
+        pick.output_level,
+    );
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
     let built = (|| {
         while entries.peek().is_some() {
             let number = inner.versions.lock().new_file_number();
             // `build_table` removes its own partial file on failure.
-            let Some(mut record) = build_table(
+            let Some((mut record, info)) = build_table(
                 inner.fs.as_ref(),
                 &inner.dir,
-                &inner.opts,
+                &options,
                 number,
                 &mut entries,
                 Some(inner.opts.table_target_bytes),
@@ -240,6 +271,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
             else {
                 break;
             };
+            inner.counters.filter_builds.record(&info);
             record.level = level_number(pick.output_level);
             match open_live_table(&inner.tables, &inner.dir, record) {
                 Ok(table) => outputs.push(table),

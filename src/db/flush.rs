@@ -1,7 +1,8 @@
 //! Turning memtables into level-0 tables, and opening tables as live ones.
 //!
-//! Owns: building a table from a sorted stream of entries, the flush of the
-//! oldest immutable memtable, and the manifest update that follows it.
+//! Owns: building a table from a sorted stream of entries (with the filter
+//! the policy chooses for its level, [`table_options_for`]), the flush of
+//! the oldest immutable memtable, and the manifest update that follows it.
 //! Must never: name a table in the manifest before its file is synced, or
 //! remove a log before a durable manifest no longer needs it.
 
@@ -11,16 +12,28 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::version::LiveTable;
+use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
+use crate::filter::LevelTables;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{ReadContext, Table, TableBuilder, TableOptions};
+use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
+
+/// The options a table written to `level` is built with: the database's,
+/// with the filter its policy chooses for a tree shaped as `tree` (the tree
+/// as it will be with the new table in place).
+pub(crate) fn table_options_for(
+    opts: &Options,
+    tree: &[LevelTables],
+    level: usize,
+) -> TableOptions {
+    TableOptions::from(opts).with_filter(opts.filter_policy.choose(tree, level))
+}
 
 /// Opens the table a manifest record names (its filter and index into
 /// memory); a missing file is corruption.
@@ -54,20 +67,21 @@ pub(crate) fn open_live_table(
 /// Streams sorted `(internal key, value)` entries into table `number`,
 /// stopping after `stop_after_bytes` (callers that split output must hold one
 /// version per user key, so a cut never separates a key's versions); returns
-/// its manifest record (level left at 0), or `None` when empty.
+/// its manifest record (level left at 0) and what its builder reported, or
+/// `None` when empty.
 ///
 /// A failure removes the partial file: it must not hold the space that ran
 /// out, nor linger until the next open.
 pub(crate) fn build_table(
     fs: &dyn FileSystem,
     dir: &Path,
-    opts: &Options,
+    options: &TableOptions,
     number: u64,
     entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
     stop_after_bytes: Option<u64>,
-) -> Result<Option<TableRecord>> {
+) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
-    let built = write_table(fs, &path, opts, number, entries, stop_after_bytes);
+    let built = write_table(fs, &path, options, number, entries, stop_after_bytes);
     if built.is_err() && fs.exists(&path) {
         let _ = fs.remove(&path);
     }
@@ -77,11 +91,11 @@ pub(crate) fn build_table(
 fn write_table(
     fs: &dyn FileSystem,
     path: &Path,
-    opts: &Options,
+    options: &TableOptions,
     number: u64,
     entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
     stop_after_bytes: Option<u64>,
-) -> Result<Option<TableRecord>> {
+) -> Result<Option<(TableRecord, TableInfo)>> {
     let mut builder: Option<TableBuilder> = None;
     #[expect(
         clippy::while_let_on_iterator,
@@ -91,7 +105,7 @@ fn write_table(
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
-            None => builder.insert(TableBuilder::create(fs, path, &TableOptions::from(opts))?),
+            None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
         builder.add(&key, &value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
@@ -102,7 +116,7 @@ fn write_table(
         return Ok(None);
     };
     let info = builder.finish()?;
-    Ok(Some(TableRecord {
+    let record = TableRecord {
         level: 0,
         file_number: number,
         file_size: info.file_size,
@@ -111,25 +125,44 @@ fn write_table(
         largest: info.largest.to_vec(),
         min_seq: info.min_seq,
         max_seq: info.max_seq,
-    }))
+    };
+    Ok(Some((record, info)))
 }
 
-/// Writes a whole memtable as level-0 table `number` (removed again if it
-/// cannot be opened).
+/// Writes a whole memtable as level-0 table `number` of the tree `version`
+/// (removed again if it cannot be opened); returns it with what its builder
+/// reported.
 pub(crate) fn write_level0_table(
     tables: &Arc<ReadContext>,
     dir: &Path,
     opts: &Options,
+    version: &Version,
     number: u64,
     mem: &Memtable,
-) -> Result<Option<Arc<LiveTable>>> {
+) -> Result<Option<(Arc<LiveTable>, TableInfo)>> {
+    let mut tree = version.level_tables();
+    if tree.is_empty() {
+        tree.push(LevelTables::default());
+    }
+    if let Some(level0) = tree.first_mut() {
+        level0.tables += 1;
+        level0.keys += mem.len() as u64;
+    }
+    let options = table_options_for(opts, &tree, 0);
     let mut entries = mem.iter().map(Ok);
-    let Some(record) = build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)?
-    else {
+    let built = build_table(
+        tables.fs.as_ref(),
+        dir,
+        &options,
+        number,
+        &mut entries,
+        None,
+    )?;
+    let Some((record, info)) = built else {
         return Ok(None);
     };
     open_live_table(tables, dir, record)
-        .map(Some)
+        .map(|table| Some((table, info)))
         .inspect_err(|_| {
             let _ = tables.fs.remove(&dir.join(table_file_name(number)));
         })
@@ -142,11 +175,24 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         return Ok(false);
     };
     let number = inner.versions.lock().new_file_number();
-    let table = write_level0_table(&inner.tables, &inner.dir, &inner.opts, number, &oldest.mem)?;
+    let table = write_level0_table(
+        &inner.tables,
+        &inner.dir,
+        &inner.opts,
+        &sv.version,
+        number,
+        &oldest.mem,
+    )?;
+    let added: Vec<_> = table
+        .map(|(table, info)| {
+            inner.counters.filter_builds.record(&info);
+            table
+        })
+        .into_iter()
+        .collect();
 
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();
-    let added: Vec<_> = table.into_iter().collect();
     let version = Arc::new(current.version.apply(&[], added));
     // Logs older than the next memtable's are now fully in tables.
     let remaining: Vec<_> = current

@@ -32,11 +32,12 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::ReadContext;
+use crate::table::{LevelFilterStats, ReadContext, TableInfo};
 
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
@@ -76,6 +77,62 @@ pub(crate) struct DbCounters {
     pub write_stalls: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
+    pub filter_builds: FilterBuildCounters,
+}
+
+/// Filters built by flushes and compactions: tables, keys and nanoseconds,
+/// per family of kinds (Bloom; binary fuse).
+#[derive(Default)]
+pub(crate) struct FilterBuildCounters {
+    bloom: [AtomicU64; 3],
+    fuse: [AtomicU64; 3],
+}
+
+impl FilterBuildCounters {
+    /// Counts the filter of a table just built.
+    pub fn record(&self, info: &TableInfo) {
+        let counters = match info.filter_kind {
+            None => return,
+            Some(FilterKind::BlockedBloom) => &self.bloom,
+            Some(FilterKind::BinaryFuse8 | FilterKind::BinaryFuse16) => &self.fuse,
+        };
+        let nanos = u64::try_from(info.filter_build_time.as_nanos()).unwrap_or(u64::MAX);
+        for (counter, amount) in counters.iter().zip([1, info.filter_keys, nanos]) {
+            counter.fetch_add(amount, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(counters: &[AtomicU64; 3]) -> FilterBuildStats {
+        let [tables, keys, nanos] = counters.each_ref().map(|c| c.load(Ordering::Relaxed));
+        FilterBuildStats {
+            tables,
+            keys,
+            nanos,
+        }
+    }
+}
+
+/// Filters of one family built since open (by flushes and compactions, in
+/// the background).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilterBuildStats {
+    /// Filters built.
+    pub tables: u64,
+    /// Keys they were built over.
+    pub keys: u64,
+    /// Nanoseconds their construction took (hashing the keys excluded).
+    pub nanos: u64,
+}
+
+impl FilterBuildStats {
+    /// Construction time per key, in nanoseconds (0 when none was built).
+    pub fn nanos_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.nanos as f64 / self.keys as f64
+        }
+    }
 }
 
 pub(crate) struct DbInner {
@@ -172,6 +229,14 @@ pub struct Stats {
     pub level_filter_bytes: Vec<u64>,
     /// Index memory of the live tables, per level.
     pub level_index_bytes: Vec<u64>,
+    /// The filters of the live tables, per level: kinds, bits per key,
+    /// expected rate, and the rate measured on this database's lookups
+    /// since its tables were opened.
+    pub level_filters: Vec<LevelFilterStats>,
+    /// Blocked Bloom filters built since open.
+    pub bloom_filter_builds: FilterBuildStats,
+    /// Binary fuse filters built since open.
+    pub fuse_filter_builds: FilterBuildStats,
     /// Table files held open now (at most `Options::max_open_files`, give
     /// or take readers between a reopen and their read).
     pub open_table_files: usize,
@@ -381,6 +446,21 @@ impl Db {
                 .iter()
                 .map(|l| l.iter().map(|t| t.table.index_memory()).sum())
                 .collect(),
+            level_filters: sv
+                .version
+                .levels
+                .iter()
+                .map(|level| {
+                    let mut stats = LevelFilterStats::default();
+                    for t in level {
+                        let (negatives, false_positives) = t.table.filter_answers_since_open();
+                        stats.add_table(&t.table, negatives, false_positives);
+                    }
+                    stats
+                })
+                .collect(),
+            bloom_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.bloom),
+            fuse_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.fuse),
             open_table_files: inner.tables.open_files(),
             gets: load(&c.gets),
             tables_consulted: load(&c.tables_consulted),

@@ -247,7 +247,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut recovered_table = None;
     if !recovered.is_empty() {
         let number = versions.new_file_number();
-        if let Some(table) = flush::write_level0_table(&tables, dir, &opts, number, &recovered)? {
+        let built = flush::write_level0_table(&tables, dir, &opts, &version, number, &recovered)?;
+        if let Some((table, _)) = built {
             version = version.apply(&[], vec![table]);
             recovered_table = Some(number);
         }

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use crate::filter::LevelTables;
 use crate::key::user_key_of;
 use crate::manifest::TableRecord;
 use crate::table::Table;
@@ -68,6 +69,17 @@ impl Version {
 
     pub fn table_count(&self) -> usize {
         self.levels.iter().map(Vec::len).sum()
+    }
+
+    /// Tables and entries per level: the tree as a filter policy sees it.
+    pub fn level_tables(&self) -> Vec<LevelTables> {
+        self.levels
+            .iter()
+            .map(|tables| LevelTables {
+                tables: tables.len() as u64,
+                keys: tables.iter().map(|t| t.record.entries).sum(),
+            })
+            .collect()
     }
 
     pub fn level_bytes(&self, level: usize) -> u64 {

@@ -15,7 +15,7 @@ use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, TableRecord};
-use crate::table::{ReadContext, ReadCounters, ReadSettings, Table};
+use crate::table::{LevelFilterStats, ReadContext, ReadCounters, ReadSettings, Table};
 
 /// The name of the lock file a running database holds.
 const LOCK_FILE: &str = "LOCK";
@@ -33,7 +33,7 @@ pub struct ManifestSummary {
 
 /// Totals of one level, from the manifest's records (and, for the filter,
 /// from the tables that opened).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LevelSummary {
     /// The level.
     pub level: u32,
@@ -49,6 +49,10 @@ pub struct LevelSummary {
     pub filter_memory: u64,
     /// Bytes of memory their decoded indexes take in an open database.
     pub index_memory: u64,
+    /// Their filters: kinds, bits per key, expected rate, and the rate
+    /// measured by asking each filter [`crate::inspect::FP_PROBES`] random
+    /// absent keys.
+    pub filters: LevelFilterStats,
 }
 
 /// One table the manifest names.
@@ -173,14 +177,21 @@ pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> 
     for record in records {
         let name = table_file_name(record.file_number);
         let path = dir.join(&name);
-        let table = if names.contains(&name) {
-            Table::open(&tables, &path)
-                .map(|t| TableSummary::of(&t))
-                .map_err(|e| e.to_string())
+        let opened = if names.contains(&name) {
+            Table::open(&tables, &path).map_err(|e| e.to_string())
         } else {
             Err(format!("{name} is named by the manifest but missing"))
         };
+        let table = opened.as_ref().map(TableSummary::of).map_err(Clone::clone);
         if let Some(level) = levels.get_mut(record.level as usize) {
+            if let (Ok(opened), Ok(summary)) = (&opened, &table) {
+                let (probed, positives) = summary
+                    .filter_figures()
+                    .map_or((0, 0), |f| (f.probed, f.probe_positives));
+                level
+                    .filters
+                    .add_table(opened, probed.saturating_sub(positives), positives);
+            }
             level.tables += 1;
             level.file_bytes += record.file_size;
             level.entries += record.entries;

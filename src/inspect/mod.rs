@@ -38,5 +38,6 @@ mod verify;
 
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{LiveTableSummary, ManifestSummary};
-pub use table::{inspect_table, inspect_table_with, FilterFigures, FilterSummary, TableSummary};
+pub use table::{inspect_table, inspect_table_with, TableSummary};
+pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};
 pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

@@ -2,19 +2,22 @@
 //!
 //! Owns: the order data blocks, filter, index, properties and footer are
 //! written in; each data block's codec (compressed only when it pays) and
-//! its page alignment; and the rule that `finish` reports success only
-//! after fsync. Tables are written in the current format version only.
+//! its page alignment; the filter's kind (a binary fuse filter when the
+//! options ask for one and it can be built, else a Bloom filter); and the
+//! rule that `finish` reports success only after fsync. Tables are written in the current format version only.
 //! Must never: write an out-of-order entry (it is refused with
 //! `InvalidArgument` before anything changes), or report success for a file
 //! that is not durable. A table of zero entries is refused by `finish`.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filter::{hash_key, BloomFilter};
+use crate::filter::fuse::ARITY;
+use crate::filter::{hash_key, BloomFilter, FilterKind, FuseFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind, MAX_KEY_LEN,
@@ -44,7 +47,16 @@ pub struct TableInfo {
     pub min_seq: SeqNo,
     /// Largest sequence number of any entry.
     pub max_seq: SeqNo,
+    /// The filter written (`None`: no filter).
+    pub filter_kind: Option<FilterKind>,
+    /// Distinct user keys the filter was built over.
+    pub filter_keys: u64,
+    /// Time spent building the filter (hashing the keys excluded).
+    pub filter_build_time: Duration,
 }
+
+/// A written filter's handle, probes per key, kind and construction time.
+type FilterWritten = (Option<BlockHandle>, u32, Option<FilterKind>, Duration);
 
 /// Streams a sorted table to a file.
 ///
@@ -215,7 +227,7 @@ impl TableBuilder {
         }
         let data_size = self.offset;
 
-        let (filter, filter_probes) = self.write_filter()?;
+        let (filter, filter_probes, filter_kind, filter_build_time) = self.write_filter()?;
         let index_bytes = self.index_block.finish();
         let index = self.write_block(&index_bytes, BlockKind::Index, Codec::Raw, 0)?;
         let properties = TableProperties {
@@ -253,6 +265,13 @@ impl TableBuilder {
             largest: properties.largest,
             min_seq: properties.min_seq,
             max_seq: properties.max_seq,
+            filter_kind,
+            filter_keys: if filter_kind.is_some() {
+                properties.distinct_user_keys
+            } else {
+                0
+            },
+            filter_build_time,
         })
     }
 
@@ -285,22 +304,40 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Builds the filter from the collected hashes and writes it at a
-    /// 64-byte-aligned offset. Returns its handle and probe count.
-    fn write_filter(&mut self) -> Result<(Option<BlockHandle>, u32)> {
+    /// Builds the filter from the collected hashes — a binary fuse filter
+    /// when the options ask for one and its construction succeeds, else a
+    /// Bloom filter — and writes it at a 64-byte-aligned offset. Returns its
+    /// handle, its probes per key (a fuse filter's: its three slots), its
+    /// kind and the time its construction took.
+    fn write_filter(&mut self) -> Result<FilterWritten> {
         if self.options.bloom_bits_per_key <= 0.0 {
-            return Ok((None, 0));
+            return Ok((None, 0, None, Duration::ZERO));
         }
-        let mut filter = BloomFilter::with_bits_per_key(
-            self.filter_hashes.len(),
-            self.options.bloom_bits_per_key,
-        )?;
-        for &hash in &self.filter_hashes {
-            filter.insert_hash(hash);
-        }
+        let started = Instant::now();
+        let fuse = self
+            .options
+            .static_filter
+            .and_then(|bits| FuseFilter::build(&self.filter_hashes, bits).ok());
+        let (block, probes, kind) = match fuse {
+            Some(fuse) => {
+                let kind = FilterKind::from(fuse.header().bits);
+                (fuse.into_bytes(), u32::from(ARITY), kind)
+            }
+            None => {
+                let mut filter = BloomFilter::with_bits_per_key(
+                    self.filter_hashes.len(),
+                    self.options.bloom_bits_per_key,
+                )?;
+                for &hash in &self.filter_hashes {
+                    filter.insert_hash(hash);
+                }
+                (filter.encode(), filter.hashes(), FilterKind::BlockedBloom)
+            }
+        };
+        let build_time = started.elapsed();
         let padding = (FILTER_ALIGN - self.offset % FILTER_ALIGN) % FILTER_ALIGN;
-        let handle = self.write_block(&filter.encode(), BlockKind::Filter, Codec::Raw, padding)?;
-        Ok((Some(handle), filter.hashes()))
+        let handle = self.write_block(&block, BlockKind::Filter, Codec::Raw, padding)?;
+        Ok((Some(handle), probes, Some(kind), build_time))
     }
 
     /// Appends `padding` zero bytes, then `block` stored with `codec` and
@@ -463,6 +500,58 @@ mod tests {
         let footer = Footer::decode(tail, bytes.len() as u64, "t.sst").unwrap();
         assert_eq!(footer.filter.unwrap().offset % FILTER_ALIGN, 0);
         assert_eq!(footer.format, TableFormat::CURRENT);
+    }
+
+    #[test]
+    fn static_filters_are_built_when_asked_and_recorded() {
+        use crate::filter::{FilterChoice, FingerprintBits};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let choices = [
+            (FilterChoice::None, None, 0, 0.0),
+            (
+                FilterChoice::Bloom { bits_per_key: 7.5 },
+                Some(FilterKind::BlockedBloom),
+                5,
+                7.5,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Eight,
+                    bits_per_key: 9.2,
+                },
+                Some(FilterKind::BinaryFuse8),
+                3,
+                9.2,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Sixteen,
+                    bits_per_key: 500.0,
+                },
+                Some(FilterKind::BinaryFuse16),
+                3,
+                crate::filter::theory::MAX_BITS_PER_KEY,
+            ),
+        ];
+        for (choice, kind, probes, bits) in choices {
+            let options = TableOptions::default().with_filter(choice);
+            let mut b = TableBuilder::create(&OsFileSystem, &path, &options).unwrap();
+            for i in 0..3000 {
+                b.add(&ikey(&format!("key{i:06}"), 1), b"v").unwrap();
+            }
+            let info = b.finish().unwrap();
+            assert_eq!(info.filter_kind, kind, "{choice:?}");
+            assert_eq!(info.filter_keys, if kind.is_some() { 3000 } else { 0 });
+            let table = crate::table::Table::open_path(&path).unwrap();
+            let properties = table.properties();
+            assert_eq!(properties.filter_probes, probes, "{choice:?}");
+            assert_eq!(properties.filter_bits_per_key, bits, "{choice:?}");
+            assert_eq!(table.filter_view().map(|v| v.kind()), kind);
+            for i in 0..3000 {
+                assert!(table.may_contain(crate::filter::hash_key(format!("key{i:06}").as_bytes())));
+            }
+        }
     }
 
     #[test]

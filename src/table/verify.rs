@@ -5,12 +5,13 @@
 //! each block's last key, properties that match the data, and a filter that
 //! holds every user key.
 //! Must never: stop at the first problem (it reports all of them), or call
-//! a damaged filter an error — it only costs reads, never an answer.
+//! a damaged filter, or one of a kind this build does not read, an error —
+//! it only costs reads, never an answer.
 
 use std::cmp::Ordering;
 
 use crate::error::Result;
-use crate::filter::{hash_key, AlignedBytes, FilterView};
+use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::BlockKind;
@@ -67,7 +68,11 @@ struct ScanTotals {
 
 impl ScanTotals {
     /// Checks a block's structure and adds every entry.
-    fn add_block(&mut self, block: Block, filter: Option<&FilterView<AlignedBytes>>) -> Result<()> {
+    fn add_block(
+        &mut self,
+        block: Block,
+        filter: Option<&AnyFilterView<AlignedBytes>>,
+    ) -> Result<()> {
         block.check_structure()?;
         let mut entries = block.into_cursor();
         entries.seek_to_first()?;
@@ -84,7 +89,7 @@ impl ScanTotals {
         key: &[u8],
         seq: SeqNo,
         kind: ValueKind,
-        filter: Option<&FilterView<AlignedBytes>>,
+        filter: Option<&AnyFilterView<AlignedBytes>>,
     ) {
         let user_key = user_key_of(key);
         if let Some(last) = &self.last_key {
@@ -150,7 +155,11 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
     for (kind, handle) in metadata {
         let Some(handle) = handle else { continue };
         let damaged_filter = match inner.filter_status() {
-            FilterStatus::Corrupt(reason) if kind == BlockKind::Filter => Some(reason.clone()),
+            FilterStatus::Corrupt(reason) | FilterStatus::UnknownKind(reason)
+                if kind == BlockKind::Filter =>
+            {
+                Some(reason.clone())
+            }
             _ => None,
         };
         let detail = match damaged_filter {

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
-use siftdb::{Db, Options};
+use siftdb::{Db, FilterPolicy, Options};
 
 /// A siftdb database under measurement.
 pub struct SiftdbEngine {
@@ -24,11 +24,43 @@ impl SiftdbEngine {
         bits_per_key: f64,
         memtable_bytes: Option<usize>,
     ) -> Result<SiftdbEngine, String> {
-        let mut opts = Options::default().bloom_bits_per_key(bits_per_key);
-        let mut settings = vec![("bloom_bits_per_key".to_string(), bits_per_key.to_string())];
+        SiftdbEngine::open_with_policy(
+            dir,
+            FilterPolicy::bits_per_key(bits_per_key),
+            memtable_bytes,
+            None,
+        )
+    }
+
+    /// [`SiftdbEngine::open`] with any filter policy, and `level1_bytes` if
+    /// given (tables then target half of it, as the defaults do: 64 and 32
+    /// MiB), which scales the tree down so a small N reaches as many levels
+    /// as a large one.
+    pub fn open_with_policy(
+        dir: &Path,
+        policy: FilterPolicy,
+        memtable_bytes: Option<usize>,
+        level1_bytes: Option<u64>,
+    ) -> Result<SiftdbEngine, String> {
+        let mut opts = Options::default().filter_policy(policy);
+        let setting = if policy == FilterPolicy::bits_per_key(policy.average_bits_per_key()) {
+            (
+                "bloom_bits_per_key",
+                policy.average_bits_per_key().to_string(),
+            )
+        } else {
+            ("filter_policy", policy.to_string())
+        };
+        let mut settings = vec![(setting.0.to_string(), setting.1)];
         if let Some(bytes) = memtable_bytes {
             opts = opts.memtable_bytes(bytes);
             settings.push(("memtable_bytes".to_string(), bytes.to_string()));
+        }
+        if let Some(bytes) = level1_bytes {
+            let table_bytes = (bytes / 2).max(1);
+            opts = opts.level1_bytes(bytes).table_target_bytes(table_bytes);
+            settings.push(("level1_bytes".to_string(), bytes.to_string()));
+            settings.push(("table_target_bytes".to_string(), table_bytes.to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })
@@ -108,6 +140,25 @@ impl Engine for SiftdbEngine {
             if *count > 0 {
                 c.insert(format!("tables_L{level}"), *count as u64);
             }
+        }
+        // Per level: filter memory and the filters' answers to absent keys
+        // (their measured false-positive rate is fp / (negatives + fp)).
+        for (level, f) in s.level_filters.iter().enumerate() {
+            if f.tables > 0 {
+                c.insert(format!("filter_bytes_L{level}"), f.filter_memory);
+                c.insert(format!("filter_negatives_L{level}"), f.negatives);
+                c.insert(
+                    format!("filter_false_positives_L{level}"),
+                    f.false_positives,
+                );
+            }
+        }
+        for (family, builds) in [
+            ("bloom", s.bloom_filter_builds),
+            ("fuse", s.fuse_filter_builds),
+        ] {
+            c.insert(format!("{family}_filter_build_keys"), builds.keys);
+            c.insert(format!("{family}_filter_build_ns"), builds.nanos);
         }
         Some(c)
     }

@@ -175,7 +175,9 @@ fn inspect_shows_the_filter_figures_of_a_table_and_a_directory() {
     for needle in [
         format!("table {name}"),
         "key range         \"key000000\" .. ".to_string(),
-        "(10.00 configured".to_string(),
+        "(10.00 chosen by the policy".to_string(),
+        "filter            bloom".to_string(),
+        "random absent keys let through".to_string(),
         "filter probes".to_string(),
         "filter fill".to_string(),
         "estimated from the fill".to_string(),
@@ -219,6 +221,16 @@ fn inspect_shows_the_filter_figures_of_a_table_and_a_directory() {
     );
     assert!(stdout.contains("live log"), "{stdout}");
     assert!(stdout.contains("total"), "{stdout}");
+    // The level table: filter kinds, bits per key, expected and measured rates.
+    let header = stdout.lines().find(|l| l.contains("bits/key")).unwrap();
+    for column in ["filter", "exp. FP", "meas. FP", "filter memory"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let level0 = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap();
+    assert!(level0.contains("bloom"), "{level0}");
 }
 
 #[test]
