@@ -17,10 +17,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use serde_json::{json, Value};
+use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, parse_count, run_phase, NoProgress, Phase,
-    RunOptions, Workload,
+    check_before_run, check_phase_order, describe_run, parse_count, run_phase, Engine, NoProgress,
+    Phase, RunOptions, SiftdbEngine, Workload,
 };
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
 use siftdb_peers::cpu::process_cpu_seconds;
@@ -83,6 +84,14 @@ struct Args {
     /// removed after its run [default: the system's temporary directory].
     #[arg(long)]
     dir: Option<PathBuf>,
+
+    /// siftdb's filter policy at the same average bits per key:
+    /// `uniform` (every table --bits-per-key, like the peers),
+    /// `level-aware` (Monkey allocation across levels) or
+    /// `level-aware-static` (that, with binary fuse filters for the tables
+    /// compaction writes from level 1 down).
+    #[arg(long, value_enum, default_value = "uniform")]
+    siftdb_filters: SiftdbFilters,
 
     /// Keep each engine's database in DIR/<engine> instead of a temporary
     /// directory. With fillrandom in --phases, DIR/<engine> must not exist
@@ -151,6 +160,36 @@ impl JsonLines {
     }
 }
 
+/// siftdb's filter policy in a comparison (`--siftdb-filters`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SiftdbFilters {
+    Uniform,
+    LevelAware,
+    LevelAwareStatic,
+}
+
+impl SiftdbFilters {
+    fn policy(self, bits_per_key: f64) -> FilterPolicy {
+        match self {
+            SiftdbFilters::Uniform => FilterPolicy::bits_per_key(bits_per_key),
+            SiftdbFilters::LevelAware => FilterPolicy::level_aware(bits_per_key),
+            SiftdbFilters::LevelAwareStatic => {
+                FilterPolicy::level_aware(bits_per_key).static_filters_from_level(1)
+            }
+        }
+    }
+}
+
+fn open(name: &str, dir: &Path, args: &Args) -> Result<Box<dyn Engine>, String> {
+    if name == "siftdb" {
+        let policy = args.siftdb_filters.policy(args.bits_per_key);
+        return Ok(Box::new(SiftdbEngine::open_with_policy(
+            dir, policy, None, None,
+        )?));
+    }
+    open_engine(name, dir, args.bits_per_key)
+}
+
 /// Where one engine's database lives during a run.
 enum EngineDir {
     /// A fresh directory, removed after the run.
@@ -169,8 +208,13 @@ impl EngineDir {
 }
 
 /// The line a kept database's marker holds once its fill has passed.
-fn fill_marker(args: &Args) -> String {
-    format!("n={} bits_per_key={}\n", args.n, args.bits_per_key)
+fn fill_marker(name: &str, args: &Args) -> String {
+    let policy = if name == "siftdb" {
+        format!(" policy={}", args.siftdb_filters.policy(args.bits_per_key))
+    } else {
+        String::new()
+    };
+    format!("n={} bits_per_key={}{policy}\n", args.n, args.bits_per_key)
 }
 
 fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
@@ -187,12 +231,12 @@ fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
             }
         } else {
             let found = std::fs::read_to_string(&marker).unwrap_or_default();
-            if found != fill_marker(args) {
+            let wanted = fill_marker(name, args);
+            if found != wanted {
                 return Err(format!(
-                    "{} holds no finished fill with --n {} --bits-per-key {} (marker {}: {:?}); run fillrandom with --keep-in first",
+                    "{} holds no finished fill of {:?} (marker {}: {:?}); run fillrandom with --keep-in first",
                     path.display(),
-                    args.n,
-                    args.bits_per_key,
+                    wanted.trim(),
                     marker.display(),
                     found.trim()
                 ));
@@ -222,7 +266,7 @@ fn run_engine(
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
     let dir = engine_dir(name, args)?;
-    let engine = open_engine(name, dir.path(), args.bits_per_key)?;
+    let engine = open(name, dir.path(), args)?;
     println!("== {} in {}", engine.name(), dir.path().display());
     let settings = engine.settings();
     if settings.is_empty() {
@@ -267,7 +311,7 @@ fn run_engine(
         reports.push(measured);
         if filled {
             if let EngineDir::Kept { marker, .. } = &dir {
-                std::fs::write(marker, fill_marker(args))
+                std::fs::write(marker, fill_marker(name, args))
                     .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
             }
         }
