@@ -1,0 +1,24 @@
+//! # siftdb-raft
+//!
+//! siftdb as the storage of an [openraft](https://docs.rs/openraft/0.9)
+//! cluster (openraft 0.9, storage v2): the replicated log, the vote and the
+//! committed index in one siftdb database ([`log_store`]), the key-value
+//! state machine and its snapshots in another ([`state_machine`]), a small
+//! HTTP network layer ([`network`], [`api`]), a node ([`node`]) and a client
+//! that follows the leader ([`client`]). The `siftdb-raft` binary runs a node
+//! and talks to a cluster.
+//!
+//! Data flows one way: node → api/network → raft → log store / state
+//! machine → siftdb. The storage modules use only siftdb's public API.
+//!
+//! What is on disk, byte by byte, is in `docs/format.md` ("Replicated
+//! storage (siftdb-raft)"); what a cluster guarantees is in the README
+//! ("More than one machine").
+
+pub mod codec;
+pub mod pointer;
+pub mod snapshot_file;
+pub mod timings;
+pub mod types;
+
+pub use types::{Command, NodeId, Op, Proposal, Response, TypeConfig};
