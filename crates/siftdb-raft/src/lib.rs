@@ -16,9 +16,11 @@
 //! ("More than one machine").
 
 pub mod codec;
+pub mod log_store;
 pub mod pointer;
 pub mod snapshot_file;
 pub mod timings;
 pub mod types;
 
+pub use log_store::LogStore;
 pub use types::{Command, NodeId, Op, Proposal, Response, TypeConfig};
