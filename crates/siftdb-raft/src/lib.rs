@@ -19,8 +19,23 @@ pub mod codec;
 pub mod log_store;
 pub mod pointer;
 pub mod snapshot_file;
+pub mod state_machine;
 pub mod timings;
 pub mod types;
 
 pub use log_store::LogStore;
+pub use state_machine::{StateMachine, StateReader};
 pub use types::{Command, NodeId, Op, Proposal, Response, TypeConfig};
+
+/// Opens (creating when missing) a node's storage under `dir`: the log in
+/// `dir/log`, the committed index in `dir/log-soft`, the state machine and
+/// its snapshots under `dir/sm`; both time their siftdb calls into the
+/// returned [`timings::Timings`].
+pub fn open_storage(
+    dir: &std::path::Path,
+) -> codec::Result<(LogStore, StateMachine, std::sync::Arc<timings::Timings>)> {
+    let timings = std::sync::Arc::new(timings::Timings::default());
+    let log = LogStore::open(dir, std::sync::Arc::clone(&timings))?;
+    let sm = StateMachine::open(&dir.join("sm"), std::sync::Arc::clone(&timings))?;
+    Ok((log, sm, timings))
+}
