@@ -15,9 +15,14 @@
 //! storage (siftdb-raft)"); what a cluster guarantees is in the README
 //! ("More than one machine").
 
+pub mod api;
+pub mod client;
 pub mod codec;
 pub mod log_store;
+pub mod network;
+pub mod node;
 pub mod pointer;
+pub mod proposer;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod timings;
