@@ -24,9 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::network::{bad_body, decode_body, encode_body};
 use crate::proposer::Proposer;
+pub use crate::proposer::WriteReply;
 use crate::state_machine::{SmStats, StateReader};
 use crate::timings::{Timings, TimingsReport};
-use crate::types::{Command, NodeId, Response as ApplyResponse, TypeConfig, MAX_COMMAND_BYTES};
+use crate::types::{Command, NodeId, TypeConfig, MAX_COMMAND_BYTES};
 
 /// Path of a write (postcard [`Command`] → [`WriteReply`]).
 pub const WRITE: &str = "/api/write";
@@ -38,33 +39,6 @@ pub const DUMP: &str = "/api/dump";
 pub const METRICS: &str = "/api/metrics";
 /// Path that initialises the cluster with every configured peer as voter.
 pub const INIT: &str = "/api/init";
-
-/// What a write answered.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum WriteReply {
-    /// Committed and applied at log `index`.
-    Applied {
-        /// The entry's log index.
-        index: u64,
-        /// What applying it answered.
-        response: ApplyResponse,
-    },
-    /// This node is not the leader; the leader's address when known.
-    NotLeader {
-        /// Address of the leader.
-        leader: Option<String>,
-    },
-    /// The command breaks a limit and was not proposed.
-    Rejected {
-        /// Why.
-        reason: String,
-    },
-    /// Raft could not take the write now (shutting down, membership change).
-    Unavailable {
-        /// Why.
-        error: String,
-    },
-}
 
 /// What a linearizable read answered.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -2,7 +2,8 @@
 //! entry.
 //!
 //! Owns: [`Proposer`], a queue in front of `Raft::client_write` and the
-//! task that drains it. openraft 0.9 appends each `client_write` as its own
+//! task that drains it, and [`WriteReply`], what a proposed command
+//! answers (the api sends it to clients as is). openraft 0.9 appends each `client_write` as its own
 //! entry and waits for that append to be durable before the next, so each
 //! proposal costs the leader one fsync; gathering the commands that arrive
 //! while earlier proposals are in flight into one [`Proposal`] lets one
@@ -18,13 +19,42 @@ use std::sync::Arc;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::api::WriteReply;
-use crate::types::{Command, Proposal, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS};
+use crate::types::{
+    Command, Proposal, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
+};
 
 /// Proposals in flight at once.
 pub const IN_FLIGHT: usize = 2;
+
+/// What a write answered.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum WriteReply {
+    /// Committed and applied at log `index`.
+    Applied {
+        /// The entry's log index.
+        index: u64,
+        /// What applying it answered.
+        response: Response,
+    },
+    /// This node is not the leader; the leader's address when known.
+    NotLeader {
+        /// Address of the leader.
+        leader: Option<String>,
+    },
+    /// The command breaks a limit and was not proposed.
+    Rejected {
+        /// Why.
+        reason: String,
+    },
+    /// Raft could not take the write now (shutting down, membership change).
+    Unavailable {
+        /// Why.
+        error: String,
+    },
+}
 
 type Waiter = (Command, oneshot::Sender<WriteReply>);
 
