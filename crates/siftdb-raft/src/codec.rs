@@ -166,6 +166,8 @@ pub fn user_key(data_key: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::TypeConfig;
+    use openraft::LogId;
 
     #[test]
     fn log_keys_sort_by_index() {
@@ -193,6 +195,48 @@ mod tests {
         long.push(0);
         assert!(decode::<(u64, String)>(&long, "t").is_err());
         assert!(decode::<(u64, String)>(&v[..v.len() - 1], "t").is_err());
+    }
+
+    /// The bytes `docs/format.md` describes: a change in openraft's serde
+    /// layout or in postcard fails here before it reaches a disk.
+    #[test]
+    fn encodings_are_pinned() {
+        use crate::types::{Command, Proposal};
+        use openraft::{CommittedLeaderId, Entry, EntryPayload, Vote};
+        let id = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 300);
+        assert_eq!(encode(&id, "t").unwrap(), [1, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&Some(id), "t").unwrap(), [1, 1, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&None::<LogId<NodeId>>, "t").unwrap(), [1, 0]);
+        assert_eq!(
+            encode(&Vote::<NodeId>::new(5, 1), "t").unwrap(),
+            [1, 5, 1, 0]
+        );
+        assert_eq!(
+            encode(&Vote::<NodeId>::new_committed(5, 1), "t").unwrap(),
+            [1, 5, 1, 1]
+        );
+        let at = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 7);
+        let blank = Entry::<TypeConfig> {
+            log_id: at,
+            payload: EntryPayload::Blank,
+        };
+        assert_eq!(encode(&blank, "t").unwrap(), [1, 3, 2, 7, 0]);
+        let normal = Entry::<TypeConfig> {
+            log_id: at,
+            payload: EntryPayload::Normal(Proposal {
+                commands: vec![
+                    Command::Put {
+                        key: b"k".to_vec(),
+                        value: b"v".to_vec(),
+                    },
+                    Command::Delete { key: b"j".to_vec() },
+                ],
+            }),
+        };
+        assert_eq!(
+            encode(&normal, "t").unwrap(),
+            [1, 3, 2, 7, 1, 2, 0, 1, b'k', 1, b'v', 1, 1, b'j']
+        );
     }
 
     #[test]
