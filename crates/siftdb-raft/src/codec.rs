@@ -5,7 +5,7 @@
 //! encoding of the value), the key layouts of the log and state-machine
 //! databases, [`Error`] and its conversion into openraft's `StorageError`.
 //! Must never: trust bytes it did not check — a wrong version byte, trailing
-//! bytes or a failed decode is `Error::Corruption`, never a panic.
+//! bytes or a failed decode is a corruption error, never a panic.
 
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 use serde::de::DeserializeOwned;
@@ -16,29 +16,15 @@ use crate::types::NodeId;
 /// The version byte every encoded value starts with.
 pub const VALUE_VERSION: u8 = 1;
 
-/// Errors of the raft storage layer.
+/// Errors of the raft storage layer. File and corruption errors are the
+/// engine's own kinds (`siftdb::Error::Io`, `siftdb::Error::Corruption`),
+/// so a caller matches one set of kinds whichever layer found the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The engine failed.
+    /// The engine failed, a file operation failed, or stored bytes are not
+    /// what was written.
     #[error(transparent)]
     Db(#[from] siftdb::Error),
-    /// A file operation failed.
-    #[error("i/o error on {path}: {source}")]
-    Io {
-        /// The file or directory.
-        path: String,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Stored bytes are not what was written.
-    #[error("corruption in {what}: {detail}")]
-    Corruption {
-        /// Which structure.
-        what: String,
-        /// What is wrong.
-        detail: String,
-    },
     /// A value could not be encoded.
     #[error("encoding {what}: {detail}")]
     Encode {
@@ -55,18 +41,27 @@ pub enum Error {
 impl Error {
     /// A corruption error.
     pub fn corruption(what: impl std::fmt::Display, detail: impl std::fmt::Display) -> Error {
-        Error::Corruption {
+        Error::Db(siftdb::Error::Corruption {
             what: what.to_string(),
             detail: detail.to_string(),
-        }
+        })
     }
 
     /// An I/O error on `path`.
     pub fn io(path: &std::path::Path, source: std::io::Error) -> Error {
-        Error::Io {
-            path: path.display().to_string(),
+        Error::Db(siftdb::Error::Io {
+            path: Some(path.to_path_buf()),
             source,
-        }
+        })
+    }
+
+    /// An I/O error on a stream that has no path (`what` says which), its
+    /// kind kept.
+    pub fn io_in(what: &str, source: std::io::Error) -> Error {
+        Error::Db(siftdb::Error::Io {
+            path: None,
+            source: std::io::Error::new(source.kind(), format!("{what}: {source}")),
+        })
     }
 
     /// openraft's storage error for this error, on `subject` while `verb`.

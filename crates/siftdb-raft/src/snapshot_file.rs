@@ -103,10 +103,7 @@ impl<W: Write> Writer<W> {
 }
 
 fn write_err(e: std::io::Error) -> Error {
-    Error::Io {
-        path: WHAT.into(),
-        source: e,
-    }
+    Error::io_in(WHAT, e)
 }
 
 fn read_exact(input: &mut impl Read, buf: &mut [u8], part: &str) -> Result<()> {
@@ -114,10 +111,7 @@ fn read_exact(input: &mut impl Read, buf: &mut [u8], part: &str) -> Result<()> {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::corruption(WHAT, format!("truncated in {part}"))
         } else {
-            Error::Io {
-                path: WHAT.into(),
-                source: e,
-            }
+            Error::io_in(WHAT, e)
         }
     })
 }
@@ -225,10 +219,7 @@ pub fn read(
                     return Err(Error::corruption(WHAT, "body checksum mismatch"));
                 }
                 let mut extra = [0u8; 1];
-                let n = input.read(&mut extra).map_err(|e| Error::Io {
-                    path: WHAT.into(),
-                    source: e,
-                })?;
+                let n = input.read(&mut extra).map_err(|e| Error::io_in(WHAT, e))?;
                 if n != 0 {
                     return Err(Error::corruption(WHAT, "bytes after the end record"));
                 }

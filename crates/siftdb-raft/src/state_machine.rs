@@ -711,10 +711,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let meta_owned = meta.clone();
         blocking(move || {
             let _timer = shared.timings.snapshot_install.start();
-            file.seek(SeekFrom::Start(0)).map_err(|e| Error::Io {
-                path: "received snapshot".into(),
-                source: e,
-            })?;
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| Error::io_in("received snapshot", e))?;
             let generation = shared.build_generation(file, &meta_owned, number, snap_number)?;
             shared.switch_to(generation, snap_number, &meta_owned)
         })
