@@ -10,7 +10,8 @@
 //! fsync carry them all. At most [`IN_FLIGHT`] proposals are in flight; the
 //! next one is cut only when a slot frees, which is what makes commands
 //! gather under load (and costs nothing when idle: a lone command goes at
-//! once).
+//! once). Queued and in-flight commands hold at most [`QUEUE_BYTES`]; a
+//! caller past that waits for room.
 //! Must never: answer a command other than from the entry that carried it,
 //! reorder the commands of one caller (a caller waits for each answer), or
 //! cut a proposal past [`MAX_PROPOSAL_BYTES`] + one command.
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::types::{
     Command, Proposal, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
@@ -28,6 +29,12 @@ use crate::types::{
 
 /// Proposals in flight at once.
 pub const IN_FLIGHT: usize = 2;
+
+/// Bytes of keys and values queued or in flight at most (a command counts
+/// at least one byte); a caller past that waits for room: back pressure on
+/// the HTTP handlers instead of unbounded memory. At least one command of
+/// [`crate::types::MAX_COMMAND_BYTES`] always fits.
+pub const QUEUE_BYTES: u32 = 64 << 20;
 
 /// What a write answered.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -56,12 +63,15 @@ pub enum WriteReply {
     },
 }
 
-type Waiter = (Command, oneshot::Sender<WriteReply>);
+/// A queued command, its answer and its share of [`QUEUE_BYTES`] (given
+/// back when its proposal is answered).
+type Waiter = (Command, oneshot::Sender<WriteReply>, OwnedSemaphorePermit);
 
 /// The queue in front of a node's raft; clones share it.
 #[derive(Clone)]
 pub struct Proposer {
     queue: mpsc::UnboundedSender<Waiter>,
+    room: Arc<Semaphore>,
 }
 
 impl Proposer {
@@ -69,14 +79,25 @@ impl Proposer {
     pub fn start(raft: Raft<TypeConfig>) -> Proposer {
         let (queue, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(raft, rx));
-        Proposer { queue }
+        Proposer {
+            queue,
+            room: Arc::new(Semaphore::new(QUEUE_BYTES as usize)),
+        }
     }
 
     /// Proposes `cmd` (already validated) and waits for its entry to be
     /// applied, or for the reason it was not.
     pub async fn propose(&self, cmd: Command) -> WriteReply {
+        let bytes = u32::try_from(cmd.payload_bytes())
+            .unwrap_or(u32::MAX)
+            .clamp(1, QUEUE_BYTES);
+        let Ok(room) = Arc::clone(&self.room).acquire_many_owned(bytes).await else {
+            return WriteReply::Unavailable {
+                error: "proposer stopped".into(),
+            };
+        };
         let (tx, rx) = oneshot::channel();
-        if self.queue.send((cmd, tx)).is_err() {
+        if self.queue.send((cmd, tx, room)).is_err() {
             return WriteReply::Unavailable {
                 error: "proposer stopped".into(),
             };
@@ -110,11 +131,18 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
         }
         let raft = raft.clone();
         tokio::spawn(async move {
-            let (commands, waiters): (Vec<Command>, Vec<oneshot::Sender<WriteReply>>) =
-                group.into_iter().unzip();
-            let count = commands.len();
+            let count = group.len();
+            let mut commands = Vec::with_capacity(count);
+            let mut waiters = Vec::with_capacity(count);
+            let mut room = Vec::with_capacity(count);
+            for (command, waiter, bytes) in group {
+                commands.push(command);
+                waiters.push(waiter);
+                room.push(bytes);
+            }
             let result = raft.client_write(Proposal { commands }).await;
             drop(permit);
+            drop(room);
             match result {
                 Ok(resp) if resp.data.len() == count => {
                     let index = resp.log_id.index;
