@@ -22,6 +22,12 @@ use crate::proposer::Proposer;
 use crate::types::NodeId;
 use crate::types::MAX_PAYLOAD_ENTRIES;
 
+/// How long a leader waits for the answer to a snapshot chunk, in ms. The
+/// answer to the last chunk waits for the whole install (the state loaded
+/// into a fresh database and flushed), which takes seconds for a large
+/// state; openraft's default (200 ms) would time out and resend it.
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
+
 /// How a node is started.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -80,6 +86,7 @@ impl NodeConfig {
             // deletes, however many entries it covers.
             purge_batch_size: 1,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
+            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
             ..Config::default()
         };
         config
