@@ -3,11 +3,16 @@
 //!
 //! Owns: [`Network`] (openraft's `RaftNetworkFactory`) and its per-peer
 //! [`Connection`] (`RaftNetwork`: append-entries, vote, and snapshot chunks
-//! through openraft's chunked transfer), and [`routes`], the receiving side.
+//! through openraft's chunked transfer), the byte budget of an
+//! append-entries message ([`APPEND_BODY_BUDGET`]), and [`routes`], the
+//! receiving side, which keeps a follower receiving a snapshot from
+//! standing for election.
 //! Must never: turn a peer that cannot be reached into anything but
 //! `Unreachable` (openraft then backs off instead of spinning), or panic on
 //! a body it cannot decode (that is a 400).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -16,7 +21,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -80,8 +87,15 @@ impl Connection {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let body =
-            postcard::to_allocvec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        self.send(path, encode_request(req).map_err(RPCError::Network)?, ttl)
+            .await
+    }
+
+    async fn send<Resp, E>(&self, path: &str, body: Vec<u8>, ttl: Duration) -> RpcResult<Resp, E>
+    where
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
         let url = format!("http://{}{path}", self.addr);
         let resp = self
             .http
@@ -113,13 +127,41 @@ impl Connection {
     }
 }
 
+fn encode_request<Req: Serialize>(req: &Req) -> Result<Vec<u8>, NetworkError> {
+    postcard::to_allocvec(req).map_err(|e| NetworkError::new(&e))
+}
+
+/// An append-entries body stays under this many bytes unless it holds one
+/// entry. openraft 0.9 limits a message by its entry count only, and gives
+/// the answer one heartbeat interval: 64 entries of a few MiB each would
+/// time out on every try, and each timed-out try is sent again whole.
+pub const APPEND_BODY_BUDGET: usize = 1 << 20;
+
+/// How many of `entries` entries whose encoding took `body` bytes fit in
+/// [`APPEND_BODY_BUDGET`] (at least one).
+fn entries_that_fit(entries: usize, body: usize) -> u64 {
+    let fit = u128::try_from(entries).unwrap_or(u128::MAX)
+        * u128::try_from(APPEND_BODY_BUDGET).unwrap_or(u128::MAX)
+        / u128::try_from(body.max(1)).unwrap_or(u128::MAX);
+    u64::try_from(fit).unwrap_or(u64::MAX).max(1)
+}
+
 impl RaftNetwork<TypeConfig> for Connection {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
-        self.call(APPEND, &rpc, option.hard_ttl()).await
+        let body = encode_request(&rpc).map_err(RPCError::Network)?;
+        if body.len() > APPEND_BODY_BUDGET && rpc.entries.len() > 1 {
+            // openraft sends again at once with at most this many entries
+            // (for its next ten messages to this peer).
+            let hint = entries_that_fit(rpc.entries.len(), body.len());
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(hint),
+            ));
+        }
+        self.send(APPEND, body, option.hard_ttl()).await
     }
 
     async fn install_snapshot(
@@ -161,23 +203,79 @@ pub(crate) fn encode_body<T: Serialize>(value: &T) -> Response {
     }
 }
 
-async fn append(State(raft): State<Raft<TypeConfig>>, body: Bytes) -> Response {
+/// What the receiving routes share.
+#[derive(Clone)]
+struct Receiver {
+    raft: Raft<TypeConfig>,
+    snapshots: Arc<SnapshotReceipt>,
+}
+
+/// Keeps a follower from standing for election while it receives a
+/// snapshot. openraft 0.9 hands the chunks before the last one to the
+/// receiver without touching the follower's election timer, and the leader
+/// sends no heartbeat to it meanwhile; a transfer longer than the election
+/// timeout would make the follower stand for election mid-transfer, its
+/// higher term would make the sending leader step down, and the transfer
+/// would start over with the next leader, forever: the whole cluster
+/// unavailable while one node catches up. While chunks keep arriving (or one
+/// is being installed) the follower does not stand; once none came for
+/// `quiet` (the sender may be gone) it may again.
+struct SnapshotReceipt {
+    /// Counts chunk arrivals and completions: a delayed re-enable acts only
+    /// if nothing happened since it was armed.
+    activity: AtomicU64,
+    /// Chunks being handled now.
+    active: AtomicU64,
+    quiet: Duration,
+}
+
+impl SnapshotReceipt {
+    fn chunk_arrived(&self, raft: &Raft<TypeConfig>) {
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        self.active.fetch_add(1, Ordering::SeqCst);
+        raft.runtime_config().elect(false);
+    }
+
+    /// After a chunk was handled: elections come back after `quiet`
+    /// without another chunk (by then a live leader has touched the
+    /// follower's timer with an append).
+    fn chunk_handled(self: &Arc<Self>, raft: &Raft<TypeConfig>) {
+        let armed = self.activity.fetch_add(1, Ordering::SeqCst) + 1;
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        let (receipt, raft) = (Arc::clone(self), raft.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(receipt.quiet).await;
+            if receipt.activity.load(Ordering::SeqCst) == armed
+                && receipt.active.load(Ordering::SeqCst) == 0
+            {
+                raft.runtime_config().elect(true);
+            }
+        });
+    }
+}
+
+async fn append(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
-        Ok(req) => encode_body(&raft.append_entries(req).await),
+        Ok(req) => encode_body(&r.raft.append_entries(req).await),
         Err(e) => bad_body(e),
     }
 }
 
-async fn vote(State(raft): State<Raft<TypeConfig>>, body: Bytes) -> Response {
+async fn vote(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<VoteRequest<NodeId>>(&body) {
-        Ok(req) => encode_body(&raft.vote(req).await),
+        Ok(req) => encode_body(&r.raft.vote(req).await),
         Err(e) => bad_body(e),
     }
 }
 
-async fn snapshot(State(raft): State<Raft<TypeConfig>>, body: Bytes) -> Response {
+async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<InstallSnapshotRequest<TypeConfig>>(&body) {
-        Ok(req) => encode_body(&raft.install_snapshot(req).await),
+        Ok(req) => {
+            r.snapshots.chunk_arrived(&r.raft);
+            let answer = r.raft.install_snapshot(req).await;
+            r.snapshots.chunk_handled(&r.raft);
+            encode_body(&answer)
+        }
         Err(e) => bad_body(e),
     }
 }
@@ -188,12 +286,33 @@ async fn snapshot(State(raft): State<Raft<TypeConfig>>, body: Bytes) -> Response
 /// chunk (`snapshot_max_chunk_size`, 3 MiB by default).
 pub const MAX_RPC_BODY: usize = 512 << 20;
 
-/// The receiving side of the raft RPCs.
-pub fn routes(raft: Raft<TypeConfig>) -> Router {
+/// The receiving side of the raft RPCs; `election_timeout_max` sets how
+/// long a follower receiving a snapshot waits for the next chunk before it
+/// may stand for election again (four times it, at least two seconds).
+pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router {
+    let snapshots = Arc::new(SnapshotReceipt {
+        activity: AtomicU64::new(0),
+        active: AtomicU64::new(0),
+        quiet: (election_timeout_max * 4).max(Duration::from_secs(2)),
+    });
     Router::new()
         .route(APPEND, post(append))
         .route(VOTE, post(vote))
         .route(SNAPSHOT, post(snapshot))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_RPC_BODY))
-        .with_state(raft)
+        .with_state(Receiver { raft, snapshots })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_cut_to_the_budget() {
+        assert_eq!(entries_that_fit(64, 64 * APPEND_BODY_BUDGET), 1);
+        assert_eq!(entries_that_fit(64, 2 * APPEND_BODY_BUDGET), 32);
+        assert_eq!(entries_that_fit(2, 100 * APPEND_BODY_BUDGET), 1);
+        assert_eq!(entries_that_fit(10, APPEND_BODY_BUDGET + 1), 9);
+        assert_eq!(entries_that_fit(usize::MAX, 0), u64::MAX);
+    }
 }

@@ -151,13 +151,15 @@ pub async fn run(
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let app = network::routes(raft.clone()).merge(api::routes(ApiState {
-        raft: raft.clone(),
-        reader,
-        peers: cfg.nodes(),
-        timings,
-        proposer: Proposer::start(raft.clone()),
-    }));
+    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1)).merge(
+        api::routes(ApiState {
+            raft: raft.clone(),
+            reader,
+            peers: cfg.nodes(),
+            timings,
+            proposer: Proposer::start(raft.clone()),
+        }),
+    );
     let listener = bind(cfg.listen).await?;
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
