@@ -135,6 +135,9 @@ struct ServeArgs {
     /// Log entries kept behind a snapshot.
     #[arg(long, default_value_t = 1000)]
     keep_logs: u64,
+    /// KiB of snapshot file per message to a follower (1 to 65,536).
+    #[arg(long, default_value_t = 3072)]
+    snapshot_chunk_kib: u64,
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -170,6 +173,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         election_ms: (args.election_min_ms, args.election_max_ms),
         snapshot_every: args.snapshot_every,
         keep_logs: args.keep_logs,
+        // Far below the receiver's body limit (network::MAX_RPC_BODY).
+        snapshot_chunk_bytes: args.snapshot_chunk_kib.clamp(1, 64 << 10) * 1024,
     };
     run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
 }

@@ -47,6 +47,8 @@ pub struct NodeConfig {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (for lagging followers).
     pub keep_logs: u64,
+    /// Bytes of snapshot file per message to a follower.
+    pub snapshot_chunk_bytes: u64,
 }
 
 /// Errors starting a node.
@@ -82,6 +84,7 @@ impl NodeConfig {
             election_timeout_max: self.election_ms.1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_logs,
+            snapshot_max_chunk_size: self.snapshot_chunk_bytes,
             // Purge right after each snapshot: the purge is one batch of
             // deletes, however many entries it covers.
             purge_batch_size: 1,

@@ -81,6 +81,9 @@ impl Cluster {
             .args(["--election-max-ms", "600"])
             .args(["--snapshot-every", &SNAPSHOT_EVERY.to_string()])
             .args(["--keep-logs", &KEEP_LOGS.to_string()])
+            // Snapshots of this test's state (under 1 MB) go in dozens of
+            // chunks, so the multi-chunk receive path runs.
+            .args(["--snapshot-chunk-kib", "16"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log);
