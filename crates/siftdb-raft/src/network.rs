@@ -11,7 +11,6 @@
 //! `Unreachable` (openraft then backs off instead of spinning), or panic on
 //! a body it cannot decode (that is a 400).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +29,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, Raft};
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -221,36 +221,71 @@ struct Receiver {
 /// is being installed) the follower does not stand; once none came for
 /// `quiet` (the sender may be gone) it may again.
 struct SnapshotReceipt {
-    /// Counts chunk arrivals and completions: a delayed re-enable acts only
-    /// if nothing happened since it was armed.
-    activity: AtomicU64,
-    /// Chunks being handled now.
-    active: AtomicU64,
+    raft: Raft<TypeConfig>,
+    state: Mutex<ReceiptState>,
     quiet: Duration,
 }
 
+/// Changed, and the election switch set, under one lock.
+#[derive(Default)]
+struct ReceiptState {
+    /// Counts chunk arrivals and ends: a delayed re-enable acts only if
+    /// nothing happened since it was armed.
+    activity: u64,
+    /// Chunks being handled now.
+    in_hand: u64,
+}
+
+/// One chunk being handled. Dropped when its handler ends, or when the
+/// handler's future is dropped because the sender went away (a killed
+/// leader): either way the chunk no longer holds elections off.
+struct ChunkInHand {
+    receipt: Arc<SnapshotReceipt>,
+}
+
 impl SnapshotReceipt {
-    fn chunk_arrived(&self, raft: &Raft<TypeConfig>) {
-        self.activity.fetch_add(1, Ordering::SeqCst);
-        self.active.fetch_add(1, Ordering::SeqCst);
-        raft.runtime_config().elect(false);
+    fn chunk_arrived(self: &Arc<Self>) -> ChunkInHand {
+        let mut state = self.state.lock();
+        state.activity += 1;
+        state.in_hand += 1;
+        self.raft.runtime_config().elect(false);
+        ChunkInHand {
+            receipt: Arc::clone(self),
+        }
     }
 
-    /// After a chunk was handled: elections come back after `quiet`
-    /// without another chunk (by then a live leader has touched the
-    /// follower's timer with an append).
-    fn chunk_handled(self: &Arc<Self>, raft: &Raft<TypeConfig>) {
-        let armed = self.activity.fetch_add(1, Ordering::SeqCst) + 1;
-        self.active.fetch_sub(1, Ordering::SeqCst);
-        let (receipt, raft) = (Arc::clone(self), raft.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(receipt.quiet).await;
-            if receipt.activity.load(Ordering::SeqCst) == armed
-                && receipt.active.load(Ordering::SeqCst) == 0
-            {
-                raft.runtime_config().elect(true);
+    /// Lets the follower stand again if no chunk came or was in hand since
+    /// `armed`.
+    fn reenable_if_quiet(&self, armed: u64) {
+        let state = self.state.lock();
+        if state.activity == armed && state.in_hand == 0 {
+            self.raft.runtime_config().elect(true);
+        }
+    }
+}
+
+impl Drop for ChunkInHand {
+    /// Elections come back after `quiet` without another chunk: by then a
+    /// live leader has touched the follower's timer with an append.
+    fn drop(&mut self) {
+        let armed = {
+            let mut state = self.receipt.state.lock();
+            state.activity += 1;
+            state.in_hand = state.in_hand.saturating_sub(1);
+            state.activity
+        };
+        let receipt = Arc::clone(&self.receipt);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(receipt.quiet).await;
+                    receipt.reenable_if_quiet(armed);
+                });
             }
-        });
+            // No runtime to wait on (shutting down): no reason to hold
+            // elections off.
+            Err(_) => receipt.reenable_if_quiet(armed),
+        }
     }
 }
 
@@ -271,9 +306,9 @@ async fn vote(State(r): State<Receiver>, body: Bytes) -> Response {
 async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<InstallSnapshotRequest<TypeConfig>>(&body) {
         Ok(req) => {
-            r.snapshots.chunk_arrived(&r.raft);
+            let in_hand = r.snapshots.chunk_arrived();
             let answer = r.raft.install_snapshot(req).await;
-            r.snapshots.chunk_handled(&r.raft);
+            drop(in_hand);
             encode_body(&answer)
         }
         Err(e) => bad_body(e),
@@ -291,8 +326,8 @@ pub const MAX_RPC_BODY: usize = 512 << 20;
 /// may stand for election again (four times it, at least two seconds).
 pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router {
     let snapshots = Arc::new(SnapshotReceipt {
-        activity: AtomicU64::new(0),
-        active: AtomicU64::new(0),
+        raft: raft.clone(),
+        state: Mutex::new(ReceiptState::default()),
         quiet: (election_timeout_max * 4).max(Duration::from_secs(2)),
     });
     Router::new()
