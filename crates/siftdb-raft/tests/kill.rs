@@ -179,16 +179,34 @@ async fn wait_for(total: &AtomicU64, at_least: u64, failed: &AtomicBool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs three node processes for 20-40 s; .ci/run runs it with --ignored"]
 async fn leader_killed_ten_times_during_ten_thousand_writes() {
+    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
+    let path = dir.0.as_ref().unwrap().path().to_path_buf();
     // Stops by itself: a hang (a bug) fails after ten minutes.
-    tokio::time::timeout(Duration::from_secs(600), kill_test())
+    tokio::time::timeout(Duration::from_secs(600), kill_test(&path))
         .await
         .expect("the kill test did not finish in ten minutes");
 }
 
-async fn kill_test() {
+/// The test's directory, removed after a pass but kept after a failure:
+/// the node logs in it are what explains the failure.
+struct KeptIfFailed(Option<tempfile::TempDir>);
+
+impl Drop for KeptIfFailed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.0.take() {
+                eprintln!(
+                    "kill test failed: node directories and logs kept in {}",
+                    dir.keep().display()
+                );
+            }
+        }
+    }
+}
+
+async fn kill_test(dir: &Path) {
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::new(dir.path());
+    let mut cluster = Cluster::new(dir);
     for id in 1..=NODES {
         cluster.start(id);
     }
