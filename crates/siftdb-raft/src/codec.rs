@@ -36,6 +36,10 @@ pub enum Error {
     /// A blocking task did not finish (the runtime is shutting down).
     #[error("background task failed: {0}")]
     Task(String),
+    /// A purge waited for the state machine to hold the entries it removes,
+    /// and the state machine failed instead.
+    #[error("the state machine failed before applying up to log index {0}")]
+    StateMachineFailed(u64),
 }
 
 impl Error {

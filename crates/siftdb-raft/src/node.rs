@@ -145,9 +145,10 @@ pub async fn run(
     }
     let config = Arc::new(cfg.raft_config()?);
     let dir = cfg.dir.clone();
-    let (log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
+    let (mut log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))??;
+    log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
     let network =
         Network::new(Duration::from_millis(500)).map_err(|e| NodeError::Raft(e.to_string()))?;

@@ -45,7 +45,7 @@ use parking_lot::{Mutex, RwLock};
 use siftdb::{Db, Options, WriteBatch};
 
 use crate::codec::{self, data_key, decode, encode, user_key, Error, Result};
-use crate::log_store::blocking;
+use crate::log_store::{blocking, Applied, PurgeGate};
 use crate::pointer::{sync_dir, Pointer};
 use crate::snapshot_file::{self, Meta};
 use crate::timings::Timings;
@@ -109,6 +109,8 @@ struct Shared {
     snapshots_built: AtomicU64,
     snapshots_installed: AtomicU64,
     timings: Arc<Timings>,
+    /// `live.last_applied` (and failures) for the log store's purges.
+    applied: tokio::sync::watch::Sender<Applied>,
 }
 
 /// The state machine of one node.
@@ -260,8 +262,23 @@ impl StateMachine {
                 snapshots_built: AtomicU64::new(0),
                 snapshots_installed: AtomicU64::new(0),
                 timings,
+                applied: tokio::sync::watch::Sender::new(Applied {
+                    last: last_applied,
+                    failed: false,
+                }),
             }),
         })
+    }
+
+    /// What the node's log store waits on before a purge (see
+    /// [`PurgeGate`]).
+    pub fn purge_gate(&self) -> PurgeGate {
+        PurgeGate::new(self.shared.applied.subscribe())
+    }
+
+    /// Tells a waiting purge that nothing more will be applied.
+    fn failed(&self) {
+        self.shared.applied.send_modify(|a| a.failed = true);
     }
 
     /// A read handle on this state machine.
@@ -353,6 +370,8 @@ impl Shared {
         let mut live = self.live.write();
         live.last_applied = Some(applied);
         live.membership = membership.clone();
+        drop(live);
+        self.applied.send_modify(|a| a.last = Some(applied));
         Ok(())
     }
 
@@ -588,6 +607,7 @@ impl Shared {
         old.remover.obsolete.store(true, Ordering::Release);
         drop(old);
         drop(files);
+        self.applied.send_modify(|a| a.last = meta.last_log_id);
         // Older snapshot files and partly received ones: readers that hold
         // them open keep reading.
         let snaps = self.dir.join(SNAPSHOTS);
@@ -618,7 +638,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let err = |e: Error| e.storage(ErrorSubject::StateMachine, ErrorVerb::Write);
+        let err = |e: Error| {
+            self.failed();
+            e.storage(ErrorSubject::StateMachine, ErrorVerb::Write)
+        };
         let (generation, mut membership) = {
             let live = self.shared.live.read();
             (Arc::clone(&live.generation), live.membership.clone())
@@ -699,6 +722,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<tokio::fs::File>,
     ) -> StorageResult<()> {
         let err = |e: Error| {
+            self.failed();
             e.storage(
                 ErrorSubject::Snapshot(Some(meta.signature())),
                 ErrorVerb::Write,
