@@ -202,6 +202,22 @@ impl WalWriter {
         })
     }
 
+    /// A writer with no file that refuses every append, sync and close
+    /// (`ReadOnly`): the log of a database opened read-only, which writes
+    /// nothing. Creates nothing.
+    pub(crate) fn refusing(path: &Path, log_number: u64) -> WalWriter {
+        WalWriter {
+            file: Box::new(NoFile),
+            path: path.to_path_buf(),
+            log_number,
+            bytes_written: 0,
+            scratch: Vec::new(),
+            failed: true,
+            records: 0,
+            closed: false,
+        }
+    }
+
     /// Appends one record with one write call, so the operating system holds
     /// all of it or a prefix of it. Not durable until [`WalWriter::sync`].
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
@@ -275,6 +291,20 @@ impl WalWriter {
             });
         }
         Ok(())
+    }
+}
+
+/// The file behind [`WalWriter::refusing`]: never written (the writer's
+/// `failed` flag refuses first); refuses anyway.
+struct NoFile;
+
+impl WritableFile for NoFile {
+    fn append(&mut self, _data: &[u8]) -> Result<()> {
+        Err(Error::invalid("a read-only database has no log to write"))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Err(Error::invalid("a read-only database has no log to write"))
     }
 }
 

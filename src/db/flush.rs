@@ -29,6 +29,17 @@ pub(crate) fn open_live_table(
     dir: &Path,
     record: TableRecord,
 ) -> Result<Arc<LiveTable>> {
+    open_live_table_with(tables, dir, record, Table::open)
+}
+
+/// [`open_live_table`] through `open_table` (a read-only database holds
+/// its files open: `Table::open_held`).
+pub(crate) fn open_live_table_with(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    record: TableRecord,
+    open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
+) -> Result<Arc<LiveTable>> {
     let name = table_file_name(record.file_number);
     let path = dir.join(&name);
     if !tables.fs.exists(&path) {
@@ -37,7 +48,7 @@ pub(crate) fn open_live_table(
             "named by the manifest but missing",
         ));
     }
-    let table = Table::open(tables, &path)?;
+    let table = open_table(tables, &path)?;
     if table.file_size() != record.file_size {
         return Err(Error::corruption(
             format!("table {name}"),
@@ -48,7 +59,10 @@ pub(crate) fn open_live_table(
             ),
         ));
     }
-    Ok(Arc::new(LiveTable { record, table }))
+    Ok(Arc::new(LiveTable {
+        record,
+        table: Ok(table),
+    }))
 }
 
 /// Streams sorted `(internal key, value)` entries into table `number`,
