@@ -25,6 +25,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
+pub mod repair;
 pub mod table;
 pub mod wal;
 
@@ -34,3 +35,4 @@ pub use batch::WriteBatch;
 pub use db::{Db, DbIterator, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use options::Options;
+pub use repair::{repair, RepairOptions, RepairReport};

@@ -645,6 +645,189 @@ pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches
     })
 }
 
+/// A stretch of a damaged log that [`salvage`] gave up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRecord {
+    /// Where the lost bytes start.
+    pub offset: u64,
+    /// How many bytes were given up (one record when its length was
+    /// readable, else everything up to the next record that could be
+    /// trusted, or to the end).
+    pub len: u64,
+    /// What was wrong there.
+    pub reason: String,
+}
+
+/// What [`salvage`] read of a log, damaged or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalSalvage<'a> {
+    /// The log number in the header; `None` when the header is damaged.
+    pub log_number: Option<u64>,
+    /// Every record that passed both checksums and decodes as a write batch
+    /// whose sequence numbers follow the previous one's, with its offset.
+    pub batches: Vec<(u64, DecodedBatch<'a>)>,
+    /// What was given up, in file order.
+    pub lost: Vec<LostRecord>,
+    /// The torn end a crash left (not counted as lost: no acknowledged
+    /// record can be in it unless the log was closed cleanly — then it is
+    /// in `lost`).
+    pub torn_tail: Option<TornTail>,
+    /// The log ends with a close record.
+    pub closed_cleanly: bool,
+}
+
+/// The payload length of the record at the start of `rest` when its header
+/// checksum vouches for it and the record fits: then a damaged payload can
+/// be skipped exactly.
+fn vouched_len(rest: &[u8]) -> Option<usize> {
+    let mut reader = ByteReader::new(rest, "log record header");
+    let len_bytes: [u8; 4] = reader.array().ok()?;
+    let header_crc = reader.u32().ok()?;
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    (header_crc == crc32_of(&[&len_bytes]) && RECORD_HEADER_LEN.checked_add(len)? <= rest.len())
+        .then_some(RECORD_HEADER_LEN + len)
+}
+
+/// One step of [`salvage`]'s walk.
+enum Step<'a> {
+    /// A record kept: its batch and length.
+    Batch(DecodedBatch<'a>, usize),
+    /// The log ends here: cleanly (`true`), or with a torn tail.
+    End(bool, Option<String>),
+    /// Damage: its reason, and the length to skip when it is known.
+    Damage(String, Option<usize>),
+}
+
+fn step(rest: &[u8], close_records: bool, after: Option<SeqNo>) -> Step<'_> {
+    if rest.is_empty() {
+        return Step::End(false, None);
+    }
+    match read_record(rest, close_records) {
+        RecordRead::Record { payload, len } => match decode_record(payload) {
+            Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
+            Ok(batch) => Step::Damage(
+                format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
+                Some(len),
+            ),
+            Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
+        },
+        RecordRead::Close if rest.len() == CLOSE_RECORD_LEN => Step::End(true, None),
+        RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
+        RecordRead::Torn(reason) => Step::End(false, Some(reason)),
+        RecordRead::Corrupt(reason) => Step::Damage(reason, vouched_len(rest)),
+    }
+}
+
+/// True when the records from the start of `rest` (at least one) all
+/// follow each other intact to the end of the log: a place to pick up the
+/// walk again after damage whose length is unknown.
+fn intact_from(rest: &[u8], close_records: bool, mut after: Option<SeqNo>) -> bool {
+    let mut pos = 0;
+    let mut records = 0;
+    loop {
+        match step(rest.get(pos..).unwrap_or_default(), close_records, after) {
+            Step::Batch(batch, len) => {
+                after = batch.last_seq().or(after);
+                pos += len;
+                records += 1;
+            }
+            Step::End(..) => return records > 0,
+            Step::Damage(..) => return false,
+        }
+    }
+}
+
+/// Reads what can be read of a log: like [`replay`], but past damage. A
+/// record whose payload fails its checksum (its length vouched for by the
+/// header checksum) is skipped exactly; after damage of unknown length the
+/// walk picks up at the first later offset from which every record is
+/// intact to the end of the log (both checksums, a valid batch, sequence
+/// numbers that follow), so that a log record stored inside a value is
+/// never mistaken for one. What is skipped is reported in `lost`. Never
+/// fails: a file with no readable record gives none.
+pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
+    let mut out = WalSalvage {
+        log_number: None,
+        batches: Vec::new(),
+        lost: Vec::new(),
+        torn_tail: None,
+        closed_cleanly: false,
+    };
+    let (header, _) = bytes
+        .split_at_checked(FILE_HEADER_LEN)
+        .unwrap_or((bytes, &[]));
+    let version = match parse_file_header(header) {
+        Ok((log_number, version)) => {
+            out.log_number = Some(log_number);
+            version
+        }
+        Err(_) if header.len() < FILE_HEADER_LEN || all_zero(bytes) => {
+            out.torn_tail = Some(TornTail {
+                offset: 0,
+                reason: "file header torn".to_string(),
+            });
+            return out;
+        }
+        Err(reason) => {
+            out.lost.push(LostRecord {
+                offset: 0,
+                len: FILE_HEADER_LEN as u64,
+                reason: format!("file header: {reason}"),
+            });
+            FORMAT_VERSION
+        }
+    };
+    let close_records = version >= 2;
+    let mut pos = FILE_HEADER_LEN;
+    let mut last_seq: Option<SeqNo> = None;
+    loop {
+        let rest = bytes.get(pos..).unwrap_or_default();
+        match step(rest, close_records, last_seq) {
+            Step::Batch(batch, len) => {
+                last_seq = batch.last_seq().or(last_seq);
+                out.batches.push((pos as u64, batch));
+                pos += len;
+            }
+            Step::End(clean, torn) => {
+                out.closed_cleanly = clean;
+                out.torn_tail = torn.map(|reason| TornTail {
+                    offset: pos as u64,
+                    reason,
+                });
+                break;
+            }
+            Step::Damage(reason, Some(len)) => {
+                out.lost.push(LostRecord {
+                    offset: pos as u64,
+                    len: len as u64,
+                    reason,
+                });
+                pos += len;
+            }
+            Step::Damage(reason, None) => {
+                let resume = (1..rest.len()).find(|&skip| {
+                    intact_from(
+                        rest.get(skip..).unwrap_or_default(),
+                        close_records,
+                        last_seq,
+                    )
+                });
+                let len = resume.unwrap_or(rest.len());
+                out.lost.push(LostRecord {
+                    offset: pos as u64,
+                    len: len as u64,
+                    reason,
+                });
+                if resume.is_none() {
+                    break;
+                }
+                pos += len;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
