@@ -45,13 +45,15 @@ use crate::batch::DecodedBatch;
 use crate::db::{LEVELS, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
+use crate::filter::hash_key;
 use crate::fs::FileSystem;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{
-    ReadContext, ReadCounters, ReadSettings, Salvaged, TableBuilder, TableOptions, TableSalvager,
+    ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
+    TableSalvager,
 };
 use crate::wal::{replay_batches, salvage, LostRecord};
 
@@ -243,6 +245,10 @@ struct Zone {
     lo: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
     max_seq: SeqNo,
+    /// The damaged table, when its filter was read intact: a key its
+    /// filter rules out was in none of its blocks (a filter has no false
+    /// negatives), so the loss shadowed nothing of that key.
+    table: Option<Table>,
 }
 
 impl Zone {
@@ -250,6 +256,10 @@ impl Zone {
         seq < self.max_seq
             && self.lo.as_deref().is_none_or(|lo| lo <= user_key)
             && self.hi.as_deref().is_none_or(|hi| user_key <= hi)
+            && self
+                .table
+                .as_ref()
+                .is_none_or(|t| t.may_contain(hash_key(user_key)))
     }
 }
 
@@ -279,6 +289,8 @@ struct Examined {
     user_range: Option<(Vec<u8>, Vec<u8>)>,
     /// Largest sequence number it holds, when known.
     max_seq: Option<SeqNo>,
+    /// The table, when its footer, index and filter are intact.
+    filtered: Option<Table>,
 }
 
 struct Repair<'a> {
@@ -398,6 +410,7 @@ impl Repair<'_> {
             min_seq: record.as_ref().map_or(SeqNo(0), |r| r.min_seq),
             user_range: record_range.clone(),
             max_seq: record.as_ref().map(|r| r.max_seq),
+            filtered: None,
             candidate,
         };
         let name = examined.candidate.name.clone();
@@ -449,6 +462,9 @@ impl Repair<'_> {
                 if examined.problems.is_empty() {
                     return Ok(examined);
                 }
+                if table.filter_view().is_some() {
+                    examined.filtered = Some(table.clone());
+                }
             }
             None => examined.problems.push(format!(
                 "cannot be opened: {}",
@@ -490,12 +506,16 @@ impl Repair<'_> {
     /// others are reported as uncertain.
     fn zones(&mut self, examined: &[Examined]) -> Vec<Zone> {
         let mut zones = Vec::new();
-        for range in examined.iter().flat_map(|e| e.lost.iter()) {
+        let lost = examined
+            .iter()
+            .flat_map(|e| e.lost.iter().map(move |range| (range, &e.filtered)));
+        for (range, filtered) in lost {
             match range.max_sequence {
                 Some(max) => zones.push(Zone {
                     lo: range.first_key.clone(),
                     hi: range.last_key.clone(),
                     max_seq: SeqNo(max),
+                    table: filtered.clone(),
                 }),
                 None => self.report.uncertain.push(format!(
                     "{}: data lost at {} whose keys and sequence numbers are unknown (no \

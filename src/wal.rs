@@ -718,33 +718,55 @@ fn step(rest: &[u8], close_records: bool, after: Option<SeqNo>) -> Step<'_> {
     }
 }
 
-/// True when the records from the start of `rest` (at least one) all
-/// follow each other intact to the end of the log: a place to pick up the
-/// walk again after damage whose length is unknown.
-fn intact_from(rest: &[u8], close_records: bool, mut after: Option<SeqNo>) -> bool {
-    let mut pos = 0;
-    let mut records = 0;
-    loop {
-        match step(rest.get(pos..).unwrap_or_default(), close_records, after) {
-            Step::Batch(batch, len) => {
-                after = batch.last_seq().or(after);
-                pos += len;
-                records += 1;
+/// The record at the start of `rest` whose header checksum failed, found
+/// whole after all when only its header was hit: either the stored length
+/// is right (the header checksum itself was damaged), or one byte of the
+/// length was (the header checksum then names the right length: crc32 of a
+/// 4-byte string is one-to-one) — in both cases the record checksum, which
+/// covers the length and the payload, must hold. Returns the batch and the
+/// record's length.
+fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_>, usize)> {
+    let mut reader = ByteReader::new(rest, "log record header");
+    let stored: [u8; 4] = reader.array().ok()?;
+    let header_crc = reader.u32().ok()?;
+    let record_crc = reader.u32().ok()?;
+    let body = rest.get(RECORD_HEADER_LEN..)?;
+    let one_byte_off = (0..4).flat_map(|at| {
+        (0..=u8::MAX).filter_map(move |byte| {
+            let mut len = stored;
+            let slot = len.get_mut(at)?;
+            if *slot == byte {
+                return None;
             }
-            Step::End(..) => return records > 0,
-            Step::Damage(..) => return false,
-        }
-    }
+            *slot = byte;
+            Some(len)
+        })
+    });
+    std::iter::once(stored)
+        .chain(one_byte_off.filter(|len| crc32_of(&[len]) == header_crc))
+        .find_map(|len_bytes| {
+            let len = u32::from_le_bytes(len_bytes) as usize;
+            let payload = body.get(..len)?;
+            if crc32_of(&[&len_bytes, payload]) != record_crc {
+                return None;
+            }
+            let batch = decode_record(payload).ok()?;
+            after
+                .is_none_or(|a| batch.first_seq > a)
+                .then_some((batch, RECORD_HEADER_LEN + len))
+        })
 }
 
 /// Reads what can be read of a log: like [`replay`], but past damage. A
 /// record whose payload fails its checksum (its length vouched for by the
-/// header checksum) is skipped exactly; after damage of unknown length the
-/// walk picks up at the first later offset from which every record is
-/// intact to the end of the log (both checksums, a valid batch, sequence
-/// numbers that follow), so that a log record stored inside a value is
-/// never mistaken for one. What is skipped is reported in `lost`. Never
-/// fails: a file with no readable record gives none.
+/// header checksum) is skipped exactly, and the walk goes on after it; a
+/// record whose header checksum fails is kept when its header can be
+/// repaired (see `header_repaired`: the record checksum then proves it
+/// whole). Otherwise where the next record starts is unknown, and the rest
+/// of the log is given up rather than searched for something that looks
+/// like a record (a log record stored inside a value would). What is
+/// skipped is reported in `lost`. Never fails: a file with no readable
+/// record gives none.
 pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
     let mut out = WalSalvage {
         log_number: None,
@@ -804,25 +826,23 @@ pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
                 });
                 pos += len;
             }
-            Step::Damage(reason, None) => {
-                let resume = (1..rest.len()).find(|&skip| {
-                    intact_from(
-                        rest.get(skip..).unwrap_or_default(),
-                        close_records,
-                        last_seq,
-                    )
-                });
-                let len = resume.unwrap_or(rest.len());
-                out.lost.push(LostRecord {
-                    offset: pos as u64,
-                    len: len as u64,
-                    reason,
-                });
-                if resume.is_none() {
+            Step::Damage(reason, None) => match header_repaired(rest, last_seq) {
+                Some((batch, len)) => {
+                    last_seq = batch.last_seq().or(last_seq);
+                    out.batches.push((pos as u64, batch));
+                    pos += len;
+                }
+                None => {
+                    // Where the next record starts is unknown: guessing
+                    // could take bytes inside a value for a record.
+                    out.lost.push(LostRecord {
+                        offset: pos as u64,
+                        len: rest.len() as u64,
+                        reason: format!("{reason}; the records from here on cannot be delimited"),
+                    });
                     break;
                 }
-                pos += len;
-            }
+            },
         }
     }
     out
@@ -1222,5 +1242,122 @@ mod tests {
             bad[seq_at + byte] ^= 0x01;
             assert!(replay_batches(&bad, "x.wal").unwrap_err().is_corruption());
         }
+    }
+
+    /// A log of batches: one put each of `key{i}` at sequence 10·(i+1),
+    /// the given values; returns the bytes and each record's offset.
+    fn batch_log(values: &[&[u8]]) -> (Vec<u8>, Vec<usize>) {
+        let mut out = encode_file_header(3).to_vec();
+        let mut offsets = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            let mut batch = WriteBatch::new();
+            batch.put(format!("key{i}"), value);
+            offsets.push(out.len());
+            let payload = batch.encode_record(SeqNo(10 * (i as u64 + 1)));
+            encode_record_into(&mut out, &payload).unwrap();
+        }
+        out.extend_from_slice(&encode_close_record(values.len() as u64, out.len() as u64));
+        (out, offsets)
+    }
+
+    fn salvaged_keys(log: &WalSalvage<'_>) -> Vec<Vec<u8>> {
+        log.batches
+            .iter()
+            .flat_map(|(_, b)| b.ops.iter().map(|op| op.key.to_vec()))
+            .collect()
+    }
+
+    fn keys(indexes: &[usize]) -> Vec<Vec<u8>> {
+        indexes
+            .iter()
+            .map(|i| format!("key{i}").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn salvage_reads_an_intact_log_as_replay_does() {
+        let (log, _) = batch_log(&[b"a", b"b", b"c"]);
+        let s = salvage(&log);
+        assert_eq!(s.log_number, Some(3));
+        assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]));
+        assert!(s.lost.is_empty() && s.closed_cleanly && s.torn_tail.is_none());
+    }
+
+    #[test]
+    fn salvage_skips_a_record_whose_payload_or_record_checksum_is_damaged() {
+        let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
+        for at in [offsets[1] + RECORD_HEADER_LEN + 3, offsets[1] + 9] {
+            let mut damaged = log.clone();
+            damaged[at] ^= 0x10;
+            let s = salvage(&damaged);
+            assert_eq!(salvaged_keys(&s), keys(&[0, 2]), "flip at {at}");
+            assert_eq!(s.lost.len(), 1);
+            assert_eq!(s.lost[0].offset, offsets[1] as u64);
+            assert_eq!(s.lost[0].len, (offsets[2] - offsets[1]) as u64);
+            assert!(s.closed_cleanly);
+        }
+    }
+
+    #[test]
+    fn salvage_repairs_a_record_header_hit_in_one_byte() {
+        let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
+        // Each byte of the length, and of the header checksum.
+        for at in offsets[1]..offsets[1] + 8 {
+            let mut damaged = log.clone();
+            damaged[at] ^= 0x44;
+            let s = salvage(&damaged);
+            assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]), "flip at {at}");
+            assert!(s.lost.is_empty(), "flip at {at}: {:?}", s.lost);
+        }
+        // Two bytes of the length: the rest cannot be delimited.
+        let mut damaged = log.clone();
+        damaged[offsets[1]] ^= 0x44;
+        damaged[offsets[1] + 1] ^= 0x44;
+        let s = salvage(&damaged);
+        assert_eq!(salvaged_keys(&s), keys(&[0]));
+        assert_eq!(s.lost.len(), 1);
+        assert_eq!(s.lost[0].len, (log.len() - offsets[1]) as u64);
+    }
+
+    #[test]
+    fn salvage_never_takes_a_record_stored_in_a_value_for_one() {
+        // The second batch's value is itself a valid log record, of a batch
+        // with the sequence number the damaged record would have had.
+        let mut inner = WriteBatch::new();
+        inner.put("invented", "value");
+        let mut fake = Vec::new();
+        encode_record_into(&mut fake, &inner.encode_record(SeqNo(20))).unwrap();
+        let (log, offsets) = batch_log(&[b"a", &fake, b"c"]);
+        let mut damaged = log.clone();
+        damaged[offsets[1]] ^= 0x44;
+        damaged[offsets[1] + 2] ^= 0x44;
+        let s = salvage(&damaged);
+        let found = salvaged_keys(&s);
+        assert!(!found.contains(&b"invented".to_vec()), "{found:?}");
+        assert_eq!(found, keys(&[0]));
+    }
+
+    #[test]
+    fn salvage_reads_past_a_damaged_file_header_and_survives_garbage() {
+        let (log, _) = batch_log(&[b"a", b"b"]);
+        let mut damaged = log.clone();
+        damaged[9] ^= 1;
+        let s = salvage(&damaged);
+        assert_eq!(s.log_number, None);
+        assert_eq!(salvaged_keys(&s), keys(&[0, 1]));
+        assert_eq!(s.lost[0].offset, 0);
+        for garbage in [
+            Vec::new(),
+            vec![0u8; 7],
+            vec![0xab; 100],
+            log[..30].to_vec(),
+        ] {
+            let s = salvage(&garbage);
+            assert!(s.batches.is_empty());
+        }
+        // Cut short after a crash: the torn tail is not a loss.
+        let s = salvage(&log[..log.len() - CLOSE_RECORD_LEN - 3]);
+        assert_eq!(salvaged_keys(&s), keys(&[0]));
+        assert!(s.lost.is_empty() && s.torn_tail.is_some());
     }
 }

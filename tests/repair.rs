@@ -352,25 +352,42 @@ fn a_damaged_record_of_a_cleanly_closed_log_is_skipped_and_reported() {
 }
 
 #[test]
-fn a_log_whose_record_header_is_damaged_keeps_the_records_after_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = build(dir.path(), options());
-    let log = dir.path().join(&of_kind(dir.path(), FileKind::Wal)[0]);
-    let bytes = std::fs::read(&log).unwrap();
-    let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
-    // The length of the first record: the walk must find the second.
-    flip(&log, replayed.records[0].offset + 1);
-    let report = repair(dir.path(), RepairOptions::new().options(options())).unwrap();
-    assert_eq!(report.logs[0].records_kept, 2, "{report:#?}");
-    let db = Db::open_with(dir.path(), options()).unwrap();
-    assert_eq!(
-        db.get(key(500)).unwrap().as_deref(),
-        model.get(&key(500)).map(Vec::as_slice)
-    );
-    assert_eq!(
-        db.get(key(12)).unwrap().as_deref(),
-        model.get(&key(12)).map(Vec::as_slice)
-    );
+fn a_log_record_whose_header_is_hit_is_kept_or_the_rest_given_up() {
+    for bytes_hit in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = build(dir.path(), options());
+        let log = dir.path().join(&of_kind(dir.path(), FileKind::Wal)[0]);
+        let bytes = std::fs::read(&log).unwrap();
+        let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
+        // The length of the second record (key 500).
+        for at in 0..bytes_hit {
+            flip(&log, replayed.records[1].offset + at);
+        }
+        let report = repair(dir.path(), RepairOptions::new().options(options())).unwrap();
+        let db = Db::open_with(dir.path(), options()).unwrap();
+        if bytes_hit == 1 {
+            // The header checksum names the one length that fits: kept whole.
+            assert_eq!(report.logs[0].records_kept, 3, "{report:#?}");
+            assert!(!report.lost_anything(), "{report:#?}");
+            for k in universe() {
+                assert_eq!(
+                    db.get(&k).unwrap().as_deref(),
+                    model.get(&k).map(Vec::as_slice)
+                );
+            }
+        } else {
+            // Where the next record starts is unknown: the rest is given up.
+            assert_eq!(report.logs[0].records_kept, 1, "{report:#?}");
+            let lost = &report.logs[0].lost;
+            assert_eq!(lost.len(), 1);
+            assert_eq!(lost[0].offset, replayed.records[1].offset);
+            assert_eq!(db.get(key(500)).unwrap(), None);
+            assert_eq!(
+                db.get(key(7)).unwrap().as_deref(),
+                model.get(&key(7)).map(Vec::as_slice)
+            );
+        }
+    }
 }
 
 #[test]

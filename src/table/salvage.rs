@@ -408,9 +408,9 @@ mod tests {
         (keys, lost, s.open_error().map(str::to_string))
     }
 
-    fn flip(path: &Path, at: usize) {
+    fn flip(path: &Path, at: u64) {
         let mut bytes = std::fs::read(path).unwrap();
-        bytes[at] ^= 0x40;
+        bytes[usize::try_from(at).unwrap()] ^= 0x40;
         std::fs::write(path, bytes).unwrap();
     }
 
@@ -432,7 +432,7 @@ mod tests {
         let table = Table::open_path(&path).unwrap();
         let third = table.data_block_handles()[2];
         drop(table);
-        flip(&path, third.offset as usize + 3);
+        flip(&path, third.offset + 3);
         let (got, lost, error) = salvage_all(&path);
         assert!(error.is_none());
         assert_eq!(lost.len(), 1, "{lost:?}");
@@ -454,8 +454,8 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let (path, keys) = build(dir.path(), compression);
             let index = Table::open_path(&path).unwrap().footer().index;
-            let len = std::fs::metadata(&path).unwrap().len() as usize;
-            for at in [len - 10, index.offset as usize + 1] {
+            let len = std::fs::metadata(&path).unwrap().len();
+            for at in [len - 10, index.offset + 1] {
                 let copy = dir.path().join("000002.sst");
                 std::fs::copy(&path, &copy).unwrap();
                 flip(&copy, at);
@@ -474,9 +474,9 @@ mod tests {
         let table = Table::open_path(&path).unwrap();
         let fifth = table.data_block_handles()[4];
         drop(table);
-        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        let len = std::fs::metadata(&path).unwrap().len();
         flip(&path, len - 10);
-        flip(&path, fifth.offset as usize + 5);
+        flip(&path, fifth.offset + 5);
         let (got, lost, _) = salvage_all(&path);
         assert_eq!(lost.len(), 1);
         assert_eq!(lost[0].offset, fifth.offset);
@@ -492,7 +492,9 @@ mod tests {
         for bytes in [
             Vec::new(),
             vec![0u8; 100],
-            (0..5000u32).map(|i| i as u8).collect(),
+            (0..5000u32)
+                .map(|i| u8::try_from(i % 256).unwrap())
+                .collect(),
         ] {
             std::fs::write(&path, &bytes).unwrap();
             let (got, lost, error) = salvage_all(&path);
