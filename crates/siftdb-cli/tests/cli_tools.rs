@@ -287,11 +287,15 @@ fn errors_are_one_line_and_exit_2() {
     // get/delete/scan never create a database where there was none.
     assert!(!Path::new(missing).exists());
 
-    // A database another handle holds: locked, one line.
+    // A database another handle holds: writes are refused as locked, in
+    // one line; reads open it read-only beside the writer.
     let db_dir = dir.path().join("db");
     let db = Db::open(&db_dir).unwrap();
-    let out = siftdb(&["get", db_dir.to_str().unwrap(), "k"]);
+    db.put("k", "v").unwrap();
+    let out = siftdb(&["put", db_dir.to_str().unwrap(), "k", "w"]);
     assert_one_line_error(&out, 2, "locked");
+    let out = siftdb(&["get", db_dir.to_str().unwrap(), "k"]);
+    assert_eq!(text(&out.stdout), "v\n", "{}", both(&out));
     drop(db);
 
     // Usage errors come from clap, with its exit code 2.
