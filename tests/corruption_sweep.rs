@@ -307,7 +307,11 @@ fn positions(template: &Template) -> Vec<Position> {
 enum Outcome {
     RefusedAtOpen,
     /// Opened; some reads reported errors, every other answer was right.
-    ErrorsReported,
+    /// `damaged_at_open`: a table could not be opened (the whole open
+    /// failed for that before damaged tables were tolerated).
+    ErrorsReported {
+        damaged_at_open: bool,
+    },
     /// Opened; every answer right (`torn` when the log's last record was dropped).
     AllCorrect {
         torn: bool,
@@ -404,9 +408,12 @@ fn trial(template: &Template, root: &Path, at: &Position, mask: u8) -> Result<Ou
             ));
         }
     }
+    let damaged_at_open = !db.recovery_report().damaged_tables.is_empty();
     drop(db);
     Ok(if errors > 0 || scan_error {
-        Outcome::ErrorsReported
+        Outcome::ErrorsReported { damaged_at_open }
+    } else if damaged_at_open {
+        return Err("a table could not be opened, yet every read was served".into());
     } else {
         Outcome::AllCorrect { torn }
     })
@@ -551,6 +558,7 @@ fn single_byte_changes_give_right_answers_or_errors() {
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
     let mut per_file: BTreeMap<String, [usize; 4]> = BTreeMap::new();
     let mut repaired_per_file: BTreeMap<String, [usize; 3]> = BTreeMap::new();
+    let mut damaged_at_open: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     for i in 0..=count {
         let (at, outcome) = results_rx
@@ -571,9 +579,15 @@ fn single_byte_changes_give_right_answers_or_errors() {
                 continue;
             }
         };
+        if let Outcome::ErrorsReported {
+            damaged_at_open: true,
+        } = outcome
+        {
+            *damaged_at_open.entry(at.file.clone()).or_default() += 1;
+        }
         let slot = match outcome {
             Outcome::RefusedAtOpen => 0,
-            Outcome::ErrorsReported => 1,
+            Outcome::ErrorsReported { .. } => 1,
             Outcome::AllCorrect { torn: true } => 2,
             Outcome::AllCorrect { torn: false } => 3,
         };
@@ -603,6 +617,10 @@ fn single_byte_changes_give_right_answers_or_errors() {
     for (file, counts) in &per_file {
         println!("  {file:<14} {counts:?}");
     }
+    println!(
+        "opened with a table that could not be opened (refused before damaged tables were \
+         tolerated): {damaged_at_open:?}"
+    );
     println!("after repair, per file (every key right / some keys lost as reported / keys lost):");
     for (file, counts) in &repaired_per_file {
         println!("  {file:<14} {counts:?}");
