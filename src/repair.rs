@@ -42,7 +42,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::DecodedBatch;
-use crate::db::{LEVELS, LOCK_FILE};
+use crate::db::{table_record, LEVELS, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::filter::hash_key;
@@ -577,16 +577,7 @@ impl Repair<'_> {
                 let info = builder.finish().inspect_err(|_| {
                     let _ = self.fs.remove(&path);
                 })?;
-                Some(TableRecord {
-                    level,
-                    file_number: table.number,
-                    file_size: info.file_size,
-                    entries: info.entries,
-                    smallest: info.smallest.to_vec(),
-                    largest: info.largest.to_vec(),
-                    min_seq: info.min_seq,
-                    max_seq: info.max_seq,
-                })
+                Some(table_record(table.number, level, &info))
             }
         };
         if record.is_some() {

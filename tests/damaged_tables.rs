@@ -25,6 +25,7 @@ use siftdb::key::user_key_of;
 use siftdb::manifest::{read_manifest, TableRecord};
 use siftdb::table::Table;
 use siftdb::{Db, Error, Options};
+use siftdb_testkit::files::flip_byte;
 
 /// Far longer than anything here takes; only a hang runs into it.
 const HANG: Duration = Duration::from_secs(120);
@@ -83,9 +84,7 @@ fn deeper_table(dir: &Path) -> (TableRecord, PathBuf) {
 }
 
 fn flip(path: &Path, offset: u64) {
-    let mut bytes = std::fs::read(path).unwrap();
-    bytes[offset as usize] ^= 0x21;
-    std::fs::write(path, bytes).unwrap();
+    flip_byte(path, offset, 0x21);
 }
 
 fn damage_footer(path: &Path) {

@@ -24,6 +24,7 @@ use siftdb::manifest::read_manifest;
 use siftdb::repair::{LogAction, ManifestFinding, TableAction, LOST_DIR};
 use siftdb::table::Table;
 use siftdb::{repair, Db, Error, Options, RepairOptions, RepairReport, WriteBatch};
+use siftdb_testkit::files::{flip_byte, snapshot};
 use siftdb_testkit::{FaultFs, PowerLoss};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -117,29 +118,8 @@ fn of_kind(dir: &Path, kind: FileKind) -> Vec<String> {
         .collect()
 }
 
-/// Every file's name and bytes, `lost/` included.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for name in files(dir) {
-        let path = dir.join(&name);
-        if path.is_dir() {
-            for inner in files(&path) {
-                out.insert(
-                    format!("{name}/{inner}"),
-                    std::fs::read(path.join(&inner)).unwrap(),
-                );
-            }
-        } else {
-            out.insert(name, std::fs::read(&path).unwrap());
-        }
-    }
-    out
-}
-
 fn flip(path: &Path, offset: u64) {
-    let mut bytes = std::fs::read(path).unwrap();
-    bytes[offset as usize] ^= 0x5a;
-    std::fs::write(path, bytes).unwrap();
+    flip_byte(path, offset, 0x5a);
 }
 
 /// The level-0 table (the one holding the tombstones) and the level-1 one.

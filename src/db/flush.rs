@@ -20,7 +20,7 @@ use crate::key::SeqNo;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{ReadContext, Table, TableBuilder, TableOptions};
+use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
 
 /// Opens the table a manifest record names (its filter and index into
 /// memory); a missing file is corruption.
@@ -116,8 +116,14 @@ fn write_table(
         return Ok(None);
     };
     let info = builder.finish()?;
-    Ok(Some(TableRecord {
-        level: 0,
+    Ok(Some(table_record(number, 0, &info)))
+}
+
+/// The manifest record of table `number` at `level`, as its builder
+/// finished it.
+pub(crate) fn table_record(number: u64, level: u32, info: &TableInfo) -> TableRecord {
+    TableRecord {
+        level,
         file_number: number,
         file_size: info.file_size,
         entries: info.entries,
@@ -125,7 +131,7 @@ fn write_table(
         largest: info.largest.to_vec(),
         min_seq: info.min_seq,
         max_seq: info.max_seq,
-    }))
+    }
 }
 
 /// Writes a whole memtable as level-0 table `number` (removed again if it

@@ -40,6 +40,7 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, Table};
 
+pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
 pub(crate) use open::LOCK_FILE;
