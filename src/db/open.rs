@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
@@ -203,29 +204,35 @@ fn check_whole_table(live: &LiveTable, name: &str) -> Result<()> {
     }
 }
 
-/// Replays every log the manifest does not cover, oldest first, into
-/// `recovered`; returns the last sequence number seen. A damaged record
-/// (anywhere but a crash's torn tail of the newest log) is `Corruption`
-/// naming the log and `siftdb repair`.
-pub(crate) fn replay_logs(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    names: &[String],
-    state: &ManifestState,
-    recovered: &Memtable,
-    report: &mut RecoveryReport,
-) -> Result<SeqNo> {
+/// The logs among `names` numbered `log_number` or above (the ones a
+/// manifest with that log number does not cover), oldest first.
+pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
     let mut logs: Vec<u64> = names
         .iter()
         .filter_map(|n| parse_file_name(n))
-        .filter(|(kind, number)| *kind == FileKind::Wal && *number >= state.log_number)
+        .filter(|(kind, number)| *kind == FileKind::Wal && *number >= log_number)
         .map(|(_, number)| number)
         .collect();
     logs.sort_unstable();
-    let mut last_seq = state.last_sequence;
+    logs
+}
+
+/// Replays `logs` (see [`logs_from`]), their bytes from `read`, into
+/// `recovered`; returns the last sequence number seen (at least
+/// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
+/// the newest log) is `Corruption` naming the log and `siftdb repair`.
+pub(crate) fn replay_logs(
+    dir: &Path,
+    logs: &[u64],
+    read: impl Fn(u64) -> Result<Bytes>,
+    last_sequence: SeqNo,
+    recovered: &Memtable,
+    report: &mut RecoveryReport,
+) -> Result<SeqNo> {
+    let mut last_seq = last_sequence;
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
-        let bytes = fs.read_all(&dir.join(&name))?;
+        let bytes = read(number)?;
         let log = replay(&bytes, &name).map_err(|e| repair_hint(e, dir))?;
         if log.log_number.is_some_and(|n| n != number) {
             return Err(repair_hint(
@@ -315,7 +322,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut version = open_tables(&tables, dir, &opts, &state, &mut report, Table::open)?;
 
     let recovered = Memtable::new();
-    let last_seq = replay_logs(fs.as_ref(), dir, &names, &state, &recovered, &mut report)?;
+    let last_seq = replay_logs(
+        dir,
+        &logs_from(&names, state.log_number),
+        |number| fs.read_all(&dir.join(wal_file_name(number))),
+        state.last_sequence,
+        &recovered,
+        &mut report,
+    )?;
 
     // Recovered writes become a level-0 table, so the old logs can go.
     // (`write_level0_table` removes its file again if it fails.)

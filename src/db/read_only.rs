@@ -3,20 +3,27 @@
 //!
 //! Owns: the read-only open — the manifest read, every live table opened
 //! and held open, the logs replayed into an in-memory memtable — and its
-//! consistency beside a live writer: the manifest is read again at the end,
-//! and the open starts over when it changed meanwhile (a flush or a
-//! compaction may have removed a log or a table the first reading named).
+//! consistency beside a live writer. A flush of the writer removes the logs
+//! it moved into a table, a compaction removes the tables it replaced; so
+//! the open first reads the manifest and opens the logs it needs (holding
+//! them, so a later removal takes nothing away), reads the manifest again
+//! and starts over when it moved meanwhile; then opens the tables (held
+//! open too), and starts over only when one the manifest named is gone and
+//! the manifest no longer names it.
 //! Must never: create, change or delete anything (no lock file, no
 //! manifest, no log, no table, no removal of obsolete files), or need
 //! write permission on the directory.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use crate::db::open::{open_tables, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet};
+use bytes::Bytes;
+
+use crate::db::open::{
+    logs_from, open_tables, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
+};
 use crate::db::DbInner;
 use crate::error::{Error, Result};
-use crate::filename::{wal_file_name, MANIFEST_FILE};
+use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
 use crate::manifest::{read_manifest, ManifestState};
 use crate::memtable::Memtable;
@@ -24,8 +31,8 @@ use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Table};
 use crate::wal::WalWriter;
 
-/// Opens started over because the manifest changed meanwhile, before the
-/// open gives up (a writer flushing or compacting all the time).
+/// Attempts started over because the writer moved the database meanwhile,
+/// before the open gives up.
 const MAX_ATTEMPTS: u32 = 50;
 
 /// A read-only database takes no lock: it needs none (it changes nothing,
@@ -60,21 +67,14 @@ fn no_database(dir: &Path) -> Error {
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
-    let fs = Arc::clone(&opts.fs);
+    let fs = opts.fs.as_ref();
     if !fs.is_dir(dir) || !fs.exists(&dir.join(MANIFEST_FILE)) {
         return Err(no_database(dir));
     }
-    let mut state = read_state(&opts, dir)?;
     for _ in 0..MAX_ATTEMPTS {
-        let attempt = open_as_of(dir, &opts, &state);
-        // Consistent only if the manifest did not move while the tables and
-        // logs were read: a flush may have removed a log after its records
-        // went into a table this attempt does not know.
-        let now = read_state(&opts, dir)?;
-        if now == state {
-            return attempt.map(|parts| parts.into_inner(dir, opts));
+        if let Some(parts) = attempt(dir, &opts)? {
+            return Ok(parts.into_inner(dir, opts));
         }
-        state = now;
     }
     Err(Error::io(
         dir,
@@ -85,9 +85,25 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     ))
 }
 
-/// One attempt: the tables and logs `state` names, read as they are now.
-fn open_as_of(dir: &Path, opts: &Options, state: &ManifestState) -> Result<Parts> {
+/// One attempt; `None` when the writer moved the database under it.
+fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
     let fs = opts.fs.as_ref();
+    let state = read_state(opts, dir)?;
+    // The logs first, held open: a flush that removes one after this has
+    // put its records into a table this manifest does not name.
+    let mut logs = Vec::new();
+    for number in logs_from(&fs.list(dir)?, state.log_number) {
+        match fs.open_read(&dir.join(wal_file_name(number))) {
+            Ok(file) => logs.push((number, file)),
+            // Removed since the listing: the manifest has moved.
+            Err(_) if read_state(opts, dir)? != state => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    if read_state(opts, dir)? != state {
+        return Ok(None);
+    }
+
     let tables = ReadContext::for_options(opts, ReadCounters::new());
     let mut report = RecoveryReport::default();
     // Held open, so a writer's compaction cannot take a table away from
@@ -99,12 +115,38 @@ fn open_as_of(dir: &Path, opts: &Options, state: &ManifestState) -> Result<Parts
     } else {
         Table::open
     };
-    let version = open_tables(&tables, dir, opts, state, &mut report, open_table)?;
-    let names = fs.list(dir)?;
+    let version = open_tables(&tables, dir, opts, &state, &mut report, open_table)?;
+    if !report.damaged_tables.is_empty() {
+        // A table a compaction removed looks missing: only the current
+        // manifest tells it from damage.
+        let now = read_state(opts, dir)?;
+        let gone = report.damaged_tables.iter().any(|(name, _)| {
+            !now.tables
+                .iter()
+                .any(|t| table_file_name(t.file_number) == *name)
+        });
+        if gone {
+            return Ok(None);
+        }
+    }
+
     let mem = Memtable::new();
-    let last_seq = replay_logs(fs, dir, &names, state, &mem, &mut report)?;
+    let numbers: Vec<u64> = logs.iter().map(|(number, _)| *number).collect();
+    let read = |number: u64| -> Result<Bytes> {
+        let file = logs
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, file)| file)
+            .ok_or_else(|| Error::invalid(format!("log {number} was not opened")))?;
+        let len = usize::try_from(file.len())
+            .map_err(|_| Error::invalid(format!("log {number} does not fit in memory")))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        Ok(Bytes::from(bytes))
+    };
+    let last_seq = replay_logs(dir, &numbers, read, state.last_sequence, &mem, &mut report)?;
     let log_number = state.log_number;
-    Ok(Parts {
+    Ok(Some(Parts {
         version,
         mem,
         wal: WalWriter::refusing(&dir.join(wal_file_name(log_number)), log_number),
@@ -117,5 +159,5 @@ fn open_as_of(dir: &Path, opts: &Options, state: &ManifestState) -> Result<Parts
         report,
         lock: Box::new(NoLock),
         log_failure: Some(refusal()),
-    })
+    }))
 }

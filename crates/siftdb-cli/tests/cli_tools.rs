@@ -56,16 +56,18 @@ fn value(i: u32) -> String {
     format!("value-{i}")
 }
 
+/// Options that keep every flushed table at level 0 (no compaction moves
+/// a table a test damages or names).
+fn options() -> Options {
+    Options::default()
+        .memtable_bytes(16 << 10)
+        .level0_compaction_trigger(100)
+        .level0_stop_writes(200)
+}
+
 /// A closed database of KEYS keys in several level-0 tables.
 fn build_db(dir: &Path) {
-    let db = Db::open_with(
-        dir,
-        Options::default()
-            .memtable_bytes(16 << 10)
-            .level0_compaction_trigger(100)
-            .level0_stop_writes(200),
-    )
-    .unwrap();
+    let db = Db::open_with(dir, options()).unwrap();
     for i in 0..KEYS {
         db.put(key(i), value(i)).unwrap();
     }
@@ -369,7 +371,7 @@ fn repair_rebuilds_a_damaged_database_and_reports_what_was_lost() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     build_db(dir.path());
-    Db::open(dir.path())
+    Db::open_with(dir.path(), options())
         .unwrap()
         .put("last", "in the log")
         .unwrap();
@@ -432,7 +434,7 @@ fn get_and_scan_work_on_a_directory_they_may_not_write_and_change_nothing() {
     let root = tempfile::tempdir().unwrap();
     let db_dir = root.path().join("db");
     build_db(&db_dir);
-    Db::open(&db_dir)
+    Db::open_with(&db_dir, options())
         .unwrap()
         .put("last", "in the log")
         .unwrap();
