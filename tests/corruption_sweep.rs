@@ -11,7 +11,7 @@
 //! when the reopen reports it as a torn tail (a checksum failing in the last
 //! record is what a crash mid-append looks like); then the database must be
 //! exactly the state before that batch. A damaged table never refuses the
-//! open (only the manifest and the log may).
+//! open (only the manifest and the log may, naming `siftdb repair`).
 //!
 //! Then every damaged copy is repaired (`siftdb::repair`) and read again:
 //! it must open with no damaged table, verify clean, and answer every key
@@ -339,7 +339,12 @@ fn trial(template: &Template, root: &Path, at: &Position, mask: u8) -> Result<Ou
 
     let db = match Db::open_with(&dir, options()) {
         Ok(db) => db,
-        Err(e) if e.is_corruption() => return Ok(Outcome::RefusedAtOpen),
+        Err(e) if e.is_corruption() => {
+            if !e.to_string().contains("siftdb repair") {
+                return Err(format!("a refused open does not name `siftdb repair`: {e}"));
+            }
+            return Ok(Outcome::RefusedAtOpen);
+        }
         Err(e) => return Err(format!("open failed with a non-corruption error: {e}")),
     };
     let torn = match &db.recovery_report().torn_tail {

@@ -3,7 +3,8 @@
 //! `chmod 555` directory as an unprivileged user), needs no lock, works
 //! beside a live writer, and shows a consistent view as of its open: a
 //! prefix of the writer's acknowledged writes, never a hole, however the
-//! writer flushes and compacts meanwhile.
+//! writer flushes and compacts meanwhile. `siftdb::inspect` beside a writer
+//! changes nothing either and describes one manifest.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use siftdb::fs::{DirLock, FileSystem, OsFileSystem, RandomAccessFile, SharedFs, WritableFile};
+use siftdb::inspect::{inspect_dir_with, FileRole};
 use siftdb::{Db, Error, Options, Result};
 use siftdb_testkit::files::snapshot;
 #[cfg(unix)]
@@ -116,12 +118,23 @@ fn a_read_only_open_reads_everything_and_changes_nothing() {
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
 
+/// Run once, at the first table file a reader opens.
+type Hook = Box<dyn FnOnce() + Send>;
+
 /// The real file system, refusing (and counting) every change.
 struct NoChanges {
     attempts: Mutex<Vec<String>>,
+    before_first_table: Mutex<Option<Hook>>,
 }
 
 impl NoChanges {
+    fn new() -> NoChanges {
+        NoChanges {
+            attempts: Mutex::new(Vec::new()),
+            before_first_table: Mutex::new(None),
+        }
+    }
+
     fn refuse(&self, op: &str, path: &Path) -> Error {
         self.attempts
             .lock()
@@ -145,6 +158,12 @@ impl FileSystem for NoChanges {
         OsFileSystem.read_all(path)
     }
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        if path.extension().is_some_and(|e| e == "sst") {
+            let hook = self.before_first_table.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
         OsFileSystem.open_read(path)
     }
     fn rename(&self, from: &Path, _to: &Path) -> Result<()> {
@@ -177,9 +196,7 @@ impl FileSystem for NoChanges {
 fn a_read_only_open_asks_the_file_system_for_no_change_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let model = build(dir.path());
-    let fs = Arc::new(NoChanges {
-        attempts: Mutex::new(Vec::new()),
-    });
+    let fs = Arc::new(NoChanges::new());
     let shared: SharedFs = fs.clone();
     let db = Db::open_with(
         dir.path(),
@@ -193,6 +210,41 @@ fn a_read_only_open_asks_the_file_system_for_no_change_at_all() {
     assert!(fs.attempts.lock().unwrap().is_empty(), "{:?}", fs.attempts);
     // The same file system refuses a read-write open at once.
     assert!(Db::open_with(dir.path(), options().file_system(shared)).is_err());
+}
+
+#[test]
+fn inspect_beside_a_writer_describes_one_manifest_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let writer = Arc::new(Db::open_with(dir.path(), options()).unwrap());
+    writer.put(b"newer", b"in a level-0 table").unwrap();
+    writer.flush().unwrap();
+    writer.wait_for_background().unwrap();
+    let fs = Arc::new(NoChanges::new());
+    let shared: SharedFs = fs.clone();
+    let before = inspect_dir_with(&shared, dir.path()).unwrap();
+    // The first table inspect opens is the newest level-0 one; just
+    // before, the writer compacts it (and every other table) away.
+    let compacting = Arc::clone(&writer);
+    *fs.before_first_table.lock().unwrap() = Some(Box::new(move || {
+        compacting.compact().unwrap();
+    }));
+    let summary = inspect_dir_with(&shared, dir.path()).unwrap();
+    assert!(fs.before_first_table.lock().unwrap().is_none());
+    assert_ne!(
+        summary.tables, before.tables,
+        "the compaction moved nothing"
+    );
+    for t in &summary.tables {
+        assert!(t.table.is_ok(), "{:?}", t.table);
+    }
+    assert!(summary
+        .files
+        .iter()
+        .all(|f| !matches!(f.role, FileRole::MissingTable { .. })));
+    // It is the manifest as it is now.
+    assert_eq!(summary, inspect_dir_with(&shared, dir.path()).unwrap());
+    assert!(fs.attempts.lock().unwrap().is_empty(), "{:?}", fs.attempts);
 }
 
 #[test]
