@@ -25,6 +25,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
+pub mod repair;
 pub mod table;
 pub mod wal;
 
@@ -35,3 +36,4 @@ pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use options::Options;
+pub use repair::{repair, RepairOptions, RepairReport};

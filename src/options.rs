@@ -41,6 +41,8 @@ pub struct Options {
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
     pub(crate) retry_interval: Duration,
+    pub(crate) read_only: bool,
+    pub(crate) paranoid_checks: bool,
     pub(crate) fs: SharedFs,
 }
 
@@ -67,6 +69,8 @@ impl Default for Options {
             max_open_files: None,
             mmap_reads: false,
             retry_interval: Duration::from_secs(1),
+            read_only: false,
+            paranoid_checks: false,
             fs: OsFileSystem::shared(),
         }
     }
@@ -89,6 +93,8 @@ impl fmt::Debug for Options {
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
             .field("retry_interval", &self.retry_interval)
+            .field("read_only", &self.read_only)
+            .field("paranoid_checks", &self.paranoid_checks)
             .finish_non_exhaustive()
     }
 }
@@ -237,6 +243,42 @@ impl Options {
     /// (as RocksDB's `bgerror_resume_retry_interval`).
     pub fn retry_interval(mut self, interval: Duration) -> Self {
         self.retry_interval = interval;
+        self
+    }
+
+    /// Opens the database for reading only (what [`crate::Db::open_read_only`]
+    /// does). Default false.
+    ///
+    /// Such an open creates, changes and deletes nothing — no lock file, no
+    /// manifest, no log, no table — so it needs no write permission and can
+    /// run beside a process that has the database open for writing. It
+    /// reads the manifest and every live table, and replays the logs into
+    /// memory; reads then see the database as of the open (a consistent
+    /// view: a manifest that changes meanwhile makes the open start again).
+    /// Writes, `flush`, `compact` and `resume` are refused with
+    /// [`crate::Error::ReadOnly`]. A directory without a database is an
+    /// error, never created.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Refuse to open a database with a damaged table, and check every
+    /// table whole at open. Default false.
+    ///
+    /// By default a table that cannot be opened (a damaged footer, index or
+    /// properties block, a file that is missing or of the wrong size) does
+    /// not stop the open: the database opens, and each get or scan that
+    /// needs that table returns [`crate::Error::Corruption`] naming it,
+    /// while every other read is served (`RecoveryReport::damaged_tables`
+    /// lists them; compaction leaves them alone). With `paranoid_checks`
+    /// the open fails instead, and it also reads and verifies every block
+    /// of every table (what `Table::verify` checks), so a damaged data
+    /// block refuses the open too — at the price of reading the whole
+    /// database once per open. A damaged manifest or log refuses the open
+    /// either way (`siftdb repair` salvages what is readable).
+    pub fn paranoid_checks(mut self, paranoid: bool) -> Self {
+        self.paranoid_checks = paranoid;
         self
     }
 

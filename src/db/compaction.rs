@@ -45,6 +45,15 @@ fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
 }
 
 /// The most urgent compaction, if any level is over its budget.
+///
+/// Tables that could not be opened (damaged, see `LiveTable::readable`) are
+/// left where they are: a compaction is picked without them, never through
+/// them, and never moves newer data below one (at level 0 only the tables
+/// older than every damaged one go down; at deeper levels a table is
+/// chosen whose inputs are all readable). Only when level 0 is full enough
+/// to stop writes and no compaction can avoid a damaged table is one picked
+/// with it, so that it fails as `Corruption` and writers are refused with
+/// an error that names the table, rather than stalled for good.
 pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Pick> {
     let level0 = version.levels.first()?;
     let mut best: Option<(f64, usize)> = None;
@@ -61,20 +70,40 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
         }
     }
     let (_, level) = best?;
-    let mut inputs: Vec<Arc<LiveTable>> = if level == 0 {
-        level0.clone()
+    let with_overlaps = |mut inputs: Vec<Arc<LiveTable>>| {
+        let (lo, hi) = key_range(&inputs)?;
+        inputs.extend(version.overlapping(level + 1, &lo, &hi));
+        Some(inputs)
+    };
+    let readable = |inputs: &Vec<Arc<LiveTable>>| inputs.iter().all(|t| !t.is_damaged());
+    let inputs = if level == 0 {
+        // Only tables older than every damaged one may move below it: a
+        // newer one moved down would put newer data under older data.
+        let older = level0
+            .iter()
+            .rposition(|t| t.is_damaged())
+            .map_or(0, |newest_damaged| newest_damaged + 1);
+        let healthy = level0.get(older..).unwrap_or_default().to_vec();
+        match with_overlaps(healthy).filter(readable) {
+            Some(inputs) => Some(inputs),
+            None if level0.len() >= opts.level0_stop_writes => with_overlaps(level0.clone()),
+            None => None,
+        }
     } else {
         // Round-robin through the level so every key range gets its turn.
         let tables = version.levels.get(level)?;
         let after = pointers.get(level).map(Vec::as_slice).unwrap_or_default();
-        let chosen = tables
+        let start = tables
             .iter()
-            .find(|t| t.largest_user_key() > after)
-            .or_else(|| tables.first())?;
-        vec![Arc::clone(chosen)]
-    };
-    let (lo, hi) = key_range(&inputs)?;
-    inputs.extend(version.overlapping(level + 1, &lo, &hi));
+            .position(|t| t.largest_user_key() > after)
+            .unwrap_or(0);
+        tables
+            .iter()
+            .skip(start)
+            .chain(tables.iter().take(start))
+            .filter_map(|chosen| with_overlaps(vec![Arc::clone(chosen)]))
+            .find(readable)
+    }?;
     Some(Pick {
         inputs,
         output_level: level + 1,
@@ -321,8 +350,8 @@ fn install(
     // Scans and snapshots may still read these tables (their file handles
     // may have been closed by the open-file cache and need reopening): each
     // file goes when the last handle on its table does.
-    for table in obsolete {
-        table.table.remove_file_when_unused();
+    for table in obsolete.iter().filter_map(|t| t.table.as_ref().ok()) {
+        table.remove_file_when_unused();
     }
     inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())

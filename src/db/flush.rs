@@ -42,6 +42,17 @@ pub(crate) fn open_live_table(
     dir: &Path,
     record: TableRecord,
 ) -> Result<Arc<LiveTable>> {
+    open_live_table_with(tables, dir, record, Table::open)
+}
+
+/// [`open_live_table`] through `open_table` (a read-only database holds
+/// its files open: `Table::open_held`).
+pub(crate) fn open_live_table_with(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    record: TableRecord,
+    open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
+) -> Result<Arc<LiveTable>> {
     let name = table_file_name(record.file_number);
     let path = dir.join(&name);
     if !tables.fs.exists(&path) {
@@ -50,7 +61,7 @@ pub(crate) fn open_live_table(
             "named by the manifest but missing",
         ));
     }
-    let table = Table::open(tables, &path)?;
+    let table = open_table(tables, &path)?;
     if table.file_size() != record.file_size {
         return Err(Error::corruption(
             format!("table {name}"),
@@ -61,7 +72,10 @@ pub(crate) fn open_live_table(
             ),
         ));
     }
-    Ok(Arc::new(LiveTable { record, table }))
+    Ok(Arc::new(LiveTable {
+        record,
+        table: Ok(table),
+    }))
 }
 
 /// Streams sorted `(internal key, value)` entries into table `number`,
@@ -116,8 +130,14 @@ fn write_table(
         return Ok(None);
     };
     let info = builder.finish()?;
-    let record = TableRecord {
-        level: 0,
+    Ok(Some((table_record(number, 0, &info), info)))
+}
+
+/// The manifest record of table `number` at `level`, as its builder
+/// finished it.
+pub(crate) fn table_record(number: u64, level: u32, info: &TableInfo) -> TableRecord {
+    TableRecord {
+        level,
         file_number: number,
         file_size: info.file_size,
         entries: info.entries,
@@ -125,8 +145,7 @@ fn write_table(
         largest: info.largest.to_vec(),
         min_seq: info.min_seq,
         max_seq: info.max_seq,
-    };
-    Ok(Some((record, info)))
+    }
 }
 
 /// Writes a whole memtable as level-0 table `number` of the tree `version`

@@ -102,7 +102,13 @@ impl TableSource {
 
     fn open(&mut self, index: usize, position: impl FnOnce(&mut TableIter) -> Result<()>) {
         self.index = index;
-        self.current = self.tables.get(index).map(|t| t.table.iter_with(self.mode));
+        self.current = None;
+        match self.tables.get(index).map(|t| t.readable()) {
+            Some(Ok(table)) => self.current = Some(table.iter_with(self.mode)),
+            // A table that could not be opened ends the scan with its error.
+            Some(Err(e)) => self.error = Some(e),
+            None => {}
+        }
         self.step(position);
     }
 
@@ -264,14 +270,21 @@ impl DbIterator {
         (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIterator {
         let (lo, hi) = (bound_key(&start), bound_key(&end));
+        let hi_excluded = matches!(end, Bound::Excluded(_));
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
         }
         for (level, tables) in sv.version.levels.iter().enumerate() {
+            // Only the tables the range needs (a damaged one outside it
+            // must not fail the scan).
             let wanted = tables.iter().filter(|t| {
                 lo.is_none_or(|lo| t.largest_user_key() >= lo)
-                    && hi.is_none_or(|hi| t.smallest_user_key() <= hi)
+                    && hi.is_none_or(|hi| match t.smallest_user_key().cmp(hi) {
+                        Ordering::Less => true,
+                        Ordering::Equal => !hi_excluded,
+                        Ordering::Greater => false,
+                    })
             });
             if level == 0 {
                 for table in wanted {

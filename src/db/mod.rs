@@ -9,7 +9,8 @@
 //! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
-//! scans), `version.rs` (the live tables).
+//! scans), `version.rs` (the live tables), `read_only.rs` (opening for
+//! reads only).
 
 mod background;
 mod compaction;
@@ -17,6 +18,7 @@ mod flush;
 mod iter;
 mod open;
 mod read;
+mod read_only;
 mod snapshot;
 mod version;
 mod write;
@@ -37,10 +39,12 @@ use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{LevelFilterStats, ReadContext, TableInfo};
+use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 
+pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
+pub(crate) use open::LOCK_FILE;
 pub use snapshot::Snapshot;
 use version::Version;
 
@@ -246,6 +250,9 @@ pub struct Stats {
     pub tables_consulted: u64,
     /// Live tables.
     pub table_count: usize,
+    /// Live tables that could not be opened (reads of their key ranges
+    /// fail with `Corruption`; see `RecoveryReport::damaged_tables`).
+    pub damaged_tables: usize,
     /// Live tables per level.
     pub level_tables: Vec<usize>,
     /// Bytes of live tables per level.
@@ -304,14 +311,37 @@ impl Db {
         Db::open_with(path, Options::default())
     }
 
-    /// Opens (creating if missing) the database at `path`.
+    /// Opens (creating if missing) the database at `path`; with
+    /// [`Options::read_only`], opens an existing one for reading only.
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let inner = Arc::new(open::open(path.as_ref(), opts)?);
-        let background = background::spawn(Arc::clone(&inner))?;
-        Ok(Db {
-            inner,
-            background: Some(background),
-        })
+        let read_only = opts.read_only;
+        let inner = Arc::new(if read_only {
+            read_only::open(path.as_ref(), opts)?
+        } else {
+            open::open(path.as_ref(), opts)?
+        });
+        let background = if read_only {
+            None
+        } else {
+            Some(background::spawn(Arc::clone(&inner))?)
+        };
+        Ok(Db { inner, background })
+    }
+
+    /// Opens the database at `path` for reading only, with default options
+    /// (see [`Options::read_only`]): creates, changes and deletes nothing,
+    /// needs no write permission, and works beside a process that has the
+    /// database open for writing; reads see it as of the open.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Db> {
+        Db::open_with(path, Options::default().read_only(true))
+    }
+
+    /// `ReadOnly` when the database was opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            return Err(read_only::refusal());
+        }
+        Ok(())
     }
 
     /// Stores `value` under `key`.
@@ -330,6 +360,7 @@ impl Db {
 
     /// Applies every operation of `batch`, in order, atomically.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.check_writable()?;
         for op in batch.iter() {
             check_key(op.key)?;
             check_value(op.value)?;
@@ -386,14 +417,21 @@ impl Db {
 
     /// Turns the memtable into a table now; returns when it is durable.
     pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
         write::rotate_if_nonempty(&self.inner)?;
         background::wait_for_flushes(&self.inner)
     }
 
     /// Flushes, then compacts every table into one sorted run at the deepest
-    /// level in use; returns when done.
+    /// level in use; returns when done. Refused with `Corruption` naming the
+    /// table while a table could not be opened (see
+    /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
+        let sv = self.inner.current.load();
+        if let Some(damaged) = sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
+            return damaged.readable().map(|_| ());
+        }
         background::request_full_compaction(&self.inner)
     }
 
@@ -401,6 +439,9 @@ impl Db {
     /// of failed background work (which is retried by itself when the error
     /// is retryable, see [`Db::resume`]).
     pub fn wait_for_background(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            return Ok(());
+        }
         background::wait_for_idle(&self.inner)
     }
 
@@ -412,6 +453,7 @@ impl Db {
     /// [`Options::retry_interval`]; other I/O errors and caught panics wait
     /// for this call. Corruption is not retried: `ReadOnly` until reopened.
     pub fn resume(&self) -> Result<()> {
+        self.check_writable()?;
         background::resume(&self.inner)
     }
 
@@ -438,13 +480,23 @@ impl Db {
                 .version
                 .levels
                 .iter()
-                .map(|l| l.iter().map(|t| t.table.filter_memory()).sum())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|t| t.table.as_ref().ok())
+                        .map(Table::filter_memory)
+                        .sum()
+                })
                 .collect(),
             level_index_bytes: sv
                 .version
                 .levels
                 .iter()
-                .map(|l| l.iter().map(|t| t.table.index_memory()).sum())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|t| t.table.as_ref().ok())
+                        .map(Table::index_memory)
+                        .sum()
+                })
                 .collect(),
             level_filters: sv
                 .version
@@ -452,9 +504,10 @@ impl Db {
                 .iter()
                 .map(|level| {
                     let mut stats = LevelFilterStats::default();
-                    for t in level {
-                        let (negatives, false_positives) = t.table.filter_answers_since_open();
-                        stats.add_table(&t.table, negatives, false_positives);
+                    // A damaged table has no filter to count.
+                    for table in level.iter().filter_map(|t| t.table.as_ref().ok()) {
+                        let (negatives, false_positives) = table.filter_answers_since_open();
+                        stats.add_table(table, negatives, false_positives);
                     }
                     stats
                 })
@@ -465,6 +518,13 @@ impl Db {
             gets: load(&c.gets),
             tables_consulted: load(&c.tables_consulted),
             table_count: sv.version.table_count(),
+            damaged_tables: sv
+                .version
+                .levels
+                .iter()
+                .flatten()
+                .filter(|t| t.is_damaged())
+                .count(),
             level_tables: sv.version.levels.iter().map(Vec::len).collect(),
             level_bytes: (0..sv.version.levels.len())
                 .map(|l| sv.version.level_bytes(l))

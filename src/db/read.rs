@@ -53,7 +53,7 @@ pub(crate) fn get_at(
     let mut consulted = 0u64;
     sv.version.for_each_candidate(key, |live| {
         consulted += 1;
-        match live.table.get_covered(&lookup) {
+        match live.readable().and_then(|t| t.get_covered(&lookup)) {
             Ok(None) => true,
             Ok(Some(TableValue::Put(value))) => {
                 answer = Ok(Some(value));
@@ -192,6 +192,7 @@ fn ask_table(
     if scratch.asked.is_empty() {
         return Ok(0);
     }
+    let readable = table.readable()?;
     scratch.hashes.clear();
     scratch.hashes.extend(
         scratch
@@ -199,14 +200,12 @@ fn ask_table(
             .iter()
             .filter_map(|&i| pending.get(i).map(|p| p.lookup.hash())),
     );
-    table
-        .table
-        .filter_answers(&scratch.hashes, &mut scratch.maybe);
+    readable.filter_answers(&scratch.hashes, &mut scratch.maybe);
     for (&i, &maybe) in scratch.asked.iter().zip(&scratch.maybe) {
         let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
             continue;
         };
-        if let Some(found) = table.table.get_past_filter(&p.lookup)? {
+        if let Some(found) = readable.get_past_filter(&p.lookup)? {
             if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
                 *answer = Some(value);
             }

@@ -47,6 +47,7 @@ pub mod iter;
 pub mod lookup;
 pub mod properties;
 pub mod reader;
+pub mod salvage;
 mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
@@ -58,6 +59,7 @@ pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
 pub use properties::TableProperties;
 pub use reader::{FilterStatus, Table, TableValue};
+pub use salvage::{LostBlock, Salvaged, SalvagedBlock, TableSalvager};
 pub use verify::{Severity, VerifyProblem};
 
 use crate::error::{Error, Result};

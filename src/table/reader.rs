@@ -212,6 +212,20 @@ impl Table {
         })
     }
 
+    /// [`Table::open`] holding the file open for the table's life, outside
+    /// the context's open-file cache: the table stays readable after its
+    /// file is removed (a database opened read-only beside a writer that
+    /// compacts it away). The block cache is used as by `open`.
+    pub fn open_held(context: &Arc<ReadContext>, path: &Path) -> Result<Table> {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy());
+        let file = context.fs.open_read(path)?;
+        let file_size = file.len();
+        let id = context.new_table_id();
+        TableInner::open(context, id, &name, Source::Held(file), file_size)
+    }
+
     /// [`Table::open`] on the real file system with a context of its own
     /// (default settings, fresh counters).
     pub fn open_path(path: &Path) -> Result<Table> {

@@ -21,7 +21,9 @@ PATH is a table file (NNNNNN.sst) or a database directory. For a table: \
 key range, entries, blocks and sizes, and its filter (bits per key, probes, \
 fill, estimated against actual keys, expected false-positive rate). For a \
 directory: the manifest's counters, totals per level, every live table, \
-and every file with what it is to the database. Reads only; takes no lock.\n\
+and every file with what it is to the database. Reads only (works on a \
+directory it may not write); takes no lock, so it runs beside a live \
+writer, describing one manifest.\n\
 Exit status: 0, or 2 when PATH cannot be read.")]
 pub struct InspectArgs {
     /// A table file or a database directory.
