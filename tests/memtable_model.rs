@@ -94,7 +94,7 @@ proptest! {
     fn memtable_matches_model(ops in ops_strategy(), seek_key in 0..KEYS.len(), seek_seq in 0u64..200) {
         let table = Arc::new(Memtable::new());
         for op in &ops {
-            table.insert(KEYS[op.key], SeqNo(op.seq), op.kind, &op.value);
+            table.insert(KEYS[op.key], SeqNo(op.seq), op.kind, &op.value).unwrap();
         }
         let model = model_of(&ops);
         prop_assert_eq!(table.len(), model.len());
@@ -116,8 +116,8 @@ proptest! {
             .iter()
             .map(|((k, Reverse(seq)), (kind, value))| (k.clone(), *seq, *kind, value.clone()))
             .collect();
-        let decode = |(k, v): (bytes::Bytes, bytes::Bytes)| {
-            let parsed = parse_internal_key(&k).unwrap();
+        let decode = |(k, v): (&[u8], &[u8])| {
+            let parsed = parse_internal_key(k).unwrap();
             (parsed.user_key.to_vec(), parsed.seq.0, parsed.kind, v.to_vec())
         };
         let all: Vec<_> = table.iter().map(decode).collect();
@@ -136,7 +136,7 @@ proptest! {
         let mut walked = Vec::new();
         while cursor.valid() {
             let (k, v) = cursor.entry().unwrap();
-            walked.push(decode((k.clone(), v.clone())));
+            walked.push(decode((k, v)));
             cursor.next();
         }
         prop_assert_eq!(&walked, &from_model);

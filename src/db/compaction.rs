@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::flush::{build_table, open_live_table};
+use crate::db::flush::{build_table, open_live_table, EntrySource};
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, LEVELS};
@@ -146,18 +146,22 @@ struct NewestOnly {
     merged: MergingIter,
     drop_tombstones: bool,
     started: bool,
+    /// The user key last yielded (reused: no allocation per entry).
+    last: Vec<u8>,
+    /// The value last yielded, kept so it can be lent.
+    value: Bytes,
 }
 
-impl Iterator for NewestOnly {
-    type Item = Result<(Bytes, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl EntrySource for NewestOnly {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         loop {
             if self.started {
                 // Skip older versions of the key just yielded.
-                let last = Bytes::copy_from_slice(user_key_of(self.merged.key()));
+                self.last.clear();
+                self.last.extend_from_slice(user_key_of(self.merged.key()));
                 self.merged.next();
-                while self.merged.valid() && user_key_of(self.merged.key()) == last.as_ref() {
+                while self.merged.valid() && user_key_of(self.merged.key()) == self.last.as_slice()
+                {
                     self.merged.next();
                 }
             } else {
@@ -178,7 +182,8 @@ impl Iterator for NewestOnly {
             if kind == ValueKind::Delete && self.drop_tombstones {
                 continue;
             }
-            return Some(Ok((Bytes::copy_from_slice(key), self.merged.value())));
+            self.value = self.merged.value();
+            return Some(Ok((self.merged.key(), &self.value)));
         }
     }
 }
@@ -221,12 +226,15 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         merged: MergingIter::new(sources),
         drop_tombstones: is_bottom(version, &pick, &lo, &hi),
         started: false,
-    }
-    .peekable();
+        last: Vec::new(),
+        value: Bytes::new(),
+    };
 
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
     let built = (|| {
-        while entries.peek().is_some() {
+        // Until the stream runs dry (`build_table` then writes nothing; the
+        // file number it was given stays unused).
+        loop {
             let number = inner.versions.lock().new_file_number();
             // `build_table` removes its own partial file on failure.
             let Some(mut record) = build_table(

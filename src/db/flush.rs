@@ -9,8 +9,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::db::version::LiveTable;
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
@@ -51,6 +49,22 @@ pub(crate) fn open_live_table(
     Ok(Arc::new(LiveTable { record, table }))
 }
 
+/// A sorted stream of `(internal key, value)` entries lent one at a time,
+/// so a table can be built without copying each entry out of its source.
+pub(crate) trait EntrySource {
+    /// The next entry, `None` at the end, or the error that ended the stream.
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>>;
+}
+
+/// A memtable's entries, borrowed in place (for `'a`).
+struct MemtableEntries<'a, I>(I, std::marker::PhantomData<&'a [u8]>);
+
+impl<'a, I: Iterator<Item = (&'a [u8], &'a [u8])>> EntrySource for MemtableEntries<'a, I> {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        self.0.next().map(Ok)
+    }
+}
+
 /// Streams sorted `(internal key, value)` entries into table `number`,
 /// stopping after `stop_after_bytes` (callers that split output must hold one
 /// version per user key, so a cut never separates a key's versions); returns
@@ -63,7 +77,7 @@ pub(crate) fn build_table(
     dir: &Path,
     opts: &Options,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
 ) -> Result<Option<TableRecord>> {
     let path = dir.join(table_file_name(number));
@@ -79,21 +93,17 @@ fn write_table(
     path: &Path,
     opts: &Options,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
 ) -> Result<Option<TableRecord>> {
     let mut builder: Option<TableBuilder> = None;
-    #[expect(
-        clippy::while_let_on_iterator,
-        reason = "`entries` is a trait object the caller resumes; a for loop would consume it"
-    )]
-    while let Some(entry) = entries.next() {
+    while let Some(entry) = entries.next_entry() {
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
             None => builder.insert(TableBuilder::create(fs, path, &TableOptions::from(opts))?),
         };
-        builder.add(&key, &value)?;
+        builder.add(key, value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
             break;
         }
@@ -123,7 +133,7 @@ pub(crate) fn write_level0_table(
     number: u64,
     mem: &Memtable,
 ) -> Result<Option<Arc<LiveTable>>> {
-    let mut entries = mem.iter().map(Ok);
+    let mut entries = MemtableEntries(mem.iter(), std::marker::PhantomData);
     let Some(record) = build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)?
     else {
         return Ok(None);

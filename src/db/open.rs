@@ -234,7 +234,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             })?;
             let mut seq = batch.first_seq;
             for op in &batch.ops {
-                recovered.insert(op.key, seq, op.kind, op.value);
+                // Sequence numbers never repeat in intact logs.
+                recovered
+                    .insert(op.key, seq, op.kind, op.value)
+                    .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
                 last_seq = last_seq.max(seq);
                 seq = seq.next();
             }

@@ -139,7 +139,17 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     let sv = inner.current.load();
     let mut seq = first_seq;
     for op in batch.iter() {
-        sv.mem.mem.insert(op.key, seq, op.kind, op.value);
+        // Cannot fail: sequence numbers are handed out once (under the
+        // writer lock) and a batch's keys and values fit its u32 lengths.
+        // Should it fail anyway (a bug), the memtable no longer matches the
+        // log: the batch is not made visible and writes stop as after a log
+        // failure, with this error as the cause.
+        if let Err(e) = sv.mem.mem.insert(op.key, seq, op.kind, op.value) {
+            let count = batch.len() as u64;
+            writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
+            log_failed(inner, &mut writer, &e);
+            return Err(e);
+        }
         seq = seq.next();
     }
     let last = SeqNo(seq.0 - 1);
