@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::batch::WriteBatch;
+use crate::batch::{encode_group_into, WriteBatch};
 use crate::db::background::{self, Blocked};
 use crate::db::{DbInner, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
@@ -23,7 +23,8 @@ use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::wal::WalWriter;
 
-/// Bytes of batches one group may carry beyond its leader's.
+/// A group takes batches behind its leader only while all of its batches
+/// (the leader's included) stay within this many bytes.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
 /// State only the group leader (and recovery) touches.
@@ -75,6 +76,9 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
     let mut group = Vec::new();
     let mut bytes = 0;
     for pending in queue.waiting.iter() {
+        // Past the leader's, at most MAX_GROUP_BYTES: so the group's one
+        // record is as small as the leader's batch (which passed
+        // `check_limits`) or smaller than 1 MiB.
         if !group.is_empty() && bytes + pending.batch.approximate_bytes() > MAX_GROUP_BYTES {
             break;
         }
@@ -106,28 +110,18 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     make_room(inner, &mut writer, false)?;
 
     let first_seq = writer.last_seq.next();
-    let merged;
-    let batch: &WriteBatch = match group {
-        [only] => &only.batch,
-        _ => {
-            let mut all = WriteBatch::new();
-            for pending in group {
-                all.append(&pending.batch);
-            }
-            merged = all;
-            &merged
-        }
-    };
-    let record = batch.encode_record(first_seq);
+    let count: u64 = group.iter().map(|p| p.batch.len() as u64).sum();
+    let batches = group.iter().map(|p| &p.batch);
+    // The group's record is built in the log's own buffer: no merged batch,
+    // no record allocated per group.
     let sync = inner.opts.sync_writes;
     let logged = writer
         .wal
-        .append(&record)
+        .append_with(|out| encode_group_into(first_seq, batches.clone(), out))
         .and_then(|()| if sync { writer.wal.sync() } else { Ok(()) });
     if let Err(e) = logged {
         // The record may be in the log, whole or torn: its sequence numbers
         // are never handed out again.
-        let count = batch.len() as u64;
         writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
         inner
             .last_visible
@@ -138,14 +132,13 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 
     let sv = inner.current.load();
     let mut seq = first_seq;
-    for op in batch.iter() {
+    for op in batches.flat_map(WriteBatch::iter) {
         // Cannot fail: sequence numbers are handed out once (under the
         // writer lock) and a batch's keys and values fit its u32 lengths.
         // Should it fail anyway (a bug), the memtable no longer matches the
         // log: the batch is not made visible and writes stop as after a log
         // failure, with this error as the cause.
         if let Err(e) = sv.mem.mem.insert(op.key, seq, op.kind, op.value) {
-            let count = batch.len() as u64;
             writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
             log_failed(inner, &mut writer, &e);
             return Err(e);
