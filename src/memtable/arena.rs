@@ -35,10 +35,17 @@ const FIRST_BLOCK: usize = 4 << 10;
 /// The largest regular block (an oversized entry gets a block of its own).
 const MAX_BLOCK: usize = 4 << 20;
 
+/// Blocks at least this large are mapped from the system directly and
+/// asked to be backed by transparent huge pages (Linux): a skiplist search
+/// touches nodes all over the memtable, and with 4 KiB pages nearly every
+/// step would also miss the TLB.
+const MAPPED_BLOCK: usize = 2 << 20;
+
 /// One block, as allocated.
-struct Block {
-    start: NonNull<u8>,
-    layout: Layout,
+enum Block {
+    Heap { start: NonNull<u8>, layout: Layout },
+    // Held for its drop, which unmaps the block.
+    Mapped(#[expect(dead_code, reason = "held only to be dropped")] memmap2::MmapMut),
 }
 
 /// The bump state: where the current block's free space starts and how much is left.
@@ -125,6 +132,19 @@ impl Arena {
 
 /// Allocates a zeroed block of `size` bytes and records it in `blocks`.
 fn new_block(blocks: &mut Vec<Block>, size: usize) -> NonNull<u8> {
+    if size >= MAPPED_BLOCK {
+        if let Ok(mut map) = memmap2::MmapMut::map_anon(size) {
+            #[cfg(target_os = "linux")]
+            {
+                // Only a hint: without huge pages the block works the same.
+                let _ = map.advise(memmap2::Advice::HugePage);
+            }
+            if let Some(start) = NonNull::new(map.as_mut_ptr()) {
+                blocks.push(Block::Mapped(map));
+                return start;
+            }
+        }
+    }
     let layout = match Layout::from_size_align(size.next_multiple_of(BLOCK_ALIGN), BLOCK_ALIGN) {
         Ok(layout) => layout,
         // Only a size near usize::MAX fails here; no memory could hold it.
@@ -135,18 +155,21 @@ fn new_block(blocks: &mut Vec<Block>, size: usize) -> NonNull<u8> {
     let Some(start) = NonNull::new(raw) else {
         handle_alloc_error(layout)
     };
-    blocks.push(Block { start, layout });
+    blocks.push(Block::Heap { start, layout });
     start
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
         for block in self.state.get_mut().blocks.drain(..) {
-            // SAFETY: each block was allocated by `new_block` with exactly
-            // this layout and is freed once, here; nothing can point into it
-            // any more, since every reference to arena memory borrows the
-            // arena (or owns the structure that owns it).
-            unsafe { dealloc(block.start.as_ptr(), block.layout) };
+            if let Block::Heap { start, layout } = block {
+                // SAFETY: each heap block was allocated by `new_block` with
+                // exactly this layout and is freed once, here; nothing can
+                // point into it any more, since every reference to arena
+                // memory borrows the arena (or owns the structure that owns
+                // it). Mapped blocks are unmapped as they drop.
+                unsafe { dealloc(start.as_ptr(), layout) };
+            }
         }
     }
 }
