@@ -312,9 +312,19 @@ impl SkipList {
             let next = unsafe { from.next(level) };
             match next {
                 Some(n) if Self::cmp_node(n, probe) == Ordering::Less => {
-                    // SAFETY: `n` was reached at `level`, so its tower reaches it.
-                    if let Some(after) = unsafe { n.next(level) } {
-                        after.prefetch();
+                    // The search goes on from `n` either along this level
+                    // or one level down: both next nodes are fetched while
+                    // `n`'s successor is compared (two misses in flight
+                    // instead of one).
+                    // SAFETY: `n` was reached at `level`, so its tower
+                    // reaches it and every level below.
+                    unsafe {
+                        if let Some(after) = n.next(level) {
+                            after.prefetch();
+                        }
+                        if let Some(below) = level.checked_sub(1).and_then(|l| n.next(l)) {
+                            below.prefetch();
+                        }
                     }
                     from = n;
                 }
@@ -325,35 +335,16 @@ impl SkipList {
 
     /// The first node at or after `probe`.
     fn lower_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
-        let mut x = self.head();
-        let mut level = self
+        let height = self
             .height
             .load(AtomicOrdering::Relaxed)
-            .clamp(1, MAX_HEIGHT)
-            - 1;
-        // The node the last level stopped at: descending, the next level
-        // usually stops at it again, and it need not be compared twice.
-        let mut known_not_less: Option<Raw> = None;
-        loop {
-            // SAFETY: `x` is the head or a node met at `level` or above.
-            let next = unsafe { x.next(level) };
-            let less = match next {
-                Some(n) if Some(n) == known_not_less => false,
-                Some(n) => Self::cmp_node(n, probe) == Ordering::Less,
-                None => false,
-            };
-            if less {
-                if let Some(n) = next {
-                    x = n;
-                }
-                continue;
-            }
-            if level == 0 {
-                return next;
-            }
-            known_not_less = next;
-            level -= 1;
+            .clamp(1, MAX_HEIGHT);
+        let mut from = self.head();
+        let mut found = None;
+        for level in (0..height).rev() {
+            (from, found) = self.find_at_level(probe, from, level);
         }
+        found
     }
 
     /// The first entry at or after `probe` in internal-key order.
