@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::flush::{build_table, open_live_table, EntrySource};
+use crate::db::flush::{build_table, open_live_table, EntrySource, PendingOutputs};
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, LEVELS};
@@ -197,6 +197,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
     };
+    let _pending = PendingOutputs::begin(inner);
 
     // A lone table with nothing to merge against moves down as it is: the
     // same open table (its filter and index already in memory) under a new

@@ -145,12 +145,34 @@ pub(crate) fn write_level0_table(
         })
 }
 
+/// While it lives, the tables a flush or compaction writes are protected
+/// from the orphan removal that failed work on the other background lane
+/// runs (they are named by no manifest until installed).
+pub(crate) struct PendingOutputs<'a> {
+    inner: &'a DbInner,
+    mark: u64,
+}
+
+impl<'a> PendingOutputs<'a> {
+    pub(crate) fn begin(inner: &'a DbInner) -> PendingOutputs<'a> {
+        let mark = inner.versions.lock().begin_outputs();
+        PendingOutputs { inner, mark }
+    }
+}
+
+impl Drop for PendingOutputs<'_> {
+    fn drop(&mut self) {
+        self.inner.versions.lock().end_outputs(self.mark);
+    }
+}
+
 /// Flushes the oldest immutable memtable, if any. Returns whether it did.
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let sv = inner.current.load_full();
     let Some(oldest) = sv.imm.last().cloned() else {
         return Ok(false);
     };
+    let _pending = PendingOutputs::begin(inner);
     let number = inner.versions.lock().new_file_number();
     let table = write_level0_table(&inner.tables, &inner.dir, &inner.opts, number, &oldest.mem)?;
 

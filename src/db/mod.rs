@@ -137,7 +137,7 @@ impl DbInner {
 /// which holds the directory until it goes.
 pub struct Db {
     inner: Arc<DbInner>,
-    background: Option<std::thread::JoinHandle<()>>,
+    background: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// A snapshot of the database's counters and shape.
@@ -242,11 +242,8 @@ impl Db {
     /// Opens (creating if missing) the database at `path`.
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = Arc::new(open::open(path.as_ref(), opts)?);
-        let background = background::spawn(Arc::clone(&inner))?;
-        Ok(Db {
-            inner,
-            background: Some(background),
-        })
+        let background = background::spawn(&inner)?;
+        Ok(Db { inner, background })
     }
 
     /// Stores `value` under `key`.
@@ -429,7 +426,7 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 impl Drop for Db {
     fn drop(&mut self) {
         background::shutdown(&self.inner);
-        if let Some(handle) = self.background.take() {
+        for handle in self.background.drain(..) {
             let _ = handle.join();
         }
         // Make what reached the OS durable too, so a clean close loses nothing

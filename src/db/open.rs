@@ -40,6 +40,10 @@ pub(crate) struct VersionSet {
     pub next_file_number: u64,
     /// The oldest log whose records are not all in tables.
     pub log_number: u64,
+    /// Per running flush or compaction, the first file number its outputs
+    /// may have: a table numbered at or above the smallest may be one not
+    /// installed yet, never an orphan.
+    pending_outputs: Vec<u64>,
 }
 
 impl VersionSet {
@@ -47,6 +51,29 @@ impl VersionSet {
         let n = self.next_file_number;
         self.next_file_number += 1;
         n
+    }
+
+    /// Marks the start of work whose outputs are numbered from now on;
+    /// returns the mark for [`VersionSet::end_outputs`].
+    pub fn begin_outputs(&mut self) -> u64 {
+        self.pending_outputs.push(self.next_file_number);
+        self.next_file_number
+    }
+
+    /// The work that began at `mark` installed or removed its outputs.
+    pub fn end_outputs(&mut self, mark: u64) {
+        if let Some(at) = self.pending_outputs.iter().position(|&m| m == mark) {
+            self.pending_outputs.swap_remove(at);
+        }
+    }
+
+    /// Tables numbered below this are not outputs of running work.
+    pub fn first_pending_output(&self) -> u64 {
+        self.pending_outputs
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// Makes `version` (with `log_number`, `last_sequence`) the durable
@@ -181,6 +208,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut versions = VersionSet {
         next_file_number: state.next_file_number.max(highest_file + 1),
         log_number: state.log_number,
+        pending_outputs: Vec::new(),
     };
 
     let tables = ReadContext::for_options(&opts, ReadCounters::new());
