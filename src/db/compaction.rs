@@ -266,7 +266,14 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         return Err(e);
     }
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
-    install(inner, &removed, outputs, &pick.inputs)
+    let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
+    let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
+    install(inner, &removed, outputs, &pick.inputs)?;
+    let c = &inner.counters;
+    c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
+    c.compaction_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
+    Ok(())
 }
 
 fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {

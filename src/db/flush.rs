@@ -176,6 +176,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let number = inner.versions.lock().new_file_number();
     let table = write_level0_table(&inner.tables, &inner.dir, &inner.opts, number, &oldest.mem)?;
 
+    let written = table.as_ref().map_or(0, |t| t.record.file_size);
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();
     let added: Vec<_> = table.into_iter().collect();
@@ -205,5 +206,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         let _ = inner.fs.remove(&old_log);
     }
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    inner
+        .counters
+        .flush_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
     Ok(true)
 }

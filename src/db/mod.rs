@@ -74,6 +74,12 @@ pub(crate) struct DbCounters {
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
     pub write_stalls: AtomicU64,
+    pub write_stall_micros: AtomicU64,
+    /// Keys and values of acknowledged writes, in bytes.
+    pub user_bytes_written: AtomicU64,
+    pub flush_bytes_written: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
 }
@@ -199,6 +205,20 @@ pub struct Stats {
     pub write_groups: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Time writers spent waiting for background work (too many immutable
+    /// memtables, or a full level 0), in microseconds, summed over stalls
+    /// (each rounded up to a whole microsecond).
+    pub write_stall_micros: u64,
+    /// Bytes of keys and values in acknowledged writes (what the
+    /// application put: no log or table overhead).
+    pub user_bytes_written: u64,
+    /// Bytes of the tables flushes wrote.
+    pub flush_bytes_written: u64,
+    /// Bytes of the tables compactions read (their inputs; tables moved
+    /// down a level without a rewrite not counted).
+    pub compaction_bytes_read: u64,
+    /// Bytes of the tables compactions wrote.
+    pub compaction_bytes_written: u64,
     /// Failed units of background work (flushes, compactions, recoveries)
     /// and failed log writes, since open.
     pub background_errors: u64,
@@ -209,6 +229,18 @@ pub struct Stats {
     pub background_error: Option<String>,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
+}
+
+impl Stats {
+    /// Bytes written to tables (by flushes and compactions) per byte of
+    /// keys and values put, since open; `None` before anything was put.
+    /// The log's bytes (about one more per byte put) are not included.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes_written > 0).then(|| {
+            (self.flush_bytes_written + self.compaction_bytes_written) as f64
+                / self.user_bytes_written as f64
+        })
+    }
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -393,6 +425,11 @@ impl Db {
             writes: load(&c.writes),
             write_groups: load(&c.write_groups),
             write_stalls: load(&c.write_stalls),
+            write_stall_micros: load(&c.write_stall_micros),
+            user_bytes_written: load(&c.user_bytes_written),
+            flush_bytes_written: load(&c.flush_bytes_written),
+            compaction_bytes_read: load(&c.compaction_bytes_read),
+            compaction_bytes_written: load(&c.compaction_bytes_written),
             background_errors: load(&c.background_errors),
             background_retries: load(&c.background_retries),
             background_error: background::current_failure(inner),

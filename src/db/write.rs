@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -132,7 +133,9 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 
     let sv = inner.current.load();
     let mut seq = first_seq;
+    let mut user_bytes = 0;
     for op in batches.flat_map(WriteBatch::iter) {
+        user_bytes += op.key.len() + op.value.len();
         // Cannot fail: sequence numbers are handed out once (under the
         // writer lock) and a batch's keys and values fit its u32 lengths.
         // Should it fail anyway (a bug), the memtable no longer matches the
@@ -149,6 +152,10 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     writer.last_seq = last;
     inner.last_visible.store(last.0, Ordering::Release);
     inner.counters.write_groups.fetch_add(1, Ordering::Relaxed);
+    inner
+        .counters
+        .user_bytes_written
+        .fetch_add(user_bytes as u64, Ordering::Relaxed);
     inner
         .counters
         .writes
@@ -201,7 +208,17 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
     // memtable, so it is still full after the wait.
     if blocked() != Blocked::No {
         inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-        background::wait_while(inner, blocked)?;
+        let started = Instant::now();
+        let waited = background::wait_while(inner, blocked);
+        // Rounded up: every stall counts at least one microsecond.
+        let micros = u64::try_from(started.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        inner
+            .counters
+            .write_stall_micros
+            .fetch_add(micros, Ordering::Relaxed);
+        waited?;
     }
     rotate(inner, writer)
 }
