@@ -17,6 +17,7 @@ use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, SCAN_ENTRIES};
 use super::report::{counter_changes, ErrorLog, PhaseReport};
 use super::resident;
+use super::written;
 
 /// Operations between two progress reports from one worker.
 const PROGRESS_EVERY: u64 = 4096;
@@ -192,6 +193,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         errors: ErrorLog::default(),
         counters: None,
         peak_rss_bytes: None,
+        bytes_written: None,
     };
     let prepared = prepare(workload, phase).and_then(|prepared| {
         if let (Some(cold), true) = (&options.cold, phase.is_read_phase()) {
@@ -211,6 +213,7 @@ pub fn run_phase<E: Engine + ?Sized>(
     let mixed_lanes = mixed_lanes(&mixed_ops, threads);
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
+    let written_before = written::bytes_written();
 
     let start = Instant::now();
     let mut outcome = match phase {
@@ -280,6 +283,9 @@ pub fn run_phase<E: Engine + ?Sized>(
     }
     report.elapsed = start.elapsed();
 
+    report.bytes_written = written_before
+        .zip(written::bytes_written())
+        .map(|(before, after)| after.saturating_sub(before));
     report.peak_rss_bytes = if peak_reset {
         resident::peak_rss_bytes()
     } else {
