@@ -223,6 +223,7 @@ fn run(inner: &DbInner, lane: Lane) {
                         }
                     }
                 }
+                let had_failure = st.compaction_failure.is_some();
                 match next_work(inner, &mut st, lane) {
                     Ok((work, retry)) => {
                         if let Some(busy) = st.busy.get_mut(me) {
@@ -231,15 +232,22 @@ fn run(inner: &DbInner, lane: Lane) {
                         break (work, retry, None);
                     }
                     Err(sleep) => {
-                        if let Some(busy) = st.busy.get_mut(me) {
-                            *busy = false;
-                        }
+                        let was_busy = st.busy.get_mut(me).is_some_and(std::mem::take);
                         // A resume asked of a stopped database is answered at once.
                         let requested = st.resume_requested;
-                        if let Some(done) = st.resume_done.get_mut(me) {
-                            *done = requested;
+                        let answered = st
+                            .resume_done
+                            .get_mut(me)
+                            .is_some_and(|done| std::mem::replace(done, requested) != requested);
+                        // A failure found to have nothing left to retry was cleared.
+                        let cleared = had_failure && st.compaction_failure.is_none();
+                        // Only news wakes the waiters (and the other lane,
+                        // which waits on the same condition variable): an
+                        // idle lane that woke the other each time it found
+                        // nothing to do would keep both spinning.
+                        if was_busy || answered || cleared {
+                            inner.bg_cv.notify_all();
                         }
-                        inner.bg_cv.notify_all();
                         match sleep {
                             Some(d) => {
                                 inner.bg_cv.wait_for(&mut st, d);
