@@ -249,7 +249,7 @@ impl Table {
     pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
         if let Some(filter) = &inner.filter {
-            let counters = &inner.context.counters;
+            let counters = inner.context.counters.local();
             ReadCounters::bump(&counters.filter_checks);
             if !filter.contains_hash(key.hash()) {
                 ReadCounters::bump(&counters.filter_skips);
@@ -271,7 +271,7 @@ impl Table {
         };
         maybe.extend(filter.contains_hashes(hashes));
         let skipped = maybe.iter().filter(|&&answer| !answer).count();
-        let counters = &self.inner.context.counters;
+        let counters = self.inner.context.counters.local();
         ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
         ReadCounters::add(&counters.filter_skips, skipped as u64);
     }
@@ -280,7 +280,7 @@ impl Table {
     /// (see [`Table::filter_answers`]): the index and the data block.
     pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
-        let counters = &inner.context.counters;
+        let counters = inner.context.counters.local();
         let found = match inner.index.block_for(key.internal_key()) {
             None => None,
             Some(block_no) => {
@@ -435,7 +435,7 @@ impl TableInner {
 
         table.open_filter(&properties);
         if matches!(table.filter_status, FilterStatus::Corrupt(_)) {
-            ReadCounters::bump(&context.counters.filter_fallbacks);
+            ReadCounters::bump(&context.counters.local().filter_fallbacks);
         }
         if let Source::Mapped { verified, .. } = &mut table.source {
             *verified = (0..index.len().div_ceil(64))
@@ -580,7 +580,7 @@ impl TableInner {
                 return Ok(block);
             }
         }
-        let counters = &self.context.counters;
+        let counters = self.context.counters.local();
         if let Some(block) = self.context.cached_block(self.id, handle.offset) {
             ReadCounters::bump(&counters.block_cache_hits);
             return Ok(block);
