@@ -295,9 +295,7 @@ impl TableBuilder {
             self.filter_hashes.len(),
             self.options.bloom_bits_per_key,
         )?;
-        for &hash in &self.filter_hashes {
-            filter.insert_hash(hash);
-        }
+        filter.insert_hashes(&self.filter_hashes);
         let padding = (FILTER_ALIGN - self.offset % FILTER_ALIGN) % FILTER_ALIGN;
         let handle = self.write_block(&filter.encode(), BlockKind::Filter, Codec::Raw, padding)?;
         Ok((Some(handle), filter.hashes()))
