@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -85,6 +85,15 @@ struct Args {
     #[arg(long)]
     dir: Option<PathBuf>,
 
+    /// Keep each engine's database in DIR/<engine> instead of a temporary
+    /// directory. With fillrandom in --phases, DIR/<engine> must not exist
+    /// yet; without it, the database a previous run filled there with the
+    /// same --n and --bits-per-key is opened. So a data set larger than
+    /// memory can be loaded once outside a memory limit and read inside one
+    /// (drop the page cache between the two, or use --cold).
+    #[arg(long, value_name = "DIR", conflicts_with = "dir")]
+    keep_in: Option<PathBuf>,
+
     /// Also write one JSON object per line to FILE: a run header, every
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
     #[arg(long, value_name = "FILE")]
@@ -143,8 +152,69 @@ impl JsonLines {
     }
 }
 
-/// Runs every phase against one engine on a fresh directory, which is
-/// removed (and the engine closed) before this returns.
+/// Where one engine's database lives during a run.
+enum EngineDir {
+    /// A fresh directory, removed after the run.
+    Temporary(tempfile::TempDir),
+    /// `--keep-in`: kept; `marker` records the fill it holds.
+    Kept { path: PathBuf, marker: PathBuf },
+}
+
+impl EngineDir {
+    fn path(&self) -> &Path {
+        match self {
+            EngineDir::Temporary(dir) => dir.path(),
+            EngineDir::Kept { path, .. } => path,
+        }
+    }
+}
+
+/// The line a kept database's marker holds once its fill has passed.
+fn fill_marker(args: &Args) -> String {
+    format!("n={} bits_per_key={}\n", args.n, args.bits_per_key)
+}
+
+fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
+    if let Some(root) = &args.keep_in {
+        let path = root.join(name);
+        let marker = root.join(format!("{name}.filled"));
+        let fills = args.phases.contains(&Phase::FillRandom);
+        if fills {
+            if path.exists() {
+                return Err(format!(
+                    "{} exists: --keep-in with fillrandom needs a new directory",
+                    path.display()
+                ));
+            }
+        } else {
+            let found = std::fs::read_to_string(&marker).unwrap_or_default();
+            if found != fill_marker(args) {
+                return Err(format!(
+                    "{} holds no finished fill with --n {} --bits-per-key {} (marker {}: {:?}); run fillrandom with --keep-in first",
+                    path.display(),
+                    args.n,
+                    args.bits_per_key,
+                    marker.display(),
+                    found.trim()
+                ));
+            }
+        }
+        std::fs::create_dir_all(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        return Ok(EngineDir::Kept { path, marker });
+    }
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(&format!("siftdb-peers-{name}-"))
+        .tempdir_in(&parent)
+        .map(EngineDir::Temporary)
+        .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))
+}
+
+/// Runs every phase against one engine on its directory ([`engine_dir`]),
+/// which is removed unless kept (and the engine closed) before this returns.
 fn run_engine(
     name: &str,
     args: &Args,
@@ -152,13 +222,7 @@ fn run_engine(
     options: &RunOptions,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
-    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("siftdb-peers-{name}-"))
-        .tempdir_in(&parent)
-        .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
+    let dir = engine_dir(name, args)?;
     let engine = open_engine(name, dir.path(), args.bits_per_key)?;
     println!("== {} in {}", engine.name(), dir.path().display());
     let settings = engine.settings();
@@ -172,6 +236,17 @@ fn run_engine(
     let mut reports = Vec::with_capacity(args.phases.len());
     for &phase in &args.phases {
         eprintln!("{name}: {phase} ...");
+        if phase == Phase::Mixed {
+            if let EngineDir::Kept { marker, .. } = &dir {
+                // Mixed overwrites values: the read phases of a later run
+                // would no longer find what they check.
+                match std::fs::remove_file(marker) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("cannot remove {}: {e}", marker.display())),
+                }
+            }
+        }
         let cpu_before = process_cpu_seconds();
         let report = run_phase(engine.as_ref(), workload, phase, options, &NoProgress);
         let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
@@ -189,12 +264,24 @@ fn run_engine(
         if let Some(out) = json.as_mut() {
             out.write(&measured.to_json())?;
         }
+        let filled = phase == Phase::FillRandom && measured.report.passed();
         reports.push(measured);
+        if filled {
+            if let EngineDir::Kept { marker, .. } = &dir {
+                std::fs::write(marker, fill_marker(args))
+                    .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            }
+        }
     }
     drop(engine);
-    let path = dir.path().to_path_buf();
-    dir.close()
-        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    match dir {
+        EngineDir::Temporary(dir) => {
+            let path = dir.path().to_path_buf();
+            dir.close()
+                .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
+        EngineDir::Kept { path, .. } => println!("kept: {}", path.display()),
+    }
     println!();
     Ok(reports)
 }
