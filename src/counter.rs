@@ -51,11 +51,10 @@ impl<T> Sharded<T> {
     #[inline]
     pub(crate) fn local(&self) -> &T {
         let slot = SLOT.try_with(|slot| *slot).unwrap_or(0);
+        let shards: &[Padded<T>; SHARDS] = &self.shards;
+        let [first, ..] = shards;
         // `SHARDS` is a power of two, so the masked slot always exists.
-        match self.shards.get(slot & (SHARDS - 1)) {
-            Some(shard) => &shard.0,
-            None => &self.shards[0].0,
-        }
+        &shards.get(slot & (SHARDS - 1)).unwrap_or(first).0
     }
 
     /// Every copy, to be summed.
