@@ -15,6 +15,7 @@
 mod async_db;
 pub mod batch;
 pub mod codec;
+mod counter;
 mod db;
 pub mod error;
 pub mod filename;

@@ -753,7 +753,7 @@ impl Repair<'_> {
         if !recovered.is_empty() {
             let mut out = self.new_table()?;
             for (key, value) in recovered.iter() {
-                if let Err(err) = out.add(&key, &value) {
+                if let Err(err) = out.add(key, value) {
                     self.abandon(out);
                     return Err(err);
                 }
@@ -848,7 +848,10 @@ impl Repair<'_> {
                 });
             }
         }
-        let memtable_entries: Vec<(Bytes, Bytes)> = recovered.iter().collect();
+        let memtable_entries: Vec<(Bytes, Bytes)> = recovered
+            .iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+            .collect();
         sources.push(Source::Entries(memtable_entries.into_iter()));
         let mut merge = Merge::new(sources);
         let mut counts = vec![(0u64, 0u64); examined.len()];
@@ -1051,7 +1054,10 @@ fn bottom_level() -> u32 {
 fn apply(batch: &DecodedBatch<'_>, recovered: &Memtable) -> SeqNo {
     let mut seq = batch.first_seq;
     for op in &batch.ops {
-        recovered.insert(op.key, seq, op.kind, op.value);
+        // Refused only for a (key, sequence) pair already inserted, whose
+        // first value stays, or a key or value over 4 GiB, which no record
+        // whose checksum held can carry: repair keeps what it can read.
+        let _ = recovered.insert(op.key, seq, op.kind, op.value);
         seq = seq.next();
     }
     batch.last_seq().unwrap_or(SeqNo(0))

@@ -168,6 +168,23 @@ fn fill(out: &mut [u8], parts: &[&[u8]]) {
 ///
 /// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
 pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
+    let start = out.len();
+    out.reserve(RECORD_HEADER_LEN + payload.len());
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    out.extend_from_slice(payload);
+    let sealed = out.get_mut(start..).map_or(Ok(()), seal_record);
+    if sealed.is_err() {
+        out.truncate(start);
+    }
+    sealed
+}
+
+/// Fills in the header of the record `record` holds: its first
+/// [`RECORD_HEADER_LEN`] bytes (their content ignored), then the payload.
+fn seal_record(record: &mut [u8]) -> Result<()> {
+    let Some((header, payload)) = record.split_at_mut_checked(RECORD_HEADER_LEN) else {
+        return Err(Error::invalid("a log record is shorter than its header"));
+    };
     let len = u32::try_from(payload.len()).map_err(|_| {
         Error::invalid(format!(
             "log record of {} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit",
@@ -175,11 +192,14 @@ pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
         ))
     })?;
     let len_bytes = len.to_le_bytes();
-    out.reserve(RECORD_HEADER_LEN + payload.len());
-    out.extend_from_slice(&len_bytes);
-    out.extend_from_slice(&crc32_of(&[&len_bytes]).to_le_bytes());
-    out.extend_from_slice(&crc32_of(&[&len_bytes, payload]).to_le_bytes());
-    out.extend_from_slice(payload);
+    fill(
+        header,
+        &[
+            &len_bytes,
+            &crc32_of(&[&len_bytes]).to_le_bytes(),
+            &crc32_of(&[&len_bytes, payload]).to_le_bytes(),
+        ],
+    );
     Ok(())
 }
 
@@ -221,19 +241,34 @@ impl WalWriter {
     /// Appends one record with one write call, so the operating system holds
     /// all of it or a prefix of it. Not durable until [`WalWriter::sync`].
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        self.append_with(|out| out.extend_from_slice(payload))
+    }
+
+    /// Appends one record whose payload `write_payload` appends to the
+    /// buffer it is handed, with one write call, as [`WalWriter::append`]:
+    /// the payload is built in place behind its header (no copy, and no
+    /// allocation once the buffer has grown to the usual record size).
+    ///
+    /// `InvalidArgument` (the log unchanged) when the payload is longer
+    /// than [`MAX_PAYLOAD_LEN`].
+    pub fn append_with(&mut self, write_payload: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
         self.check_usable()?;
         self.scratch.clear();
-        encode_record_into(&mut self.scratch, payload)?;
-        let result = self.file.append(&self.scratch);
+        self.scratch.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+        write_payload(&mut self.scratch);
+        let sealed = seal_record(&mut self.scratch);
+        let result = sealed.and_then(|()| self.file.append(&self.scratch));
+        let record_len = self.scratch.len();
         if self.scratch.capacity() > KEEP_SCRATCH_BYTES {
             self.scratch = Vec::new();
         }
         match result {
             Ok(()) => {
-                self.bytes_written += (RECORD_HEADER_LEN + payload.len()) as u64;
+                self.bytes_written += record_len as u64;
                 self.records += 1;
                 Ok(())
             }
+            Err(e @ Error::InvalidArgument(_)) => Err(e),
             Err(e) => {
                 self.failed = true;
                 Err(e)
@@ -874,9 +909,16 @@ mod tests {
         let path = dir.path().join("000007.wal");
         let fs = OsFileSystem;
         let mut w = WalWriter::create(&fs, &path, 7).unwrap();
-        for p in SAMPLE {
-            w.append(p).unwrap();
-        }
+        // Both ways of appending write the same record.
+        w.append(SAMPLE[0]).unwrap();
+        w.append_with(|out| out.extend_from_slice(SAMPLE[1]))
+            .unwrap();
+        w.append_with(|out| {
+            let (a, b) = SAMPLE[2].split_at(5);
+            out.extend_from_slice(a);
+            out.extend_from_slice(b);
+        })
+        .unwrap();
         w.sync().unwrap();
         assert_eq!(w.log_number(), 7);
         let expected = log_bytes(7, &SAMPLE);

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::flush::{build_table, open_live_table, table_options_for};
+use crate::db::flush::{
+    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs,
+};
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, LEVELS};
@@ -177,18 +179,22 @@ struct NewestOnly {
     merged: MergingIter,
     drop_tombstones: bool,
     started: bool,
+    /// The user key last yielded (reused: no allocation per entry).
+    last: Vec<u8>,
+    /// The value last yielded, kept so it can be lent.
+    value: Bytes,
 }
 
-impl Iterator for NewestOnly {
-    type Item = Result<(Bytes, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl EntrySource for NewestOnly {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         loop {
             if self.started {
                 // Skip older versions of the key just yielded.
-                let last = Bytes::copy_from_slice(user_key_of(self.merged.key()));
+                self.last.clear();
+                self.last.extend_from_slice(user_key_of(self.merged.key()));
                 self.merged.next();
-                while self.merged.valid() && user_key_of(self.merged.key()) == last.as_ref() {
+                while self.merged.valid() && user_key_of(self.merged.key()) == self.last.as_slice()
+                {
                     self.merged.next();
                 }
             } else {
@@ -209,7 +215,8 @@ impl Iterator for NewestOnly {
             if kind == ValueKind::Delete && self.drop_tombstones {
                 continue;
             }
-            return Some(Ok((Bytes::copy_from_slice(key), self.merged.value())));
+            self.value = self.merged.value();
+            return Some(Ok((self.merged.key(), &self.value)));
         }
     }
 }
@@ -247,6 +254,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
     };
+    let _pending = PendingOutputs::begin(inner);
 
     // A lone table with nothing to merge against moves down as it is: the
     // same open table (its filter and index already in memory) under a new
@@ -276,8 +284,9 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         merged: MergingIter::new(sources),
         drop_tombstones: is_bottom(version, &pick, &lo, &hi),
         started: false,
-    }
-    .peekable();
+        last: Vec::new(),
+        value: Bytes::new(),
+    };
 
     let options = table_options_for(
         &inner.opts,
@@ -286,7 +295,9 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     );
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
     let built = (|| {
-        while entries.peek().is_some() {
+        // Until the stream runs dry (`build_table` then writes nothing; the
+        // file number it was given stays unused).
+        loop {
             let number = inner.versions.lock().new_file_number();
             // `build_table` removes its own partial file on failure.
             let Some((mut record, info)) = build_table(
@@ -318,7 +329,14 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         return Err(e);
     }
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
-    install(inner, &removed, outputs, &pick.inputs)
+    let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
+    let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
+    install(inner, &removed, outputs, &pick.inputs)?;
+    let c = &inner.counters;
+    c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
+    c.compaction_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
+    Ok(())
 }
 
 fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {

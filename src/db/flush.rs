@@ -10,8 +10,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
@@ -78,6 +76,22 @@ pub(crate) fn open_live_table_with(
     }))
 }
 
+/// A sorted stream of `(internal key, value)` entries lent one at a time,
+/// so a table can be built without copying each entry out of its source.
+pub(crate) trait EntrySource {
+    /// The next entry, `None` at the end, or the error that ended the stream.
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>>;
+}
+
+/// A memtable's entries, borrowed in place (for `'a`).
+struct MemtableEntries<'a, I>(I, std::marker::PhantomData<&'a [u8]>);
+
+impl<'a, I: Iterator<Item = (&'a [u8], &'a [u8])>> EntrySource for MemtableEntries<'a, I> {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        self.0.next().map(Ok)
+    }
+}
+
 /// Streams sorted `(internal key, value)` entries into table `number`,
 /// stopping after `stop_after_bytes` (callers that split output must hold one
 /// version per user key, so a cut never separates a key's versions); returns
@@ -91,7 +105,7 @@ pub(crate) fn build_table(
     dir: &Path,
     options: &TableOptions,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
@@ -107,21 +121,17 @@ fn write_table(
     path: &Path,
     options: &TableOptions,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let mut builder: Option<TableBuilder> = None;
-    #[expect(
-        clippy::while_let_on_iterator,
-        reason = "`entries` is a trait object the caller resumes; a for loop would consume it"
-    )]
-    while let Some(entry) = entries.next() {
+    while let Some(entry) = entries.next_entry() {
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
             None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
-        builder.add(&key, &value)?;
+        builder.add(key, value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
             break;
         }
@@ -168,7 +178,7 @@ pub(crate) fn write_level0_table(
         level0.keys += mem.len() as u64;
     }
     let options = table_options_for(opts, &tree, 0);
-    let mut entries = mem.iter().map(Ok);
+    let mut entries = MemtableEntries(mem.iter(), std::marker::PhantomData);
     let built = build_table(
         tables.fs.as_ref(),
         dir,
@@ -187,12 +197,34 @@ pub(crate) fn write_level0_table(
         })
 }
 
+/// While it lives, the tables a flush or compaction writes are protected
+/// from the orphan removal that failed work on the other background lane
+/// runs (they are named by no manifest until installed).
+pub(crate) struct PendingOutputs<'a> {
+    inner: &'a DbInner,
+    mark: u64,
+}
+
+impl<'a> PendingOutputs<'a> {
+    pub(crate) fn begin(inner: &'a DbInner) -> PendingOutputs<'a> {
+        let mark = inner.versions.lock().begin_outputs();
+        PendingOutputs { inner, mark }
+    }
+}
+
+impl Drop for PendingOutputs<'_> {
+    fn drop(&mut self) {
+        self.inner.versions.lock().end_outputs(self.mark);
+    }
+}
+
 /// Flushes the oldest immutable memtable, if any. Returns whether it did.
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let sv = inner.current.load_full();
     let Some(oldest) = sv.imm.last().cloned() else {
         return Ok(false);
     };
+    let _pending = PendingOutputs::begin(inner);
     let number = inner.versions.lock().new_file_number();
     let table = write_level0_table(
         &inner.tables,
@@ -210,6 +242,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         .into_iter()
         .collect();
 
+    let written: u64 = added.iter().map(|t| t.record.file_size).sum();
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();
     let version = Arc::new(current.version.apply(&[], added));
@@ -238,5 +271,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         let _ = inner.fs.remove(&old_log);
     }
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    inner
+        .counters
+        .flush_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
     Ok(true)
 }

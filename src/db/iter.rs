@@ -54,7 +54,8 @@ impl InternalIterator for MemSource {
         self.0.key()
     }
     fn value(&self) -> Bytes {
-        self.0.entry().map_or_else(Bytes::new, |(_, v)| v.clone())
+        // Copied out: the memtable's arena is not shared as `Bytes`.
+        Bytes::copy_from_slice(self.0.value())
     }
     fn next(&mut self) {
         self.0.next()

@@ -33,6 +33,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
+use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
@@ -71,14 +72,20 @@ pub(crate) struct SuperVersion {
 /// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
 #[derive(Default)]
 pub(crate) struct DbCounters {
-    pub gets: AtomicU64,
-    pub tables_consulted: AtomicU64,
-    pub memtable_hits: AtomicU64,
+    /// Bumped by every get: one shard per thread, so readers on different
+    /// cores write no common cache line.
+    pub reads: Sharded<GetTally>,
     pub flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
     pub write_stalls: AtomicU64,
+    pub write_stall_micros: AtomicU64,
+    /// Keys and values of acknowledged writes, in bytes.
+    pub user_bytes_written: AtomicU64,
+    pub flush_bytes_written: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
     pub filter_builds: FilterBuildCounters,
@@ -137,6 +144,14 @@ impl FilterBuildStats {
             self.nanos as f64 / self.keys as f64
         }
     }
+}
+
+/// One thread shard's counters of gets.
+#[derive(Default)]
+pub(crate) struct GetTally {
+    pub gets: AtomicU64,
+    pub tables_consulted: AtomicU64,
+    pub memtable_hits: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -198,7 +213,7 @@ impl DbInner {
 /// which holds the directory until it goes.
 pub struct Db {
     inner: Arc<DbInner>,
-    background: Option<std::thread::JoinHandle<()>>,
+    background: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// A snapshot of the database's counters and shape.
@@ -271,6 +286,20 @@ pub struct Stats {
     pub write_groups: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Time writers spent waiting for background work (too many immutable
+    /// memtables, or a full level 0), in microseconds, summed over stalls
+    /// (each rounded up to a whole microsecond).
+    pub write_stall_micros: u64,
+    /// Bytes of keys and values in acknowledged writes (what the
+    /// application put: no log or table overhead).
+    pub user_bytes_written: u64,
+    /// Bytes of the tables flushes wrote.
+    pub flush_bytes_written: u64,
+    /// Bytes of the tables compactions read (their inputs; tables moved
+    /// down a level without a rewrite not counted).
+    pub compaction_bytes_read: u64,
+    /// Bytes of the tables compactions wrote.
+    pub compaction_bytes_written: u64,
     /// Failed units of background work (flushes, compactions, recoveries)
     /// and failed log writes, since open.
     pub background_errors: u64,
@@ -281,6 +310,18 @@ pub struct Stats {
     pub background_error: Option<String>,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
+}
+
+impl Stats {
+    /// Bytes written to tables (by flushes and compactions) per byte of
+    /// keys and values put, since open; `None` before anything was put.
+    /// The log's bytes (about one more per byte put) are not included.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes_written > 0).then(|| {
+            (self.flush_bytes_written + self.compaction_bytes_written) as f64
+                / self.user_bytes_written as f64
+        })
+    }
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -321,9 +362,9 @@ impl Db {
             open::open(path.as_ref(), opts)?
         });
         let background = if read_only {
-            None
+            Vec::new()
         } else {
-            Some(background::spawn(Arc::clone(&inner))?)
+            background::spawn(&inner)?
         };
         Ok(Db { inner, background })
     }
@@ -515,8 +556,8 @@ impl Db {
             bloom_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.bloom),
             fuse_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.fuse),
             open_table_files: inner.tables.open_files(),
-            gets: load(&c.gets),
-            tables_consulted: load(&c.tables_consulted),
+            gets: c.reads.iter().map(|t| load(&t.gets)).sum(),
+            tables_consulted: c.reads.iter().map(|t| load(&t.tables_consulted)).sum(),
             table_count: sv.version.table_count(),
             damaged_tables: sv
                 .version
@@ -536,6 +577,11 @@ impl Db {
             writes: load(&c.writes),
             write_groups: load(&c.write_groups),
             write_stalls: load(&c.write_stalls),
+            write_stall_micros: load(&c.write_stall_micros),
+            user_bytes_written: load(&c.user_bytes_written),
+            flush_bytes_written: load(&c.flush_bytes_written),
+            compaction_bytes_read: load(&c.compaction_bytes_read),
+            compaction_bytes_written: load(&c.compaction_bytes_written),
             background_errors: load(&c.background_errors),
             background_retries: load(&c.background_retries),
             background_error: background::current_failure(inner),
@@ -569,7 +615,7 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 impl Drop for Db {
     fn drop(&mut self) {
         background::shutdown(&self.inner);
-        if let Some(handle) = self.background.take() {
+        for handle in self.background.drain(..) {
             let _ = handle.join();
         }
         // Make what reached the OS durable too, so a clean close loses nothing

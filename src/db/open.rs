@@ -41,13 +41,50 @@ pub(crate) struct VersionSet {
     pub next_file_number: u64,
     /// The oldest log whose records are not all in tables.
     pub log_number: u64,
+    /// Per running flush or compaction, the first file number its outputs
+    /// may have: a table numbered at or above the smallest may be one not
+    /// installed yet, never an orphan.
+    pending_outputs: Vec<u64>,
 }
 
 impl VersionSet {
+    /// The file numbers of a database opened at `next_file_number`, whose
+    /// oldest needed log is `log_number`; no work running.
+    pub fn new(next_file_number: u64, log_number: u64) -> VersionSet {
+        VersionSet {
+            next_file_number,
+            log_number,
+            pending_outputs: Vec::new(),
+        }
+    }
+
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
         self.next_file_number += 1;
         n
+    }
+
+    /// Marks the start of work whose outputs are numbered from now on;
+    /// returns the mark for [`VersionSet::end_outputs`].
+    pub fn begin_outputs(&mut self) -> u64 {
+        self.pending_outputs.push(self.next_file_number);
+        self.next_file_number
+    }
+
+    /// The work that began at `mark` installed or removed its outputs.
+    pub fn end_outputs(&mut self, mark: u64) {
+        if let Some(at) = self.pending_outputs.iter().position(|&m| m == mark) {
+            self.pending_outputs.swap_remove(at);
+        }
+    }
+
+    /// Tables numbered below this are not outputs of running work.
+    pub fn first_pending_output(&self) -> u64 {
+        self.pending_outputs
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// Makes `version` (with `log_number`, `last_sequence`) the durable
@@ -268,7 +305,10 @@ pub(crate) fn replay_logs(
             })?;
             let mut seq = batch.first_seq;
             for op in &batch.ops {
-                recovered.insert(op.key, seq, op.kind, op.value);
+                // Sequence numbers never repeat in intact logs.
+                recovered
+                    .insert(op.key, seq, op.kind, op.value)
+                    .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
                 last_seq = last_seq.max(seq);
                 seq = seq.next();
             }
@@ -315,6 +355,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut versions = VersionSet {
         next_file_number: state.next_file_number.max(highest_file + 1),
         log_number: state.log_number,
+        pending_outputs: Vec::new(),
     };
 
     let tables = ReadContext::for_options(&opts, ReadCounters::new());

@@ -35,11 +35,12 @@ pub(crate) fn get_at(
     snapshot: SeqNo,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
-    inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+    let tally = inner.counters.reads.local();
+    tally.gets.fetch_add(1, Ordering::Relaxed);
 
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get(key, snapshot) {
-            inner.counters.memtable_hits.fetch_add(1, Ordering::Relaxed);
+            tally.memtable_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(match found {
                 MemValue::Put(value) => Some(value),
                 MemValue::Deleted => None,
@@ -66,8 +67,7 @@ pub(crate) fn get_at(
             }
         }
     });
-    inner
-        .counters
+    tally
         .tables_consulted
         .fetch_add(consulted, Ordering::Relaxed);
     answer
@@ -108,10 +108,8 @@ pub(crate) fn multi_get_at(
     snapshot: SeqNo,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
-    inner
-        .counters
-        .gets
-        .fetch_add(keys.len() as u64, Ordering::Relaxed);
+    let tally = inner.counters.reads.local();
+    tally.gets.fetch_add(keys.len() as u64, Ordering::Relaxed);
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
     let mut pending = Vec::with_capacity(keys.len());
@@ -132,8 +130,7 @@ pub(crate) fn multi_get_at(
             done: false,
         });
     }
-    inner
-        .counters
+    tally
         .memtable_hits
         .fetch_add(memtable_hits, Ordering::Relaxed);
 
@@ -172,8 +169,7 @@ pub(crate) fn multi_get_at(
         scratch.order = order;
         pending.retain(|p| !p.done);
     }
-    inner
-        .counters
+    tally
         .tables_consulted
         .fetch_add(consulted, Ordering::Relaxed);
     Ok(answers)

@@ -151,10 +151,7 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         mem,
         wal: WalWriter::refusing(&dir.join(wal_file_name(log_number)), log_number),
         last_seq,
-        versions: VersionSet {
-            next_file_number: state.next_file_number,
-            log_number,
-        },
+        versions: VersionSet::new(state.next_file_number, log_number),
         tables,
         report,
         lock: Box::new(NoLock),

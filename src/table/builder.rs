@@ -328,9 +328,7 @@ impl TableBuilder {
                     self.filter_hashes.len(),
                     self.options.bloom_bits_per_key,
                 )?;
-                for &hash in &self.filter_hashes {
-                    filter.insert_hash(hash);
-                }
+                filter.insert_hashes(&self.filter_hashes);
                 (filter.encode(), filter.hashes(), FilterKind::BlockedBloom)
             }
         };

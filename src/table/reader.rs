@@ -283,7 +283,7 @@ impl Table {
     pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
         if let Some(filter) = &inner.filter {
-            let counters = &inner.context.counters;
+            let counters = inner.context.counters.local();
             ReadCounters::bump(&counters.filter_checks);
             if !filter.contains_hash(key.hash()) {
                 ReadCounters::bump(&counters.filter_skips);
@@ -306,7 +306,7 @@ impl Table {
         };
         maybe.extend(filter.contains_hashes(hashes));
         let skipped = maybe.iter().filter(|&&answer| !answer).count();
-        let counters = &self.inner.context.counters;
+        let counters = self.inner.context.counters.local();
         ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
         ReadCounters::add(&counters.filter_skips, skipped as u64);
         ReadCounters::add(&self.inner.filter_negatives, skipped as u64);
@@ -316,7 +316,7 @@ impl Table {
     /// (see [`Table::filter_answers`]): the index and the data block.
     pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
-        let counters = &inner.context.counters;
+        let counters = inner.context.counters.local();
         let found = match inner.index.block_for(key.internal_key()) {
             None => None,
             Some(block_no) => {
@@ -488,7 +488,7 @@ impl TableInner {
 
         table.open_filter(&properties);
         if table.filter_status.is_unusable() {
-            ReadCounters::bump(&context.counters.filter_fallbacks);
+            ReadCounters::bump(&context.counters.local().filter_fallbacks);
         }
         if let Source::Mapped { verified, .. } = &mut table.source {
             *verified = (0..index.len().div_ceil(64))
@@ -679,7 +679,7 @@ impl TableInner {
                 return Ok(block);
             }
         }
-        let counters = &self.context.counters;
+        let counters = self.context.counters.local();
         if let Some(block) = self.context.cached_block(self.id, handle.offset) {
             ReadCounters::bump(&counters.block_cache_hits);
             return Ok(block);

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
+use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
 use siftdb::{Db, FilterPolicy, Options};
 
 /// A siftdb database under measurement.
@@ -131,6 +131,12 @@ impl Engine for SiftdbEngine {
             ("tables", s.table_count as u64),
             ("flushes", s.flushes),
             ("compactions", s.compactions),
+            ("user_bytes_written", s.user_bytes_written),
+            (
+                "table_bytes_written",
+                s.flush_bytes_written + s.compaction_bytes_written,
+            ),
+            (WRITE_STALL_MICROS, s.write_stall_micros),
         ];
         let mut c: Counters = figures
             .into_iter()

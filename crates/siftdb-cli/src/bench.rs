@@ -59,7 +59,8 @@ pub struct BenchArgs {
     )]
     phases: Vec<Phase>,
 
-    /// Threads sharing the read phases (fillrandom and mixed use one).
+    /// Threads sharing every phase's operations (mixed: by key, so each
+    /// key's operations stay in order).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
 
