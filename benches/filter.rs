@@ -13,6 +13,7 @@
 //! ```text
 //! cargo bench --bench filter                      # n = 1,000,000: about 2 minutes
 //! SIFTDB_BENCH_HUGE=1 cargo bench --bench filter  # n = 100,000,000: about 9 minutes
+//! SIFTDB_BENCH_KEYS=4000000 cargo bench --bench filter -- build  # another n
 //! ```
 //!
 //! The huge run peaks at 3.3 GB resident (five filters of 125 MB, two copies
@@ -25,7 +26,11 @@
 //! measured over 1,000,000 absent keys and the bits per key actually used,
 //! and for siftdb the blocked-layout and standard-Bloom theoretical rates.
 //!
-//! Groups: `build` (ns per key, default size only), `contains_present`,
+//! `siftdb_gathered` builds siftdb's filter as a table builder does: each
+//! key's hash pushed to a vector as the key is added (timed), then one
+//! batched `insert_hashes` over them (timed), which fetches lines ahead.
+//!
+//! Groups: `build` (ns per key, not at the huge size), `contains_present`,
 //! `contains_absent` (keys hashed inside the measured call, each key reaching
 //! its filter as a `&[u8]` of run-time length, as in a database, so no
 //! filter's hash is compiled for 16-byte keys; `siftdb_view` is an encoded
@@ -105,6 +110,18 @@ fn insert_present(n: u64, mut insert: impl FnMut(&[u8])) -> Duration {
 
 fn siftdb_build(n: u64) -> (BloomFilter, Duration) {
     bloom_build(n, BITS_PER_KEY as f64)
+}
+
+/// siftdb's blocked Bloom filter built as a table builds it: every key
+/// hashed into a vector as it is added (timed), then the filter sized and
+/// filled from the gathered hashes in one batched call.
+fn siftdb_gathered_build(n: u64) -> (BloomFilter, Duration) {
+    let mut hashes = Vec::with_capacity(n as usize);
+    let hashing = insert_present(n, |k| hashes.push(hash_key(k)));
+    let start = cpu_now();
+    let mut f = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
+    f.insert_hashes(&hashes);
+    (f, hashing + (cpu_now() - start))
 }
 
 /// siftdb's blocked Bloom filter at the bits per key its theory needs for `fp_rate`.
@@ -247,12 +264,18 @@ fn print_table(n: u64, rows: &[Row]) {
 
 fn main() {
     let huge = std::env::var("SIFTDB_BENCH_HUGE").is_ok_and(|v| v == "1");
-    let n: u64 = if huge { 100_000_000 } else { 1_000_000 };
+    // SIFTDB_BENCH_KEYS=n: another size (the `build` group included).
+    let chosen = std::env::var("SIFTDB_BENCH_KEYS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let n: u64 = chosen.unwrap_or(if huge { 100_000_000 } else { 1_000_000 });
     for j in [0u64, 7, 123_456_789, 999_999_999_999_999] {
         assert_eq!(&key(j)[..], format!("k{j:015}").as_bytes());
     }
 
     let (sift, sift_time) = siftdb_build(n);
+    let (gathered, gathered_time) = siftdb_gathered_build(n);
+    assert!(gathered == sift, "the batched build sets the same bits");
     let (fast, fast_time) = fastbloom_build(n);
     let (sip, sip_time) = bloomfilter_build(n);
     let (sbbf, sbbf_time) = sbbf_build(n);
@@ -293,6 +316,14 @@ fn main() {
                 theory::blocked_fp_rate(sift_bpk, k) * 100.0,
                 theory::standard_fp_rate(sift.bits() as f64, n as f64, k) * 100.0
             ),
+        },
+        Row {
+            name: "siftdb_gathered",
+            bits: gathered.bits(),
+            k: gathered.hashes().to_string(),
+            fp: measured_fp(|key| gathered.contains(key)),
+            build: gathered_time,
+            theory: "as siftdb (the same bits)".into(),
         },
         Row {
             name: "fastbloom",
@@ -405,6 +436,7 @@ fn main() {
             });
         };
         timed("siftdb", |n| siftdb_build(n).1);
+        timed("siftdb_gathered", |n| siftdb_gathered_build(n).1);
         timed("fastbloom", |n| fastbloom_build(n).1);
         timed("bloomfilter", |n| bloomfilter_build(n).1);
         timed("sbbf-rs-safe", |n| sbbf_build(n).1);

@@ -180,14 +180,30 @@ impl WriteBatch {
     }
 
     /// Like [`WriteBatch::encode_record`], appending to `out`.
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "a batch's operations are its encoded bytes, ≥ 9 each; a count past u32::MAX needs > 36 GiB"
-    )]
     pub fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
-        out.extend_from_slice(&first_seq.0.to_le_bytes());
-        out.extend_from_slice(&(self.count as u32).to_le_bytes());
-        out.extend_from_slice(&self.ops);
+        encode_group_into(first_seq, std::iter::once(self), out);
+    }
+}
+
+/// Appends to `out` the log record payload of `batches` applied as one
+/// batch, in order, the first operation getting `first_seq`: what group
+/// commit logs, without merging the batches first. Their payloads together
+/// (one header) must pass [`WriteBatch::check_limits`]'s size limit for the
+/// record to decode.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "operations are encoded bytes, ≥ 5 each; a count past u32::MAX needs a payload past MAX_BATCH_PAYLOAD"
+)]
+pub fn encode_group_into<'a>(
+    first_seq: SeqNo,
+    batches: impl Iterator<Item = &'a WriteBatch> + Clone,
+    out: &mut Vec<u8>,
+) {
+    let count: usize = batches.clone().map(|b| b.count).sum();
+    out.extend_from_slice(&first_seq.0.to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+    for batch in batches {
+        out.extend_from_slice(&batch.ops);
     }
 }
 
@@ -394,6 +410,19 @@ mod tests {
         assert_eq!(a.iter().count(), 0);
         assert_eq!(a.approximate_bytes(), BATCH_HEADER_LEN);
         assert_eq!(a, WriteBatch::new());
+    }
+
+    #[test]
+    fn a_group_encodes_as_its_batches_appended() {
+        let mut b = WriteBatch::new();
+        b.delete(b"x");
+        let empty = WriteBatch::new();
+        let mut merged = sample();
+        merged.append(&b);
+        let mut out = vec![0xee];
+        encode_group_into(SeqNo(9), [sample(), empty, b].iter(), &mut out);
+        assert_eq!(out[0], 0xee);
+        assert_eq!(&out[1..], merged.encode_record(SeqNo(9)));
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub(crate) enum FailureClass {
 }
 
 fn recovery_hint(cause: &Error) -> &'static str {
+    if let Error::InvalidArgument(_) = cause.root() {
+        // Not a failure: the database was opened read-only.
+        return "reopen it without read_only to write";
+    }
     match cause.class() {
         FailureClass::Retryable => "retried automatically; Db::resume retries now",
         FailureClass::Hard => "Db::resume retries",

@@ -15,6 +15,7 @@
 mod async_db;
 pub mod batch;
 pub mod codec;
+mod counter;
 mod db;
 pub mod error;
 pub mod filename;
@@ -26,13 +27,16 @@ pub mod manifest;
 pub mod memtable;
 pub mod options;
 pub mod prefix;
+pub mod repair;
 pub mod table;
 pub mod wal;
 
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RecoveryReport, Snapshot, Stats};
+pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
+pub use filter::FilterPolicy;
 pub use options::Options;
 pub use prefix::PrefixExtractor;
+pub use repair::{repair, RepairOptions, RepairReport};

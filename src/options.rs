@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::prefix::PrefixExtractor;
 
@@ -27,7 +28,7 @@ pub enum Compression {
 /// Database options. Start from `Options::default()` and chain builder methods.
 #[derive(Clone)]
 pub struct Options {
-    pub(crate) bloom_bits_per_key: f64,
+    pub(crate) filter_policy: FilterPolicy,
     pub(crate) memtable_bytes: usize,
     pub(crate) sync_writes: bool,
     pub(crate) block_size: usize,
@@ -41,6 +42,8 @@ pub struct Options {
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
     pub(crate) retry_interval: Duration,
+    pub(crate) read_only: bool,
+    pub(crate) paranoid_checks: bool,
     pub(crate) fs: SharedFs,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
     pub(crate) whole_key_filtering: bool,
@@ -56,7 +59,7 @@ pub const DEFAULT_MAX_OPEN_FILES: usize = 1000;
 impl Default for Options {
     fn default() -> Self {
         Options {
-            bloom_bits_per_key: 10.0,
+            filter_policy: FilterPolicy::default(),
             memtable_bytes: 64 << 20,
             sync_writes: false,
             block_size: 4096,
@@ -70,6 +73,8 @@ impl Default for Options {
             max_open_files: None,
             mmap_reads: false,
             retry_interval: Duration::from_secs(1),
+            read_only: false,
+            paranoid_checks: false,
             fs: OsFileSystem::shared(),
             prefix_extractor: None,
             whole_key_filtering: true,
@@ -81,7 +86,7 @@ impl Default for Options {
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Options")
-            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("filter_policy", &self.filter_policy)
             .field("memtable_bytes", &self.memtable_bytes)
             .field("sync_writes", &self.sync_writes)
             .field("block_size", &self.block_size)
@@ -98,14 +103,25 @@ impl fmt::Debug for Options {
             .field("prefix_extractor", &self.prefix_extractor)
             .field("whole_key_filtering", &self.whole_key_filtering)
             .field("range_filter_bits_per_key", &self.range_filter_bits_per_key)
+            .field("read_only", &self.read_only)
+            .field("paranoid_checks", &self.paranoid_checks)
             .finish_non_exhaustive()
     }
 }
 
 impl Options {
-    /// Bloom filter bits per key for every table; 0 disables filters. Default 10.
-    pub fn bloom_bits_per_key(mut self, bits: f64) -> Self {
-        self.bloom_bits_per_key = bits;
+    /// Bloom filter bits per key for every table; 0 disables filters. A
+    /// shorthand for `filter_policy(FilterPolicy::bits_per_key(bits))`.
+    pub fn bloom_bits_per_key(self, bits: f64) -> Self {
+        self.filter_policy(FilterPolicy::bits_per_key(bits))
+    }
+
+    /// How tables get their filters: the bits per key of each level and the
+    /// kind of filter ([`FilterPolicy`]). Tables already written keep the
+    /// filter they were built with; compaction rewrites them under the
+    /// policy in force. Default: uniform 10 bits per key.
+    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
+        self.filter_policy = policy;
         self
     }
 
@@ -283,6 +299,42 @@ impl Options {
         self
     }
 
+    /// Opens the database for reading only (what [`crate::Db::open_read_only`]
+    /// does). Default false.
+    ///
+    /// Such an open creates, changes and deletes nothing — no lock file, no
+    /// manifest, no log, no table — so it needs no write permission and can
+    /// run beside a process that has the database open for writing. It
+    /// reads the manifest and every live table, and replays the logs into
+    /// memory; reads then see the database as of the open (a consistent
+    /// view: a manifest that changes meanwhile makes the open start again).
+    /// Writes, `flush`, `compact` and `resume` are refused with
+    /// [`crate::Error::ReadOnly`]. A directory without a database is an
+    /// error, never created.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Refuse to open a database with a damaged table, and check every
+    /// table whole at open. Default false.
+    ///
+    /// By default a table that cannot be opened (a damaged footer, index or
+    /// properties block, a file that is missing or of the wrong size) does
+    /// not stop the open: the database opens, and each get or scan that
+    /// needs that table returns [`crate::Error::Corruption`] naming it,
+    /// while every other read is served (`RecoveryReport::damaged_tables`
+    /// lists them; compaction leaves them alone). With `paranoid_checks`
+    /// the open fails instead, and it also reads and verifies every block
+    /// of every table (what `Table::verify` checks), so a damaged data
+    /// block refuses the open too — at the price of reading the whole
+    /// database once per open. A damaged manifest or log refuses the open
+    /// either way (`siftdb repair` salvages what is readable).
+    pub fn paranoid_checks(mut self, paranoid: bool) -> Self {
+        self.paranoid_checks = paranoid;
+        self
+    }
+
     /// The file system the engine performs all I/O through (tests inject faults here).
     pub fn file_system(mut self, fs: SharedFs) -> Self {
         self.fs = fs;
@@ -291,12 +343,7 @@ impl Options {
 
     /// Checks every option; `InvalidArgument` names the first bad one.
     pub fn validate(&self) -> Result<()> {
-        let b = self.bloom_bits_per_key;
-        if !(b.is_finite() && (b == 0.0 || (0.5..=64.0).contains(&b))) {
-            return Err(Error::invalid(format!(
-                "bloom_bits_per_key must be 0 or within [0.5, 64], got {b}"
-            )));
-        }
+        self.filter_policy.validate()?;
         if self.memtable_bytes < 4096 {
             return Err(Error::invalid("memtable_bytes must be at least 4096"));
         }

@@ -168,6 +168,23 @@ fn fill(out: &mut [u8], parts: &[&[u8]]) {
 ///
 /// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
 pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
+    let start = out.len();
+    out.reserve(RECORD_HEADER_LEN + payload.len());
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    out.extend_from_slice(payload);
+    let sealed = out.get_mut(start..).map_or(Ok(()), seal_record);
+    if sealed.is_err() {
+        out.truncate(start);
+    }
+    sealed
+}
+
+/// Fills in the header of the record `record` holds: its first
+/// [`RECORD_HEADER_LEN`] bytes (their content ignored), then the payload.
+fn seal_record(record: &mut [u8]) -> Result<()> {
+    let Some((header, payload)) = record.split_at_mut_checked(RECORD_HEADER_LEN) else {
+        return Err(Error::invalid("a log record is shorter than its header"));
+    };
     let len = u32::try_from(payload.len()).map_err(|_| {
         Error::invalid(format!(
             "log record of {} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit",
@@ -175,11 +192,14 @@ pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
         ))
     })?;
     let len_bytes = len.to_le_bytes();
-    out.reserve(RECORD_HEADER_LEN + payload.len());
-    out.extend_from_slice(&len_bytes);
-    out.extend_from_slice(&crc32_of(&[&len_bytes]).to_le_bytes());
-    out.extend_from_slice(&crc32_of(&[&len_bytes, payload]).to_le_bytes());
-    out.extend_from_slice(payload);
+    fill(
+        header,
+        &[
+            &len_bytes,
+            &crc32_of(&[&len_bytes]).to_le_bytes(),
+            &crc32_of(&[&len_bytes, payload]).to_le_bytes(),
+        ],
+    );
     Ok(())
 }
 
@@ -202,22 +222,53 @@ impl WalWriter {
         })
     }
 
+    /// A writer with no file that refuses every append, sync and close
+    /// (`ReadOnly`): the log of a database opened read-only, which writes
+    /// nothing. Creates nothing.
+    pub(crate) fn refusing(path: &Path, log_number: u64) -> WalWriter {
+        WalWriter {
+            file: Box::new(NoFile),
+            path: path.to_path_buf(),
+            log_number,
+            bytes_written: 0,
+            scratch: Vec::new(),
+            failed: true,
+            records: 0,
+            closed: false,
+        }
+    }
+
     /// Appends one record with one write call, so the operating system holds
     /// all of it or a prefix of it. Not durable until [`WalWriter::sync`].
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        self.append_with(|out| out.extend_from_slice(payload))
+    }
+
+    /// Appends one record whose payload `write_payload` appends to the
+    /// buffer it is handed, with one write call, as [`WalWriter::append`]:
+    /// the payload is built in place behind its header (no copy, and no
+    /// allocation once the buffer has grown to the usual record size).
+    ///
+    /// `InvalidArgument` (the log unchanged) when the payload is longer
+    /// than [`MAX_PAYLOAD_LEN`].
+    pub fn append_with(&mut self, write_payload: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
         self.check_usable()?;
         self.scratch.clear();
-        encode_record_into(&mut self.scratch, payload)?;
-        let result = self.file.append(&self.scratch);
+        self.scratch.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+        write_payload(&mut self.scratch);
+        let sealed = seal_record(&mut self.scratch);
+        let result = sealed.and_then(|()| self.file.append(&self.scratch));
+        let record_len = self.scratch.len();
         if self.scratch.capacity() > KEEP_SCRATCH_BYTES {
             self.scratch = Vec::new();
         }
         match result {
             Ok(()) => {
-                self.bytes_written += (RECORD_HEADER_LEN + payload.len()) as u64;
+                self.bytes_written += record_len as u64;
                 self.records += 1;
                 Ok(())
             }
+            Err(e @ Error::InvalidArgument(_)) => Err(e),
             Err(e) => {
                 self.failed = true;
                 Err(e)
@@ -275,6 +326,20 @@ impl WalWriter {
             });
         }
         Ok(())
+    }
+}
+
+/// The file behind [`WalWriter::refusing`]: never written (the writer's
+/// `failed` flag refuses first); refuses anyway.
+struct NoFile;
+
+impl WritableFile for NoFile {
+    fn append(&mut self, _data: &[u8]) -> Result<()> {
+        Err(Error::invalid("a read-only database has no log to write"))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Err(Error::invalid("a read-only database has no log to write"))
     }
 }
 
@@ -615,6 +680,209 @@ pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches
     })
 }
 
+/// A stretch of a damaged log that [`salvage`] gave up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRecord {
+    /// Where the lost bytes start.
+    pub offset: u64,
+    /// How many bytes were given up (one record when its length was
+    /// readable, else everything up to the next record that could be
+    /// trusted, or to the end).
+    pub len: u64,
+    /// What was wrong there.
+    pub reason: String,
+}
+
+/// What [`salvage`] read of a log, damaged or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalSalvage<'a> {
+    /// The log number in the header; `None` when the header is damaged.
+    pub log_number: Option<u64>,
+    /// Every record that passed both checksums and decodes as a write batch
+    /// whose sequence numbers follow the previous one's, with its offset.
+    pub batches: Vec<(u64, DecodedBatch<'a>)>,
+    /// What was given up, in file order.
+    pub lost: Vec<LostRecord>,
+    /// The torn end a crash left (not counted as lost: no acknowledged
+    /// record can be in it unless the log was closed cleanly — then it is
+    /// in `lost`).
+    pub torn_tail: Option<TornTail>,
+    /// The log ends with a close record.
+    pub closed_cleanly: bool,
+}
+
+/// The payload length of the record at the start of `rest` when its header
+/// checksum vouches for it and the record fits: then a damaged payload can
+/// be skipped exactly.
+fn vouched_len(rest: &[u8]) -> Option<usize> {
+    let mut reader = ByteReader::new(rest, "log record header");
+    let len_bytes: [u8; 4] = reader.array().ok()?;
+    let header_crc = reader.u32().ok()?;
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    (header_crc == crc32_of(&[&len_bytes]) && RECORD_HEADER_LEN.checked_add(len)? <= rest.len())
+        .then_some(RECORD_HEADER_LEN + len)
+}
+
+/// One step of [`salvage`]'s walk.
+enum Step<'a> {
+    /// A record kept: its batch and length.
+    Batch(DecodedBatch<'a>, usize),
+    /// The log ends here: cleanly (`true`), or with a torn tail.
+    End(bool, Option<String>),
+    /// Damage: its reason, and the length to skip when it is known.
+    Damage(String, Option<usize>),
+}
+
+fn step(rest: &[u8], close_records: bool, after: Option<SeqNo>) -> Step<'_> {
+    if rest.is_empty() {
+        return Step::End(false, None);
+    }
+    match read_record(rest, close_records) {
+        RecordRead::Record { payload, len } => match decode_record(payload) {
+            Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
+            Ok(batch) => Step::Damage(
+                format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
+                Some(len),
+            ),
+            Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
+        },
+        RecordRead::Close if rest.len() == CLOSE_RECORD_LEN => Step::End(true, None),
+        RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
+        RecordRead::Torn(reason) => Step::End(false, Some(reason)),
+        RecordRead::Corrupt(reason) => Step::Damage(reason, vouched_len(rest)),
+    }
+}
+
+/// The record at the start of `rest` whose header checksum failed, found
+/// whole after all when only its header was hit: either the stored length
+/// is right (the header checksum itself was damaged), or one byte of the
+/// length was (the header checksum then names the right length: crc32 of a
+/// 4-byte string is one-to-one) — in both cases the record checksum, which
+/// covers the length and the payload, must hold. Returns the batch and the
+/// record's length.
+fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_>, usize)> {
+    let mut reader = ByteReader::new(rest, "log record header");
+    let stored: [u8; 4] = reader.array().ok()?;
+    let header_crc = reader.u32().ok()?;
+    let record_crc = reader.u32().ok()?;
+    let body = rest.get(RECORD_HEADER_LEN..)?;
+    let one_byte_off = (0..4).flat_map(|at| {
+        (0..=u8::MAX).filter_map(move |byte| {
+            let mut len = stored;
+            let slot = len.get_mut(at)?;
+            if *slot == byte {
+                return None;
+            }
+            *slot = byte;
+            Some(len)
+        })
+    });
+    std::iter::once(stored)
+        .chain(one_byte_off.filter(|len| crc32_of(&[len]) == header_crc))
+        .find_map(|len_bytes| {
+            let len = u32::from_le_bytes(len_bytes) as usize;
+            let payload = body.get(..len)?;
+            if crc32_of(&[&len_bytes, payload]) != record_crc {
+                return None;
+            }
+            let batch = decode_record(payload).ok()?;
+            after
+                .is_none_or(|a| batch.first_seq > a)
+                .then_some((batch, RECORD_HEADER_LEN + len))
+        })
+}
+
+/// Reads what can be read of a log: like [`replay`], but past damage. A
+/// record whose payload fails its checksum (its length vouched for by the
+/// header checksum) is skipped exactly, and the walk goes on after it; a
+/// record whose header checksum fails is kept when its header can be
+/// repaired (see `header_repaired`: the record checksum then proves it
+/// whole). Otherwise where the next record starts is unknown, and the rest
+/// of the log is given up rather than searched for something that looks
+/// like a record (a log record stored inside a value would). What is
+/// skipped is reported in `lost`. Never fails: a file with no readable
+/// record gives none.
+pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
+    let mut out = WalSalvage {
+        log_number: None,
+        batches: Vec::new(),
+        lost: Vec::new(),
+        torn_tail: None,
+        closed_cleanly: false,
+    };
+    let (header, _) = bytes
+        .split_at_checked(FILE_HEADER_LEN)
+        .unwrap_or((bytes, &[]));
+    let version = match parse_file_header(header) {
+        Ok((log_number, version)) => {
+            out.log_number = Some(log_number);
+            version
+        }
+        Err(_) if header.len() < FILE_HEADER_LEN || all_zero(bytes) => {
+            out.torn_tail = Some(TornTail {
+                offset: 0,
+                reason: "file header torn".to_string(),
+            });
+            return out;
+        }
+        Err(reason) => {
+            out.lost.push(LostRecord {
+                offset: 0,
+                len: FILE_HEADER_LEN as u64,
+                reason: format!("file header: {reason}"),
+            });
+            FORMAT_VERSION
+        }
+    };
+    let close_records = version >= 2;
+    let mut pos = FILE_HEADER_LEN;
+    let mut last_seq: Option<SeqNo> = None;
+    loop {
+        let rest = bytes.get(pos..).unwrap_or_default();
+        match step(rest, close_records, last_seq) {
+            Step::Batch(batch, len) => {
+                last_seq = batch.last_seq().or(last_seq);
+                out.batches.push((pos as u64, batch));
+                pos += len;
+            }
+            Step::End(clean, torn) => {
+                out.closed_cleanly = clean;
+                out.torn_tail = torn.map(|reason| TornTail {
+                    offset: pos as u64,
+                    reason,
+                });
+                break;
+            }
+            Step::Damage(reason, Some(len)) => {
+                out.lost.push(LostRecord {
+                    offset: pos as u64,
+                    len: len as u64,
+                    reason,
+                });
+                pos += len;
+            }
+            Step::Damage(reason, None) => match header_repaired(rest, last_seq) {
+                Some((batch, len)) => {
+                    last_seq = batch.last_seq().or(last_seq);
+                    out.batches.push((pos as u64, batch));
+                    pos += len;
+                }
+                None => {
+                    // Where the next record starts is unknown: guessing
+                    // could take bytes inside a value for a record.
+                    out.lost.push(LostRecord {
+                        offset: pos as u64,
+                        len: rest.len() as u64,
+                        reason: format!("{reason}; the records from here on cannot be delimited"),
+                    });
+                    break;
+                }
+            },
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,9 +909,16 @@ mod tests {
         let path = dir.path().join("000007.wal");
         let fs = OsFileSystem;
         let mut w = WalWriter::create(&fs, &path, 7).unwrap();
-        for p in SAMPLE {
-            w.append(p).unwrap();
-        }
+        // Both ways of appending write the same record.
+        w.append(SAMPLE[0]).unwrap();
+        w.append_with(|out| out.extend_from_slice(SAMPLE[1]))
+            .unwrap();
+        w.append_with(|out| {
+            let (a, b) = SAMPLE[2].split_at(5);
+            out.extend_from_slice(a);
+            out.extend_from_slice(b);
+        })
+        .unwrap();
         w.sync().unwrap();
         assert_eq!(w.log_number(), 7);
         let expected = log_bytes(7, &SAMPLE);
@@ -1009,5 +1284,122 @@ mod tests {
             bad[seq_at + byte] ^= 0x01;
             assert!(replay_batches(&bad, "x.wal").unwrap_err().is_corruption());
         }
+    }
+
+    /// A log of batches: one put each of `key{i}` at sequence 10·(i+1),
+    /// the given values; returns the bytes and each record's offset.
+    fn batch_log(values: &[&[u8]]) -> (Vec<u8>, Vec<usize>) {
+        let mut out = encode_file_header(3).to_vec();
+        let mut offsets = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            let mut batch = WriteBatch::new();
+            batch.put(format!("key{i}"), value);
+            offsets.push(out.len());
+            let payload = batch.encode_record(SeqNo(10 * (i as u64 + 1)));
+            encode_record_into(&mut out, &payload).unwrap();
+        }
+        out.extend_from_slice(&encode_close_record(values.len() as u64, out.len() as u64));
+        (out, offsets)
+    }
+
+    fn salvaged_keys(log: &WalSalvage<'_>) -> Vec<Vec<u8>> {
+        log.batches
+            .iter()
+            .flat_map(|(_, b)| b.ops.iter().map(|op| op.key.to_vec()))
+            .collect()
+    }
+
+    fn keys(indexes: &[usize]) -> Vec<Vec<u8>> {
+        indexes
+            .iter()
+            .map(|i| format!("key{i}").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn salvage_reads_an_intact_log_as_replay_does() {
+        let (log, _) = batch_log(&[b"a", b"b", b"c"]);
+        let s = salvage(&log);
+        assert_eq!(s.log_number, Some(3));
+        assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]));
+        assert!(s.lost.is_empty() && s.closed_cleanly && s.torn_tail.is_none());
+    }
+
+    #[test]
+    fn salvage_skips_a_record_whose_payload_or_record_checksum_is_damaged() {
+        let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
+        for at in [offsets[1] + RECORD_HEADER_LEN + 3, offsets[1] + 9] {
+            let mut damaged = log.clone();
+            damaged[at] ^= 0x10;
+            let s = salvage(&damaged);
+            assert_eq!(salvaged_keys(&s), keys(&[0, 2]), "flip at {at}");
+            assert_eq!(s.lost.len(), 1);
+            assert_eq!(s.lost[0].offset, offsets[1] as u64);
+            assert_eq!(s.lost[0].len, (offsets[2] - offsets[1]) as u64);
+            assert!(s.closed_cleanly);
+        }
+    }
+
+    #[test]
+    fn salvage_repairs_a_record_header_hit_in_one_byte() {
+        let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
+        // Each byte of the length, and of the header checksum.
+        for at in offsets[1]..offsets[1] + 8 {
+            let mut damaged = log.clone();
+            damaged[at] ^= 0x44;
+            let s = salvage(&damaged);
+            assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]), "flip at {at}");
+            assert!(s.lost.is_empty(), "flip at {at}: {:?}", s.lost);
+        }
+        // Two bytes of the length: the rest cannot be delimited.
+        let mut damaged = log.clone();
+        damaged[offsets[1]] ^= 0x44;
+        damaged[offsets[1] + 1] ^= 0x44;
+        let s = salvage(&damaged);
+        assert_eq!(salvaged_keys(&s), keys(&[0]));
+        assert_eq!(s.lost.len(), 1);
+        assert_eq!(s.lost[0].len, (log.len() - offsets[1]) as u64);
+    }
+
+    #[test]
+    fn salvage_never_takes_a_record_stored_in_a_value_for_one() {
+        // The second batch's value is itself a valid log record, of a batch
+        // with the sequence number the damaged record would have had.
+        let mut inner = WriteBatch::new();
+        inner.put("invented", "value");
+        let mut fake = Vec::new();
+        encode_record_into(&mut fake, &inner.encode_record(SeqNo(20))).unwrap();
+        let (log, offsets) = batch_log(&[b"a", &fake, b"c"]);
+        let mut damaged = log.clone();
+        damaged[offsets[1]] ^= 0x44;
+        damaged[offsets[1] + 2] ^= 0x44;
+        let s = salvage(&damaged);
+        let found = salvaged_keys(&s);
+        assert!(!found.contains(&b"invented".to_vec()), "{found:?}");
+        assert_eq!(found, keys(&[0]));
+    }
+
+    #[test]
+    fn salvage_reads_past_a_damaged_file_header_and_survives_garbage() {
+        let (log, _) = batch_log(&[b"a", b"b"]);
+        let mut damaged = log.clone();
+        damaged[9] ^= 1;
+        let s = salvage(&damaged);
+        assert_eq!(s.log_number, None);
+        assert_eq!(salvaged_keys(&s), keys(&[0, 1]));
+        assert_eq!(s.lost[0].offset, 0);
+        for garbage in [
+            Vec::new(),
+            vec![0u8; 7],
+            vec![0xab; 100],
+            log[..30].to_vec(),
+        ] {
+            let s = salvage(&garbage);
+            assert!(s.batches.is_empty());
+        }
+        // Cut short after a crash: the torn tail is not a loss.
+        let s = salvage(&log[..log.len() - CLOSE_RECORD_LEN - 3]);
+        assert_eq!(salvaged_keys(&s), keys(&[0]));
+        assert!(s.lost.is_empty() && s.torn_tail.is_some());
     }
 }

@@ -10,7 +10,15 @@
 //! The only loss allowed without an error is the log's last record, and only
 //! when the reopen reports it as a torn tail (a checksum failing in the last
 //! record is what a crash mid-append looks like); then the database must be
-//! exactly the state before that batch.
+//! exactly the state before that batch. A damaged table never refuses the
+//! open (only the manifest and the log may, naming `siftdb repair`).
+//!
+//! Then every damaged copy is repaired (`siftdb::repair`) and read again:
+//! it must open with no damaged table, verify clean, and answer every key
+//! right — except a key within a range the report says was lost (then it
+//! may be absent, never an older value), or written by a log record the
+//! report says was lost (then it may read as if that batch never
+//! happened). A second repair must change nothing.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -27,9 +35,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use siftdb::filename::{parse_file_name, FileKind, MANIFEST_FILE};
+use siftdb::inspect::verify_dir;
 use siftdb::table::format::TRAILER_LEN;
 use siftdb::table::Table;
-use siftdb::{Db, Options, WriteBatch};
+use siftdb::{repair, Db, Options, RepairOptions, WriteBatch};
 
 /// Positions picked at random in each file, on top of the structural ones.
 const RANDOM_POSITIONS_PER_FILE: usize = 150;
@@ -59,6 +68,16 @@ struct Writer<'a> {
     model: &'a mut Model,
 }
 
+/// Applies `ops` to `model`.
+fn apply_ops(model: &mut Model, ops: &[Op]) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
 impl Writer<'_> {
     fn apply(&mut self, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
         let mut batch = WriteBatch::new();
@@ -78,9 +97,16 @@ impl Writer<'_> {
     }
 }
 
+/// One write: a key and its new value (`None`: deleted).
+type Op = (Vec<u8>, Option<Vec<u8>>);
+
 /// The database every trial copies, and what it must read as: `full` with
 /// every logged batch, `without_last` if the log's last record is dropped.
 struct Template {
+    /// The state before the batches left in the log, and those batches
+    /// with their records' offsets.
+    before_log: Model,
+    logged: Vec<(u64, Vec<Op>)>,
     _root: tempfile::TempDir,
     dir: PathBuf,
     full: Model,
@@ -148,25 +174,32 @@ fn build_template() -> Template {
     }
     db.flush().unwrap();
     // Four batches left in the log: they are in no table.
+    let before_log = model.clone();
+    let batches: Vec<Vec<Op>> = vec![
+        (260..265u32)
+            .map(|i| (key(i), Some(value("v4", i))))
+            .collect(),
+        vec![(key(10), Some(value("v4", 10))), (key(11), None)],
+        vec![(key(200), None), (key(300), Some(value("v4", 300)))],
+        vec![
+            (key(261), Some(value("v5", 261))),
+            (key(4), None),
+            (key(12), Some(value("v5", 12))),
+            (key(400), Some(value("v5", 400))),
+            (key(201), None),
+        ],
+    ];
     let mut w = Writer {
         db: &db,
         model: &mut model,
     };
-    w.apply(
-        &(260..265u32)
-            .map(|i| (key(i), Some(value("v4", i))))
-            .collect::<Vec<_>>(),
-    );
-    w.apply(&[(key(10), Some(value("v4", 10))), (key(11), None)]);
-    w.apply(&[(key(200), None), (key(300), Some(value("v4", 300)))]);
-    let without_last = w.model.clone();
-    w.apply(&[
-        (key(261), Some(value("v5", 261))),
-        (key(4), None),
-        (key(12), Some(value("v5", 12))),
-        (key(400), Some(value("v5", 400))),
-        (key(201), None),
-    ]);
+    let mut without_last = Model::new();
+    for (i, batch) in batches.iter().enumerate() {
+        if i + 1 == batches.len() {
+            without_last = w.model.clone();
+        }
+        w.apply(batch);
+    }
     let stats = db.stats();
     assert!(stats.level_tables.first().copied() == Some(2), "{stats:?}");
     assert_eq!(stats.table_count, 3, "{stats:?}");
@@ -181,6 +214,12 @@ fn build_template() -> Template {
     let replayed = siftdb::wal::replay(&log, &log_name).unwrap();
     assert_eq!(replayed.records.len(), 4);
     let last_record = replayed.records.last().unwrap().offset;
+    let logged = replayed
+        .records
+        .iter()
+        .map(|r| r.offset)
+        .zip(batches)
+        .collect();
 
     let mut universe: Vec<Vec<u8>> = (0..300u32).chain([300, 400, 500, 999]).map(key).collect();
     universe.push(b"a".to_vec());
@@ -188,6 +227,8 @@ fn build_template() -> Template {
     Template {
         _root: root,
         dir,
+        before_log,
+        logged,
         full: model,
         without_last,
         universe,
@@ -266,7 +307,11 @@ fn positions(template: &Template) -> Vec<Position> {
 enum Outcome {
     RefusedAtOpen,
     /// Opened; some reads reported errors, every other answer was right.
-    ErrorsReported,
+    /// `damaged_at_open`: a table could not be opened (the whole open
+    /// failed for that before damaged tables were tolerated).
+    ErrorsReported {
+        damaged_at_open: bool,
+    },
     /// Opened; every answer right (`torn` when the log's last record was dropped).
     AllCorrect {
         torn: bool,
@@ -294,7 +339,12 @@ fn trial(template: &Template, root: &Path, at: &Position, mask: u8) -> Result<Ou
 
     let db = match Db::open_with(&dir, options()) {
         Ok(db) => db,
-        Err(e) if e.is_corruption() => return Ok(Outcome::RefusedAtOpen),
+        Err(e) if e.is_corruption() => {
+            if !e.to_string().contains("siftdb repair") {
+                return Err(format!("a refused open does not name `siftdb repair`: {e}"));
+            }
+            return Ok(Outcome::RefusedAtOpen);
+        }
         Err(e) => return Err(format!("open failed with a non-corruption error: {e}")),
     };
     let torn = match &db.recovery_report().torn_tail {
@@ -363,11 +413,119 @@ fn trial(template: &Template, root: &Path, at: &Position, mask: u8) -> Result<Ou
             ));
         }
     }
+    let damaged_at_open = !db.recovery_report().damaged_tables.is_empty();
     drop(db);
     Ok(if errors > 0 || scan_error {
-        Outcome::ErrorsReported
+        Outcome::ErrorsReported { damaged_at_open }
+    } else if damaged_at_open {
+        return Err("a table could not be opened, yet every read was served".into());
     } else {
         Outcome::AllCorrect { torn }
+    })
+}
+
+/// What a repair of a damaged copy came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repaired {
+    /// Every key right.
+    AllRight,
+    /// This many keys absent or as before a lost batch, all within what
+    /// the report says was lost.
+    Lost(usize),
+}
+
+/// Repairs the copy `trial` left in `root/trial` and reads it whole.
+/// `Err` is a broken promise.
+fn repair_trial(template: &Template, root: &Path) -> Result<Repaired, String> {
+    let dir = root.join("trial");
+    let report = repair(&dir, RepairOptions::new().options(options()))
+        .map_err(|e| format!("repair failed: {e}"))?;
+    let verified = verify_dir(&dir).map_err(|e| format!("verify after repair: {e}"))?;
+    if let Some(problem) = verified.errors().next() {
+        return Err(format!("verify after repair: {problem}"));
+    }
+    // The states the database may be in: every logged batch applied but
+    // any of those the report says were lost.
+    let affected: Vec<usize> = template
+        .logged
+        .iter()
+        .enumerate()
+        .filter(|(_, (offset, _))| {
+            report
+                .logs
+                .iter()
+                .flat_map(|l| l.lost.iter())
+                .any(|lost| (lost.offset..lost.offset + lost.len).contains(offset))
+                || report
+                    .logs
+                    .iter()
+                    .any(|l| l.torn_tail.as_ref().is_some_and(|(torn, _)| torn <= offset))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let mut states = Vec::new();
+    for subset in 0..1u32 << affected.len() {
+        let mut state = template.before_log.clone();
+        for (i, (_, ops)) in template.logged.iter().enumerate() {
+            let skipped = affected
+                .iter()
+                .position(|&a| a == i)
+                .is_some_and(|bit| subset & (1 << bit) != 0);
+            if !skipped {
+                apply_ops(&mut state, ops);
+            }
+        }
+        states.push(state);
+    }
+    let db = Db::open_with(&dir, options()).map_err(|e| format!("open after repair: {e}"))?;
+    if !db.recovery_report().damaged_tables.is_empty() {
+        return Err(format!(
+            "damaged tables after repair: {:?}",
+            db.recovery_report().damaged_tables
+        ));
+    }
+    let mut lost = 0;
+    for k in &template.universe {
+        let got = db
+            .get(k)
+            .map_err(|e| format!("get {} after repair: {e}", String::from_utf8_lossy(k)))?;
+        let got = got.as_deref();
+        if got == template.full.get(k).map(Vec::as_slice) {
+            continue;
+        }
+        let lost_range = report.lost_ranges().any(|r| r.covers(k));
+        let as_without_a_lost_batch = states.iter().any(|s| s.get(k).map(Vec::as_slice) == got);
+        if !(as_without_a_lost_batch || (got.is_none() && lost_range)) {
+            return Err(format!(
+                "after repair get {} = {:?}, expected {:?} (lost ranges {:?}, lost batches {affected:?})",
+                String::from_utf8_lossy(k),
+                got.map(String::from_utf8_lossy),
+                template.full.get(k).map(|v| String::from_utf8_lossy(v)),
+                report.lost_ranges().collect::<Vec<_>>(),
+            ));
+        }
+        lost += 1;
+    }
+    for item in db.iter() {
+        let (k, v) = item.map_err(|e| format!("scan after repair: {e}"))?;
+        let got = db.get(&k).map_err(|e| e.to_string())?;
+        if got.as_deref() != Some(v.as_ref()) {
+            return Err(format!(
+                "after repair the scan and get disagree on {}",
+                String::from_utf8_lossy(&k)
+            ));
+        }
+    }
+    drop(db);
+    let again = repair(&dir, RepairOptions::new().options(options()))
+        .map_err(|e| format!("second repair failed: {e}"))?;
+    if again.changed() {
+        return Err(format!("a second repair changed things: {again:?}"));
+    }
+    Ok(if lost == 0 {
+        Repaired::AllRight
+    } else {
+        Repaired::Lost(lost)
     })
 }
 
@@ -389,11 +547,13 @@ fn single_byte_changes_give_right_answers_or_errors() {
         };
         let _ = results_tx.send((
             pristine.clone(),
-            trial(&template, root.path(), &pristine, 0),
+            trial(&template, root.path(), &pristine, 0)
+                .and_then(|outcome| Ok((outcome, repair_trial(&template, root.path())?))),
         ));
         for at in all {
             let mask = 1 + rng.below(255) as u8;
-            let outcome = trial(&template, root.path(), &at, mask);
+            let outcome = trial(&template, root.path(), &at, mask)
+                .and_then(|outcome| Ok((outcome, repair_trial(&template, root.path())?)));
             if results_tx.send((at, outcome)).is_err() {
                 return;
             }
@@ -402,6 +562,8 @@ fn single_byte_changes_give_right_answers_or_errors() {
 
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
     let mut per_file: BTreeMap<String, [usize; 4]> = BTreeMap::new();
+    let mut repaired_per_file: BTreeMap<String, [usize; 3]> = BTreeMap::new();
+    let mut damaged_at_open: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     for i in 0..=count {
         let (at, outcome) = results_rx
@@ -410,21 +572,38 @@ fn single_byte_changes_give_right_answers_or_errors() {
         if i == 0 {
             assert_eq!(
                 outcome,
-                Ok(Outcome::AllCorrect { torn: false }),
+                Ok((Outcome::AllCorrect { torn: false }, Repaired::AllRight)),
                 "untouched copy"
             );
             continue;
         }
-        let slot = match outcome {
-            Ok(Outcome::RefusedAtOpen) => 0,
-            Ok(Outcome::ErrorsReported) => 1,
-            Ok(Outcome::AllCorrect { torn: true }) => 2,
-            Ok(Outcome::AllCorrect { torn: false }) => 3,
+        let (outcome, repaired) = match outcome {
+            Ok(both) => both,
             Err(broken) => {
                 failures.push(format!("{} offset {}: {broken}", at.file, at.offset));
                 continue;
             }
         };
+        if let Outcome::ErrorsReported {
+            damaged_at_open: true,
+        } = outcome
+        {
+            *damaged_at_open.entry(at.file.clone()).or_default() += 1;
+        }
+        let slot = match outcome {
+            Outcome::RefusedAtOpen => 0,
+            Outcome::ErrorsReported { .. } => 1,
+            Outcome::AllCorrect { torn: true } => 2,
+            Outcome::AllCorrect { torn: false } => 3,
+        };
+        let repaired_file = repaired_per_file.entry(at.file.clone()).or_default();
+        match repaired {
+            Repaired::AllRight => repaired_file[0] += 1,
+            Repaired::Lost(keys) => {
+                repaired_file[1] += 1;
+                repaired_file[2] += keys;
+            }
+        }
         per_file.entry(at.file.clone()).or_default()[slot] += 1;
         let name = [
             "refused at open",
@@ -443,6 +622,20 @@ fn single_byte_changes_give_right_answers_or_errors() {
     for (file, counts) in &per_file {
         println!("  {file:<14} {counts:?}");
     }
+    println!(
+        "opened with a table that could not be opened (refused before damaged tables were \
+         tolerated): {damaged_at_open:?}"
+    );
+    println!("after repair, per file (every key right / some keys lost as reported / keys lost):");
+    for (file, counts) in &repaired_per_file {
+        println!("  {file:<14} {counts:?}");
+    }
+    let refused_tables: usize = per_file
+        .iter()
+        .filter(|(file, _)| file.ends_with(".sst"))
+        .map(|(_, counts)| counts[0])
+        .sum();
+    assert_eq!(refused_tables, 0, "a damaged table refused the open");
     assert!(
         failures.is_empty(),
         "{} broken promises:\n{}",

@@ -404,3 +404,63 @@ fn concurrent_writers_and_readers_read_their_writes() {
     assert!(stats.flushes > 0);
     assert!(stats.write_groups <= stats.writes);
 }
+
+#[test]
+fn stats_count_bytes_put_and_bytes_written_to_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), small_options()).unwrap();
+    assert_eq!(db.stats().write_amplification(), None);
+    let mut put = 0u64;
+    for i in 0..6000u32 {
+        let key = format!("key{:06}", (i * 7919) % 6000);
+        let value = vec![b'v'; 40 + (i % 50) as usize];
+        put += (key.len() + value.len()) as u64;
+        db.put(&key, &value).unwrap();
+    }
+    db.delete("key000001").unwrap();
+    put += "key000001".len() as u64;
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.user_bytes_written, put);
+    assert!(stats.flushes > 0 && stats.compactions > 0, "{stats:?}");
+    // What the flushes and compactions wrote is at least what is live now.
+    let live: u64 = stats.level_bytes.iter().sum();
+    assert!(stats.flush_bytes_written > 0 && stats.compaction_bytes_written > 0);
+    assert!(
+        stats.flush_bytes_written + stats.compaction_bytes_written >= live,
+        "{stats:?}"
+    );
+    assert!(stats.compaction_bytes_read > 0);
+    let amplification = stats.write_amplification().unwrap();
+    let expected = (stats.flush_bytes_written + stats.compaction_bytes_written) as f64 / put as f64;
+    assert!((amplification - expected).abs() < 1e-9);
+    assert!(amplification > 0.5, "{amplification}");
+}
+
+#[test]
+fn write_stalls_are_counted_and_timed() {
+    // Tiny memtables and a level 0 that stops writes at 2 tables: writes
+    // come much faster than flushes and compactions, so writers stall.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path(),
+        Options::default()
+            .memtable_bytes(4096)
+            .level0_compaction_trigger(2)
+            .level0_stop_writes(2),
+    )
+    .unwrap();
+    let mut puts = 0u64;
+    while db.stats().write_stalls == 0 {
+        assert!(puts < 200_000, "no write ever stalled");
+        for _ in 0..100 {
+            db.put(format!("key{puts:08}"), [7u8; 100]).unwrap();
+            puts += 1;
+        }
+    }
+    let stats = db.stats();
+    // Every stall counts at least a microsecond.
+    assert!(stats.write_stall_micros >= stats.write_stalls, "{stats:?}");
+    assert_eq!(stats.user_bytes_written, puts * (11 + 100));
+}

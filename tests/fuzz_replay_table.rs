@@ -3,7 +3,8 @@
 //! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
 //! valid tables (of format versions 2 and 3, and the version-1 seeds kept in
 //! the corpus) and compressed blocks, through the same functions the fuzzer
-//! runs.
+//! runs. Seeds 7 and 8 carry binary fuse filters, 9 and 10 prefix entries
+//! and range filters (format 3), 11 all of these.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,6 +17,7 @@
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
+use siftdb::filter::FingerprintBits;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::options::Compression;
@@ -85,6 +87,10 @@ fn seed_tables() -> Vec<Vec<u8>> {
         block_size: 512,
         ..TableOptions::default()
     };
+    let fuse = |bits| TableOptions {
+        static_filter: Some(bits),
+        ..small.clone()
+    };
     // Format 3: prefix entries in the filter and a range filter block.
     let scan_filters = TableOptions {
         prefix_extractor: Some(PrefixExtractor::fixed(2).unwrap()),
@@ -97,6 +103,12 @@ fn seed_tables() -> Vec<Vec<u8>> {
         range_filter_bits_per_key: 4.0,
         ..TableOptions::default()
     };
+    // A binary fuse filter holding whole keys and prefixes, beside a
+    // range filter.
+    let fuse_scan_filters = TableOptions {
+        static_filter: Some(FingerprintBits::Eight),
+        ..scan_filters.clone()
+    };
     vec![
         seed_table(1, &TableOptions::default()),
         seed_table(3, &small),
@@ -105,8 +117,12 @@ fn seed_tables() -> Vec<Vec<u8>> {
         seed_table(40, &TableOptions::default()),
         seed_table_with(20, &compressed, repetitive),
         seed_table_with(12, &TableOptions::default(), repetitive),
+        // Binary fuse filter blocks (SFF1).
+        seed_table(12, &fuse(FingerprintBits::Eight)),
+        seed_table(30, &fuse(FingerprintBits::Sixteen)),
         seed_table(12, &scan_filters),
         seed_table(40, &prefixes_only),
+        seed_table(30, &fuse_scan_filters),
     ]
 }
 
@@ -183,7 +199,7 @@ fn table_open_replays_corpus_and_mutations() {
             table.unwrap().range_filter_view().is_some()
         })
         .count();
-    assert_eq!(version_3, 2, "format-3 seeds with a range filter");
+    assert_eq!(version_3, 3, "format-3 seeds with a range filter");
     for seed in seed_tables().into_iter().chain(version_1) {
         table_open(&seed);
         for _ in 0..300 {

@@ -12,6 +12,7 @@
 
 use std::cmp::Ordering;
 
+use siftdb::filter::FingerprintBits;
 use siftdb::fs::OsFileSystem;
 use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
 use siftdb::options::Compression;
@@ -159,6 +160,11 @@ fn random_tables_round_trip() {
         let options = TableOptions {
             block_size: block_sizes[round % 3],
             bloom_bits_per_key: [10.0, 0.0, 3.5][round % 3 / 2 + round % 2],
+            static_filter: [
+                None,
+                Some(FingerprintBits::Eight),
+                Some(FingerprintBits::Sixteen),
+            ][round / 3 % 3],
             restart_interval: [1, 4, 16][round % 3],
             compression: [Compression::Lz4, Compression::None][round % 2],
             // Format 3 in some rounds: prefixes in the filter (some without

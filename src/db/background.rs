@@ -1,7 +1,11 @@
-//! The background thread: flushes immutable memtables, compacts, and
+//! The background threads: flushes immutable memtables, compacts, and
 //! recovers from failures without a reopen.
 //!
-//! Owns: the one background thread, its wake-ups, the record of failures
+//! Owns: the two background threads (lanes) and their wake-ups — the
+//! *flush* lane flushes memtables and recovers a failed flush or log, the
+//! *compaction* lane compacts, so a flush never waits behind a long
+//! compaction (writers stall on a full set of immutable memtables only
+//! when flushing itself falls behind) — the record of failures
 //! by kind (what each one stops, when it is retried: see `docs/design.md`,
 //! "Failures"), recovery (automatic retries with backoff and
 //! [`crate::Db::resume`]), the removal of what failed work left behind, and
@@ -57,17 +61,29 @@ impl Failure {
     }
 }
 
+/// The two background threads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lane {
+    /// Flushes and log/flush recovery: the work writers wait for first.
+    Flush = 0,
+    /// Compactions, automatic and full.
+    Compaction = 1,
+}
+
 #[derive(Default)]
 pub(crate) struct BgState {
     shutdown: bool,
-    busy: bool,
+    /// Per lane (`Lane as usize`): a unit of work is running.
+    busy: [bool; 2],
     flush_failure: Option<Failure>,
     compaction_failure: Option<Failure>,
     /// Failed compactions so far (a full compaction's caller waits for
     /// success or for a failure newer than its request).
     compaction_failures: u64,
     resume_requested: u64,
-    resume_done: u64,
+    /// Per lane: the newest resume request it has answered (retried its
+    /// slot's failure, or found none to retry).
+    resume_done: [u64; 2],
     full_requested: u64,
     full_done: u64,
     /// Per level, the largest key of the last table compacted out of it.
@@ -93,96 +109,145 @@ enum Work {
     Full(u64),
 }
 
-pub(crate) fn spawn(inner: Arc<DbInner>) -> Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("siftdb-bg".into())
-        .spawn(move || run(&inner))
-        .map_err(Error::from)
+/// Starts the flush and the compaction thread. If the second cannot start,
+/// the first is stopped again before the error is returned.
+pub(crate) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let start = |lane: Lane, name: &str| {
+        let inner = Arc::clone(inner);
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || run(&inner, lane))
+            .map_err(Error::from)
+    };
+    let flush = start(Lane::Flush, "siftdb-flush")?;
+    match start(Lane::Compaction, "siftdb-compact") {
+        Ok(compaction) => Ok(vec![flush, compaction]),
+        Err(e) => {
+            shutdown(inner);
+            let _ = flush.join();
+            Err(e)
+        }
+    }
 }
 
-/// The work to do now (and whether it retries a failure), or how long to
-/// sleep (`None`: until woken).
+impl BgState {
+    fn idle(&self) -> bool {
+        self.busy.iter().all(|b| !b)
+    }
+
+    /// What `lane` must do for a resume request it has not answered yet:
+    /// its slot's retry, if that slot failed (`None` when it has nothing
+    /// to retry).
+    fn resume_work(&mut self, lane: Lane) -> Option<Work> {
+        match lane {
+            Lane::Flush => self.flush_failure.is_some().then_some(Work::Recover),
+            Lane::Compaction => self.compaction_failure.take().map(|_| {
+                if self.full_requested > self.full_done {
+                    Work::Full(self.full_requested)
+                } else {
+                    Work::Compact
+                }
+            }),
+        }
+    }
+}
+
+/// The work `lane` has to do now (and whether it retries a failure), or
+/// how long to sleep (`None`: until woken).
 fn next_work(
     inner: &DbInner,
     st: &mut BgState,
+    lane: Lane,
 ) -> std::result::Result<(Work, bool), Option<Duration>> {
     if st.stopped() {
         return Err(None);
     }
     let now = Instant::now();
-    let mut wake: Option<Instant> = None;
-    let mut wake_at = |at: Option<Instant>| {
-        if let Some(at) = at {
-            wake = Some(wake.map_or(at, |w| w.min(at)));
-        }
-    };
     let sv = inner.current.load();
-    match &st.flush_failure {
-        Some(f) if f.due(now) => return Ok((Work::Recover, true)),
-        Some(f) => wake_at(f.retry_at),
-        None if !sv.imm.is_empty() => return Ok((Work::Flush, false)),
-        None => {}
+    if lane == Lane::Flush {
+        return match &st.flush_failure {
+            Some(f) if f.due(now) => Ok((Work::Recover, true)),
+            Some(f) => Err(f.retry_at.map(|at| at.saturating_duration_since(now))),
+            None if !sv.imm.is_empty() => Ok((Work::Flush, false)),
+            None => Err(None),
+        };
     }
-    let compaction_allowed = match &st.compaction_failure {
-        Some(f) if f.due(now) => true,
-        Some(f) => {
-            wake_at(f.retry_at);
-            false
+    if let Some(f) = &st.compaction_failure {
+        if !f.due(now) {
+            return Err(f.retry_at.map(|at| at.saturating_duration_since(now)));
         }
-        None => true,
-    };
-    if compaction_allowed {
-        let retry = st.compaction_failure.is_some();
-        if st.full_requested > st.full_done {
-            return Ok((Work::Full(st.full_requested), retry));
-        }
-        if compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some() {
-            return Ok((Work::Compact, retry));
-        }
-        // Due for a retry, but nothing is left to compact.
-        st.compaction_failure = None;
     }
-    Err(wake.map(|at| at.saturating_duration_since(now)))
+    let retry = st.compaction_failure.is_some();
+    if st.full_requested > st.full_done {
+        return Ok((Work::Full(st.full_requested), retry));
+    }
+    if compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some() {
+        return Ok((Work::Compact, retry));
+    }
+    // Due for a retry, but nothing is left to compact.
+    st.compaction_failure = None;
+    Err(None)
 }
 
-fn run(inner: &DbInner) {
+fn run(inner: &DbInner, lane: Lane) {
+    let me = lane as usize;
     loop {
-        // A resume request runs the retries of every failed slot, in order,
-        // whatever their backoff; otherwise one unit of due work.
-        let (plan, resume): (Vec<(Work, bool)>, _) = {
+        // A resume request this lane has not answered runs its slot's
+        // retry whatever its backoff; otherwise one unit of due work.
+        let (work, retry, resume) = {
             let mut st = inner.bg.lock();
             loop {
                 if st.shutdown {
-                    st.busy = false;
+                    if let Some(busy) = st.busy.get_mut(me) {
+                        *busy = false;
+                    }
                     inner.bg_cv.notify_all();
                     return;
                 }
-                if st.resume_requested > st.resume_done && !st.stopped() {
-                    let mut plan = Vec::new();
-                    if st.flush_failure.is_some() {
-                        plan.push((Work::Recover, true));
+                let answered = st.resume_done.get(me).copied().unwrap_or(u64::MAX);
+                let requested = st.resume_requested;
+                if requested > answered && !st.stopped() {
+                    match st.resume_work(lane) {
+                        Some(work) => {
+                            if let Some(busy) = st.busy.get_mut(me) {
+                                *busy = true;
+                            }
+                            break (work, true, Some(requested));
+                        }
+                        None => {
+                            if let Some(done) = st.resume_done.get_mut(me) {
+                                *done = requested;
+                            }
+                            inner.bg_cv.notify_all();
+                            continue;
+                        }
                     }
-                    if st.compaction_failure.take().is_some() {
-                        let work = if st.full_requested > st.full_done {
-                            Work::Full(st.full_requested)
-                        } else {
-                            Work::Compact
-                        };
-                        plan.push((work, true));
-                    }
-                    st.busy = true;
-                    break (plan, Some(st.resume_requested));
                 }
-                match next_work(inner, &mut st) {
-                    Ok(work) => {
-                        st.busy = true;
-                        break (vec![work], None);
+                let had_failure = st.compaction_failure.is_some();
+                match next_work(inner, &mut st, lane) {
+                    Ok((work, retry)) => {
+                        if let Some(busy) = st.busy.get_mut(me) {
+                            *busy = true;
+                        }
+                        break (work, retry, None);
                     }
                     Err(sleep) => {
-                        st.busy = false;
+                        let was_busy = st.busy.get_mut(me).is_some_and(std::mem::take);
                         // A resume asked of a stopped database is answered at once.
-                        st.resume_done = st.resume_requested;
-                        inner.bg_cv.notify_all();
+                        let requested = st.resume_requested;
+                        let answered = st
+                            .resume_done
+                            .get_mut(me)
+                            .is_some_and(|done| std::mem::replace(done, requested) != requested);
+                        // A failure found to have nothing left to retry was cleared.
+                        let cleared = had_failure && st.compaction_failure.is_none();
+                        // Only news wakes the waiters (and the other lane,
+                        // which waits on the same condition variable): an
+                        // idle lane that woke the other each time it found
+                        // nothing to do would keep both spinning.
+                        if was_busy || answered || cleared {
+                            inner.bg_cv.notify_all();
+                        }
                         match sleep {
                             Some(d) => {
                                 inner.bg_cv.wait_for(&mut st, d);
@@ -193,18 +258,18 @@ fn run(inner: &DbInner) {
                 }
             }
         };
-        for (work, retry) in plan {
-            if retry {
-                inner
-                    .counters
-                    .background_retries
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            run_unit(inner, work);
+        if retry {
+            inner
+                .counters
+                .background_retries
+                .fetch_add(1, Ordering::Relaxed);
         }
+        run_unit(inner, work);
         if let Some(generation) = resume {
             let mut st = inner.bg.lock();
-            st.resume_done = st.resume_done.max(generation);
+            if let Some(done) = st.resume_done.get_mut(me) {
+                *done = (*done).max(generation);
+            }
             inner.bg_cv.notify_all();
         }
     }
@@ -362,9 +427,11 @@ pub(crate) fn log_failed(inner: &DbInner, error: &Error) {
 }
 
 /// Removes the files no live version and no on-disk manifest names: tables
-/// a failed (or panicked) flush or compaction wrote, logs older than both
+/// a failed (or panicked) flush or compaction wrote (but none numbered at
+/// or after the first output of work still running), logs older than both
 /// the durable and the in-memory log number, a leftover `MANIFEST.tmp`.
-/// Best effort: what cannot be listed or removed now goes at the next open.
+/// Best effort: what cannot be listed or removed now goes later, at the
+/// next removal or the next open.
 fn remove_orphans(inner: &DbInner) {
     let fs = inner.fs.as_ref();
     // No manifest write or table installation meanwhile.
@@ -384,9 +451,11 @@ fn remove_orphans(inner: &DbInner) {
         .map(|r| r.file_number)
         .collect();
     let oldest_log = durable.log_number.min(versions.log_number);
+    // The other lane's flush or compaction may be writing tables right now.
+    let first_pending = versions.first_pending_output();
     for name in names {
         let orphan = match parse_file_name(&name) {
-            Some((FileKind::Table, n)) => !live.contains(&n),
+            Some((FileKind::Table, n)) => n < first_pending && !live.contains(&n),
             Some((FileKind::Wal, n)) => n < oldest_log,
             None => name == MANIFEST_TEMP_FILE,
         };
@@ -396,7 +465,7 @@ fn remove_orphans(inner: &DbInner) {
     }
 }
 
-/// Wakes the background thread.
+/// Wakes the background threads.
 pub(crate) fn notify(inner: &DbInner) {
     let _st = inner.bg.lock();
     inner.bg_cv.notify_all();
@@ -443,7 +512,7 @@ pub(crate) fn rotation_refused(inner: &DbInner) -> Option<Error> {
 /// failure of the work it waits for ends the wait with `ReadOnly`.
 ///
 /// The condition is checked under the background lock, which the
-/// background thread takes to record each unit of work after publishing it:
+/// background threads take to record each unit of work after publishing it:
 /// so work finished between the caller's own check and this wait is seen
 /// here, rather than waited for again (a wait for "one more unit" would
 /// hang when that was the last unit there was to do).
@@ -513,7 +582,7 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
         let pending = !sv.imm.is_empty()
             || st.full_requested > st.full_done
             || compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some();
-        if !pending && !st.busy {
+        if !pending && st.idle() {
             return Ok(());
         }
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
@@ -551,7 +620,7 @@ pub(crate) fn resume(inner: &DbInner) -> Result<()> {
     st.resume_requested += 1;
     let generation = st.resume_requested;
     inner.bg_cv.notify_all();
-    while st.resume_done < generation {
+    while st.resume_done.iter().any(|&done| done < generation) {
         if st.shutdown {
             return Err(Error::Closed);
         }
@@ -588,7 +657,7 @@ pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
     }
 }
 
-/// Tells the background thread to stop after its current unit of work.
+/// Tells the background threads to stop after their current unit of work.
 pub(crate) fn shutdown(inner: &DbInner) {
     let mut st = inner.bg.lock();
     st.shutdown = true;

@@ -2,7 +2,8 @@
 //!
 //! Owns: choosing what to compact (level 0 by table count, deeper levels by
 //! size against `level1_bytes · ratio^(n−1)`), merging the inputs into new
-//! tables (each with its own filter), and installing the result.
+//! tables (each with its own filter, chosen by the filter policy for the
+//! tree as it will be after the compaction), and installing the result.
 //! Must never: drop the newest version of a key, drop a tombstone while an
 //! older version may live deeper, or delete an input before a durable
 //! manifest stopped naming it.
@@ -12,12 +13,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::flush::{build_table, open_live_table};
+use crate::db::flush::{
+    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs,
+};
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, LEVELS};
 use crate::error::Result;
 use crate::filename::table_file_name;
+use crate::filter::LevelTables;
 use crate::key::{parse_internal_key, user_key_of, ValueKind};
 use crate::options::Options;
 use crate::table::ScanMode;
@@ -43,6 +47,15 @@ fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
 }
 
 /// The most urgent compaction, if any level is over its budget.
+///
+/// Tables that could not be opened (damaged, see `LiveTable::readable`) are
+/// left where they are: a compaction is picked without them, never through
+/// them, and never moves newer data below one (at level 0 only the tables
+/// older than every damaged one go down; at deeper levels a table is
+/// chosen whose inputs are all readable). Only when level 0 is full enough
+/// to stop writes and no compaction can avoid a damaged table is one picked
+/// with it, so that it fails as `Corruption` and writers are refused with
+/// an error that names the table, rather than stalled for good.
 pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Pick> {
     let level0 = version.levels.first()?;
     let mut best: Option<(f64, usize)> = None;
@@ -59,20 +72,40 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
         }
     }
     let (_, level) = best?;
-    let mut inputs: Vec<Arc<LiveTable>> = if level == 0 {
-        level0.clone()
+    let with_overlaps = |mut inputs: Vec<Arc<LiveTable>>| {
+        let (lo, hi) = key_range(&inputs)?;
+        inputs.extend(version.overlapping(level + 1, &lo, &hi));
+        Some(inputs)
+    };
+    let readable = |inputs: &Vec<Arc<LiveTable>>| inputs.iter().all(|t| !t.is_damaged());
+    let inputs = if level == 0 {
+        // Only tables older than every damaged one may move below it: a
+        // newer one moved down would put newer data under older data.
+        let older = level0
+            .iter()
+            .rposition(|t| t.is_damaged())
+            .map_or(0, |newest_damaged| newest_damaged + 1);
+        let healthy = level0.get(older..).unwrap_or_default().to_vec();
+        match with_overlaps(healthy).filter(readable) {
+            Some(inputs) => Some(inputs),
+            None if level0.len() >= opts.level0_stop_writes => with_overlaps(level0.clone()),
+            None => None,
+        }
     } else {
         // Round-robin through the level so every key range gets its turn.
         let tables = version.levels.get(level)?;
         let after = pointers.get(level).map(Vec::as_slice).unwrap_or_default();
-        let chosen = tables
+        let start = tables
             .iter()
-            .find(|t| t.largest_user_key() > after)
-            .or_else(|| tables.first())?;
-        vec![Arc::clone(chosen)]
-    };
-    let (lo, hi) = key_range(&inputs)?;
-    inputs.extend(version.overlapping(level + 1, &lo, &hi));
+            .position(|t| t.largest_user_key() > after)
+            .unwrap_or(0);
+        tables
+            .iter()
+            .skip(start)
+            .chain(tables.iter().take(start))
+            .filter_map(|chosen| with_overlaps(vec![Arc::clone(chosen)]))
+            .find(readable)
+    }?;
     Some(Pick {
         inputs,
         output_level: level + 1,
@@ -146,18 +179,22 @@ struct NewestOnly {
     merged: MergingIter,
     drop_tombstones: bool,
     started: bool,
+    /// The user key last yielded (reused: no allocation per entry).
+    last: Vec<u8>,
+    /// The value last yielded, kept so it can be lent.
+    value: Bytes,
 }
 
-impl Iterator for NewestOnly {
-    type Item = Result<(Bytes, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl EntrySource for NewestOnly {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         loop {
             if self.started {
                 // Skip older versions of the key just yielded.
-                let last = Bytes::copy_from_slice(user_key_of(self.merged.key()));
+                self.last.clear();
+                self.last.extend_from_slice(user_key_of(self.merged.key()));
                 self.merged.next();
-                while self.merged.valid() && user_key_of(self.merged.key()) == last.as_ref() {
+                while self.merged.valid() && user_key_of(self.merged.key()) == self.last.as_slice()
+                {
                     self.merged.next();
                 }
             } else {
@@ -178,9 +215,34 @@ impl Iterator for NewestOnly {
             if kind == ValueKind::Delete && self.drop_tombstones {
                 continue;
             }
-            return Some(Ok((Bytes::copy_from_slice(key), self.merged.value())));
+            self.value = self.merged.value();
+            return Some(Ok((self.merged.key(), &self.value)));
         }
     }
+}
+
+/// The tree as it will be once `pick` is installed: its inputs gone, their
+/// entries in `table_target_bytes`-sized tables of the output level (an
+/// estimate: duplicates and dropped tombstones are not known yet).
+fn tree_after(version: &Version, pick: &Pick, opts: &Options) -> Vec<LevelTables> {
+    let mut tree = version.level_tables();
+    if tree.len() <= pick.output_level {
+        tree.resize(pick.output_level + 1, LevelTables::default());
+    }
+    let (mut entries, mut bytes) = (0u64, 0u64);
+    for input in &pick.inputs {
+        if let Some(level) = tree.get_mut(input.record.level as usize) {
+            level.tables = level.tables.saturating_sub(1);
+            level.keys = level.keys.saturating_sub(input.record.entries);
+        }
+        entries += input.record.entries;
+        bytes += input.record.file_size;
+    }
+    if let Some(output) = tree.get_mut(pick.output_level) {
+        output.tables += bytes.div_ceil(opts.table_target_bytes.max(1)).max(1);
+        output.keys += entries;
+    }
+    tree
 }
 
 /// A level index as the manifest records it; levels are below `LEVELS` (7).
@@ -192,6 +254,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
     };
+    let _pending = PendingOutputs::begin(inner);
 
     // A lone table with nothing to merge against moves down as it is: the
     // same open table (its filter and index already in memory) under a new
@@ -221,18 +284,26 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         merged: MergingIter::new(sources),
         drop_tombstones: is_bottom(version, &pick, &lo, &hi),
         started: false,
-    }
-    .peekable();
+        last: Vec::new(),
+        value: Bytes::new(),
+    };
 
+    let options = table_options_for(
+        &inner.opts,
+        &tree_after(version, &pick, &inner.opts),
+        pick.output_level,
+    );
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
     let built = (|| {
-        while entries.peek().is_some() {
+        // Until the stream runs dry (`build_table` then writes nothing; the
+        // file number it was given stays unused).
+        loop {
             let number = inner.versions.lock().new_file_number();
             // `build_table` removes its own partial file on failure.
-            let Some(mut record) = build_table(
+            let Some((mut record, info)) = build_table(
                 inner.fs.as_ref(),
                 &inner.dir,
-                &inner.opts,
+                &options,
                 number,
                 &mut entries,
                 Some(inner.opts.table_target_bytes),
@@ -240,6 +311,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
             else {
                 break;
             };
+            inner.counters.filter_builds.record(&info);
             record.level = level_number(pick.output_level);
             match open_live_table(&inner.tables, &inner.dir, record) {
                 Ok(table) => outputs.push(table),
@@ -257,7 +329,14 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         return Err(e);
     }
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
-    install(inner, &removed, outputs, &pick.inputs)
+    let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
+    let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
+    install(inner, &removed, outputs, &pick.inputs)?;
+    let c = &inner.counters;
+    c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
+    c.compaction_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
+    Ok(())
 }
 
 fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
@@ -289,8 +368,8 @@ fn install(
     // Scans and snapshots may still read these tables (their file handles
     // may have been closed by the open-file cache and need reopening): each
     // file goes when the last handle on its table does.
-    for table in obsolete {
-        table.table.remove_file_when_unused();
+    for table in obsolete.iter().filter_map(|t| t.table.as_ref().ok()) {
+        table.remove_file_when_unused();
     }
     inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())

@@ -1,7 +1,8 @@
 //! Turning memtables into level-0 tables, and opening tables as live ones.
 //!
-//! Owns: building a table from a sorted stream of entries, the flush of the
-//! oldest immutable memtable, and the manifest update that follows it.
+//! Owns: building a table from a sorted stream of entries (with the filter
+//! the policy chooses for its level, [`table_options_for`]), the flush of
+//! the oldest immutable memtable, and the manifest update that follows it.
 //! Must never: name a table in the manifest before its file is synced, or
 //! remove a log before a durable manifest no longer needs it.
 
@@ -9,18 +10,28 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use crate::db::version::LiveTable;
+use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
+use crate::filter::LevelTables;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{ReadContext, Table, TableBuilder, TableOptions};
+use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
+
+/// The options a table written to `level` is built with: the database's,
+/// with the filter its policy chooses for a tree shaped as `tree` (the tree
+/// as it will be with the new table in place).
+pub(crate) fn table_options_for(
+    opts: &Options,
+    tree: &[LevelTables],
+    level: usize,
+) -> TableOptions {
+    TableOptions::from(opts).with_filter(opts.filter_policy.choose(tree, level))
+}
 
 /// Opens the table a manifest record names (its filter and index into
 /// memory); a missing file is corruption.
@@ -28,6 +39,17 @@ pub(crate) fn open_live_table(
     tables: &Arc<ReadContext>,
     dir: &Path,
     record: TableRecord,
+) -> Result<Arc<LiveTable>> {
+    open_live_table_with(tables, dir, record, Table::open)
+}
+
+/// [`open_live_table`] through `open_table` (a read-only database holds
+/// its files open: `Table::open_held`).
+pub(crate) fn open_live_table_with(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    record: TableRecord,
+    open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
 ) -> Result<Arc<LiveTable>> {
     let name = table_file_name(record.file_number);
     let path = dir.join(&name);
@@ -37,7 +59,7 @@ pub(crate) fn open_live_table(
             "named by the manifest but missing",
         ));
     }
-    let table = Table::open(tables, &path)?;
+    let table = open_table(tables, &path)?;
     if table.file_size() != record.file_size {
         return Err(Error::corruption(
             format!("table {name}"),
@@ -48,26 +70,46 @@ pub(crate) fn open_live_table(
             ),
         ));
     }
-    Ok(Arc::new(LiveTable { record, table }))
+    Ok(Arc::new(LiveTable {
+        record,
+        table: Ok(table),
+    }))
+}
+
+/// A sorted stream of `(internal key, value)` entries lent one at a time,
+/// so a table can be built without copying each entry out of its source.
+pub(crate) trait EntrySource {
+    /// The next entry, `None` at the end, or the error that ended the stream.
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>>;
+}
+
+/// A memtable's entries, borrowed in place (for `'a`).
+struct MemtableEntries<'a, I>(I, std::marker::PhantomData<&'a [u8]>);
+
+impl<'a, I: Iterator<Item = (&'a [u8], &'a [u8])>> EntrySource for MemtableEntries<'a, I> {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        self.0.next().map(Ok)
+    }
 }
 
 /// Streams sorted `(internal key, value)` entries into table `number`,
 /// stopping after `stop_after_bytes` (callers that split output must hold one
 /// version per user key, so a cut never separates a key's versions); returns
-/// its manifest record (level left at 0), or `None` when empty.
+/// its manifest record (level left at 0) and what its builder reported, or
+/// `None` when empty.
 ///
 /// A failure removes the partial file: it must not hold the space that ran
 /// out, nor linger until the next open.
 pub(crate) fn build_table(
     fs: &dyn FileSystem,
     dir: &Path,
-    opts: &Options,
+    options: &TableOptions,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
-) -> Result<Option<TableRecord>> {
+) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
-    let built = write_table(fs, &path, opts, number, entries, stop_after_bytes);
+    let built = write_table(fs, &path, options, number, entries, stop_after_bytes);
     if built.is_err() && fs.exists(&path) {
         let _ = fs.remove(&path);
     }
@@ -77,23 +119,19 @@ pub(crate) fn build_table(
 fn write_table(
     fs: &dyn FileSystem,
     path: &Path,
-    opts: &Options,
+    options: &TableOptions,
     number: u64,
-    entries: &mut dyn Iterator<Item = Result<(Bytes, Bytes)>>,
+    entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
-) -> Result<Option<TableRecord>> {
+) -> Result<Option<(TableRecord, TableInfo)>> {
     let mut builder: Option<TableBuilder> = None;
-    #[expect(
-        clippy::while_let_on_iterator,
-        reason = "`entries` is a trait object the caller resumes; a for loop would consume it"
-    )]
-    while let Some(entry) = entries.next() {
+    while let Some(entry) = entries.next_entry() {
         let (key, value) = entry?;
         let builder = match &mut builder {
             Some(b) => b,
-            None => builder.insert(TableBuilder::create(fs, path, &TableOptions::from(opts))?),
+            None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
-        builder.add(&key, &value)?;
+        builder.add(key, value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
             break;
         }
@@ -102,8 +140,14 @@ fn write_table(
         return Ok(None);
     };
     let info = builder.finish()?;
-    Ok(Some(TableRecord {
-        level: 0,
+    Ok(Some((table_record(number, 0, &info), info)))
+}
+
+/// The manifest record of table `number` at `level`, as its builder
+/// finished it.
+pub(crate) fn table_record(number: u64, level: u32, info: &TableInfo) -> TableRecord {
+    TableRecord {
+        level,
         file_number: number,
         file_size: info.file_size,
         entries: info.entries,
@@ -111,28 +155,67 @@ fn write_table(
         largest: info.largest.to_vec(),
         min_seq: info.min_seq,
         max_seq: info.max_seq,
-    }))
+    }
 }
 
-/// Writes a whole memtable as level-0 table `number` (removed again if it
-/// cannot be opened).
+/// Writes a whole memtable as level-0 table `number` of the tree `version`
+/// (removed again if it cannot be opened); returns it with what its builder
+/// reported.
 pub(crate) fn write_level0_table(
     tables: &Arc<ReadContext>,
     dir: &Path,
     opts: &Options,
+    version: &Version,
     number: u64,
     mem: &Memtable,
-) -> Result<Option<Arc<LiveTable>>> {
-    let mut entries = mem.iter().map(Ok);
-    let Some(record) = build_table(tables.fs.as_ref(), dir, opts, number, &mut entries, None)?
-    else {
+) -> Result<Option<(Arc<LiveTable>, TableInfo)>> {
+    let mut tree = version.level_tables();
+    if tree.is_empty() {
+        tree.push(LevelTables::default());
+    }
+    if let Some(level0) = tree.first_mut() {
+        level0.tables += 1;
+        level0.keys += mem.len() as u64;
+    }
+    let options = table_options_for(opts, &tree, 0);
+    let mut entries = MemtableEntries(mem.iter(), std::marker::PhantomData);
+    let built = build_table(
+        tables.fs.as_ref(),
+        dir,
+        &options,
+        number,
+        &mut entries,
+        None,
+    )?;
+    let Some((record, info)) = built else {
         return Ok(None);
     };
     open_live_table(tables, dir, record)
-        .map(Some)
+        .map(|table| Some((table, info)))
         .inspect_err(|_| {
             let _ = tables.fs.remove(&dir.join(table_file_name(number)));
         })
+}
+
+/// While it lives, the tables a flush or compaction writes are protected
+/// from the orphan removal that failed work on the other background lane
+/// runs (they are named by no manifest until installed).
+pub(crate) struct PendingOutputs<'a> {
+    inner: &'a DbInner,
+    mark: u64,
+}
+
+impl<'a> PendingOutputs<'a> {
+    pub(crate) fn begin(inner: &'a DbInner) -> PendingOutputs<'a> {
+        let mark = inner.versions.lock().begin_outputs();
+        PendingOutputs { inner, mark }
+    }
+}
+
+impl Drop for PendingOutputs<'_> {
+    fn drop(&mut self) {
+        self.inner.versions.lock().end_outputs(self.mark);
+    }
 }
 
 /// Flushes the oldest immutable memtable, if any. Returns whether it did.
@@ -141,12 +224,27 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let Some(oldest) = sv.imm.last().cloned() else {
         return Ok(false);
     };
+    let _pending = PendingOutputs::begin(inner);
     let number = inner.versions.lock().new_file_number();
-    let table = write_level0_table(&inner.tables, &inner.dir, &inner.opts, number, &oldest.mem)?;
+    let table = write_level0_table(
+        &inner.tables,
+        &inner.dir,
+        &inner.opts,
+        &sv.version,
+        number,
+        &oldest.mem,
+    )?;
+    let added: Vec<_> = table
+        .map(|(table, info)| {
+            inner.counters.filter_builds.record(&info);
+            table
+        })
+        .into_iter()
+        .collect();
 
+    let written: u64 = added.iter().map(|t| t.record.file_size).sum();
     let mut versions = inner.versions.lock();
     let current = inner.current.load_full();
-    let added: Vec<_> = table.into_iter().collect();
     let version = Arc::new(current.version.apply(&[], added));
     // Logs older than the next memtable's are now fully in tables.
     let remaining: Vec<_> = current
@@ -173,5 +271,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         let _ = inner.fs.remove(&old_log);
     }
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    inner
+        .counters
+        .flush_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
     Ok(true)
 }

@@ -58,7 +58,8 @@ impl InternalIterator for MemSource {
         self.0.key()
     }
     fn value(&self) -> Bytes {
-        self.0.entry().map_or_else(Bytes::new, |(_, v)| v.clone())
+        // Copied out: the memtable's arena is not shared as `Bytes`.
+        Bytes::copy_from_slice(self.0.value())
     }
     fn next(&mut self) {
         self.0.next()
@@ -106,7 +107,13 @@ impl TableSource {
 
     fn open(&mut self, index: usize, position: impl FnOnce(&mut TableIter) -> Result<()>) {
         self.index = index;
-        self.current = self.tables.get(index).map(|t| t.table.iter_with(self.mode));
+        self.current = None;
+        match self.tables.get(index).map(|t| t.readable()) {
+            Some(Ok(table)) => self.current = Some(table.iter_with(self.mode)),
+            // A table that could not be opened ends the scan with its error.
+            Some(Err(e)) => self.error = Some(e),
+            None => {}
+        }
         self.step(position);
     }
 
@@ -278,6 +285,7 @@ impl DbIterator {
             .prefix_extractor
             .as_ref()
             .and_then(|e| PrefixProbe::for_bounds(e, start_ref, end_ref));
+        let hi_excluded = matches!(end, Bound::Excluded(_));
         let mut overlapping = 0u64;
         let mut sources: Vec<Box<dyn InternalIterator>> =
             Vec::with_capacity(1 + sv.imm.len() + sv.version.levels.len() + 4);
@@ -285,15 +293,26 @@ impl DbIterator {
             sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
         }
         for (level, tables) in sv.version.levels.iter().enumerate() {
+            // Only the tables the range needs (a damaged one outside it
+            // must not fail the scan), less those whose filters rule the
+            // range out (a damaged table has none: it is read, and fails
+            // the scan).
             let wanted = tables
                 .iter()
                 .filter(|t| {
                     lo.is_none_or(|lo| t.largest_user_key() >= lo)
-                        && hi.is_none_or(|hi| t.smallest_user_key() <= hi)
+                        && hi.is_none_or(|hi| match t.smallest_user_key().cmp(hi) {
+                            Ordering::Less => true,
+                            Ordering::Equal => !hi_excluded,
+                            Ordering::Greater => false,
+                        })
                 })
                 .filter(|t| {
                     overlapping += 1;
-                    t.table.scan_may_match(probe.as_ref(), start_ref, end_ref)
+                    t.table
+                        .as_ref()
+                        .ok()
+                        .is_none_or(|t| t.scan_may_match(probe.as_ref(), start_ref, end_ref))
                 });
             if level == 0 {
                 for table in wanted {
@@ -309,9 +328,9 @@ impl DbIterator {
                 }
             }
         }
-        let counters = &inner.counters;
-        counters.scans.fetch_add(1, AtomicOrdering::Relaxed);
-        counters
+        let tally = inner.counters.reads.local();
+        tally.scans.fetch_add(1, AtomicOrdering::Relaxed);
+        tally
             .scan_tables
             .fetch_add(overlapping, AtomicOrdering::Relaxed);
         DbIterator {

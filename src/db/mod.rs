@@ -9,7 +9,8 @@
 //! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
-//! scans), `version.rs` (the live tables).
+//! scans), `version.rs` (the live tables), `read_only.rs` (opening for
+//! reads only).
 
 mod background;
 mod compaction;
@@ -17,6 +18,7 @@ mod flush;
 mod iter;
 mod open;
 mod read;
+mod read_only;
 mod snapshot;
 mod version;
 mod write;
@@ -31,15 +33,19 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
+use crate::counter::Sharded;
 use crate::error::{Error, Result};
+use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::ReadContext;
+use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 
+pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
+pub(crate) use open::LOCK_FILE;
 pub use snapshot::Snapshot;
 use version::Version;
 
@@ -66,16 +72,86 @@ pub(crate) struct SuperVersion {
 /// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
 #[derive(Default)]
 pub(crate) struct DbCounters {
-    pub gets: AtomicU64,
-    pub tables_consulted: AtomicU64,
-    pub memtable_hits: AtomicU64,
+    /// Bumped by every get and scan: one shard per thread, so readers on
+    /// different cores write no common cache line.
+    pub reads: Sharded<QueryTally>,
     pub flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
     pub write_stalls: AtomicU64,
+    pub write_stall_micros: AtomicU64,
+    /// Keys and values of acknowledged writes, in bytes.
+    pub user_bytes_written: AtomicU64,
+    pub flush_bytes_written: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
+    pub filter_builds: FilterBuildCounters,
+}
+
+/// Filters built by flushes and compactions: tables, keys and nanoseconds,
+/// per family of kinds (Bloom; binary fuse).
+#[derive(Default)]
+pub(crate) struct FilterBuildCounters {
+    bloom: [AtomicU64; 3],
+    fuse: [AtomicU64; 3],
+}
+
+impl FilterBuildCounters {
+    /// Counts the filter of a table just built.
+    pub fn record(&self, info: &TableInfo) {
+        let counters = match info.filter_kind {
+            None => return,
+            Some(FilterKind::BlockedBloom) => &self.bloom,
+            Some(FilterKind::BinaryFuse8 | FilterKind::BinaryFuse16) => &self.fuse,
+        };
+        let nanos = u64::try_from(info.filter_build_time.as_nanos()).unwrap_or(u64::MAX);
+        for (counter, amount) in counters.iter().zip([1, info.filter_keys, nanos]) {
+            counter.fetch_add(amount, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(counters: &[AtomicU64; 3]) -> FilterBuildStats {
+        let [tables, keys, nanos] = counters.each_ref().map(|c| c.load(Ordering::Relaxed));
+        FilterBuildStats {
+            tables,
+            keys,
+            nanos,
+        }
+    }
+}
+
+/// Filters of one family built since open (by flushes and compactions, in
+/// the background).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilterBuildStats {
+    /// Filters built.
+    pub tables: u64,
+    /// Keys they were built over.
+    pub keys: u64,
+    /// Nanoseconds their construction took (hashing the keys excluded).
+    pub nanos: u64,
+}
+
+impl FilterBuildStats {
+    /// Construction time per key, in nanoseconds (0 when none was built).
+    pub fn nanos_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.nanos as f64 / self.keys as f64
+        }
+    }
+}
+
+/// One thread shard's counters of gets and scans.
+#[derive(Default)]
+pub(crate) struct QueryTally {
+    pub gets: AtomicU64,
+    pub tables_consulted: AtomicU64,
+    pub memtable_hits: AtomicU64,
     pub scans: AtomicU64,
     pub scan_tables: AtomicU64,
 }
@@ -139,7 +215,7 @@ impl DbInner {
 /// which holds the directory until it goes.
 pub struct Db {
     inner: Arc<DbInner>,
-    background: Option<std::thread::JoinHandle<()>>,
+    background: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// A snapshot of the database's counters and shape.
@@ -174,6 +250,14 @@ pub struct Stats {
     pub level_filter_bytes: Vec<u64>,
     /// Index memory of the live tables, per level.
     pub level_index_bytes: Vec<u64>,
+    /// The filters of the live tables, per level: kinds, bits per key,
+    /// expected rate, and the rate measured on this database's lookups
+    /// since its tables were opened.
+    pub level_filters: Vec<LevelFilterStats>,
+    /// Blocked Bloom filters built since open.
+    pub bloom_filter_builds: FilterBuildStats,
+    /// Binary fuse filters built since open.
+    pub fuse_filter_builds: FilterBuildStats,
     /// Table files held open now (at most `Options::max_open_files`, give
     /// or take readers between a reopen and their read).
     pub open_table_files: usize,
@@ -183,6 +267,9 @@ pub struct Stats {
     pub tables_consulted: u64,
     /// Live tables.
     pub table_count: usize,
+    /// Live tables that could not be opened (reads of their key ranges
+    /// fail with `Corruption`; see `RecoveryReport::damaged_tables`).
+    pub damaged_tables: usize,
     /// Live tables per level.
     pub level_tables: Vec<usize>,
     /// Bytes of live tables per level.
@@ -201,6 +288,20 @@ pub struct Stats {
     pub write_groups: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Time writers spent waiting for background work (too many immutable
+    /// memtables, or a full level 0), in microseconds, summed over stalls
+    /// (each rounded up to a whole microsecond).
+    pub write_stall_micros: u64,
+    /// Bytes of keys and values in acknowledged writes (what the
+    /// application put: no log or table overhead).
+    pub user_bytes_written: u64,
+    /// Bytes of the tables flushes wrote.
+    pub flush_bytes_written: u64,
+    /// Bytes of the tables compactions read (their inputs; tables moved
+    /// down a level without a rewrite not counted).
+    pub compaction_bytes_read: u64,
+    /// Bytes of the tables compactions wrote.
+    pub compaction_bytes_written: u64,
     /// Failed units of background work (flushes, compactions, recoveries)
     /// and failed log writes, since open.
     pub background_errors: u64,
@@ -231,6 +332,18 @@ pub struct Stats {
     pub range_filter_bytes: u64,
 }
 
+impl Stats {
+    /// Bytes written to tables (by flushes and compactions) per byte of
+    /// keys and values put, since open; `None` before anything was put.
+    /// The log's bytes (about one more per byte put) are not included.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes_written > 0).then(|| {
+            (self.flush_bytes_written + self.compaction_bytes_written) as f64
+                / self.user_bytes_written as f64
+        })
+    }
+}
+
 fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > crate::key::MAX_KEY_LEN {
         return Err(Error::invalid(format!(
@@ -259,14 +372,37 @@ impl Db {
         Db::open_with(path, Options::default())
     }
 
-    /// Opens (creating if missing) the database at `path`.
+    /// Opens (creating if missing) the database at `path`; with
+    /// [`Options::read_only`], opens an existing one for reading only.
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let inner = Arc::new(open::open(path.as_ref(), opts)?);
-        let background = background::spawn(Arc::clone(&inner))?;
-        Ok(Db {
-            inner,
-            background: Some(background),
-        })
+        let read_only = opts.read_only;
+        let inner = Arc::new(if read_only {
+            read_only::open(path.as_ref(), opts)?
+        } else {
+            open::open(path.as_ref(), opts)?
+        });
+        let background = if read_only {
+            Vec::new()
+        } else {
+            background::spawn(&inner)?
+        };
+        Ok(Db { inner, background })
+    }
+
+    /// Opens the database at `path` for reading only, with default options
+    /// (see [`Options::read_only`]): creates, changes and deletes nothing,
+    /// needs no write permission, and works beside a process that has the
+    /// database open for writing; reads see it as of the open.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Db> {
+        Db::open_with(path, Options::default().read_only(true))
+    }
+
+    /// `ReadOnly` when the database was opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            return Err(read_only::refusal());
+        }
+        Ok(())
     }
 
     /// Stores `value` under `key`.
@@ -285,6 +421,7 @@ impl Db {
 
     /// Applies every operation of `batch`, in order, atomically.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.check_writable()?;
         for op in batch.iter() {
             check_key(op.key)?;
             check_value(op.value)?;
@@ -341,14 +478,21 @@ impl Db {
 
     /// Turns the memtable into a table now; returns when it is durable.
     pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
         write::rotate_if_nonempty(&self.inner)?;
         background::wait_for_flushes(&self.inner)
     }
 
     /// Flushes, then compacts every table into one sorted run at the deepest
-    /// level in use; returns when done.
+    /// level in use; returns when done. Refused with `Corruption` naming the
+    /// table while a table could not be opened (see
+    /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
+        let sv = self.inner.current.load();
+        if let Some(damaged) = sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
+            return damaged.readable().map(|_| ());
+        }
         background::request_full_compaction(&self.inner)
     }
 
@@ -356,6 +500,9 @@ impl Db {
     /// of failed background work (which is retried by itself when the error
     /// is retryable, see [`Db::resume`]).
     pub fn wait_for_background(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            return Ok(());
+        }
         background::wait_for_idle(&self.inner)
     }
 
@@ -367,6 +514,7 @@ impl Db {
     /// [`Options::retry_interval`]; other I/O errors and caught panics wait
     /// for this call. Corruption is not retried: `ReadOnly` until reopened.
     pub fn resume(&self) -> Result<()> {
+        self.check_writable()?;
         background::resume(&self.inner)
     }
 
@@ -392,26 +540,59 @@ impl Db {
             range_filter_checks: reads.range_filter_checks,
             range_filter_skips: reads.range_filter_skips,
             range_filter_bytes: inner.tables.range_filter_bytes(),
-            scans: load(&c.scans),
-            scan_tables: load(&c.scan_tables),
+            scans: c.reads.iter().map(|t| load(&t.scans)).sum(),
+            scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
             filter_bytes: inner.tables.filter_bytes(),
             index_bytes: inner.tables.index_bytes(),
             level_filter_bytes: sv
                 .version
                 .levels
                 .iter()
-                .map(|l| l.iter().map(|t| t.table.filter_memory()).sum())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|t| t.table.as_ref().ok())
+                        .map(Table::filter_memory)
+                        .sum()
+                })
                 .collect(),
             level_index_bytes: sv
                 .version
                 .levels
                 .iter()
-                .map(|l| l.iter().map(|t| t.table.index_memory()).sum())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|t| t.table.as_ref().ok())
+                        .map(Table::index_memory)
+                        .sum()
+                })
                 .collect(),
+            level_filters: sv
+                .version
+                .levels
+                .iter()
+                .map(|level| {
+                    let mut stats = LevelFilterStats::default();
+                    // A damaged table has no filter to count.
+                    for table in level.iter().filter_map(|t| t.table.as_ref().ok()) {
+                        let (negatives, false_positives) = table.filter_answers_since_open();
+                        stats.add_table(table, negatives, false_positives);
+                    }
+                    stats
+                })
+                .collect(),
+            bloom_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.bloom),
+            fuse_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.fuse),
             open_table_files: inner.tables.open_files(),
-            gets: load(&c.gets),
-            tables_consulted: load(&c.tables_consulted),
+            gets: c.reads.iter().map(|t| load(&t.gets)).sum(),
+            tables_consulted: c.reads.iter().map(|t| load(&t.tables_consulted)).sum(),
             table_count: sv.version.table_count(),
+            damaged_tables: sv
+                .version
+                .levels
+                .iter()
+                .flatten()
+                .filter(|t| t.is_damaged())
+                .count(),
             level_tables: sv.version.levels.iter().map(Vec::len).collect(),
             level_bytes: (0..sv.version.levels.len())
                 .map(|l| sv.version.level_bytes(l))
@@ -423,6 +604,11 @@ impl Db {
             writes: load(&c.writes),
             write_groups: load(&c.write_groups),
             write_stalls: load(&c.write_stalls),
+            write_stall_micros: load(&c.write_stall_micros),
+            user_bytes_written: load(&c.user_bytes_written),
+            flush_bytes_written: load(&c.flush_bytes_written),
+            compaction_bytes_read: load(&c.compaction_bytes_read),
+            compaction_bytes_written: load(&c.compaction_bytes_written),
             background_errors: load(&c.background_errors),
             background_retries: load(&c.background_retries),
             background_error: background::current_failure(inner),
@@ -444,7 +630,7 @@ impl Db {
 impl Drop for Db {
     fn drop(&mut self) {
         background::shutdown(&self.inner);
-        if let Some(handle) = self.background.take() {
+        for handle in self.background.drain(..) {
             let _ = handle.join();
         }
         // Make what reached the OS durable too, so a clean close loses nothing

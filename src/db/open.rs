@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
-use crate::db::version::Version;
+use crate::db::version::{LiveTable, Version};
 use crate::db::{
     background, flush, write, DbCounters, DbInner, LoggedMemtable, SuperVersion, LEVELS,
 };
@@ -23,12 +24,12 @@ use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
 };
-use crate::fs::FileSystem;
+use crate::fs::{DirLock, FileSystem};
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::table::{ReadContext, ReadCounters};
+use crate::table::{ReadContext, ReadCounters, Severity, Table};
 use crate::wal::{replay, WalWriter};
 
 /// Name of the lock file.
@@ -40,13 +41,50 @@ pub(crate) struct VersionSet {
     pub next_file_number: u64,
     /// The oldest log whose records are not all in tables.
     pub log_number: u64,
+    /// Per running flush or compaction, the first file number its outputs
+    /// may have: a table numbered at or above the smallest may be one not
+    /// installed yet, never an orphan.
+    pending_outputs: Vec<u64>,
 }
 
 impl VersionSet {
+    /// The file numbers of a database opened at `next_file_number`, whose
+    /// oldest needed log is `log_number`; no work running.
+    pub fn new(next_file_number: u64, log_number: u64) -> VersionSet {
+        VersionSet {
+            next_file_number,
+            log_number,
+            pending_outputs: Vec::new(),
+        }
+    }
+
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
         self.next_file_number += 1;
         n
+    }
+
+    /// Marks the start of work whose outputs are numbered from now on;
+    /// returns the mark for [`VersionSet::end_outputs`].
+    pub fn begin_outputs(&mut self) -> u64 {
+        self.pending_outputs.push(self.next_file_number);
+        self.next_file_number
+    }
+
+    /// The work that began at `mark` installed or removed its outputs.
+    pub fn end_outputs(&mut self, mark: u64) {
+        if let Some(at) = self.pending_outputs.iter().position(|&m| m == mark) {
+            self.pending_outputs.swap_remove(at);
+        }
+    }
+
+    /// Tables numbered below this are not outputs of running work.
+    pub fn first_pending_output(&self) -> u64 {
+        self.pending_outputs
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// Makes `version` (with `log_number`, `last_sequence`) the durable
@@ -81,6 +119,10 @@ pub struct RecoveryReport {
     /// The newest log ended with its close record: the last session ended
     /// with a clean close, not a crash (so no torn tail was allowed in it).
     pub closed_cleanly: bool,
+    /// Tables the manifest names that could not be opened: (file, reason).
+    /// The database opened without them (see `Options::paranoid_checks`):
+    /// reads that need one fail with `Corruption` naming it.
+    pub damaged_tables: Vec<(String, String)>,
 }
 
 fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
@@ -116,7 +158,7 @@ fn check_fresh(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 
 /// A damaged manifest or log refuses the open; the message says what can
 /// salvage the rest.
-fn repair_hint(error: Error, dir: &Path) -> Error {
+pub(crate) fn repair_hint(error: Error, dir: &Path) -> Error {
     match error {
         Error::Corruption { what, detail } => Error::Corruption {
             what,
@@ -143,6 +185,138 @@ fn remove_unnamed(fs: &dyn FileSystem, dir: &Path, table: Option<u64>, log: &Pat
     if fs.exists(log) {
         let _ = fs.remove(log);
     }
+}
+
+/// Opens every table the manifest names, through `open_table` (the file
+/// cache's [`Table::open`], or one that holds each file open). A table that
+/// cannot be opened for corruption (a damaged footer, index or properties
+/// block; a missing or resized file) joins the version as damaged and is
+/// reported, unless `Options::paranoid_checks` — which also verifies every
+/// block of every table and refuses the open at the first damaged one.
+pub(crate) fn open_tables(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    opts: &Options,
+    state: &ManifestState,
+    report: &mut RecoveryReport,
+    open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
+) -> Result<Version> {
+    let mut live = Vec::with_capacity(state.tables.len());
+    for record in &state.tables {
+        let name = table_file_name(record.file_number);
+        match flush::open_live_table_with(tables, dir, record.clone(), open_table) {
+            Ok(table) => {
+                if opts.paranoid_checks {
+                    check_whole_table(&table, &name).map_err(|e| repair_hint(e, dir))?;
+                }
+                live.push(table);
+            }
+            Err(e) if e.is_corruption() && !opts.paranoid_checks => {
+                report.damaged_tables.push((name, e.to_string()));
+                live.push(Arc::new(LiveTable::damaged(record.clone(), &e)));
+            }
+            Err(e) => return Err(repair_hint(e, dir)),
+        }
+    }
+    Ok(Version::with_levels(LEVELS).apply(&[], live))
+}
+
+/// `Options::paranoid_checks`: every block of the table read and checked
+/// (`Table::verify`); the first error-severity problem is `Corruption`.
+fn check_whole_table(live: &LiveTable, name: &str) -> Result<()> {
+    let table = live.readable()?;
+    match table
+        .verify()
+        .into_iter()
+        .find(|p| p.severity == Severity::Error)
+    {
+        Some(problem) => Err(Error::corruption(
+            format!("table {name}"),
+            format!(
+                "{} block at offset {}: {} (paranoid checks)",
+                problem.block, problem.offset, problem.detail
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The logs among `names` numbered `log_number` or above (the ones a
+/// manifest with that log number does not cover), oldest first.
+pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| parse_file_name(n))
+        .filter(|(kind, number)| *kind == FileKind::Wal && *number >= log_number)
+        .map(|(_, number)| number)
+        .collect();
+    logs.sort_unstable();
+    logs
+}
+
+/// Replays `logs` (see [`logs_from`]), their bytes from `read`, into
+/// `recovered`; returns the last sequence number seen (at least
+/// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
+/// the newest log) is `Corruption` naming the log and `siftdb repair`.
+pub(crate) fn replay_logs(
+    dir: &Path,
+    logs: &[u64],
+    read: impl Fn(u64) -> Result<Bytes>,
+    last_sequence: SeqNo,
+    recovered: &Memtable,
+    report: &mut RecoveryReport,
+) -> Result<SeqNo> {
+    let mut last_seq = last_sequence;
+    for (i, &number) in logs.iter().enumerate() {
+        let name = wal_file_name(number);
+        let bytes = read(number)?;
+        let log = replay(&bytes, &name).map_err(|e| repair_hint(e, dir))?;
+        if log.log_number.is_some_and(|n| n != number) {
+            return Err(repair_hint(
+                Error::corruption(
+                    format!("log {name}"),
+                    format!("header names log {:?}", log.log_number),
+                ),
+                dir,
+            ));
+        }
+        if let Some(torn) = &log.torn_tail {
+            if i + 1 != logs.len() {
+                return Err(repair_hint(
+                    Error::corruption(
+                        format!("log {name}"),
+                        format!(
+                            "torn record at offset {} in a log that is not the newest: {}",
+                            torn.offset, torn.reason
+                        ),
+                    ),
+                    dir,
+                ));
+            }
+            report.torn_tail = Some((name.clone(), torn.offset, torn.reason.clone()));
+        }
+        report.closed_cleanly = log.closed_cleanly;
+        for record in &log.records {
+            let batch = decode_record(record.payload).map_err(|e| match e {
+                Error::Corruption { detail, .. } => {
+                    repair_hint(Error::corruption(format!("log {name}"), detail), dir)
+                }
+                other => other,
+            })?;
+            let mut seq = batch.first_seq;
+            for op in &batch.ops {
+                // Sequence numbers never repeat in intact logs.
+                recovered
+                    .insert(op.key, seq, op.kind, op.value)
+                    .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
+                last_seq = last_seq.max(seq);
+                seq = seq.next();
+            }
+            report.records_replayed += 1;
+        }
+    }
+
+    Ok(last_seq)
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
@@ -181,73 +355,30 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut versions = VersionSet {
         next_file_number: state.next_file_number.max(highest_file + 1),
         log_number: state.log_number,
+        pending_outputs: Vec::new(),
     };
 
     let tables = ReadContext::for_options(&opts, ReadCounters::new());
-    let mut version = Version::with_levels(LEVELS);
-    let mut live = Vec::new();
-    for record in &state.tables {
-        live.push(flush::open_live_table(&tables, dir, record.clone())?);
-    }
-    version = version.apply(&[], live);
-
-    // Replay every log the manifest does not cover, oldest first.
-    let mut logs: Vec<u64> = names
-        .iter()
-        .filter_map(|n| parse_file_name(n))
-        .filter(|(kind, number)| *kind == FileKind::Wal && *number >= state.log_number)
-        .map(|(_, number)| number)
-        .collect();
-    logs.sort_unstable();
-    let recovered = Memtable::new();
-    let mut last_seq = state.last_sequence;
     let mut report = RecoveryReport::default();
-    for (i, &number) in logs.iter().enumerate() {
-        let name = wal_file_name(number);
-        let bytes = fs.read_all(&dir.join(&name))?;
-        let log = replay(&bytes, &name).map_err(|e| repair_hint(e, dir))?;
-        if log.log_number.is_some_and(|n| n != number) {
-            return Err(Error::corruption(
-                format!("log {name}"),
-                format!("header names log {:?}", log.log_number),
-            ));
-        }
-        if let Some(torn) = &log.torn_tail {
-            if i + 1 != logs.len() {
-                return Err(Error::corruption(
-                    format!("log {name}"),
-                    format!(
-                        "torn record at offset {} in a log that is not the newest: {}",
-                        torn.offset, torn.reason
-                    ),
-                ));
-            }
-            report.torn_tail = Some((name.clone(), torn.offset, torn.reason.clone()));
-        }
-        report.closed_cleanly = log.closed_cleanly;
-        for record in &log.records {
-            let batch = decode_record(record.payload).map_err(|e| match e {
-                Error::Corruption { detail, .. } => {
-                    repair_hint(Error::corruption(format!("log {name}"), detail), dir)
-                }
-                other => other,
-            })?;
-            let mut seq = batch.first_seq;
-            for op in &batch.ops {
-                recovered.insert(op.key, seq, op.kind, op.value);
-                last_seq = last_seq.max(seq);
-                seq = seq.next();
-            }
-            report.records_replayed += 1;
-        }
-    }
+    let mut version = open_tables(&tables, dir, &opts, &state, &mut report, Table::open)?;
+
+    let recovered = Memtable::new();
+    let last_seq = replay_logs(
+        dir,
+        &logs_from(&names, state.log_number),
+        |number| fs.read_all(&dir.join(wal_file_name(number))),
+        state.last_sequence,
+        &recovered,
+        &mut report,
+    )?;
 
     // Recovered writes become a level-0 table, so the old logs can go.
     // (`write_level0_table` removes its file again if it fails.)
     let mut recovered_table = None;
     if !recovered.is_empty() {
         let number = versions.new_file_number();
-        if let Some(table) = flush::write_level0_table(&tables, dir, &opts, number, &recovered)? {
+        let built = flush::write_level0_table(&tables, dir, &opts, &version, number, &recovered)?;
+        if let Some((table, _)) = built {
             version = version.apply(&[], vec![table]);
             recovered_table = Some(number);
         }
@@ -286,36 +417,69 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
 
-    let inner = DbInner {
-        dir: dir.to_path_buf(),
-        fs,
-        current: ArcSwap::from_pointee(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::new()),
-                log_number,
-            },
-            imm: Vec::new(),
-            version: Arc::new(version),
-        }),
-        last_visible: AtomicU64::new(last_seq.0),
-        writer: Mutex::new(write::WriterState {
-            wal,
-            log_number,
-            last_seq,
-            log_failure: None,
-            pending_log: None,
-        }),
-        queue: Mutex::new(write::WriteQueue::default()),
-        queue_cv: Condvar::new(),
-        versions: Mutex::new(versions),
-        bg: Mutex::new(background::BgState::default()),
-        bg_cv: Condvar::new(),
+    Ok(Parts {
+        version,
+        mem: Memtable::new(),
+        wal,
+        last_seq,
+        versions,
         tables,
-        writes_stopped: AtomicBool::new(false),
-        counters: DbCounters::default(),
-        recovery: report,
-        opts,
-        _lock: lock,
-    };
-    Ok(inner)
+        report,
+        lock,
+        log_failure: None,
+    }
+    .into_inner(dir, opts))
+}
+
+/// What an open (read-write or read-only) hands over to the database.
+pub(crate) struct Parts {
+    pub version: Version,
+    /// The active memtable: empty after a read-write open (the logs went
+    /// into a table), the replayed logs after a read-only one.
+    pub mem: Memtable,
+    pub wal: WalWriter,
+    pub last_seq: SeqNo,
+    pub versions: VersionSet,
+    pub tables: Arc<ReadContext>,
+    pub report: RecoveryReport,
+    pub lock: Box<dyn DirLock>,
+    /// Set when no write may reach the log (a read-only database).
+    pub log_failure: Option<Error>,
+}
+
+impl Parts {
+    pub fn into_inner(self, dir: &Path, opts: Options) -> DbInner {
+        let log_number = self.wal.log_number();
+        DbInner {
+            dir: dir.to_path_buf(),
+            fs: Arc::clone(&opts.fs),
+            current: ArcSwap::from_pointee(SuperVersion {
+                mem: LoggedMemtable {
+                    mem: Arc::new(self.mem),
+                    log_number,
+                },
+                imm: Vec::new(),
+                version: Arc::new(self.version),
+            }),
+            last_visible: AtomicU64::new(self.last_seq.0),
+            writer: Mutex::new(write::WriterState {
+                wal: self.wal,
+                log_number,
+                last_seq: self.last_seq,
+                log_failure: self.log_failure,
+                pending_log: None,
+            }),
+            queue: Mutex::new(write::WriteQueue::default()),
+            queue_cv: Condvar::new(),
+            versions: Mutex::new(self.versions),
+            bg: Mutex::new(background::BgState::default()),
+            bg_cv: Condvar::new(),
+            tables: self.tables,
+            writes_stopped: AtomicBool::new(false),
+            counters: DbCounters::default(),
+            recovery: self.report,
+            opts,
+            _lock: self.lock,
+        }
+    }
 }

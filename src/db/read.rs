@@ -35,11 +35,12 @@ pub(crate) fn get_at(
     snapshot: SeqNo,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
-    inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+    let tally = inner.counters.reads.local();
+    tally.gets.fetch_add(1, Ordering::Relaxed);
 
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get(key, snapshot) {
-            inner.counters.memtable_hits.fetch_add(1, Ordering::Relaxed);
+            tally.memtable_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(match found {
                 MemValue::Put(value) => Some(value),
                 MemValue::Deleted => None,
@@ -53,7 +54,7 @@ pub(crate) fn get_at(
     let mut consulted = 0u64;
     sv.version.for_each_candidate(key, |live| {
         consulted += 1;
-        match live.table.get_covered(&lookup) {
+        match live.readable().and_then(|t| t.get_covered(&lookup)) {
             Ok(None) => true,
             Ok(Some(TableValue::Put(value))) => {
                 answer = Ok(Some(value));
@@ -66,8 +67,7 @@ pub(crate) fn get_at(
             }
         }
     });
-    inner
-        .counters
+    tally
         .tables_consulted
         .fetch_add(consulted, Ordering::Relaxed);
     answer
@@ -108,10 +108,8 @@ pub(crate) fn multi_get_at(
     snapshot: SeqNo,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
-    inner
-        .counters
-        .gets
-        .fetch_add(keys.len() as u64, Ordering::Relaxed);
+    let tally = inner.counters.reads.local();
+    tally.gets.fetch_add(keys.len() as u64, Ordering::Relaxed);
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
     let mut pending = Vec::with_capacity(keys.len());
@@ -132,8 +130,7 @@ pub(crate) fn multi_get_at(
             done: false,
         });
     }
-    inner
-        .counters
+    tally
         .memtable_hits
         .fetch_add(memtable_hits, Ordering::Relaxed);
 
@@ -172,8 +169,7 @@ pub(crate) fn multi_get_at(
         scratch.order = order;
         pending.retain(|p| !p.done);
     }
-    inner
-        .counters
+    tally
         .tables_consulted
         .fetch_add(consulted, Ordering::Relaxed);
     Ok(answers)
@@ -192,19 +188,18 @@ fn ask_table(
     if scratch.asked.is_empty() {
         return Ok(0);
     }
+    let readable = table.readable()?;
     // The hash the table's filter holds for each key (a prefix's, when the
     // table kept prefixes only); when it cannot answer for one, it is not asked.
     scratch.hashes.clear();
     let answerable = scratch.asked.iter().all(|&i| {
         let hash = pending
             .get(i)
-            .and_then(|p| table.table.point_filter_probe(&p.lookup));
+            .and_then(|p| readable.point_filter_probe(&p.lookup));
         hash.map(|(_, h)| scratch.hashes.push(h)).is_some()
     });
     if answerable {
-        table
-            .table
-            .filter_answers(&scratch.hashes, &mut scratch.maybe);
+        readable.filter_answers(&scratch.hashes, &mut scratch.maybe);
     } else {
         scratch.maybe.clear();
         scratch.maybe.resize(scratch.asked.len(), true);
@@ -213,7 +208,7 @@ fn ask_table(
         let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
             continue;
         };
-        if let Some(found) = table.table.get_past_filter(&p.lookup)? {
+        if let Some(found) = readable.get_past_filter(&p.lookup)? {
             if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
                 *answer = Some(value);
             }

@@ -9,17 +9,59 @@
 
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
+use crate::filename::table_file_name;
+use crate::filter::LevelTables;
 use crate::key::user_key_of;
 use crate::manifest::TableRecord;
 use crate::table::Table;
 
-/// One open table and what the manifest says of it.
+/// Why a table the manifest names could not be opened: kept in the version
+/// (so its key range still answers "unreadable", never "absent"), and
+/// reported to every read that needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Damage {
+    pub detail: String,
+}
+
+/// One table and what the manifest says of it.
 pub(crate) struct LiveTable {
     pub record: TableRecord,
-    pub table: Table,
+    /// The open table, or why it could not be opened (the database opened
+    /// anyway: every read that needs it gets `Corruption` naming it).
+    pub table: std::result::Result<Table, Damage>,
 }
 
 impl LiveTable {
+    /// A table the manifest names that could not be opened.
+    pub fn damaged(record: TableRecord, error: &Error) -> LiveTable {
+        LiveTable {
+            record,
+            table: Err(Damage {
+                detail: error.to_string(),
+            }),
+        }
+    }
+
+    /// The open table, or `Corruption` naming the file when it could not be
+    /// opened.
+    pub fn readable(&self) -> Result<&Table> {
+        self.table.as_ref().map_err(|damage| {
+            Error::corruption(
+                format!("table {}", table_file_name(self.file_number())),
+                format!(
+                    "unreadable since the database opened ({}); reads of its key range fail, \
+                     `siftdb repair` salvages what is readable",
+                    damage.detail
+                ),
+            )
+        })
+    }
+
+    pub fn is_damaged(&self) -> bool {
+        self.table.is_err()
+    }
+
     pub fn file_number(&self) -> u64 {
         self.record.file_number
     }
@@ -68,6 +110,17 @@ impl Version {
 
     pub fn table_count(&self) -> usize {
         self.levels.iter().map(Vec::len).sum()
+    }
+
+    /// Tables and entries per level: the tree as a filter policy sees it.
+    pub fn level_tables(&self) -> Vec<LevelTables> {
+        self.levels
+            .iter()
+            .map(|tables| LevelTables {
+                tables: tables.len() as u64,
+                keys: tables.iter().map(|t| t.record.entries).sum(),
+            })
+            .collect()
     }
 
     pub fn level_bytes(&self, level: usize) -> u64 {

@@ -12,10 +12,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::batch::WriteBatch;
+use crate::batch::{encode_group_into, WriteBatch};
 use crate::db::background::{self, Blocked};
 use crate::db::{DbInner, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
@@ -23,7 +24,8 @@ use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::wal::WalWriter;
 
-/// Bytes of batches one group may carry beyond its leader's.
+/// A group takes batches behind its leader only while all of its batches
+/// (the leader's included) stay within this many bytes.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
 /// State only the group leader (and recovery) touches.
@@ -75,6 +77,9 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
     let mut group = Vec::new();
     let mut bytes = 0;
     for pending in queue.waiting.iter() {
+        // Past the leader's, at most MAX_GROUP_BYTES: so the group's one
+        // record is as small as the leader's batch (which passed
+        // `check_limits`) or smaller than 1 MiB.
         if !group.is_empty() && bytes + pending.batch.approximate_bytes() > MAX_GROUP_BYTES {
             break;
         }
@@ -106,28 +111,18 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     make_room(inner, &mut writer, false)?;
 
     let first_seq = writer.last_seq.next();
-    let merged;
-    let batch: &WriteBatch = match group {
-        [only] => &only.batch,
-        _ => {
-            let mut all = WriteBatch::new();
-            for pending in group {
-                all.append(&pending.batch);
-            }
-            merged = all;
-            &merged
-        }
-    };
-    let record = batch.encode_record(first_seq);
+    let count: u64 = group.iter().map(|p| p.batch.len() as u64).sum();
+    let batches = group.iter().map(|p| &p.batch);
+    // The group's record is built in the log's own buffer: no merged batch,
+    // no record allocated per group.
     let sync = inner.opts.sync_writes;
     let logged = writer
         .wal
-        .append(&record)
+        .append_with(|out| encode_group_into(first_seq, batches.clone(), out))
         .and_then(|()| if sync { writer.wal.sync() } else { Ok(()) });
     if let Err(e) = logged {
         // The record may be in the log, whole or torn: its sequence numbers
         // are never handed out again.
-        let count = batch.len() as u64;
         writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
         inner
             .last_visible
@@ -138,14 +133,29 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 
     let sv = inner.current.load();
     let mut seq = first_seq;
-    for op in batch.iter() {
-        sv.mem.mem.insert(op.key, seq, op.kind, op.value);
+    let mut user_bytes = 0;
+    for op in batches.flat_map(WriteBatch::iter) {
+        user_bytes += op.key.len() + op.value.len();
+        // Cannot fail: sequence numbers are handed out once (under the
+        // writer lock) and a batch's keys and values fit its u32 lengths.
+        // Should it fail anyway (a bug), the memtable no longer matches the
+        // log: the batch is not made visible and writes stop as after a log
+        // failure, with this error as the cause.
+        if let Err(e) = sv.mem.mem.insert(op.key, seq, op.kind, op.value) {
+            writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
+            log_failed(inner, &mut writer, &e);
+            return Err(e);
+        }
         seq = seq.next();
     }
     let last = SeqNo(seq.0 - 1);
     writer.last_seq = last;
     inner.last_visible.store(last.0, Ordering::Release);
     inner.counters.write_groups.fetch_add(1, Ordering::Relaxed);
+    inner
+        .counters
+        .user_bytes_written
+        .fetch_add(user_bytes as u64, Ordering::Relaxed);
     inner
         .counters
         .writes
@@ -198,7 +208,17 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
     // memtable, so it is still full after the wait.
     if blocked() != Blocked::No {
         inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-        background::wait_while(inner, blocked)?;
+        let started = Instant::now();
+        let waited = background::wait_while(inner, blocked);
+        // Rounded up: every stall counts at least one microsecond.
+        let micros = u64::try_from(started.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        inner
+            .counters
+            .write_stall_micros
+            .fetch_add(micros, Ordering::Relaxed);
+        waited?;
     }
     rotate(inner, writer)
 }

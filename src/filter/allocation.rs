@@ -8,6 +8,11 @@
 //! bit is equal, which gives the small upper levels many more bits per key
 //! than the large last level (about `ln T / ln² 2` ≈ 4.8 bits more per level
 //! up at a size ratio T = 10 for a standard Bloom filter).
+//! [`allocate_filters`] widens the choice for levels whose tables may carry
+//! a static filter (a binary fuse filter, [`crate::filter::fuse`]): such a
+//! level may also take a fuse filter at its cost in bits per key (which
+//! depends on the keys per table) and its rate 2⁻ʷ, so the budget a fuse
+//! filter saves on a large level goes to the levels above it.
 //! Must never: exceed the budget by more than the grid step allows (1%), or
 //! run on the read path — it runs when a table is built.
 //!
@@ -21,6 +26,7 @@
 
 use std::sync::OnceLock;
 
+use crate::filter::fuse::{FingerprintBits, Geometry};
 use crate::filter::theory::{best_probes, MIN_BITS_PER_KEY};
 
 /// Grid spacing of the bits-per-key choices, in bits.
@@ -37,6 +43,101 @@ pub struct LevelShape {
     /// Tables of the level a lookup asks (level 0: every table that may
     /// hold the key, i.e. its table count; deeper levels: 1).
     pub runs: u32,
+}
+
+/// The filter a level's tables are built with, and what it costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterChoice {
+    /// No filter: every lookup that reaches a table of the level reads it.
+    None,
+    /// A blocked Bloom filter of this many bits per key, at its best probe
+    /// count.
+    Bloom {
+        /// Bits per key.
+        bits_per_key: f64,
+    },
+    /// A binary fuse filter with fingerprints of `bits`.
+    Fuse {
+        /// Fingerprint width.
+        bits: FingerprintBits,
+        /// Its slot bits per key at the level's table size
+        /// ([`fuse_bits_per_key`]).
+        bits_per_key: f64,
+    },
+}
+
+impl FilterChoice {
+    /// Bits per key the choice costs (0 for no filter).
+    pub fn bits_per_key(self) -> f64 {
+        match self {
+            FilterChoice::None => 0.0,
+            FilterChoice::Bloom { bits_per_key } | FilterChoice::Fuse { bits_per_key, .. } => {
+                bits_per_key
+            }
+        }
+    }
+
+    /// The expected false-positive rate for an absent key (1 for no filter).
+    pub fn fp_rate(self) -> f64 {
+        match self {
+            FilterChoice::None => 1.0,
+            FilterChoice::Bloom { bits_per_key } => best_probes(bits_per_key).1,
+            FilterChoice::Fuse { bits, .. } => bits.fp_rate(),
+        }
+    }
+
+    /// A Bloom filter of `bits_per_key`, or none at 0 or below.
+    pub fn bloom(bits_per_key: f64) -> FilterChoice {
+        if bits_per_key > 0.0 {
+            FilterChoice::Bloom { bits_per_key }
+        } else {
+            FilterChoice::None
+        }
+    }
+}
+
+/// Slot bits per key of a binary fuse filter of width `bits` built over
+/// `keys` keys (the geometry [`Geometry::for_keys`] gives: about 10.2 bits
+/// for 8-bit fingerprints at 10,000 keys, 9.0 from 10⁶ keys on); infinite
+/// when no such filter can be built.
+pub fn fuse_bits_per_key(keys: u64, bits: FingerprintBits) -> f64 {
+    let keys = keys.max(2);
+    let geometry = usize::try_from(keys)
+        .ok()
+        .and_then(|n| Geometry::for_keys(n).ok());
+    geometry.map_or(f64::INFINITY, |g| {
+        g.slots() as f64 * f64::from(bits.bits()) / keys as f64
+    })
+}
+
+/// The binary fuse filters a table of `keys_per_table` keys may get.
+fn fuse_choices(keys_per_table: u64) -> [FilterChoice; 2] {
+    [FingerprintBits::Eight, FingerprintBits::Sixteen].map(|bits| FilterChoice::Fuse {
+        bits,
+        bits_per_key: fuse_bits_per_key(keys_per_table, bits),
+    })
+}
+
+/// The best filter within `bits_per_key` for one level on its own (the
+/// uniform policy): a Bloom filter of exactly those bits, or — when the
+/// level may take static filters (`static_keys_per_table` is its keys per
+/// table) — a binary fuse filter that costs no more bits and has a lower
+/// rate. No filter at 0 bits.
+pub fn best_within(bits_per_key: f64, static_keys_per_table: Option<u64>) -> FilterChoice {
+    let bloom = FilterChoice::bloom(bits_per_key);
+    let Some(keys) = static_keys_per_table.filter(|_| bits_per_key > 0.0) else {
+        return bloom;
+    };
+    fuse_choices(keys)
+        .into_iter()
+        .filter(|c| c.bits_per_key() <= bits_per_key)
+        .fold(bloom, |best, c| {
+            if c.fp_rate() < best.fp_rate() {
+                c
+            } else {
+                best
+            }
+        })
 }
 
 /// `(bits per key, FP)` on the grid: index 0 is "no filter".
@@ -67,20 +168,44 @@ pub fn expected_false_probes(levels: &[LevelShape], bits: &[f64]) -> f64 {
         .sum()
 }
 
-/// For multiplier `lambda`, each level's best grid choice and the bits spent.
-fn choose(levels: &[LevelShape], lambda: f64, table: &[(f64, f64)]) -> (Vec<f64>, f64) {
+/// [`expected_false_probes`] for a choice of filter per level.
+pub fn expected_false_probes_of(levels: &[LevelShape], choices: &[FilterChoice]) -> f64 {
+    levels
+        .iter()
+        .zip(choices)
+        .map(|(level, choice)| f64::from(level.runs) * choice.fp_rate())
+        .sum()
+}
+
+/// For multiplier `lambda`, each level's best choice (the grid of Bloom
+/// filters, plus the level's `extra` choices) and the bits spent.
+fn choose(
+    levels: &[LevelShape],
+    extra: &[Vec<FilterChoice>],
+    lambda: f64,
+    table: &[(f64, f64)],
+) -> (Vec<FilterChoice>, f64) {
     let mut spent = 0.0;
     let choice = levels
         .iter()
-        .map(|level| {
+        .enumerate()
+        .map(|(i, level)| {
             let keys = level.keys as f64;
             let runs = f64::from(level.runs);
-            let best = table
+            let cost = |bits: f64, fp: f64| runs * fp + lambda * keys * bits;
+            let grid = table
                 .iter()
-                .map(|&(bits, fp)| (bits, runs * fp + lambda * keys * bits))
+                .map(|&(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
+            let others = extra
+                .get(i)
+                .into_iter()
+                .flatten()
+                .map(|&c| (c, cost(c.bits_per_key(), c.fp_rate())));
+            let best = grid
+                .chain(others)
                 .min_by(|a, b| a.1.total_cmp(&b.1))
-                .map_or(0.0, |(bits, _)| bits);
-            spent += keys * best;
+                .map_or(FilterChoice::None, |(choice, _)| choice);
+            spent += keys * best.bits_per_key();
             best
         })
         .collect();
@@ -92,31 +217,110 @@ fn choose(levels: &[LevelShape], lambda: f64, table: &[(f64, f64)]) -> (Vec<f64>
 /// per key over all levels' keys. Levels with no keys get the average (they
 /// cost nothing now and their first table is built at that rate).
 pub fn allocate_bits(levels: &[LevelShape], avg_bits_per_key: f64) -> Vec<f64> {
+    allocate_filters(levels, &[], avg_bits_per_key)
+        .into_iter()
+        .map(FilterChoice::bits_per_key)
+        .collect()
+}
+
+/// Spends the budget the multiplier left over: the multiplier only reaches
+/// the choices on each level's lower convex hull, and a fuse filter's
+/// single point often is not on it, so the bits it saves may sit unused.
+/// While some level can move to a better choice within what is left, the
+/// move that removes the most false probes is made.
+fn spend_what_is_left(
+    levels: &[LevelShape],
+    extra: &[Vec<FilterChoice>],
+    table: &[(f64, f64)],
+    budget: f64,
+    choices: &mut [FilterChoice],
+) {
+    let spent = |choices: &[FilterChoice]| -> f64 {
+        levels
+            .iter()
+            .zip(choices.iter())
+            .map(|(l, c)| l.keys as f64 * c.bits_per_key())
+            .sum()
+    };
+    // Rates from the table (computing a Bloom rate is not cheap).
+    let rate_of = |choice: FilterChoice| match choice {
+        FilterChoice::Bloom { bits_per_key } => table
+            .iter()
+            .find(|&&(bits, _)| bits == bits_per_key)
+            .map_or_else(|| choice.fp_rate(), |&(_, fp)| fp),
+        other => other.fp_rate(),
+    };
+    let mut rates: Vec<f64> = choices.iter().map(|&c| rate_of(c)).collect();
+    // Each move lowers the false probes, so this ends; the cap is a guard.
+    for _ in 0..10_000 {
+        let left = budget - spent(choices);
+        let mut best: Option<(usize, FilterChoice, f64, f64)> = None;
+        for (i, ((level, current), &rate)) in
+            levels.iter().zip(choices.iter()).zip(&rates).enumerate()
+        {
+            let keys = level.keys as f64;
+            let runs = f64::from(level.runs);
+            let options = table
+                .iter()
+                .map(|&(bits, fp)| (FilterChoice::bloom(bits), fp))
+                .chain(
+                    extra
+                        .get(i)
+                        .into_iter()
+                        .flatten()
+                        .map(|&c| (c, c.fp_rate())),
+                );
+            for (option, fp) in options {
+                let extra_bits = keys * (option.bits_per_key() - current.bits_per_key());
+                let gain = runs * (rate - fp);
+                if extra_bits <= left && gain > 0.0 && best.is_none_or(|(.., g)| gain > g) {
+                    best = Some((i, option, fp, gain));
+                }
+            }
+        }
+        let Some((i, option, fp, _)) = best else {
+            return;
+        };
+        if let (Some(slot), Some(rate)) = (choices.get_mut(i), rates.get_mut(i)) {
+            (*slot, *rate) = (option, fp);
+        }
+    }
+}
+
+/// [`allocate_bits`] where level `i` may also take a binary fuse filter
+/// when `static_keys_per_table[i]` is `Some(keys per table)` (levels past
+/// the slice's end may not): the filter per level that minimises the
+/// expected false probes within the budget. A level with no keys gets
+/// [`best_within`] the average.
+pub fn allocate_filters(
+    levels: &[LevelShape],
+    static_keys_per_table: &[Option<u64>],
+    avg_bits_per_key: f64,
+) -> Vec<FilterChoice> {
+    let statics = |i: usize| static_keys_per_table.get(i).copied().flatten();
+    let empty_level = |i: usize| best_within(avg_bits_per_key.min(MAX_ALLOCATED_BITS), statics(i));
     let total_keys: f64 = levels.iter().map(|l| l.keys as f64).sum();
     let budget = avg_bits_per_key * total_keys;
-    let empty_level_bits = avg_bits_per_key.clamp(0.0, MAX_ALLOCATED_BITS);
     if total_keys <= 0.0 || avg_bits_per_key <= 0.0 {
-        return levels
-            .iter()
-            .map(|_| {
-                if avg_bits_per_key <= 0.0 {
-                    0.0
-                } else {
-                    empty_level_bits
-                }
-            })
-            .collect();
+        return (0..levels.len()).map(empty_level).collect();
     }
+    let extra: Vec<Vec<FilterChoice>> = (0..levels.len())
+        .map(|i| {
+            statics(i)
+                .map(|keys| fuse_choices(keys).to_vec())
+                .unwrap_or_default()
+        })
+        .collect();
     let table = fp_table();
     // λ = 0 spends the most; a huge λ spends nothing. Bisect in log space.
     let (mut lo, mut hi) = (1e-30f64, 1e6f64);
-    let (most, spent_most) = choose(levels, lo, table);
+    let (most, spent_most) = choose(levels, &extra, lo, table);
     let mut best = if spent_most <= budget {
         most
     } else {
         for _ in 0..200 {
             let mid = (lo * hi).sqrt();
-            let (_, spent) = choose(levels, mid, table);
+            let (_, spent) = choose(levels, &extra, mid, table);
             if spent > budget {
                 lo = mid;
             } else {
@@ -126,11 +330,12 @@ pub fn allocate_bits(levels: &[LevelShape], avg_bits_per_key: f64) -> Vec<f64> {
                 break;
             }
         }
-        choose(levels, hi, table).0
+        choose(levels, &extra, hi, table).0
     };
-    for (bits, level) in best.iter_mut().zip(levels) {
+    spend_what_is_left(levels, &extra, table, budget, &mut best);
+    for (i, (choice, level)) in best.iter_mut().zip(levels).enumerate() {
         if level.keys == 0 {
-            *bits = empty_level_bits;
+            *choice = empty_level(i);
         }
     }
     best
@@ -286,5 +491,125 @@ mod tests {
         // A budget beyond what helps: no level past the cap.
         let bits = allocate_bits(&levels, 100.0);
         assert!(bits.iter().all(|&b| b <= MAX_ALLOCATED_BITS + 1e-9));
+    }
+
+    fn spent_of(levels: &[LevelShape], choices: &[FilterChoice]) -> f64 {
+        levels
+            .iter()
+            .zip(choices)
+            .map(|(l, c)| l.keys as f64 * c.bits_per_key())
+            .sum()
+    }
+
+    #[test]
+    fn the_best_filter_within_a_budget() {
+        let million = Some(1_000_000);
+        match best_within(10.0, million) {
+            FilterChoice::Fuse { bits, bits_per_key } => {
+                assert_eq!(bits, FingerprintBits::Eight);
+                assert!((9.0..9.1).contains(&bits_per_key), "{bits_per_key}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // 14 bits of Bloom beat an 8-bit fuse filter's 2^-8; 16 bits of
+        // fingerprint do not fit.
+        assert_eq!(
+            best_within(14.0, million),
+            FilterChoice::Bloom { bits_per_key: 14.0 }
+        );
+        assert!(matches!(
+            best_within(20.0, million),
+            FilterChoice::Fuse {
+                bits: FingerprintBits::Sixteen,
+                ..
+            }
+        ));
+        assert_eq!(
+            best_within(10.0, None),
+            FilterChoice::Bloom { bits_per_key: 10.0 }
+        );
+        assert_eq!(best_within(0.0, million), FilterChoice::None);
+        // Small tables cost a fuse filter more bits per key.
+        assert!(fuse_bits_per_key(10_000, FingerprintBits::Eight) > 10.0);
+        assert!(matches!(
+            best_within(10.0, Some(10_000)),
+            FilterChoice::Bloom { .. }
+        ));
+        assert_eq!(FilterChoice::None.fp_rate(), 1.0);
+    }
+
+    #[test]
+    fn static_levels_take_fuse_filters_and_the_saving_goes_up() {
+        let levels = tree();
+        let statics = [None, Some(300_000), Some(300_000), Some(300_000)];
+        let budget = 10.0 * levels.iter().map(|l| l.keys as f64).sum::<f64>();
+        let bloom_only = allocate_filters(&levels, &[], 10.0);
+        let mixed = allocate_filters(&levels, &statics, 10.0);
+        assert!(spent_of(&levels, &mixed) <= budget * 1.01, "{mixed:?}");
+        assert!(
+            matches!(mixed[3], FilterChoice::Fuse { .. }),
+            "the largest level takes the cheap static filter: {mixed:?}"
+        );
+        assert!(matches!(mixed[0], FilterChoice::Bloom { .. }), "{mixed:?}");
+        let before = expected_false_probes_of(&levels, &bloom_only);
+        let after = expected_false_probes_of(&levels, &mixed);
+        println!("{mixed:?}: {after:.5} vs Bloom only {before:.5}");
+        assert!(after < 0.9 * before, "{after} vs {before}");
+        // allocate_bits is the Bloom-only allocation.
+        let bits: Vec<f64> = bloom_only.iter().map(|c| c.bits_per_key()).collect();
+        assert_eq!(bits, allocate_bits(&levels, 10.0));
+    }
+
+    /// Brute force with the fuse choices added to a coarse Bloom grid.
+    #[test]
+    fn the_mixed_allocation_beats_every_grid_point_within_the_budget() {
+        let levels = [
+            LevelShape {
+                keys: 10_000,
+                runs: 4,
+            },
+            LevelShape {
+                keys: 100_000,
+                runs: 1,
+            },
+            LevelShape {
+                keys: 1_000_000,
+                runs: 1,
+            },
+        ];
+        let statics = [None, Some(100_000), Some(250_000)];
+        for avg in [4.0, 8.0, 10.0, 12.0, 16.0] {
+            let choices = allocate_filters(&levels, &statics, avg);
+            let budget = avg * levels.iter().map(|l| l.keys as f64).sum::<f64>();
+            assert!(spent_of(&levels, &choices) <= budget * 1.01);
+            let ours = expected_false_probes_of(&levels, &choices);
+            // (bits per key, rate) of each level's options.
+            let options = |i: usize| -> Vec<(f64, f64)> {
+                let mut v: Vec<FilterChoice> = std::iter::once(FilterChoice::None)
+                    .chain((2..=120).map(|j| FilterChoice::bloom(f64::from(j) * 0.25)))
+                    .collect();
+                if let Some(keys) = statics[i] {
+                    v.extend(fuse_choices(keys));
+                }
+                v.iter().map(|c| (c.bits_per_key(), c.fp_rate())).collect()
+            };
+            let (o0, o1, o2) = (options(0), options(1), options(2));
+            let k = levels.map(|l| l.keys as f64);
+            let r = levels.map(|l| f64::from(l.runs));
+            let mut brute = f64::INFINITY;
+            for &(a, fa) in &o0 {
+                for &(b, fb) in &o1 {
+                    for &(c, fc) in &o2 {
+                        if k[0] * a + k[1] * b + k[2] * c <= budget {
+                            brute = brute.min(r[0] * fa + r[1] * fb + r[2] * fc);
+                        }
+                    }
+                }
+            }
+            assert!(
+                ours <= brute * 1.02 + 1e-12,
+                "at {avg}: ours {ours} ({choices:?}), brute force {brute}"
+            );
+        }
     }
 }

@@ -53,6 +53,16 @@ impl FilterKind {
     }
 }
 
+impl From<FingerprintBits> for FilterKind {
+    /// The binary fuse kind of this fingerprint width.
+    fn from(bits: FingerprintBits) -> FilterKind {
+        match bits {
+            FingerprintBits::Eight => FilterKind::BinaryFuse8,
+            FingerprintBits::Sixteen => FilterKind::BinaryFuse16,
+        }
+    }
+}
+
 impl std::fmt::Display for FilterKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -120,10 +130,7 @@ impl<B: AsRef<[u8]>> AnyFilterView<B> {
     pub fn kind(&self) -> FilterKind {
         match self {
             AnyFilterView::Bloom(_) => FilterKind::BlockedBloom,
-            AnyFilterView::Fuse(f) => match f.header().bits {
-                FingerprintBits::Eight => FilterKind::BinaryFuse8,
-                FingerprintBits::Sixteen => FilterKind::BinaryFuse16,
-            },
+            AnyFilterView::Fuse(f) => f.header().bits.into(),
         }
     }
 

@@ -13,9 +13,9 @@
 use crate::error::{Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
-use crate::filter::line::line_ones;
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
-use crate::filter::probe::{line_add_probes, Layout};
+use crate::filter::line::{line_ones, prefetch_line};
+use crate::filter::probe::{line_add_probes, multiplied_probe, Layout, MULTIPLIERS};
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Estimated keys held by lines with the given set-bit counts: each line is a
@@ -104,6 +104,26 @@ pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
             "bits per key must be within [{MIN_BITS_PER_KEY}, {MAX_BITS_PER_KEY}], got {bits_per_key}"
         )))
     }
+}
+
+/// Hashes [`BloomFilter::insert_hashes`] requests the line of ahead of the
+/// one it sets: enough loads in flight to cover a memory latency.
+pub const INSERT_AHEAD: usize = 16;
+
+/// Layout 2's first `K` multipliers (`K ≤ MAX_PROBES`), as an array the
+/// compiler can unroll over.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
+const fn multipliers_for<const K: usize>() -> [u32; K] {
+    let mut out = [0u32; K];
+    let mut i = 0;
+    while i < K {
+        out[i] = MULTIPLIERS[i];
+        i += 1;
+    }
+    out
 }
 
 /// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
@@ -221,6 +241,76 @@ impl BloomFilter {
         let index = line_index(hash, self.lines.len() as u64);
         if let Some(line) = self.lines.get_mut(index) {
             line_add_probes(self.layout, &mut line.0, hash, self.probes);
+        }
+    }
+
+    /// Adds every hash of `hashes` (the same bits as one
+    /// [`BloomFilter::insert_hash`] per hash), faster when there are many:
+    /// the line of the hash [`INSERT_AHEAD`] places on is requested while
+    /// this one is set, so the memory loads of a filter larger than the
+    /// cache overlap, and layout 2's probes are set by a loop compiled for
+    /// the filter's probe count. This is how a table's filter is built from
+    /// the hashes gathered while its keys were added.
+    pub fn insert_hashes(&mut self, hashes: &[u64]) {
+        match (self.layout, self.probes) {
+            (Layout::Multiplied, 1) => self.insert_multiplied::<1>(hashes),
+            (Layout::Multiplied, 2) => self.insert_multiplied::<2>(hashes),
+            (Layout::Multiplied, 3) => self.insert_multiplied::<3>(hashes),
+            (Layout::Multiplied, 4) => self.insert_multiplied::<4>(hashes),
+            (Layout::Multiplied, 5) => self.insert_multiplied::<5>(hashes),
+            (Layout::Multiplied, 6) => self.insert_multiplied::<6>(hashes),
+            (Layout::Multiplied, 7) => self.insert_multiplied::<7>(hashes),
+            (Layout::Multiplied, 8) => self.insert_multiplied::<8>(hashes),
+            (Layout::Multiplied, 9) => self.insert_multiplied::<9>(hashes),
+            (Layout::Multiplied, 10) => self.insert_multiplied::<10>(hashes),
+            (Layout::Multiplied, 11) => self.insert_multiplied::<11>(hashes),
+            (Layout::Multiplied, 12) => self.insert_multiplied::<12>(hashes),
+            _ => {
+                let (layout, probes) = (self.layout, self.probes);
+                self.insert_ahead(hashes, |line, hash| {
+                    line_add_probes(layout, line, hash, probes)
+                });
+            }
+        }
+    }
+
+    /// [`BloomFilter::insert_hashes`] for layout 2 with `K` probes.
+    fn insert_multiplied<const K: usize>(&mut self, hashes: &[u64]) {
+        let multipliers = const { multipliers_for::<K>() };
+        self.insert_ahead(hashes, |line, hash| {
+            let (words, _) = line.as_chunks_mut::<8>();
+            for &m in &multipliers {
+                let bit = multiplied_probe(hash, m);
+                // `bit < 512`: its word always exists.
+                if let Some(word) = words.get_mut((bit >> 6) as usize) {
+                    *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
+                }
+            }
+        });
+    }
+
+    /// Sets each hash's probes in its line with `set`, requesting the line
+    /// of the hash [`INSERT_AHEAD`] places on first.
+    #[inline(always)]
+    fn insert_ahead(&mut self, hashes: &[u64], set: impl Fn(&mut [u8; LINE_BYTES], u64)) {
+        let count = self.lines.len() as u64;
+        let base = self.lines.as_ptr();
+        let address = |hash: u64| base.wrapping_add(line_index(hash, count)).cast::<u8>();
+        for &hash in hashes.iter().take(INSERT_AHEAD) {
+            prefetch_line(address(hash));
+        }
+        let ahead = hashes
+            .iter()
+            .skip(INSERT_AHEAD)
+            .map(Some)
+            .chain(std::iter::repeat(None));
+        for (&hash, next) in hashes.iter().zip(ahead) {
+            if let Some(&next) = next {
+                prefetch_line(address(next));
+            }
+            if let Some(line) = self.lines.get_mut(line_index(hash, count)) {
+                set(&mut line.0, hash);
+            }
         }
     }
 
@@ -389,6 +479,54 @@ impl LineLookup for BloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn insert_hashes_sets_the_bits_of_one_insert_hash_per_hash() {
+        let mut state = 7u64;
+        let hashes: Vec<u64> = (0..3000)
+            .map(|_| {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                remix_for_test(state)
+            })
+            .collect();
+        for layout in [Layout::Remixed, Layout::Multiplied] {
+            for probes in 1..=MAX_PROBES {
+                for lines in [1, 3, 64, 1000] {
+                    let empty = BloomFilter::with_geometry(lines, probes, 0)
+                        .unwrap()
+                        .with_layout(layout);
+                    let mut one_by_one = empty.clone();
+                    for &h in &hashes {
+                        one_by_one.insert_hash(h);
+                    }
+                    // Shorter than, equal to and longer than the look-ahead.
+                    for len in [0, 5, INSERT_AHEAD, INSERT_AHEAD + 1, hashes.len()] {
+                        let mut reference = empty.clone();
+                        for &h in &hashes[..len] {
+                            reference.insert_hash(h);
+                        }
+                        let mut batched = empty.clone();
+                        batched.insert_hashes(&hashes[..len]);
+                        assert!(
+                            batched == reference,
+                            "{layout:?} k={probes} lines={lines} len={len}"
+                        );
+                    }
+                    let mut halves = empty.clone();
+                    let (a, b) = hashes.split_at(1234);
+                    halves.insert_hashes(a);
+                    halves.insert_hashes(b);
+                    assert!(halves == one_by_one);
+                }
+            }
+        }
+    }
+
+    fn remix_for_test(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
 
     fn key(j: u64) -> Vec<u8> {
         format!("k{j:015}").into_bytes()

@@ -4,8 +4,10 @@
 //! [`CountingBloomFilter`] that can remove, the [`ScalableBloomFilter`]
 //! for an unknown number of items, the static binary fuse filter
 //! ([`FuseFilter`], its encoded [`FuseView`]) for a set known up front,
-//! [`AnyFilterView`], which reads a point-filter block of either kind, and
-//! the [`RangeFilter`] for range queries.
+//! [`AnyFilterView`], which reads a point-filter block of either kind, the
+//! [`FilterPolicy`] that decides which filter each table of a tree gets
+//! (and the level-aware [`allocation`] behind it), and the [`RangeFilter`]
+//! for range queries.
 //! Must never: answer "absent" for a key that was inserted.
 //!
 //! ```
@@ -29,6 +31,7 @@ pub mod fuse;
 pub mod fuse_block;
 mod kernel;
 pub mod line;
+pub mod policy;
 pub mod probe;
 pub mod range;
 pub mod scalable;
@@ -36,12 +39,14 @@ mod simd;
 pub mod theory;
 
 pub use aligned::AlignedBytes;
+pub use allocation::FilterChoice;
 pub use any::{AnyFilterView, FilterKind, FilterParseError};
 pub use block::{FilterHeader, FilterView};
 pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;
 pub use fuse::FingerprintBits;
 pub use fuse_block::{FuseFilter, FuseHeader, FuseView};
+pub use policy::{FilterPolicy, LevelTables};
 pub use probe::Layout;
 pub use range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
 pub use scalable::ScalableBloomFilter;

@@ -14,8 +14,8 @@ use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE}
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
 use crate::key::SeqNo;
-use crate::manifest::{read_manifest, TableRecord};
-use crate::table::{ReadContext, ReadCounters, ReadSettings, Table};
+use crate::manifest::{read_manifest, ManifestState, TableRecord};
+use crate::table::{LevelFilterStats, ReadContext, ReadCounters, ReadSettings, Table};
 
 /// The name of the lock file a running database holds.
 const LOCK_FILE: &str = "LOCK";
@@ -33,7 +33,7 @@ pub struct ManifestSummary {
 
 /// Totals of one level, from the manifest's records (and, for the filter,
 /// from the tables that opened).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LevelSummary {
     /// The level.
     pub level: u32,
@@ -49,6 +49,10 @@ pub struct LevelSummary {
     pub filter_memory: u64,
     /// Bytes of memory their decoded indexes take in an open database.
     pub index_memory: u64,
+    /// Their filters: kinds, bits per key, expected rate, and the rate
+    /// measured by asking each filter [`crate::inspect::FP_PROBES`] random
+    /// absent keys.
+    pub filters: LevelFilterStats,
 }
 
 /// One table the manifest names.
@@ -123,12 +127,22 @@ pub fn inspect_dir(dir: &Path) -> Result<DirSummary> {
     inspect_dir_with(&OsFileSystem::shared(), dir)
 }
 
+/// Attempts started over because a writer moved the manifest meanwhile,
+/// before [`inspect_dir_with`] gives up.
+const MAX_ATTEMPTS: u32 = 50;
+
 /// Summarises the database in `dir` through `fs`.
 ///
 /// `InvalidArgument` when `dir` is not a directory or has no manifest;
 /// `Corruption` when the manifest does not decode (`siftdb verify` says
 /// more). A table that does not open is reported in its
 /// [`LiveTableSummary`], not as an error.
+///
+/// Beside a live writer the summary is of one manifest: it is read again
+/// after the tables were opened and the directory listed, and the whole
+/// summary started over when it moved meanwhile (a compaction that removed
+/// a table between the two would otherwise show it as missing). It gives
+/// up, with `Io`, when the manifest moved during each of 50 attempts.
 pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> {
     let fs = shared_fs.as_ref();
     if !fs.is_dir(dir) {
@@ -137,12 +151,33 @@ pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> 
             dir.display()
         )));
     }
-    let Some(state) = read_manifest(fs, dir)? else {
-        return Err(Error::invalid(format!(
+    for _ in 0..MAX_ATTEMPTS {
+        let state = read_state(shared_fs, dir)?;
+        let summary = summarise(shared_fs, dir, &state)?;
+        if read_state(shared_fs, dir)? == state {
+            return Ok(summary);
+        }
+    }
+    Err(Error::io(
+        dir,
+        std::io::Error::other(format!(
+            "the manifest changed during each of {MAX_ATTEMPTS} attempts to inspect the database"
+        )),
+    ))
+}
+
+fn read_state(shared_fs: &SharedFs, dir: &Path) -> Result<ManifestState> {
+    read_manifest(shared_fs.as_ref(), dir)?.ok_or_else(|| {
+        Error::invalid(format!(
             "{} has no {MANIFEST_FILE}: not a siftdb database (or its manifest is lost)",
             dir.display()
-        )));
-    };
+        ))
+    })
+}
+
+/// The summary of `dir` as the manifest `state` describes it.
+fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<DirSummary> {
+    let fs = shared_fs.as_ref();
     let mut records = state.tables.clone();
     records.sort_by(|a, b| {
         a.level.cmp(&b.level).then_with(|| {
@@ -173,14 +208,21 @@ pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> 
     for record in records {
         let name = table_file_name(record.file_number);
         let path = dir.join(&name);
-        let table = if names.contains(&name) {
-            Table::open(&tables, &path)
-                .map(|t| TableSummary::of(&t))
-                .map_err(|e| e.to_string())
+        let opened = if names.contains(&name) {
+            Table::open(&tables, &path).map_err(|e| e.to_string())
         } else {
             Err(format!("{name} is named by the manifest but missing"))
         };
+        let table = opened.as_ref().map(TableSummary::of).map_err(Clone::clone);
         if let Some(level) = levels.get_mut(record.level as usize) {
+            if let (Ok(opened), Ok(summary)) = (&opened, &table) {
+                let (probed, positives) = summary
+                    .filter_figures()
+                    .map_or((0, 0), |f| (f.probed, f.probe_positives));
+                level
+                    .filters
+                    .add_table(opened, probed.saturating_sub(positives), positives);
+            }
             level.tables += 1;
             level.file_bytes += record.file_size;
             level.entries += record.entries;
@@ -196,7 +238,7 @@ pub fn inspect_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<DirSummary> 
         .map(|name| DirFile {
             name: name.clone(),
             role: role_of(name, &state.tables, state.log_number),
-            size: fs.read_all(&dir.join(name)).ok().map(|b| b.len() as u64),
+            size: fs.open_read(&dir.join(name)).ok().map(|f| f.len()),
         })
         .collect();
     for record in &state.tables {

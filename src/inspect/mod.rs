@@ -10,10 +10,12 @@
 //! gathered from the files.
 //! Must never: write, create, rename or remove a file, or take the
 //! directory lock — they only read, through the [`FileSystem`] seam, so they
-//! can run on a closed database or beside an open one. (Beside an open one
-//! they may see a log in the middle of an append, or a table that a
-//! compaction removes while they read the directory; run them on a closed
-//! database for a definitive answer.)
+//! can run on a closed database, on a directory they may not write, or
+//! beside an open one. (Beside an open one [`inspect_dir`] describes one
+//! manifest — it starts over when the manifest moved while it read — but
+//! [`verify_dir`] may see a log in the middle of an append, or a table that
+//! a compaction removes while it reads; run it on a closed database for a
+//! definitive answer.)
 //!
 //! ```
 //! use siftdb::{inspect, Db, Options};
@@ -38,8 +40,6 @@ mod verify;
 
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{LiveTableSummary, ManifestSummary};
-pub use table::{
-    inspect_table, inspect_table_with, FilterFigures, FilterSummary, RangeFilterSummary,
-    TableSummary,
-};
+pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};
+pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};
 pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

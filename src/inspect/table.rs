@@ -9,7 +9,8 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::filter::range::RangeMode;
-use crate::filter::theory::{blocked_fp_rate, LINE_BITS};
+use crate::filter::theory::LINE_BITS;
+use crate::filter::{AlignedBytes, AnyFilterView, FilterKind, Layout};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
 use crate::table::properties::PrefixFilterInfo;
@@ -86,6 +87,13 @@ pub enum RangeFilterSummary {
     },
 }
 
+/// Absent keys each table's filter is asked by a summary, to measure its
+/// false-positive rate (random 64-bit hashes, which match none of the
+/// table's keys but with probability keys / 2⁶⁴).
+pub const FP_PROBES: u64 = 20_000;
+/// The seed of those hashes.
+const FP_PROBE_SEED: u64 = 0x5eed_f11e_0000_0001;
+
 /// The state of a table's filter, with its figures when it is in use.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FilterSummary {
@@ -94,6 +102,9 @@ pub enum FilterSummary {
     /// The filter block failed its checks (the reason); lookups treat every
     /// key as "may match", so they stay correct but read more.
     Corrupt(String),
+    /// The filter block is of a kind this build does not read (the reason);
+    /// lookups treat every key as "may match".
+    UnknownKind(String),
     /// The filter is verified and in use.
     Present(FilterFigures),
 }
@@ -101,34 +112,65 @@ pub enum FilterSummary {
 /// The figures of a filter in use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FilterFigures {
-    /// Bits per key the table was built with (from the properties block).
+    /// The kind of filter.
+    pub kind: FilterKind,
+    /// Bits per key the table was built with (from the properties block:
+    /// what the filter policy chose for it).
     pub configured_bits_per_key: f64,
-    /// Bits the filter actually has per distinct user key (its 512-bit
-    /// lines round the size up).
+    /// Bits the filter actually has per entry of `actual_entries` (Bloom:
+    /// its 512-bit lines round the size up; fuse: its slots).
     pub bits_per_key: f64,
-    /// Total bits.
+    /// Total bits of the filter proper (header and checksum left out).
     pub bits: u64,
+    /// Probes per key (a binary fuse filter: its 3 slots).
+    pub probes: u32,
+    /// Entries the filter was built over: the distinct user keys, plus the
+    /// distinct prefixes with a prefix filter (with prefixes only: the
+    /// prefixes, a lower bound, as keys without a prefix are in too).
+    pub actual_entries: u64,
+    /// The false-positive rate theory expects: for a blocked Bloom filter
+    /// at `bits_per_key` and `probes` (Putze et al. 2007), for a binary fuse
+    /// filter 2⁻ʷ.
+    pub expected_fp_rate: f64,
+    /// Random absent keys asked ([`FP_PROBES`]) and how many the filter let
+    /// through: the measured rate is their ratio.
+    pub probed: u64,
+    /// See `probed`.
+    pub probe_positives: u64,
+    /// The Bloom filter's own figures (`None` for a binary fuse filter).
+    pub bloom: Option<BloomFigures>,
+}
+
+impl FilterFigures {
+    /// `probe_positives / probed`.
+    pub fn measured_fp_rate(&self) -> f64 {
+        self.probe_positives as f64 / self.probed.max(1) as f64
+    }
+}
+
+/// What only a blocked Bloom filter has: lines, layout and fill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BloomFigures {
     /// 512-bit lines.
     pub lines: u64,
-    /// Probes per key.
-    pub probes: u32,
     /// Where the probes fall in a line (the block's layout id).
-    pub layout: crate::filter::Layout,
+    pub layout: Layout,
     /// Bits set.
     pub set_bits: u64,
     /// `set_bits / bits`.
     pub fill_ratio: f64,
     /// Keys estimated from the fill, line by line (Swamidass & Baldi 2007).
     pub estimated_entries: f64,
-    /// Entries actually inserted: the distinct user keys, plus the distinct
-    /// prefixes with a prefix filter (with prefixes only: the prefixes, a
-    /// lower bound, as keys without a prefix are in too).
-    pub actual_entries: u64,
-    /// The false-positive rate the theory of blocked filters expects at
-    /// `bits_per_key` and `probes` (Putze et al. 2007).
-    pub expected_fp_rate: f64,
     /// The false-positive rate the actual fill of each line implies.
     pub fill_fp_rate: f64,
+}
+
+/// How many of [`FP_PROBES`] random absent keys `view` lets through.
+pub(crate) fn probe_positives(view: &AnyFilterView<AlignedBytes>) -> u64 {
+    let hashes: Vec<u64> = (0..FP_PROBES)
+        .map(|i| xxhash_rust::xxh3::xxh3_64_with_seed(&i.to_le_bytes(), FP_PROBE_SEED))
+        .collect();
+    view.contains_hashes(&hashes).filter(|&maybe| maybe).count() as u64
 }
 
 /// Opens the table at `path` on the real file system and summarises it.
@@ -158,34 +200,12 @@ impl TableSummary {
         let footer = table.footer();
         let filter = match (table.filter_status(), table.filter_view()) {
             (FilterStatus::Corrupt(reason), _) => FilterSummary::Corrupt(reason.clone()),
-            (FilterStatus::Ok, Some(view)) => {
-                let header = view.header();
-                let bits = header.lines.saturating_mul(LINE_BITS as u64);
-                let set_bits: u64 = view.ones_per_line().map(u64::from).sum();
-                // Whole keys, plus the prefixes a prefix filter added; with
-                // prefixes only, the prefixes (the keys without a prefix,
-                // also in, are not counted anywhere).
-                let keys = match &properties.prefix_filter {
-                    None => properties.distinct_user_keys,
-                    Some(p) if p.whole_keys => properties.distinct_user_keys + p.prefixes,
-                    Some(p) => p.prefixes,
-                };
-                let bits_per_key = bits as f64 / keys.max(1) as f64;
-                FilterSummary::Present(FilterFigures {
-                    configured_bits_per_key: properties.filter_bits_per_key,
-                    bits_per_key,
-                    bits,
-                    lines: header.lines,
-                    probes: header.probes,
-                    layout: header.layout,
-                    set_bits,
-                    fill_ratio: set_bits as f64 / bits.max(1) as f64,
-                    estimated_entries: view.estimated_items(),
-                    actual_entries: keys,
-                    expected_fp_rate: blocked_fp_rate(bits_per_key, header.probes),
-                    fill_fp_rate: view.current_fp_rate(),
-                })
-            }
+            (FilterStatus::UnknownKind(reason), _) => FilterSummary::UnknownKind(reason.clone()),
+            (FilterStatus::Ok, Some(view)) => FilterSummary::Present(figures_of(
+                view,
+                properties.filter_bits_per_key,
+                properties.point_filter_entries(),
+            )),
             _ => FilterSummary::Missing,
         };
         let range_filter = match (table.range_filter_status(), table.range_filter_view()) {
@@ -229,12 +249,52 @@ impl TableSummary {
         }
     }
 
+    /// The filter's kind, when it is in use.
+    pub fn filter_kind(&self) -> Option<FilterKind> {
+        self.filter_figures().map(|f| f.kind)
+    }
+
     /// The filter's figures, when it is in use.
     pub fn filter_figures(&self) -> Option<&FilterFigures> {
         match &self.filter {
             FilterSummary::Present(figures) => Some(figures),
             _ => None,
         }
+    }
+}
+
+/// The figures of a filter in use over `keys` entries, built at
+/// `configured` bits per key.
+fn figures_of(view: &AnyFilterView<AlignedBytes>, configured: f64, keys: u64) -> FilterFigures {
+    let bits = view.payload_bits();
+    let (probes, bloom) = match view {
+        AnyFilterView::Bloom(bloom) => {
+            let header = bloom.header();
+            let set_bits: u64 = bloom.ones_per_line().map(u64::from).sum();
+            let line_bits = header.lines.saturating_mul(u64::from(LINE_BITS));
+            let figures = BloomFigures {
+                lines: header.lines,
+                layout: header.layout,
+                set_bits,
+                fill_ratio: set_bits as f64 / line_bits.max(1) as f64,
+                estimated_entries: bloom.estimated_items(),
+                fill_fp_rate: bloom.current_fp_rate(),
+            };
+            (header.probes, Some(figures))
+        }
+        AnyFilterView::Fuse(_) => (u32::from(crate::filter::fuse::ARITY), None),
+    };
+    FilterFigures {
+        kind: view.kind(),
+        configured_bits_per_key: configured,
+        bits_per_key: bits as f64 / keys.max(1) as f64,
+        bits,
+        probes,
+        actual_entries: keys,
+        expected_fp_rate: view.expected_fp_rate(keys),
+        probed: FP_PROBES,
+        probe_positives: probe_positives(view),
+        bloom,
     }
 }
 
@@ -287,30 +347,34 @@ mod tests {
             "{s:?}"
         );
         let f = s.filter_figures().unwrap();
+        assert_eq!(f.kind, FilterKind::BlockedBloom);
         assert_eq!(f.configured_bits_per_key, 10.0);
-        assert_eq!(f.bits, f.lines * 512);
+        let measured = f.measured_fp_rate();
+        assert!(measured > 0.003 && measured < 0.02, "{measured}");
+        let b = f.bloom.unwrap();
+        assert_eq!(f.bits, b.lines * 512);
         assert!(f.bits_per_key >= 10.0 && f.bits_per_key < 10.3, "{f:?}");
         assert_eq!(f.actual_entries, 2000);
         // The estimate's relative error is about 0.8/sqrt(m) per line-sum; 5% is generous.
         assert!(
-            (f.estimated_entries - 2000.0).abs() < 100.0,
+            (b.estimated_entries - 2000.0).abs() < 100.0,
             "{}",
-            f.estimated_entries
+            b.estimated_entries
         );
-        assert!(f.fill_ratio > 0.3 && f.fill_ratio < 0.7, "{}", f.fill_ratio);
+        assert!(b.fill_ratio > 0.3 && b.fill_ratio < 0.7, "{}", b.fill_ratio);
         assert!(
             f.expected_fp_rate > 0.005 && f.expected_fp_rate < 0.015,
             "{}",
             f.expected_fp_rate
         );
-        assert!(f.fill_fp_rate > 0.0 && f.fill_fp_rate < 0.03);
+        assert!(b.fill_fp_rate > 0.0 && b.fill_fp_rate < 0.03);
         assert_eq!(
             s.filter_bytes,
-            64 + f.lines * 64 + 4 + crate::table::format::TRAILER_LEN as u64
+            64 + b.lines * 64 + 4 + crate::table::format::TRAILER_LEN as u64
         );
         assert_eq!(s.format_version, crate::table::format::FORMAT_VERSION);
         // In memory: the filter block itself, in whole 64-byte lines.
-        assert_eq!(s.filter_memory, 64 + f.lines * 64 + 64);
+        assert_eq!(s.filter_memory, 64 + b.lines * 64 + 64);
         assert!(s.index_memory >= s.data_blocks * (16 + 16), "{s:?}");
     }
 

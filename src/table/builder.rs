@@ -2,20 +2,23 @@
 //!
 //! Owns: the order data blocks, filter, index, properties and footer are
 //! written in; each data block's codec (compressed only when it pays) and
-//! its page alignment; and the rule that `finish` reports success only
-//! after fsync. Tables are written in the current format version only.
+//! its page alignment; the filter's kind (a binary fuse filter when the
+//! options ask for one and it can be built, else a Bloom filter); and the
+//! rule that `finish` reports success only after fsync. Tables are written in the current format version only.
 //! Must never: write an out-of-order entry (it is refused with
 //! `InvalidArgument` before anything changes), or report success for a file
 //! that is not durable. A table of zero entries is refused by `finish`.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::filter::fuse::ARITY;
 use crate::filter::range::RangeFilterBuilder;
-use crate::filter::BloomFilter;
+use crate::filter::{BloomFilter, FilterKind, FuseFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind, MAX_KEY_LEN,
@@ -46,6 +49,29 @@ pub struct TableInfo {
     pub min_seq: SeqNo,
     /// Largest sequence number of any entry.
     pub max_seq: SeqNo,
+    /// The filter written (`None`: no filter).
+    pub filter_kind: Option<FilterKind>,
+    /// Entries the filter was built over: distinct user keys, and distinct
+    /// key prefixes when the table was built with a prefix extractor.
+    pub filter_keys: u64,
+    /// Time spent building the filter (hashing the keys excluded).
+    pub filter_build_time: Duration,
+}
+
+/// The point filter a table got (all empty when it got none).
+#[derive(Debug, Default)]
+struct FilterWritten {
+    handle: Option<BlockHandle>,
+    /// Probes per key (a fuse filter's: its three slots).
+    probes: u32,
+    kind: Option<FilterKind>,
+    /// Hashes it was built from: distinct user keys kept whole, and
+    /// distinct prefixes.
+    entries: u64,
+    /// Time its construction took (hashing the keys excluded).
+    build_time: Duration,
+    /// What it holds of prefixes.
+    prefixes: Option<PrefixFilterInfo>,
 }
 
 /// Streams a sorted table to a file.
@@ -230,7 +256,7 @@ impl TableBuilder {
         }
         let data_size = self.offset;
 
-        let (filter, filter_probes, prefix_filter) = self.write_filter()?;
+        let written = self.write_filter()?;
         let range_filter = self.write_range_filter()?;
         let index_bytes = self.index_block.finish();
         let index = self.write_block(&index_bytes, BlockKind::Index, Codec::Raw, 0)?;
@@ -243,15 +269,15 @@ impl TableBuilder {
             data_size,
             min_seq: self.min_seq,
             max_seq: self.max_seq,
-            filter_bits_per_key: if filter.is_some() {
+            filter_bits_per_key: if written.handle.is_some() {
                 self.options.bloom_bits_per_key
             } else {
                 0.0
             },
-            filter_probes,
+            filter_probes: written.probes,
             smallest: Bytes::from(std::mem::take(&mut self.smallest)),
             largest: Bytes::from(std::mem::take(&mut self.last_key)),
-            prefix_filter,
+            prefix_filter: written.prefixes,
             range_filter,
         };
         // Version 3 only when the table has what only it stores.
@@ -265,7 +291,7 @@ impl TableBuilder {
             self.write_block(&properties.encode(), BlockKind::Properties, Codec::Raw, 0)?;
         let footer = Footer {
             index,
-            filter,
+            filter: written.handle,
             properties: properties_handle,
             format,
         };
@@ -278,6 +304,9 @@ impl TableBuilder {
             largest: properties.largest,
             min_seq: properties.min_seq,
             max_seq: properties.max_seq,
+            filter_kind: written.kind,
+            filter_keys: written.entries,
+            filter_build_time: written.build_time,
         })
     }
 
@@ -310,26 +339,50 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Builds the filter from the collected hashes and writes it at a
-    /// 64-byte-aligned offset. Returns its handle, probe count and what it
-    /// holds of prefixes.
-    fn write_filter(&mut self) -> Result<(Option<BlockHandle>, u32, Option<PrefixFilterInfo>)> {
+    /// Builds the filter from the collected hashes — a binary fuse filter
+    /// when the options ask for one and its construction succeeds, else a
+    /// Bloom filter — and writes it at a 64-byte-aligned offset.
+    fn write_filter(&mut self) -> Result<FilterWritten> {
         if self.options.bloom_bits_per_key <= 0.0 {
-            return Ok((None, 0, None));
+            return Ok(FilterWritten::default());
         }
         let entries = std::mem::replace(
             &mut self.filter_entries,
             FilterEntries::new(&TableOptions::default()),
         );
+        // Whole-key hashes (when kept) and prefix hashes, one filter for
+        // both whatever its kind. A prefix hash never equals a whole-key
+        // hash but by a 64-bit coincidence, and fuse construction removes
+        // equal hashes itself when they stop it.
         let (hashes, prefixes) = entries.finish();
-        let mut filter =
-            BloomFilter::with_bits_per_key(hashes.len(), self.options.bloom_bits_per_key)?;
-        for &hash in &hashes {
-            filter.insert_hash(hash);
-        }
+        let started = Instant::now();
+        let fuse = self
+            .options
+            .static_filter
+            .and_then(|bits| FuseFilter::build(&hashes, bits).ok());
+        let (block, probes, kind) = match fuse {
+            Some(fuse) => {
+                let kind = FilterKind::from(fuse.header().bits);
+                (fuse.into_bytes(), u32::from(ARITY), kind)
+            }
+            None => {
+                let mut filter =
+                    BloomFilter::with_bits_per_key(hashes.len(), self.options.bloom_bits_per_key)?;
+                filter.insert_hashes(&hashes);
+                (filter.encode(), filter.hashes(), FilterKind::BlockedBloom)
+            }
+        };
+        let build_time = started.elapsed();
         let padding = (FILTER_ALIGN - self.offset % FILTER_ALIGN) % FILTER_ALIGN;
-        let handle = self.write_block(&filter.encode(), BlockKind::Filter, Codec::Raw, padding)?;
-        Ok((Some(handle), filter.hashes(), prefixes))
+        let handle = self.write_block(&block, BlockKind::Filter, Codec::Raw, padding)?;
+        Ok(FilterWritten {
+            handle: Some(handle),
+            probes,
+            kind: Some(kind),
+            entries: hashes.len() as u64,
+            build_time,
+            prefixes,
+        })
     }
 
     /// Writes the range filter block, when the table gets one.
@@ -505,6 +558,138 @@ mod tests {
         let footer = Footer::decode(tail, bytes.len() as u64, "t.sst").unwrap();
         assert_eq!(footer.filter.unwrap().offset % FILTER_ALIGN, 0);
         assert_eq!(footer.format, TableFormat::CURRENT);
+    }
+
+    #[test]
+    fn static_filters_are_built_when_asked_and_recorded() {
+        use crate::filter::{FilterChoice, FingerprintBits};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let choices = [
+            (FilterChoice::None, None, 0, 0.0),
+            (
+                FilterChoice::Bloom { bits_per_key: 7.5 },
+                Some(FilterKind::BlockedBloom),
+                5,
+                7.5,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Eight,
+                    bits_per_key: 9.2,
+                },
+                Some(FilterKind::BinaryFuse8),
+                3,
+                9.2,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Sixteen,
+                    bits_per_key: 500.0,
+                },
+                Some(FilterKind::BinaryFuse16),
+                3,
+                crate::filter::theory::MAX_BITS_PER_KEY,
+            ),
+        ];
+        for (choice, kind, probes, bits) in choices {
+            let options = TableOptions::default().with_filter(choice);
+            let mut b = TableBuilder::create(&OsFileSystem, &path, &options).unwrap();
+            for i in 0..3000 {
+                b.add(&ikey(&format!("key{i:06}"), 1), b"v").unwrap();
+            }
+            let info = b.finish().unwrap();
+            assert_eq!(info.filter_kind, kind, "{choice:?}");
+            assert_eq!(info.filter_keys, if kind.is_some() { 3000 } else { 0 });
+            let table = crate::table::Table::open_path(&path).unwrap();
+            let properties = table.properties();
+            assert_eq!(properties.filter_probes, probes, "{choice:?}");
+            assert_eq!(properties.filter_bits_per_key, bits, "{choice:?}");
+            assert_eq!(table.filter_view().map(|v| v.kind()), kind);
+            for i in 0..3000 {
+                assert!(table.may_contain(crate::filter::hash_key(format!("key{i:06}").as_bytes())));
+            }
+        }
+    }
+
+    #[test]
+    fn every_filter_kind_holds_prefixes_beside_whole_keys() {
+        use crate::filter::{FilterChoice, FingerprintBits};
+        use crate::prefix::PrefixExtractor;
+        use crate::table::scan_filters::prefix_hash;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let choices = [
+            (
+                FilterChoice::Bloom { bits_per_key: 10.0 },
+                FilterKind::BlockedBloom,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Eight,
+                    bits_per_key: 9.2,
+                },
+                FilterKind::BinaryFuse8,
+            ),
+            (
+                FilterChoice::Fuse {
+                    bits: FingerprintBits::Sixteen,
+                    bits_per_key: 18.5,
+                },
+                FilterKind::BinaryFuse16,
+            ),
+        ];
+        // 40 prefixes of 100 keys each; the extractor cuts 5 bytes.
+        let key = |i: u32| format!("p{:03}:{:06}", i / 100, i);
+        for (choice, kind) in choices {
+            for whole_key_filtering in [true, false] {
+                let options = TableOptions {
+                    prefix_extractor: Some(PrefixExtractor::fixed(5).unwrap()),
+                    whole_key_filtering,
+                    range_filter_bits_per_key: 16.0,
+                    ..TableOptions::default()
+                }
+                .with_filter(choice);
+                let mut b = TableBuilder::create(&OsFileSystem, &path, &options).unwrap();
+                for i in 0..4000 {
+                    b.add(&ikey(&key(i), 1), b"v").unwrap();
+                }
+                let info = b.finish().unwrap();
+                let case = format!("{choice:?}, whole keys {whole_key_filtering}");
+                assert_eq!(info.filter_kind, Some(kind), "{case}");
+                let entries = if whole_key_filtering { 4040 } else { 40 };
+                assert_eq!(info.filter_keys, entries, "{case}");
+                let table = crate::table::Table::open_path(&path).unwrap();
+                // The fuse filter's key count (keys and prefixes) passes
+                // the reader's check against the properties.
+                assert_eq!(
+                    table.filter_status(),
+                    &crate::table::FilterStatus::Ok,
+                    "{case}"
+                );
+                assert_eq!(table.filter_view().map(|v| v.kind()), Some(kind));
+                let prefixes = table.properties().prefix_filter.clone().unwrap();
+                assert_eq!(prefixes.prefixes, 40, "{case}");
+                assert!(table.range_filter_view().is_some(), "{case}");
+                for i in 0..4000 {
+                    let k = key(i);
+                    assert!(table.may_contain(prefix_hash(&k.as_bytes()[..5])));
+                    if whole_key_filtering {
+                        let whole = crate::filter::hash_key(k.as_bytes());
+                        assert!(table.may_contain(whole), "{case}: {k}");
+                    }
+                    assert!(table.may_contain_key(k.as_bytes()), "{case}: {k}");
+                    assert!(table.get_key(k.as_bytes()).unwrap().is_some(), "{case}");
+                }
+                if !whole_key_filtering {
+                    // The whole keys are not in: most of them are ruled out.
+                    let passed = (0..4000)
+                        .filter(|&i| table.may_contain(crate::filter::hash_key(key(i).as_bytes())))
+                        .count();
+                    assert!(passed < 400, "{case}: {passed}");
+                }
+            }
+        }
     }
 
     #[test]

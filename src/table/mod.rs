@@ -1,6 +1,7 @@
 //! Sorted tables: immutable files of internal-key → value entries, each with
-//! a Bloom filter block over its user keys that a `get` asks before it reads
-//! any data block.
+//! a filter block over its user keys (a blocked Bloom filter, or a binary
+//! fuse filter when the table's options ask for a static one) that a `get`
+//! asks before it reads any data block.
 //!
 //! A table is written once by [`TableBuilder`] (entries in strictly
 //! increasing internal-key order, streamed to the file, fsynced before
@@ -13,7 +14,8 @@
 //! Must never: return a wrong value or silently miss a present key — a
 //! damaged data, index, properties block or footer is `Error::Corruption`
 //! naming the file, the block and its offset; only a damaged filter is
-//! tolerated, by failing open (every key "may match").
+//! tolerated, by failing open (every key "may match"), as is a filter of a
+//! kind this build does not read.
 //!
 //! ```
 //! use siftdb::key::{internal_key, SeqNo, ValueKind};
@@ -38,12 +40,14 @@ pub mod builder;
 pub mod compression;
 pub mod context;
 pub mod counters;
+pub mod filter_stats;
 pub mod format;
 mod index;
 pub mod iter;
 pub mod lookup;
 pub mod properties;
 pub mod reader;
+pub mod salvage;
 mod scan;
 pub mod scan_filters;
 mod verify;
@@ -51,15 +55,18 @@ mod verify;
 pub use builder::{TableBuilder, TableInfo};
 pub use context::{ReadContext, ReadSettings};
 pub use counters::{ReadCounters, ReadStats};
+pub use filter_stats::LevelFilterStats;
 pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
 pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
 pub use properties::TableProperties;
 pub use reader::{FilterStatus, Table, TableValue};
+pub use salvage::{LostBlock, Salvaged, SalvagedBlock, TableSalvager};
 pub use verify::{Severity, VerifyProblem};
 
 use crate::error::{Error, Result};
 use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
+use crate::filter::{FilterChoice, FingerprintBits};
 use crate::options::{Compression, Options};
 use crate::prefix::PrefixExtractor;
 
@@ -70,8 +77,14 @@ pub struct TableOptions {
     /// that would take it past this (a single larger entry gets its own block).
     /// Default 4096.
     pub block_size: usize,
-    /// Bloom filter bits per distinct user key; 0 writes no filter. Default 10.
+    /// Bloom filter bits per distinct user key; 0 writes no filter. Default
+    /// 10. With `static_filter`, the bits the table is recorded as built
+    /// with and the size of the Bloom filter built when the static one
+    /// cannot be.
     pub bloom_bits_per_key: f64,
+    /// Build a binary fuse filter with fingerprints of this width instead of
+    /// a Bloom filter (when `bloom_bits_per_key` > 0). Default `None`.
+    pub static_filter: Option<FingerprintBits>,
     /// Entries between restart points in a data block. Default 16.
     pub restart_interval: usize,
     /// How data blocks are stored. Default LZ4 (raw when it does not pay).
@@ -90,6 +103,7 @@ impl Default for TableOptions {
         TableOptions {
             block_size: 4096,
             bloom_bits_per_key: 10.0,
+            static_filter: None,
             restart_interval: 16,
             compression: Compression::default(),
             prefix_extractor: None,
@@ -103,7 +117,7 @@ impl From<&Options> for TableOptions {
     fn from(options: &Options) -> Self {
         TableOptions {
             block_size: options.block_size,
-            bloom_bits_per_key: options.bloom_bits_per_key,
+            bloom_bits_per_key: options.filter_policy.average_bits_per_key(),
             compression: options.compression,
             prefix_extractor: options.prefix_extractor.clone(),
             whole_key_filtering: options.whole_key_filtering,
@@ -114,6 +128,20 @@ impl From<&Options> for TableOptions {
 }
 
 impl TableOptions {
+    /// These options with the filter `choice` (what a
+    /// [`crate::filter::FilterPolicy`] chose for the table): no filter, a
+    /// Bloom filter, or a binary fuse filter recorded at the bits per key it
+    /// was chosen for (with a Bloom filter of those bits as its fallback).
+    pub fn with_filter(mut self, choice: FilterChoice) -> TableOptions {
+        let clamp = |bits: f64| bits.clamp(MIN_BITS_PER_KEY, MAX_BITS_PER_KEY);
+        (self.bloom_bits_per_key, self.static_filter) = match choice {
+            FilterChoice::None => (0.0, None),
+            FilterChoice::Bloom { bits_per_key } => (clamp(bits_per_key), None),
+            FilterChoice::Fuse { bits, bits_per_key } => (clamp(bits_per_key), Some(bits)),
+        };
+        self
+    }
+
     /// Checks every field; `InvalidArgument` names the first bad one.
     pub fn validate(&self) -> Result<()> {
         let bits = self.bloom_bits_per_key;

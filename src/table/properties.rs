@@ -124,6 +124,27 @@ impl TableProperties {
         }
     }
 
+    /// Entries of the point filter: the distinct user keys, plus the
+    /// distinct prefixes of a prefix filter; with prefixes only, the
+    /// prefixes (a lower bound: the keys without a prefix are in too, and
+    /// counted nowhere).
+    pub fn point_filter_entries(&self) -> u64 {
+        match &self.prefix_filter {
+            None => self.distinct_user_keys,
+            Some(p) if p.whole_keys => self.distinct_user_keys.saturating_add(p.prefixes),
+            Some(p) => p.prefixes,
+        }
+    }
+
+    /// The most hashes the point filter can have been built from: a hash
+    /// per distinct user key (whole, or only when it has no prefix), plus
+    /// one per distinct prefix. A binary fuse filter records its key count,
+    /// which must not exceed this.
+    pub fn point_filter_max_entries(&self) -> u64 {
+        let prefixes = self.prefix_filter.as_ref().map_or(0, |p| p.prefixes);
+        self.distinct_user_keys.saturating_add(prefixes)
+    }
+
     /// Whether the table needs format version 3 (it has fields only that
     /// version stores).
     pub fn needs_fields(&self) -> bool {

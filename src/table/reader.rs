@@ -22,8 +22,9 @@
 //! counters' updates (`iter.rs` adds `Table::iter`, `verify.rs` adds
 //! `Table::verify`).
 //! Must never: return a value from a block whose checksum failed, miss a
-//! present key because of a damaged filter (a filter that fails its checks
-//! is treated as absent: every key "may match"), raise a signal on a short
+//! present key because of a damaged filter (a filter that fails its checks,
+//! or whose kind this build does not read, is treated as absent: every key
+//! "may match"), raise a signal on a short
 //! or failing file outside the opt-in map (a read past the end is an
 //! `Error` naming the file), or panic on any file.
 
@@ -34,7 +35,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filter::{AlignedBytes, FilterView};
+use crate::filter::fuse::ARITY;
+use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
@@ -74,6 +76,20 @@ pub enum FilterStatus {
     Missing,
     /// The filter block failed its checks; every key "may match".
     Corrupt(String),
+    /// The filter block is of a kind this build does not read (written by
+    /// a newer version); every key "may match".
+    UnknownKind(String),
+}
+
+impl FilterStatus {
+    /// True when the table has a filter block that is not used (damaged,
+    /// or of an unknown kind).
+    pub fn is_unusable(&self) -> bool {
+        matches!(
+            self,
+            FilterStatus::Corrupt(_) | FilterStatus::UnknownKind(_)
+        )
+    }
 }
 
 /// Where a table's bytes come from.
@@ -139,10 +155,14 @@ pub(crate) struct TableInner {
     footer: Footer,
     pub(crate) index: Index,
     properties: TableProperties,
-    filter: Option<FilterView<AlignedBytes>>,
+    filter: Option<AnyFilterView<AlignedBytes>>,
     filter_status: FilterStatus,
     /// Prefix trust and the range filter (`scan_filters.rs`).
     pub(crate) scan: ScanFilters,
+    /// Lookups this table's filter answered "absent", and lookups it let
+    /// through that found nothing: its measured false-positive rate.
+    filter_negatives: AtomicU64,
+    filter_false_positives: AtomicU64,
     /// Bytes of memory the filter and the decoded index hold.
     filter_bytes: u64,
     index_bytes: u64,
@@ -193,6 +213,20 @@ impl Table {
         TableInner::open(context, id, &name, source, file_size).inspect_err(|_| {
             context.forget_file(id);
         })
+    }
+
+    /// [`Table::open`] holding the file open for the table's life, outside
+    /// the context's open-file cache: the table stays readable after its
+    /// file is removed (a database opened read-only beside a writer that
+    /// compacts it away). The block cache is used as by `open`.
+    pub fn open_held(context: &Arc<ReadContext>, path: &Path) -> Result<Table> {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy());
+        let file = context.fs.open_read(path)?;
+        let file_size = file.len();
+        let id = context.new_table_id();
+        TableInner::open(context, id, &name, Source::Held(file), file_size)
     }
 
     /// [`Table::open`] on the real file system with a context of its own
@@ -251,10 +285,12 @@ impl Table {
     /// range: the filter, then the index and one data block.
     pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         if let Some((filter, hash)) = self.point_filter_probe(key) {
-            let counters = &self.inner.context.counters;
+            let inner = &*self.inner;
+            let counters = inner.context.counters.local();
             ReadCounters::bump(&counters.filter_checks);
             if !filter.contains_hash(hash) {
                 ReadCounters::bump(&counters.filter_skips);
+                ReadCounters::bump(&inner.filter_negatives);
                 return Ok(None);
             }
         }
@@ -273,16 +309,17 @@ impl Table {
         };
         maybe.extend(filter.contains_hashes(hashes));
         let skipped = maybe.iter().filter(|&&answer| !answer).count();
-        let counters = &self.inner.context.counters;
+        let counters = self.inner.context.counters.local();
         ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
         ReadCounters::add(&counters.filter_skips, skipped as u64);
+        ReadCounters::add(&self.inner.filter_negatives, skipped as u64);
     }
 
     /// [`Table::get`] for a key whose filter answer was already "maybe"
     /// (see [`Table::filter_answers`]): the index and the data block.
     pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
-        let counters = &inner.context.counters;
+        let counters = inner.context.counters.local();
         let found = match inner.index.block_for(key.internal_key()) {
             None => None,
             Some(block_no) => {
@@ -292,6 +329,7 @@ impl Table {
         };
         if found.is_none() && self.point_filter_probe(key).is_some() {
             ReadCounters::bump(&counters.filter_false_positives);
+            ReadCounters::bump(&inner.filter_false_positives);
         }
         Ok(found)
     }
@@ -302,6 +340,9 @@ impl Table {
     }
 
     /// False when the filter rules out a key with this hash (no counters).
+    /// The hash must be the one the filter holds for the key: its whole-key
+    /// hash, unless the table kept prefixes only ([`Table::may_contain_key`]
+    /// asks with the right one).
     pub fn may_contain(&self, hash: u64) -> bool {
         self.inner
             .filter
@@ -339,11 +380,25 @@ impl Table {
         &self.inner.filter_status
     }
 
-    /// The verified filter block, held in memory and queried in place;
-    /// `None` when the table has no filter or its filter failed its checks
-    /// (see [`Table::filter_status`]). For statistics: fill, estimated keys.
-    pub fn filter_view(&self) -> Option<&FilterView<AlignedBytes>> {
+    /// The verified filter block (of either kind), held in memory and
+    /// queried in place; `None` when the table has no filter or its filter
+    /// is not used (see [`Table::filter_status`]). For statistics: kind,
+    /// bits per key, fill.
+    pub fn filter_view(&self) -> Option<&AnyFilterView<AlignedBytes>> {
         self.inner.filter.as_ref()
+    }
+
+    /// Lookups since open that this table's filter answered "absent", and
+    /// lookups it let through that found no version of their key (its false
+    /// positives, for lookups at the newest snapshot): the filter's measured
+    /// rate is `false_positives / (negatives + false_positives)`.
+    pub fn filter_answers_since_open(&self) -> (u64, u64) {
+        (
+            self.inner.filter_negatives.load(AtomicOrdering::Relaxed),
+            self.inner
+                .filter_false_positives
+                .load(AtomicOrdering::Relaxed),
+        )
     }
 
     /// Bytes of memory the table's filter holds (0 without one).
@@ -407,6 +462,8 @@ impl TableInner {
             filter: None,
             filter_status: FilterStatus::Missing,
             scan: ScanFilters::none(),
+            filter_negatives: AtomicU64::new(0),
+            filter_false_positives: AtomicU64::new(0),
             filter_bytes: 0,
             index_bytes: 0,
             remove_file_when_dropped: AtomicBool::new(false),
@@ -437,15 +494,15 @@ impl TableInner {
         drop(index_block);
 
         table.open_filter(&properties);
-        if matches!(table.filter_status, FilterStatus::Corrupt(_)) {
-            ReadCounters::bump(&context.counters.filter_fallbacks);
+        if table.filter_status.is_unusable() {
+            ReadCounters::bump(&context.counters.local().filter_fallbacks);
         }
         let range_block = properties
             .range_filter
             .map(|info| table.read_range_filter(&info));
         table.scan = ScanFilters::new(context.prefix_extractor.as_ref(), &properties, range_block);
         if table.scan.range_error().is_some() {
-            ReadCounters::bump(&context.counters.filter_fallbacks);
+            ReadCounters::bump(&context.counters.local().filter_fallbacks);
         }
         if let Source::Mapped { verified, .. } = &mut table.source {
             *verified = (0..index.len().div_ceil(64))
@@ -518,7 +575,8 @@ impl TableInner {
     }
 
     /// Reads the filter into an aligned buffer, or records why there is none.
-    /// Never fails: a filter that cannot be trusted is treated as absent.
+    /// Never fails: a filter that cannot be trusted, or of a kind this build
+    /// does not read, is treated as absent.
     fn open_filter(&mut self, properties: &TableProperties) {
         let Some(handle) = self.footer.filter else {
             self.filter_status = FilterStatus::Missing;
@@ -530,7 +588,19 @@ impl TableInner {
                 self.filter = Some(view);
                 self.filter_status = FilterStatus::Ok;
             }
-            Err(e) => self.filter_status = FilterStatus::Corrupt(e.to_string()),
+            Err(FilterParseError::UnknownKind { magic }) => {
+                let location = self.location(BlockKind::Filter, handle.offset);
+                self.filter_status = FilterStatus::UnknownKind(format!(
+                    "table {}: filter block at offset {}: a kind this build does not read \
+                     (magic {:?})",
+                    location.file,
+                    handle.offset,
+                    String::from_utf8_lossy(&magic)
+                ));
+            }
+            Err(FilterParseError::Corrupt(e)) => {
+                self.filter_status = FilterStatus::Corrupt(e.to_string());
+            }
         }
     }
 
@@ -538,9 +608,53 @@ impl TableInner {
         &self,
         handle: BlockHandle,
         properties: &TableProperties,
-    ) -> Result<(FilterView<AlignedBytes>, usize)> {
+    ) -> std::result::Result<(AnyFilterView<AlignedBytes>, usize), FilterParseError> {
         let location = self.location(BlockKind::Filter, handle.offset);
-        let len = self.stored_len(handle, &location)?;
+        let buffer = self
+            .read_filter_block(handle, &location)
+            .map_err(FilterParseError::Corrupt)?;
+        let heap_bytes = buffer.heap_bytes();
+        let view = AnyFilterView::parse(buffer).map_err(|e| match e {
+            FilterParseError::Corrupt(e) => FilterParseError::Corrupt(location.relocate(e)),
+            unknown => unknown,
+        })?;
+        let disagreement = match &view {
+            AnyFilterView::Bloom(bloom) => {
+                let header = bloom.header();
+                (header.probes != properties.filter_probes || header.seed != 0).then(|| {
+                    format!(
+                        "filter has {} probes and seed {}, properties say {} probes and seed 0",
+                        header.probes, header.seed, properties.filter_probes
+                    )
+                })
+            }
+            AnyFilterView::Fuse(fuse) => {
+                let keys = fuse.header().keys;
+                let arity = u32::from(ARITY);
+                // Distinct user keys, plus the prefixes a prefix filter added.
+                let most = properties.point_filter_max_entries();
+                (properties.filter_probes != arity || keys > most).then(|| {
+                    format!(
+                        "binary fuse filter of {keys} keys, properties say {} probes \
+                         (not {arity}) and at most {most} entries",
+                        properties.filter_probes
+                    )
+                })
+            }
+        };
+        match disagreement {
+            None => Ok((view, heap_bytes)),
+            Some(detail) => Err(FilterParseError::Corrupt(location.corruption(detail))),
+        }
+    }
+
+    /// The filter block at `handle` in an aligned buffer, its trailer checked.
+    fn read_filter_block(
+        &self,
+        handle: BlockHandle,
+        location: &BlockLocation<'_>,
+    ) -> Result<AlignedBytes> {
+        let len = self.stored_len(handle, location)?;
         let mut buffer = AlignedBytes::zeroed(len);
         match &self.source {
             Source::Mapped { map, .. } => {
@@ -552,21 +666,10 @@ impl TableInner {
                     .read_exact_at(buffer.as_mut_bytes(), handle.offset)?;
             }
         }
-        let (block, _) = check_block(buffer.as_ref(), self.footer.format, &location)?;
+        let (block, _) = check_block(buffer.as_ref(), self.footer.format, location)?;
         let block_len = block.len();
         buffer.truncate(block_len);
-        let heap_bytes = buffer.heap_bytes();
-        let view = FilterView::parse(buffer).map_err(|e| location.relocate(e))?;
-        let probes = view.header().probes;
-        if probes == properties.filter_probes && view.header().seed == 0 {
-            Ok((view, heap_bytes))
-        } else {
-            Err(location.corruption(format!(
-                "filter has {probes} probes and seed {}, properties say {} probes and seed 0",
-                view.header().seed,
-                properties.filter_probes
-            )))
-        }
+        Ok(buffer)
     }
 
     /// The answer of data block `block_no` for `key`: the first entry ≥ its
@@ -611,7 +714,7 @@ impl TableInner {
                 return Ok(block);
             }
         }
-        let counters = &self.context.counters;
+        let counters = self.context.counters.local();
         if let Some(block) = self.context.cached_block(self.id, handle.offset) {
             ReadCounters::bump(&counters.block_cache_hits);
             return Ok(block);
@@ -731,7 +834,7 @@ impl TableInner {
         self.location(BlockKind::Data, offset).relocate(err)
     }
 
-    pub(crate) fn filter(&self) -> Option<&FilterView<AlignedBytes>> {
+    pub(crate) fn filter(&self) -> Option<&AnyFilterView<AlignedBytes>> {
         self.filter.as_ref()
     }
 

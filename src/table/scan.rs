@@ -9,7 +9,7 @@
 use std::ops::Bound;
 
 use crate::filter::range::RangeFilterView;
-use crate::filter::{AlignedBytes, FilterView};
+use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::table::lookup::LookupKey;
 use crate::table::reader::{FilterStatus, Table};
 use crate::table::scan_filters::PrefixProbe;
@@ -22,11 +22,26 @@ impl Table {
     pub(crate) fn point_filter_probe(
         &self,
         key: &LookupKey<'_>,
-    ) -> Option<(&FilterView<AlignedBytes>, u64)> {
+    ) -> Option<(&AnyFilterView<AlignedBytes>, u64)> {
         let inner = &*self.inner;
         let filter = inner.filter()?;
         let hash = inner.scan.point_hash(key.user_key(), key.hash())?;
         Some((filter, hash))
+    }
+
+    /// False when the point filter rules `user_key` out (no counters): it
+    /// asks the hash the filter holds for the key (its prefix's, when the
+    /// table kept prefixes only); true without a usable filter or when the
+    /// filter cannot answer for the key.
+    pub fn may_contain_key(&self, user_key: &[u8]) -> bool {
+        let inner = &*self.inner;
+        let Some(filter) = inner.filter() else {
+            return true;
+        };
+        inner
+            .scan
+            .point_hash(user_key, hash_key(user_key))
+            .is_none_or(|hash| filter.contains_hash(hash))
     }
 
     /// Whether the table may hold a key within the bounds, as its filters

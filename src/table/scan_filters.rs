@@ -26,7 +26,7 @@ use std::ops::Bound;
 use crate::error::{Error, Result};
 use crate::filter::hash_key_seeded;
 use crate::filter::range::RangeFilterView;
-use crate::filter::{hash_key, AlignedBytes, FilterView};
+use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::prefix::PrefixExtractor;
 use crate::table::counters::ReadCounters;
 use crate::table::properties::{PrefixFilterInfo, TableProperties};
@@ -255,7 +255,7 @@ impl ScanFilters {
     /// `Table::scan_may_match`); counts into `counters`.
     pub(crate) fn may_match(
         &self,
-        filter: Option<&FilterView<AlignedBytes>>,
+        filter: Option<&AnyFilterView<AlignedBytes>>,
         properties: &TableProperties,
         counters: &ReadCounters,
         prefix: Option<&PrefixProbe<'_>>,
@@ -264,9 +264,10 @@ impl ScanFilters {
         if let (Some(probe), Some(filter)) = (prefix, filter) {
             let built_with = properties.prefix_filter.as_ref();
             if built_with.is_some_and(|p| p.extractor == probe.extractor) {
-                ReadCounters::bump(&counters.prefix_filter_checks);
+                let tally = counters.local();
+                ReadCounters::bump(&tally.prefix_filter_checks);
                 if !filter.contains_hash(probe.hash) {
-                    ReadCounters::bump(&counters.prefix_filter_skips);
+                    ReadCounters::bump(&tally.prefix_filter_skips);
                     return false;
                 }
                 if probe.whole_run {
@@ -279,9 +280,10 @@ impl ScanFilters {
         }
         let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
         if let (true, Some(range)) = (bounded, &self.range) {
-            ReadCounters::bump(&counters.range_filter_checks);
+            let tally = counters.local();
+            ReadCounters::bump(&tally.range_filter_checks);
             if !range.may_contain_bounds(start, end) {
-                ReadCounters::bump(&counters.range_filter_skips);
+                ReadCounters::bump(&tally.range_filter_skips);
                 return false;
             }
         }

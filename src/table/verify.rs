@@ -6,7 +6,8 @@
 //! hold every user key (the point filter its key or prefix entries, the
 //! range filter the key itself).
 //! Must never: stop at the first problem (it reports all of them), or call
-//! a damaged filter an error — it only costs reads, never an answer.
+//! a damaged filter, or one of a kind this build does not read, an error —
+//! it only costs reads, never an answer.
 
 use std::cmp::Ordering;
 
@@ -177,7 +178,10 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
         let is_filter = matches!(kind, BlockKind::Filter | BlockKind::RangeFilter);
         let damaged_filter = match (kind, inner.filter_status()) {
             (BlockKind::RangeFilter, _) => inner.scan.range_error().map(str::to_string),
-            (BlockKind::Filter, FilterStatus::Corrupt(reason)) => Some(reason.clone()),
+            (
+                BlockKind::Filter,
+                FilterStatus::Corrupt(reason) | FilterStatus::UnknownKind(reason),
+            ) => Some(reason.clone()),
             _ => None,
         };
         let detail = match damaged_filter {

@@ -14,6 +14,11 @@ use std::collections::BTreeMap;
 /// reads a filter and a cache save show up there.
 pub const BLOCKS_READ_FROM_FILE: &str = "blocks_read_from_file";
 
+/// The counter name under which an engine reports, if it can, the
+/// microseconds its writers spent stalled (waiting for flushes or
+/// compactions to catch up); reports show its change as seconds stalled.
+pub const WRITE_STALL_MICROS: &str = "write_stall_micros";
+
 /// A named snapshot of an engine's own counters (e.g. siftdb's filter
 /// probes). Monotonic counters and gauges alike: the runner reports the
 /// signed change over a phase and the value at its end.
@@ -75,7 +80,8 @@ pub trait Engine: Sync {
     /// positives, data blocks read, those of them read from table files
     /// ([`BLOCKS_READ_FROM_FILE`]: block cache misses of gets and scans),
     /// block cache hits, misses and bytes, filter and index memory, tables
-    /// consulted, tables per level.
+    /// consulted, tables per level, bytes put and written to tables, time
+    /// stalled ([`WRITE_STALL_MICROS`]).
     fn counters(&self) -> Option<Counters> {
         None
     }

@@ -4,7 +4,7 @@
 //! their exact operation sequences (with `--ops`, [`Workload::with_ops`]),
 //! the [`Engine`] seam, the timed and checked runner ([`run_phase`]) and
 //! its [`PhaseReport`], the page-cache drop of cold runs ([`ColdCache`]),
-//! the process's peak memory, the size checks made before a run
+//! the process's peak memory and the bytes it wrote, the size checks made before a run
 //! ([`check_fits`]), and the SVG pictures of a run and of the filter's
 //! false-positive curve ([`plot`]). `siftdb bench`
 //! runs siftdb through it; the peers crate (crates/siftdb-peers/) runs RocksDB
@@ -38,6 +38,7 @@ pub mod resident;
 mod run;
 mod siftdb_engine;
 mod size;
+pub mod written;
 mod zipfian;
 
 pub use cold::{ColdCache, DROP_CACHES};
@@ -45,7 +46,7 @@ pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
-pub use engine::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
+pub use engine::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
 pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::engine::{Counters, BLOCKS_READ_FROM_FILE};
+use super::data::{KEY_LEN, VALUE_LEN};
+use super::engine::{Counters, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
 use super::latency::Latency;
 use super::phase::{Phase, Workload};
 
@@ -105,6 +106,9 @@ pub struct PhaseReport {
     /// The most memory the process had resident during the phase (`VmHWM`
     /// after a reset at the phase's start), where the kernel tells.
     pub peak_rss_bytes: Option<u64>,
+    /// Bytes the process passed to write calls during the phase (`wchar`),
+    /// where the kernel tells: logs, tables and manifests alike.
+    pub bytes_written: Option<u64>,
 }
 
 fn per_second(ops: u64, time: Duration) -> Option<f64> {
@@ -138,6 +142,24 @@ impl PhaseReport {
         }
         let change = self.counters.as_ref()?.get(BLOCKS_READ_FROM_FILE)?;
         Some(change.delta as f64 / self.reads as f64)
+    }
+
+    /// fillrandom only: bytes the process wrote over the phase (its final
+    /// flush and wait included) per byte of keys and values put — the
+    /// write amplification of the log and the tree together.
+    pub fn write_amplification(&self) -> Option<f64> {
+        if !self.passed() || self.phase != Phase::FillRandom || self.ops == 0 {
+            return None;
+        }
+        let put = self.ops * (KEY_LEN + VALUE_LEN) as u64;
+        Some(self.bytes_written? as f64 / put as f64)
+    }
+
+    /// Seconds writers stalled over the phase, from an engine that counts
+    /// them (the counter [`WRITE_STALL_MICROS`]).
+    pub fn stall_seconds(&self) -> Option<f64> {
+        let change = self.counters.as_ref()?.get(WRITE_STALL_MICROS)?;
+        Some(change.delta as f64 / 1e6)
     }
 
     /// fillrandom only: puts per second, the final flush excluded.
@@ -188,6 +210,13 @@ impl PhaseReport {
         object.insert("p50_us".into(), json!(self.latency.map(|l| l.p50_us())));
         object.insert("p99_us".into(), json!(self.latency.map(|l| l.p99_us())));
         object.insert("peak_rss_bytes".into(), json!(self.peak_rss_bytes));
+        object.insert("bytes_written".into(), json!(self.bytes_written));
+        if let Some(amplification) = self.write_amplification() {
+            object.insert("write_amplification".into(), json!(amplification));
+        }
+        if let Some(stalled) = self.stall_seconds() {
+            object.insert("stall_seconds".into(), json!(stalled));
+        }
         if let Some(blocks) = self.blocks_read_per_get() {
             object.insert("blocks_read_from_file_per_get".into(), json!(blocks));
         }
@@ -274,6 +303,15 @@ impl PhaseReport {
         }
         if let Some(blocks) = self.blocks_read_per_get() {
             memory.push(format!("data blocks read from files {blocks:.3}/get"));
+        }
+        if let Some(written) = self.bytes_written {
+            memory.push(format!("written {}", fmt_mib(written)));
+        }
+        if let Some(amplification) = self.write_amplification() {
+            memory.push(format!("write amplification {amplification:.2}"));
+        }
+        if let Some(stalled) = self.stall_seconds() {
+            memory.push(format!("stalled {stalled:.3} s"));
         }
         if !memory.is_empty() {
             let _ = writeln!(s, "    {}", memory.join("   "));
@@ -416,6 +454,7 @@ mod tests {
                 &Counters::from([("puts".into(), 1010), ("tables".into(), 3)]),
             )),
             peak_rss_bytes: Some(3 << 20),
+            bytes_written: Some(232_000),
         }
     }
 
@@ -443,6 +482,9 @@ mod tests {
         assert!(human.contains("+1,000") && human.contains("-2 "), "{human}");
         assert!(human.contains("peak RSS 3.0 MiB"), "{human}");
         assert_eq!(j["peak_rss_bytes"], 3 << 20);
+        assert_eq!(j["bytes_written"], 232_000);
+        // 1000 puts of 116 bytes.
+        assert_eq!(j["write_amplification"], 2.0);
         assert_eq!(j["cold"], false);
         // fillrandom issues no gets: no blocks per get.
         assert_eq!(r.blocks_read_per_get(), None);

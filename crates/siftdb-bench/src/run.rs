@@ -17,6 +17,7 @@ use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, PREFIX_LEN, SCAN_ENTRIES};
 use super::report::{counter_changes, ErrorLog, PhaseReport};
 use super::resident;
+use super::written;
 
 /// Operations between two progress reports from one worker.
 const PROGRESS_EVERY: u64 = 4096;
@@ -24,10 +25,11 @@ const PROGRESS_EVERY: u64 = 4096;
 /// How a phase is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOptions {
-    /// Threads that share a read phase's operations (at least 1).
-    /// fillrandom and mixed always run on one thread: fillrandom's puts are
-    /// specified in load order, and every mixed get expects the version
-    /// written by the puts before it in operation order.
+    /// Threads that share a phase's operations (at least 1). The read
+    /// phases and fillrandom split their operation numbers into contiguous
+    /// ranges, one per thread; mixed gives thread t the operations on the
+    /// keys whose Zipfian item is t mod threads, in operation order, so
+    /// every get still expects the version the puts before it wrote.
     pub threads: usize,
     /// `--cold`: drop the OS page cache before every read phase (every
     /// phase but fillrandom), after its operations are drawn and before
@@ -120,15 +122,25 @@ fn split_across_threads(
     threads: usize,
     worker: impl Fn(Range<u64>) -> WorkerOutcome + Sync,
 ) -> WorkerOutcome {
-    if threads <= 1 {
-        return worker(0..ops);
-    }
-    let t = threads as u64;
+    let t = threads.max(1) as u64;
     let bounds = |i: u64| ops / t * i + (ops % t).min(i);
+    across_threads((0..t).map(|i| bounds(i)..bounds(i + 1)).collect(), worker)
+}
+
+/// Runs `worker` on each of `parts` in its own scoped thread (in place
+/// when there is only one) and adds up what they bring back.
+fn across_threads<P: Send>(
+    mut parts: Vec<P>,
+    worker: impl Fn(P) -> WorkerOutcome + Sync,
+) -> WorkerOutcome {
+    if parts.len() <= 1 {
+        return parts.pop().map(&worker).unwrap_or_default();
+    }
     std::thread::scope(|scope| {
         let worker = &worker;
-        let handles: Vec<_> = (0..t)
-            .map(|i| scope.spawn(move || worker(bounds(i)..bounds(i + 1))))
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || worker(part)))
             .collect();
         let mut total = WorkerOutcome::default();
         for handle in handles {
@@ -164,11 +176,7 @@ pub fn run_phase<E: Engine + ?Sized>(
     options: &RunOptions,
     progress: &dyn Progress,
 ) -> PhaseReport {
-    let threads = if phase.is_read_only() {
-        options.threads.max(1)
-    } else {
-        1
-    };
+    let threads = options.threads.max(1);
     let ops = workload.phase_ops(phase);
     let mut report = PhaseReport {
         phase,
@@ -185,6 +193,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         errors: ErrorLog::default(),
         counters: None,
         peak_rss_bytes: None,
+        bytes_written: None,
     };
     let prepared = prepare(workload, phase).and_then(|prepared| {
         if let (Some(cold), true) = (&options.cold, phase.is_read_phase()) {
@@ -201,13 +210,17 @@ pub fn run_phase<E: Engine + ?Sized>(
             return report;
         }
     };
+    let mixed_lanes = mixed_lanes(&mixed_ops, threads);
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
+    let written_before = written::bytes_written();
 
     let start = Instant::now();
     let mut outcome = match phase {
-        Phase::FillRandom => drive(0..ops, progress, |p, sampler| {
-            fill_op(engine, &load_order, p, sampler)
+        Phase::FillRandom => split_across_threads(ops, threads, |range| {
+            drive(range, progress, |p, sampler| {
+                fill_op(engine, &load_order, p, sampler)
+            })
         }),
         Phase::ReadRandom => split_across_threads(ops, threads, |range| {
             let mut buf = Vec::new();
@@ -262,12 +275,14 @@ pub fn run_phase<E: Engine + ?Sized>(
                 empty_scan_op(engine, workload, g, &mut buf, sampler)
             })
         }),
-        Phase::Mixed => {
+        Phase::Mixed => across_threads(mixed_lanes, |lane| {
             let mut buf = Vec::new();
-            drive(0..ops, progress, |o, sampler| {
+            let mut at = lane.iter();
+            drive(0..lane.len() as u64, progress, |_, sampler| {
+                let o = at.next().copied().unwrap_or(u64::MAX);
                 mixed_op(engine, &mixed_ops, o, &mut buf, sampler)
             })
-        }
+        }),
     };
     if phase == Phase::FillRandom {
         report.puts_elapsed = Some(start.elapsed());
@@ -280,6 +295,9 @@ pub fn run_phase<E: Engine + ?Sized>(
     }
     report.elapsed = start.elapsed();
 
+    report.bytes_written = written_before
+        .zip(written::bytes_written())
+        .map(|(before, after)| after.saturating_sub(before));
     report.peak_rss_bytes = if peak_reset {
         resident::peak_rss_bytes()
     } else {
@@ -303,6 +321,21 @@ fn prepare(workload: &Workload, phase: Phase) -> Result<(Vec<u64>, Vec<MixedOp>)
         Phase::Mixed => (Vec::new(), workload.mixed_ops()?),
         _ => (Vec::new(), Vec::new()),
     })
+}
+
+/// Mixed's operation numbers per thread: thread t gets, in operation
+/// order, the operations on keys whose Zipfian item is t mod `threads`, so
+/// each key's puts and gets stay in one thread, in their order.
+fn mixed_lanes(ops: &[MixedOp], threads: usize) -> Vec<Vec<u64>> {
+    let t = threads.max(1) as u64;
+    let mut lanes = vec![Vec::new(); threads.max(1)];
+    for (o, op) in (0u64..).zip(ops) {
+        let lane = usize::try_from(op.key_index / 2 % t).unwrap_or(0);
+        if let Some(lane) = lanes.get_mut(lane) {
+            lane.push(o);
+        }
+    }
+    lanes
 }
 
 fn fill_op<E: Engine + ?Sized>(

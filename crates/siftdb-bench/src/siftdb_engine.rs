@@ -7,16 +7,20 @@
 
 use std::path::Path;
 
-use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE};
-use siftdb::{Db, DbIterator, Options, PrefixExtractor};
+use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
+use siftdb::{Db, DbIterator, FilterPolicy, Options, PrefixExtractor};
 
 /// How siftdb is opened beyond its defaults (each shows in `settings`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SiftdbConfig {
-    /// Bloom filter bits per key.
-    pub bits_per_key: f64,
+    /// The filter policy (default: uniform 10 bits per key).
+    pub filter_policy: FilterPolicy,
     /// Memtable size; `None` keeps the default.
     pub memtable_bytes: Option<usize>,
+    /// Level-1 size (tables then target half of it, as the defaults do: 64
+    /// and 32 MiB), which scales the tree down so a small N reaches as many
+    /// levels as a large one; `None` keeps the defaults.
+    pub level1_bytes: Option<u64>,
     /// A fixed-length prefix extractor of this many bytes.
     pub prefix_len: Option<usize>,
     /// Range filter bits per key; `None` builds none.
@@ -40,8 +44,27 @@ impl SiftdbEngine {
         SiftdbEngine::open_with(
             dir,
             &SiftdbConfig {
-                bits_per_key,
+                filter_policy: FilterPolicy::bits_per_key(bits_per_key),
                 memtable_bytes,
+                ..SiftdbConfig::default()
+            },
+        )
+    }
+
+    /// [`SiftdbEngine::open`] with any filter policy, and `level1_bytes` if
+    /// given (see [`SiftdbConfig::level1_bytes`]).
+    pub fn open_with_policy(
+        dir: &Path,
+        policy: FilterPolicy,
+        memtable_bytes: Option<usize>,
+        level1_bytes: Option<u64>,
+    ) -> Result<SiftdbEngine, String> {
+        SiftdbEngine::open_with(
+            dir,
+            &SiftdbConfig {
+                filter_policy: policy,
+                memtable_bytes,
+                level1_bytes,
                 ..SiftdbConfig::default()
             },
         )
@@ -50,14 +73,26 @@ impl SiftdbEngine {
     /// Opens a fresh database in `dir` with default options changed as
     /// `config` says.
     pub fn open_with(dir: &Path, config: &SiftdbConfig) -> Result<SiftdbEngine, String> {
-        let mut opts = Options::default().bloom_bits_per_key(config.bits_per_key);
-        let mut settings = vec![(
-            "bloom_bits_per_key".to_string(),
-            config.bits_per_key.to_string(),
-        )];
+        let policy = config.filter_policy;
+        let mut opts = Options::default().filter_policy(policy);
+        let setting = if policy == FilterPolicy::bits_per_key(policy.average_bits_per_key()) {
+            (
+                "bloom_bits_per_key",
+                policy.average_bits_per_key().to_string(),
+            )
+        } else {
+            ("filter_policy", policy.to_string())
+        };
+        let mut settings = vec![(setting.0.to_string(), setting.1)];
         if let Some(bytes) = config.memtable_bytes {
             opts = opts.memtable_bytes(bytes);
             settings.push(("memtable_bytes".to_string(), bytes.to_string()));
+        }
+        if let Some(bytes) = config.level1_bytes {
+            let table_bytes = (bytes / 2).max(1);
+            opts = opts.level1_bytes(bytes).table_target_bytes(table_bytes);
+            settings.push(("level1_bytes".to_string(), bytes.to_string()));
+            settings.push(("table_target_bytes".to_string(), table_bytes.to_string()));
         }
         if let Some(len) = config.prefix_len {
             let extractor = PrefixExtractor::fixed(len).map_err(|e| e.to_string())?;
@@ -165,6 +200,12 @@ impl Engine for SiftdbEngine {
             ("tables", s.table_count as u64),
             ("flushes", s.flushes),
             ("compactions", s.compactions),
+            ("user_bytes_written", s.user_bytes_written),
+            (
+                "table_bytes_written",
+                s.flush_bytes_written + s.compaction_bytes_written,
+            ),
+            (WRITE_STALL_MICROS, s.write_stall_micros),
         ];
         let mut c: Counters = figures
             .into_iter()
@@ -174,6 +215,25 @@ impl Engine for SiftdbEngine {
             if *count > 0 {
                 c.insert(format!("tables_L{level}"), *count as u64);
             }
+        }
+        // Per level: filter memory and the filters' answers to absent keys
+        // (their measured false-positive rate is fp / (negatives + fp)).
+        for (level, f) in s.level_filters.iter().enumerate() {
+            if f.tables > 0 {
+                c.insert(format!("filter_bytes_L{level}"), f.filter_memory);
+                c.insert(format!("filter_negatives_L{level}"), f.negatives);
+                c.insert(
+                    format!("filter_false_positives_L{level}"),
+                    f.false_positives,
+                );
+            }
+        }
+        for (family, builds) in [
+            ("bloom", s.bloom_filter_builds),
+            ("fuse", s.fuse_filter_builds),
+        ] {
+            c.insert(format!("{family}_filter_build_keys"), builds.keys);
+            c.insert(format!("{family}_filter_build_ns"), builds.nanos);
         }
         Some(c)
     }

@@ -80,15 +80,14 @@ fn counters_are_reported_as_changes_over_each_phase() {
 }
 
 #[test]
-fn read_phases_split_across_threads_do_the_same_work() {
+fn phases_split_across_threads_do_the_same_work() {
     let workload = Workload::new(N).unwrap();
     let engine = MemoryEngine::new();
     for threads in [2, 3, 7] {
         let reports = run_all(&engine, &workload, threads);
         for r in &reports {
             assert!(r.passed(), "{threads} threads: {}", r.to_human());
-            let expected_threads = if r.phase.is_read_only() { threads } else { 1 };
-            assert_eq!(r.threads, expected_threads);
+            assert_eq!(r.threads, threads);
             let counters = r.counters.as_ref().unwrap();
             let engine_ops = counters["gets"].delta + counters["scans"].delta;
             let expected = match r.phase {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
     check_before_run, check_phase_order, describe_run, parse_count, run_phase, summary_table,
@@ -60,13 +61,30 @@ pub struct BenchArgs {
     )]
     phases: Vec<Phase>,
 
-    /// Threads sharing the read phases (fillrandom and mixed use one).
+    /// Threads sharing every phase's operations (mixed: by key, so each
+    /// key's operations stay in order).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
 
-    /// Bloom filter bits per key for every table.
+    /// Filter bits per key: every table's (uniform), or the average over
+    /// every key of the tree (level-aware).
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
+
+    /// How filter bits are spread over the levels: `uniform` (every table
+    /// the same) or `level-aware` (more bits per key for the small upper
+    /// levels, fewer for the large last level, at the same total).
+    #[arg(long, value_enum, default_value = "uniform")]
+    filter_policy: PolicyArg,
+
+    /// Tables compacted into this level or deeper get a binary fuse filter
+    /// where it beats a Bloom filter for the bits [default: none].
+    #[arg(long, value_name = "LEVEL")]
+    static_filters_from_level: Option<u32>,
+
+    /// No filter on the last level (for gets that almost always find their key).
+    #[arg(long)]
+    optimize_for_hits: bool,
 
     /// Memtable size in bytes [default: the engine's own; siftdb: 64 MiB].
     #[arg(long)]
@@ -80,6 +98,12 @@ pub struct BenchArgs {
     /// Range filter bits per key in every table [default: none].
     #[arg(long, value_name = "BITS")]
     range_bits: Option<f64>,
+
+    /// siftdb's level-1 size in bytes, tables of half of it [default: 64
+    /// MiB and 32 MiB]: a smaller tree reaches the levels of a large N
+    /// with fewer keys (the deeper levels stay 10 times the one above).
+    #[arg(long, value_parser = parse_count)]
+    level1_bytes: Option<u64>,
 
     /// Directory for the database: created if missing, must be empty
     /// [default: a fresh temporary directory, removed afterwards].
@@ -104,19 +128,46 @@ pub struct BenchArgs {
     engine: String,
 }
 
+/// The rules of `--filter-policy`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyArg {
+    /// The same bits per key for every table.
+    Uniform,
+    /// The average split across levels to minimise reads per absent key.
+    LevelAware,
+}
+
+impl BenchArgs {
+    /// The filter policy the flags describe.
+    fn filter_policy(&self) -> FilterPolicy {
+        let policy = match self.filter_policy {
+            PolicyArg::Uniform => FilterPolicy::bits_per_key(self.bits_per_key),
+            PolicyArg::LevelAware => FilterPolicy::level_aware(self.bits_per_key),
+        };
+        let policy = policy.optimize_for_hits(self.optimize_for_hits);
+        match self.static_filters_from_level {
+            Some(level) => policy.static_filters_from_level(level),
+            None => policy,
+        }
+    }
+}
+
 /// What an engine is opened with.
 #[derive(Debug)]
 pub struct EngineConfig<'a> {
     /// The fresh directory the engine owns for the run.
     pub dir: &'a Path,
-    /// Bloom filter bits per key.
-    pub bits_per_key: f64,
+    /// How siftdb's tables get their filters (other engines: its average
+    /// bits per key).
+    pub filter_policy: FilterPolicy,
     /// Memtable size; `None` keeps the engine's default.
     pub memtable_bytes: Option<usize>,
     /// A fixed-length prefix extractor; `None`: none.
     pub prefix_len: Option<usize>,
     /// Range filter bits per key; `None`: no range filter.
     pub range_bits: Option<f64>,
+    /// siftdb's level-1 size (tables of half of it); `None`: the default.
+    pub level1_bytes: Option<u64>,
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
@@ -125,8 +176,9 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
         "siftdb" => Ok(Box::new(SiftdbEngine::open_with(
             config.dir,
             &SiftdbConfig {
-                bits_per_key: config.bits_per_key,
+                filter_policy: config.filter_policy,
                 memtable_bytes: config.memtable_bytes,
+                level1_bytes: config.level1_bytes,
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
             },
@@ -249,13 +301,16 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     if let Some(path) = &args.plot {
         create_output(path)?;
     }
+    let filter_policy = args.filter_policy();
+    filter_policy.validate().map_err(|e| e.to_string())?;
     let dir = BenchDir::prepare(args.dir.as_deref())?;
     let config = EngineConfig {
         dir: dir.path(),
-        bits_per_key: args.bits_per_key,
+        filter_policy,
         memtable_bytes: args.memtable_bytes,
         prefix_len: args.prefix_len.map(usize::from),
         range_bits: args.range_bits,
+        level1_bytes: args.level1_bytes,
     };
     let engine = open_engine(&args.engine, &config)?;
 
@@ -287,6 +342,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
 
     println!();
     print!("{}", summary_table(&reports));
+    if args.engine == "siftdb" {
+        print_filters(dir.path());
+    }
     if let Some(path) = &args.plot {
         write_svg(
             path,
@@ -323,6 +381,21 @@ fn plot_title(args: &BenchArgs, workload: &Workload, reports: &[PhaseReport]) ->
     format!("siftdb bench: {}", run_line(args, workload, engine))
 }
 
+/// The filters per level of the database the run left (`siftdb inspect`'s
+/// level table), when it can be read.
+fn print_filters(dir: &Path) {
+    match siftdb::inspect::inspect_dir(dir) {
+        Ok(summary) => {
+            println!();
+            println!("filters per level at the end of the run:");
+            for line in crate::inspect::level_lines(&summary) {
+                println!("{line}");
+            }
+        }
+        Err(e) => eprintln!("note: cannot inspect {}: {e}", dir.display()),
+    }
+}
+
 fn print_header(args: &BenchArgs, workload: &Workload, engine: &dyn Engine, dir: &Path) {
     println!(
         "siftdb bench: engine {}, directory {}",
@@ -351,10 +424,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = EngineConfig {
             dir: dir.path(),
-            bits_per_key: 10.0,
+            filter_policy: FilterPolicy::default(),
             memtable_bytes: None,
             prefix_len: None,
             range_bits: None,
+            level1_bytes: None,
         };
         assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
         let err = open_engine("leveldb", &config).err().unwrap();

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use siftdb::inspect::{
-    inspect_dir, inspect_table, DirSummary, FileRole, FilterSummary, RangeFilterSummary,
-    TableSummary,
+    inspect_dir, inspect_table, DirSummary, FileRole, FilterFigures, FilterSummary,
+    RangeFilterSummary, TableSummary,
 };
 use siftdb_bench::group_digits;
 
@@ -22,7 +22,9 @@ PATH is a table file (NNNNNN.sst) or a database directory. For a table: \
 key range, entries, blocks and sizes, and its filter (bits per key, probes, \
 fill, estimated against actual keys, expected false-positive rate). For a \
 directory: the manifest's counters, totals per level, every live table, \
-and every file with what it is to the database. Reads only; takes no lock.\n\
+and every file with what it is to the database. Reads only (works on a \
+directory it may not write); takes no lock, so it runs beside a live \
+writer, describing one manifest.\n\
 Exit status: 0, or 2 when PATH cannot be read.")]
 pub struct InspectArgs {
     /// A table file or a database directory.
@@ -104,56 +106,11 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
             "filter",
             format!("DAMAGED, not used (every key may match): {reason}"),
         )),
-        FilterSummary::Present(f) => {
-            rows.push(("filter block", bytes(t.filter_bytes)));
-            rows.push((
-                "filter bits/key",
-                format!(
-                    "{:.2} ({:.2} configured; {} bits in {} 512-bit lines)",
-                    f.bits_per_key,
-                    f.configured_bits_per_key,
-                    group_digits(f.bits),
-                    group_digits(f.lines)
-                ),
-            ));
-            rows.push((
-                "filter probes",
-                format!("{} (layout {})", f.probes, f.layout.id()),
-            ));
-            rows.push((
-                "filter fill",
-                format!(
-                    "{} ({} of {} bits set)",
-                    percent(f.fill_ratio),
-                    group_digits(f.set_bits),
-                    group_digits(f.bits)
-                ),
-            ));
-            let error = if f.actual_entries == 0 {
-                0.0
-            } else {
-                f.estimated_entries / f.actual_entries as f64 - 1.0
-            };
-            rows.push((
-                "filter entries",
-                format!(
-                    "{:.0} estimated from the fill, {} actual ({:+.2}%)",
-                    f.estimated_entries,
-                    group_digits(f.actual_entries),
-                    error * 100.0
-                ),
-            ));
-            rows.push((
-                "expected FP rate",
-                format!(
-                    "{} (blocked-filter theory at {:.2} bits/key, {} probes); {} from the fill",
-                    percent(f.expected_fp_rate),
-                    f.bits_per_key,
-                    f.probes,
-                    percent(f.fill_fp_rate)
-                ),
-            ));
-        }
+        FilterSummary::UnknownKind(reason) => rows.push((
+            "filter",
+            format!("UNKNOWN KIND, not used (every key may match): {reason}"),
+        )),
+        FilterSummary::Present(f) => filter_rows(t, f, &mut rows),
     }
     if let Some(p) = &t.prefix_filter {
         rows.push((
@@ -197,6 +154,81 @@ fn table_lines(t: &TableSummary, indent: &str) -> Vec<String> {
     lines
 }
 
+/// The rows describing a filter in use.
+fn filter_rows(t: &TableSummary, f: &FilterFigures, rows: &mut Vec<(&str, String)>) {
+    rows.push(("filter", f.kind.to_string()));
+    rows.push(("filter block", bytes(t.filter_bytes)));
+    let shape = match &f.bloom {
+        Some(b) => format!(
+            "{} bits in {} 512-bit lines",
+            group_digits(f.bits),
+            group_digits(b.lines)
+        ),
+        None => format!("{} bits of fingerprint slots", group_digits(f.bits)),
+    };
+    rows.push((
+        "filter bits/key",
+        format!(
+            "{:.2} ({:.2} chosen by the policy; {shape})",
+            f.bits_per_key, f.configured_bits_per_key
+        ),
+    ));
+    let theory = match &f.bloom {
+        Some(b) => {
+            rows.push((
+                "filter probes",
+                format!("{} (layout {})", f.probes, b.layout.id()),
+            ));
+            rows.push((
+                "filter fill",
+                format!(
+                    "{} ({} of {} bits set)",
+                    percent(b.fill_ratio),
+                    group_digits(b.set_bits),
+                    group_digits(f.bits)
+                ),
+            ));
+            let error = if f.actual_entries == 0 {
+                0.0
+            } else {
+                b.estimated_entries / f.actual_entries as f64 - 1.0
+            };
+            rows.push((
+                "filter entries",
+                format!(
+                    "{:.0} estimated from the fill, {} actual ({:+.2}%)",
+                    b.estimated_entries,
+                    group_digits(f.actual_entries),
+                    error * 100.0
+                ),
+            ));
+            format!(
+                "blocked-filter theory at {:.2} bits/key, {} probes; {} from the fill",
+                f.bits_per_key,
+                f.probes,
+                percent(b.fill_fp_rate)
+            )
+        }
+        None => {
+            rows.push(("filter entries", group_digits(f.actual_entries)));
+            "2^-w for w-bit fingerprints".to_string()
+        }
+    };
+    rows.push((
+        "expected FP rate",
+        format!("{} ({theory})", percent(f.expected_fp_rate)),
+    ));
+    rows.push((
+        "measured FP rate",
+        format!(
+            "{} ({} of {} random absent keys let through)",
+            percent(f.measured_fp_rate()),
+            group_digits(f.probe_positives),
+            group_digits(f.probed)
+        ),
+    ));
+}
+
 fn role_text(role: FileRole) -> String {
     match role {
         FileRole::Manifest => "manifest".into(),
@@ -213,6 +245,75 @@ fn role_text(role: FileRole) -> String {
     }
 }
 
+/// The per-level table of a directory: sizes, then filters.
+pub fn level_lines(s: &DirSummary) -> Vec<String> {
+    let row = |cells: [String; 11]| {
+        let [level, tables, file_bytes, entries, kind, bpk, expected, measured, block, memory, index] =
+            cells;
+        format!(
+            "  {level:<6}{tables:>7}{file_bytes:>16}{entries:>13}  {kind:<12}{bpk:>8}{expected:>11}{measured:>11}{block:>14}{memory:>14}{index:>14}"
+        )
+    };
+    let mut lines = vec![row([
+        "level",
+        "tables",
+        "bytes",
+        "entries",
+        "filter",
+        "bits/key",
+        "exp. FP",
+        "meas. FP",
+        "filter bytes",
+        "filter memory",
+        "index memory",
+    ]
+    .map(String::from))];
+    let rate = |r: f64| percent(r);
+    for l in &s.levels {
+        let f = &l.filters;
+        lines.push(row([
+            l.level.to_string(),
+            l.tables.to_string(),
+            group_digits(l.file_bytes),
+            group_digits(l.entries),
+            f.kinds(),
+            format!("{:.2}", f.bits_per_key()),
+            rate(f.expected_fp_rate()),
+            f.measured_fp_rate().map_or_else(|| "-".into(), rate),
+            group_digits(l.filter_bytes),
+            group_digits(l.filter_memory),
+            group_digits(l.index_memory),
+        ]));
+    }
+    let total = |f: fn(&siftdb::inspect::LevelSummary) -> u64| -> String {
+        group_digits(s.levels.iter().map(f).sum())
+    };
+    let mut all = siftdb::table::LevelFilterStats::default();
+    for l in &s.levels {
+        all.merge(&l.filters);
+    }
+    lines.push(row([
+        "total".into(),
+        total(|l| l.tables as u64),
+        total(|l| l.file_bytes),
+        total(|l| l.entries),
+        all.kinds(),
+        format!("{:.2}", all.bits_per_key()),
+        rate(all.expected_fp_rate()),
+        all.measured_fp_rate().map_or_else(|| "-".into(), rate),
+        total(|l| l.filter_bytes),
+        total(|l| l.filter_memory),
+        total(|l| l.index_memory),
+    ]));
+    lines.push(
+        "  (filter: the kinds in use; bits/key: filter bits per key; exp. FP: the rate theory \
+         expects, by keys; meas. FP: random absent keys let through; memory: what an open \
+         database holds for the filters and indexes, beside its block cache)"
+            .into(),
+    );
+    lines
+}
+
 fn dir_lines(s: &DirSummary) -> Vec<String> {
     let mut lines = vec![
         format!("database {}", s.dir.display()),
@@ -221,40 +322,8 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
             s.manifest.next_file_number, s.manifest.last_sequence.0, s.manifest.log_number
         ),
         String::new(),
-        format!(
-            "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
-            "level", "tables", "bytes", "entries", "filter bytes", "filter memory", "index memory"
-        ),
     ];
-    for l in &s.levels {
-        lines.push(format!(
-            "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
-            l.level,
-            l.tables,
-            group_digits(l.file_bytes),
-            group_digits(l.entries),
-            group_digits(l.filter_bytes),
-            group_digits(l.filter_memory),
-            group_digits(l.index_memory)
-        ));
-    }
-    let total = |f: fn(&siftdb::inspect::LevelSummary) -> u64| -> String {
-        group_digits(s.levels.iter().map(f).sum())
-    };
-    lines.push(format!(
-        "  {:<6}{:>8}{:>18}{:>14}{:>16}{:>16}{:>16}",
-        "total",
-        total(|l| l.tables as u64),
-        total(|l| l.file_bytes),
-        total(|l| l.entries),
-        total(|l| l.filter_bytes),
-        total(|l| l.filter_memory),
-        total(|l| l.index_memory)
-    ));
-    lines.push(
-        "  (memory: what an open database holds for the filters and indexes, beside its block cache)"
-            .into(),
-    );
+    lines.extend(level_lines(s));
     for t in &s.tables {
         lines.push(String::new());
         lines.push(format!("  level {}", t.record.level));

@@ -1,8 +1,8 @@
 //! The `siftdb` command line.
 //!
 //! Owns: argument parsing and dispatch to one module per subcommand
-//! (`bench.rs` for `siftdb bench`, `inspect.rs`, `verify.rs`, `scan.rs`,
-//! and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
+//! (`bench.rs` for `siftdb bench`, `inspect.rs`, `verify.rs`, `repair.rs`,
+//! `scan.rs`, and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
 //! arguments and output), and turning an error into one line on stderr and
 //! an exit code.
 //! Must never: panic on bad input or a failed operation — every failure is
@@ -11,6 +11,7 @@
 mod bench;
 mod inspect;
 mod point;
+mod repair;
 mod scan;
 mod stress;
 mod text;
@@ -36,6 +37,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Check every checksum of every live file, without opening the database.
     Verify(verify::VerifyArgs),
+    /// Rebuild a damaged database from what is readable; originals go to DIR/lost/.
+    Repair(repair::RepairArgs),
     /// Print the value of a key.
     Get(point::GetArgs),
     /// Store a value under a key.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Verify(args) => verify::run(&args),
+        Command::Repair(args) => repair::run(&args),
         Command::Get(args) => point::get(&args),
         Command::Put(args) => point::put(&args),
         Command::Delete(args) => point::delete(&args),

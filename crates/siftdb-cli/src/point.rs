@@ -2,7 +2,7 @@
 //! manual use.
 //!
 //! Owns: their flags, and opening the database for a command
-//! ([`open_db`], shared with `scan`).
+//! ([`open_db`] to write, [`open_for_reading`] for `get` and `scan`).
 //! Must never: create a database for a command that only reads or deletes —
 //! a mistyped directory is an error, not a new empty database.
 
@@ -21,7 +21,9 @@ const EXIT_NOT_FOUND: u8 = 1;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Prints the value (lossy UTF-8 with control characters escaped as scan \
-does, or hex with --hex) and a newline. \
+does, or hex with --hex) and a newline. Opens the database read-only: \
+writes nothing, takes no lock, works beside a process writing to it and \
+without write permission. \
 Exit status: 0 when found, 1 when absent, 2 on an error.")]
 pub struct GetArgs {
     /// The database directory.
@@ -73,10 +75,17 @@ pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
     Db::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))
 }
 
+/// Opens the database in `dir` for reading only (`Db::open_read_only`):
+/// no lock, no recovery that writes, nothing created — so it works on a
+/// directory it may not write, and beside a process writing to it.
+pub fn open_for_reading(dir: &Path) -> Result<Db, String> {
+    Db::open_read_only(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))
+}
+
 /// Runs `siftdb get`.
 pub fn get(args: &GetArgs) -> Result<ExitCode, String> {
     let key = parse_arg(&args.key, args.hex, "key")?;
-    let db = open_db(&args.dir, false)?;
+    let db = open_for_reading(&args.dir)?;
     match db.get(&key).map_err(|e| format!("get failed: {e}"))? {
         Some(value) => {
             // Escaped: a value must not drive the terminal (ESC sequences).

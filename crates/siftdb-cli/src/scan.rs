@@ -11,14 +11,16 @@ use std::process::ExitCode;
 
 use siftdb::DbIterator;
 
-use crate::point::open_db;
+use crate::point::open_for_reading;
 use crate::text::{parse_arg, show, Out, Wrote};
 
 /// Flags of `siftdb scan`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Prints one entry per line: key, a tab, value (lossy UTF-8 with control \
-characters escaped, or hex with --hex). Exit status: 0, or 2 on an error.")]
+characters escaped, or hex with --hex). Opens the database read-only (see \
+get): the entries as of the moment it opened. Exit status: 0, or 2 on an \
+error.")]
 pub struct ScanArgs {
     /// The database directory.
     dir: PathBuf,
@@ -55,7 +57,7 @@ pub fn run(args: &ScanArgs) -> Result<ExitCode, String> {
     let from = bound(&args.from, "--from", Bound::Included)?;
     let to = bound(&args.to, "--to", Bound::Excluded)?;
 
-    let db = open_db(&args.dir, false)?;
+    let db = open_for_reading(&args.dir)?;
     let entries: DbIterator = match prefix {
         Some(prefix) => db.prefix(prefix),
         None => db.range::<Vec<u8>, _>((from, to)),

@@ -1,6 +1,7 @@
-//! `siftdb inspect`, `verify`, `get`, `put`, `delete` and `scan` end to
-//! end: the built binary on a database built with the library, damaged on
-//! purpose; exit codes and one-line errors.
+//! `siftdb inspect`, `verify`, `repair`, `get`, `put`, `delete` and `scan`
+//! end to end: the built binary on a database built with the library,
+//! damaged on purpose; exit codes and one-line errors; `get` and `scan`
+//! opening read-only (beside a writer, on a directory they may not write).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -18,12 +19,23 @@ use siftdb::fs::OsFileSystem;
 use siftdb::manifest::read_manifest;
 use siftdb::table::Table;
 use siftdb::{Db, Options};
+use siftdb_testkit::files::snapshot;
+#[cfg(unix)]
+use siftdb_testkit::files::{as_unprivileged, Unwritable};
 
 const KEYS: u32 = 3000;
 
 fn siftdb(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_siftdb"))
         .args(args)
+        .output()
+        .expect("the siftdb binary runs")
+}
+
+/// `siftdb` as an unprivileged user (`nobody` when the tests run as root).
+#[cfg(unix)]
+fn siftdb_unprivileged(args: &[&str]) -> Output {
+    as_unprivileged(Command::new(env!("CARGO_BIN_EXE_siftdb")).args(args))
         .output()
         .expect("the siftdb binary runs")
 }
@@ -44,16 +56,18 @@ fn value(i: u32) -> String {
     format!("value-{i}")
 }
 
+/// Options that keep every flushed table at level 0 (no compaction moves
+/// a table a test damages or names).
+fn options() -> Options {
+    Options::default()
+        .memtable_bytes(16 << 10)
+        .level0_compaction_trigger(100)
+        .level0_stop_writes(200)
+}
+
 /// A closed database of KEYS keys in several level-0 tables.
 fn build_db(dir: &Path) {
-    let db = Db::open_with(
-        dir,
-        Options::default()
-            .memtable_bytes(16 << 10)
-            .level0_compaction_trigger(100)
-            .level0_stop_writes(200),
-    )
-    .unwrap();
+    let db = Db::open_with(dir, options()).unwrap();
     for i in 0..KEYS {
         db.put(key(i), value(i)).unwrap();
     }
@@ -175,7 +189,9 @@ fn inspect_shows_the_filter_figures_of_a_table_and_a_directory() {
     for needle in [
         format!("table {name}"),
         "key range         \"key000000\" .. ".to_string(),
-        "(10.00 configured".to_string(),
+        "(10.00 chosen by the policy".to_string(),
+        "filter            bloom".to_string(),
+        "random absent keys let through".to_string(),
         "filter probes".to_string(),
         "filter fill".to_string(),
         "estimated from the fill".to_string(),
@@ -219,6 +235,16 @@ fn inspect_shows_the_filter_figures_of_a_table_and_a_directory() {
     );
     assert!(stdout.contains("live log"), "{stdout}");
     assert!(stdout.contains("total"), "{stdout}");
+    // The level table: filter kinds, bits per key, expected and measured rates.
+    let header = stdout.lines().find(|l| l.contains("bits/key")).unwrap();
+    for column in ["filter", "exp. FP", "meas. FP", "filter memory"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let level0 = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap();
+    assert!(level0.contains("bloom"), "{level0}");
 }
 
 #[test]
@@ -287,11 +313,15 @@ fn errors_are_one_line_and_exit_2() {
     // get/delete/scan never create a database where there was none.
     assert!(!Path::new(missing).exists());
 
-    // A database another handle holds: locked, one line.
+    // A database another handle holds: writes are refused as locked, in
+    // one line; reads open it read-only beside the writer.
     let db_dir = dir.path().join("db");
     let db = Db::open(&db_dir).unwrap();
-    let out = siftdb(&["get", db_dir.to_str().unwrap(), "k"]);
+    db.put("k", "v").unwrap();
+    let out = siftdb(&["put", db_dir.to_str().unwrap(), "k", "w"]);
     assert_one_line_error(&out, 2, "locked");
+    let out = siftdb(&["get", db_dir.to_str().unwrap(), "k"]);
+    assert_eq!(text(&out.stdout), "v\n", "{}", both(&out));
     drop(db);
 
     // Usage errors come from clap, with its exit code 2.
@@ -346,4 +376,104 @@ fn stress_that_cannot_run_exits_2() {
         "10",
     ]);
     assert_one_line_error(&out, 2, "earliest kill (50 ms) is after the latest (10 ms)");
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_database_and_reports_what_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    build_db(dir.path());
+    Db::open_with(dir.path(), options())
+        .unwrap()
+        .put("last", "in the log")
+        .unwrap();
+    let (name, path) = first_table(dir.path());
+    let block = Table::open_path(&path).unwrap().data_block_handles()[0];
+    flip(&path, block.offset + 3);
+
+    // The read that needs the block fails naming it; others work.
+    let out = siftdb(&["get", d, &key(0)]);
+    assert_one_line_error(&out, 2, &name);
+    let out = siftdb(&["get", d, &key(KEYS - 1)]);
+    assert_eq!(text(&out.stdout), format!("{}\n", value(KEYS - 1)));
+
+    let before = snapshot(dir.path());
+    let out = siftdb(&["repair", "--dry-run", "--json", d]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["lost_anything"], true);
+    assert_eq!(snapshot(dir.path()), before);
+
+    let out = siftdb(&["repair", "--json", d]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let table = report["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["file"] == name.as_str())
+        .unwrap();
+    assert_eq!(table["action"], "rewritten");
+    let lost = &table["lost"][0];
+    assert_eq!(lost["offset"], block.offset);
+    assert_eq!(lost["first_key"]["text"], key(0).as_str());
+    assert!(dir.path().join("lost").join(&name).exists());
+
+    let out = siftdb(&["verify", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let out = siftdb(&["get", d, "last"]);
+    assert_eq!(text(&out.stdout), "in the log\n", "{}", both(&out));
+    let out = siftdb(&["get", d, &key(0)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "lost, so absent: {}",
+        both(&out)
+    );
+    let out = siftdb(&["repair", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(
+        text(&out.stdout).contains("nothing to repair"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn get_and_scan_work_on_a_directory_they_may_not_write_and_change_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let db_dir = root.path().join("db");
+    build_db(&db_dir);
+    Db::open_with(&db_dir, options())
+        .unwrap()
+        .put("last", "in the log")
+        .unwrap();
+    std::fs::remove_file(db_dir.join("LOCK")).unwrap();
+    let before = snapshot(&db_dir);
+    let d = db_dir.to_str().unwrap();
+    let unwritable = Unwritable::new(&db_dir);
+    let put = siftdb_unprivileged(&["put", d, "k", "v"]);
+    let get = siftdb_unprivileged(&["get", d, &key(42)]);
+    let scan = siftdb_unprivileged(&["scan", d, "--prefix", "key00019"]);
+    let last = siftdb_unprivileged(&["get", d, "last"]);
+    let inspect = siftdb_unprivileged(&["inspect", d]);
+    drop(unwritable);
+    assert_eq!(
+        put.status.code(),
+        Some(2),
+        "no write permission: {}",
+        both(&put)
+    );
+    assert_eq!(
+        text(&get.stdout),
+        format!("{}\n", value(42)),
+        "{}",
+        both(&get)
+    );
+    assert_eq!(text(&scan.stdout).lines().count(), 10, "{}", both(&scan));
+    assert_eq!(text(&last.stdout), "in the log\n", "{}", both(&last));
+    assert_eq!(inspect.status.code(), Some(0), "{}", both(&inspect));
+    assert_eq!(snapshot(&db_dir), before);
 }

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use siftdb_bench::{fmt_mib, fmt_rate, group_digits, Latency, PhaseReport};
+use siftdb_bench::{fmt_mib, fmt_rate, group_digits, Latency, Phase, PhaseReport};
 
 /// One phase on one engine: the harness's report and the CPU seconds the
 /// whole process spent over it (all threads, background work included).
@@ -141,13 +141,15 @@ fn fmt_float(r: Option<f64>) -> String {
 
 /// Every engine's figures, one markdown row per phase and engine: ops/s,
 /// latency, CPU, data blocks read from files per get (engines that count
-/// them: siftdb), the process's peak resident memory over the phase,
-/// and the verdict.
+/// them: siftdb), the process's peak resident memory over the phase, for
+/// fillrandom the bytes the process wrote per byte put (log and tables:
+/// the same measure for every engine) and the seconds writers stalled
+/// (engines that count them: siftdb, RocksDB), and the verdict.
 pub fn figures_table(runs: &[Vec<Measured>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | data blocks from files per get | peak RSS | result |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
+        "| phase | engine | ops/s | p50 µs | p99 µs | CPU s | data blocks from files per get | peak RSS | write amp | stalled s | result |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     let phases: Vec<_> = runs
         .first()
@@ -170,9 +172,16 @@ pub fn figures_table(runs: &[Vec<Measured>]) -> String {
             let peak = report
                 .peak_rss_bytes
                 .map_or_else(|| "-".to_string(), fmt_mib);
+            let amplification = report
+                .write_amplification()
+                .map_or_else(|| "-".to_string(), |a| format!("{a:.2}"));
+            let stalled = report
+                .stall_seconds()
+                .filter(|_| report.phase == Phase::FillRandom)
+                .map_or_else(|| "-".to_string(), |t| format!("{t:.2}"));
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {blocks} | {peak} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {blocks} | {peak} | {amplification} | {stalled} | {} |",
                 phase.name(),
                 report.engine,
                 rate,

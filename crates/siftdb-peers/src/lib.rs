@@ -20,6 +20,7 @@ pub mod rocks;
 
 use std::path::Path;
 
+use siftdb::FilterPolicy;
 use siftdb_bench::{Engine, MemoryEngine, SiftdbConfig, SiftdbEngine};
 
 /// Engines this crate can open, in the order a run measures them.
@@ -30,6 +31,9 @@ pub const ENGINES: [&str; 4] = ["siftdb", "rocksdb", "fjall", "memory"];
 pub struct PeerConfig {
     /// Bloom filter bits per key on every table.
     pub bits_per_key: f64,
+    /// siftdb's filter policy at that average; `None`: uniform
+    /// `bits_per_key`, as the peers have.
+    pub siftdb_policy: Option<FilterPolicy>,
     /// A fixed-length prefix extractor of this many bytes, for the engines
     /// that have one (siftdb, RocksDB; fjall 3 has none).
     pub prefix_len: Option<usize>,
@@ -46,10 +50,12 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
         "siftdb" => Ok(Box::new(SiftdbEngine::open_with(
             dir,
             &SiftdbConfig {
-                bits_per_key: config.bits_per_key,
-                memtable_bytes: None,
+                filter_policy: config
+                    .siftdb_policy
+                    .unwrap_or_else(|| FilterPolicy::bits_per_key(config.bits_per_key)),
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
+                ..SiftdbConfig::default()
             },
         )?)),
         "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(

@@ -11,12 +11,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use serde_json::{json, Value};
+use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
     check_before_run, check_phase_order, describe_run, parse_count, run_phase, NoProgress, Phase,
@@ -72,7 +73,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "siftdb,rocksdb,fjall")]
     engines: Vec<String>,
 
-    /// Threads sharing the read phases (fillrandom and mixed use one).
+    /// Threads sharing every phase's operations (mixed: by key, so each
+    /// key's operations stay in order).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
 
@@ -95,6 +97,24 @@ struct Args {
     /// removed after its run [default: the system's temporary directory].
     #[arg(long)]
     dir: Option<PathBuf>,
+
+    /// siftdb's filter policy at the same average bits per key:
+    /// `uniform` (every table --bits-per-key, like the peers),
+    /// `level-aware` (Monkey allocation across levels) or
+    /// `level-aware-static` (that, with binary fuse filters for the tables
+    /// compaction writes from level 1 down).
+    #[arg(long, value_enum, default_value = "uniform")]
+    siftdb_filters: SiftdbFilters,
+
+    /// Keep each engine's database in DIR/<engine> instead of a temporary
+    /// directory. With fillrandom in --phases, DIR/<engine> must not exist
+    /// yet; without it, the database a previous run filled there with the
+    /// same --n, --bits-per-key, --siftdb-filters and scan filters
+    /// (--prefix-len, --range-bits) is opened. So a data set larger than
+    /// memory can be loaded once outside a memory limit and read inside one
+    /// (drop the page cache between the two, or use --cold).
+    #[arg(long, value_name = "DIR", conflicts_with = "dir")]
+    keep_in: Option<PathBuf>,
 
     /// Also write one JSON object per line to FILE: a run header, every
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
@@ -154,8 +174,117 @@ impl JsonLines {
     }
 }
 
-/// Runs every phase against one engine on a fresh directory, which is
-/// removed (and the engine closed) before this returns.
+/// siftdb's filter policy in a comparison (`--siftdb-filters`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SiftdbFilters {
+    Uniform,
+    LevelAware,
+    LevelAwareStatic,
+}
+
+impl SiftdbFilters {
+    fn policy(self, bits_per_key: f64) -> FilterPolicy {
+        match self {
+            SiftdbFilters::Uniform => FilterPolicy::bits_per_key(bits_per_key),
+            SiftdbFilters::LevelAware => FilterPolicy::level_aware(bits_per_key),
+            SiftdbFilters::LevelAwareStatic => {
+                FilterPolicy::level_aware(bits_per_key).static_filters_from_level(1)
+            }
+        }
+    }
+}
+
+/// What every engine is opened with: the flags' filters, siftdb's policy.
+fn peer_config(args: &Args) -> PeerConfig {
+    PeerConfig {
+        bits_per_key: args.bits_per_key,
+        siftdb_policy: Some(args.siftdb_filters.policy(args.bits_per_key)),
+        prefix_len: args.prefix_len.map(usize::from),
+        range_bits: args.range_bits,
+    }
+}
+
+/// Where one engine's database lives during a run.
+enum EngineDir {
+    /// A fresh directory, removed after the run.
+    Temporary(tempfile::TempDir),
+    /// `--keep-in`: kept; `marker` records the fill it holds.
+    Kept { path: PathBuf, marker: PathBuf },
+}
+
+impl EngineDir {
+    fn path(&self) -> &Path {
+        match self {
+            EngineDir::Temporary(dir) => dir.path(),
+            EngineDir::Kept { path, .. } => path,
+        }
+    }
+}
+
+/// The line a kept database's marker holds once its fill has passed.
+fn fill_marker(name: &str, args: &Args) -> String {
+    let policy = if name == "siftdb" {
+        format!(" policy={}", args.siftdb_filters.policy(args.bits_per_key))
+    } else {
+        String::new()
+    };
+    // The scan filters a fill built its tables with, where the engine has
+    // them: a database filled without them would be read without them.
+    let prefix = match (name, args.prefix_len) {
+        ("siftdb" | "rocksdb", Some(len)) => format!(" prefix_len={len}"),
+        _ => String::new(),
+    };
+    let range = match (name, args.range_bits) {
+        ("siftdb", Some(bits)) => format!(" range_bits={bits}"),
+        _ => String::new(),
+    };
+    format!(
+        "n={} bits_per_key={}{policy}{prefix}{range}\n",
+        args.n, args.bits_per_key
+    )
+}
+
+fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
+    if let Some(root) = &args.keep_in {
+        let path = root.join(name);
+        let marker = root.join(format!("{name}.filled"));
+        let fills = args.phases.contains(&Phase::FillRandom);
+        if fills {
+            if path.exists() {
+                return Err(format!(
+                    "{} exists: --keep-in with fillrandom needs a new directory",
+                    path.display()
+                ));
+            }
+        } else {
+            let found = std::fs::read_to_string(&marker).unwrap_or_default();
+            let wanted = fill_marker(name, args);
+            if found != wanted {
+                return Err(format!(
+                    "{} holds no finished fill of {:?} (marker {}: {:?}); run fillrandom with --keep-in first",
+                    path.display(),
+                    wanted.trim(),
+                    marker.display(),
+                    found.trim()
+                ));
+            }
+        }
+        std::fs::create_dir_all(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        return Ok(EngineDir::Kept { path, marker });
+    }
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(&format!("siftdb-peers-{name}-"))
+        .tempdir_in(&parent)
+        .map(EngineDir::Temporary)
+        .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))
+}
+
+/// Runs every phase against one engine on its directory ([`engine_dir`]),
+/// which is removed unless kept (and the engine closed) before this returns.
 fn run_engine(
     name: &str,
     args: &Args,
@@ -163,19 +292,8 @@ fn run_engine(
     options: &RunOptions,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
-    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("siftdb-peers-{name}-"))
-        .tempdir_in(&parent)
-        .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
-    let config = PeerConfig {
-        bits_per_key: args.bits_per_key,
-        prefix_len: args.prefix_len.map(usize::from),
-        range_bits: args.range_bits,
-    };
-    let engine = open_engine(name, dir.path(), &config)?;
+    let dir = engine_dir(name, args)?;
+    let engine = open_engine(name, dir.path(), &peer_config(args))?;
     println!("== {} in {}", engine.name(), dir.path().display());
     let settings = engine.settings();
     if settings.is_empty() {
@@ -188,6 +306,17 @@ fn run_engine(
     let mut reports = Vec::with_capacity(args.phases.len());
     for &phase in &args.phases {
         eprintln!("{name}: {phase} ...");
+        if phase == Phase::Mixed {
+            if let EngineDir::Kept { marker, .. } = &dir {
+                // Mixed overwrites values: the read phases of a later run
+                // would no longer find what they check.
+                match std::fs::remove_file(marker) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("cannot remove {}: {e}", marker.display())),
+                }
+            }
+        }
         let cpu_before = process_cpu_seconds();
         let report = run_phase(engine.as_ref(), workload, phase, options, &NoProgress);
         let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
@@ -205,12 +334,24 @@ fn run_engine(
         if let Some(out) = json.as_mut() {
             out.write(&measured.to_json())?;
         }
+        let filled = phase == Phase::FillRandom && measured.report.passed();
         reports.push(measured);
+        if filled {
+            if let EngineDir::Kept { marker, .. } = &dir {
+                std::fs::write(marker, fill_marker(name, args))
+                    .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            }
+        }
     }
     drop(engine);
-    let path = dir.path().to_path_buf();
-    dir.close()
-        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    match dir {
+        EngineDir::Temporary(dir) => {
+            let path = dir.path().to_path_buf();
+            dir.close()
+                .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
+        EngineDir::Kept { path, .. } => println!("kept: {}", path.display()),
+    }
     println!();
     Ok(reports)
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use rocksdb::{
     BlockBasedOptions, DBRawIteratorWithThreadMode, Options, ReadOptions, SliceTransform, DB,
 };
-use siftdb_bench::{Counters, Engine, ScanBuffer};
+use siftdb_bench::{Counters, Engine, ScanBuffer, WRITE_STALL_MICROS};
 
 use crate::quiesce::wait_until;
 
@@ -217,6 +217,54 @@ impl Engine for RocksEngine {
             }
         }
         c.insert("tables".into(), tables);
+        // RocksDB's own account of the time writes were stopped or slowed
+        // down, from its statistics text (no `Statistics` object needed).
+        if let Some(micros) = self
+            .db
+            .property_value("rocksdb.stats")
+            .ok()
+            .flatten()
+            .as_deref()
+            .and_then(cumulative_stall_micros)
+        {
+            c.insert(WRITE_STALL_MICROS.into(), micros);
+        }
         Some(c)
+    }
+}
+
+/// The `Cumulative stall: HH:MM:SS.sss H:M:S, …` line of `rocksdb.stats`
+/// (the database-wide line, written before any column family's), in
+/// microseconds.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a finite, non-negative number of microseconds, far below 2^64"
+)]
+fn cumulative_stall_micros(stats: &str) -> Option<u64> {
+    let rest = stats
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Cumulative stall:"))?;
+    let clock = rest.split_whitespace().next()?;
+    let mut parts = clock.split(':');
+    let (h, m, sec) = (parts.next()?, parts.next()?, parts.next()?);
+    let seconds = h.parse::<f64>().ok()? * 3600.0
+        + m.parse::<f64>().ok()? * 60.0
+        + sec.parse::<f64>().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| (seconds * 1e6).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_cumulative_stall() {
+        let stats = "** DB Stats **\nUptime(secs): 3.1 total, 3.1 interval\nCumulative writes: 1000K writes\nCumulative stall: 00:01:02.500 H:M:S, 12.0 percent\nInterval stall: 00:00:0.000 H:M:S, 0.0 percent\n";
+        assert_eq!(cumulative_stall_micros(stats), Some(62_500_000));
+        assert_eq!(cumulative_stall_micros("Cumulative writes: 0\n"), None);
+        assert_eq!(
+            cumulative_stall_micros("Cumulative stall: soon H:M:S\n"),
+            None
+        );
     }
 }

@@ -15,6 +15,7 @@ use siftdb_peers::{open_engine, PeerConfig};
 fn plain() -> PeerConfig {
     PeerConfig {
         bits_per_key: 10.0,
+        siftdb_policy: None,
         prefix_len: None,
         range_bits: None,
     }

@@ -6,13 +6,16 @@
 //! process-kill crash test ([`stress`]) behind `siftdb stress`; the logic of
 //! every fuzz target ([`fuzzing`]), shared by `fuzz/` and the corpus replay
 //! tests; [`SplitMix64`], the one random generator of the tests and the
-//! benchmark workloads; and [`numbered_key`], the filter tests' keys.
+//! benchmark workloads; [`numbered_key`], the filter tests' keys; and
+//! [`files`], real files in tests (snapshots, damage, unwritable
+//! directories, unprivileged child processes).
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
 //! dev-dependency), or reach into it past its public API.
 
 mod fault;
+pub mod files;
 pub mod fuzzing;
 mod keys;
 mod rng;

@@ -1,8 +1,9 @@
 //! The memtable: recent writes, in memory, sorted by internal key, until a
 //! flush turns them into a table.
 //!
-//! Owns: [`Memtable`] (a lock-free skiplist of internal key → value) and
-//! [`MemtableIter`], the cursor that keeps its memtable alive.
+//! Owns: [`Memtable`] (internal key → value in a lock-free skiplist over an
+//! arena: `skiplist.rs`, `arena.rs`) and [`MemtableIter`], the cursor that
+//! keeps its memtable alive.
 //! Must never: show a version newer than the reader's snapshot, or order two
 //! versions of one key other than newest first
 //! ([`compare_internal_keys`](crate::key::compare_internal_keys)).
@@ -12,28 +13,25 @@
 //! use siftdb::memtable::{Memtable, MemValue};
 //!
 //! let table = Memtable::new();
-//! table.insert(b"k", SeqNo(1), ValueKind::Put, b"old");
-//! table.insert(b"k", SeqNo(2), ValueKind::Delete, b"");
+//! table.insert(b"k", SeqNo(1), ValueKind::Put, b"old")?;
+//! table.insert(b"k", SeqNo(2), ValueKind::Delete, b"")?;
 //! assert_eq!(table.get(b"k", SeqNo(1)), Some(MemValue::Put("old".into())));
 //! assert_eq!(table.get(b"k", SeqNo(2)), Some(MemValue::Deleted));
 //! assert_eq!(table.get(b"k", SeqNo(0)), None);
+//! # Ok::<(), siftdb::Error>(())
 //! ```
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::collections::VecDeque;
-use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+mod arena;
+mod skiplist;
+
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use crossbeam_skiplist::SkipMap;
 
-use crate::key::{tag, user_key_of, SeqNo, ValueKind, TAG_LEN};
-
-/// Bookkeeping bytes charged per entry on top of its key and value (skiplist
-/// node, tower, reference counts), so many tiny entries still fill a memtable.
-pub const ENTRY_OVERHEAD: usize = 64;
+use crate::error::{Error, Result};
+use crate::key::{tag, SeqNo, ValueKind, TAG_LEN};
+use skiplist::{Cursor, Entry, InsertError, Probe, SkipList};
 
 /// What the memtable knows about a key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,119 +43,32 @@ pub enum MemValue {
     Deleted,
 }
 
-/// Something that can be compared as an internal key without being one in
-/// memory: lets a lookup probe the skiplist from a stack value (no allocation).
-trait InternalKeyView {
-    fn user_key(&self) -> &[u8];
-    fn tag(&self) -> u64;
-}
-
-impl Ord for dyn InternalKeyView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.user_key()
-            .cmp(other.user_key())
-            .then_with(|| other.tag().cmp(&self.tag()))
-    }
-}
-
-impl PartialOrd for dyn InternalKeyView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for dyn InternalKeyView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for dyn InternalKeyView + '_ {}
-
-/// An encoded internal key stored in the skiplist.
-#[derive(Debug, Clone)]
-struct MemKey(Bytes);
-
-fn tag_bytes_of(encoded: &[u8]) -> u64 {
-    let split = encoded.len().saturating_sub(TAG_LEN);
-    let mut raw = [0u8; TAG_LEN];
-    if let (Some(dst), Some(src)) = (raw.get_mut(..encoded.len() - split), encoded.get(split..)) {
-        dst.copy_from_slice(src);
-    }
-    u64::from_le_bytes(raw)
-}
-
-impl InternalKeyView for MemKey {
-    fn user_key(&self) -> &[u8] {
-        user_key_of(&self.0)
-    }
-    fn tag(&self) -> u64 {
-        tag_bytes_of(&self.0)
-    }
-}
-
-/// A probe: a user key and a tag, compared like the internal key they encode.
-struct Probe<'a> {
-    user_key: &'a [u8],
-    tag: u64,
-}
-
-impl InternalKeyView for Probe<'_> {
-    fn user_key(&self) -> &[u8] {
-        self.user_key
-    }
-    fn tag(&self) -> u64 {
-        self.tag
-    }
-}
-
-/// An arbitrary encoded internal key used as a probe.
-struct RawKey<'a>(&'a [u8]);
-
-impl InternalKeyView for RawKey<'_> {
-    fn user_key(&self) -> &[u8] {
-        user_key_of(self.0)
-    }
-    fn tag(&self) -> u64 {
-        tag_bytes_of(self.0)
-    }
-}
-
-impl<'a> Borrow<dyn InternalKeyView + 'a> for MemKey {
-    fn borrow(&self) -> &(dyn InternalKeyView + 'a) {
-        self
-    }
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Through the view, so the skiplist's order and the probes' order
-        // are one function (the `Borrow` contract), equal to
-        // `compare_internal_keys` (checked by a test).
-        (self as &dyn InternalKeyView).cmp(other as &dyn InternalKeyView)
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for MemKey {}
-
-/// Sorted, concurrent, in-memory writes: internal key → value.
+/// Sorted, concurrent, in-memory writes: internal key → value, in an arena.
 #[derive(Debug, Default)]
 pub struct Memtable {
-    map: SkipMap<MemKey, Bytes>,
-    approximate_bytes: AtomicUsize,
+    list: Arc<SkipList>,
     max_seq: AtomicU64,
+}
+
+/// The probe for an encoded internal key (a key shorter than its tag reads
+/// as a user key with tag 0, as `compare_internal_keys` orders it).
+fn probe_of(internal_key: &[u8]) -> Probe<'_> {
+    let split = internal_key.len().saturating_sub(TAG_LEN);
+    let (user_key, tag_bytes) = internal_key.split_at(split);
+    let mut raw = [0u8; TAG_LEN];
+    if let Some(dst) = raw.get_mut(..tag_bytes.len()) {
+        dst.copy_from_slice(tag_bytes);
+    }
+    Probe {
+        user_key,
+        tag: u64::from_le_bytes(raw),
+    }
+}
+
+fn kind_of(tag: u64) -> ValueKind {
+    // The memtable only holds keys it encoded itself; an unknown kind cannot
+    // occur, and reading it as a tombstone hides nothing older.
+    ValueKind::from_u8((tag & 0xff) as u8).unwrap_or(ValueKind::Delete)
 }
 
 impl Memtable {
@@ -167,27 +78,32 @@ impl Memtable {
     }
 
     /// Records that `user_key` got `value` (or a tombstone) at `seq`.
-    /// Safe to call from many threads at once; each (key, seq) pair is
-    /// expected once — a second insert of the same pair replaces the first.
-    pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
-        // Key and value share one allocation.
-        let mut buffer = Vec::with_capacity(user_key.len() + TAG_LEN + value.len());
-        buffer.extend_from_slice(user_key);
-        buffer.extend_from_slice(&tag(seq, kind).to_le_bytes());
-        buffer.extend_from_slice(value);
-        let buffer = Bytes::from(buffer);
-        let charged = buffer.len() + ENTRY_OVERHEAD;
-        let key_len = user_key.len() + TAG_LEN;
-        let key = buffer.slice(..key_len);
-        let value = buffer.slice(key_len..);
-        self.map.insert(MemKey(key), value);
-        self.approximate_bytes
-            .fetch_add(charged, AtomicOrdering::Relaxed);
-        self.max_seq.fetch_max(seq.0, AtomicOrdering::AcqRel);
+    /// Safe to call from many threads at once.
+    ///
+    /// `InvalidArgument` when the (key, seq) pair is already present (the
+    /// first insert stays) or the key or value is longer than 4 GiB − 1;
+    /// the memtable is unchanged then.
+    pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        match self.list.insert(user_key, tag(seq, kind), value) {
+            Ok(()) => {
+                self.max_seq.fetch_max(seq.0, AtomicOrdering::AcqRel);
+                Ok(())
+            }
+            Err(InsertError::Duplicate) => Err(Error::invalid(format!(
+                "the memtable already holds a version of this key at sequence number {}",
+                seq.0
+            ))),
+            Err(InsertError::TooLong) => Err(Error::invalid(format!(
+                "key of {} or value of {} bytes is too long for the memtable",
+                user_key.len(),
+                value.len()
+            ))),
+        }
     }
 
     /// The newest version of `user_key` with a sequence number at most
-    /// `snapshot`, or `None` when the memtable holds no such version.
+    /// `snapshot`, or `None` when the memtable holds no such version. A
+    /// value is copied out of the memtable.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemValue> {
         // Among versions at one sequence number the Put tag is the largest,
         // so this probe sorts before every version visible at `snapshot`.
@@ -195,49 +111,46 @@ impl Memtable {
             user_key,
             tag: tag(snapshot, ValueKind::Put),
         };
-        let entry = self
-            .map
-            .lower_bound(Bound::Included(&probe as &dyn InternalKeyView))?;
-        let key = entry.key();
-        if key.user_key() != user_key {
+        let entry = self.list.lower_bound(&probe)?;
+        let (key, tag, value) = entry.parts();
+        if key != user_key {
             return None;
         }
-        match ValueKind::from_u8((key.tag() & 0xff) as u8) {
-            Some(ValueKind::Put) => Some(MemValue::Put(entry.value().clone())),
-            // The memtable only holds keys it encoded itself; an unknown
-            // kind cannot occur, and reading it as a tombstone hides nothing older.
-            Some(ValueKind::Delete) | None => Some(MemValue::Deleted),
-        }
+        Some(match kind_of(tag) {
+            ValueKind::Put => MemValue::Put(Bytes::copy_from_slice(value)),
+            ValueKind::Delete => MemValue::Deleted,
+        })
     }
 
     /// Every entry at or after the internal key `from`, in internal-key
-    /// order, as (internal key, value); borrows the memtable.
-    pub fn range_from<'a>(&'a self, from: &'a [u8]) -> impl Iterator<Item = (Bytes, Bytes)> + 'a {
-        self.map
-            .range(OwnedFrom(RawKey(from)))
-            .map(|entry| (entry.key().0.clone(), entry.value().clone()))
+    /// order, as (internal key, value) borrowed from the memtable.
+    pub fn range_from<'a>(
+        &'a self,
+        from: &[u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        entries(self.list.lower_bound(&probe_of(from)))
     }
 
-    /// Every entry in internal-key order, as (internal key, value).
-    pub fn iter(&self) -> impl Iterator<Item = (Bytes, Bytes)> + '_ {
-        self.map
-            .iter()
-            .map(|entry| (entry.key().0.clone(), entry.value().clone()))
+    /// Every entry in internal-key order, as (internal key, value) borrowed
+    /// from the memtable.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        entries(self.list.first())
     }
 
-    /// Bytes held, approximately: keys, values and [`ENTRY_OVERHEAD`] per entry.
+    /// Bytes the entries take in the memtable's arena: keys, values and
+    /// each entry's links and lengths.
     pub fn approximate_bytes(&self) -> usize {
-        self.approximate_bytes.load(AtomicOrdering::Relaxed)
+        self.list.bytes()
     }
 
     /// Number of entries (versions, not distinct user keys).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True when nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
     /// The largest sequence number inserted (`SeqNo(0)` when empty).
@@ -246,116 +159,76 @@ impl Memtable {
     }
 }
 
-/// "Every key at or after this probe", owning the probe so the range can
-/// outlive the caller's stack frame.
-struct OwnedFrom<'a>(RawKey<'a>);
-
-impl<'a> RangeBounds<dyn InternalKeyView + 'a> for OwnedFrom<'a> {
-    fn start_bound(&self) -> Bound<&(dyn InternalKeyView + 'a)> {
-        Bound::Included(&self.0)
-    }
-    fn end_bound(&self) -> Bound<&(dyn InternalKeyView + 'a)> {
-        Bound::Unbounded
-    }
+/// The entries from `first` on, as (internal key, value).
+fn entries<'a>(first: Option<Entry<'a>>) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+    std::iter::successors(first, Entry::next).map(|e| (e.internal_key(), e.value()))
 }
-
-/// How many entries a [`MemtableIter`] copies out of the skiplist per refill.
-const ITER_CHUNK: usize = 64;
 
 /// A cursor over a memtable that owns a reference to it, so it can live in
 /// the database's merge iterator after the memtable has been replaced.
 ///
-/// It reads ahead in chunks of 64 entries. An entry inserted
-/// after the cursor read past its position may be missed; the database never
-/// needs it, because such an entry's sequence number is newer than any
-/// snapshot taken before the cursor was created.
-#[derive(Debug)]
+/// It reads the memtable in place (no copy). Entries inserted after the
+/// cursor was positioned may or may not be seen as it moves on; the
+/// database never needs them, because their sequence numbers are newer
+/// than any snapshot taken before the cursor was created.
 pub struct MemtableIter {
     table: Arc<Memtable>,
-    ahead: VecDeque<(Bytes, Bytes)>,
-    /// True when `ahead` holds everything up to the end of the memtable.
-    at_end: bool,
+    cursor: Cursor,
+}
+
+impl std::fmt::Debug for MemtableIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemtableIter")
+            .field("valid", &self.valid())
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemtableIter {
     /// A cursor over `table`, not yet positioned (invalid until a seek).
     pub fn new(table: Arc<Memtable>) -> MemtableIter {
-        MemtableIter {
-            table,
-            ahead: VecDeque::new(),
-            at_end: true,
-        }
+        let cursor = Cursor::new(Arc::clone(&table.list));
+        MemtableIter { table, cursor }
     }
 
     /// Positions at the first entry.
     pub fn seek_to_first(&mut self) {
-        self.ahead.clear();
-        self.fill(Bound::Unbounded);
+        self.cursor.seek_to_first();
     }
 
     /// Positions at the first entry whose internal key is at or after `target`.
     pub fn seek(&mut self, target: &[u8]) {
-        self.ahead.clear();
-        self.fill(Bound::Included(target));
+        self.cursor.seek(&probe_of(target));
     }
 
     /// True while positioned at an entry.
     pub fn valid(&self) -> bool {
-        !self.ahead.is_empty()
+        self.cursor.entry().is_some()
     }
 
     /// The current internal key (empty when not valid).
     pub fn key(&self) -> &[u8] {
-        self.ahead.front().map_or(&[], |(key, _)| &key[..])
+        self.cursor.entry().map_or(&[], |e| e.internal_key())
     }
 
     /// The current value (empty when not valid).
     pub fn value(&self) -> &[u8] {
-        self.ahead.front().map_or(&[], |(_, value)| &value[..])
+        self.cursor.entry().map_or(&[], |e| e.value())
     }
 
-    /// The current entry as shared buffers.
-    pub fn entry(&self) -> Option<(&Bytes, &Bytes)> {
-        self.ahead.front().map(|(key, value)| (key, value))
+    /// The current entry as (internal key, value).
+    pub fn entry(&self) -> Option<(&[u8], &[u8])> {
+        self.cursor.entry().map(|e| (e.internal_key(), e.value()))
     }
 
     /// Moves to the next entry (no effect when not valid).
     pub fn next(&mut self) {
-        let Some((passed, _)) = self.ahead.pop_front() else {
-            return;
-        };
-        if self.ahead.is_empty() && !self.at_end {
-            self.fill(Bound::Excluded(&passed));
-        }
+        self.cursor.next();
     }
 
     /// The memtable this cursor reads.
     pub fn memtable(&self) -> &Arc<Memtable> {
         &self.table
-    }
-
-    fn fill(&mut self, start: Bound<&[u8]>) {
-        let table = Arc::clone(&self.table);
-        let probe;
-        let bound: Bound<&dyn InternalKeyView> = match start {
-            Bound::Included(key) => {
-                probe = RawKey(key);
-                Bound::Included(&probe)
-            }
-            Bound::Excluded(key) => {
-                probe = RawKey(key);
-                Bound::Excluded(&probe)
-            }
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let mut entries = table
-            .map
-            .range::<dyn InternalKeyView, _>((bound, Bound::Unbounded));
-        for entry in entries.by_ref().take(ITER_CHUNK) {
-            self.ahead
-                .push_back((entry.key().0.clone(), entry.value().clone()));
-        }
-        self.at_end = self.ahead.len() < ITER_CHUNK || entries.next().is_none();
     }
 }
 
@@ -363,13 +236,16 @@ impl MemtableIter {
 mod tests {
     use super::*;
     use crate::key::{compare_internal_keys, internal_key, parse_internal_key};
+    use std::cmp::Ordering;
 
     fn put(t: &Memtable, k: &str, seq: u64, v: &str) {
-        t.insert(k.as_bytes(), SeqNo(seq), ValueKind::Put, v.as_bytes());
+        t.insert(k.as_bytes(), SeqNo(seq), ValueKind::Put, v.as_bytes())
+            .unwrap();
     }
 
     fn del(t: &Memtable, k: &str, seq: u64) {
-        t.insert(k.as_bytes(), SeqNo(seq), ValueKind::Delete, b"");
+        t.insert(k.as_bytes(), SeqNo(seq), ValueKind::Delete, b"")
+            .unwrap();
     }
 
     fn got(t: &Memtable, k: &str, snapshot: u64) -> Option<String> {
@@ -414,7 +290,7 @@ mod tests {
         assert_eq!(got(&t, "ab", 10).as_deref(), Some("long"));
         let keys: Vec<_> = t
             .iter()
-            .map(|(k, _)| parse_internal_key(&k).unwrap().user_key.to_vec())
+            .map(|(k, _)| parse_internal_key(k).unwrap().user_key.to_vec())
             .collect();
         assert_eq!(keys, [b"a".to_vec(), b"a\0".to_vec(), b"ab".to_vec()]);
     }
@@ -441,7 +317,7 @@ mod tests {
         let all: Vec<_> = t
             .iter()
             .map(|(k, v)| {
-                let p = parse_internal_key(&k).unwrap();
+                let p = parse_internal_key(k).unwrap();
                 (p.user_key.to_vec(), p.seq.0, v.to_vec())
             })
             .collect();
@@ -458,15 +334,15 @@ mod tests {
         let from = internal_key(b"b", SeqNo(3), ValueKind::Put);
         let seqs: Vec<_> = t
             .range_from(&from)
-            .map(|(k, _)| parse_internal_key(&k).unwrap().seq.0)
+            .map(|(k, _)| parse_internal_key(k).unwrap().seq.0)
             .collect();
         assert_eq!(seqs, [2, 3]);
     }
 
     #[test]
-    fn owned_cursor_walks_across_chunks_and_outlives_its_borrow() {
+    fn owned_cursor_walks_everything_and_outlives_its_borrow() {
         let t = Arc::new(Memtable::new());
-        for i in 0..(3 * ITER_CHUNK as u64 + 5) {
+        for i in 0..197u64 {
             put(&t, &format!("k{i:04}"), i + 1, "v");
         }
         let mut it = MemtableIter::new(Arc::clone(&t));
@@ -485,7 +361,7 @@ mod tests {
             it.next();
             n += 1;
         }
-        assert_eq!(n, 3 * ITER_CHUNK + 5);
+        assert_eq!(n, 197);
         it.next();
         assert!(!it.valid());
 
@@ -501,24 +377,50 @@ mod tests {
     #[test]
     fn key_order_equals_compare_internal_keys() {
         let keys: Vec<Vec<u8>> = vec![
-            vec![],
-            b"abc".to_vec(),
             internal_key(b"", SeqNo(0), ValueKind::Delete),
             internal_key(b"", SeqNo(3), ValueKind::Put),
             internal_key(b"a", SeqNo(3), ValueKind::Put),
             internal_key(b"a", SeqNo(3), ValueKind::Delete),
             internal_key(b"a", SeqNo(4), ValueKind::Delete),
             internal_key(b"a\0", SeqNo(1), ValueKind::Put),
+            internal_key(b"abcdefgh", SeqNo(1), ValueKind::Put),
+            internal_key(b"abcdefgh\0", SeqNo(1), ValueKind::Put),
             internal_key(b"ab", SeqNo::MAX, ValueKind::Put),
         ];
-        for a in &keys {
-            for b in &keys {
-                let mem = MemKey(Bytes::copy_from_slice(a)).cmp(&MemKey(Bytes::copy_from_slice(b)));
-                assert_eq!(mem, compare_internal_keys(a, b), "{a:?} vs {b:?}");
-                let raw = (&RawKey(a) as &dyn InternalKeyView).cmp(&RawKey(b));
-                assert_eq!(raw, mem);
-            }
+        let t = Memtable::new();
+        for k in &keys {
+            let p = parse_internal_key(k).unwrap();
+            t.insert(p.user_key, p.seq, p.kind, b"").unwrap();
         }
+        let stored: Vec<Vec<u8>> = t.iter().map(|(k, _)| k.to_vec()).collect();
+        let mut expected = keys.clone();
+        expected.sort_by(|a, b| compare_internal_keys(a, b));
+        assert_eq!(stored, expected);
+        // Every seek lands where compare_internal_keys says, also for probes
+        // shorter than a tag.
+        let mut probes = keys.clone();
+        probes.extend([vec![], b"abc".to_vec()]);
+        for probe in &probes {
+            let from: Vec<Vec<u8>> = t.range_from(probe).map(|(k, _)| k.to_vec()).collect();
+            let want: Vec<Vec<u8>> = expected
+                .iter()
+                .filter(|k| compare_internal_keys(k, probe) != Ordering::Less)
+                .cloned()
+                .collect();
+            assert_eq!(from, want, "from {probe:?}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_version_is_refused_and_the_first_stays() {
+        let t = Memtable::new();
+        put(&t, "k", 5, "first");
+        let again = t.insert(b"k", SeqNo(5), ValueKind::Put, b"second");
+        assert!(matches!(again, Err(Error::InvalidArgument(_))));
+        let as_delete = t.insert(b"k", SeqNo(5), ValueKind::Delete, b"");
+        assert!(as_delete.is_ok(), "another kind is another internal key");
+        assert_eq!(t.len(), 2);
+        assert_eq!(got(&t, "k", 5).as_deref(), Some("first"));
     }
 
     #[test]
@@ -527,8 +429,12 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(t.approximate_bytes(), 0);
         put(&t, "key", 1, "value");
-        assert_eq!(t.approximate_bytes(), 3 + 8 + 5 + ENTRY_OVERHEAD);
+        let one = t.approximate_bytes();
+        // Key, tag and value, a header and at least one link.
+        assert!(one >= 3 + 8 + 5 + 8 + 8, "{one}");
         assert!(!t.is_empty());
+        put(&t, "key2", 2, &"v".repeat(1000));
+        assert!(t.approximate_bytes() >= one + 4 + 8 + 1000 + 16);
     }
 
     #[test]
@@ -549,7 +455,8 @@ mod tests {
                             SeqNo(seq),
                             ValueKind::Put,
                             seq.to_string().as_bytes(),
-                        );
+                        )
+                        .unwrap();
                     }
                 });
             }
@@ -569,6 +476,6 @@ mod tests {
         let order: Vec<_> = t.iter().map(|(k, _)| k).collect();
         assert!(order
             .windows(2)
-            .all(|w| compare_internal_keys(&w[0], &w[1]) == Ordering::Less));
+            .all(|w| compare_internal_keys(w[0], w[1]) == Ordering::Less));
     }
 }

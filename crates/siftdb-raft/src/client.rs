@@ -1,0 +1,255 @@
+//! A client of a cluster that follows the leader: writes and linearizable
+//! reads are sent to the node it believes leads, redirected by a node that
+//! knows better, and retried elsewhere while no leader answers.
+//!
+//! Owns: [`Client`] and its retry loop, and the per-node calls the tests
+//! and the bench use (status, local dump, init).
+//! Must never: report a write as acknowledged that the leader did not
+//! answer `Applied` for; retry past its deadline. A write retried after a
+//! lost answer may be applied twice: commands are idempotent puts and
+//! deletes, and a caller that needs exactly-once carries its own ids.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::api::{self, NodeStatus, ReadReply, WriteReply};
+use crate::types::{Command, Response};
+
+/// Errors of a client call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No node acknowledged before the deadline; the last failure.
+    #[error("no leader answered within {0:?}: {1}")]
+    Deadline(Duration, String),
+    /// The cluster refused the command (it breaks a limit).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// One node's answer could not be had or read.
+    #[error("{0}")]
+    Node(String),
+}
+
+/// An acknowledged write.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// The log index it was committed at.
+    pub index: u64,
+    /// What applying it answered.
+    pub response: Response,
+}
+
+/// A cluster client; share it between tasks.
+pub struct Client {
+    http: reqwest::Client,
+    nodes: Vec<String>,
+    leader: Mutex<Option<String>>,
+    next: AtomicUsize,
+    deadline: Duration,
+    request_timeout: Duration,
+}
+
+enum Attempt<T> {
+    Done(T),
+    NotLeader(Option<String>),
+    Failed(String),
+}
+
+impl Client {
+    /// A client of the nodes at `nodes` (`host:port`); each call retries for
+    /// up to `deadline`, each request waits up to `request_timeout`.
+    pub fn new(
+        nodes: Vec<String>,
+        deadline: Duration,
+        request_timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ClientError::Node(e.to_string()))?;
+        Ok(Client {
+            http,
+            nodes,
+            leader: Mutex::new(None),
+            next: AtomicUsize::new(0),
+            deadline,
+            request_timeout,
+        })
+    }
+
+    /// The nodes this client knows.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    async fn post<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, String> {
+        let body = postcard::to_allocvec(req).map_err(|e| e.to_string())?;
+        let resp = self
+            .http
+            .post(format!("http://{addr}{path}"))
+            .timeout(timeout)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{addr}: status {}", resp.status()));
+        }
+        let bytes = resp.bytes().await.map_err(|e| format!("{addr}: {e}"))?;
+        postcard::from_bytes(&bytes).map_err(|e| format!("{addr}: {e}"))
+    }
+
+    fn target(&self) -> String {
+        if let Some(leader) = self.leader.lock().clone() {
+            return leader;
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.nodes
+            .get(n % self.nodes.len().max(1))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Runs `attempt` against the leader until it is done or the deadline
+    /// passes.
+    async fn with_leader<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<Attempt<T>, ClientError>>,
+    {
+        let start = Instant::now();
+        let mut last = String::from("no attempt");
+        while start.elapsed() < self.deadline {
+            let addr = self.target();
+            match attempt(addr.clone()).await? {
+                Attempt::Done(value) => {
+                    *self.leader.lock() = Some(addr);
+                    return Ok(value);
+                }
+                Attempt::NotLeader(Some(leader)) if leader != addr => {
+                    *self.leader.lock() = Some(leader);
+                    continue;
+                }
+                Attempt::NotLeader(_) => {
+                    last = format!("{addr}: not the leader, no leader known");
+                }
+                Attempt::Failed(e) => last = e,
+            }
+            // No leader reachable through this node: forget it, try the
+            // next one after a pause (an election takes a few hundred ms).
+            *self.leader.lock() = None;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ClientError::Deadline(self.deadline, last))
+    }
+
+    /// Proposes `cmd` and waits until it is committed and applied.
+    pub async fn write(&self, cmd: &Command) -> Result<Ack, ClientError> {
+        self.with_leader(|addr| async move {
+            let reply = self
+                .post::<_, WriteReply>(&addr, api::WRITE, cmd, self.request_timeout)
+                .await;
+            Ok(match reply {
+                Ok(WriteReply::Applied { index, response }) => {
+                    Attempt::Done(Ack { index, response })
+                }
+                Ok(WriteReply::NotLeader { leader }) => Attempt::NotLeader(leader),
+                Ok(WriteReply::Rejected { reason }) => return Err(ClientError::Rejected(reason)),
+                Ok(WriteReply::Unavailable { error }) => {
+                    Attempt::Failed(format!("{addr}: {error}"))
+                }
+                Err(e) => Attempt::Failed(e),
+            })
+        })
+        .await
+    }
+
+    /// A linearizable read of `key`: reflects every write acknowledged
+    /// before it began.
+    pub async fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        let key = key.to_vec();
+        self.with_leader(|addr| {
+            let key = key.clone();
+            async move {
+                let reply = self
+                    .post::<_, ReadReply>(&addr, api::READ, &key, self.request_timeout)
+                    .await;
+                Ok(match reply {
+                    Ok(ReadReply::Value(v)) => Attempt::Done(v),
+                    Ok(ReadReply::NotLeader { leader }) => Attempt::NotLeader(leader),
+                    Ok(ReadReply::Unavailable { error }) => {
+                        Attempt::Failed(format!("{addr}: {error}"))
+                    }
+                    Err(e) => Attempt::Failed(e),
+                })
+            }
+        })
+        .await
+    }
+
+    /// The status of the node at `addr`.
+    pub async fn status(&self, addr: &str) -> Result<NodeStatus, ClientError> {
+        let resp = self
+            .http
+            .get(format!("http://{addr}{}", api::METRICS))
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))?;
+        resp.json()
+            .await
+            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))
+    }
+
+    /// Every key and value starting with `prefix` in the local state of the
+    /// node at `addr` (not a linearizable read).
+    pub async fn dump(
+        &self,
+        addr: &str,
+        prefix: &[u8],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        self.post(
+            addr,
+            api::DUMP,
+            &prefix.to_vec(),
+            self.request_timeout.max(Duration::from_secs(30)),
+        )
+        .await
+        .map_err(ClientError::Node)
+    }
+
+    /// Initialises the cluster through the node at `addr` (every configured
+    /// node a voter); retried until the deadline, a no-op once initialised.
+    pub async fn init(&self, addr: &str) -> Result<String, ClientError> {
+        let start = Instant::now();
+        loop {
+            let resp = self
+                .http
+                .post(format!("http://{addr}{}", api::INIT))
+                .timeout(self.request_timeout)
+                .send()
+                .await;
+            let last = match resp {
+                Ok(r) if r.status().is_success() => {
+                    return r.text().await.map_err(|e| ClientError::Node(e.to_string()))
+                }
+                Ok(r) => format!("{addr}: status {}", r.status()),
+                Err(e) => format!("{addr}: {e}"),
+            };
+            if start.elapsed() >= self.deadline {
+                return Err(ClientError::Deadline(self.deadline, last));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

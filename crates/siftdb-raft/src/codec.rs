@@ -1,0 +1,246 @@
+//! How values and keys of the raft databases are encoded, and the crate's
+//! error type.
+//!
+//! Owns: the one value encoding (a format-version byte, then the postcard
+//! encoding of the value), the key layouts of the log and state-machine
+//! databases, [`Error`] and its conversion into openraft's `StorageError`.
+//! Must never: trust bytes it did not check — a wrong version byte, trailing
+//! bytes or a failed decode is a corruption error, never a panic.
+
+use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::types::NodeId;
+
+/// The version byte every encoded value starts with.
+pub const VALUE_VERSION: u8 = 1;
+
+/// Errors of the raft storage layer. File and corruption errors are the
+/// engine's own kinds (`siftdb::Error::Io`, `siftdb::Error::Corruption`),
+/// so a caller matches one set of kinds whichever layer found the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The engine failed, a file operation failed, or stored bytes are not
+    /// what was written.
+    #[error(transparent)]
+    Db(#[from] siftdb::Error),
+    /// A value could not be encoded.
+    #[error("encoding {what}: {detail}")]
+    Encode {
+        /// Which value.
+        what: String,
+        /// Why.
+        detail: String,
+    },
+    /// A blocking task did not finish (the runtime is shutting down).
+    #[error("background task failed: {0}")]
+    Task(String),
+    /// A purge waited for the state machine to hold the entries it removes,
+    /// and the state machine failed instead.
+    #[error("the state machine failed before applying up to log index {0}")]
+    StateMachineFailed(u64),
+}
+
+impl Error {
+    /// A corruption error.
+    pub fn corruption(what: impl std::fmt::Display, detail: impl std::fmt::Display) -> Error {
+        Error::Db(siftdb::Error::Corruption {
+            what: what.to_string(),
+            detail: detail.to_string(),
+        })
+    }
+
+    /// An I/O error on `path`.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Db(siftdb::Error::Io {
+            path: Some(path.to_path_buf()),
+            source,
+        })
+    }
+
+    /// An I/O error on a stream that has no path (`what` says which), its
+    /// kind kept.
+    pub fn io_in(what: &str, source: std::io::Error) -> Error {
+        Error::Db(siftdb::Error::Io {
+            path: None,
+            source: std::io::Error::new(source.kind(), format!("{what}: {source}")),
+        })
+    }
+
+    /// openraft's storage error for this error, on `subject` while `verb`.
+    pub fn storage(self, subject: ErrorSubject<NodeId>, verb: ErrorVerb) -> StorageError<NodeId> {
+        StorageIOError::new(subject, verb, AnyError::new(&self)).into()
+    }
+}
+
+/// Result of the storage layer.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// `value` as a version byte and its postcard encoding.
+pub fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
+    let mut out = vec![VALUE_VERSION];
+    postcard::to_io(value, &mut out).map_err(|e| Error::Encode {
+        what: what.to_string(),
+        detail: e.to_string(),
+    })?;
+    Ok(out)
+}
+
+/// The value [`encode`] wrote, checked: version byte, a full decode, no
+/// trailing bytes.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
+    let Some((&version, body)) = bytes.split_first() else {
+        return Err(Error::corruption(what, "empty value"));
+    };
+    if version != VALUE_VERSION {
+        return Err(Error::corruption(
+            what,
+            format!("value format version {version}, expected {VALUE_VERSION}"),
+        ));
+    }
+    let (value, rest) =
+        postcard::take_from_bytes::<T>(body).map_err(|e| Error::corruption(what, e))?;
+    if !rest.is_empty() {
+        return Err(Error::corruption(
+            what,
+            format!("{} trailing bytes after the value", rest.len()),
+        ));
+    }
+    Ok(value)
+}
+
+/// First byte of every log-entry key of the log database.
+pub const LOG_PREFIX: u8 = b'l';
+/// The vote, in the log database.
+pub const KEY_VOTE: &[u8] = b"m/vote";
+/// The last purged log id, in the log database.
+pub const KEY_PURGED: &[u8] = b"m/purged";
+/// The committed log id, in the soft-state database.
+pub const KEY_COMMITTED: &[u8] = b"m/committed";
+
+/// The log database's key of entry `index`: the prefix and the index big
+/// endian, so key order is index order and a range of indexes is a range of
+/// keys.
+pub fn log_key(index: u64) -> [u8; 9] {
+    let mut key = [LOG_PREFIX; 9];
+    let (_, tail) = key.split_at_mut(1);
+    tail.copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The index a log key names, or `None` for any other key.
+pub fn log_index(key: &[u8]) -> Option<u64> {
+    let (&prefix, tail) = key.split_first()?;
+    if prefix != LOG_PREFIX {
+        return None;
+    }
+    let bytes: [u8; 8] = tail.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// First byte of every user key in a state-machine database.
+pub const DATA_PREFIX: u8 = b'd';
+/// The last applied log id, in a state-machine database.
+pub const KEY_APPLIED: &[u8] = b"m/applied";
+/// The last applied membership, in a state-machine database.
+pub const KEY_MEMBERSHIP: &[u8] = b"m/membership";
+
+/// The state-machine database's key of user key `key`.
+pub fn data_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 1);
+    out.push(DATA_PREFIX);
+    out.extend_from_slice(key);
+    out
+}
+
+/// The user key of a state-machine data key.
+pub fn user_key(data_key: &[u8]) -> Option<&[u8]> {
+    match data_key.split_first() {
+        Some((&DATA_PREFIX, rest)) => Some(rest),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TypeConfig;
+    use openraft::LogId;
+
+    #[test]
+    fn log_keys_sort_by_index() {
+        let mut keys: Vec<_> = [5u64, 256, 1, u64::MAX, 0, 255]
+            .iter()
+            .map(|&i| log_key(i))
+            .collect();
+        keys.sort();
+        let back: Vec<_> = keys.iter().map(|k| log_index(k).unwrap()).collect();
+        assert_eq!(back, vec![0, 1, 5, 255, 256, u64::MAX]);
+        assert_eq!(log_index(b"m/vote"), None);
+        assert_eq!(log_index(&[LOG_PREFIX, 1, 2]), None);
+        assert!(log_key(u64::MAX).as_slice() < KEY_VOTE);
+    }
+
+    #[test]
+    fn values_are_checked() {
+        let v = encode(&(7u64, "x".to_string()), "t").unwrap();
+        assert_eq!(decode::<(u64, String)>(&v, "t").unwrap(), (7, "x".into()));
+        assert!(decode::<(u64, String)>(&[], "t").is_err());
+        let mut wrong = v.clone();
+        wrong[0] = 9;
+        assert!(decode::<(u64, String)>(&wrong, "t").is_err());
+        let mut long = v.clone();
+        long.push(0);
+        assert!(decode::<(u64, String)>(&long, "t").is_err());
+        assert!(decode::<(u64, String)>(&v[..v.len() - 1], "t").is_err());
+    }
+
+    /// The bytes `docs/format.md` describes: a change in openraft's serde
+    /// layout or in postcard fails here before it reaches a disk.
+    #[test]
+    fn encodings_are_pinned() {
+        use crate::types::{Command, Proposal};
+        use openraft::{CommittedLeaderId, Entry, EntryPayload, Vote};
+        let id = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 300);
+        assert_eq!(encode(&id, "t").unwrap(), [1, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&Some(id), "t").unwrap(), [1, 1, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&None::<LogId<NodeId>>, "t").unwrap(), [1, 0]);
+        assert_eq!(
+            encode(&Vote::<NodeId>::new(5, 1), "t").unwrap(),
+            [1, 5, 1, 0]
+        );
+        assert_eq!(
+            encode(&Vote::<NodeId>::new_committed(5, 1), "t").unwrap(),
+            [1, 5, 1, 1]
+        );
+        let at = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 7);
+        let blank = Entry::<TypeConfig> {
+            log_id: at,
+            payload: EntryPayload::Blank,
+        };
+        assert_eq!(encode(&blank, "t").unwrap(), [1, 3, 2, 7, 0]);
+        let normal = Entry::<TypeConfig> {
+            log_id: at,
+            payload: EntryPayload::Normal(Proposal {
+                commands: vec![
+                    Command::Put {
+                        key: b"k".to_vec(),
+                        value: b"v".to_vec(),
+                    },
+                    Command::Delete { key: b"j".to_vec() },
+                ],
+            }),
+        };
+        assert_eq!(
+            encode(&normal, "t").unwrap(),
+            [1, 3, 2, 7, 1, 2, 0, 1, b'k', 1, b'v', 1, 1, b'j']
+        );
+    }
+
+    #[test]
+    fn data_keys_round_trip() {
+        assert_eq!(user_key(&data_key(b"abc")), Some(&b"abc"[..]));
+        assert_eq!(user_key(KEY_APPLIED), None);
+    }
+}

@@ -1,0 +1,619 @@
+//! The raft log, the vote and the committed index in siftdb (openraft's
+//! `RaftLogStorage` + `RaftLogReader`, storage v2).
+//!
+//! Owns: two databases of a node directory — `log/`, opened with
+//! `sync_writes`, holding every entry under `l` + its index big-endian, the
+//! vote and the last purged log id; `log-soft/`, not synced, holding the
+//! committed log id — the log writer thread and its queue, the entries
+//! appended but not yet written (readable meanwhile), and the in-memory
+//! bounds of the log (first and last present entry, last purged id), read
+//! back once at open.
+//! Must never: call an append's callback before the batch holding its
+//! entries is on disk; leave a hole in the log (entries reach the database
+//! in append order, in whole appends, and a truncation and a purge are each
+//! one atomic batch written after every earlier append, so a crash leaves
+//! the log before or after each, never between); return an entry whose
+//! stored index differs from its key.
+//!
+//! Appends are group-committed. `append` puts the entries in the pending
+//! map (so they are readable when it returns, as openraft requires) and
+//! queues them; the writer thread takes every append queued at that moment,
+//! writes them as one synced siftdb batch (one fsync), then drops them from
+//! the pending map and fires their callbacks. openraft appends each client
+//! write separately on the leader, so without this every client write would
+//! cost a leader fsync of its own. A vote, a truncation or a purge first
+//! waits until the queue is written ("all write I/O serialized"), then is
+//! written synced itself.
+//!
+//! siftdb has no range delete: a truncation or a purge is a batch of point
+//! deletes over the known index range, bounded by the entries present (the
+//! bounds are kept in memory, so no scan is needed), and the big-endian keys
+//! make every read of a range of indexes one ordered scan that seeks past
+//! purged entries. The committed index is a hint openraft re-applies up to
+//! at start: it is written without fsync (it would add an fsync to the
+//! commit path), reaches the disk with the next synced write or flush, and
+//! a stale value after a power cut only means fewer entries re-applied
+//! before the leader's next message.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, RaftLogReader, StorageError, Vote};
+use parking_lot::RwLock;
+use siftdb::{Db, Options, WriteBatch};
+use tokio::sync::watch;
+
+use crate::codec::{self, decode, encode, log_index, log_key, Error, Result};
+use crate::timings::{Counter, Timings};
+use crate::types::{NodeId, TypeConfig};
+
+/// The log database's memtable: entries are purged soon after a snapshot,
+/// so most of them should die before they are flushed.
+const LOG_MEMTABLE_BYTES: usize = 16 << 20;
+/// The soft-state database holds one key.
+const SOFT_MEMTABLE_BYTES: usize = 1 << 20;
+/// The writer groups queued appends up to this many bytes per fsync.
+const GROUP_BYTES: usize = 64 << 20;
+
+type StorageResult<T> = std::result::Result<T, StorageError<NodeId>>;
+
+/// Runs a blocking engine call off the async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?
+}
+
+/// What the log's reader and writer share.
+struct Shared {
+    db: Db,
+    /// Appended, not yet written: index → entry.
+    pending: RwLock<BTreeMap<u64, Entry<TypeConfig>>>,
+    timings: Arc<Timings>,
+}
+
+/// Work for the writer thread, done in queue order.
+enum Job {
+    /// Entries already in `pending`, encoded in `batch`.
+    Append {
+        batch: WriteBatch,
+        ids: Vec<LogId<NodeId>>,
+        callback: LogFlushed<TypeConfig>,
+    },
+    /// Answered once every earlier job is written.
+    Barrier(tokio::sync::oneshot::Sender<Result<()>>),
+}
+
+/// The log storage of one node.
+pub struct LogStore {
+    shared: Arc<Shared>,
+    soft: Arc<Db>,
+    queue: mpsc::Sender<Job>,
+    /// First entry present, when any.
+    first_index: Option<u64>,
+    /// Last entry present, when any.
+    last_present: Option<LogId<NodeId>>,
+    last_purged: Option<LogId<NodeId>>,
+    /// When set, a purge waits until the state machine holds what it removes.
+    gate: Option<PurgeGate>,
+}
+
+/// How far a node's state machine has applied, published by it (see
+/// [`crate::StateMachine::purge_gate`]) for the log store's purges.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Applied {
+    /// The last applied log id (for an installed snapshot, its last one).
+    pub last: Option<LogId<NodeId>>,
+    /// An apply or an install failed: nothing more will be applied.
+    pub failed: bool,
+}
+
+/// Makes a purge wait until the state machine has applied the entries it
+/// removes.
+///
+/// Why: openraft 0.9 purges a follower's log up to a received snapshot as
+/// soon as it has handed the install to the state-machine task, without
+/// waiting for the install to finish. A node killed in between restarts
+/// with its log purged past its snapshot and its state, and openraft
+/// refuses to start it (purged past the snapshot: the entries in between
+/// are nowhere). Found by the kill test (3 of 16 runs). Policy purges
+/// (behind a snapshot the node built) never wait: the state machine has
+/// applied past them already.
+pub struct PurgeGate(watch::Receiver<Applied>);
+
+impl PurgeGate {
+    /// A gate on the positions `applied` publishes.
+    pub fn new(applied: watch::Receiver<Applied>) -> PurgeGate {
+        PurgeGate(applied)
+    }
+
+    /// Waits until the state machine has applied `upto`; an error when it
+    /// failed (or went away) first.
+    async fn covered(&mut self, upto: LogId<NodeId>) -> Result<()> {
+        let failed = self
+            .0
+            .wait_for(|a| a.failed || a.last.is_some_and(|l| l.index >= upto.index))
+            .await
+            .map_or(true, |a| a.failed);
+        if failed {
+            return Err(Error::StateMachineFailed(upto.index));
+        }
+        Ok(())
+    }
+}
+
+/// A reader of the log, for openraft's replication tasks.
+#[derive(Clone)]
+pub struct LogReader {
+    shared: Arc<Shared>,
+}
+
+impl LogStore {
+    /// Opens (creating when missing) the log under `node_dir` (`log/` and
+    /// `log-soft/`), reads back its bounds and starts its writer thread; its
+    /// siftdb calls are timed into `timings`.
+    pub fn open(node_dir: &Path, timings: Arc<Timings>) -> Result<LogStore> {
+        let db = Db::open_with(
+            node_dir.join("log"),
+            Options::default()
+                .sync_writes(true)
+                .memtable_bytes(LOG_MEMTABLE_BYTES),
+        )?;
+        let soft = Db::open_with(
+            node_dir.join("log-soft"),
+            Options::default().memtable_bytes(SOFT_MEMTABLE_BYTES),
+        )?;
+        let last_purged = match db.get(codec::KEY_PURGED)? {
+            Some(v) => Some(decode::<LogId<NodeId>>(&v, "last purged log id")?),
+            None => None,
+        };
+        let (first_index, last_present) = scan_bounds(&db)?;
+        if let (Some(first), Some(purged)) = (first_index, &last_purged) {
+            if first <= purged.index {
+                return Err(Error::corruption(
+                    "raft log",
+                    format!("entry {first} present at or below the purged id {purged}"),
+                ));
+            }
+        }
+        let shared = Arc::new(Shared {
+            db,
+            pending: RwLock::new(BTreeMap::new()),
+            timings,
+        });
+        let (queue, jobs) = mpsc::channel();
+        let writer = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("siftdb-raft-log".into())
+            .spawn(move || write_loop(&writer, &jobs))
+            .map_err(|e| Error::io(node_dir, e))?;
+        Ok(LogStore {
+            shared,
+            soft: Arc::new(soft),
+            queue,
+            first_index,
+            last_present,
+            last_purged,
+            gate: None,
+        })
+    }
+
+    /// From now on a purge waits until the state machine has applied what
+    /// it removes (see [`PurgeGate`]). A node sets this; openraft's storage
+    /// suite runs the log store without a state machine behind it.
+    pub fn gate_purges(&mut self, gate: PurgeGate) {
+        self.gate = Some(gate);
+    }
+
+    fn last_log_id(&self) -> Option<LogId<NodeId>> {
+        self.last_present.or(self.last_purged)
+    }
+
+    /// Waits until every append queued so far is on disk.
+    async fn drain(&self) -> Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.queue
+            .send(Job::Barrier(tx))
+            .map_err(|_| Error::Task("log writer stopped".into()))?;
+        rx.await
+            .map_err(|_| Error::Task("log writer stopped".into()))?
+    }
+
+    /// Writes `batch` (synced) once every queued append is written, off the
+    /// async workers, timed into the counter `which` picks.
+    async fn write_after_queue(
+        &self,
+        batch: WriteBatch,
+        which: fn(&Timings) -> &Counter,
+    ) -> Result<()> {
+        self.drain().await?;
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let _timer = which(&shared.timings).start();
+            shared.db.write(batch).map_err(Error::from)
+        })
+        .await
+    }
+}
+
+/// The writer thread: takes every queued job, writes the appends among
+/// them as one synced batch, then publishes them; ends when the store is
+/// dropped.
+fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
+    loop {
+        let first = match jobs.recv() {
+            Ok(job) => job,
+            Err(mpsc::RecvError) => return,
+        };
+        let mut group = WriteBatch::new();
+        let mut written: Vec<(Vec<LogId<NodeId>>, LogFlushed<TypeConfig>)> = Vec::new();
+        let mut barriers = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Append {
+                    batch,
+                    ids,
+                    callback,
+                } => {
+                    group.append(&batch);
+                    written.push((ids, callback));
+                }
+                Job::Barrier(tx) => {
+                    barriers.push(tx);
+                    // Appends queued after a barrier are written after it.
+                    break;
+                }
+            }
+            if group.approximate_bytes() >= GROUP_BYTES {
+                break;
+            }
+            match jobs.try_recv() {
+                Ok(job) => next = Some(job),
+                Err(_) => break,
+            }
+        }
+        let result = if group.is_empty() {
+            Ok(())
+        } else {
+            let _timer = shared.timings.log_append.start();
+            shared.db.write(group).map_err(Error::from)
+        };
+        match &result {
+            Ok(()) => {
+                let mut pending = shared.pending.write();
+                for (ids, _) in &written {
+                    for id in ids {
+                        // A truncation and a new append may have replaced
+                        // the entry meanwhile: drop only the one written.
+                        if pending.get(&id.index).is_some_and(|e| e.log_id == *id) {
+                            pending.remove(&id.index);
+                        }
+                    }
+                }
+                drop(pending);
+                for (_, callback) in written {
+                    callback.log_io_completed(Ok(()));
+                }
+            }
+            Err(e) => {
+                for (_, callback) in written {
+                    callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                }
+            }
+        }
+        for tx in barriers {
+            let answer = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(Error::Task(format!("log write failed: {e}"))),
+            };
+            let _ = tx.send(answer);
+        }
+    }
+}
+
+/// The first and last entry of the log, read once at open: one ordered
+/// scan, checking that the indexes are consecutive (no hole).
+fn scan_bounds(db: &Db) -> Result<(Option<u64>, Option<LogId<NodeId>>)> {
+    let mut first = None;
+    let mut last: Option<(u64, bytes::Bytes)> = None;
+    for item in db.prefix([codec::LOG_PREFIX]) {
+        let (key, value) = item?;
+        let index = log_index(&key)
+            .ok_or_else(|| Error::corruption("raft log", "a log key is not 9 bytes"))?;
+        if let Some((prev, _)) = &last {
+            if prev.checked_add(1) != Some(index) {
+                return Err(Error::corruption(
+                    "raft log",
+                    format!("hole between entries {prev} and {index}"),
+                ));
+            }
+        }
+        first.get_or_insert(index);
+        last = Some((index, value));
+    }
+    let last = match last {
+        Some((index, value)) => Some(decode_entry(index, &value)?.log_id),
+        None => None,
+    };
+    Ok((first, last))
+}
+
+fn decode_entry(index: u64, value: &[u8]) -> Result<Entry<TypeConfig>> {
+    let entry: Entry<TypeConfig> = decode(value, "raft log entry")?;
+    if entry.log_id.index != index {
+        return Err(Error::corruption(
+            "raft log entry",
+            format!(
+                "entry stored under index {index} says index {}",
+                entry.log_id.index
+            ),
+        ));
+    }
+    Ok(entry)
+}
+
+/// Entries in `[start, end)` (inclusive bounds made so), in index order:
+/// the pending ones, read first, over the written ones — an entry moves
+/// from pending to written, never back, so reading pending first cannot
+/// miss it.
+fn read_range(
+    shared: &Shared,
+    start: Bound<u64>,
+    end: Bound<u64>,
+) -> Result<Vec<Entry<TypeConfig>>> {
+    let start = match start {
+        Bound::Included(i) => Some(i),
+        Bound::Excluded(i) => i.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let Some(start) = start else {
+        return Ok(Vec::new());
+    };
+    let end_included = match end {
+        Bound::Included(i) => Some(i),
+        Bound::Excluded(i) => i.checked_sub(1),
+        Bound::Unbounded => Some(u64::MAX),
+    };
+    let Some(end) = end_included.filter(|&e| e >= start) else {
+        return Ok(Vec::new());
+    };
+    let mut out: BTreeMap<u64, Entry<TypeConfig>> = shared
+        .pending
+        .read()
+        .range(start..=end)
+        .map(|(&i, e)| (i, e.clone()))
+        .collect();
+    for item in shared.db.range(log_key(start)..=log_key(end)) {
+        let (key, value) = item?;
+        let index = log_index(&key)
+            .ok_or_else(|| Error::corruption("raft log", "a log key is not 9 bytes"))?;
+        if let std::collections::btree_map::Entry::Vacant(slot) = out.entry(index) {
+            slot.insert(decode_entry(index, &value)?);
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+async fn read_entries<RB: RangeBounds<u64>>(
+    shared: &Arc<Shared>,
+    range: RB,
+) -> StorageResult<Vec<Entry<TypeConfig>>> {
+    let (start, end) = (range.start_bound().cloned(), range.end_bound().cloned());
+    let shared = Arc::clone(shared);
+    blocking(move || {
+        let _timer = shared.timings.log_read.start();
+        read_range(&shared, start, end)
+    })
+    .await
+    .map_err(|e| e.storage(ErrorSubject::Logs, ErrorVerb::Read))
+}
+
+impl RaftLogReader<TypeConfig> for LogReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        read_entries(&self.shared, range).await
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        read_entries(&self.shared, range).await
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogReader;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        Ok(LogState {
+            last_purged_log_id: self.last_purged,
+            last_log_id: self.last_log_id(),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        LogReader {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+        let err = |e: Error| e.storage(ErrorSubject::Vote, ErrorVerb::Write);
+        let mut batch = WriteBatch::new();
+        batch.put(codec::KEY_VOTE, encode(vote, "vote").map_err(err)?);
+        // Synced, after every earlier append: on disk before openraft acts
+        // on it.
+        self.write_after_queue(batch, |t| &t.log_other)
+            .await
+            .map_err(err)
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
+        let err = |e: Error| e.storage(ErrorSubject::Vote, ErrorVerb::Read);
+        match self
+            .shared
+            .db
+            .get(codec::KEY_VOTE)
+            .map_err(|e| err(e.into()))?
+        {
+            Some(v) => decode(&v, "vote").map(Some).map_err(err),
+            None => Ok(None),
+        }
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
+        let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Write);
+        let value = encode(&committed, "committed log id").map_err(err)?;
+        let soft = Arc::clone(&self.soft);
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let _timer = shared.timings.committed.start();
+            soft.put(codec::KEY_COMMITTED, value).map_err(Error::from)
+        })
+        .await
+        .map_err(err)
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+        let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Read);
+        match self
+            .soft
+            .get(codec::KEY_COMMITTED)
+            .map_err(|e| err(e.into()))?
+        {
+            Some(v) => decode::<Option<LogId<NodeId>>>(&v, "committed log id").map_err(err),
+            None => Ok(None),
+        }
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let err = |e: Error| e.storage(ErrorSubject::Logs, ErrorVerb::Write);
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let mut batch = WriteBatch::new();
+        let mut ids = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            batch.put(
+                log_key(entry.log_id.index),
+                encode(entry, "raft log entry").map_err(err)?,
+            );
+            ids.push(entry.log_id);
+        }
+        let (Some(first), Some(&last)) = (ids.first().map(|id| id.index), ids.last()) else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        // Readable now; durable when the writer calls back.
+        {
+            let mut pending = self.shared.pending.write();
+            for entry in entries {
+                pending.insert(entry.log_id.index, entry);
+            }
+        }
+        if self.first_index.is_none() {
+            self.first_index = Some(first);
+        }
+        self.last_present = Some(last);
+        self.queue
+            .send(Job::Append {
+                batch,
+                ids,
+                callback,
+            })
+            .map_err(|_| err(Error::Task("log writer stopped".into())))
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let err = |e: Error| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
+        let (Some(first), Some(last)) = (self.first_index, self.last_present) else {
+            return Ok(());
+        };
+        if log_id.index > last.index {
+            return Ok(());
+        }
+        let from = log_id.index.max(first);
+        let mut batch = WriteBatch::new();
+        for index in from..=last.index {
+            batch.delete(log_key(index));
+        }
+        // After the queue is written, nothing is pending: the truncation
+        // applies to the database alone.
+        self.write_after_queue(batch, |t| &t.log_other)
+            .await
+            .map_err(err)?;
+        if from > first {
+            let prev = from - 1;
+            let entry = match self
+                .shared
+                .db
+                .get(log_key(prev))
+                .map_err(|e| err(e.into()))?
+            {
+                Some(v) => decode_entry(prev, &v).map_err(err)?,
+                None => {
+                    return Err(err(Error::corruption(
+                        "raft log",
+                        format!("entry {prev} missing below a truncation"),
+                    )))
+                }
+            };
+            self.last_present = Some(entry.log_id);
+        } else {
+            self.first_index = None;
+            self.last_present = None;
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let err = |e: Error| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
+        if self.last_purged.is_some_and(|p| p.index >= log_id.index) {
+            return Ok(());
+        }
+        if let Some(gate) = &mut self.gate {
+            gate.covered(log_id).await.map_err(err)?;
+        }
+        // The purged id and the deletes in one batch: after a crash the
+        // log starts right after the purged id, never with a gap.
+        let mut batch = WriteBatch::new();
+        batch.put(
+            codec::KEY_PURGED,
+            encode(&log_id, "last purged log id").map_err(err)?,
+        );
+        if let (Some(first), Some(last)) = (self.first_index, self.last_present) {
+            for index in first..=log_id.index.min(last.index) {
+                batch.delete(log_key(index));
+            }
+        }
+        self.write_after_queue(batch, |t| &t.log_other)
+            .await
+            .map_err(err)?;
+        self.last_purged = Some(log_id);
+        match self.last_present {
+            Some(last) if last.index > log_id.index => {
+                self.first_index = Some(log_id.index + 1);
+            }
+            _ => {
+                self.first_index = None;
+                self.last_present = None;
+            }
+        }
+        Ok(())
+    }
+}

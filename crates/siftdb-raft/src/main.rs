@@ -1,0 +1,476 @@
+//! The `siftdb-raft` binary: run a node, start a local cluster, talk to a
+//! cluster (init, put, get, delete, status) and measure replicated write
+//! throughput (bench).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use siftdb_raft::client::Client;
+use siftdb_raft::node::{run, NodeConfig};
+use siftdb_raft::timings::TimingsReport;
+use siftdb_raft::{Command, NodeId, Op};
+
+#[derive(Parser)]
+#[command(name = "siftdb-raft", about = "siftdb replicated with openraft")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs one node until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+    /// Starts NODES local nodes (children of this process) on consecutive
+    /// ports, initialises the cluster, and waits for Ctrl-C.
+    Cluster {
+        /// Parent directory of the node directories (node-1, node-2, ...).
+        #[arg(long)]
+        dir: PathBuf,
+        /// How many nodes.
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Port of node 1; node i listens on BASE_PORT + i - 1.
+        #[arg(long, default_value_t = 21001)]
+        base_port: u16,
+    },
+    /// Initialises a new cluster through one node (every peer a voter).
+    Init {
+        /// The node's address.
+        #[arg(long)]
+        node: String,
+    },
+    /// Stores VALUE under KEY.
+    Put {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// Prints the value of KEY (a linearizable read); exit 1 when absent.
+    Get {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The key.
+        key: String,
+    },
+    /// Deletes KEY.
+    Delete {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The key.
+        key: String,
+    },
+    /// Prints every node's status as JSON lines.
+    Status {
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
+    /// Measures replicated write throughput: CLIENTS tasks, each sending
+    /// batches of BATCH puts until WRITES puts are acknowledged.
+    Bench {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// Puts in all.
+        #[arg(long, default_value_t = 200_000)]
+        writes: u64,
+        /// Puts per command (one raft entry).
+        #[arg(long, default_value_t = 100)]
+        batch: u64,
+        /// Concurrent client tasks.
+        #[arg(long, default_value_t = 8)]
+        clients: u64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 100)]
+        value_size: usize,
+    },
+}
+
+#[derive(Args)]
+struct ClusterArg {
+    /// The cluster's nodes, `host:port,host:port,...`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "127.0.0.1:21001,127.0.0.1:21002,127.0.0.1:21003"
+    )]
+    cluster: Vec<String>,
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// This node's id.
+    #[arg(long)]
+    id: NodeId,
+    /// This node's directory.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Address to listen on (this node's entry among the peers).
+    #[arg(long)]
+    listen: SocketAddr,
+    /// Every node, `ID=host:port`, repeated (this one included).
+    #[arg(long = "peer", value_parser = parse_peer, required = true)]
+    peers: Vec<(NodeId, String)>,
+    /// Heartbeat interval in ms (also how long a leader waits for the answer
+    /// to an append-entries message).
+    #[arg(long, default_value_t = 100)]
+    heartbeat_ms: u64,
+    /// Smallest election timeout in ms.
+    #[arg(long, default_value_t = 1000)]
+    election_min_ms: u64,
+    /// Largest election timeout in ms.
+    #[arg(long, default_value_t = 2000)]
+    election_max_ms: u64,
+    /// Build a snapshot every this many applied entries.
+    #[arg(long, default_value_t = 5000)]
+    snapshot_every: u64,
+    /// Log entries kept behind a snapshot.
+    #[arg(long, default_value_t = 1000)]
+    keep_logs: u64,
+    /// KiB of snapshot file per message to a follower (1 to 65,536).
+    #[arg(long, default_value_t = 3072)]
+    snapshot_chunk_kib: u64,
+}
+
+fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected ID=host:port, got {s:?}"))?;
+    let id = id.parse().map_err(|e| format!("node id {id:?}: {e}"))?;
+    Ok((id, addr.to_string()))
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let cfg = NodeConfig {
+        id: args.id,
+        dir: args.dir,
+        listen: args.listen,
+        peers: args.peers.into_iter().collect(),
+        heartbeat_ms: args.heartbeat_ms,
+        election_ms: (args.election_min_ms, args.election_max_ms),
+        snapshot_every: args.snapshot_every,
+        keep_logs: args.keep_logs,
+        // Far below the receiver's body limit (network::MAX_RPC_BODY).
+        snapshot_chunk_bytes: args.snapshot_chunk_kib.clamp(1, 64 << 10) * 1024,
+    };
+    run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
+}
+
+fn client(cluster: ClusterArg) -> Result<Client, String> {
+    Client::new(
+        cluster.cluster,
+        Duration::from_secs(30),
+        Duration::from_secs(10),
+    )
+    .map_err(|e| e.to_string())
+}
+
+async fn cluster(dir: PathBuf, nodes: u64, base_port: u16) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let addrs: BTreeMap<NodeId, String> = (1..=nodes)
+        .map(|i| {
+            let port = u64::from(base_port) + i - 1;
+            (i, format!("127.0.0.1:{port}"))
+        })
+        .collect();
+    let mut children = Vec::new();
+    for (id, addr) in &addrs {
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.arg("serve")
+            .arg("--id")
+            .arg(id.to_string())
+            .arg("--dir")
+            .arg(dir.join(format!("node-{id}")))
+            .arg("--listen")
+            .arg(addr)
+            .kill_on_drop(true);
+        for (pid, paddr) in &addrs {
+            cmd.arg("--peer").arg(format!("{pid}={paddr}"));
+        }
+        children.push(
+            cmd.spawn()
+                .map_err(|e| format!("starting node {id}: {e}"))?,
+        );
+        println!(
+            "node {id}: http://{addr} (directory {})",
+            dir.join(format!("node-{id}")).display()
+        );
+    }
+    let first = addrs.values().next().cloned().unwrap_or_default();
+    let c = Client::new(
+        addrs.values().cloned().collect(),
+        Duration::from_secs(30),
+        Duration::from_secs(5),
+    )
+    .map_err(|e| e.to_string())?;
+    print!("{}", c.init(&first).await.map_err(|e| e.to_string())?);
+    println!("Ctrl-C stops the cluster");
+    shutdown_signal().await;
+    for child in &mut children {
+        // SIGTERM: each node shuts raft down and closes its databases.
+        if let Some(pid) = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+    for child in &mut children {
+        let _ = child.wait().await;
+    }
+    Ok(())
+}
+
+fn share(delta: (u64, u64), wall: Duration) -> String {
+    let secs = delta.1 as f64 / 1e9;
+    format!(
+        "{:>8} calls {:>9.3} s {:>5.1}% of wall",
+        delta.0,
+        secs,
+        100.0 * secs / wall.as_secs_f64().max(1e-9)
+    )
+}
+
+fn sub(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1))
+}
+
+fn print_breakdown(label: &str, before: &TimingsReport, after: &TimingsReport, wall: Duration) {
+    println!("{label}:");
+    let rows = [
+        (
+            "log append (synced)",
+            sub(after.log_append, before.log_append),
+        ),
+        (
+            "log vote/purge/truncate",
+            sub(after.log_other, before.log_other),
+        ),
+        ("committed index", sub(after.committed, before.committed)),
+        ("log reads", sub(after.log_read, before.log_read)),
+        ("state machine apply", sub(after.apply, before.apply)),
+        (
+            "snapshot build",
+            sub(after.snapshot_build, before.snapshot_build),
+        ),
+        (
+            "snapshot install",
+            sub(after.snapshot_install, before.snapshot_install),
+        ),
+    ];
+    let mut total = 0u64;
+    for (name, d) in rows {
+        total += d.1;
+        println!("  {name:<24} {}", share(d, wall));
+    }
+    println!("  {:<24} {}", "siftdb, all", share((0, total), wall));
+}
+
+async fn bench(
+    cluster: ClusterArg,
+    writes: u64,
+    batch: u64,
+    clients: u64,
+    value_size: usize,
+) -> Result<(), String> {
+    let c = Arc::new(client(cluster)?);
+    // A node that does not answer (stopped, restarting) has no breakdown.
+    let statuses = |c: Arc<Client>| async move {
+        let mut out = Vec::new();
+        for addr in c.nodes() {
+            out.push(c.status(addr).await.ok());
+        }
+        out
+    };
+    // One write finds the leader and warms the connections.
+    c.write(&Command::Put {
+        key: b"bench-warmup".to_vec(),
+        value: vec![],
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let before = statuses(Arc::clone(&c)).await;
+    let next = Arc::new(AtomicU64::new(0));
+    let value = vec![b'v'; value_size];
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (c, next, value) = (Arc::clone(&c), Arc::clone(&next), value.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let first = next.fetch_add(batch, Ordering::Relaxed);
+                if first >= writes {
+                    return Ok::<(), String>(());
+                }
+                let ops = (first..(first + batch).min(writes))
+                    .map(|i| Op::Put {
+                        key: format!("bench-{i:012}").into_bytes(),
+                        value: value.clone(),
+                    })
+                    .collect();
+                c.write(&Command::Batch(ops))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    let wall = start.elapsed();
+    let after = statuses(Arc::clone(&c)).await;
+    let commands = writes.div_ceil(batch.max(1));
+    println!(
+        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
+        wall.as_secs_f64(),
+        writes as f64 / wall.as_secs_f64(),
+        commands as f64 / wall.as_secs_f64()
+    );
+    for ((addr, b), a) in c.nodes().iter().zip(&before).zip(&after) {
+        let (Some(b), Some(a)) = (b, a) else {
+            println!("{addr}: no status before and after the run");
+            continue;
+        };
+        let role = if a.state == "Leader" {
+            "leader"
+        } else {
+            "follower"
+        };
+        print_breakdown(
+            &format!("node {} ({role})", a.id),
+            &b.timings,
+            &a.timings,
+            wall,
+        );
+    }
+    Ok(())
+}
+
+async fn main_async(cli: Cli) -> Result<ExitCode, String> {
+    match cli.command {
+        Cmd::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+        Cmd::Cluster {
+            dir,
+            nodes,
+            base_port,
+        } => cluster(dir, nodes, base_port)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Cmd::Init { node } => {
+            let c = Client::new(
+                vec![node.clone()],
+                Duration::from_secs(30),
+                Duration::from_secs(10),
+            )
+            .map_err(|e| e.to_string())?;
+            print!("{}", c.init(&node).await.map_err(|e| e.to_string())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Put {
+            cluster,
+            key,
+            value,
+        } => {
+            let ack = client(cluster)?
+                .write(&Command::Put {
+                    key: key.into_bytes(),
+                    value: value.into_bytes(),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("ok, log index {}", ack.index);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Delete { cluster, key } => {
+            let ack = client(cluster)?
+                .write(&Command::Delete {
+                    key: key.into_bytes(),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("ok, log index {}", ack.index);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Get { cluster, key } => match client(cluster)?
+            .read(key.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            Some(v) => {
+                println!("{}", String::from_utf8_lossy(&v));
+                Ok(ExitCode::SUCCESS)
+            }
+            None => Ok(ExitCode::FAILURE),
+        },
+        Cmd::Status { cluster } => {
+            let c = client(cluster)?;
+            for addr in c.nodes() {
+                match c.status(addr).await {
+                    Ok(s) => println!("{}", serde_json::to_string(&s).map_err(|e| e.to_string())?),
+                    Err(e) => println!("{{\"addr\":{addr:?},\"error\":{:?}}}", e.to_string()),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench {
+            cluster,
+            writes,
+            batch,
+            clients,
+            value_size,
+        } => bench(cluster, writes, batch.max(1), clients.max(1), value_size)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("siftdb-raft: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(main_async(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("siftdb-raft: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Raft messages between nodes over HTTP/1.1 (reqwest to send, axum to
+//! receive), bodies in postcard.
+//!
+//! Owns: [`Network`] (openraft's `RaftNetworkFactory`) and its per-peer
+//! [`Connection`] (`RaftNetwork`: append-entries, vote, and snapshot chunks
+//! through openraft's chunked transfer), the byte budget of an
+//! append-entries message ([`APPEND_BODY_BUDGET`]), and [`routes`], the
+//! receiving side, which keeps a follower receiving a snapshot from
+//! standing for election.
+//! Must never: turn a peer that cannot be reached into anything but
+//! `Unreachable` (openraft then backs off instead of spinning), or panic on
+//! a body it cannot decode (that is a 400).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Raft};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::types::{NodeId, TypeConfig};
+
+/// Path of the append-entries RPC.
+pub const APPEND: &str = "/raft/append";
+/// Path of the vote RPC.
+pub const VOTE: &str = "/raft/vote";
+/// Path of the snapshot-chunk RPC.
+pub const SNAPSHOT: &str = "/raft/snapshot";
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+/// Opens connections to peers; clones share one HTTP connection pool.
+#[derive(Clone)]
+pub struct Network {
+    http: reqwest::Client,
+}
+
+impl Network {
+    /// A network whose TCP connections time out after `connect_timeout`.
+    pub fn new(connect_timeout: Duration) -> Result<Network, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Network { http })
+    }
+}
+
+/// The link to one peer.
+pub struct Connection {
+    http: reqwest::Client,
+    target: NodeId,
+    addr: String,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection {
+            http: self.http.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
+    }
+}
+
+impl Connection {
+    async fn call<Req, Resp, E>(&self, path: &str, req: &Req, ttl: Duration) -> RpcResult<Resp, E>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        self.send(path, encode_request(req).map_err(RPCError::Network)?, ttl)
+            .await
+    }
+
+    async fn send<Resp, E>(&self, path: &str, body: Vec<u8>, ttl: Duration) -> RpcResult<Resp, E>
+    where
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let url = format!("http://{}{path}", self.addr);
+        let resp = self
+            .http
+            .post(url)
+            .timeout(ttl)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_connect() {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            })?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            let e = std::io::Error::other(format!("{status} from node {}: {text}", self.target));
+            return Err(RPCError::Network(NetworkError::new(&e)));
+        }
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let result: Result<Resp, RaftError<NodeId, E>> =
+            postcard::from_bytes(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
+    }
+}
+
+fn encode_request<Req: Serialize>(req: &Req) -> Result<Vec<u8>, NetworkError> {
+    postcard::to_allocvec(req).map_err(|e| NetworkError::new(&e))
+}
+
+/// An append-entries body stays under this many bytes unless it holds one
+/// entry. openraft 0.9 limits a message by its entry count only, and gives
+/// the answer one heartbeat interval: 64 entries of a few MiB each would
+/// time out on every try, and each timed-out try is sent again whole.
+pub const APPEND_BODY_BUDGET: usize = 1 << 20;
+
+/// How many of `entries` entries whose encoding took `body` bytes fit in
+/// [`APPEND_BODY_BUDGET`] (at least one).
+fn entries_that_fit(entries: usize, body: usize) -> u64 {
+    let fit = u128::try_from(entries).unwrap_or(u128::MAX)
+        * u128::try_from(APPEND_BODY_BUDGET).unwrap_or(u128::MAX)
+        / u128::try_from(body.max(1)).unwrap_or(u128::MAX);
+    u64::try_from(fit).unwrap_or(u64::MAX).max(1)
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        let body = encode_request(&rpc).map_err(RPCError::Network)?;
+        if body.len() > APPEND_BODY_BUDGET && rpc.entries.len() > 1 {
+            // openraft sends again at once with at most this many entries
+            // (for its next ten messages to this peer).
+            let hint = entries_that_fit(rpc.entries.len(), body.len());
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(hint),
+            ));
+        }
+        self.send(APPEND, body, option.hard_ttl()).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        self.call(SNAPSHOT, &rpc, option.hard_ttl()).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
+        self.call(VOTE, &rpc, option.hard_ttl()).await
+    }
+}
+
+/// A postcard body.
+pub(crate) fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, postcard::Error> {
+    postcard::from_bytes(body)
+}
+
+/// The 400 answering a body that did not decode.
+pub(crate) fn bad_body(e: postcard::Error) -> Response {
+    (StatusCode::BAD_REQUEST, format!("undecodable body: {e}")).into_response()
+}
+
+/// `value` as a postcard body, or a 500.
+pub(crate) fn encode_body<T: Serialize>(value: &T) -> Response {
+    match postcard::to_allocvec(value) {
+        Ok(bytes) => bytes.into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("unencodable reply: {e}"),
+        )
+            .into_response(),
+    }
+}
+
+/// What the receiving routes share.
+#[derive(Clone)]
+struct Receiver {
+    raft: Raft<TypeConfig>,
+    snapshots: Arc<SnapshotReceipt>,
+}
+
+/// Keeps a follower from standing for election while it receives a
+/// snapshot. openraft 0.9 hands the chunks before the last one to the
+/// receiver without touching the follower's election timer, and the leader
+/// sends no heartbeat to it meanwhile; a transfer longer than the election
+/// timeout would make the follower stand for election mid-transfer, its
+/// higher term would make the sending leader step down, and the transfer
+/// would start over with the next leader, forever: the whole cluster
+/// unavailable while one node catches up. While chunks keep arriving (or one
+/// is being installed) the follower does not stand; once none came for
+/// `quiet` (the sender may be gone) it may again.
+struct SnapshotReceipt {
+    raft: Raft<TypeConfig>,
+    state: Mutex<ReceiptState>,
+    quiet: Duration,
+}
+
+/// Changed, and the election switch set, under one lock.
+#[derive(Default)]
+struct ReceiptState {
+    /// Counts chunk arrivals and ends: a delayed re-enable acts only if
+    /// nothing happened since it was armed.
+    activity: u64,
+    /// Chunks being handled now.
+    in_hand: u64,
+}
+
+/// One chunk being handled. Dropped when its handler ends, or when the
+/// handler's future is dropped because the sender went away (a killed
+/// leader): either way the chunk no longer holds elections off.
+struct ChunkInHand {
+    receipt: Arc<SnapshotReceipt>,
+}
+
+impl SnapshotReceipt {
+    fn chunk_arrived(self: &Arc<Self>) -> ChunkInHand {
+        let mut state = self.state.lock();
+        state.activity += 1;
+        state.in_hand += 1;
+        self.raft.runtime_config().elect(false);
+        ChunkInHand {
+            receipt: Arc::clone(self),
+        }
+    }
+
+    /// Lets the follower stand again if no chunk came or was in hand since
+    /// `armed`.
+    fn reenable_if_quiet(&self, armed: u64) {
+        let state = self.state.lock();
+        if state.activity == armed && state.in_hand == 0 {
+            self.raft.runtime_config().elect(true);
+        }
+    }
+}
+
+impl Drop for ChunkInHand {
+    /// Elections come back after `quiet` without another chunk: by then a
+    /// live leader has touched the follower's timer with an append.
+    fn drop(&mut self) {
+        let armed = {
+            let mut state = self.receipt.state.lock();
+            state.activity += 1;
+            state.in_hand = state.in_hand.saturating_sub(1);
+            state.activity
+        };
+        let receipt = Arc::clone(&self.receipt);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(receipt.quiet).await;
+                    receipt.reenable_if_quiet(armed);
+                });
+            }
+            // No runtime to wait on (shutting down): no reason to hold
+            // elections off.
+            Err(_) => receipt.reenable_if_quiet(armed),
+        }
+    }
+}
+
+async fn append(State(r): State<Receiver>, body: Bytes) -> Response {
+    match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
+        Ok(req) => encode_body(&r.raft.append_entries(req).await),
+        Err(e) => bad_body(e),
+    }
+}
+
+async fn vote(State(r): State<Receiver>, body: Bytes) -> Response {
+    match decode_body::<VoteRequest<NodeId>>(&body) {
+        Ok(req) => encode_body(&r.raft.vote(req).await),
+        Err(e) => bad_body(e),
+    }
+}
+
+async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
+    match decode_body::<InstallSnapshotRequest<TypeConfig>>(&body) {
+        Ok(req) => {
+            let in_hand = r.snapshots.chunk_arrived();
+            let answer = r.raft.install_snapshot(req).await;
+            drop(in_hand);
+            encode_body(&answer)
+        }
+        Err(e) => bad_body(e),
+    }
+}
+
+/// The largest raft message body accepted: openraft sends at most
+/// [`crate::types::MAX_PAYLOAD_ENTRIES`] entries of at most
+/// `MAX_PROPOSAL_BYTES + MAX_COMMAND_BYTES` (5 MiB) each, or one snapshot
+/// chunk (`snapshot_max_chunk_size`, 3 MiB by default).
+pub const MAX_RPC_BODY: usize = 512 << 20;
+
+/// The receiving side of the raft RPCs; `election_timeout_max` sets how
+/// long a follower receiving a snapshot waits for the next chunk before it
+/// may stand for election again (four times it, at least two seconds).
+pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router {
+    let snapshots = Arc::new(SnapshotReceipt {
+        raft: raft.clone(),
+        state: Mutex::new(ReceiptState::default()),
+        quiet: (election_timeout_max * 4).max(Duration::from_secs(2)),
+    });
+    Router::new()
+        .route(APPEND, post(append))
+        .route(VOTE, post(vote))
+        .route(SNAPSHOT, post(snapshot))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_RPC_BODY))
+        .with_state(Receiver { raft, snapshots })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_cut_to_the_budget() {
+        assert_eq!(entries_that_fit(64, 64 * APPEND_BODY_BUDGET), 1);
+        assert_eq!(entries_that_fit(64, 2 * APPEND_BODY_BUDGET), 32);
+        assert_eq!(entries_that_fit(2, 100 * APPEND_BODY_BUDGET), 1);
+        assert_eq!(entries_that_fit(10, APPEND_BODY_BUDGET + 1), 9);
+        assert_eq!(entries_that_fit(usize::MAX, 0), u64::MAX);
+    }
+}

@@ -1,0 +1,179 @@
+//! One cluster node: its storage, its raft, and one HTTP listener for both
+//! the raft messages and the client API.
+//!
+//! Owns: [`NodeConfig`] (id, directory, address, peers, raft timing) and
+//! [`run`], which opens the storage, starts openraft, serves until told to
+//! stop and shuts raft down.
+//! Must never: start raft on storage it could not open, or serve a node id
+//! that is not among its peers.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+
+use crate::api::{self, ApiState};
+use crate::network::{self, Network};
+use crate::proposer::Proposer;
+use crate::types::NodeId;
+use crate::types::MAX_PAYLOAD_ENTRIES;
+
+/// How long a leader waits for the answer to a snapshot chunk, in ms. The
+/// answer to the last chunk waits for the whole install (the state loaded
+/// into a fresh database and flushed), which takes seconds for a large
+/// state; openraft's default (200 ms) would time out and resend it.
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
+
+/// How a node is started.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id (stable across restarts).
+    pub id: NodeId,
+    /// Its directory (created when missing).
+    pub dir: PathBuf,
+    /// The address it listens on (its own entry in `peers`).
+    pub listen: SocketAddr,
+    /// Every node of the cluster, this one included: id → `host:port`.
+    pub peers: BTreeMap<NodeId, String>,
+    /// Heartbeat interval, ms.
+    pub heartbeat_ms: u64,
+    /// Election timeout range, ms.
+    pub election_ms: (u64, u64),
+    /// A snapshot is built every this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot (for lagging followers).
+    pub keep_logs: u64,
+    /// Bytes of snapshot file per message to a follower.
+    pub snapshot_chunk_bytes: u64,
+}
+
+/// Errors starting a node.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A setting is wrong.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The storage could not be opened.
+    #[error("storage: {0}")]
+    Storage(#[from] crate::codec::Error),
+    /// Raft failed to start or stopped.
+    #[error("raft: {0}")]
+    Raft(String),
+    /// The listener failed.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl NodeConfig {
+    /// openraft's configuration for this node.
+    pub fn raft_config(&self) -> Result<Config, NodeError> {
+        let config = Config {
+            cluster_name: "siftdb-raft".into(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_ms.0,
+            election_timeout_max: self.election_ms.1,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_logs,
+            snapshot_max_chunk_size: self.snapshot_chunk_bytes,
+            // Purge right after each snapshot: the purge is one batch of
+            // deletes, however many entries it covers.
+            purge_batch_size: 1,
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
+            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
+            ..Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| NodeError::Config(e.to_string()))
+    }
+
+    fn nodes(&self) -> BTreeMap<NodeId, BasicNode> {
+        self.peers
+            .iter()
+            .map(|(&id, addr)| (id, BasicNode::new(addr)))
+            .collect()
+    }
+}
+
+/// Binds `addr` with SO_REUSEADDR (a restarted node takes its port back
+/// while old connections linger), retrying for a few seconds.
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, NodeError> {
+    let mut last = None;
+    for _ in 0..50 {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .map_err(|source| NodeError::Listen { addr, source })?;
+        socket
+            .set_reuseaddr(true)
+            .map_err(|source| NodeError::Listen { addr, source })?;
+        match socket.bind(addr).and_then(|()| socket.listen(1024)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    Err(NodeError::Listen {
+        addr,
+        source: last.unwrap_or_else(|| std::io::Error::other("bind failed")),
+    })
+}
+
+/// Runs the node until `shutdown` completes.
+pub async fn run(
+    cfg: NodeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    if !cfg.peers.contains_key(&cfg.id) {
+        return Err(NodeError::Config(format!(
+            "node {} is not among the peers",
+            cfg.id
+        )));
+    }
+    let config = Arc::new(cfg.raft_config()?);
+    let dir = cfg.dir.clone();
+    let (mut log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))??;
+    log.gate_purges(sm.purge_gate());
+    let reader = sm.reader();
+    let network =
+        Network::new(Duration::from_millis(500)).map_err(|e| NodeError::Raft(e.to_string()))?;
+    let raft = Raft::new(cfg.id, config, network, log, sm)
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1)).merge(
+        api::routes(ApiState {
+            raft: raft.clone(),
+            reader,
+            peers: cfg.nodes(),
+            timings,
+            proposer: Proposer::start(raft.clone()),
+        }),
+    );
+    let listener = bind(cfg.listen).await?;
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|source| NodeError::Listen {
+            addr: cfg.listen,
+            source,
+        });
+    raft.shutdown()
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    served
+}

@@ -1,0 +1,768 @@
+//! The key-value state machine and its snapshots in siftdb (openraft's
+//! `RaftStateMachine` and `RaftSnapshotBuilder`).
+//!
+//! Owns: the state-machine directory of a node —
+//! `CURRENT` (which state directory and which snapshot file are live, see
+//! [`crate::pointer`]), `gen-<n>/` (the live siftdb database: user keys
+//! under `d`, the last applied log id and membership under `m/`), and
+//! `snapshots/snap-<n>.snap` (the live snapshot file, see
+//! [`crate::snapshot_file`]) — and the in-memory copy of the last applied
+//! log id and membership.
+//! Must never: apply part of an entry, or an entry without the last applied
+//! log id that covers it (each siftdb batch carries whole entries and the
+//! applied id and membership they end at, so a crash leaves a prefix of the
+//! log applied and the id saying which); let a crash during an install
+//! leave anything but the old state or the new one; stop writes while a
+//! snapshot is built.
+//!
+//! Snapshots. A build reads a `Db::snapshot()` taken when openraft asks for
+//! the builder (between two applies), so applies go on while the file is
+//! written; the database is flushed first so that everything up to the
+//! snapshot point is durable before openraft purges the log behind it (the
+//! state database is not synced per write: a process kill loses nothing,
+//! and after a power cut openraft re-applies from the log what the unsynced
+//! tail lost). An install builds the new state in a fresh directory
+//! `gen-<n+1>` while reading and checking the received file (and copying it
+//! to the new live snapshot file), flushes it, and only then replaces
+//! `CURRENT` (temporary file, fsync, rename, directory fsync): a crash
+//! before the rename keeps the old state, and open removes whatever the
+//! interrupted install left. The old state directory is removed when its
+//! last reader (a client read, a snapshot build) lets go of it.
+
+use std::fs::{self, File};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, StorageError,
+    StoredMembership,
+};
+use parking_lot::{Mutex, RwLock};
+use siftdb::{Db, Options, WriteBatch};
+
+use crate::codec::{self, data_key, decode, encode, user_key, Error, Result};
+use crate::log_store::{blocking, Applied, PurgeGate};
+use crate::pointer::{sync_dir, Pointer};
+use crate::snapshot_file::{self, Meta};
+use crate::timings::Timings;
+use crate::types::{Command, NodeId, OpRef, Response, TypeConfig};
+
+type StorageResult<T> = std::result::Result<T, StorageError<NodeId>>;
+type Membership = StoredMembership<NodeId, openraft::BasicNode>;
+
+/// An apply writes a siftdb batch whenever this many bytes have gathered
+/// (each batch ends on an entry boundary with the applied id it reaches).
+const APPLY_BATCH_BYTES: usize = 32 << 20;
+/// An install loads the received snapshot in batches of this size.
+const INSTALL_BATCH_BYTES: usize = 8 << 20;
+const SNAPSHOTS: &str = "snapshots";
+
+/// One state directory and its open database.
+struct Generation {
+    number: u64,
+    db: Db,
+    /// Declared after `db`, so it runs once the database is closed.
+    remover: DirRemover,
+}
+
+/// Removes a state directory when dropped, if it was marked obsolete.
+struct DirRemover {
+    dir: PathBuf,
+    obsolete: AtomicBool,
+}
+
+impl Drop for DirRemover {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // Best effort: open removes any directory CURRENT does not name.
+            if let Err(e) = fs::remove_dir_all(&self.dir) {
+                tracing::warn!("removing old state {}: {e}", self.dir.display());
+            }
+        }
+    }
+}
+
+/// What reads see: the live database and the applied position.
+struct Live {
+    generation: Arc<Generation>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+}
+
+/// The live files, changed under one lock.
+struct Files {
+    pointer: Pointer,
+    /// Metadata of the live snapshot file (`pointer.snapshot`), if any.
+    snapshot_meta: Option<Meta>,
+    next_snapshot: u64,
+}
+
+struct Shared {
+    dir: PathBuf,
+    live: RwLock<Live>,
+    files: Mutex<Files>,
+    next_receive: AtomicU64,
+    snapshots_built: AtomicU64,
+    snapshots_installed: AtomicU64,
+    timings: Arc<Timings>,
+    /// `live.last_applied` (and failures) for the log store's purges.
+    applied: tokio::sync::watch::Sender<Applied>,
+}
+
+/// The state machine of one node.
+pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+/// A clone-able read handle on a node's state machine (local reads: pair
+/// with `Raft::ensure_linearizable` for linearizable ones).
+#[derive(Clone)]
+pub struct StateReader {
+    shared: Arc<Shared>,
+}
+
+/// Counters of a state machine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SmStats {
+    /// The last applied log index, if any.
+    pub last_applied: Option<u64>,
+    /// Snapshots built since open.
+    pub snapshots_built: u64,
+    /// Snapshots installed since open.
+    pub snapshots_installed: u64,
+    /// The live state directory's number.
+    pub generation: u64,
+}
+
+fn state_dir(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("gen-{generation}"))
+}
+
+fn snapshot_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(SNAPSHOTS).join(format!("snap-{number:020}.snap"))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+fn state_options() -> Options {
+    // Not synced per write: see the module documentation.
+    Options::default()
+}
+
+fn open_generation(dir: &Path, number: u64) -> Result<Generation> {
+    let path = state_dir(dir, number);
+    let db = Db::open_with(&path, state_options())?;
+    Ok(Generation {
+        number,
+        db,
+        remover: DirRemover {
+            dir: path,
+            obsolete: AtomicBool::new(false),
+        },
+    })
+}
+
+fn read_applied(db: &Db) -> Result<(Option<LogId<NodeId>>, Membership)> {
+    let applied = match db.get(codec::KEY_APPLIED)? {
+        Some(v) => decode::<Option<LogId<NodeId>>>(&v, "last applied log id")?,
+        None => None,
+    };
+    let membership = match db.get(codec::KEY_MEMBERSHIP)? {
+        Some(v) => decode::<Membership>(&v, "last membership")?,
+        None => Membership::default(),
+    };
+    Ok((applied, membership))
+}
+
+/// Removes what no pointer names: other state directories, other snapshot
+/// files, temporary and partly received files.
+fn remove_unreferenced(dir: &Path, pointer: &Pointer) -> Result<()> {
+    let live_gen = format!("gen-{}", pointer.generation);
+    for entry in fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("gen-") && name != live_gen {
+            fs::remove_dir_all(entry.path()).map_err(io(&entry.path()))?;
+        }
+    }
+    let snaps = dir.join(SNAPSHOTS);
+    let live_snap = (pointer.snapshot != 0).then(|| snapshot_path(dir, pointer.snapshot));
+    for entry in fs::read_dir(&snaps).map_err(io(&snaps))? {
+        let entry = entry.map_err(io(&snaps))?;
+        if Some(entry.path()) != live_snap {
+            fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+        }
+    }
+    Ok(())
+}
+
+impl StateMachine {
+    /// Opens (creating when missing) the state machine in `dir`: reads
+    /// `CURRENT`, removes what an interrupted build or install left, opens
+    /// the live state and reads the live snapshot's header.
+    pub fn open(dir: &Path, timings: Arc<Timings>) -> Result<StateMachine> {
+        fs::create_dir_all(dir.join(SNAPSHOTS)).map_err(io(dir))?;
+        let pointer = match Pointer::read(dir)? {
+            Some(p) => p,
+            None => {
+                let fresh = Pointer {
+                    generation: 1,
+                    snapshot: 0,
+                };
+                // A crash during an earlier first open may have left a
+                // state directory; CURRENT not naming it, it goes first.
+                remove_unreferenced(dir, &fresh)?;
+                drop(open_generation(dir, fresh.generation)?);
+                fresh.store(dir)?;
+                fresh
+            }
+        };
+        remove_unreferenced(dir, &pointer)?;
+        let generation = open_generation(dir, pointer.generation)?;
+        let (last_applied, membership) = read_applied(&generation.db)?;
+        let snapshot_meta = if pointer.snapshot == 0 {
+            None
+        } else {
+            let path = snapshot_path(dir, pointer.snapshot);
+            let read = File::open(&path)
+                .map_err(io(&path))
+                .and_then(|f| snapshot_file::read_meta(&mut BufReader::new(f)));
+            match read {
+                Ok(meta) => Some(meta),
+                // The file is only needed to send to a follower: without it
+                // openraft builds a new one; the state itself is intact.
+                Err(e) => {
+                    tracing::warn!("snapshot file {} unusable: {e}", path.display());
+                    None
+                }
+            }
+        };
+        sync_dir(dir)?;
+        Ok(StateMachine {
+            shared: Arc::new(Shared {
+                dir: dir.to_path_buf(),
+                live: RwLock::new(Live {
+                    generation: Arc::new(generation),
+                    last_applied,
+                    membership,
+                }),
+                files: Mutex::new(Files {
+                    pointer,
+                    snapshot_meta,
+                    next_snapshot: pointer.snapshot + 1,
+                }),
+                next_receive: AtomicU64::new(1),
+                snapshots_built: AtomicU64::new(0),
+                snapshots_installed: AtomicU64::new(0),
+                timings,
+                applied: tokio::sync::watch::Sender::new(Applied {
+                    last: last_applied,
+                    failed: false,
+                }),
+            }),
+        })
+    }
+
+    /// What the node's log store waits on before a purge (see
+    /// [`PurgeGate`]).
+    pub fn purge_gate(&self) -> PurgeGate {
+        PurgeGate::new(self.shared.applied.subscribe())
+    }
+
+    /// Tells a waiting purge that nothing more will be applied.
+    fn failed(&self) {
+        self.shared.applied.send_modify(|a| a.failed = true);
+    }
+
+    /// A read handle on this state machine.
+    pub fn reader(&self) -> StateReader {
+        StateReader {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl StateReader {
+    /// The value of user key `key` in the local state (as of the last
+    /// applied entry).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let generation = Arc::clone(&self.shared.live.read().generation);
+        Ok(generation.db.get(data_key(key))?)
+    }
+
+    /// Every user key and value of the local state starting with `prefix`,
+    /// at one moment, in key order.
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let generation = Arc::clone(&self.shared.live.read().generation);
+        let mut out = Vec::new();
+        for item in generation.db.prefix(data_key(prefix)) {
+            let (key, value) = item?;
+            if user_key(&key).is_some() {
+                out.push((key.slice(1..), value));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counters and the applied position.
+    pub fn stats(&self) -> SmStats {
+        let (last_applied, generation) = {
+            let live = self.shared.live.read();
+            (live.last_applied.map(|l| l.index), live.generation.number)
+        };
+        SmStats {
+            last_applied,
+            snapshots_built: self.shared.snapshots_built.load(Ordering::Relaxed),
+            snapshots_installed: self.shared.snapshots_installed.load(Ordering::Relaxed),
+            generation,
+        }
+    }
+}
+
+/// Adds `cmd`'s writes to `batch`, or says why it is rejected (then nothing
+/// is added, on any node).
+fn add_command(batch: &mut WriteBatch, cmd: &Command) -> Response {
+    if let Err(reason) = cmd.validate() {
+        return Response::Rejected { reason };
+    }
+    let ops = cmd.ops();
+    for op in &ops {
+        match *op {
+            OpRef::Put(key, value) => batch.put(data_key(key), value),
+            OpRef::Delete(key) => batch.delete(data_key(key)),
+        }
+    }
+    Response::Applied { ops: ops.len() }
+}
+
+impl Shared {
+    /// Writes `batch` with the applied position it reaches, then publishes
+    /// that position.
+    async fn commit_batch(
+        &self,
+        generation: &Arc<Generation>,
+        mut batch: WriteBatch,
+        applied: LogId<NodeId>,
+        membership: &Membership,
+    ) -> Result<()> {
+        batch.put(
+            codec::KEY_APPLIED,
+            encode(&Some(applied), "last applied log id")?,
+        );
+        batch.put(
+            codec::KEY_MEMBERSHIP,
+            encode(membership, "last membership")?,
+        );
+        let gen = Arc::clone(generation);
+        let timings = Arc::clone(&self.timings);
+        blocking(move || {
+            let _timer = timings.apply.start();
+            gen.db.write(batch).map_err(Error::from)
+        })
+        .await?;
+        let mut live = self.live.write();
+        live.last_applied = Some(applied);
+        live.membership = membership.clone();
+        drop(live);
+        self.applied.send_modify(|a| a.last = Some(applied));
+        Ok(())
+    }
+
+    /// Makes the file `number` with `meta` the live snapshot if the state
+    /// it was built from (`generation`) is still live and it is newer than
+    /// the live one; removes the file it replaces (or itself, when not
+    /// taken). Readers holding an older file keep reading it.
+    fn publish_snapshot(&self, generation: u64, number: u64, meta: &Meta) -> Result<bool> {
+        let mut files = self.files.lock();
+        let newer = match &files.snapshot_meta {
+            Some(live) => meta.last_log_id > live.last_log_id,
+            None => true,
+        };
+        if files.pointer.generation != generation || !newer {
+            let path = snapshot_path(&self.dir, number);
+            fs::remove_file(&path).map_err(io(&path))?;
+            return Ok(false);
+        }
+        let old = files.pointer.snapshot;
+        let pointer = Pointer {
+            generation,
+            snapshot: number,
+        };
+        pointer.store(&self.dir)?;
+        files.pointer = pointer;
+        files.snapshot_meta = Some(meta.clone());
+        if old != 0 {
+            let path = snapshot_path(&self.dir, old);
+            fs::remove_file(&path).map_err(io(&path))?;
+        }
+        Ok(true)
+    }
+
+    fn take_snapshot_number(&self) -> u64 {
+        let mut files = self.files.lock();
+        let n = files.next_snapshot;
+        files.next_snapshot += 1;
+        n
+    }
+}
+
+/// Builds a snapshot file from a siftdb snapshot of the live state.
+pub struct SnapshotBuilder {
+    inner: Arc<BuilderInner>,
+}
+
+struct BuilderInner {
+    /// Declared before `generation`: the view closes before the database
+    /// it reads could be dropped.
+    view: siftdb::Snapshot,
+    generation: Arc<Generation>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+    shared: Arc<Shared>,
+}
+
+impl BuilderInner {
+    /// Writes snapshot file `number` and makes it live if still newest;
+    /// returns the file opened for reading.
+    fn build(&self, number: u64, meta: &Meta) -> Result<File> {
+        let _timer = self.shared.timings.snapshot_build.start();
+        // Durable up to the snapshot point before openraft purges the log
+        // behind it.
+        self.generation.db.flush()?;
+        let path = snapshot_path(&self.shared.dir, number);
+        let tmp = path.with_extension("snap.tmp");
+        let file = File::create(&tmp).map_err(io(&tmp))?;
+        let mut writer = snapshot_file::Writer::new(BufWriter::with_capacity(1 << 20, file), meta)?;
+        for item in self.view.prefix([codec::DATA_PREFIX]) {
+            let (key, value) = item?;
+            if let Some(user) = user_key(&key) {
+                writer.record(user, &value)?;
+            }
+        }
+        let file = writer
+            .finish()?
+            .into_inner()
+            .map_err(|e| Error::io(&tmp, e.into_error()))?;
+        file.sync_all().map_err(io(&tmp))?;
+        drop(file);
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        sync_dir(&self.shared.dir.join(SNAPSHOTS))?;
+        // Opened before publishing, which may remove it.
+        let file = File::open(&path).map_err(io(&path))?;
+        self.shared
+            .publish_snapshot(self.generation.number, number, meta)?;
+        Ok(file)
+    }
+}
+
+fn snapshot_id(last: Option<LogId<NodeId>>, number: u64) -> String {
+    match last {
+        Some(l) => format!(
+            "{}-{}-{}-{number}",
+            l.leader_id.term, l.leader_id.node_id, l.index
+        ),
+        None => format!("none-{number}"),
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let shared = Arc::clone(&self.inner.shared);
+        let number = shared.take_snapshot_number();
+        let meta = Meta {
+            last_log_id: self.inner.last_applied,
+            last_membership: self.inner.membership.clone(),
+            snapshot_id: snapshot_id(self.inner.last_applied, number),
+        };
+        let err = |e: Error| {
+            e.storage(
+                ErrorSubject::Snapshot(Some(meta.signature())),
+                ErrorVerb::Write,
+            )
+        };
+        // Reading the view and writing the file block: off the async
+        // workers.
+        let inner = Arc::clone(&self.inner);
+        let task_meta = meta.clone();
+        let file = blocking(move || inner.build(number, &task_meta))
+            .await
+            .map_err(err)?;
+        shared.snapshots_built.fetch_add(1, Ordering::Relaxed);
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
+        })
+    }
+}
+
+/// A reader that copies every byte it reads to `copy`.
+struct Tee<R, W> {
+    input: R,
+    copy: W,
+}
+
+impl<R: Read, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.input.read(buf)?;
+        if let Some(read) = buf.get(..n) {
+            self.copy.write_all(read)?;
+        }
+        Ok(n)
+    }
+}
+
+impl Shared {
+    /// Builds generation `number` from the snapshot file `input` (checked
+    /// against `meta`), copying the file to snapshot `snap_number`; returns
+    /// the new generation, durable but not yet live.
+    fn build_generation(
+        &self,
+        input: File,
+        meta: &Meta,
+        number: u64,
+        snap_number: u64,
+    ) -> Result<Generation> {
+        let new_dir = state_dir(&self.dir, number);
+        if new_dir.exists() {
+            fs::remove_dir_all(&new_dir).map_err(io(&new_dir))?;
+        }
+        let generation = open_generation(&self.dir, number)?;
+        let snap = snapshot_path(&self.dir, snap_number);
+        let tmp = snap.with_extension("snap.tmp");
+        let copy = File::create(&tmp).map_err(io(&tmp))?;
+        let mut tee = Tee {
+            input: BufReader::with_capacity(1 << 20, input),
+            copy: BufWriter::with_capacity(1 << 20, copy),
+        };
+        let mut batch = WriteBatch::new();
+        let mut write_error = None;
+        let read = snapshot_file::read(&mut tee, |key, value| {
+            batch.put(data_key(key), value);
+            if batch.approximate_bytes() >= INSTALL_BATCH_BYTES {
+                if let Err(e) = generation.db.write(std::mem::take(&mut batch)) {
+                    write_error = Some(e);
+                    return Err(Error::corruption("snapshot install", "write failed"));
+                }
+            }
+            Ok(())
+        });
+        if let Some(e) = write_error {
+            return Err(e.into());
+        }
+        let file_meta = read?;
+        if file_meta != *meta {
+            return Err(Error::corruption(
+                "snapshot file",
+                format!("header says {file_meta}, the leader sent {meta}"),
+            ));
+        }
+        batch.put(
+            codec::KEY_APPLIED,
+            encode(&meta.last_log_id, "last applied log id")?,
+        );
+        batch.put(
+            codec::KEY_MEMBERSHIP,
+            encode(&meta.last_membership, "last membership")?,
+        );
+        generation.db.write(batch)?;
+        generation.db.flush()?;
+        let copy = tee
+            .copy
+            .into_inner()
+            .map_err(|e| Error::io(&tmp, e.into_error()))?;
+        copy.sync_all().map_err(io(&tmp))?;
+        drop(copy);
+        fs::rename(&tmp, &snap).map_err(io(&snap))?;
+        sync_dir(&self.dir.join(SNAPSHOTS))?;
+        sync_dir(&self.dir)?;
+        Ok(generation)
+    }
+
+    /// Makes `generation` and snapshot `snap_number` live in one pointer
+    /// replacement, then retires the old generation and snapshot files.
+    fn switch_to(&self, generation: Generation, snap_number: u64, meta: &Meta) -> Result<()> {
+        let mut files = self.files.lock();
+        let pointer = Pointer {
+            generation: generation.number,
+            snapshot: snap_number,
+        };
+        // The commit point of the install.
+        pointer.store(&self.dir)?;
+        files.pointer = pointer;
+        files.snapshot_meta = Some(meta.clone());
+        let old = {
+            let mut live = self.live.write();
+            let old = std::mem::replace(&mut live.generation, Arc::new(generation));
+            live.last_applied = meta.last_log_id;
+            live.membership = meta.last_membership.clone();
+            old
+        };
+        old.remover.obsolete.store(true, Ordering::Release);
+        drop(old);
+        drop(files);
+        self.applied.send_modify(|a| a.last = meta.last_log_id);
+        // Older snapshot files and partly received ones: readers that hold
+        // them open keep reading.
+        let snaps = self.dir.join(SNAPSHOTS);
+        let live_snap = snapshot_path(&self.dir, snap_number);
+        for entry in fs::read_dir(&snaps).map_err(io(&snaps))? {
+            let entry = entry.map_err(io(&snaps))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if path != live_snap && (name.ends_with(".snap") || name.ends_with(".part")) {
+                fs::remove_file(&path).map_err(io(&path))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId<NodeId>>, Membership)> {
+        let live = self.shared.live.read();
+        Ok((live.last_applied, live.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Vec<Response>>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let err = |e: Error| {
+            self.failed();
+            e.storage(ErrorSubject::StateMachine, ErrorVerb::Write)
+        };
+        let (generation, mut membership) = {
+            let live = self.shared.live.read();
+            (Arc::clone(&live.generation), live.membership.clone())
+        };
+        let mut responses = Vec::new();
+        let mut batch = WriteBatch::new();
+        let mut last = None;
+        for entry in entries {
+            let response = match &entry.payload {
+                EntryPayload::Blank => Vec::new(),
+                EntryPayload::Normal(proposal) => proposal
+                    .commands
+                    .iter()
+                    .map(|cmd| add_command(&mut batch, cmd))
+                    .collect(),
+                EntryPayload::Membership(m) => {
+                    membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                    Vec::new()
+                }
+            };
+            responses.push(response);
+            last = Some(entry.log_id);
+            if batch.approximate_bytes() >= APPLY_BATCH_BYTES {
+                let full = std::mem::take(&mut batch);
+                self.shared
+                    .commit_batch(&generation, full, entry.log_id, &membership)
+                    .await
+                    .map_err(err)?;
+            }
+        }
+        if let Some(last) = last {
+            self.shared
+                .commit_batch(&generation, batch, last, &membership)
+                .await
+                .map_err(err)?;
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // Between two applies: the view, the applied id and the membership
+        // agree.
+        let live = self.shared.live.read();
+        SnapshotBuilder {
+            inner: Arc::new(BuilderInner {
+                view: live.generation.db.snapshot(),
+                generation: Arc::clone(&live.generation),
+                last_applied: live.last_applied,
+                membership: live.membership.clone(),
+                shared: Arc::clone(&self.shared),
+            }),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+        let n = self.shared.next_receive.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .shared
+            .dir
+            .join(SNAPSHOTS)
+            .join(format!("recv-{n:020}.part"));
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .await
+            .map_err(|e| {
+                Error::io(&path, e).storage(ErrorSubject::Snapshot(None), ErrorVerb::Write)
+            })?;
+        Ok(Box::new(file))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<tokio::fs::File>,
+    ) -> StorageResult<()> {
+        let err = |e: Error| {
+            self.failed();
+            e.storage(
+                ErrorSubject::Snapshot(Some(meta.signature())),
+                ErrorVerb::Write,
+            )
+        };
+        let mut file = snapshot.into_std().await;
+        let shared = Arc::clone(&self.shared);
+        let number = shared.live.read().generation.number + 1;
+        let snap_number = shared.take_snapshot_number();
+        let meta_owned = meta.clone();
+        blocking(move || {
+            let _timer = shared.timings.snapshot_install.start();
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| Error::io_in("received snapshot", e))?;
+            let generation = shared.build_generation(file, &meta_owned, number, snap_number)?;
+            shared.switch_to(generation, snap_number, &meta_owned)
+        })
+        .await
+        .map_err(err)?;
+        self.shared
+            .snapshots_installed
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let files = self.shared.files.lock();
+        let Some(meta) = files.snapshot_meta.clone() else {
+            return Ok(None);
+        };
+        let path = snapshot_path(&self.shared.dir, files.pointer.snapshot);
+        let file = File::open(&path).map_err(|e| {
+            Error::io(&path, e).storage(
+                ErrorSubject::Snapshot(Some(meta.signature())),
+                ErrorVerb::Read,
+            )
+        })?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
+        }))
+    }
+}

@@ -1,0 +1,160 @@
+//! Opening a database for reading only (`Options::read_only`,
+//! `Db::open_read_only`).
+//!
+//! Owns: the read-only open — the manifest read, every live table opened
+//! and held open, the logs replayed into an in-memory memtable — and its
+//! consistency beside a live writer. A flush of the writer removes the logs
+//! it moved into a table, a compaction removes the tables it replaced; so
+//! the open first reads the manifest and opens the logs it needs (holding
+//! them, so a later removal takes nothing away), reads the manifest again
+//! and starts over when it moved meanwhile; then opens the tables (held
+//! open too), and starts over only when one the manifest named is gone and
+//! the manifest no longer names it.
+//! Must never: create, change or delete anything (no lock file, no
+//! manifest, no log, no table, no removal of obsolete files), or need
+//! write permission on the directory.
+
+use std::path::Path;
+
+use bytes::Bytes;
+
+use crate::db::open::{
+    logs_from, open_tables, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
+};
+use crate::db::DbInner;
+use crate::error::{Error, Result};
+use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
+use crate::fs::DirLock;
+use crate::manifest::{read_manifest, ManifestState};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::table::{ReadContext, ReadCounters, Table};
+use crate::wal::WalWriter;
+
+/// Attempts started over because the writer moved the database meanwhile,
+/// before the open gives up.
+const MAX_ATTEMPTS: u32 = 50;
+
+/// A read-only database takes no lock: it needs none (it changes nothing,
+/// and holds every table it reads open) and must work beside a writer.
+struct NoLock;
+
+impl DirLock for NoLock {}
+
+/// Why writes to a read-only database are refused.
+pub(crate) fn refusal() -> Error {
+    Error::ReadOnly {
+        cause: Box::new(Error::invalid(
+            "the database was opened read-only (Options::read_only): writes, flush, compact \
+             and resume are refused",
+        )),
+    }
+}
+
+fn read_state(opts: &Options, dir: &Path) -> Result<ManifestState> {
+    read_manifest(opts.fs.as_ref(), dir)
+        .map_err(|e| repair_hint(e, dir))?
+        .ok_or_else(|| no_database(dir))
+}
+
+fn no_database(dir: &Path) -> Error {
+    Error::invalid(format!(
+        "{} is not a siftdb database (it has no {MANIFEST_FILE}); a read-only open creates \
+         nothing",
+        dir.display()
+    ))
+}
+
+pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
+    opts.validate()?;
+    let fs = opts.fs.as_ref();
+    if !fs.is_dir(dir) || !fs.exists(&dir.join(MANIFEST_FILE)) {
+        return Err(no_database(dir));
+    }
+    for _ in 0..MAX_ATTEMPTS {
+        if let Some(parts) = attempt(dir, &opts)? {
+            return Ok(parts.into_inner(dir, opts));
+        }
+    }
+    Err(Error::io(
+        dir,
+        std::io::Error::other(format!(
+            "the manifest changed during each of {MAX_ATTEMPTS} attempts to open the database \
+             read-only"
+        )),
+    ))
+}
+
+/// One attempt; `None` when the writer moved the database under it.
+fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
+    let fs = opts.fs.as_ref();
+    let state = read_state(opts, dir)?;
+    // The logs first, held open: a flush that removes one after this has
+    // put its records into a table this manifest does not name.
+    let mut logs = Vec::new();
+    for number in logs_from(&fs.list(dir)?, state.log_number) {
+        match fs.open_read(&dir.join(wal_file_name(number))) {
+            Ok(file) => logs.push((number, file)),
+            // Removed since the listing: the manifest has moved.
+            Err(_) if read_state(opts, dir)? != state => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    if read_state(opts, dir)? != state {
+        return Ok(None);
+    }
+
+    let tables = ReadContext::for_options(opts, ReadCounters::new());
+    let mut report = RecoveryReport::default();
+    // Held open, so a writer's compaction cannot take a table away from
+    // under a read — unless that would pass the open-file budget; then
+    // through the open-file cache (a table removed since may then fail
+    // to reopen, with an error naming it).
+    let open_table = if state.tables.len() <= opts.effective_max_open_files() {
+        Table::open_held
+    } else {
+        Table::open
+    };
+    let version = open_tables(&tables, dir, opts, &state, &mut report, open_table)?;
+    if !report.damaged_tables.is_empty() {
+        // A table a compaction removed looks missing: only the current
+        // manifest tells it from damage.
+        let now = read_state(opts, dir)?;
+        let gone = report.damaged_tables.iter().any(|(name, _)| {
+            !now.tables
+                .iter()
+                .any(|t| table_file_name(t.file_number) == *name)
+        });
+        if gone {
+            return Ok(None);
+        }
+    }
+
+    let mem = Memtable::new();
+    let numbers: Vec<u64> = logs.iter().map(|(number, _)| *number).collect();
+    let read = |number: u64| -> Result<Bytes> {
+        let file = logs
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, file)| file)
+            .ok_or_else(|| Error::invalid(format!("log {number} was not opened")))?;
+        let len = usize::try_from(file.len())
+            .map_err(|_| Error::invalid(format!("log {number} does not fit in memory")))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        Ok(Bytes::from(bytes))
+    };
+    let last_seq = replay_logs(dir, &numbers, read, state.last_sequence, &mem, &mut report)?;
+    let log_number = state.log_number;
+    Ok(Some(Parts {
+        version,
+        mem,
+        wal: WalWriter::refusing(&dir.join(wal_file_name(log_number)), log_number),
+        last_seq,
+        versions: VersionSet::new(state.next_file_number, log_number),
+        tables,
+        report,
+        lock: Box::new(NoLock),
+        log_failure: Some(refusal()),
+    }))
+}

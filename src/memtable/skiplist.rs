@@ -1,0 +1,589 @@
+//! The memtable's index: a skiplist whose nodes live in an [`Arena`], linked
+//! by atomic pointers, so readers never lock and writers insert with
+//! compare-and-swap.
+//!
+//! Owns: the node layout, the search, the lock-free insert, and
+//! [`Entry`]/[`Cursor`], the only ways to reach a node.
+//! Must never: publish a node before its key, value and outgoing links are
+//! written (the release CAS that links it is the publication), unlink or
+//! move a node (nodes live until the arena goes, so a reader holding one
+//! never sees it freed), or order two entries other than
+//! [`compare_internal_keys`](crate::key::compare_internal_keys) does.
+//!
+//! # Node layout
+//!
+//! A node of height `h` is one arena allocation; the node's address is its
+//! header, with its links *before* it, so the link followed most (level 0)
+//! and the key compared at every step share a cache line:
+//!
+//! ```text
+//! -8h      link[h-1]  (AtomicPtr, newest level first)
+//!  …
+//! -8       link[0]
+//!  0   4   user key length (u32 LE)
+//!  4   4   value length (u32 LE)
+//!  8   k   user key
+//!  8+k 8   tag: seq << 8 | kind (u64 LE) — user key ‖ tag is the internal key
+//! 16+k v   value
+//! ```
+//!
+//! Heights are drawn with probability 1/4 per extra level (as RocksDB's
+//! skiplist): the same expected search length as 1/2, half the links.
+//!
+//! # Concurrency
+//!
+//! Any number of threads may insert and read at once. An insert finds the
+//! predecessors and successors at every level, writes the node, then links
+//! it bottom-up, each level with a release compare-and-swap from the
+//! predecessor; a CAS that loses to a concurrent insert searches that level
+//! again from the same predecessor. A reader that follows a link with an
+//! acquire load sees the node whole. A node reachable at level 0 is in the
+//! list; upper levels are only shortcuts, so a reader racing the linking of
+//! upper levels merely takes a longer path.
+
+#![expect(
+    unsafe_code,
+    reason = "nodes are raw arena memory linked by atomic pointers; readers follow them without locks"
+)]
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use crate::key::TAG_LEN;
+use crate::memtable::arena::Arena;
+
+/// The tallest tower: 4^12 ≈ 16.8 M entries keep the expected search
+/// length; a memtable of 64 MiB holds about 2 M of the smallest entries.
+pub(crate) const MAX_HEIGHT: usize = 12;
+/// Bytes of a node's header (the two lengths).
+const HEADER: usize = 8;
+/// Bytes of one link.
+const LINK: usize = std::mem::size_of::<AtomicPtr<u8>>();
+/// Bytes of the head node: a full tower and an empty header.
+const HEAD_BYTES: usize = LINK * MAX_HEIGHT + HEADER;
+
+/// A search key: a user key and a tag, ordered like the internal key
+/// `user_key ‖ tag` (user key ascending, tag descending).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe<'a> {
+    pub user_key: &'a [u8],
+    pub tag: u64,
+}
+
+/// Byte-string order, eight bytes at a time: equal to `a.cmp(b)`, without
+/// a call into `memcmp` for the short keys a memtable mostly compares.
+#[inline]
+pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let mut left = a.chunks_exact(8);
+    let mut right = b.chunks_exact(8);
+    for (x, y) in left.by_ref().zip(right.by_ref()) {
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(x), <[u8; 8]>::try_from(y)) else {
+            break;
+        };
+        let (x, y) = (u64::from_be_bytes(x), u64::from_be_bytes(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    // Past the last whole word both share: the rest of the shorter decides,
+    // then the length.
+    let done = a.len().min(b.len()) / 8 * 8;
+    let (Some(a_rest), Some(b_rest)) = (a.get(done..), b.get(done..)) else {
+        return a.cmp(b);
+    };
+    a_rest.cmp(b_rest)
+}
+
+/// Internal-key order between a stored (user key, tag) and a probe.
+#[inline]
+fn compare(user_key: &[u8], tag: u64, probe: &Probe<'_>) -> Ordering {
+    compare_bytes(user_key, probe.user_key).then_with(|| probe.tag.cmp(&tag))
+}
+
+thread_local! {
+    /// Per-thread generator state for tower heights (xorshift64*): no
+    /// shared cache line is written to draw a height.
+    static HEIGHT_RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A random height in `1..=MAX_HEIGHT`, each extra level with probability 1/4.
+fn random_height() -> usize {
+    HEIGHT_RNG.with(|cell| {
+        let mut x = cell.get();
+        if x == 0 {
+            // Seeded from the cell's address, so threads differ; any
+            // non-zero seed works.
+            x = (ptr::from_ref(cell) as u64) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        cell.set(x);
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        let levels = (r.trailing_zeros() / 2) as usize;
+        (1 + levels).min(MAX_HEIGHT)
+    })
+}
+
+/// A concurrent ordered map from internal key to value, in an arena.
+pub(crate) struct SkipList {
+    arena: Arena,
+    /// The head node: a tower of `MAX_HEIGHT` links, no key.
+    head: NonNull<u8>,
+    /// The tallest tower linked so far (readers may see it late: harmless).
+    height: AtomicUsize,
+    len: AtomicUsize,
+}
+
+// SAFETY: every node (the head included) lives in the arena, which the list
+// owns; nodes are written only before their publication and read-only
+// afterwards except for their links, which are atomics. So the list may be
+// moved to and shared between threads like the arena itself.
+unsafe impl Send for SkipList {}
+// SAFETY: as above; all shared mutation goes through atomics (links,
+// height, len) or the arena's mutex.
+unsafe impl Sync for SkipList {}
+
+impl std::fmt::Debug for SkipList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkipList")
+            .field("len", &self.len())
+            .field("arena", &self.arena)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SkipList {
+    fn default() -> Self {
+        SkipList::new()
+    }
+}
+
+/// A raw node address. Only the list makes these, for nodes it linked (or
+/// its head), so they are valid while the list lives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Raw(NonNull<u8>);
+
+impl Raw {
+    fn from_link(p: *mut u8) -> Option<Raw> {
+        NonNull::new(p).map(Raw)
+    }
+
+    /// The link of `level` of this node.
+    ///
+    /// # Safety
+    /// The node must be the head or a node this list allocated with a
+    /// height above `level`.
+    #[inline]
+    unsafe fn link<'a>(self, level: usize) -> &'a AtomicPtr<u8> {
+        // SAFETY: the caller vouches that the tower reaches `level`, so
+        // the word `8·(level+1)` bytes before the header is this node's
+        // link, 8-aligned, initialised (zeroed or stored) and alive as long
+        // as the arena.
+        unsafe {
+            &*self
+                .0
+                .as_ptr()
+                .sub(LINK * (level + 1))
+                .cast::<AtomicPtr<u8>>()
+        }
+    }
+
+    /// The next node at `level`, with acquire ordering.
+    ///
+    /// # Safety
+    /// As [`Raw::link`].
+    #[inline]
+    unsafe fn next(self, level: usize) -> Option<Raw> {
+        // SAFETY: forwarded to the caller.
+        Raw::from_link(unsafe { self.link(level) }.load(AtomicOrdering::Acquire))
+    }
+
+    /// The node's (user key, tag, value).
+    ///
+    /// # Safety
+    /// The node must be a published node of a live list (not the head).
+    #[inline]
+    unsafe fn parts<'a>(self) -> (&'a [u8], u64, &'a [u8]) {
+        let p = self.0.as_ptr();
+        // SAFETY: a published node's header and body were written before
+        // the release CAS that the caller's acquire load observed, and
+        // never change afterwards; they lie within the node's allocation.
+        unsafe {
+            let key_len = ptr::read(p.cast::<[u8; 4]>());
+            let value_len = ptr::read(p.add(4).cast::<[u8; 4]>());
+            let key_len = u32::from_le_bytes(key_len) as usize;
+            let value_len = u32::from_le_bytes(value_len) as usize;
+            let user_key = std::slice::from_raw_parts(p.add(HEADER), key_len);
+            let tag = ptr::read_unaligned(p.add(HEADER + key_len).cast::<[u8; TAG_LEN]>());
+            let value = std::slice::from_raw_parts(p.add(HEADER + key_len + TAG_LEN), value_len);
+            (user_key, u64::from_le_bytes(tag), value)
+        }
+    }
+
+    /// The node's internal key (user key ‖ tag).
+    ///
+    /// # Safety
+    /// As [`Raw::parts`].
+    #[inline]
+    unsafe fn internal_key<'a>(self) -> &'a [u8] {
+        let p = self.0.as_ptr();
+        // SAFETY: as in `parts`: the header and key are written before
+        // publication and lie within the node.
+        unsafe {
+            let key_len = u32::from_le_bytes(ptr::read(p.cast::<[u8; 4]>())) as usize;
+            std::slice::from_raw_parts(p.add(HEADER), key_len + TAG_LEN)
+        }
+    }
+
+    #[inline]
+    fn prefetch(self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: SSE is part of x86-64; a prefetch is a hint that
+            // never faults and reads nothing, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast::<i8>()) };
+        }
+    }
+}
+
+/// Why an insert did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InsertError {
+    /// The list already holds this (user key, tag).
+    Duplicate,
+    /// The user key or the value is longer than a u32 length can say.
+    TooLong,
+}
+
+impl SkipList {
+    /// An empty list.
+    pub(crate) fn new() -> SkipList {
+        let arena = Arena::new();
+        let base = arena.alloc(HEAD_BYTES);
+        // SAFETY: the allocation is `HEAD_BYTES` bytes, so
+        // the header lies inside it with every link of the head before it;
+        // the arena zeroed them all (null links, empty key).
+        let head = unsafe { base.add(LINK * MAX_HEIGHT) };
+        SkipList {
+            arena,
+            head,
+            height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Entries inserted.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Bytes of arena memory the entries take (the head's not counted).
+    pub(crate) fn bytes(&self) -> usize {
+        self.arena.used().saturating_sub(HEAD_BYTES)
+    }
+
+    fn head(&self) -> Raw {
+        Raw(self.head)
+    }
+
+    /// Compares node `x` (published, not the head) with the probe.
+    #[inline]
+    fn cmp_node(x: Raw, probe: &Probe<'_>) -> Ordering {
+        // SAFETY: callers pass nodes reached through this list's links,
+        // which are published nodes while the list lives.
+        let (user_key, tag, _) = unsafe { x.parts() };
+        compare(user_key, tag, probe)
+    }
+
+    /// The last node before `probe` and the first at or after it at
+    /// `level`, starting from `from` (the head or a node before `probe`
+    /// whose tower reaches `level`).
+    #[inline]
+    fn find_at_level(&self, probe: &Probe<'_>, mut from: Raw, level: usize) -> (Raw, Option<Raw>) {
+        loop {
+            // SAFETY: `from` is the head or a node whose tower reaches
+            // `level` (the caller's start, or a node met at this level).
+            let next = unsafe { from.next(level) };
+            match next {
+                Some(n) if Self::cmp_node(n, probe) == Ordering::Less => {
+                    // The search goes on from `n` either along this level
+                    // or one level down: both next nodes are fetched while
+                    // `n`'s successor is compared (two misses in flight
+                    // instead of one).
+                    // SAFETY: `n` was reached at `level`, so its tower
+                    // reaches it and every level below.
+                    unsafe {
+                        if let Some(after) = n.next(level) {
+                            after.prefetch();
+                        }
+                        if let Some(below) = level.checked_sub(1).and_then(|l| n.next(l)) {
+                            below.prefetch();
+                        }
+                    }
+                    from = n;
+                }
+                _ => return (from, next),
+            }
+        }
+    }
+
+    /// The first node at or after `probe`.
+    fn lower_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
+        let height = self
+            .height
+            .load(AtomicOrdering::Relaxed)
+            .clamp(1, MAX_HEIGHT);
+        let mut from = self.head();
+        let mut found = None;
+        for level in (0..height).rev() {
+            (from, found) = self.find_at_level(probe, from, level);
+        }
+        found
+    }
+
+    /// The first entry at or after `probe` in internal-key order.
+    pub(crate) fn lower_bound<'a>(&'a self, probe: &Probe<'_>) -> Option<Entry<'a>> {
+        self.lower_bound_raw(probe).map(Entry::new)
+    }
+
+    /// The first entry.
+    pub(crate) fn first(&self) -> Option<Entry<'_>> {
+        // SAFETY: the head's tower has every level.
+        unsafe { self.head().next(0) }.map(Entry::new)
+    }
+
+    /// Inserts `user_key ‖ tag → value`. Safe from many threads at once.
+    pub(crate) fn insert(
+        &self,
+        user_key: &[u8],
+        tag: u64,
+        value: &[u8],
+    ) -> Result<(), InsertError> {
+        let (Ok(key_len), Ok(value_len)) =
+            (u32::try_from(user_key.len()), u32::try_from(value.len()))
+        else {
+            return Err(InsertError::TooLong);
+        };
+        let probe = Probe { user_key, tag };
+        let height = random_height();
+
+        // Predecessor and successor at every level, top down.
+        let list_height = self
+            .height
+            .load(AtomicOrdering::Relaxed)
+            .clamp(1, MAX_HEIGHT);
+        let mut prev = [self.head(); MAX_HEIGHT];
+        let mut succ: [Option<Raw>; MAX_HEIGHT] = [None; MAX_HEIGHT];
+        let mut from = self.head();
+        for level in (0..list_height.max(height)).rev() {
+            let (p, s) = self.find_at_level(&probe, from, level);
+            if let (Some(slot_p), Some(slot_s)) = (prev.get_mut(level), succ.get_mut(level)) {
+                *slot_p = p;
+                *slot_s = s;
+            }
+            from = p;
+        }
+        if succ[0].is_some_and(|s| Self::cmp_node(s, &probe) == Ordering::Equal) {
+            return Err(InsertError::Duplicate);
+        }
+
+        // Write the node whole before anyone can reach it.
+        let links = LINK * height;
+        let size = links + HEADER + user_key.len() + TAG_LEN + value.len();
+        let base = self.arena.alloc(size);
+        // SAFETY: the allocation holds `links` bytes of tower, then the
+        // header, key, tag and value (`size` bytes in all); it is fresh, so
+        // no other thread can see it until it is linked below.
+        let node = unsafe {
+            let node = base.add(links);
+            let p = node.as_ptr();
+            ptr::copy_nonoverlapping(key_len.to_le_bytes().as_ptr(), p, 4);
+            ptr::copy_nonoverlapping(value_len.to_le_bytes().as_ptr(), p.add(4), 4);
+            ptr::copy_nonoverlapping(user_key.as_ptr(), p.add(HEADER), user_key.len());
+            let tag_at = p.add(HEADER + user_key.len());
+            ptr::copy_nonoverlapping(tag.to_le_bytes().as_ptr(), tag_at, TAG_LEN);
+            ptr::copy_nonoverlapping(value.as_ptr(), tag_at.add(TAG_LEN), value.len());
+            Raw(node)
+        };
+
+        // Raise the list's height first, so a reader that finds this node
+        // at a new level also starts its searches there.
+        let mut current = self.height.load(AtomicOrdering::Relaxed);
+        while height > current {
+            match self.height.compare_exchange_weak(
+                current,
+                height,
+                AtomicOrdering::Relaxed,
+                AtomicOrdering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
+
+        for level in 0..height {
+            let (Some(&p0), Some(&s0)) = (prev.get(level), succ.get(level)) else {
+                break;
+            };
+            let (mut p, mut s) = (p0, s0);
+            loop {
+                let s_ptr = s.map_or(ptr::null_mut(), |n| n.0.as_ptr());
+                // SAFETY: `node` was allocated with `height > level` links.
+                unsafe { node.link(level) }.store(s_ptr, AtomicOrdering::Relaxed);
+                // SAFETY: `p` is the head or a node met at `level`, so its
+                // tower reaches `level`.
+                let cas = unsafe { p.link(level) }.compare_exchange(
+                    s_ptr,
+                    node.0.as_ptr(),
+                    AtomicOrdering::Release,
+                    AtomicOrdering::Relaxed,
+                );
+                if cas.is_ok() {
+                    break;
+                }
+                // Another insert got between `p` and `s`: search again from `p`.
+                (p, s) = self.find_at_level(&probe, p, level);
+                if level == 0 && s.is_some_and(|n| Self::cmp_node(n, &probe) == Ordering::Equal) {
+                    // A concurrent insert of the same key won; this node
+                    // stays unlinked (its arena bytes are wasted).
+                    return Err(InsertError::Duplicate);
+                }
+            }
+        }
+        self.len.fetch_add(1, AtomicOrdering::Relaxed);
+        Ok(())
+    }
+}
+
+/// One entry of a [`SkipList`], borrowed from it.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry<'a> {
+    node: Raw,
+    _list: PhantomData<&'a SkipList>,
+}
+
+impl<'a> Entry<'a> {
+    fn new(node: Raw) -> Entry<'a> {
+        Entry {
+            node,
+            _list: PhantomData,
+        }
+    }
+
+    /// (user key, tag, value).
+    #[inline]
+    pub(crate) fn parts(&self) -> (&'a [u8], u64, &'a [u8]) {
+        // SAFETY: an `Entry` is only made for a published node of a list
+        // it borrows for `'a`.
+        unsafe { self.node.parts() }
+    }
+
+    /// The internal key (user key ‖ tag).
+    #[inline]
+    pub(crate) fn internal_key(&self) -> &'a [u8] {
+        // SAFETY: as in `parts`.
+        unsafe { self.node.internal_key() }
+    }
+
+    /// The value.
+    #[inline]
+    pub(crate) fn value(&self) -> &'a [u8] {
+        self.parts().2
+    }
+
+    /// The next entry in order.
+    #[inline]
+    pub(crate) fn next(&self) -> Option<Entry<'a>> {
+        // SAFETY: every linked node has a level-0 link.
+        unsafe { self.node.next(0) }.map(Entry::new)
+    }
+}
+
+/// A position in a list that owns its list (through an `Arc`), so it can
+/// outlive any borrow — for cursors kept in long-lived iterators.
+pub(crate) struct Cursor {
+    list: Arc<SkipList>,
+    at: Option<Raw>,
+}
+
+// SAFETY: `at` points into the arena of `list`, which the cursor keeps
+// alive; the list is `Send + Sync`, and a node is read-only but for its
+// atomic links.
+unsafe impl Send for Cursor {}
+// SAFETY: as above; `&Cursor` only reads.
+unsafe impl Sync for Cursor {}
+
+impl Cursor {
+    /// A cursor over `list`, positioned nowhere.
+    pub(crate) fn new(list: Arc<SkipList>) -> Cursor {
+        Cursor { list, at: None }
+    }
+
+    /// The entry at the cursor, borrowed from the cursor (which keeps the list alive).
+    pub(crate) fn entry(&self) -> Option<Entry<'_>> {
+        self.at.map(Entry::new)
+    }
+
+    /// Moves to the first entry.
+    pub(crate) fn seek_to_first(&mut self) {
+        self.at = self.list.first().map(|e| e.node);
+    }
+
+    /// Moves to the first entry at or after `probe`.
+    pub(crate) fn seek(&mut self, probe: &Probe<'_>) {
+        self.at = self.list.lower_bound_raw(probe);
+    }
+
+    /// Moves to the next entry (nowhere stays nowhere).
+    pub(crate) fn next(&mut self) {
+        self.at = self.entry().and_then(|e| e.next()).map(|e| e.node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_bytes_is_byte_order() {
+        let samples: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(),
+            b"abcdefgi".to_vec(),
+            b"abcdefghabcdefgh".to_vec(),
+            b"abcdefghabcdefgz".to_vec(),
+            b"abcdefghabcdefghz".to_vec(),
+            vec![0xff; 9],
+            vec![0x7f; 17],
+        ];
+        for a in &samples {
+            for b in &samples {
+                assert_eq!(compare_bytes(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn heights_follow_a_quarter_per_level() {
+        let draws = 400_000;
+        let mut counts = [0usize; MAX_HEIGHT + 1];
+        for _ in 0..draws {
+            counts[random_height()] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        let share = |h: usize| counts[h] as f64 / draws as f64;
+        assert!((share(1) - 0.75).abs() < 0.01, "{counts:?}");
+        assert!((share(2) - 0.1875).abs() < 0.01, "{counts:?}");
+    }
+}

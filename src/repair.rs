@@ -1,0 +1,1188 @@
+//! Repair: a working database rebuilt from what is readable of a damaged
+//! one ([`repair`], `siftdb repair DIR`).
+//!
+//! What it does, in order (`docs/design.md`, "Failures", says what it
+//! guarantees and what it cannot):
+//!
+//! 1. Reads the manifest. When it is intact, its tables and levels are the
+//!    starting point; when it is damaged or missing, every table and log
+//!    file in the directory is.
+//! 2. Checks every table whole (`Table::verify`). A sound table is kept as
+//!    it is. A damaged one is salvaged block by block
+//!    ([`crate::table::TableSalvager`]): every block that reads whole is
+//!    kept, and each lost block is recorded with the key range and the
+//!    sequence numbers it may have held.
+//! 3. Drops every entry that a lost block may have shadowed — an older
+//!    version (sequence number below the damaged table's largest) of a key
+//!    within a lost block's range — so that a tombstone or a newer value
+//!    lost with the block can never let an older value come back.
+//! 4. Replays the logs: an intact log is left for `open` to replay; the
+//!    readable records of a damaged one (`wal::salvage`) go into a new
+//!    level-0 table.
+//! 5. Writes the new tables, then a new manifest (with an intact manifest:
+//!    the same levels, each rewritten table in its original's place; without
+//!    one: everything merged into one sorted run at the bottom level).
+//! 6. Moves the original of everything it replaced into `lost/` in the
+//!    database directory, never deleting it.
+//!
+//! A database with nothing damaged is left untouched, so a second repair
+//! changes nothing.
+//!
+//! Owns: [`repair`], [`RepairOptions`], [`RepairReport`].
+//! Must never: invent an entry or bring one back (it keeps only entries
+//! read from checksummed blocks and records, and drops whatever a lost part
+//! may have shadowed), delete an original (replaced files are moved to
+//! `lost/`), or run beside a writer (it takes the directory lock).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::batch::DecodedBatch;
+use crate::db::{table_record, LEVELS, LOCK_FILE};
+use crate::error::{Error, Result};
+use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
+use crate::fs::FileSystem;
+use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::table::{
+    ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
+    TableSalvager,
+};
+use crate::wal::{replay_batches, salvage, LostRecord};
+
+/// The folder (inside the database directory) originals are moved to.
+pub const LOST_DIR: &str = "lost";
+
+/// How [`repair`] runs.
+#[derive(Debug, Clone, Default)]
+pub struct RepairOptions {
+    options: Options,
+    dry_run: bool,
+}
+
+impl RepairOptions {
+    /// Default options: the real file system, tables written as
+    /// `Options::default()` writes them.
+    pub fn new() -> RepairOptions {
+        RepairOptions::default()
+    }
+
+    /// The database options new tables are written with (block size,
+    /// compression, filter bits, table size) and the file system used.
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Only find out and report what a repair would do: read everything,
+    /// write, move and lock nothing. Default false.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+}
+
+/// The manifest as repair found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManifestFinding {
+    /// Read and checked: its tables, levels and logs were the starting point.
+    Intact,
+    /// Damaged (the reason): every table and log in the directory was used.
+    Damaged(String),
+    /// Absent: every table and log in the directory was used.
+    Missing,
+}
+
+/// What became of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableAction {
+    /// Sound and shadowing nothing lost: kept as it is.
+    Kept,
+    /// Replaced by a new table holding what was kept (`None`: nothing was
+    /// left to keep); the original moved to `lost/`.
+    Rewritten {
+        /// The new table's file name.
+        into: Option<String>,
+    },
+    /// Merged, with every other source, into the new tables (a repair
+    /// without an intact manifest); the original moved to `lost/`.
+    Merged,
+}
+
+/// Data repair could not read: a block, the rest of a table, a whole table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRange {
+    /// The table file it was in.
+    pub file: String,
+    /// Its file offset, when known.
+    pub offset: Option<u64>,
+    /// The smallest user key it may have held (`None`: unknown, from the
+    /// start of the key space).
+    pub first_key: Option<Vec<u8>>,
+    /// The largest user key it may have held (`None`: unknown, to the end).
+    pub last_key: Option<Vec<u8>>,
+    /// The largest sequence number it may have held (`None`: unknown).
+    pub max_sequence: Option<u64>,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl LostRange {
+    /// True when `user_key` lies within the range.
+    pub fn covers(&self, user_key: &[u8]) -> bool {
+        self.first_key.as_deref().is_none_or(|lo| lo <= user_key)
+            && self.last_key.as_deref().is_none_or(|hi| user_key <= hi)
+    }
+}
+
+/// What repair found in, and did with, one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableReport {
+    /// The file name.
+    pub file: String,
+    /// Its level in the intact manifest.
+    pub level: Option<u32>,
+    /// What became of it.
+    pub action: TableAction,
+    /// Entries carried into the repaired database.
+    pub entries_kept: u64,
+    /// Readable entries left out: older versions a lost range may have
+    /// shadowed, or entries outside the range the manifest gives the table.
+    pub entries_dropped: u64,
+    /// What could not be read.
+    pub lost: Vec<LostRange>,
+    /// Why it could not be kept as it was (empty when sound).
+    pub problems: Vec<String>,
+}
+
+/// What became of a log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogAction {
+    /// Intact: left for the next open to replay.
+    Kept,
+    /// Damaged: its readable records went into a new table; the original
+    /// moved to `lost/`.
+    Replaced,
+    /// Its records were replayed with every other source into the new
+    /// tables (a repair without an intact manifest); moved to `lost/`.
+    Merged,
+    /// Every record is already in tables (a log a crash left behind, found
+    /// without a manifest): moved to `lost/`, not replayed.
+    Obsolete,
+}
+
+/// What repair found in, and did with, one log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogReport {
+    /// The file name.
+    pub file: String,
+    /// What became of it.
+    pub action: LogAction,
+    /// Records (write batches) carried into the repaired database.
+    pub records_kept: u64,
+    /// Stretches given up (their writes are lost; which keys they held is
+    /// not known).
+    pub lost: Vec<LostRecord>,
+    /// A torn end (offset, reason): what a crash leaves; not a loss of an
+    /// acknowledged write unless the log had been closed cleanly.
+    pub torn_tail: Option<(u64, String)>,
+}
+
+/// What [`repair`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairReport {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// Nothing was written, moved or locked.
+    pub dry_run: bool,
+    /// The manifest as found.
+    pub manifest: ManifestFinding,
+    /// Every table considered.
+    pub tables: Vec<TableReport>,
+    /// Every log considered.
+    pub logs: Vec<LogReport>,
+    /// Tables written (or, in a dry run, that would be).
+    pub new_tables: Vec<String>,
+    /// Originals moved into `lost/`: (from, to), relative to the directory.
+    pub moved: Vec<(String, String)>,
+    /// A new manifest was written (or would be).
+    pub manifest_written: bool,
+    /// What this repair cannot vouch for: losses whose keys are unknown, so
+    /// that an older value of one of those keys may now be served where the
+    /// lost write had replaced or deleted it.
+    pub uncertain: Vec<String>,
+}
+
+impl RepairReport {
+    /// True when the repair changed (or, in a dry run, would change) anything.
+    pub fn changed(&self) -> bool {
+        self.manifest_written || !self.new_tables.is_empty() || !self.moved.is_empty()
+    }
+
+    /// True when any data could not be carried over.
+    pub fn lost_anything(&self) -> bool {
+        self.lost_ranges().next().is_some()
+            || self.logs.iter().any(|l| !l.lost.is_empty())
+            || self.tables.iter().any(|t| t.entries_dropped > 0)
+    }
+
+    /// Every lost stretch of table data.
+    pub fn lost_ranges(&self) -> impl Iterator<Item = &LostRange> {
+        self.tables.iter().flat_map(|t| t.lost.iter())
+    }
+}
+
+/// A key range whose entries older than `max_seq` may have been shadowed by
+/// something lost.
+struct Zone {
+    lo: Option<Vec<u8>>,
+    hi: Option<Vec<u8>>,
+    max_seq: SeqNo,
+    /// The damaged table, when its filter was read intact: a key its
+    /// filter rules out was in none of its blocks (a filter has no false
+    /// negatives), so the loss shadowed nothing of that key.
+    table: Option<Table>,
+}
+
+impl Zone {
+    fn shadows(&self, user_key: &[u8], seq: SeqNo) -> bool {
+        seq < self.max_seq
+            && self.lo.as_deref().is_none_or(|lo| lo <= user_key)
+            && self.hi.as_deref().is_none_or(|hi| user_key <= hi)
+            && self
+                .table
+                .as_ref()
+                .is_none_or(|t| t.may_contain_key(user_key))
+    }
+}
+
+/// True when some zone shadows `internal_key`.
+fn shadowed(zones: &[Zone], internal_key: &[u8]) -> bool {
+    match parse_internal_key(internal_key) {
+        Ok(parsed) => zones.iter().any(|z| z.shadows(parsed.user_key, parsed.seq)),
+        Err(_) => true,
+    }
+}
+
+/// A table to consider.
+struct Candidate {
+    name: String,
+    record: Option<TableRecord>,
+}
+
+/// A table after its check.
+struct Examined {
+    candidate: Candidate,
+    /// Why it cannot be kept as it is (empty: sound).
+    problems: Vec<String>,
+    lost: Vec<LostRange>,
+    /// Sequence range and user-key range of its readable data (from its
+    /// properties, the manifest, or what was read).
+    min_seq: SeqNo,
+    user_range: Option<(Vec<u8>, Vec<u8>)>,
+    /// Largest sequence number it holds, when known.
+    max_seq: Option<SeqNo>,
+    /// The table, when its footer, index and filter are intact.
+    filtered: Option<Table>,
+}
+
+struct Repair<'a> {
+    fs: &'a dyn FileSystem,
+    dir: &'a Path,
+    opts: &'a Options,
+    dry_run: bool,
+    context: Arc<ReadContext>,
+    next_number: u64,
+    report: RepairReport,
+    /// Files to move into `lost/` once the repair is durable.
+    replaced: Vec<String>,
+}
+
+/// Rebuilds a working database in `path` from what is readable; see the
+/// module docs. Returns what was found, kept and lost. `Error::Locked` when
+/// the database is open; `InvalidArgument` when `path` holds no database.
+pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairReport> {
+    let dir = path.as_ref();
+    let opts = &options.options;
+    opts.validate()?;
+    let fs = opts.fs.as_ref();
+    if !fs.is_dir(dir) {
+        return Err(Error::invalid(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let _lock = if options.dry_run {
+        None
+    } else {
+        Some(fs.lock(&dir.join(LOCK_FILE))?)
+    };
+    let names = fs.list(dir)?;
+    let numbered: Vec<(FileKind, u64)> = names.iter().filter_map(|n| parse_file_name(n)).collect();
+    let (state, finding) = match read_manifest(fs, dir) {
+        Ok(Some(state)) => (Some(state), ManifestFinding::Intact),
+        Ok(None) => (None, ManifestFinding::Missing),
+        Err(e) if e.is_corruption() => (None, ManifestFinding::Damaged(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    if state.is_none() && numbered.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} holds no siftdb database (no {MANIFEST_FILE}, no table, no log)",
+            dir.display()
+        )));
+    }
+    let lost_numbers = fs
+        .list(&dir.join(LOST_DIR))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| parse_file_name(n.split(".~").next().unwrap_or(n)))
+        .map(|(_, n)| n)
+        .max()
+        .unwrap_or(0);
+    let highest = numbered.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    let next_number = state
+        .as_ref()
+        .map_or(0, |s| s.next_file_number)
+        .max(highest.max(lost_numbers) + 1);
+    let mut repair = Repair {
+        fs,
+        dir,
+        opts,
+        dry_run: options.dry_run,
+        // The database's extractor, so that a damaged table whose filter
+        // kept prefixes only can still rule keys out (without it, that
+        // filter answers "may contain" for every key).
+        context: ReadContext::with_prefix_extractor(
+            Arc::clone(&opts.fs),
+            ReadSettings::tool(),
+            ReadCounters::new(),
+            opts.prefix_extractor.clone(),
+        ),
+        next_number,
+        report: RepairReport {
+            dir: dir.to_path_buf(),
+            dry_run: options.dry_run,
+            manifest: finding,
+            tables: Vec::new(),
+            logs: Vec::new(),
+            new_tables: Vec::new(),
+            moved: Vec::new(),
+            manifest_written: false,
+            uncertain: Vec::new(),
+        },
+        replaced: Vec::new(),
+    };
+    match state {
+        Some(state) => repair.with_manifest(&state, &numbered)?,
+        None => repair.without_manifest(&numbered)?,
+    }
+    Ok(repair.report)
+}
+
+/// The user key of an internal key.
+fn user(internal_key: &[u8]) -> Vec<u8> {
+    user_key_of(internal_key).to_vec()
+}
+
+impl Repair<'_> {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn new_number(&mut self) -> u64 {
+        let n = self.next_number;
+        self.next_number += 1;
+        n
+    }
+
+    /// Checks a table: sound, or what of it is lost.
+    fn examine(&mut self, candidate: Candidate) -> Result<Examined> {
+        let record = candidate.record.clone();
+        let record_range = record
+            .as_ref()
+            .map(|r| (user(&r.smallest), user(&r.largest)));
+        let mut examined = Examined {
+            problems: Vec::new(),
+            lost: Vec::new(),
+            min_seq: record.as_ref().map_or(SeqNo(0), |r| r.min_seq),
+            user_range: record_range.clone(),
+            max_seq: record.as_ref().map(|r| r.max_seq),
+            filtered: None,
+            candidate,
+        };
+        let name = examined.candidate.name.clone();
+        let path = self.path(&name);
+        if !self.fs.exists(&path) {
+            let reason = "named by the manifest but missing".to_string();
+            examined.problems.push(reason.clone());
+            examined.lost.push(LostRange {
+                file: name,
+                offset: None,
+                first_key: record_range.as_ref().map(|r| r.0.clone()),
+                last_key: record_range.map(|r| r.1),
+                max_sequence: examined.max_seq.map(|s| s.0),
+                reason,
+            });
+            return Ok(examined);
+        }
+        let mut salvager = TableSalvager::open(&self.context, &path)?;
+        // The bounds of what cannot be read, when the block itself does not say.
+        let (mut lo, mut hi) = (
+            record_range.as_ref().map(|r| r.0.clone()),
+            record_range.as_ref().map(|r| r.1.clone()),
+        );
+        match salvager.table() {
+            Some(table) => {
+                let p = table.properties();
+                examined.min_seq = p.min_seq;
+                examined.max_seq = Some(examined.max_seq.map_or(p.max_seq, |m| m.max(p.max_seq)));
+                lo = lo.or_else(|| Some(user(&p.smallest)));
+                hi = hi.or_else(|| Some(user(&p.largest)));
+                if examined.user_range.is_none() {
+                    examined.user_range = Some((user(&p.smallest), user(&p.largest)));
+                }
+                if let Some(r) = &record {
+                    if r.file_size != table.file_size() {
+                        examined.problems.push(format!(
+                            "{} bytes, the manifest says {}",
+                            table.file_size(),
+                            r.file_size
+                        ));
+                    }
+                }
+                examined.problems.extend(
+                    table
+                        .verify()
+                        .into_iter()
+                        .map(|p| format!("{} block at offset {}: {}", p.block, p.offset, p.detail)),
+                );
+                if examined.problems.is_empty() {
+                    return Ok(examined);
+                }
+                if table.filter_view().is_some() {
+                    examined.filtered = Some(table.clone());
+                }
+            }
+            None => examined.problems.push(format!(
+                "cannot be opened: {}",
+                salvager.open_error().unwrap_or("unknown")
+            )),
+        }
+        // Damaged: walk it to learn what is lost and the range of what is not.
+        let mut read_range: Option<(Vec<u8>, Vec<u8>)> = None;
+        while let Some(step) = salvager.next_block() {
+            match step {
+                Salvaged::Block(block) => {
+                    if let (Some((first, _)), Some((last, _))) =
+                        (block.entries.first(), block.entries.last())
+                    {
+                        let (first, last) = (user(first), user(last));
+                        read_range = Some(match read_range.take() {
+                            Some((a, _)) => (a, last),
+                            None => (first, last),
+                        });
+                    }
+                }
+                Salvaged::Lost(lost) => examined.lost.push(LostRange {
+                    file: name.clone(),
+                    offset: Some(lost.offset),
+                    first_key: lost.after.as_deref().map(user).or_else(|| lo.clone()),
+                    last_key: lost.through.as_deref().map(user).or_else(|| hi.clone()),
+                    max_sequence: examined.max_seq.map(|s| s.0),
+                    reason: lost.reason,
+                }),
+            }
+        }
+        if examined.user_range.is_none() {
+            examined.user_range = read_range;
+        }
+        Ok(examined)
+    }
+
+    /// The zones of every lost range whose sequence numbers are known; the
+    /// others are reported as uncertain.
+    fn zones(&mut self, examined: &[Examined]) -> Vec<Zone> {
+        let mut zones = Vec::new();
+        let lost = examined
+            .iter()
+            .flat_map(|e| e.lost.iter().map(move |range| (range, &e.filtered)));
+        for (range, filtered) in lost {
+            match range.max_sequence {
+                Some(max) => zones.push(Zone {
+                    lo: range.first_key.clone(),
+                    hi: range.last_key.clone(),
+                    max_seq: SeqNo(max),
+                    table: filtered.clone(),
+                }),
+                None => self.report.uncertain.push(format!(
+                    "{}: data lost at {} whose keys and sequence numbers are unknown (no \
+                     manifest names the table and its properties are unreadable): a key it \
+                     deleted or overwrote may show an older value",
+                    range.file,
+                    range
+                        .offset
+                        .map_or("an unknown offset".into(), |o| format!("offset {o}"))
+                )),
+            }
+        }
+        zones
+    }
+
+    /// Records that `name` is replaced: its original goes to `lost/`.
+    fn replace(&mut self, name: &str) {
+        self.replaced.push(name.to_string());
+    }
+
+    /// Starts a new table file (none in a dry run).
+    fn new_table(&mut self) -> Result<NewTable> {
+        let number = self.new_number();
+        let builder = if self.dry_run {
+            None
+        } else {
+            Some(TableBuilder::create(
+                self.fs,
+                &self.path(&table_file_name(number)),
+                &TableOptions::from(self.opts),
+            )?)
+        };
+        Ok(NewTable {
+            number,
+            builder,
+            entries: 0,
+            range: None,
+        })
+    }
+
+    /// Finishes `table` at `level`: its manifest record, or `None` when it
+    /// got no entry (then no file is left).
+    fn finish(&mut self, table: NewTable, level: u32) -> Result<Option<TableRecord>> {
+        let name = table_file_name(table.number);
+        let path = self.path(&name);
+        let record = match (table.builder, table.range) {
+            (_, None) => None,
+            (None, Some((smallest, largest, min_seq, max_seq))) => Some(TableRecord {
+                level,
+                file_number: table.number,
+                file_size: 0,
+                entries: table.entries,
+                smallest,
+                largest,
+                min_seq,
+                max_seq,
+            }),
+            (Some(builder), Some(_)) => {
+                let info = builder.finish().inspect_err(|_| {
+                    let _ = self.fs.remove(&path);
+                })?;
+                Some(table_record(table.number, level, &info))
+            }
+        };
+        if record.is_some() {
+            self.report.new_tables.push(name);
+        } else if self.fs.exists(&path) {
+            let _ = self.fs.remove(&path);
+        }
+        Ok(record)
+    }
+
+    /// The readable entries of table `name`, block by block, into `visit`.
+    fn each_entry(
+        &self,
+        name: &str,
+        mut visit: impl FnMut(Bytes, Bytes) -> Result<()>,
+    ) -> Result<()> {
+        let path = self.path(name);
+        if !self.fs.exists(&path) {
+            return Ok(());
+        }
+        let mut salvager = TableSalvager::open(&self.context, &path)?;
+        while let Some(step) = salvager.next_block() {
+            if let Salvaged::Block(block) = step {
+                for (key, value) in block.entries {
+                    visit(key, value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// With an intact manifest: each table kept, or rewritten in its place.
+    fn with_manifest(&mut self, state: &ManifestState, numbered: &[(FileKind, u64)]) -> Result<()> {
+        let mut examined = Vec::with_capacity(state.tables.len());
+        for record in &state.tables {
+            let candidate = Candidate {
+                name: table_file_name(record.file_number),
+                record: Some(record.clone()),
+            };
+            examined.push(self.examine(candidate)?);
+        }
+        let zones = self.zones(&examined);
+        let mut tables = Vec::with_capacity(examined.len());
+        let mut changed = false;
+        let mut last_sequence = state.last_sequence;
+        for e in examined {
+            let Some(record) = e.candidate.record.clone() else {
+                continue;
+            };
+            let (smallest, largest) = (record.smallest.clone(), record.largest.clone());
+            let in_record = |key: &[u8]| {
+                compare_internal_keys(&smallest, key) != Ordering::Greater
+                    && compare_internal_keys(key, &largest) != Ordering::Greater
+            };
+            let keep = |key: &[u8]| in_record(key) && !shadowed(&zones, key);
+            let may_be_shadowed = e.user_range.as_ref().is_none_or(|(lo, hi)| {
+                zones.iter().any(|z| {
+                    e.min_seq < z.max_seq
+                        && z.lo.as_deref().is_none_or(|zlo| zlo <= hi.as_slice())
+                        && z.hi.as_deref().is_none_or(|zhi| lo.as_slice() <= zhi)
+                })
+            });
+            let mut report = TableReport {
+                file: e.candidate.name.clone(),
+                level: Some(record.level),
+                action: TableAction::Kept,
+                entries_kept: record.entries,
+                entries_dropped: 0,
+                lost: e.lost,
+                problems: e.problems,
+            };
+            if report.problems.is_empty() && may_be_shadowed {
+                let mut dropped = 0;
+                self.each_entry(&e.candidate.name, |key, _| {
+                    dropped += u64::from(!keep(&key));
+                    Ok(())
+                })?;
+                if dropped > 0 {
+                    report.problems.push(format!(
+                        "{dropped} entries are older versions of keys a lost range may hold \
+                         newer versions of"
+                    ));
+                }
+            }
+            if report.problems.is_empty() {
+                tables.push(record);
+                self.report.tables.push(report);
+                continue;
+            }
+            changed = true;
+            let mut out = self.new_table()?;
+            let (mut kept, mut dropped) = (0u64, 0u64);
+            let written = self.each_entry(&e.candidate.name, |key, value| {
+                if keep(&key) {
+                    kept += 1;
+                    out.add(&key, &value)
+                } else {
+                    dropped += 1;
+                    Ok(())
+                }
+            });
+            if let Err(err) = written {
+                self.abandon(out);
+                return Err(err);
+            }
+            let rewritten = self.finish(out, record.level)?;
+            report.entries_kept = kept;
+            report.entries_dropped = dropped;
+            report.action = TableAction::Rewritten {
+                into: rewritten.as_ref().map(|r| table_file_name(r.file_number)),
+            };
+            if let Some(r) = rewritten {
+                last_sequence = last_sequence.max(r.max_seq);
+                tables.push(r);
+            }
+            if self.fs.exists(&self.path(&e.candidate.name)) {
+                self.replace(&e.candidate.name);
+            }
+            self.report.tables.push(report);
+        }
+
+        // Logs the manifest does not cover: intact ones stay for `open`.
+        let mut logs: Vec<u64> = numbered
+            .iter()
+            .filter(|&&(kind, n)| kind == FileKind::Wal && n >= state.log_number)
+            .map(|&(_, n)| n)
+            .collect();
+        logs.sort_unstable();
+        let recovered = Memtable::new();
+        let mut intact = Vec::new();
+        for &number in &logs {
+            let name = wal_file_name(number);
+            let bytes = self.fs.read_all(&self.path(&name))?;
+            let sound = replay_batches(&bytes, &name)
+                .ok()
+                .filter(|r| r.log_number.is_none_or(|n| n == number))
+                .map(|r| {
+                    (
+                        r.batches.len() as u64,
+                        r.torn_tail.map(|t| (t.offset, t.reason)),
+                    )
+                });
+            match sound {
+                Some((records, torn_tail)) => intact.push((number, records, torn_tail)),
+                None => {
+                    changed = true;
+                    let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                    last_sequence = last_sequence.max(max);
+                    self.replace(&name);
+                }
+            }
+        }
+        // A torn tail is allowed only in the newest log that stays.
+        let newest = intact.last().map(|&(n, _, _)| n);
+        for (number, records, torn_tail) in intact {
+            let name = wal_file_name(number);
+            if torn_tail.is_some() && Some(number) != newest {
+                changed = true;
+                let bytes = self.fs.read_all(&self.path(&name))?;
+                let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                last_sequence = last_sequence.max(max);
+                self.replace(&name);
+                continue;
+            }
+            self.report.logs.push(LogReport {
+                file: name,
+                action: LogAction::Kept,
+                records_kept: records,
+                lost: Vec::new(),
+                torn_tail,
+            });
+        }
+        if !recovered.is_empty() {
+            let mut out = self.new_table()?;
+            for (key, value) in recovered.iter() {
+                if let Err(err) = out.add(key, value) {
+                    self.abandon(out);
+                    return Err(err);
+                }
+            }
+            if let Some(record) = self.finish(out, 0)? {
+                last_sequence = last_sequence.max(record.max_seq);
+                tables.push(record);
+            }
+        }
+        if !changed {
+            return Ok(());
+        }
+        let new_state = ManifestState {
+            next_file_number: self.next_number,
+            last_sequence,
+            log_number: state.log_number,
+            tables,
+        };
+        // Originals are copied into `lost/` before the manifest that stops
+        // naming them, and removed only after it is durable: a crash at any
+        // point leaves each either named or safe in `lost/`.
+        let copies = self.copy_replaced_to_lost()?;
+        self.write_manifest(&new_state)?;
+        for (name, _) in copies {
+            if !self.dry_run {
+                let _ = self.fs.remove(&self.path(&name));
+            }
+        }
+        if !self.dry_run {
+            let _ = self.fs.sync_dir(self.dir);
+        }
+        Ok(())
+    }
+
+    /// Without an intact manifest: every readable entry of every table and
+    /// log, merged into one sorted run at the bottom level.
+    fn without_manifest(&mut self, numbered: &[(FileKind, u64)]) -> Result<()> {
+        let mut examined = Vec::new();
+        for &(kind, number) in numbered {
+            if kind == FileKind::Table {
+                let candidate = Candidate {
+                    name: table_file_name(number),
+                    record: None,
+                };
+                examined.push(self.examine(candidate)?);
+            }
+        }
+        let zones = self.zones(&examined);
+        // Logs whose every record is at or below the newest sequence in
+        // the tables were flushed before the manifest was lost (memtables
+        // are flushed oldest first).
+        let in_tables = examined.iter().filter_map(|e| e.max_seq).max();
+        let recovered = Memtable::new();
+        let mut logs: Vec<u64> = numbered
+            .iter()
+            .filter(|&&(kind, _)| kind == FileKind::Wal)
+            .map(|&(_, n)| n)
+            .collect();
+        logs.sort_unstable();
+        let mut last_sequence = in_tables.unwrap_or(SeqNo(0));
+        for number in logs {
+            let name = wal_file_name(number);
+            let bytes = self.fs.read_all(&self.path(&name))?;
+            let log = salvage(&bytes);
+            let newest = log.batches.iter().filter_map(|(_, b)| b.last_seq()).max();
+            let obsolete = !log.batches.is_empty()
+                && log.lost.is_empty()
+                && newest.is_some_and(|n| in_tables.is_some_and(|t| n <= t));
+            if obsolete {
+                self.report.logs.push(LogReport {
+                    file: name.clone(),
+                    action: LogAction::Obsolete,
+                    records_kept: 0,
+                    lost: Vec::new(),
+                    torn_tail: None,
+                });
+            } else {
+                let max = self.salvage_log(&name, &bytes, LogAction::Merged, &recovered);
+                last_sequence = last_sequence.max(max);
+            }
+            self.replace(&name);
+        }
+
+        // One merge of every source, newest version of each key only.
+        let mut sources: Vec<Source> = Vec::new();
+        for e in &examined {
+            let path = self.path(&e.candidate.name);
+            if self.fs.exists(&path) {
+                sources.push(Source::Table {
+                    salvager: Box::new(TableSalvager::open(&self.context, &path)?),
+                    buffered: VecDeque::new(),
+                });
+            }
+        }
+        let memtable_entries: Vec<(Bytes, Bytes)> = recovered
+            .iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+            .collect();
+        sources.push(Source::Entries(memtable_entries.into_iter()));
+        let mut merge = Merge::new(sources);
+        let mut counts = vec![(0u64, 0u64); examined.len()];
+        let target = self.opts.table_target_bytes;
+        let mut out = self.new_table()?;
+        let mut records = Vec::new();
+        let mut previous_user: Option<Vec<u8>> = None;
+        let merged = (|| -> Result<()> {
+            while let Some((key, value, source)) = merge.next() {
+                let user_key = user_key_of(&key);
+                let newer_seen = previous_user.as_deref() == Some(user_key);
+                let counted = counts.get_mut(source);
+                if newer_seen {
+                    continue;
+                }
+                previous_user = Some(user_key.to_vec());
+                if shadowed(&zones, &key) {
+                    if let Some(c) = counted {
+                        c.1 += 1;
+                    }
+                    continue;
+                }
+                if let Some(c) = counted {
+                    c.0 += 1;
+                }
+                // The only level: a tombstone shadows nothing below it.
+                let tombstone = parse_internal_key(&key).is_ok_and(|p| p.kind == ValueKind::Delete);
+                if tombstone {
+                    continue;
+                }
+                out.add(&key, &value)?;
+                if out.estimated_size() >= target {
+                    let full = std::mem::replace(&mut out, self.new_table()?);
+                    records.extend(self.finish(full, bottom_level())?);
+                }
+            }
+            Ok(())
+        })();
+        if let Err(err) = merged {
+            self.abandon(out);
+            for r in &records {
+                let _ = self.fs.remove(&self.path(&table_file_name(r.file_number)));
+            }
+            return Err(err);
+        }
+        records.extend(self.finish(out, bottom_level())?);
+        for (e, (kept, dropped)) in examined.into_iter().zip(counts) {
+            self.report.tables.push(TableReport {
+                file: e.candidate.name.clone(),
+                level: None,
+                action: TableAction::Merged,
+                entries_kept: kept,
+                entries_dropped: dropped,
+                lost: e.lost,
+                problems: e.problems,
+            });
+            self.replace(&e.candidate.name);
+        }
+        if self.fs.exists(&self.path(MANIFEST_FILE)) {
+            self.replace(MANIFEST_FILE);
+        }
+        for r in &records {
+            last_sequence = last_sequence.max(r.max_seq);
+        }
+        let log_number = self.new_number();
+        let new_state = ManifestState {
+            next_file_number: self.next_number,
+            last_sequence,
+            log_number,
+            tables: records,
+        };
+        // The new tables hold everything read; the originals go before the
+        // manifest is written, so a crash in between leaves a directory
+        // whose next repair finds the same data in the new tables.
+        if !self.dry_run {
+            self.fs.sync_dir(self.dir)?;
+        }
+        self.move_replaced_to_lost()?;
+        self.write_manifest(&new_state)
+    }
+
+    /// Reads what can be read of a log into `recovered`; returns the
+    /// largest sequence number replayed.
+    fn salvage_log(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        action: LogAction,
+        recovered: &Memtable,
+    ) -> SeqNo {
+        let log = salvage(bytes);
+        let mut max = SeqNo(0);
+        for (_, batch) in &log.batches {
+            max = max.max(apply(batch, recovered));
+        }
+        if !log.lost.is_empty() {
+            self.report.uncertain.push(format!(
+                "{name}: {} damaged stretch(es) of records skipped; which keys they wrote is \
+                 unknown, so a key they deleted or overwrote may show its older value",
+                log.lost.len()
+            ));
+        }
+        self.report.logs.push(LogReport {
+            file: name.to_string(),
+            action,
+            records_kept: log.batches.len() as u64,
+            lost: log.lost,
+            torn_tail: log.torn_tail.map(|t| (t.offset, t.reason)),
+        });
+        max
+    }
+
+    fn abandon(&self, table: NewTable) {
+        drop(table.builder);
+        if !self.dry_run {
+            let _ = self.fs.remove(&self.path(&table_file_name(table.number)));
+        }
+    }
+
+    fn write_manifest(&mut self, state: &ManifestState) -> Result<()> {
+        self.report.manifest_written = true;
+        if self.dry_run {
+            return state
+                .check()
+                .map_err(|reason| Error::invalid(format!("the repaired manifest: {reason}")));
+        }
+        write_manifest(self.fs, self.dir, state)
+    }
+
+    /// A name in `lost/` no earlier repair used for `name`.
+    fn lost_name(&self, name: &str, taken: &[String]) -> String {
+        let existing = self.fs.list(&self.dir.join(LOST_DIR)).unwrap_or_default();
+        let free = |candidate: &String| !existing.contains(candidate) && !taken.contains(candidate);
+        std::iter::once(name.to_string())
+            .chain((1..).map(|i| format!("{name}.~{i}")))
+            .find(free)
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    /// Copies every replaced original into `lost/` (synced); returns
+    /// (name, name in `lost/`).
+    fn copy_replaced_to_lost(&mut self) -> Result<Vec<(String, String)>> {
+        let lost = self.dir.join(LOST_DIR);
+        if !self.dry_run && !self.replaced.is_empty() {
+            self.fs.create_dir_all(&lost)?;
+        }
+        let mut copies = Vec::new();
+        let mut taken = Vec::new();
+        for name in std::mem::take(&mut self.replaced) {
+            let target = self.lost_name(&name, &taken);
+            if !self.dry_run {
+                let bytes = self.fs.read_all(&self.path(&name))?;
+                let mut file = self.fs.create(&lost.join(&target))?;
+                file.append(&bytes)?;
+                file.sync()?;
+            }
+            taken.push(target.clone());
+            self.report
+                .moved
+                .push((name.clone(), format!("{LOST_DIR}/{target}")));
+            copies.push((name, target));
+        }
+        if !self.dry_run && !copies.is_empty() {
+            self.fs.sync_dir(&lost)?;
+        }
+        Ok(copies)
+    }
+
+    /// Renames every replaced original into `lost/`.
+    fn move_replaced_to_lost(&mut self) -> Result<()> {
+        let lost = self.dir.join(LOST_DIR);
+        if !self.dry_run && !self.replaced.is_empty() {
+            self.fs.create_dir_all(&lost)?;
+        }
+        let mut taken = Vec::new();
+        for name in std::mem::take(&mut self.replaced) {
+            let target = self.lost_name(&name, &taken);
+            if !self.dry_run {
+                self.fs.rename(&self.path(&name), &lost.join(&target))?;
+            }
+            taken.push(target.clone());
+            self.report
+                .moved
+                .push((name, format!("{LOST_DIR}/{target}")));
+        }
+        if !self.dry_run && !taken.is_empty() {
+            self.fs.sync_dir(&lost)?;
+            self.fs.sync_dir(self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// The level a repair without a manifest puts its one sorted run at.
+fn bottom_level() -> u32 {
+    u32::try_from(LEVELS - 1).unwrap_or(1)
+}
+
+/// Inserts every operation of `batch`; returns its last sequence number.
+fn apply(batch: &DecodedBatch<'_>, recovered: &Memtable) -> SeqNo {
+    let mut seq = batch.first_seq;
+    for op in &batch.ops {
+        // Refused only for a (key, sequence) pair already inserted, whose
+        // first value stays, or a key or value over 4 GiB, which no record
+        // whose checksum held can carry: repair keeps what it can read.
+        let _ = recovered.insert(op.key, seq, op.kind, op.value);
+        seq = seq.next();
+    }
+    batch.last_seq().unwrap_or(SeqNo(0))
+}
+
+/// A table being written by repair (or counted, in a dry run).
+struct NewTable {
+    number: u64,
+    builder: Option<TableBuilder>,
+    entries: u64,
+    /// (smallest, largest, min seq, max seq) of what was added.
+    range: Option<(Vec<u8>, Vec<u8>, SeqNo, SeqNo)>,
+}
+
+impl NewTable {
+    fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(builder) = &mut self.builder {
+            builder.add(key, value)?;
+        }
+        self.entries += 1;
+        let seq = parse_internal_key(key).map_or(SeqNo(0), |p| p.seq);
+        self.range = Some(match self.range.take() {
+            None => (key.to_vec(), key.to_vec(), seq, seq),
+            Some((smallest, _, min, max)) => (smallest, key.to_vec(), min.min(seq), max.max(seq)),
+        });
+        Ok(())
+    }
+
+    fn estimated_size(&self) -> u64 {
+        self.builder.as_ref().map_or(
+            self.entries.saturating_mul(64),
+            TableBuilder::estimated_file_size,
+        )
+    }
+}
+
+/// One input of the merge without a manifest.
+enum Source {
+    Table {
+        salvager: Box<TableSalvager>,
+        buffered: VecDeque<(Bytes, Bytes)>,
+    },
+    Entries(std::vec::IntoIter<(Bytes, Bytes)>),
+}
+
+impl Source {
+    fn next_entry(&mut self) -> Option<(Bytes, Bytes)> {
+        match self {
+            Source::Entries(entries) => entries.next(),
+            Source::Table { salvager, buffered } => loop {
+                if let Some(entry) = buffered.pop_front() {
+                    return Some(entry);
+                }
+                match salvager.next_block()? {
+                    Salvaged::Block(block) => buffered.extend(block.entries),
+                    Salvaged::Lost(_) => {}
+                }
+            },
+        }
+    }
+}
+
+/// An entry waiting in the merge: smallest internal key first, then the
+/// earlier source.
+struct Head {
+    key: Bytes,
+    value: Bytes,
+    source: usize,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: `BinaryHeap` is a max-heap.
+        compare_internal_keys(&other.key, &self.key).then(other.source.cmp(&self.source))
+    }
+}
+
+/// A k-way merge of sources, each in internal-key order.
+struct Merge {
+    sources: Vec<Source>,
+    heap: BinaryHeap<Head>,
+}
+
+impl Merge {
+    fn new(mut sources: Vec<Source>) -> Merge {
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (source, s) in sources.iter_mut().enumerate() {
+            if let Some((key, value)) = s.next_entry() {
+                heap.push(Head { key, value, source });
+            }
+        }
+        Merge { sources, heap }
+    }
+
+    /// The next (internal key, value, source index).
+    fn next(&mut self) -> Option<(Bytes, Bytes, usize)> {
+        let head = self.heap.pop()?;
+        if let Some((key, value)) = self
+            .sources
+            .get_mut(head.source)
+            .and_then(Source::next_entry)
+        {
+            self.heap.push(Head {
+                key,
+                value,
+                source: head.source,
+            });
+        }
+        Some((head.key, head.value, head.source))
+    }
+}

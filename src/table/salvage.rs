@@ -1,0 +1,505 @@
+//! [`TableSalvager`]: what is readable of a damaged table, block by block,
+//! for `siftdb repair`.
+//!
+//! A table whose footer, index and properties are intact is walked through
+//! its index: every data block is read and checked on its own (checksum,
+//! codec, restarts, key order inside it and against the blocks before it),
+//! and a block that fails is reported lost with the key range the index
+//! gives it. A table that cannot be opened at all is scanned from its first
+//! byte: data blocks lie back to back from offset 0 (in format 2 with zero
+//! padding before a block that would straddle a 4 KiB page), and each
+//! block's end is found where its trailer's checksum — which covers the
+//! block, its type, its codec and its offset — holds; the chain of such
+//! blocks is salvaged up to the first that cannot be found, and what
+//! follows is reported lost unless the filter or index block starts there.
+//!
+//! Owns: reading a table past damage.
+//! Must never: hand out an entry from a block whose checksum failed, or
+//! entries out of internal-key order; or panic on any file.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::key::{compare_internal_keys, parse_internal_key};
+use crate::table::block::Block;
+use crate::table::compression::decompress_block;
+use crate::table::context::ReadContext;
+use crate::table::format::{BlockKind, Codec, TableFormat, FILTER_ALIGN, PAGE};
+use crate::table::reader::Table;
+
+/// A data block read whole: its entries in order.
+#[derive(Debug, Clone)]
+pub struct SalvagedBlock {
+    /// The block's file offset.
+    pub offset: u64,
+    /// Its entries: (internal key, value), in internal-key order.
+    pub entries: Vec<(Bytes, Bytes)>,
+}
+
+/// Data that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostBlock {
+    /// Where the lost bytes start.
+    pub offset: u64,
+    /// Its entries all sort after this internal key (`None`: from the start
+    /// of the table).
+    pub after: Option<Vec<u8>>,
+    /// Its entries all sort at or before this internal key (`None`: up to the
+    /// end of the table, as far as the file tells).
+    pub through: Option<Vec<u8>>,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// What the next step of a salvage found.
+#[derive(Debug, Clone)]
+pub enum Salvaged {
+    /// A readable data block.
+    Block(SalvagedBlock),
+    /// Data that is lost.
+    Lost(LostBlock),
+}
+
+enum Walk {
+    /// Through the index of a table that opened.
+    Indexed { table: Table, next: usize },
+    /// Scanning the bytes of a table that did not; `next` is where the next
+    /// block may start (`None` once the walk has ended).
+    Scanned {
+        bytes: Bytes,
+        format: TableFormat,
+        next: Option<u64>,
+    },
+}
+
+/// Walks a table's data blocks past damage; see the module docs.
+pub struct TableSalvager {
+    name: String,
+    walk: Walk,
+    /// Why the table could not be opened, if it could not.
+    open_error: Option<String>,
+    /// The last key handed out, which every later entry must follow.
+    last_key: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TableSalvager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableSalvager")
+            .field("name", &self.name)
+            .field("open_error", &self.open_error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every entry of a checked block, each key parsed, in order.
+fn entries_of(block: Block) -> Result<Vec<(Bytes, Bytes)>> {
+    block.check_structure()?;
+    let mut cursor = block.into_cursor();
+    cursor.seek_to_first()?;
+    let mut entries = Vec::new();
+    while cursor.valid() {
+        parse_internal_key(cursor.key())?;
+        entries.push((Bytes::copy_from_slice(cursor.key()), cursor.value()));
+        cursor.next()?;
+    }
+    Ok(entries)
+}
+
+/// The block of stored bytes `stored` with `codec`, decoded and checked.
+fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
+    let bytes = match codec {
+        Codec::Raw => Bytes::copy_from_slice(stored),
+        Codec::Lz4 => Bytes::from(decompress_block(stored)?),
+    };
+    entries_of(Block::parse(bytes)?)
+}
+
+fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let word = bytes.get(at..at.checked_add(4)?)?;
+    let mut out = [0u8; 4];
+    out.copy_from_slice(word);
+    Some(u32::from_le_bytes(out))
+}
+
+/// The first block of one of `kinds` that starts at `start` in `bytes`:
+/// the end of its stored bytes (where its trailer starts), its type and
+/// codec. Found where the trailer's checksum holds, with one running
+/// checksum over the block's bytes.
+fn find_block(
+    bytes: &[u8],
+    start: usize,
+    format: TableFormat,
+    kinds: &[BlockKind],
+    mut accept: impl FnMut(usize, Codec) -> bool,
+) -> Option<usize> {
+    let trailer = format.trailer_len();
+    let last_end = bytes.len().checked_sub(trailer)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut hashed = start;
+    let offset = (start as u64).to_le_bytes();
+    for end in start.checked_add(1)?..=last_end {
+        let Some(&type_byte) = bytes.get(end) else {
+            break;
+        };
+        if !kinds.iter().any(|&k| k as u8 == type_byte) {
+            continue;
+        }
+        let (codec_byte, crc_at) = if format == TableFormat::V1 {
+            (Codec::Raw as u8, end + 1)
+        } else {
+            (bytes.get(end + 1).copied().unwrap_or(u8::MAX), end + 2)
+        };
+        let Some(codec) = Codec::from_u8(codec_byte) else {
+            continue;
+        };
+        let Some(stored_crc) = le_u32(bytes, crc_at) else {
+            continue;
+        };
+        hasher.update(bytes.get(hashed..end).unwrap_or_default());
+        hashed = end;
+        let mut trial = hasher.clone();
+        if format == TableFormat::V1 {
+            trial.update(&[type_byte]);
+        } else {
+            trial.update(&[type_byte, codec_byte]);
+        }
+        trial.update(&offset);
+        if trial.finalize() == stored_crc && accept(end, codec) {
+            return Some(end);
+        }
+    }
+    None
+}
+
+fn align_up(offset: u64, to: u64) -> u64 {
+    offset.div_ceil(to).saturating_mul(to)
+}
+
+impl TableSalvager {
+    /// Starts a salvage of the table at `path`, read through `context`'s
+    /// file system: through its index when it opens, else by scanning its
+    /// bytes. Fails only when the file cannot be read at all.
+    pub fn open(context: &Arc<ReadContext>, path: &Path) -> Result<TableSalvager> {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy())
+            .into_owned();
+        let (walk, open_error) = match Table::open(context, path) {
+            Ok(table) => (Walk::Indexed { table, next: 0 }, None),
+            Err(e) => {
+                let bytes = context.fs.read_all(path)?;
+                // The footer names the format; without it, the first block
+                // tells (format 2 is tried first: it is what is written).
+                let format = [TableFormat::CURRENT, TableFormat::V1]
+                    .into_iter()
+                    .find(|&format| {
+                        find_block(&bytes, 0, format, &[BlockKind::Data], |end, codec| {
+                            bytes.get(..end).is_some_and(|b| decode(b, codec).is_ok())
+                        })
+                        .is_some()
+                    })
+                    .unwrap_or(TableFormat::CURRENT);
+                let walk = Walk::Scanned {
+                    bytes,
+                    format,
+                    next: Some(0),
+                };
+                (walk, Some(e.to_string()))
+            }
+        };
+        Ok(TableSalvager {
+            name,
+            walk,
+            open_error,
+            last_key: None,
+        })
+    }
+
+    /// The table's file name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The open table, when its footer, index and properties are intact.
+    pub fn table(&self) -> Option<&Table> {
+        match &self.walk {
+            Walk::Indexed { table, .. } => Some(table),
+            Walk::Scanned { .. } => None,
+        }
+    }
+
+    /// Why the table could not be opened (then its bytes are scanned).
+    pub fn open_error(&self) -> Option<&str> {
+        self.open_error.as_deref()
+    }
+
+    /// The next data block, or the next stretch of lost data; `None` at the end.
+    pub fn next_block(&mut self) -> Option<Salvaged> {
+        let found = match &mut self.walk {
+            Walk::Indexed { table, next } => {
+                let inner = &table.inner;
+                let block_no = *next;
+                let handle = inner.index.handle(block_no)?;
+                *next += 1;
+                let read = inner
+                    .read_span(block_no, 0)
+                    .and_then(|span| inner.block_in_span(&span, block_no))
+                    .and_then(entries_of);
+                match read {
+                    Ok(entries) => Ok(SalvagedBlock {
+                        offset: handle.offset,
+                        entries,
+                    }),
+                    Err(e) => Err(LostBlock {
+                        offset: handle.offset,
+                        after: block_no
+                            .checked_sub(1)
+                            .map(|previous| inner.index.separator(previous).to_vec()),
+                        through: Some(inner.index.separator(block_no).to_vec()),
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+            Walk::Scanned {
+                bytes,
+                format,
+                next,
+            } => {
+                let start = (*next)?;
+                match scan_block(bytes, *format, start) {
+                    Some((block, end)) => {
+                        *next = Some(end);
+                        Ok(block)
+                    }
+                    None => {
+                        *next = None;
+                        if metadata_follows(bytes, *format, start) {
+                            return None;
+                        }
+                        Err(LostBlock {
+                            offset: start,
+                            after: self.last_key.clone(),
+                            through: None,
+                            reason: format!(
+                                "{}; no readable data block at offset {start}, and no filter or \
+                                 index block either: the rest of the data is lost",
+                                self.open_error.as_deref().unwrap_or("table unreadable")
+                            ),
+                        })
+                    }
+                }
+            }
+        };
+        Some(match found {
+            Ok(block) => self.in_order(block),
+            Err(lost) => Salvaged::Lost(lost),
+        })
+    }
+
+    /// `block` if its first key follows every key handed out before;
+    /// otherwise it is lost (a block of another table, or damage the
+    /// checksum missed).
+    fn in_order(&mut self, block: SalvagedBlock) -> Salvaged {
+        let first = block.entries.first().map(|(k, _)| k.as_ref());
+        let follows = match (&self.last_key, first) {
+            (Some(last), Some(first)) => compare_internal_keys(last, first) == Ordering::Less,
+            _ => true,
+        };
+        if !follows {
+            return Salvaged::Lost(LostBlock {
+                offset: block.offset,
+                after: self.last_key.clone(),
+                through: block.entries.last().map(|(k, _)| k.to_vec()),
+                reason: "its first key does not follow the previous block's last key".into(),
+            });
+        }
+        if let Some((last, _)) = block.entries.last() {
+            self.last_key = Some(last.to_vec());
+        }
+        Salvaged::Block(block)
+    }
+}
+
+/// The data block starting at `start` (or, after zero padding, at the next
+/// page boundary) and the offset just past its trailer.
+fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(SalvagedBlock, u64)> {
+    let start_at = usize::try_from(start).ok()?;
+    let page = align_up(start, PAGE);
+    let padded = format != TableFormat::V1
+        && page > start
+        && usize::try_from(page)
+            .ok()
+            .and_then(|end| bytes.get(start_at..end))
+            .is_some_and(|gap| gap.iter().all(|&b| b == 0));
+    // A block never begins with zeros up to a page boundary, so such zeros
+    // are the padding before one.
+    let begin = if padded { page } else { start };
+    let begin_at = usize::try_from(begin).ok()?;
+    let mut entries = None;
+    let end = find_block(bytes, begin_at, format, &[BlockKind::Data], |end, codec| {
+        entries = bytes
+            .get(begin_at..end)
+            .and_then(|stored| decode(stored, codec).ok());
+        entries.is_some()
+    })?;
+    let next = (end + format.trailer_len()) as u64;
+    Some((
+        SalvagedBlock {
+            offset: begin,
+            entries: entries?,
+        },
+        next,
+    ))
+}
+
+/// True when the filter or index block starts at `start` (or after the
+/// filter's alignment padding): the data blocks ended there whole.
+fn metadata_follows(bytes: &[u8], format: TableFormat, start: u64) -> bool {
+    let kinds = [BlockKind::Filter, BlockKind::Index];
+    [start, align_up(start, FILTER_ALIGN)]
+        .into_iter()
+        .filter_map(|at| usize::try_from(at).ok())
+        .any(|at| find_block(bytes, at, format, &kinds, |_, _| true).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::OsFileSystem;
+    use crate::key::{internal_key, SeqNo, ValueKind};
+    use crate::options::Compression;
+    use crate::table::{TableBuilder, TableOptions};
+
+    fn build(dir: &Path, compression: Compression) -> (std::path::PathBuf, Vec<Vec<u8>>) {
+        let path = dir.join("000001.sst");
+        let options = TableOptions {
+            block_size: 256,
+            compression,
+            ..TableOptions::default()
+        };
+        let mut b = TableBuilder::create(&OsFileSystem, &path, &options).unwrap();
+        let mut keys = Vec::new();
+        for i in 0..400u32 {
+            let key = internal_key(format!("key{i:05}").as_bytes(), SeqNo(1), ValueKind::Put);
+            b.add(
+                &key,
+                format!("value {i} {}", "v".repeat(i as usize % 40)).as_bytes(),
+            )
+            .unwrap();
+            keys.push(key);
+        }
+        b.finish().unwrap();
+        (path, keys)
+    }
+
+    fn salvage_all(path: &Path) -> (Vec<Vec<u8>>, Vec<LostBlock>, Option<String>) {
+        let mut s = TableSalvager::open(&ReadContext::standalone(), path).unwrap();
+        let (mut keys, mut lost) = (Vec::new(), Vec::new());
+        while let Some(step) = s.next_block() {
+            match step {
+                Salvaged::Block(b) => keys.extend(b.entries.into_iter().map(|(k, _)| k.to_vec())),
+                Salvaged::Lost(l) => lost.push(l),
+            }
+        }
+        (keys, lost, s.open_error().map(str::to_string))
+    }
+
+    fn flip(path: &Path, at: u64) {
+        let mut bytes = std::fs::read(path).unwrap();
+        bytes[usize::try_from(at).unwrap()] ^= 0x40;
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn an_intact_table_is_salvaged_whole() {
+        for compression in [Compression::None, Compression::Lz4] {
+            let dir = tempfile::tempdir().unwrap();
+            let (path, keys) = build(dir.path(), compression);
+            let (got, lost, error) = salvage_all(&path);
+            assert_eq!(got, keys);
+            assert!(lost.is_empty() && error.is_none());
+        }
+    }
+
+    #[test]
+    fn a_damaged_data_block_is_lost_with_its_key_range_and_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, keys) = build(dir.path(), Compression::None);
+        let table = Table::open_path(&path).unwrap();
+        let third = table.data_block_handles()[2];
+        drop(table);
+        flip(&path, third.offset + 3);
+        let (got, lost, error) = salvage_all(&path);
+        assert!(error.is_none());
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        let (after, through) = (
+            lost[0].after.clone().unwrap(),
+            lost[0].through.clone().unwrap(),
+        );
+        let missing: Vec<_> = keys.iter().filter(|k| !got.contains(k)).collect();
+        assert!(!missing.is_empty());
+        for k in &missing {
+            assert!(k.as_slice() > after.as_slice() && k.as_slice() <= through.as_slice());
+        }
+        assert_eq!(got.len() + missing.len(), keys.len());
+    }
+
+    #[test]
+    fn a_table_with_a_damaged_footer_or_index_is_scanned_whole() {
+        for compression in [Compression::None, Compression::Lz4] {
+            let dir = tempfile::tempdir().unwrap();
+            let (path, keys) = build(dir.path(), compression);
+            let index = Table::open_path(&path).unwrap().footer().index;
+            let len = std::fs::metadata(&path).unwrap().len();
+            for at in [len - 10, index.offset + 1] {
+                let copy = dir.path().join("000002.sst");
+                std::fs::copy(&path, &copy).unwrap();
+                flip(&copy, at);
+                let (got, lost, error) = salvage_all(&copy);
+                assert!(error.is_some());
+                assert!(lost.is_empty(), "{lost:?}");
+                assert_eq!(got, keys, "{compression:?} flip at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_scan_stops_at_a_damaged_block_and_reports_the_rest_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, keys) = build(dir.path(), Compression::None);
+        let table = Table::open_path(&path).unwrap();
+        let fifth = table.data_block_handles()[4];
+        drop(table);
+        let len = std::fs::metadata(&path).unwrap().len();
+        flip(&path, len - 10);
+        flip(&path, fifth.offset + 5);
+        let (got, lost, _) = salvage_all(&path);
+        assert_eq!(lost.len(), 1);
+        assert_eq!(lost[0].offset, fifth.offset);
+        assert_eq!(lost[0].after.as_deref(), got.last().map(Vec::as_slice));
+        assert_eq!(got, keys[..got.len()]);
+        assert!(!got.is_empty());
+    }
+
+    #[test]
+    fn garbage_gives_nothing_and_no_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000009.sst");
+        for bytes in [
+            Vec::new(),
+            vec![0u8; 100],
+            (0..5000u32)
+                .map(|i| u8::try_from(i % 256).unwrap())
+                .collect(),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let (got, lost, error) = salvage_all(&path);
+            assert!(got.is_empty() && error.is_some());
+            assert_eq!(lost.len(), 1);
+        }
+    }
+}
