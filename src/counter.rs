@@ -30,14 +30,19 @@ thread_local! {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// `SHARDS` copies of a counter struct `T` (of atomics); each thread bumps
-/// its own copy ([`Sharded::local`]) and a reading sums them all
-/// ([`Sharded::iter`]).
-pub(crate) struct Sharded<T> {
-    shards: Box<[Padded<T>; SHARDS]>,
+/// `N` copies (a power of two; [`SHARDS`] unless said) of a counter struct
+/// `T` (of atomics); each thread bumps its own copy ([`Sharded::local`])
+/// and a reading sums them all ([`Sharded::iter`]). Counters kept per
+/// table take fewer shards ([`TABLE_SHARDS`]): there may be thousands of
+/// tables, and two readers rarely meet on one table's shard.
+pub(crate) struct Sharded<T, const N: usize = SHARDS> {
+    shards: Box<[Padded<T>; N]>,
 }
 
-impl<T: Default> Default for Sharded<T> {
+/// Shards of a counter set kept per table: 4 × 128 bytes.
+pub(crate) const TABLE_SHARDS: usize = 4;
+
+impl<T: Default, const N: usize> Default for Sharded<T, N> {
     fn default() -> Self {
         Sharded {
             shards: Box::new(std::array::from_fn(|_| Padded::default())),
@@ -45,16 +50,22 @@ impl<T: Default> Default for Sharded<T> {
     }
 }
 
-impl<T> Sharded<T> {
+impl<T, const N: usize> Sharded<T, N> {
+    /// Checked when a set is built: `N` is a non-zero power of two, so
+    /// the masked slot in [`Sharded::local`] always exists.
+    const SHARD_COUNT_IS_A_POWER_OF_TWO: () = assert!(N.is_power_of_two());
+
     /// The copy the calling thread bumps (the first one for a thread
     /// being torn down, whose slot is gone).
     #[inline]
     pub(crate) fn local(&self) -> &T {
+        let () = Self::SHARD_COUNT_IS_A_POWER_OF_TWO;
         let slot = SLOT.try_with(|slot| *slot).unwrap_or(0);
-        let shards: &[Padded<T>; SHARDS] = &self.shards;
-        let [first, ..] = shards;
-        // `SHARDS` is a power of two, so the masked slot always exists.
-        &shards.get(slot & (SHARDS - 1)).unwrap_or(first).0
+        #[expect(
+            clippy::indexing_slicing,
+            reason = "slot & (N - 1) < N: N is a power of two (checked at compile time above)"
+        )]
+        &self.shards[slot & (N - 1)].0
     }
 
     /// Every copy, to be summed.
@@ -63,7 +74,7 @@ impl<T> Sharded<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Sharded<T> {
+impl<T, const N: usize> std::fmt::Debug for Sharded<T, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sharded")
             .field("shards", &self.shards.len())
@@ -91,6 +102,23 @@ mod tests {
         });
         let sum: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
         assert_eq!(sum, 40_000);
+    }
+
+    #[test]
+    fn a_table_sized_set_also_loses_no_count() {
+        let counters: Sharded<AtomicU64, TABLE_SHARDS> = Sharded::default();
+        std::thread::scope(|s| {
+            for _ in 0..10 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        counters.local().fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(counters.iter().count(), TABLE_SHARDS);
+        let sum: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert_eq!(sum, 10_000);
     }
 
     #[test]

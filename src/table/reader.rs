@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::counter::{Sharded, TABLE_SHARDS};
 use crate::error::{Error, Result};
 use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
@@ -160,15 +161,23 @@ pub(crate) struct TableInner {
     /// Prefix trust and the range filter (`scan_filters.rs`).
     pub(crate) scan: ScanFilters,
     /// Lookups this table's filter answered "absent", and lookups it let
-    /// through that found nothing: its measured false-positive rate.
-    filter_negatives: AtomicU64,
-    filter_false_positives: AtomicU64,
+    /// through that found nothing: its measured false-positive rate. Kept
+    /// per thread ([`TABLE_SHARDS`] shards), so readers on two cores that
+    /// ask the same table do not pass its cache line back and forth.
+    filter_answers: Sharded<FilterAnswers, TABLE_SHARDS>,
     /// Bytes of memory the filter and the decoded index hold.
     filter_bytes: u64,
     index_bytes: u64,
     /// Remove the file when the last handle goes (the table left the
     /// database while readers still held it).
     remove_file_when_dropped: AtomicBool,
+}
+
+/// One shard of a table's filter answers (see `TableInner::filter_answers`).
+#[derive(Debug, Default)]
+struct FilterAnswers {
+    negatives: AtomicU64,
+    false_positives: AtomicU64,
 }
 
 /// The bytes of several consecutive data blocks read with one positioned
@@ -290,7 +299,7 @@ impl Table {
             ReadCounters::bump(&counters.filter_checks);
             if !filter.contains_hash(hash) {
                 ReadCounters::bump(&counters.filter_skips);
-                ReadCounters::bump(&inner.filter_negatives);
+                ReadCounters::bump(&inner.filter_answers.local().negatives);
                 return Ok(None);
             }
         }
@@ -312,7 +321,7 @@ impl Table {
         let counters = self.inner.context.counters.local();
         ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
         ReadCounters::add(&counters.filter_skips, skipped as u64);
-        ReadCounters::add(&self.inner.filter_negatives, skipped as u64);
+        ReadCounters::add(&self.inner.filter_answers.local().negatives, skipped as u64);
     }
 
     /// [`Table::get`] for a key whose filter answer was already "maybe"
@@ -329,7 +338,7 @@ impl Table {
         };
         if found.is_none() && self.point_filter_probe(key).is_some() {
             ReadCounters::bump(&counters.filter_false_positives);
-            ReadCounters::bump(&inner.filter_false_positives);
+            ReadCounters::bump(&inner.filter_answers.local().false_positives);
         }
         Ok(found)
     }
@@ -393,12 +402,15 @@ impl Table {
     /// positives, for lookups at the newest snapshot): the filter's measured
     /// rate is `false_positives / (negatives + false_positives)`.
     pub fn filter_answers_since_open(&self) -> (u64, u64) {
-        (
-            self.inner.filter_negatives.load(AtomicOrdering::Relaxed),
-            self.inner
-                .filter_false_positives
-                .load(AtomicOrdering::Relaxed),
-        )
+        self.inner
+            .filter_answers
+            .iter()
+            .fold((0, 0), |(negatives, false_positives), shard| {
+                (
+                    negatives + shard.negatives.load(AtomicOrdering::Relaxed),
+                    false_positives + shard.false_positives.load(AtomicOrdering::Relaxed),
+                )
+            })
     }
 
     /// Bytes of memory the table's filter holds (0 without one).
@@ -462,8 +474,7 @@ impl TableInner {
             filter: None,
             filter_status: FilterStatus::Missing,
             scan: ScanFilters::none(),
-            filter_negatives: AtomicU64::new(0),
-            filter_false_positives: AtomicU64::new(0),
+            filter_answers: Sharded::default(),
             filter_bytes: 0,
             index_bytes: 0,
             remove_file_when_dropped: AtomicBool::new(false),

@@ -26,6 +26,7 @@
 //! ```
 
 mod cold;
+pub mod cpu;
 mod data;
 mod engine;
 mod fp_curve;

@@ -109,6 +109,11 @@ pub struct PhaseReport {
     /// Bytes the process passed to write calls during the phase (`wchar`),
     /// where the kernel tells: logs, tables and manifests alike.
     pub bytes_written: Option<u64>,
+    /// User plus system CPU seconds of the whole process (every thread,
+    /// background work included) from just before the clock started to
+    /// just after it stopped: the page-cache drop of a cold phase is not
+    /// in it.
+    pub cpu_seconds: Option<f64>,
 }
 
 fn per_second(ops: u64, time: Duration) -> Option<f64> {
@@ -455,6 +460,7 @@ mod tests {
             )),
             peak_rss_bytes: Some(3 << 20),
             bytes_written: Some(232_000),
+            cpu_seconds: Some(0.75),
         }
     }
 

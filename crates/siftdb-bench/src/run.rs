@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::cold::ColdCache;
+use super::cpu;
 use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
@@ -194,6 +195,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         counters: None,
         peak_rss_bytes: None,
         bytes_written: None,
+        cpu_seconds: None,
     };
     let prepared = prepare(workload, phase).and_then(|prepared| {
         if let (Some(cold), true) = (&options.cold, phase.is_read_phase()) {
@@ -214,6 +216,7 @@ pub fn run_phase<E: Engine + ?Sized>(
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
     let written_before = written::bytes_written();
+    let cpu_before = cpu::process_cpu_seconds();
 
     let start = Instant::now();
     let mut outcome = match phase {
@@ -294,6 +297,9 @@ pub fn run_phase<E: Engine + ?Sized>(
         }
     }
     report.elapsed = start.elapsed();
+    report.cpu_seconds = cpu_before
+        .zip(cpu::process_cpu_seconds())
+        .map(|(before, after)| (after - before).max(0.0));
 
     report.bytes_written = written_before
         .zip(written::bytes_written())

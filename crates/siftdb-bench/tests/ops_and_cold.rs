@@ -263,3 +263,19 @@ fn every_phase_reports_the_peak_memory_of_the_process() {
         assert_eq!(r.to_json()["peak_rss_bytes"], peak);
     }
 }
+
+#[test]
+fn every_phase_reports_the_cpu_time_of_its_timed_section() {
+    let workload = Workload::new(2000).unwrap();
+    let engine = MemoryEngine::new();
+    let mut total = 0.0;
+    for phase in Phase::ALL {
+        let r = warm(&engine, &workload, phase);
+        let cpu = r.cpu_seconds.expect("Linux reports utime and stime");
+        assert!(cpu >= 0.0, "{phase}: {cpu}");
+        total += cpu;
+    }
+    // At 10 ms resolution a phase may read 0, but not every phase takes
+    // longer on the CPU than the whole run took on the wall clock.
+    assert!(total < 60.0, "{total}");
+}

@@ -13,7 +13,6 @@
 #![warn(missing_docs)]
 
 pub mod compare;
-pub mod cpu;
 pub mod fjall_engine;
 pub mod quiesce;
 pub mod rocks;

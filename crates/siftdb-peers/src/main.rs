@@ -24,7 +24,6 @@ use siftdb_bench::{
     RunOptions, Workload,
 };
 use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
-use siftdb_peers::cpu::process_cpu_seconds;
 use siftdb_peers::{open_engine, PeerConfig, ENGINES};
 
 /// Exit code when a phase failed its checks.
@@ -317,12 +316,8 @@ fn run_engine(
                 }
             }
         }
-        let cpu_before = process_cpu_seconds();
         let report = run_phase(engine.as_ref(), workload, phase, options, &NoProgress);
-        let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
-            (Some(before), Some(after)) => Some(after - before),
-            _ => None,
-        };
+        let cpu_seconds = report.cpu_seconds;
         print!("{}", report.to_human());
         if let Some(cpu) = cpu_seconds {
             println!("    process CPU {cpu:.2} s (all threads)");

@@ -2,9 +2,10 @@
 //! engine's background flushes and compactions).
 //!
 //! Owns: [`process_cpu_seconds`]. On a shared machine wall time swings with
-//! other processes' load; CPU time per phase does far less, so the
-//! comparison reports it beside ops/s.
-//! Must never: be read inside a timed section.
+//! other processes' load; CPU time per phase does far less, so every phase
+//! report carries it beside ops/s ([`crate::PhaseReport::cpu_seconds`]).
+//! Must never: be read inside a timed section, or around the page-cache
+//! drop of a cold phase (the kernel charges that drop to this process).
 
 /// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`, fixed at 100
 /// by the Linux ABI on x86-64 and arm64).
