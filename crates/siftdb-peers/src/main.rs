@@ -101,8 +101,8 @@ struct Args {
     /// `uniform` (every table --bits-per-key, like the peers),
     /// `level-aware` (Monkey allocation across levels) or
     /// `level-aware-static` (that, with binary fuse filters for the tables
-    /// compaction writes from level 1 down).
-    #[arg(long, value_enum, default_value = "uniform")]
+    /// compaction writes from level 1 down: siftdb's default policy).
+    #[arg(long, value_enum, default_value = "level-aware-static")]
     siftdb_filters: SiftdbFilters,
 
     /// Keep each engine's database in DIR/<engine> instead of a temporary
