@@ -1,7 +1,8 @@
 //! Leveled compaction.
 //!
 //! Owns: choosing what to compact (level 0 by table count, deeper levels by
-//! size against `level1_bytes · ratio^(n−1)`), merging the inputs into new
+//! size against `level1_bytes · ratio^(n−1)`, and in such a level the table
+//! whose overlap below is least for its size), merging the inputs into new
 //! tables (each with its own filter, chosen by the filter policy for the
 //! tree as it will be after the compaction), and installing the result.
 //! Must never: drop the newest version of a key, drop a tombstone while an
@@ -92,19 +93,30 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
             None => None,
         }
     } else {
-        // Round-robin through the level so every key range gets its turn.
+        // The table that costs the least rewriting per byte it moves down:
+        // the least bytes of level+1 overlapping it per byte of its own
+        // (RocksDB's kMinOverlappingRatio). Candidates are visited
+        // round-robin from the level's compaction pointer and only a
+        // strictly smaller ratio replaces the one found, so equal ratios
+        // still take turns through the key space.
         let tables = version.levels.get(level)?;
         let after = pointers.get(level).map(Vec::as_slice).unwrap_or_default();
         let start = tables
             .iter()
             .position(|t| t.largest_user_key() > after)
             .unwrap_or(0);
-        tables
-            .iter()
-            .skip(start)
-            .chain(tables.iter().take(start))
-            .filter_map(|chosen| with_overlaps(vec![Arc::clone(chosen)]))
-            .find(readable)
+        let mut best: Option<(f64, Vec<Arc<LiveTable>>)> = None;
+        for chosen in tables.iter().skip(start).chain(tables.iter().take(start)) {
+            let Some(inputs) = with_overlaps(vec![Arc::clone(chosen)]).filter(readable) else {
+                continue;
+            };
+            let below: u64 = inputs.iter().skip(1).map(|t| t.record.file_size).sum();
+            let ratio = below as f64 / chosen.record.file_size.max(1) as f64;
+            if best.as_ref().is_none_or(|(least, _)| ratio < *least) {
+                best = Some((ratio, inputs));
+            }
+        }
+        best.map(|(_, inputs)| inputs)
     }?;
     Some(Pick {
         inputs,
