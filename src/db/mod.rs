@@ -166,6 +166,9 @@ pub(crate) struct DbInner {
     pub writer: Mutex<write::WriterState>,
     pub queue: Mutex<write::WriteQueue>,
     pub queue_cv: Condvar,
+    /// Write groups finished so far: what a waiting writer watches while it
+    /// spins before it sleeps on `queue_cv` (see `write::write`).
+    pub write_groups_finished: AtomicU64,
     /// Serialises manifest writes and super-version publication.
     pub versions: Mutex<open::VersionSet>,
     pub bg: Mutex<background::BgState>,
