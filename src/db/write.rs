@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -28,14 +28,14 @@ use crate::wal::WalWriter;
 /// (the leader's included) stay within this many bytes.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
-/// How many times a waiting writer checks for the end of the group ahead
-/// of it before it sleeps on the condition variable. A group usually ends
-/// within a few microseconds (one log append and the group's memtable
-/// inserts); sleeping and being woken costs two system calls and a
-/// scheduler round trip, more than the wait itself, and slowed two writer
-/// threads below one. The bound keeps a writer that waits behind a long
-/// group (a stall, an fsync) from burning its core.
-const SPINS_BEFORE_SLEEP: u32 = 4_000;
+/// How long a waiting writer watches for the end of the group ahead of it
+/// before it sleeps on the condition variable. A group usually ends within
+/// a few microseconds (one log append and the group's memtable inserts);
+/// sleeping and being woken costs two system calls and a scheduler round
+/// trip, more than the wait itself, and slowed two writer threads below
+/// one. The bound keeps a writer that waits behind a long group (a stall,
+/// an fsync) from burning its core.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 
 /// State only the group leader (and recovery) touches.
 pub(crate) struct WriterState {
@@ -82,17 +82,17 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
         // Spin first (the lock released), until a group finishes: then
         // this writer's batch may be written, or it may lead the next group.
         let finished_before = inner.write_groups_finished.load(Ordering::Acquire);
-        let group_ended = MutexGuard::unlocked(&mut queue, || {
-            (0..SPINS_BEFORE_SLEEP).any(|_| {
+        let unchanged = || inner.write_groups_finished.load(Ordering::Acquire) == finished_before;
+        MutexGuard::unlocked(&mut queue, || {
+            let give_up = Instant::now() + SPIN_BEFORE_SLEEP;
+            while unchanged() && Instant::now() < give_up {
                 std::hint::spin_loop();
-                inner.write_groups_finished.load(Ordering::Acquire) != finished_before
-            })
+            }
         });
-        // Whether or not a group ended while the lock was released, the
-        // state is checked again under it before any sleep: a group that
-        // ends after this check notifies under the same lock, so no wake-up
-        // is lost.
-        if !group_ended && inner.write_groups_finished.load(Ordering::Acquire) == finished_before {
+        // The count is checked again under the lock before any sleep: a
+        // group that ends after this check notifies under the same lock, so
+        // no wake-up is lost.
+        if unchanged() {
             inner.queue_cv.wait(&mut queue);
         }
     }
