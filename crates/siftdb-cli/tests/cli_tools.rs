@@ -59,7 +59,12 @@ fn value(i: u32) -> String {
 /// Options that keep every flushed table at level 0 (no compaction moves
 /// a table a test damages or names).
 fn options() -> Options {
+    // The uniform policy, pinned: inspect's figures below are asserted for a
+    // 10-bit Bloom filter. The default level-aware split gives a level-0
+    // table its share by how many level-0 tables there are when it is
+    // built, which depends on how far the background flushes have got.
     Options::default()
+        .bloom_bits_per_key(10.0)
         .memtable_bytes(16 << 10)
         .level0_compaction_trigger(100)
         .level0_stop_writes(200)
