@@ -13,13 +13,14 @@ use siftdb::{Db, DbIterator, FilterPolicy, Options, PrefixExtractor};
 /// How siftdb is opened beyond its defaults (each shows in `settings`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SiftdbConfig {
-    /// The filter policy (default: uniform 10 bits per key).
+    /// The filter policy (`Default`: the library's, level-aware 10 bits per
+    /// key with static filters from level 1).
     pub filter_policy: FilterPolicy,
     /// Memtable size; `None` keeps the default.
     pub memtable_bytes: Option<usize>,
-    /// Level-1 size (tables then target half of it, as the defaults do: 64
-    /// and 32 MiB), which scales the tree down so a small N reaches as many
-    /// levels as a large one; `None` keeps the defaults.
+    /// Level-1 size (tables then target half of it), which scales the tree
+    /// down so a small N reaches as many levels as a large one; `None` keeps
+    /// the defaults (a 256 MiB level 1, 32 MiB tables).
     pub level1_bytes: Option<u64>,
     /// A fixed-length prefix extractor of this many bytes.
     pub prefix_len: Option<usize>,

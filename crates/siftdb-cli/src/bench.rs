@@ -102,9 +102,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "BITS")]
     range_bits: Option<f64>,
 
-    /// siftdb's level-1 size in bytes, tables of half of it [default: 64
-    /// MiB and 32 MiB]: a smaller tree reaches the levels of a large N
-    /// with fewer keys (the deeper levels stay 10 times the one above).
+    /// siftdb's level-1 size in bytes, tables of half of it [default: the
+    /// library's, 256 MiB and 32 MiB tables]: a smaller tree reaches the
+    /// levels of a large N with fewer keys (the deeper levels stay 10 times
+    /// the one above).
     #[arg(long, value_parser = parse_count)]
     level1_bytes: Option<u64>,
 
