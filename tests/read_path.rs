@@ -551,3 +551,44 @@ fn scans_and_snapshots_keep_reading_tables_that_compaction_replaced() {
     // Once nothing holds them, their files go.
     assert!(before.iter().all(|p| !p.exists()), "{before:?}");
 }
+
+/// A `get` keeps its first 24 candidate tables on the stack and prefetches
+/// their filters; the rest are asked afterwards, in the same order. With
+/// 30 overlapping level-0 tables (compaction held off), every key must
+/// still come back as its newest version, from the newest table as much as
+/// from the oldest, and absent keys must stay absent.
+#[test]
+fn gets_past_the_prefetched_candidates_answer_from_the_right_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .level0_compaction_trigger(1000)
+        .level0_stop_writes(1000);
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let tables = 30u32;
+    for t in 0..tables {
+        // Every table spans the whole key range (so each is a candidate
+        // for every key), and table t alone holds the keys ≡ t mod 30;
+        // key 0 is rewritten by every table, key 1 deleted in the last.
+        for i in [0, 29 * tables + 7, t, t + tables, t + 2 * tables] {
+            let k = key(i);
+            let v = format!("t{t}-{i}").into_bytes();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        if t == tables - 1 {
+            db.delete(key(1)).unwrap();
+            model.remove(&key(1));
+        }
+        db.flush().unwrap();
+    }
+    // An absent key inside every table's range asks all 30 filters.
+    let before = db.stats().filter_checks;
+    assert_eq!(db.get(key(500)).unwrap(), None);
+    assert_eq!(db.stats().filter_checks - before, u64::from(tables));
+    for i in 0..31 * tables {
+        let k = key(i);
+        let got = db.get(&k).unwrap().map(|v| v.to_vec());
+        assert_eq!(got.as_ref(), model.get(&k), "key {i}");
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! Owns: the order a `get` asks its sources in, and building its
 //! [`LookupKey`] once (user key, filter hash, encoded lookup key, snapshot)
-//! for every table it meets; `multi_get`, which asks the same sources in the
+//! for every table it meets; requesting every candidate table's filter
+//! memory before the first is asked (their loads overlap); `multi_get`, which asks the same sources in the
 //! same order for many keys (the version's candidate search), table by
 //! table, so each table's filter answers all of its keys in one batched call.
 //! Must never: take a lock, allocate per table in `get`, or read a table's
@@ -50,9 +51,25 @@ pub(crate) fn get_at(
 
     // Hashed and encoded once, for every table the lookup meets.
     let lookup = LookupKey::new(key, snapshot);
+    // The candidates are found first and their filter lines requested
+    // together: an absent key must ask every one of them, and filters much
+    // larger than the cache cost a memory load each, which then overlap
+    // instead of following one another.
+    let mut near: [Option<&LiveTable>; PREFETCHED_CANDIDATES] = [None; PREFETCHED_CANDIDATES];
+    let mut candidates = 0usize;
+    sv.version.for_each_candidate(key, |live| {
+        if let Some(slot) = near.get_mut(candidates) {
+            if let Ok(table) = live.readable() {
+                table.prefetch_point_filter(&lookup);
+            }
+            *slot = Some(live);
+        }
+        candidates += 1;
+        true
+    });
     let mut answer = Ok(None);
     let mut consulted = 0u64;
-    sv.version.for_each_candidate(key, |live| {
+    let mut ask = |live: &LiveTable| {
         consulted += 1;
         match live.readable().and_then(|t| t.get_covered(&lookup)) {
             Ok(None) => true,
@@ -66,12 +83,30 @@ pub(crate) fn get_at(
                 false
             }
         }
-    });
+    };
+    let mut open = near.iter().map_while(|c| *c).all(&mut ask);
+    if open && candidates > PREFETCHED_CANDIDATES {
+        // More candidates than were kept (a level 0 far over its stop
+        // trigger): the rest are asked in the same order, unprefetched.
+        let mut skip = PREFETCHED_CANDIDATES;
+        sv.version.for_each_candidate(key, |live| {
+            if skip > 0 {
+                skip -= 1;
+                return true;
+            }
+            open = ask(live);
+            open
+        });
+    }
     tally
         .tables_consulted
         .fetch_add(consulted, Ordering::Relaxed);
     answer
 }
+
+/// Candidate tables a `get` keeps (on the stack) and prefetches the filters
+/// of: every level below 0 plus a level 0 of up to 18 tables.
+const PREFETCHED_CANDIDATES: usize = 24;
 
 /// One key of a `multi_get` still without an answer.
 struct Pending<'k> {

@@ -133,7 +133,11 @@ impl Version {
     /// Calls `visit` with each table whose range holds `user_key`, in the
     /// order a lookup must ask them (newest data first); stops when it
     /// returns false.
-    pub fn for_each_candidate(&self, user_key: &[u8], mut visit: impl FnMut(&LiveTable) -> bool) {
+    pub fn for_each_candidate<'v>(
+        &'v self,
+        user_key: &[u8],
+        mut visit: impl FnMut(&'v LiveTable) -> bool,
+    ) {
         let mut levels = self.levels.iter();
         if let Some(level0) = levels.next() {
             for table in level0 {

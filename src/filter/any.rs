@@ -21,6 +21,7 @@
 //! ```
 
 use crate::error::Error;
+use crate::filter::batch::Lookup;
 use crate::filter::fuse::FingerprintBits;
 use crate::filter::theory::{blocked_fp_rate, LINE_BITS};
 use crate::filter::{block, fuse_block, FilterView, FuseView};
@@ -142,6 +143,22 @@ impl<B: AsRef<[u8]>> AnyFilterView<B> {
         match self {
             AnyFilterView::Bloom(f) => f.contains_hash(hash),
             AnyFilterView::Fuse(f) => f.contains_hash(hash),
+        }
+    }
+
+    /// Requests the memory [`AnyFilterView::contains_hash`] will read for
+    /// `hash` (a hint only: it reads nothing and changes no answer), so a
+    /// lookup that must ask several filters has all their loads in flight
+    /// at once instead of one after another.
+    #[inline]
+    pub fn prefetch_hash(&self, hash: u64) {
+        match self {
+            AnyFilterView::Bloom(f) => {
+                Lookup::prepare(f, hash);
+            }
+            AnyFilterView::Fuse(f) => {
+                Lookup::prepare(f, hash);
+            }
         }
     }
 

@@ -29,6 +29,17 @@ impl Table {
         Some((filter, hash))
     }
 
+    /// Requests the filter memory [`Table::get_covered`] will read for
+    /// `key` (a hint only: no counter moves, no answer changes), so a `get`
+    /// can have every candidate table's filter load in flight before it
+    /// asks the first.
+    #[inline]
+    pub(crate) fn prefetch_point_filter(&self, key: &LookupKey<'_>) {
+        if let Some((filter, hash)) = self.point_filter_probe(key) {
+            filter.prefetch_hash(hash);
+        }
+    }
+
     /// False when the point filter rules `user_key` out (no counters): it
     /// asks the hash the filter holds for the key (its prefix's, when the
     /// table kept prefixes only); true without a usable filter or when the
