@@ -275,10 +275,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         if only.record.level as usize + 1 == pick.output_level {
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
-            let moved = Arc::new(LiveTable {
-                record,
-                table: only.table.clone(),
-            });
+            let moved = Arc::new(LiveTable::new(record, only.table.clone()));
             return install(inner, &[only.file_number()], vec![moved], &[]);
         }
     }

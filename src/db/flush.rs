@@ -70,10 +70,7 @@ pub(crate) fn open_live_table_with(
             ),
         ));
     }
-    Ok(Arc::new(LiveTable {
-        record,
-        table: Ok(table),
-    }))
+    Ok(Arc::new(LiveTable::new(record, Ok(table))))
 }
 
 /// A sorted stream of `(internal key, value)` entries lent one at a time,

@@ -7,6 +7,7 @@
 //! Must never: change after it is published — a new version replaces it
 //! whole, so readers holding the old one keep a consistent view.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -24,23 +25,80 @@ pub(crate) struct Damage {
     pub detail: String,
 }
 
+/// A user key's first 16 bytes as a big-endian number (zero-padded), with
+/// its length: two keys compare as their heads do, and on equal heads of
+/// keys no longer than 16 bytes as their lengths do (the shorter is then a
+/// prefix of the longer), so the candidate search of a `get` settles most
+/// comparisons with one integer compare and no pointer into the manifest
+/// record; only keys longer than 16 bytes with equal heads are compared
+/// whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyHead {
+    head: u128,
+    len: usize,
+}
+
+impl KeyHead {
+    /// Bytes the head holds.
+    const BYTES: usize = 16;
+
+    pub fn of(key: &[u8]) -> KeyHead {
+        let mut bytes = [0u8; KeyHead::BYTES];
+        for (to, from) in bytes.iter_mut().zip(key) {
+            *to = *from;
+        }
+        KeyHead {
+            head: u128::from_be_bytes(bytes),
+            len: key.len(),
+        }
+    }
+
+    /// `key` (whose head is `self`) against `other` (whose head is `head`),
+    /// as byte strings compare.
+    #[inline]
+    fn cmp_keys(self, key: &[u8], head: KeyHead, other: &[u8]) -> Ordering {
+        match self.head.cmp(&head.head) {
+            Ordering::Equal if self.len <= KeyHead::BYTES && head.len <= KeyHead::BYTES => {
+                self.len.cmp(&head.len)
+            }
+            Ordering::Equal => key.cmp(other),
+            unequal => unequal,
+        }
+    }
+}
+
 /// One table and what the manifest says of it.
 pub(crate) struct LiveTable {
     pub record: TableRecord,
     /// The open table, or why it could not be opened (the database opened
     /// anyway: every read that needs it gets `Corruption` naming it).
     pub table: std::result::Result<Table, Damage>,
+    /// Heads of the record's smallest and largest user keys.
+    bounds: (KeyHead, KeyHead),
 }
 
 impl LiveTable {
-    /// A table the manifest names that could not be opened.
-    pub fn damaged(record: TableRecord, error: &Error) -> LiveTable {
+    /// The table `record` names, opened as `table`.
+    pub fn new(record: TableRecord, table: std::result::Result<Table, Damage>) -> LiveTable {
+        let bounds = (
+            KeyHead::of(user_key_of(&record.smallest)),
+            KeyHead::of(user_key_of(&record.largest)),
+        );
         LiveTable {
             record,
-            table: Err(Damage {
+            table,
+            bounds,
+        }
+    }
+
+    /// A table the manifest names that could not be opened.
+    pub fn damaged(record: TableRecord, error: &Error) -> LiveTable {
+        LiveTable::new(
+            record,
+            Err(Damage {
                 detail: error.to_string(),
             }),
-        }
+        )
     }
 
     /// The open table, or `Corruption` naming the file when it could not be
@@ -75,7 +133,20 @@ impl LiveTable {
     }
 
     pub fn covers(&self, user_key: &[u8]) -> bool {
-        self.smallest_user_key() <= user_key && user_key <= self.largest_user_key()
+        self.covers_head(KeyHead::of(user_key), user_key)
+    }
+
+    /// [`LiveTable::covers`] for a key whose head is already known.
+    #[inline]
+    pub fn covers_head(&self, head: KeyHead, user_key: &[u8]) -> bool {
+        head.cmp_keys(user_key, self.bounds.0, self.smallest_user_key()) != Ordering::Less
+            && !self.ends_before(head, user_key)
+    }
+
+    /// True when every key of the table is below `user_key` (head `head`).
+    #[inline]
+    fn ends_before(&self, head: KeyHead, user_key: &[u8]) -> bool {
+        head.cmp_keys(user_key, self.bounds.1, self.largest_user_key()) == Ordering::Greater
     }
 
     /// True when the table's user-key range meets `[lo, hi]`.
@@ -87,10 +158,20 @@ impl LiveTable {
 /// The index of the one table of a sorted, disjoint level whose range holds
 /// `user_key`: the first whose largest key is ≥ it, if its smallest is ≤ it.
 pub(crate) fn sorted_candidate(level: &[Arc<LiveTable>], user_key: &[u8]) -> Option<usize> {
-    let index = level.partition_point(|t| t.largest_user_key() < user_key);
+    sorted_candidate_head(level, KeyHead::of(user_key), user_key)
+}
+
+/// [`sorted_candidate`] for a key whose head is already known.
+#[inline]
+fn sorted_candidate_head(
+    level: &[Arc<LiveTable>],
+    head: KeyHead,
+    user_key: &[u8],
+) -> Option<usize> {
+    let index = level.partition_point(|t| t.ends_before(head, user_key));
     level
         .get(index)
-        .is_some_and(|t| t.covers(user_key))
+        .is_some_and(|t| t.covers_head(head, user_key))
         .then_some(index)
 }
 
@@ -138,16 +219,17 @@ impl Version {
         user_key: &[u8],
         mut visit: impl FnMut(&'v LiveTable) -> bool,
     ) {
+        let head = KeyHead::of(user_key);
         let mut levels = self.levels.iter();
         if let Some(level0) = levels.next() {
             for table in level0 {
-                if table.covers(user_key) && !visit(table) {
+                if table.covers_head(head, user_key) && !visit(table) {
                     return;
                 }
             }
         }
         for level in levels {
-            let candidate = sorted_candidate(level, user_key).and_then(|i| level.get(i));
+            let candidate = sorted_candidate_head(level, head, user_key).and_then(|i| level.get(i));
             if candidate.is_some_and(|table| !visit(table)) {
                 return;
             }
@@ -218,6 +300,46 @@ impl Version {
         }
         for level in levels {
             level.sort_by(|a, b| a.smallest_user_key().cmp(b.smallest_user_key()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys from a 3-letter alphabet with a zero byte in it, 0 to 20 bytes
+    /// long (across the 16-byte head), every pair: heads order them exactly
+    /// as bytes do.
+    #[test]
+    fn key_heads_order_keys_as_their_bytes_do() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..=20usize {
+            for _ in 0..40 {
+                let key = (0..len)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1);
+                        [0u8, 1, 0xff][(state >> 60) as usize % 3]
+                    })
+                    .collect();
+                keys.push(key);
+            }
+        }
+        // Keys that differ only past byte 16, or only by trailing zeros.
+        keys.push(vec![7; 16]);
+        keys.push([vec![7; 16], vec![0]].concat());
+        keys.push([vec![7; 16], vec![0, 0]].concat());
+        keys.push([vec![7; 16], vec![1]].concat());
+        keys.push(vec![7; 15]);
+        keys.push([vec![7; 15], vec![0]].concat());
+        for a in &keys {
+            for b in &keys {
+                let (ha, hb) = (KeyHead::of(a), KeyHead::of(b));
+                assert_eq!(ha.cmp_keys(a, hb, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
         }
     }
 }
