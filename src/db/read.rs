@@ -3,9 +3,10 @@
 //! Owns: the order a `get` asks its sources in, and building its
 //! [`LookupKey`] once (user key, filter hash, encoded lookup key, snapshot)
 //! for every table it meets; requesting every candidate table's filter
-//! memory before the first is asked (their loads overlap); `multi_get`, which asks the same sources in the
-//! same order for many keys (the version's candidate search), table by
-//! table, so each table's filter answers all of its keys in one batched call.
+//! memory before the first is asked (their loads overlap); `multi_get`,
+//! which asks the same sources in the same order for many keys (the
+//! version's candidate search), table by table, so each table's filter
+//! answers all of its keys in one batched call.
 //! Must never: take a lock, allocate per table in `get`, or read a table's
 //! data before its filter was asked.
 

@@ -133,7 +133,7 @@ impl LiveTable {
     }
 
     pub fn covers(&self, user_key: &[u8]) -> bool {
-        self.covers_head(KeyHead::of(user_key), user_key)
+        self.smallest_user_key() <= user_key && user_key <= self.largest_user_key()
     }
 
     /// [`LiveTable::covers`] for a key whose head is already known.
