@@ -102,6 +102,22 @@ pub fn parse_internal_key(encoded: &[u8]) -> Result<ParsedKey<'_>> {
     })
 }
 
+/// Bytes of a key's head (see [`key_head`]).
+pub(crate) const KEY_HEAD_BYTES: usize = 16;
+
+/// The first [`KEY_HEAD_BYTES`] bytes of `key` as a big-endian number, zero
+/// padded: when two keys' heads differ, the keys compare as their heads do
+/// (a shorter key's padding sorts like the end of the key it is), so a
+/// sorted search compares numbers and reads the keys only on a tie.
+#[inline]
+pub(crate) fn key_head(key: &[u8]) -> u128 {
+    let mut bytes = [0u8; KEY_HEAD_BYTES];
+    for (to, from) in bytes.iter_mut().zip(key) {
+        *to = *from;
+    }
+    u128::from_be_bytes(bytes)
+}
+
 /// The user-key part of an encoded internal key (the whole input if too short).
 pub fn user_key_of(encoded: &[u8]) -> &[u8] {
     let split = encoded.len().saturating_sub(TAG_LEN);
@@ -133,6 +149,31 @@ pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unequal_heads_order_keys_as_the_keys_order() {
+        let keys: [&[u8]; 9] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"a\x01",
+            b"ab",
+            b"0123456789abcdef",
+            b"0123456789abcdefZ",
+            b"0123456789abcdeg",
+        ];
+        for a in keys {
+            for b in keys {
+                let (ha, hb) = (key_head(a), key_head(b));
+                if ha != hb {
+                    assert_eq!(ha.cmp(&hb), a.cmp(b), "{a:?} {b:?}");
+                }
+            }
+        }
+        assert_eq!(key_head(b"a"), key_head(b"a\0"));
+        assert_ne!(key_head(b"a"), key_head(b"b"));
+    }
 
     #[test]
     fn newest_version_sorts_first() {

@@ -26,6 +26,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
+mod prefetch;
 pub mod prefix;
 pub mod repair;
 pub mod table;

@@ -223,7 +223,7 @@ fn layer(module: &[String]) -> Option<u32> {
     let top = module.first().map(String::as_str).unwrap_or("");
     Some(match top {
         "" => 9, // lib.rs: the crate root re-exports everything
-        "error" | "filename" | "counter" => 0,
+        "error" | "filename" | "counter" | "prefetch" => 0,
         "codec" | "key" | "fs" | "prefix" => 1,
         "filter" => 2,
         "options" | "batch" | "memtable" | "manifest" | "cache" => 3,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
-use crate::key::user_key_of;
+use crate::key::{key_head, user_key_of, KEY_HEAD_BYTES};
 use crate::manifest::TableRecord;
 use crate::table::Table;
 
@@ -40,15 +40,11 @@ pub(crate) struct KeyHead {
 
 impl KeyHead {
     /// Bytes the head holds.
-    const BYTES: usize = 16;
+    const BYTES: usize = KEY_HEAD_BYTES;
 
     pub fn of(key: &[u8]) -> KeyHead {
-        let mut bytes = [0u8; KeyHead::BYTES];
-        for (to, from) in bytes.iter_mut().zip(key) {
-            *to = *from;
-        }
         KeyHead {
-            head: u128::from_be_bytes(bytes),
+            head: key_head(key),
             len: key.len(),
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! Owns: [`LINE_BYTES`], [`Line`], [`hash_key`] / [`hash_key_seeded`] (xxh3),
 //! [`line_index`] (multiply-shift on the hash's high 32 bits), the set-bit
-//! count of a line, the prefetch hint, and [`answer_each`].
+//! count of a line, and [`answer_each`] (the prefetch hint it re-exports
+//! lives in [`crate::prefetch`]).
 //! Must never: import another filter module but the constants of
 //! [`crate::filter::theory`] — this is the leaf every other filter module
 //! builds on (probes, kernels, batches, the filter, its block).
@@ -53,26 +54,7 @@ pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
         .sum()
 }
 
-/// Asks the CPU to start loading the line at `line` into cache; a hint only
-/// (it never faults and changes no value), so it is safe for any address.
-#[inline(always)]
-#[cfg_attr(
-    target_arch = "x86_64",
-    expect(
-        unsafe_code,
-        reason = "the prefetch intrinsic is an unsafe fn, though it cannot fault"
-    )
-)]
-pub(crate) fn prefetch_line(line: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching reads nothing architecturally and cannot fault,
-    // whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = line;
-}
+pub(crate) use crate::prefetch::prefetch_line;
 
 /// The loop every group kernel runs, written once; each group kernel is this
 /// loop inlined with its own single kernel and target features.

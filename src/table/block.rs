@@ -25,12 +25,18 @@ use bytes::Bytes;
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
+use crate::prefetch::prefetch_bytes;
 
 /// What block errors name before the table layer locates them.
 const WHAT: &str = "block";
 
 /// Bytes of an entry's fixed header (shared, unshared, value length).
 pub const ENTRY_HEADER_LEN: usize = 12;
+
+/// Restart entries a seek requests together before its binary search (a
+/// 4 KiB block of 100-byte values has 2 or 3): more would be lines the
+/// search never reads.
+const PREFETCHED_RESTARTS: usize = 8;
 
 /// Builds one block from entries added in strictly increasing key order.
 #[derive(Debug)]
@@ -142,6 +148,14 @@ struct EntryParts {
     value: Range<usize>,
 }
 
+/// Why an entry failed to decode (see [`Block::entry_at`]).
+#[derive(Debug, Clone, Copy)]
+enum EntryFault {
+    Header,
+    Shared { shared: usize, prev_key_len: usize },
+    Lengths { unshared: usize, value_len: usize },
+}
+
 impl EntryParts {
     fn end(&self) -> usize {
         self.value.end
@@ -233,32 +247,58 @@ impl Block {
         Error::corruption(WHAT, detail)
     }
 
+    #[inline]
     fn restart_offset(&self, i: usize) -> Result<usize> {
-        let at = i
+        let word: Option<[u8; 4]> = i
             .checked_mul(4)
             .and_then(|o| o.checked_add(self.entries_end))
-            .ok_or_else(|| self.corrupt("restart index overflow"))?;
-        let bytes = self.data.get(at..).unwrap_or_default();
-        Ok(ByteReader::new(bytes, WHAT).u32()? as usize)
+            .and_then(|at| self.data.get(at..at.checked_add(4)?))
+            .and_then(|bytes| bytes.try_into().ok());
+        match word {
+            Some(word) => Ok(u32::from_le_bytes(word) as usize),
+            None => Err(self.restart_error(i)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn restart_error(&self, i: usize) -> Error {
+        self.corrupt(format!(
+            "restart {i} lies outside the {} restarts",
+            self.restart_count
+        ))
     }
 
     /// Decodes the entry at `offset`, whose predecessor's key had `prev_key_len` bytes.
+    ///
+    /// The hot loop of every lookup: one bounds check for the header, plain
+    /// integer checks for the rest, and the error text built only on the
+    /// cold path.
+    #[inline]
     fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
-        let entries = self.data.get(..self.entries_end).unwrap_or_default();
-        let rest = entries.get(offset..).unwrap_or_default();
-        let mut reader = ByteReader::new(rest, "block entry");
-        let header = (reader.u32(), reader.u32(), reader.u32());
-        let (Ok(shared), Ok(unshared), Ok(value_len)) = header else {
-            return Err(self.corrupt(format!("entry at {offset}: header runs past the entries")));
+        let key_start = offset.wrapping_add(ENTRY_HEADER_LEN);
+        let header: Option<[u8; ENTRY_HEADER_LEN]> = (key_start > offset
+            && key_start <= self.entries_end)
+            .then(|| self.data.get(offset..key_start))
+            .flatten()
+            .and_then(|bytes| bytes.try_into().ok());
+        let Some([s0, s1, s2, s3, u0, u1, u2, u3, v0, v1, v2, v3]) = header else {
+            return Err(self.entry_error(offset, EntryFault::Header));
         };
-        let (shared, unshared, value_len) =
-            (shared as usize, unshared as usize, value_len as usize);
+        let shared = u32::from_le_bytes([s0, s1, s2, s3]) as usize;
+        let unshared = u32::from_le_bytes([u0, u1, u2, u3]) as usize;
+        let value_len = u32::from_le_bytes([v0, v1, v2, v3]) as usize;
         if shared > prev_key_len {
-            return Err(self.corrupt(format!(
-                "entry at {offset}: shares {shared} bytes with a {prev_key_len}-byte key"
-            )));
+            return Err(self.entry_error(
+                offset,
+                EntryFault::Shared {
+                    shared,
+                    prev_key_len,
+                },
+            ));
         }
-        let key_start = offset + ENTRY_HEADER_LEN;
+        // Both lengths are below 2^32 and `key_start` within the block, so
+        // neither sum can overflow a 64-bit usize; checked all the same.
         let key_end = key_start.checked_add(unshared);
         let value_end = key_end.and_then(|k| k.checked_add(value_len));
         match (key_end, value_end) {
@@ -267,10 +307,38 @@ impl Block {
                 key_delta: key_start..key_end,
                 value: key_end..value_end,
             }),
-            _ => Err(self.corrupt(format!(
+            _ => Err(self.entry_error(
+                offset,
+                EntryFault::Lengths {
+                    unshared,
+                    value_len,
+                },
+            )),
+        }
+    }
+
+    /// The `Corruption` for an entry that failed to decode (kept out of
+    /// line: only damaged blocks get here).
+    #[cold]
+    #[inline(never)]
+    fn entry_error(&self, offset: usize, fault: EntryFault) -> Error {
+        match fault {
+            EntryFault::Header => {
+                self.corrupt(format!("entry at {offset}: header runs past the entries"))
+            }
+            EntryFault::Shared {
+                shared,
+                prev_key_len,
+            } => self.corrupt(format!(
+                "entry at {offset}: shares {shared} bytes with a {prev_key_len}-byte key"
+            )),
+            EntryFault::Lengths {
+                unshared,
+                value_len,
+            } => self.corrupt(format!(
                 "entry at {offset}: {unshared} key bytes and {value_len} value bytes run past the entries at {}",
                 self.entries_end
-            ))),
+            )),
         }
     }
 
@@ -416,9 +484,20 @@ impl BlockIter {
     }
 
     fn seek_unchecked(&mut self, target: &[u8]) -> Result<()> {
+        let restart_count = self.block.restart_count;
+        // A block's memory is rarely in the CPU's cache when a get reaches
+        // it, and each step below finds its next address in the bytes it
+        // just loaded: the lines it will read are requested up front, so
+        // their loads overlap instead of following one another.
+        if restart_count <= PREFETCHED_RESTARTS {
+            for i in 0..restart_count {
+                let offset = self.block.restart_offset(i)?;
+                prefetch_bytes(self.block.bytes(offset..offset + ENTRY_HEADER_LEN));
+            }
+        }
         // The first restart whose key is ≥ target; the answer lies after the
         // restart before it.
-        let (mut low, mut high) = (0, self.block.restart_count);
+        let (mut low, mut high) = (0, restart_count);
         while low < high {
             let mid = low + (high - low) / 2;
             let key = self.block.restart_key(mid)?;
@@ -429,6 +508,13 @@ impl BlockIter {
             }
         }
         let start = self.block.restart_offset(low.saturating_sub(1))?;
+        // The scan below reads from `start` up to the entry at restart `low`
+        // (at most), whose key is ≥ target.
+        let scan_end = match low < restart_count {
+            true => self.block.restart_offset(low)? + ENTRY_HEADER_LEN,
+            false => self.block.entries_end,
+        };
+        prefetch_bytes(self.block.bytes(start..scan_end));
         self.key.clear();
         self.decode_at(start)?;
         while self.valid && compare_internal_keys(&self.key, target) == Ordering::Less {

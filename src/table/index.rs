@@ -1,9 +1,10 @@
 //! The decoded index: which data block may hold a key.
 //!
-//! The index block is decoded once at open into dense arrays — separators
-//! back to back, their start offsets, and the block handles — so the binary
-//! search of every get touches a compact array instead of chasing one
-//! pointer per probe into the map.
+//! The index block is decoded once at open into dense arrays — each
+//! separator's head (the first 16 bytes of its user key as a number), the
+//! separators back to back, their start offsets, and the block handles — so
+//! the binary search of every get compares numbers in one compact array and
+//! reads a separator's bytes only where heads tie.
 //!
 //! Owns: [`Index`], its checks at open, and `block_for`.
 //! Must never: accept an index whose separators are out of order, whose
@@ -14,7 +15,7 @@ use std::cmp::Ordering;
 
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
-use crate::key::{compare_internal_keys, parse_internal_key};
+use crate::key::{compare_internal_keys, key_head, parse_internal_key, user_key_of};
 use crate::table::block::Block;
 use crate::table::format::{BlockHandle, BlockLocation, TableFormat, HANDLE_LEN};
 use crate::table::properties::TableProperties;
@@ -23,9 +24,12 @@ use crate::table::properties::TableProperties;
 /// block's handle, in key order.
 #[derive(Debug)]
 pub(crate) struct Index {
+    /// [`key_head`] of separator `i`'s user key.
+    heads: Vec<u128>,
     separators: Vec<u8>,
-    /// `starts[i]..starts[i + 1]` is separator `i`; `len() + 1` elements.
-    starts: Vec<usize>,
+    /// `starts[i]..starts[i + 1]` is separator `i`; `len() + 1` elements
+    /// (u32: an index block is under 4 GiB, see `decode`).
+    starts: Vec<u32>,
     handles: Vec<BlockHandle>,
 }
 
@@ -75,7 +79,10 @@ impl Index {
                 };
                 data_end = end;
                 index.separators.extend_from_slice(separator);
-                index.starts.push(index.separators.len());
+                let start = u32::try_from(index.separators.len())
+                    .map_err(|_| corrupt(format!("separator {entry} ends past 4 GiB")))?;
+                index.starts.push(start);
+                index.heads.push(key_head(user_key_of(separator)));
                 index.handles.push(handle);
                 Ok(())
             })
@@ -91,6 +98,7 @@ impl Index {
             return Err(location.corruption("the last separator is not the table's largest key"));
         }
         // Held for the table's life: no growth slack.
+        index.heads.shrink_to_fit();
         index.separators.shrink_to_fit();
         index.starts.shrink_to_fit();
         index.handles.shrink_to_fit();
@@ -100,6 +108,7 @@ impl Index {
     /// An index of no blocks (a placeholder until one is decoded).
     pub(crate) fn empty() -> Index {
         Index {
+            heads: Vec::new(),
             separators: Vec::new(),
             starts: vec![0],
             handles: Vec::new(),
@@ -108,8 +117,9 @@ impl Index {
 
     /// Bytes of memory the decoded index holds.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.separators.capacity()
-            + self.starts.capacity() * std::mem::size_of::<usize>()
+        self.heads.capacity() * std::mem::size_of::<u128>()
+            + self.separators.capacity()
+            + self.starts.capacity() * std::mem::size_of::<u32>()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
     }
 
@@ -122,7 +132,9 @@ impl Index {
     pub(crate) fn separator(&self, i: usize) -> &[u8] {
         let start = self.starts.get(i).copied().unwrap_or_default();
         let end = self.starts.get(i + 1).copied().unwrap_or(start);
-        self.separators.get(start..end).unwrap_or_default()
+        self.separators
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
     }
 
     /// Handle of data block `i`.
@@ -136,12 +148,17 @@ impl Index {
     }
 
     /// The only data block that can hold the first entry ≥ `target`: the
-    /// first whose separator (its last key) is ≥ `target`.
-    pub(crate) fn block_for(&self, target: &[u8]) -> Option<usize> {
+    /// first whose separator (its last key) is ≥ `target`. `head` is
+    /// [`key_head`] of `target`'s user key (a get has it already).
+    pub(crate) fn block_for(&self, head: u128, target: &[u8]) -> Option<usize> {
         let (mut low, mut high) = (0, self.len());
         while low < high {
             let mid = low + (high - low) / 2;
-            if compare_internal_keys(self.separator(mid), target) == Ordering::Less {
+            let order = match self.heads.get(mid).map(|h| h.cmp(&head)) {
+                Some(Ordering::Equal) | None => compare_internal_keys(self.separator(mid), target),
+                Some(unequal) => unequal,
+            };
+            if order == Ordering::Less {
                 low = mid + 1;
             } else {
                 high = mid;

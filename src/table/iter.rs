@@ -12,6 +12,7 @@
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::key::{key_head, user_key_of};
 use crate::table::block::{Block, BlockIter};
 use crate::table::reader::{Span, Table};
 
@@ -117,15 +118,22 @@ impl TableIter {
     /// Positions on the first entry ≥ `target` (an internal key); invalid
     /// when every entry is smaller.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.guard(|it| match it.table.inner.index.block_for(target) {
-            None => {
-                it.entries = None;
-                Ok(())
-            }
-            Some(block_no) => {
-                it.load(block_no)?;
-                it.in_block(|entries| entries.seek(target))?;
-                it.skip_exhausted_blocks()
+        self.guard(|it| {
+            match it
+                .table
+                .inner
+                .index
+                .block_for(key_head(user_key_of(target)), target)
+            {
+                None => {
+                    it.entries = None;
+                    Ok(())
+                }
+                Some(block_no) => {
+                    it.load(block_no)?;
+                    it.in_block(|entries| entries.seek(target))?;
+                    it.skip_exhausted_blocks()
+                }
             }
         })
     }

@@ -2,14 +2,15 @@
 //! built once per `get` and passed down to every table it asks.
 //!
 //! Owns: the user key, its filter hash (xxh3-64, seed 0, as every table
-//! filter is built with), the snapshot, and the encoded internal lookup key
+//! filter is built with), its head (`key::key_head`, for index searches),
+//! the snapshot, and the encoded internal lookup key
 //! `user key ‖ tag(snapshot, put)` — the first internal key a version of the
 //! user key visible at the snapshot can have.
 //! Must never: allocate for the keys a database usually holds (up to
 //! [`INLINE_KEY_LEN`] bytes are encoded in place), or be re-encoded per table.
 
 use crate::filter::hash_key;
-use crate::key::{encode_internal_key, tag, SeqNo, ValueKind, TAG_LEN};
+use crate::key::{encode_internal_key, key_head, tag, SeqNo, ValueKind, TAG_LEN};
 
 /// User keys up to this long are encoded without an allocation.
 pub const INLINE_KEY_LEN: usize = 56;
@@ -37,6 +38,7 @@ enum Encoded {
 pub struct LookupKey<'k> {
     user_key: &'k [u8],
     hash: u64,
+    head: u128,
     snapshot: SeqNo,
     encoded: Encoded,
 }
@@ -66,6 +68,7 @@ impl<'k> LookupKey<'k> {
         LookupKey {
             user_key,
             hash,
+            head: key_head(user_key),
             snapshot,
             encoded,
         }
@@ -81,6 +84,12 @@ impl<'k> LookupKey<'k> {
     #[inline]
     pub fn hash(&self) -> u64 {
         self.hash
+    }
+
+    /// The user key's head ([`crate::key::key_head`]).
+    #[inline]
+    pub(crate) fn head(&self) -> u128 {
+        self.head
     }
 
     /// The snapshot the lookup reads at.
@@ -124,6 +133,7 @@ mod tests {
                 assert_eq!(lookup.user_key(), &user_key[..]);
                 assert_eq!(lookup.snapshot(), seq);
                 assert_eq!(lookup.hash(), hash_key(&user_key));
+                assert_eq!(lookup.head(), key_head(&user_key));
             }
         }
     }

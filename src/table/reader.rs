@@ -329,7 +329,7 @@ impl Table {
     pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
         let inner = &*self.inner;
         let counters = inner.context.counters.local();
-        let found = match inner.index.block_for(key.internal_key()) {
+        let found = match inner.index.block_for(key.head(), key.internal_key()) {
             None => None,
             Some(block_no) => {
                 ReadCounters::bump(&counters.data_block_reads);
