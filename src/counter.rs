@@ -1,27 +1,79 @@
-//! Statistics counters that many threads bump without sharing a cache line.
+//! Statistics counters that many threads bump without sharing a cache line
+//! and, mostly, without a locked instruction.
 //!
 //! Owns: [`Sharded`], a set of counter structs each on cache lines of its
-//! own, and the choice of the one the calling thread bumps (a slot handed to
-//! each thread on its first bump, round robin over the shards). Two readers
-//! on two cores then each write lines only they touch, where one shared set
-//! of atomics would move its line between the cores on every get. A reading
-//! of the counters sums the shards.
+//! own, and the choice of the one the calling thread bumps. A thread claims
+//! a shard of its own on its first bump (one of [`SHARDS`] − 1, released
+//! when the thread ends) and adds to it with a plain load and store: it is
+//! that shard's only writer, so no count can be lost, and it pays no
+//! `lock`-prefixed instruction (on x86-64 each one also waits for every
+//! earlier load, which would serialise the cache misses a get overlaps).
+//! Threads beyond those shards share shard 0 and add atomically. Two
+//! readers on two cores thus write lines only they touch. A reading of the
+//! counters sums the shards.
 //! Must never: import another module of the crate (it is a leaf), order
 //! anything (the counters are statistics, not synchronisation), or lose a
-//! count (two threads that share a shard still add atomically).
+//! count (only a shard's owner adds without a locked instruction).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-/// Shards per counter set: a power of two, more than the threads that
-/// usually read at once, so two busy threads rarely draw the same one.
+/// Shards per counter set: more than the threads that usually read at
+/// once, so that each of them owns one.
 const SHARDS: usize = 16;
 
-/// The slot of the next thread to bump a counter.
+/// The shard of threads that own none, added to atomically.
+const SHARED: usize = 0;
+
+/// Which shards a live thread owns.
+static OWNED: [AtomicBool; SHARDS] = [const { AtomicBool::new(false) }; SHARDS];
+
+/// Where the next thread starts looking for a free shard.
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
+/// A thread's shard, and whether it is the shard's only writer.
+struct Claim {
+    slot: usize,
+    owned: bool,
+}
+
+impl Claim {
+    /// The first free shard from a round-robin start, or the shared one.
+    fn take() -> Claim {
+        let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        for step in 0..SHARDS {
+            let slot = start.wrapping_add(step) % SHARDS;
+            // Acquire: the previous owner's last adds happen before ours.
+            let free = slot != SHARED
+                && OWNED.get(slot).is_some_and(|flag| {
+                    flag.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                });
+            if free {
+                return Claim { slot, owned: true };
+            }
+        }
+        Claim {
+            slot: SHARED,
+            owned: false,
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.owned {
+            // Release: the next owner's loads see this thread's last adds.
+            if let Some(flag) = OWNED.get(self.slot) {
+                flag.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
 thread_local! {
-    /// This thread's slot, drawn on its first bump.
-    static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+    /// This thread's shard, claimed on its first bump.
+    static SLOT: Claim = Claim::take();
 }
 
 /// One shard, on cache lines of its own (128 bytes: the pair of lines the
@@ -30,19 +82,15 @@ thread_local! {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// `N` copies (a power of two; [`SHARDS`] unless said) of a counter struct
-/// `T` (of atomics); each thread bumps its own copy ([`Sharded::local`])
-/// and a reading sums them all ([`Sharded::iter`]). Counters kept per
-/// table take fewer shards ([`TABLE_SHARDS`]): there may be thousands of
-/// tables, and two readers rarely meet on one table's shard.
-pub(crate) struct Sharded<T, const N: usize = SHARDS> {
-    shards: Box<[Padded<T>; N]>,
+/// [`SHARDS`] copies of a counter struct `T` (of atomics); each thread
+/// bumps its own copy ([`Sharded::local`]) and a reading sums them all
+/// ([`Sharded::iter`]). A set costs 2 KiB, so sets kept per table cost
+/// little beside the table's filter and index.
+pub(crate) struct Sharded<T> {
+    shards: Box<[Padded<T>; SHARDS]>,
 }
 
-/// Shards of a counter set kept per table: 4 × 128 bytes.
-pub(crate) const TABLE_SHARDS: usize = 4;
-
-impl<T: Default, const N: usize> Default for Sharded<T, N> {
+impl<T: Default> Default for Sharded<T> {
     fn default() -> Self {
         Sharded {
             shards: Box::new(std::array::from_fn(|_| Padded::default())),
@@ -50,22 +98,20 @@ impl<T: Default, const N: usize> Default for Sharded<T, N> {
     }
 }
 
-impl<T, const N: usize> Sharded<T, N> {
-    /// Checked when a set is built: `N` is a non-zero power of two, so
-    /// the masked slot in [`Sharded::local`] always exists.
-    const SHARD_COUNT_IS_A_POWER_OF_TWO: () = assert!(N.is_power_of_two());
-
-    /// The copy the calling thread bumps (the first one for a thread
-    /// being torn down, whose slot is gone).
+impl<T> Sharded<T> {
+    /// The copy the calling thread bumps (the shared one, added to
+    /// atomically, for a thread being torn down, whose claim is gone).
     #[inline]
-    pub(crate) fn local(&self) -> &T {
-        let () = Self::SHARD_COUNT_IS_A_POWER_OF_TWO;
-        let slot = SLOT.try_with(|slot| *slot).unwrap_or(0);
+    pub(crate) fn local(&self) -> Local<'_, T> {
+        let (slot, owned) = SLOT
+            .try_with(|claim| (claim.slot, claim.owned))
+            .unwrap_or((SHARED, false));
         #[expect(
             clippy::indexing_slicing,
-            reason = "slot & (N - 1) < N: N is a power of two (checked at compile time above)"
+            reason = "slot % SHARDS < SHARDS, the array's length"
         )]
-        &self.shards[slot & (N - 1)].0
+        let shard = &self.shards[slot % SHARDS].0;
+        Local { shard, owned }
     }
 
     /// Every copy, to be summed.
@@ -74,7 +120,7 @@ impl<T, const N: usize> Sharded<T, N> {
     }
 }
 
-impl<T, const N: usize> std::fmt::Debug for Sharded<T, N> {
+impl<T> std::fmt::Debug for Sharded<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sharded")
             .field("shards", &self.shards.len())
@@ -82,10 +128,48 @@ impl<T, const N: usize> std::fmt::Debug for Sharded<T, N> {
     }
 }
 
+/// The calling thread's copy of a counter set: read it through `Deref`,
+/// add to it with [`Local::add`].
+pub(crate) struct Local<'a, T> {
+    shard: &'a T,
+    /// True when this thread is the copy's only writer.
+    owned: bool,
+}
+
+impl<T> Deref for Local<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.shard
+    }
+}
+
+impl<T> Local<'_, T> {
+    /// Adds `amount` to the counter `field` picks from this copy: a plain
+    /// load and store when the thread owns the copy, an atomic add when it
+    /// shares it.
+    #[inline]
+    pub(crate) fn add(&self, field: impl FnOnce(&T) -> &AtomicU64, amount: u64) {
+        let counter = field(self.shard);
+        if self.owned {
+            counter.store(
+                counter.load(Ordering::Relaxed).wrapping_add(amount),
+                Ordering::Relaxed,
+            );
+        } else {
+            counter.fetch_add(amount, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Local::add`] of 1.
+    #[inline]
+    pub(crate) fn bump(&self, field: impl FnOnce(&T) -> &AtomicU64) {
+        self.add(field, 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicU64;
-
     use super::*;
 
     #[test]
@@ -95,7 +179,7 @@ mod tests {
             for _ in 0..40 {
                 s.spawn(|| {
                     for _ in 0..1000 {
-                        counters.local().fetch_add(1, Ordering::Relaxed);
+                        counters.local().bump(|c| c);
                     }
                 });
             }
@@ -105,29 +189,32 @@ mod tests {
     }
 
     #[test]
-    fn a_table_sized_set_also_loses_no_count() {
-        let counters: Sharded<AtomicU64, TABLE_SHARDS> = Sharded::default();
-        std::thread::scope(|s| {
-            for _ in 0..10 {
-                s.spawn(|| {
-                    for _ in 0..1000 {
-                        counters.local().fetch_add(1, Ordering::Relaxed);
-                    }
-                });
-            }
-        });
-        assert_eq!(counters.iter().count(), TABLE_SHARDS);
+    fn threads_that_come_and_go_lose_no_count() {
+        // More threads over the run than shards, a few at a time: shards
+        // pass from ended threads to new ones, and the sum stays exact.
+        let counters: Sharded<AtomicU64> = Sharded::default();
+        for _ in 0..8 {
+            std::thread::scope(|s| {
+                for _ in 0..6 {
+                    s.spawn(|| {
+                        for i in 0..1000 {
+                            counters.local().add(|c| c, i % 3);
+                        }
+                    });
+                }
+            });
+        }
         let sum: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        assert_eq!(sum, 10_000);
+        assert_eq!(sum, 8 * 6 * 999);
     }
 
     #[test]
     fn a_thread_keeps_its_shard_and_shards_do_not_share_lines() {
         let counters: Sharded<AtomicU64> = Sharded::default();
-        let mine: *const AtomicU64 = counters.local();
-        assert!(std::ptr::eq(mine, counters.local()));
+        let mine: *const AtomicU64 = &*counters.local();
+        assert!(std::ptr::eq(mine, &*counters.local()));
         let other = std::thread::scope(|s| {
-            s.spawn(|| counters.local() as *const AtomicU64 as usize)
+            s.spawn(|| &*counters.local() as *const AtomicU64 as usize)
                 .join()
                 .unwrap()
         });

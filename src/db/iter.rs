@@ -10,7 +10,6 @@
 
 use std::cmp::Ordering;
 use std::ops::Bound;
-use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -329,10 +328,8 @@ impl DbIterator {
             }
         }
         let tally = inner.counters.reads.local();
-        tally.scans.fetch_add(1, AtomicOrdering::Relaxed);
-        tally
-            .scan_tables
-            .fetch_add(overlapping, AtomicOrdering::Relaxed);
+        tally.bump(|t| &t.scans);
+        tally.add(|t| &t.scan_tables, overlapping);
         DbIterator {
             merged: MergingIter::new(sources),
             snapshot,

@@ -10,8 +10,6 @@
 //! Must never: take a lock, allocate per table in `get`, or read a table's
 //! data before its filter was asked.
 
-use std::sync::atomic::Ordering;
-
 use bytes::Bytes;
 
 use crate::db::version::{sorted_candidate, LiveTable};
@@ -38,11 +36,11 @@ pub(crate) fn get_at(
     key: &[u8],
 ) -> Result<Option<Bytes>> {
     let tally = inner.counters.reads.local();
-    tally.gets.fetch_add(1, Ordering::Relaxed);
+    tally.bump(|t| &t.gets);
 
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get(key, snapshot) {
-            tally.memtable_hits.fetch_add(1, Ordering::Relaxed);
+            tally.bump(|t| &t.memtable_hits);
             return Ok(match found {
                 MemValue::Put(value) => Some(value),
                 MemValue::Deleted => None,
@@ -99,9 +97,7 @@ pub(crate) fn get_at(
             open
         });
     }
-    tally
-        .tables_consulted
-        .fetch_add(consulted, Ordering::Relaxed);
+    tally.add(|t| &t.tables_consulted, consulted);
     answer
 }
 
@@ -145,7 +141,7 @@ pub(crate) fn multi_get_at(
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
     let tally = inner.counters.reads.local();
-    tally.gets.fetch_add(keys.len() as u64, Ordering::Relaxed);
+    tally.add(|t| &t.gets, keys.len() as u64);
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
     let mut pending = Vec::with_capacity(keys.len());
@@ -166,9 +162,7 @@ pub(crate) fn multi_get_at(
             done: false,
         });
     }
-    tally
-        .memtable_hits
-        .fetch_add(memtable_hits, Ordering::Relaxed);
+    tally.add(|t| &t.memtable_hits, memtable_hits);
 
     let mut scratch = Scratch::default();
     let mut consulted = 0u64;
@@ -205,9 +199,7 @@ pub(crate) fn multi_get_at(
         scratch.order = order;
         pending.retain(|p| !p.done);
     }
-    tally
-        .tables_consulted
-        .fetch_add(consulted, Ordering::Relaxed);
+    tally.add(|t| &t.tables_consulted, consulted);
     Ok(answers)
 }
 

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::counter::Sharded;
+use crate::counter::{Local, Sharded};
 
 /// Live counters of the table read path: relaxed atomics, sharded so that
 /// readers on different cores do not write one cache line.
@@ -109,22 +109,10 @@ impl ReadCounters {
         sum
     }
 
-    /// The calling thread's shard, to bump.
+    /// The calling thread's shard, to bump ([`Local::bump`], [`Local::add`]).
     #[inline]
-    pub(crate) fn local(&self) -> &ReadTally {
+    pub(crate) fn local(&self) -> Local<'_, ReadTally> {
         self.shards.local()
-    }
-
-    #[inline]
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub(crate) fn add(counter: &AtomicU64, amount: u64) {
-        if amount > 0 {
-            counter.fetch_add(amount, Ordering::Relaxed);
-        }
     }
 }
 

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::counter::{Sharded, TABLE_SHARDS};
+use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
@@ -162,9 +162,10 @@ pub(crate) struct TableInner {
     pub(crate) scan: ScanFilters,
     /// Lookups this table's filter answered "absent", and lookups it let
     /// through that found nothing: its measured false-positive rate. Kept
-    /// per thread ([`TABLE_SHARDS`] shards), so readers on two cores that
-    /// ask the same table do not pass its cache line back and forth.
-    filter_answers: Sharded<FilterAnswers, TABLE_SHARDS>,
+    /// per thread (a shard each, added to without a locked instruction),
+    /// so readers on two cores that ask the same table do not pass its
+    /// cache line back and forth.
+    filter_answers: Sharded<FilterAnswers>,
     /// Bytes of memory the filter and the decoded index hold.
     filter_bytes: u64,
     index_bytes: u64,
@@ -296,10 +297,10 @@ impl Table {
         if let Some((filter, hash)) = self.point_filter_probe(key) {
             let inner = &*self.inner;
             let counters = inner.context.counters.local();
-            ReadCounters::bump(&counters.filter_checks);
+            counters.bump(|c| &c.filter_checks);
             if !filter.contains_hash(hash) {
-                ReadCounters::bump(&counters.filter_skips);
-                ReadCounters::bump(&inner.filter_answers.local().negatives);
+                counters.bump(|c| &c.filter_skips);
+                inner.filter_answers.local().bump(|a| &a.negatives);
                 return Ok(None);
             }
         }
@@ -319,9 +320,12 @@ impl Table {
         maybe.extend(filter.contains_hashes(hashes));
         let skipped = maybe.iter().filter(|&&answer| !answer).count();
         let counters = self.inner.context.counters.local();
-        ReadCounters::add(&counters.filter_checks, hashes.len() as u64);
-        ReadCounters::add(&counters.filter_skips, skipped as u64);
-        ReadCounters::add(&self.inner.filter_answers.local().negatives, skipped as u64);
+        counters.add(|c| &c.filter_checks, hashes.len() as u64);
+        counters.add(|c| &c.filter_skips, skipped as u64);
+        self.inner
+            .filter_answers
+            .local()
+            .add(|a| &a.negatives, skipped as u64);
     }
 
     /// [`Table::get`] for a key whose filter answer was already "maybe"
@@ -332,13 +336,13 @@ impl Table {
         let found = match inner.index.block_for(key.head(), key.internal_key()) {
             None => None,
             Some(block_no) => {
-                ReadCounters::bump(&counters.data_block_reads);
+                counters.bump(|c| &c.data_block_reads);
                 inner.find_in_block(block_no, key)?
             }
         };
         if found.is_none() && self.point_filter_probe(key).is_some() {
-            ReadCounters::bump(&counters.filter_false_positives);
-            ReadCounters::bump(&inner.filter_answers.local().false_positives);
+            counters.bump(|c| &c.filter_false_positives);
+            inner.filter_answers.local().bump(|a| &a.false_positives);
         }
         Ok(found)
     }
@@ -506,14 +510,14 @@ impl TableInner {
 
         table.open_filter(&properties);
         if table.filter_status.is_unusable() {
-            ReadCounters::bump(&context.counters.local().filter_fallbacks);
+            context.counters.local().bump(|c| &c.filter_fallbacks);
         }
         let range_block = properties
             .range_filter
             .map(|info| table.read_range_filter(&info));
         table.scan = ScanFilters::new(context.prefix_extractor.as_ref(), &properties, range_block);
         if table.scan.range_error().is_some() {
-            ReadCounters::bump(&context.counters.local().filter_fallbacks);
+            context.counters.local().bump(|c| &c.filter_fallbacks);
         }
         if let Source::Mapped { verified, .. } = &mut table.source {
             *verified = (0..index.len().div_ceil(64))
@@ -727,11 +731,11 @@ impl TableInner {
         }
         let counters = self.context.counters.local();
         if let Some(block) = self.context.cached_block(self.id, handle.offset) {
-            ReadCounters::bump(&counters.block_cache_hits);
+            counters.bump(|c| &c.block_cache_hits);
             return Ok(block);
         }
-        ReadCounters::bump(&counters.block_cache_misses);
-        ReadCounters::bump(&counters.block_reads_from_file);
+        counters.bump(|c| &c.block_cache_misses);
+        counters.bump(|c| &c.block_reads_from_file);
         let (stored, codec) = self.read_checked(handle, BlockKind::Data)?;
         let block = self.decode_data_block(stored, codec, handle)?;
         self.context.cache_block(self.id, handle.offset, &block);

@@ -265,9 +265,9 @@ impl ScanFilters {
             let built_with = properties.prefix_filter.as_ref();
             if built_with.is_some_and(|p| p.extractor == probe.extractor) {
                 let tally = counters.local();
-                ReadCounters::bump(&tally.prefix_filter_checks);
+                tally.bump(|t| &t.prefix_filter_checks);
                 if !filter.contains_hash(probe.hash) {
-                    ReadCounters::bump(&tally.prefix_filter_skips);
+                    tally.bump(|t| &t.prefix_filter_skips);
                     return false;
                 }
                 if probe.whole_run {
@@ -281,9 +281,9 @@ impl ScanFilters {
         let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
         if let (true, Some(range)) = (bounded, &self.range) {
             let tally = counters.local();
-            ReadCounters::bump(&tally.range_filter_checks);
+            tally.bump(|t| &t.range_filter_checks);
             if !range.may_contain_bounds(start, end) {
-                ReadCounters::bump(&tally.range_filter_skips);
+                tally.bump(|t| &t.range_filter_skips);
                 return false;
             }
         }
