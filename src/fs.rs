@@ -45,6 +45,14 @@ pub trait RandomAccessFile: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Hints that `len` bytes at `offset` will be read soon, so the
+    /// operating system can start reading them from the device now (the
+    /// real implementation: `POSIX_FADV_WILLNEED`, which queues the read and
+    /// returns). A hint only: it reads nothing into the caller's memory,
+    /// fails silently, and the default does nothing.
+    fn will_need(&self, offset: u64, len: usize) {
+        let _ = (offset, len);
+    }
 }
 
 /// A lock held on a database directory until dropped; dropping it releases
@@ -143,6 +151,15 @@ impl RandomAccessFile for OsReadFile {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn will_need(&self, offset: u64, len: usize) {
+        let len = u64::try_from(len).ok().and_then(std::num::NonZeroU64::new);
+        if len.is_some() {
+            // Advice only: an error (an old kernel, a file system without
+            // it) costs the overlap, never an answer.
+            let _ = rustix::fs::fadvise(&self.file, offset, len, rustix::fs::Advice::WillNeed);
+        }
     }
 }
 

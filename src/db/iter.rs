@@ -2,9 +2,10 @@
 //!
 //! Owns: the cursor trait every source implements (memtables, tables, a
 //! level of disjoint tables), the choice of the tables a scan reads (key
-//! range, then the tables' prefix and range filters), the merge, and
-//! [`DbIterator`], which hides older versions, tombstones and writes newer
-//! than its snapshot.
+//! range, then the tables' prefix and range filters), the merge (whose
+//! seek first hints every source's block read, so reads that reach the
+//! device overlap), and [`DbIterator`], which hides older versions,
+//! tombstones and writes newer than its snapshot.
 //! Must never: show part of a batch (it reads at one sequence number), or
 //! see a table vanish under it (it holds the version it started with).
 
@@ -32,6 +33,12 @@ pub(crate) trait InternalIterator: Send {
     fn value(&self) -> Bytes;
     fn next(&mut self);
     fn status(&self) -> Result<()>;
+    /// Hints the reads a `seek(target)` will make, so that a merge can
+    /// have every source's read in flight before it positions the first
+    /// (a hint only: nothing moves). Sources that read no files need not.
+    fn prefetch_seek(&self, target: &[u8]) {
+        let _ = target;
+    }
 }
 
 /// A memtable as a source.
@@ -116,6 +123,12 @@ impl TableSource {
         self.step(position);
     }
 
+    /// The first table whose largest key is ≥ `target`: where a seek starts.
+    fn table_for(&self, target: &[u8]) -> usize {
+        self.tables
+            .partition_point(|t| compare_internal_keys(&t.record.largest, target) == Ordering::Less)
+    }
+
     /// Moves to following tables while the current one is exhausted.
     fn skip_exhausted(&mut self) {
         while self.current.as_ref().is_some_and(|it| !it.valid()) {
@@ -133,11 +146,18 @@ impl InternalIterator for TableSource {
 
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
-        let index = self.tables.partition_point(|t| {
-            compare_internal_keys(&t.record.largest, target) == Ordering::Less
-        });
-        self.open(index, |it| it.seek(target));
+        self.open(self.table_for(target), |it| it.seek(target));
         self.skip_exhausted();
+    }
+
+    fn prefetch_seek(&self, target: &[u8]) {
+        if let Some(Ok(table)) = self
+            .tables
+            .get(self.table_for(target))
+            .map(|t| t.readable())
+        {
+            table.prefetch_seek(target);
+        }
     }
 
     fn valid(&self) -> bool {
@@ -211,6 +231,14 @@ impl InternalIterator for MergingIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        // Each source's seek may read a block from a file; hinted first,
+        // reads that reach the device overlap instead of queuing one
+        // behind another.
+        if self.sources.len() > 1 {
+            for s in &self.sources {
+                s.prefetch_seek(target);
+            }
+        }
         for s in &mut self.sources {
             s.seek(target);
         }

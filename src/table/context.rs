@@ -9,13 +9,16 @@
 //! whose file was closed reopens it on its next block read. Filters and
 //! indexes are not here: each table holds its own in memory for its life.
 //!
-//! Owns: both caches, table ids, and the totals of table metadata memory.
+//! Owns: both caches, table ids, the totals of table metadata memory, and
+//! the running average of block read times that tells whether reads reach
+//! the device.
 //! Must never: hand out a block under another table's id (ids are unique
 //! per context and never reused), or let a cache grow past its capacity.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::fs::{RandomAccessFile, SharedFs};
@@ -99,7 +102,17 @@ pub struct ReadContext {
     filter_bytes: AtomicU64,
     index_bytes: AtomicU64,
     range_filter_bytes: AtomicU64,
+    /// A running average of how long a data block read from a file took,
+    /// in nanoseconds (each read weighs 1/8): whether reads reach the
+    /// device or the page cache (see [`ReadContext::file_reads_are_slow`]).
+    file_read_nanos: AtomicU64,
 }
+
+/// A block read from a file slower than this on average (the device, not
+/// the operating system's page cache, which answers in 1–3 µs) makes a
+/// scan hint its reads ahead: the hint's system call then costs far less
+/// than the reads it overlaps.
+const SLOW_FILE_READ_NANOS: u64 = 10_000;
 
 impl std::fmt::Debug for ReadContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -149,6 +162,7 @@ impl ReadContext {
             filter_bytes: AtomicU64::new(0),
             index_bytes: AtomicU64::new(0),
             range_filter_bytes: AtomicU64::new(0),
+            file_read_nanos: AtomicU64::new(0),
         })
     }
 
@@ -230,6 +244,31 @@ impl ReadContext {
                 total.fetch_sub(bytes, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Counts one data block read from a file that took `elapsed`.
+    pub(crate) fn note_file_read(&self, elapsed: Duration) {
+        let sample = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let average = self.file_read_nanos.load(Ordering::Relaxed);
+        // A plain load and store: readers racing here may drop one
+        // another's sample, which an average can afford.
+        let next = average - average / 8 + sample / 8;
+        self.file_read_nanos.store(next, Ordering::Relaxed);
+    }
+
+    /// True when recent data block reads from files took long enough that
+    /// they went to the device ([`SLOW_FILE_READ_NANOS`]).
+    #[inline]
+    pub(crate) fn file_reads_are_slow(&self) -> bool {
+        self.file_read_nanos.load(Ordering::Relaxed) >= SLOW_FILE_READ_NANOS
+    }
+
+    /// True when the block cache holds block `offset` of table `table` (it
+    /// does not count as a use).
+    pub(crate) fn holds_block(&self, table: u64, offset: u64) -> bool {
+        self.blocks
+            .as_ref()
+            .is_some_and(|cache| cache.contains_key(&(table, offset)))
     }
 
     pub(crate) fn new_table_id(&self) -> u64 {

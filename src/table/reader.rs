@@ -31,6 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -720,6 +721,23 @@ impl TableInner {
         })
     }
 
+    /// Hints the operating system to start reading data block `block_no`
+    /// from its file, unless the block cache holds it or the table is
+    /// mapped (see [`Table::prefetch_seek`]).
+    pub(crate) fn will_need_block(&self, block_no: usize) {
+        let Ok(handle) = self.handle(block_no) else {
+            return;
+        };
+        if self.context.holds_block(self.id, handle.offset) {
+            return;
+        }
+        // A mapped table has no file to hint (`file_of` refuses it).
+        let len = handle.stored_len(self.footer.format);
+        if let (Some(len), Ok(file)) = (len, file_of(&self.context, self.id, &self.source)) {
+            file.will_need(handle.offset, len);
+        }
+    }
+
     /// Data block `block_no` for a get or a scan: from the block cache, or
     /// read from the file, verified, and cached.
     pub(crate) fn data_block(&self, block_no: usize) -> Result<Block> {
@@ -736,7 +754,9 @@ impl TableInner {
         }
         counters.bump(|c| &c.block_cache_misses);
         counters.bump(|c| &c.block_reads_from_file);
+        let started = Instant::now();
         let (stored, codec) = self.read_checked(handle, BlockKind::Data)?;
+        self.context.note_file_read(started.elapsed());
         let block = self.decode_data_block(stored, codec, handle)?;
         self.context.cache_block(self.id, handle.offset, &block);
         Ok(block)
@@ -1149,5 +1169,49 @@ mod tests {
         }
         it.seek(b"zzzzzzzzzzzzzzzz").unwrap();
         assert!(!it.valid());
+    }
+
+    #[test]
+    fn seek_hints_follow_slow_reads_and_change_no_answer() {
+        let entries: Vec<_> = (0..500u32)
+            .map(|i| {
+                let key = format!("key{:05}", i * 2);
+                let ikey = internal_key(key.as_bytes(), SeqNo(u64::from(i)), ValueKind::Put);
+                (ikey, i.to_le_bytes().to_vec())
+            })
+            .collect();
+        let options = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        std::fs::write(&path, build(&options, &entries)).unwrap();
+        let context = ReadContext::standalone();
+        assert!(!context.file_reads_are_slow());
+        for _ in 0..32 {
+            context.note_file_read(std::time::Duration::from_micros(200));
+        }
+        assert!(context.file_reads_are_slow());
+        let table = Table::open(&context, &path).unwrap();
+        let mut it = table.iter();
+        for j in 0..1001u32 {
+            let target = internal_key(format!("key{j:05}").as_bytes(), SeqNo::MAX, ValueKind::Put);
+            table.prefetch_seek(&target);
+            it.seek(&target).unwrap();
+            match entries.get(j.div_ceil(2) as usize) {
+                Some((key, _)) => assert_eq!(it.key(), &key[..], "seek {j}"),
+                None => assert!(!it.valid(), "seek {j}"),
+            }
+        }
+        // Targets outside every block, or too short to be internal keys.
+        for target in [&b""[..], b"a", b"zzzzzzzzzzzzzzzz"] {
+            table.prefetch_seek(target);
+        }
+        // Reads from the page cache turn the hints off again.
+        for _ in 0..64 {
+            context.note_file_read(std::time::Duration::from_micros(1));
+        }
+        assert!(!context.file_reads_are_slow());
     }
 }
