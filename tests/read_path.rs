@@ -26,7 +26,7 @@ use std::sync::Arc;
 use siftdb::inspect::verify_dir;
 use siftdb::options::Compression;
 use siftdb::table::format::{block_checksum, TRAILER_LEN};
-use siftdb::table::{BlockKind, Codec, Table};
+use siftdb::table::{BlockKind, Codec, Table, TableFormat};
 use siftdb::{Db, Error, Options};
 use siftdb_testkit::SplitMix64;
 
@@ -502,9 +502,61 @@ fn a_database_of_format_version_1_tables_opens_and_is_rewritten() {
     drop(db);
     for path in tables_in(dir.path()) {
         let format = Table::open_path(&path).unwrap().footer().format;
-        assert_eq!(format.version(), 2, "{}", path.display());
+        assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
     }
     check(&Db::open_with(dir.path(), Options::default()).unwrap());
+}
+
+/// A database of tables with fixed-width entry headers (formats 2 and 3,
+/// before varint headers), kept in tests/data/format_v2_v3_db: made with
+/// siftdb at commit 2238609 by `siftdb bench --n 200 --prefix-len 4
+/// --range-bits 16 --phases fillrandom` (format 3: prefix and range
+/// filters), then `siftdb put` of three keys and `siftdb delete` of one
+/// (each reopen turned the log into a format-2 level-0 table).
+#[test]
+fn a_database_of_format_version_2_and_3_tables_opens_and_is_rewritten() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v2_v3_db");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let versions: Vec<u32> = tables_in(dir.path())
+        .iter()
+        .map(|path| Table::open_path(path).unwrap().footer().format.version())
+        .collect();
+    assert!(
+        versions.contains(&2) && versions.contains(&3),
+        "{versions:?}"
+    );
+    assert!(verify_dir(dir.path()).unwrap().is_clean());
+    let contents = |db: &Db| -> BTreeMap<Vec<u8>, Vec<u8>> {
+        db.iter()
+            .map(|entry| {
+                let (key, value) = entry.unwrap();
+                (key.to_vec(), value.to_vec())
+            })
+            .collect()
+    };
+    let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    let before = contents(&db);
+    assert!(before.len() > 200, "{} keys", before.len());
+    assert_eq!(db.get("v2key1").unwrap().as_deref(), Some(&b"one"[..]));
+    assert_eq!(db.get("v2key2").unwrap(), None);
+    assert_eq!(db.get("v2key3").unwrap().as_deref(), Some(&b"three"[..]));
+    for key in before.keys() {
+        assert!(db.get(key).unwrap().is_some());
+    }
+    db.compact().unwrap();
+    assert_eq!(contents(&db), before);
+    drop(db);
+    for path in tables_in(dir.path()) {
+        let format = Table::open_path(&path).unwrap().footer().format;
+        assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
+    }
+    let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    assert_eq!(contents(&db), before);
+    assert!(verify_dir(dir.path()).unwrap().is_clean());
 }
 
 #[test]

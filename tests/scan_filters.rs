@@ -313,7 +313,7 @@ fn a_damaged_range_filter_fails_open_and_damaged_fields_fail_the_open() {
     use siftdb::table::{FilterStatus, ReadCounters, Severity, Table};
     let (file, _) = filtered_table();
     let table = Table::from_bytes("t.sst", file.clone().into(), ReadCounters::new()).unwrap();
-    assert_eq!(table.footer().format, siftdb::table::TableFormat::V3);
+    assert_eq!(table.footer().format, siftdb::table::TableFormat::CURRENT);
     assert_eq!(table.range_filter_status(), FilterStatus::Ok);
     assert!(table.verify().is_empty(), "{:?}", table.verify());
     // Absent: the gap between two present keys.

@@ -130,10 +130,13 @@ impl TableBuilder {
             file,
             options: options.clone(),
             offset: 0,
-            data_block: BlockBuilder::new(options.restart_interval),
+            data_block: BlockBuilder::new(
+                options.restart_interval,
+                TableFormat::CURRENT.entry_coding(),
+            ),
             // Index entries share no prefix, so each separator is a
             // contiguous, zero-copy slice of the map when read.
-            index_block: BlockBuilder::new(1),
+            index_block: BlockBuilder::new(1, TableFormat::CURRENT.entry_coding()),
             last_key: Vec::new(),
             smallest: Vec::new(),
             filter_entries: FilterEntries::new(options),
@@ -189,7 +192,7 @@ impl TableBuilder {
         // The trailer counts: at the default 4 KiB target a raw block and its
         // trailer fill at most one page.
         let projected = self.data_block.estimated_size()
-            + BlockBuilder::entry_size(internal_key, value)
+            + self.data_block.entry_size(internal_key, value)
             + TRAILER_LEN;
         if !self.data_block.is_empty() && projected > self.options.block_size {
             self.flush_data_block()?;
@@ -280,12 +283,9 @@ impl TableBuilder {
             prefix_filter: written.prefixes,
             range_filter,
         };
-        // Version 3 only when the table has what only it stores.
-        let format = if properties.needs_fields() {
-            TableFormat::V3
-        } else {
-            TableFormat::CURRENT
-        };
+        // Every table is written in the current format (it is the one whose
+        // blocks the builders above encoded).
+        let format = TableFormat::CURRENT;
         properties.format_version = format.version();
         let properties_handle =
             self.write_block(&properties.encode(), BlockKind::Properties, Codec::Raw, 0)?;

@@ -11,18 +11,23 @@ use std::fmt;
 
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{Error, Result};
+use crate::table::block::EntryCoding;
 
-/// The table format version this code writes for a table that needs nothing
-/// of version 3: 6-byte block trailers that record each block's codec (see
-/// [`Codec`]), data blocks that may be compressed and page-aligned.
-pub const FORMAT_VERSION: u32 = 2;
+/// The table format version this code writes: version 3 with varint entry
+/// headers in data and index blocks (see [`EntryCoding`]).
+pub const FORMAT_VERSION: u32 = FORMAT_VERSION_4;
 /// The first format: 5-byte trailers, every block stored raw. Still read.
 pub const FORMAT_VERSION_1: u32 = 1;
+/// 6-byte block trailers that record each block's codec (see [`Codec`]),
+/// data blocks that may be compressed and page-aligned. Still read.
+pub const FORMAT_VERSION_2: u32 = 2;
 /// Version 2 plus tagged fields after the properties block's largest key
 /// (a prefix extractor's name, the range filter's handle) and the range
-/// filter block (type 6). Written only for tables that carry either, so a
-/// table without them stays readable by builds that know version 2 only.
+/// filter block (type 6). Still read.
 pub const FORMAT_VERSION_3: u32 = 3;
+/// Version 3 with entry headers as three varint32s instead of three u32s:
+/// 9 bytes less per entry of short keys and values.
+pub const FORMAT_VERSION_4: u32 = 4;
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// Bytes of the footer at the end of the file.
@@ -171,16 +176,28 @@ impl TableFormat {
     pub const CURRENT: TableFormat = TableFormat(FORMAT_VERSION);
     /// Format version 1.
     pub const V1: TableFormat = TableFormat(FORMAT_VERSION_1);
+    /// Format version 2 (codec byte in trailers).
+    pub const V2: TableFormat = TableFormat(FORMAT_VERSION_2);
     /// Format version 3 (properties fields, range filter block).
     pub const V3: TableFormat = TableFormat(FORMAT_VERSION_3);
+    /// Format version 4 (varint entry headers).
+    pub const V4: TableFormat = TableFormat(FORMAT_VERSION_4);
 
     /// The format of a footer's version field, if this code reads it.
     pub fn from_version(version: u32) -> Option<TableFormat> {
-        matches!(
-            version,
-            FORMAT_VERSION_1 | FORMAT_VERSION | FORMAT_VERSION_3
-        )
-        .then_some(TableFormat(version))
+        (FORMAT_VERSION_1..=FORMAT_VERSION_4)
+            .contains(&version)
+            .then_some(TableFormat(version))
+    }
+
+    /// How the entry headers of this format's data and index blocks are
+    /// written.
+    pub fn entry_coding(self) -> EntryCoding {
+        if self.0 >= FORMAT_VERSION_4 {
+            EntryCoding::Varint
+        } else {
+            EntryCoding::Fixed
+        }
     }
 
     /// Whether the properties block may carry tagged fields after its
@@ -397,7 +414,7 @@ impl Footer {
         let Some(format) = TableFormat::from_version(version) else {
             return Err(location.corruption(format!(
                 "table format version {version} is not one this siftdb reads \
-                 ({FORMAT_VERSION_1}, {FORMAT_VERSION} or {FORMAT_VERSION_3})"
+                 ({FORMAT_VERSION_1} to {FORMAT_VERSION_4})"
             )));
         };
         let filter = (filter != BlockHandle::default()).then_some(filter);
@@ -460,7 +477,12 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_every_byte_flip_is_caught() {
-        for format in [TableFormat::V1, TableFormat::CURRENT, TableFormat::V3] {
+        for format in [
+            TableFormat::V1,
+            TableFormat::V2,
+            TableFormat::V3,
+            TableFormat::V4,
+        ] {
             let (file, footer) = sample_file(format);
             assert_eq!(decode(&file).unwrap(), footer);
             for i in file.len() - FOOTER_LEN..file.len() {

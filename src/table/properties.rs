@@ -145,12 +145,6 @@ impl TableProperties {
         self.distinct_user_keys.saturating_add(prefixes)
     }
 
-    /// Whether the table needs format version 3 (it has fields only that
-    /// version stores).
-    pub fn needs_fields(&self) -> bool {
-        self.prefix_filter.is_some() || self.range_filter.is_some()
-    }
-
     /// The encoded block (without trailer).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(80 + self.smallest.len() + self.largest.len());
@@ -372,7 +366,7 @@ mod tests {
 
     fn sample() -> TableProperties {
         TableProperties {
-            format_version: crate::table::format::FORMAT_VERSION,
+            format_version: crate::table::format::FORMAT_VERSION_2,
             entries: 10,
             deletions: 2,
             distinct_user_keys: 8,
@@ -418,7 +412,6 @@ mod tests {
         let p = sample();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
         let p = sample_v3();
-        assert!(p.needs_fields() && !sample().needs_fields());
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
         for only_one in [
             TableProperties {
@@ -439,7 +432,7 @@ mod tests {
     fn fields_are_read_in_format_3_only_and_checked() {
         // Format 2 with fields: trailing bytes.
         let mut p = sample_v3();
-        p.format_version = crate::table::format::FORMAT_VERSION;
+        p.format_version = crate::table::format::FORMAT_VERSION_2;
         assert!(TableProperties::decode(&p.encode(), &loc()).is_err());
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
@@ -504,7 +497,7 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 4, "version"),
+            (|p| p.format_version = 5, "version"),
             (|p| p.format_version = 0, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),

@@ -505,7 +505,8 @@ impl TableInner {
 
         let index_at = table.location(BlockKind::Index, footer.index.offset);
         let (index_block, _) = table.read_checked(footer.index, BlockKind::Index)?;
-        let index_block = Block::parse(index_block).map_err(|e| index_at.relocate(e))?;
+        let index_block = Block::parse(index_block, footer.format.entry_coding())
+            .map_err(|e| index_at.relocate(e))?;
         let index = Index::decode(&index_block, &index_at, &properties, footer.format)?;
         drop(index_block);
 
@@ -796,7 +797,8 @@ impl TableInner {
         if codec != Codec::Raw {
             return Ok(None);
         }
-        let block = Block::parse(stored.slice(..block_len)).map_err(|e| location.relocate(e))?;
+        let block = Block::parse(stored.slice(..block_len), format.entry_coding())
+            .map_err(|e| location.relocate(e))?;
         Ok(Some(block))
     }
 
@@ -808,7 +810,7 @@ impl TableInner {
             Codec::Raw => stored,
             Codec::Lz4 => Bytes::from(decompress_block(&stored).map_err(|e| location.relocate(e))?),
         };
-        Block::parse(bytes).map_err(|e| location.relocate(e))
+        Block::parse(bytes, self.footer.format.entry_coding()).map_err(|e| location.relocate(e))
     }
 
     /// Data blocks `first..` read with one positioned read, up to

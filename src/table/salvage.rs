@@ -109,13 +109,14 @@ fn entries_of(block: Block) -> Result<Vec<(Bytes, Bytes)>> {
     Ok(entries)
 }
 
-/// The block of stored bytes `stored` with `codec`, decoded and checked.
-fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
+/// The block of stored bytes `stored` with `codec`, in a table of `format`,
+/// decoded and checked.
+fn decode(stored: &[u8], codec: Codec, format: TableFormat) -> Result<Vec<(Bytes, Bytes)>> {
     let bytes = match codec {
         Codec::Raw => Bytes::copy_from_slice(stored),
         Codec::Lz4 => Bytes::from(decompress_block(stored)?),
     };
-    entries_of(Block::parse(bytes)?)
+    entries_of(Block::parse(bytes, format.entry_coding())?)
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -193,12 +194,15 @@ impl TableSalvager {
             Err(e) => {
                 let bytes = context.fs.read_all(path)?;
                 // The footer names the format; without it, the first block
-                // tells (format 2 is tried first: it is what is written).
-                let format = [TableFormat::CURRENT, TableFormat::V1]
+                // tells (the current format is tried first: it is what is
+                // written; formats 2 and 3 share their block layout).
+                let format = [TableFormat::CURRENT, TableFormat::V2, TableFormat::V1]
                     .into_iter()
                     .find(|&format| {
                         find_block(&bytes, 0, format, &[BlockKind::Data], |end, codec| {
-                            bytes.get(..end).is_some_and(|b| decode(b, codec).is_ok())
+                            bytes
+                                .get(..end)
+                                .is_some_and(|b| decode(b, codec, format).is_ok())
                         })
                         .is_some()
                     })
@@ -343,7 +347,7 @@ fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(Salvaged
     let end = find_block(bytes, begin_at, format, &[BlockKind::Data], |end, codec| {
         entries = bytes
             .get(begin_at..end)
-            .and_then(|stored| decode(stored, codec).ok());
+            .and_then(|stored| decode(stored, codec, format).ok());
         entries.is_some()
     })?;
     let next = (end + format.trailer_len()) as u64;

@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind};
 use siftdb::options::Compression;
-use siftdb::table::block::{Block, BlockBuilder};
+use siftdb::table::block::{Block, BlockBuilder, EntryCoding};
 use siftdb::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
 use siftdb::table::Codec;
 use siftdb::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
@@ -122,26 +122,34 @@ pub fn table_open(data: &[u8]) {
 
 /// First byte even: the rest is a block to decode, seek and check.
 /// Odd: the rest is split into entries, built into a block and read back.
+/// Bit 1 of the first byte picks the entry header coding (varint when set),
+/// the bits above it the restart interval of a built block.
 pub fn block_decode(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    if mode % 2 == 0 {
-        decode_untrusted(rest);
+    let coding = if mode & 2 == 0 {
+        EntryCoding::Fixed
     } else {
-        round_trip(mode, rest);
+        EntryCoding::Varint
+    };
+    if mode % 2 == 0 {
+        decode_untrusted(rest, coding);
+    } else {
+        round_trip(usize::from(mode >> 2) + 1, coding, rest);
     }
 }
 
-fn decode_untrusted(bytes: &[u8]) {
-    let Ok(block) = Block::parse(Bytes::copy_from_slice(bytes)) else {
+fn decode_untrusted(bytes: &[u8], coding: EntryCoding) {
+    let Ok(block) = Block::parse(Bytes::copy_from_slice(bytes), coding) else {
         return;
     };
     let mut keys = Vec::new();
     let mut it = block.iter();
     let mut scan = it.seek_to_first();
     while scan.is_ok() && it.valid() {
-        assert!(keys.len() <= bytes.len() / 12, "scan does not terminate");
+        // An entry takes 3 bytes at least (three one-byte varints).
+        assert!(keys.len() <= bytes.len() / 3, "scan does not terminate");
         keys.push(it.key().to_vec());
         scan = it.next();
     }
@@ -165,7 +173,7 @@ fn decode_untrusted(bytes: &[u8]) {
     }
 }
 
-fn round_trip(mode: u8, bytes: &[u8]) {
+fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
     let mut entries: Vec<(Vec<u8>, Vec<u8>)> = bytes
         .split(|&b| b == 0xff)
         .map(|chunk| {
@@ -175,7 +183,7 @@ fn round_trip(mode: u8, bytes: &[u8]) {
         .collect();
     entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
     entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
-    let mut builder = BlockBuilder::new(usize::from(mode >> 1) + 1);
+    let mut builder = BlockBuilder::new(restart_interval, coding);
     for (key, value) in &entries {
         builder.add(key, value).expect("a small block");
     }
@@ -185,7 +193,7 @@ fn round_trip(mode: u8, bytes: &[u8]) {
     let estimate = builder.estimated_size();
     let encoded = builder.finish();
     assert_eq!(estimate, encoded.len(), "size estimate");
-    let block = Block::parse(Bytes::from(encoded)).expect("a built block parses");
+    let block = Block::parse(Bytes::from(encoded), coding).expect("a built block parses");
     assert_eq!(
         block
             .check_structure()
