@@ -56,8 +56,12 @@ impl<'k> LookupKey<'k> {
             let mut bytes = [0u8; INLINE_KEY_LEN + TAG_LEN];
             let len = user_key.len() + TAG_LEN;
             let tag_bytes = tag(snapshot, ValueKind::Put).to_le_bytes();
-            for (slot, byte) in bytes.iter_mut().zip(user_key.iter().chain(&tag_bytes)) {
-                *slot = *byte;
+            // Two block copies (a byte-by-byte loop over the chained slices
+            // cost a tenth of a missing key's get).
+            let (key_part, tag_part) = bytes.split_at_mut(user_key.len());
+            key_part.copy_from_slice(user_key);
+            if let Some(tag_part) = tag_part.get_mut(..TAG_LEN) {
+                tag_part.copy_from_slice(&tag_bytes);
             }
             Encoded::Inline { bytes, len }
         } else {
