@@ -458,18 +458,26 @@ fn gets(bytes: Vec<u8>, offset: u64, compressible: bool) -> BTreeMap<&'static st
     outcomes
 }
 
+/// A copy of the database kept in tests/data/`name`, in a temporary directory.
+fn copy_of_fixture(name: &str) -> tempfile::TempDir {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
 /// A database written by the first table format (5-byte trailers, no
 /// codec): made with siftdb before format version 2 by `siftdb put` and
 /// `siftdb delete` (each reopen turned the log into a level-0 table), kept
 /// in tests/data/format_v1_db.
 #[test]
 fn a_database_of_format_version_1_tables_opens_and_is_rewritten() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v1_db");
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(&fixture).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
+    let dir = copy_of_fixture("format_v1_db");
     let old = tables_in(dir.path());
     assert_eq!(old.len(), 10);
     for path in &old {
@@ -515,12 +523,7 @@ fn a_database_of_format_version_1_tables_opens_and_is_rewritten() {
 /// (each reopen turned the log into a format-2 level-0 table).
 #[test]
 fn a_database_of_format_version_2_and_3_tables_opens_and_is_rewritten() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v2_v3_db");
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(&fixture).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
+    let dir = copy_of_fixture("format_v2_v3_db");
     let versions: Vec<u32> = tables_in(dir.path())
         .iter()
         .map(|path| Table::open_path(path).unwrap().footer().format.version())
