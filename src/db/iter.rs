@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::version::LiveTable;
+use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, lookup_key, parse_internal_key, SeqNo, ValueKind};
 use crate::memtable::{Memtable, MemtableIter};
-use crate::table::scan_filters::PrefixProbe;
+use crate::table::scan_filters::{PrefixProbe, ScanFilters};
 use crate::table::{ScanMode, TableIter};
 
 /// A cursor over internal keys in internal-key order.
@@ -77,21 +77,101 @@ impl InternalIterator for MemSource {
 
 /// Disjoint tables in key order (a level ≥ 1, or a single table) as one source.
 pub(crate) struct TableSource {
-    tables: Vec<Arc<LiveTable>>,
+    tables: SourceTables,
     mode: ScanMode,
     index: usize,
     current: Option<TableIter>,
     error: Option<Error>,
 }
 
+/// The tables a [`TableSource`] reads, in key order.
+enum SourceTables {
+    /// One table (a level-0 table, or a compaction input).
+    One(Arc<LiveTable>),
+    /// Tables of one sorted, disjoint level of `version`, by their
+    /// positions in it. The version is held once rather than each table:
+    /// a scan of a deep level would otherwise add and drop a reference to
+    /// dozens of tables, counts that every other reader writes too.
+    Level {
+        version: Arc<Version>,
+        level: usize,
+        picked: Positions,
+    },
+}
+
+/// Positions of tables in a level, ascending.
+pub(crate) enum Positions {
+    /// Every table from one position to another (a scan no filter can
+    /// narrow takes the whole run: no per-table work).
+    Run(std::ops::Range<usize>),
+    /// The tables of a run that the filters did not rule out.
+    Listed(Vec<usize>),
+}
+
+impl Positions {
+    fn get(&self, i: usize) -> Option<usize> {
+        match self {
+            Positions::Run(run) => run.start.checked_add(i).filter(|&at| at < run.end),
+            Positions::Listed(listed) => listed.get(i).copied(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Positions::Run(run) => run.len(),
+            Positions::Listed(listed) => listed.len(),
+        }
+    }
+}
+
+impl SourceTables {
+    fn get(&self, i: usize) -> Option<&LiveTable> {
+        match self {
+            SourceTables::One(table) => (i == 0).then_some(&**table),
+            SourceTables::Level {
+                version,
+                level,
+                picked,
+            } => {
+                let at = picked.get(i)?;
+                version.levels.get(*level)?.get(at).map(|t| &**t)
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            SourceTables::One(_) => 1,
+            SourceTables::Level { picked, .. } => picked.len(),
+        }
+    }
+}
+
 impl TableSource {
     /// One table, read `mode`'s way.
     pub fn new(table: Arc<LiveTable>, mode: ScanMode) -> TableSource {
-        TableSource::level(vec![table], mode)
+        TableSource::over(SourceTables::One(table), mode)
     }
 
-    /// The sorted, disjoint tables of one level, one after another.
-    pub fn level(tables: Vec<Arc<LiveTable>>, mode: ScanMode) -> TableSource {
+    /// The tables at positions `picked` of `level` in `version`, a sorted
+    /// and disjoint level, one after another.
+    pub fn level(
+        version: Arc<Version>,
+        level: usize,
+        picked: Positions,
+        mode: ScanMode,
+    ) -> TableSource {
+        TableSource::over(
+            SourceTables::Level {
+                version,
+                level,
+                picked,
+            },
+            mode,
+        )
+    }
+
+    fn over(tables: SourceTables, mode: ScanMode) -> TableSource {
         TableSource {
             tables,
             mode,
@@ -125,8 +205,19 @@ impl TableSource {
 
     /// The first table whose largest key is ≥ `target`: where a seek starts.
     fn table_for(&self, target: &[u8]) -> usize {
-        self.tables
-            .partition_point(|t| compare_internal_keys(&t.record.largest, target) == Ordering::Less)
+        let (mut low, mut high) = (0, self.tables.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let before = self.tables.get(mid).is_some_and(|t| {
+                compare_internal_keys(&t.record.largest, target) == Ordering::Less
+            });
+            if before {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
     }
 
     /// Moves to following tables while the current one is exhausted.
@@ -319,40 +410,63 @@ impl DbIterator {
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
         }
-        for (level, tables) in sv.version.levels.iter().enumerate() {
-            // Only the tables the range needs (a damaged one outside it
-            // must not fail the scan), less those whose filters rule the
-            // range out (a damaged table has none: it is read, and fails
-            // the scan).
-            let wanted = tables
-                .iter()
-                .filter(|t| {
-                    lo.is_none_or(|lo| t.largest_user_key() >= lo)
-                        && hi.is_none_or(|hi| match t.smallest_user_key().cmp(hi) {
-                            Ordering::Less => true,
-                            Ordering::Equal => !hi_excluded,
-                            Ordering::Greater => false,
-                        })
+        // Only the tables the range needs (a damaged one outside it must
+        // not fail the scan), less those whose filters rule the range out
+        // (a damaged table has none: it is read, and fails the scan).
+        let in_range = |t: &LiveTable| {
+            lo.is_none_or(|lo| t.largest_user_key() >= lo)
+                && hi.is_none_or(|hi| match t.smallest_user_key().cmp(hi) {
+                    Ordering::Less => true,
+                    Ordering::Equal => !hi_excluded,
+                    Ordering::Greater => false,
                 })
-                .filter(|t| {
-                    overlapping += 1;
-                    t.table
-                        .as_ref()
-                        .ok()
-                        .is_none_or(|t| t.scan_may_match(probe.as_ref(), start_ref, end_ref))
-                });
+        };
+        let may_match = |t: &LiveTable| {
+            t.table
+                .as_ref()
+                .ok()
+                .is_none_or(|t| t.scan_may_match(probe.as_ref(), start_ref, end_ref))
+        };
+        for (level, tables) in sv.version.levels.iter().enumerate() {
             if level == 0 {
-                for table in wanted {
-                    sources.push(Box::new(TableSource::new(
-                        Arc::clone(table),
-                        ScanMode::Cached,
-                    )));
+                for table in tables.iter().filter(|t| in_range(t)) {
+                    overlapping += 1;
+                    if may_match(table) {
+                        sources.push(Box::new(TableSource::new(
+                            Arc::clone(table),
+                            ScanMode::Cached,
+                        )));
+                    }
                 }
+                continue;
+            }
+            // A deeper level is sorted and disjoint: the tables in range
+            // are the run from the first whose largest key reaches `lo` to
+            // the last whose smallest key is within `hi`, found by binary
+            // search (a level can hold thousands of tables).
+            let first = lo.map_or(0, |lo| {
+                tables.partition_point(|t| t.largest_user_key() < lo)
+            });
+            let past = first
+                + tables
+                    .get(first..)
+                    .map_or(0, |rest| rest.partition_point(|t| in_range(t)));
+            overlapping += (past - first) as u64;
+            let picked = if ScanFilters::can_rule_out(probe.as_ref(), start_ref, end_ref) {
+                let listed = (first..past)
+                    .filter(|&at| tables.get(at).is_some_and(|t| may_match(t)))
+                    .collect();
+                Positions::Listed(listed)
             } else {
-                let tables: Vec<_> = wanted.cloned().collect();
-                if !tables.is_empty() {
-                    sources.push(Box::new(TableSource::level(tables, ScanMode::Cached)));
-                }
+                Positions::Run(first..past)
+            };
+            if picked.len() > 0 {
+                sources.push(Box::new(TableSource::level(
+                    Arc::clone(&sv.version),
+                    level,
+                    picked,
+                    ScanMode::Cached,
+                )));
             }
         }
         let tally = inner.counters.reads.local();

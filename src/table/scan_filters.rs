@@ -253,6 +253,22 @@ impl ScanFilters {
     /// Whether a table whose point filter is `filter` and properties
     /// `properties` may hold a key within the bounds (see
     /// `Table::scan_may_match`); counts into `counters`.
+    /// Whether [`ScanFilters::may_match`] can answer `false` for a scan
+    /// with this prefix probe and these bounds in any table: a prefix to
+    /// probe, or a range bounded at both ends for a range filter. When it
+    /// cannot, a scan need not ask table by table.
+    pub fn can_rule_out(
+        prefix: Option<&PrefixProbe<'_>>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> bool {
+        prefix.is_some() || Self::bounded(start, end)
+    }
+
+    fn bounded(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded)
+    }
+
     pub(crate) fn may_match(
         &self,
         filter: Option<&AnyFilterView<AlignedBytes>>,
@@ -278,8 +294,7 @@ impl ScanFilters {
                 }
             }
         }
-        let bounded = !matches!(start, Bound::Unbounded) && !matches!(end, Bound::Unbounded);
-        if let (true, Some(range)) = (bounded, &self.range) {
+        if let (true, Some(range)) = (Self::bounded(start, end), &self.range) {
             let tally = counters.local();
             tally.bump(|t| &t.range_filter_checks);
             if !range.may_contain_bounds(start, end) {
