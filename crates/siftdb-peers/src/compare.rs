@@ -131,6 +131,91 @@ pub fn ratios(ours: &[Measured], peers: &[Vec<Measured>]) -> Vec<Ratio> {
     out
 }
 
+/// One figure per phase from an engine's rounds (`(round, measured)`), in
+/// the order the phases first appear: the round with the median ops/s (the
+/// lower of the two middle ones for an even count), or the first round that
+/// failed its checks, so a failure is never hidden behind a median.
+pub fn median_rounds(rounds: &[(usize, Measured)]) -> Vec<Measured> {
+    let mut phases: Vec<Phase> = Vec::new();
+    for (_, m) in rounds {
+        if !phases.contains(&m.report.phase) {
+            phases.push(m.report.phase);
+        }
+    }
+    let mut out = Vec::with_capacity(phases.len());
+    for phase in phases {
+        let mut of_phase: Vec<&Measured> = rounds
+            .iter()
+            .map(|(_, m)| m)
+            .filter(|m| m.report.phase == phase)
+            .collect();
+        if let Some(failed) = of_phase.iter().find(|m| !m.report.passed()) {
+            out.push((*failed).clone());
+            continue;
+        }
+        of_phase.sort_by(|a, b| {
+            let rate = |m: &Measured| m.report.ops_per_sec().unwrap_or(0.0);
+            rate(a).total_cmp(&rate(b))
+        });
+        if let Some(median) = of_phase.get(of_phase.len().saturating_sub(1) / 2) {
+            out.push((*median).clone());
+        }
+    }
+    out
+}
+
+/// siftdb's ops/s ÷ the best peer's, per phase and round: one markdown row
+/// per phase with each round's ratio (a round where a side has no passed
+/// figure shows `-`), the median and the lowest of them.
+pub fn round_ratio_table(ours: &[(usize, Measured)], peers: &[Vec<(usize, Measured)>]) -> String {
+    let rounds = ours.iter().map(|(r, _)| r + 1).max().unwrap_or(0);
+    let mut s = String::new();
+    let _ = write!(s, "| phase |");
+    for r in 1..=rounds {
+        let _ = write!(s, " round {r} |");
+    }
+    let _ = writeln!(s, " median | lowest |");
+    let _ = write!(s, "|---|");
+    for _ in 0..rounds {
+        let _ = write!(s, "---:|");
+    }
+    let _ = writeln!(s, "---:|---:|");
+    let rate = |m: &Measured| m.report.ops_per_sec().filter(|_| m.report.passed());
+    for mine in median_rounds(ours) {
+        let phase = mine.report.phase;
+        let per_round: Vec<Option<f64>> = (0..rounds)
+            .map(|round| {
+                let at = |m: &(usize, Measured)| m.0 == round && m.1.report.phase == phase;
+                let ours = ours.iter().find(|m| at(m)).and_then(|(_, m)| rate(m));
+                let best = peers
+                    .iter()
+                    .flatten()
+                    .filter(|m| at(m))
+                    .filter_map(|(_, m)| rate(m))
+                    .reduce(f64::max);
+                divide(ours, best)
+            })
+            .collect();
+        let mut seen: Vec<f64> = per_round.iter().flatten().copied().collect();
+        if seen.is_empty() {
+            continue;
+        }
+        seen.sort_by(f64::total_cmp);
+        let _ = write!(s, "| {} |", phase.name());
+        for r in &per_round {
+            let _ = write!(s, " {} |", fmt_ratio(*r));
+        }
+        let median = seen.get(seen.len().saturating_sub(1) / 2).copied();
+        let _ = writeln!(
+            s,
+            " {} | {} |",
+            fmt_ratio(median),
+            fmt_ratio(seen.first().copied())
+        );
+    }
+    s
+}
+
 fn fmt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
 }
@@ -302,6 +387,46 @@ mod tests {
         assert!(!table.contains("memory"), "{table}");
         assert!(table.contains("ops/s ÷ peer |"), "{table}");
         assert!(table.contains("fillrandom, puts alone"), "{table}");
+    }
+
+    #[test]
+    fn rounds_give_the_median_round_and_a_ratio_per_round() {
+        let workload = Workload::new(300).unwrap();
+        let (a, b) = (MemoryEngine::new(), MemoryEngine::new());
+        let fill = run(&a, &workload, Phase::FillRandom, 1.0);
+        let read = run(&a, &workload, Phase::ReadRandom, 1.0);
+        run(&b, &workload, Phase::FillRandom, 1.0);
+        let theirs_read = run(&b, &workload, Phase::ReadRandom, 1.0);
+        // siftdb's rounds take 1, 3 and 2 times the peer's one duration.
+        let slowed = |m: &Measured, by: u32, engine: &str| {
+            let mut m = m.clone();
+            m.report.elapsed = theirs_read.report.elapsed * by;
+            m.report.engine = engine.to_string();
+            m
+        };
+        let ours = vec![
+            (0, fill.clone()),
+            (0, slowed(&read, 1, "siftdb")),
+            (1, slowed(&read, 3, "siftdb")),
+            (2, slowed(&read, 2, "siftdb")),
+        ];
+        let peer: Vec<(usize, Measured)> = (0..3)
+            .map(|r| (r, slowed(&theirs_read, 1, "peer")))
+            .collect();
+        let medians = median_rounds(&ours);
+        assert_eq!(medians.len(), 2);
+        assert_eq!(medians[0].report.phase, Phase::FillRandom);
+        assert_eq!(medians[1].report.elapsed, theirs_read.report.elapsed * 2);
+        let table = round_ratio_table(&ours, &[peer]);
+        assert!(
+            table.contains("| readrandom | 1.00 | 0.33 | 0.50 | 0.50 | 0.33 |"),
+            "{table}"
+        );
+        // A failed round is the phase's figure, whatever the others say.
+        let mut failed = slowed(&read, 1, "siftdb");
+        failed.report.errors.record("wrong value".to_string());
+        let with_failure = vec![(0, slowed(&read, 2, "siftdb")), (1, failed)];
+        assert!(!median_rounds(&with_failure)[0].report.passed());
     }
 
     #[test]

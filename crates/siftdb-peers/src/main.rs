@@ -1,13 +1,16 @@
 //! `siftdb-peers`: the shared workloads against siftdb, RocksDB and fjall,
-//! back to back in one process, each on a fresh directory, and the ratios
-//! siftdb/peer per phase.
+//! back to back in one process, each on a fresh directory (or, with
+//! `--rounds`, filled once and read in rounds that rotate the engines), and
+//! the ratios siftdb/peer per phase.
 //!
 //! Owns: the flags, the checks made before any work (phase order, engines,
 //! `--cold` permission, sizes that fit the machine), the run directory of
 //! each engine, the order engines run in, the printed tables, the JSON
 //! lines file and the SVG plot.
-//! Must never: measure anything itself (that is `run_phase`'s job) or keep
-//! an engine open while the next one runs.
+//! Must never: measure anything itself (that is `run_phase`'s job), keep
+//! an engine open while the next one runs, or compare figures of different
+//! rounds (a round's ratio pairs that round's figures; the summary pairs
+//! each engine's median round).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -23,7 +26,9 @@ use siftdb_bench::{
     check_before_run, check_phase_order, describe_run, parse_count, run_phase, NoProgress, Phase,
     RunOptions, Workload,
 };
-use siftdb_peers::compare::{figures_table, ratio_table, ratios, Measured};
+use siftdb_peers::compare::{
+    figures_table, median_rounds, ratio_table, ratios, round_ratio_table, Measured,
+};
 use siftdb_peers::{open_engine, PeerConfig, ENGINES};
 
 /// Exit code when a phase failed its checks.
@@ -105,6 +110,15 @@ struct Args {
     #[arg(long, value_enum, default_value = "level-aware-static")]
     siftdb_filters: SiftdbFilters,
 
+    /// Rounds of the read phases: with more than one, every engine fills
+    /// first, then each round opens every engine again and runs the read
+    /// phases, the engines' order rotated by one per round; the figures and
+    /// ratios are each engine's median round per phase, and a table gives
+    /// siftdb ÷ the best peer in every round. mixed runs in the last round
+    /// only (it overwrites values).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: u16,
+
     /// Keep each engine's database in DIR/<engine> instead of a temporary
     /// directory. With fillrandom in --phases, DIR/<engine> must not exist
     /// yet; without it, the database a previous run filled there with the
@@ -141,6 +155,11 @@ fn check_args(args: &Args) -> Result<(), String> {
         if args.engines.iter().take(i).any(|earlier| earlier == name) {
             return Err(format!("engine {name} is listed twice"));
         }
+    }
+    if args.rounds > 1 && args.engines.iter().any(|name| name == "memory") {
+        // Each round opens the engines again; the harness's in-memory map
+        // starts empty at every opening.
+        return Err("--rounds above 1 needs engines that keep their data: not memory".to_string());
     }
     if !(args.bits_per_key > 0.0 && args.bits_per_key.is_finite()) {
         return Err(format!(
@@ -282,18 +301,33 @@ fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))
 }
 
-/// Runs every phase against one engine on its directory ([`engine_dir`]),
-/// which is removed unless kept (and the engine closed) before this returns.
-fn run_engine(
+/// Opens engine `name` on `dir`, runs `phases` against it (printing each
+/// report and writing its JSON line, tagged with `round` when there are
+/// rounds) and closes it before returning.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site; the flags, the workload and the outputs a phase needs"
+)]
+fn run_phases(
     name: &str,
+    dir: &EngineDir,
+    phases: &[Phase],
+    round: Option<(usize, usize)>,
     args: &Args,
     workload: &Workload,
     options: &RunOptions,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
-    let dir = engine_dir(name, args)?;
     let engine = open_engine(name, dir.path(), &peer_config(args))?;
-    println!("== {} in {}", engine.name(), dir.path().display());
+    match round {
+        Some((round, rounds)) => println!(
+            "== {} in {} (round {} of {rounds})",
+            engine.name(),
+            dir.path().display(),
+            round + 1
+        ),
+        None => println!("== {} in {}", engine.name(), dir.path().display()),
+    }
     let settings = engine.settings();
     if settings.is_empty() {
         println!("settings: engine defaults");
@@ -302,11 +336,11 @@ fn run_engine(
             println!("setting (non-default): {key} = {value}");
         }
     }
-    let mut reports = Vec::with_capacity(args.phases.len());
-    for &phase in &args.phases {
+    let mut reports = Vec::with_capacity(phases.len());
+    for &phase in phases {
         eprintln!("{name}: {phase} ...");
         if phase == Phase::Mixed {
-            if let EngineDir::Kept { marker, .. } = &dir {
+            if let EngineDir::Kept { marker, .. } = dir {
                 // Mixed overwrites values: the read phases of a later run
                 // would no longer find what they check.
                 match std::fs::remove_file(marker) {
@@ -327,28 +361,101 @@ fn run_engine(
             cpu_seconds,
         };
         if let Some(out) = json.as_mut() {
-            out.write(&measured.to_json())?;
+            let mut line = measured.to_json();
+            if let (Some((round, _)), Some(object)) = (round, line.as_object_mut()) {
+                object.insert("round".into(), json!(round + 1));
+            }
+            out.write(&line)?;
         }
         let filled = phase == Phase::FillRandom && measured.report.passed();
         reports.push(measured);
         if filled {
-            if let EngineDir::Kept { marker, .. } = &dir {
+            if let EngineDir::Kept { marker, .. } = dir {
                 std::fs::write(marker, fill_marker(name, args))
                     .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
             }
         }
     }
     drop(engine);
+    println!();
+    Ok(reports)
+}
+
+/// Removes a temporary engine directory; says where a kept one is.
+fn finish_dir(dir: EngineDir) -> Result<(), String> {
     match dir {
         EngineDir::Temporary(dir) => {
             let path = dir.path().to_path_buf();
             dir.close()
-                .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                .map_err(|e| format!("cannot remove {}: {e}", path.display()))
         }
-        EngineDir::Kept { path, .. } => println!("kept: {}", path.display()),
+        EngineDir::Kept { path, .. } => {
+            println!("kept: {}", path.display());
+            Ok(())
+        }
     }
-    println!();
-    Ok(reports)
+}
+
+/// Every engine's phases, as `(round, measured)` per engine in
+/// `args.engines` order. One round: each engine in turn runs every phase
+/// in one opening (fill and reads together). More rounds: each engine
+/// fills in its own opening, then every round opens each engine again and
+/// runs the read phases, the engines in an order rotated by one each round
+/// (round r starts with the r-th), so a slow spell of a shared machine
+/// falls on every engine alike; mixed, which overwrites, runs in the last
+/// round only.
+fn run_rounds(
+    args: &Args,
+    workload: &Workload,
+    options: &RunOptions,
+    json: &mut Option<JsonLines>,
+) -> Result<Vec<Vec<(usize, Measured)>>, String> {
+    let mut dirs = Vec::with_capacity(args.engines.len());
+    for name in &args.engines {
+        dirs.push(engine_dir(name, args)?);
+    }
+    let rounds = usize::from(args.rounds);
+    let mut measured: Vec<Vec<(usize, Measured)>> = vec![Vec::new(); dirs.len()];
+    let mut run = |i: usize, phases: &[Phase], round: usize| -> Result<(), String> {
+        let (Some(name), Some(dir), Some(out)) =
+            (args.engines.get(i), dirs.get(i), measured.get_mut(i))
+        else {
+            return Ok(());
+        };
+        let tag = (rounds > 1).then_some((round, rounds));
+        let reports = run_phases(name, dir, phases, tag, args, workload, options, json)?;
+        out.extend(reports.into_iter().map(|m| (round, m)));
+        Ok(())
+    };
+    if rounds == 1 {
+        for i in 0..args.engines.len() {
+            run(i, &args.phases, 0)?;
+        }
+    } else {
+        if args.phases.contains(&Phase::FillRandom) {
+            for i in 0..args.engines.len() {
+                run(i, &[Phase::FillRandom], 0)?;
+            }
+        }
+        for round in 0..rounds {
+            let reads: Vec<Phase> = args
+                .phases
+                .iter()
+                .copied()
+                .filter(|&p| p != Phase::FillRandom && (p != Phase::Mixed || round + 1 == rounds))
+                .collect();
+            if reads.is_empty() {
+                break;
+            }
+            for k in 0..args.engines.len() {
+                run((round + k) % args.engines.len(), &reads, round)?;
+            }
+        }
+    }
+    for dir in dirs {
+        finish_dir(dir)?;
+    }
+    Ok(measured)
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
@@ -392,11 +499,13 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         }))?;
     }
 
-    let mut runs: Vec<(String, Vec<Measured>)> = Vec::new();
-    for name in &args.engines {
-        let reports = run_engine(name, args, &workload, &options, &mut json)?;
-        runs.push((name.clone(), reports));
-    }
+    let measured = run_rounds(args, &workload, &options, &mut json)?;
+    let runs: Vec<(String, Vec<Measured>)> = args
+        .engines
+        .iter()
+        .cloned()
+        .zip(measured.iter().map(|rounds| median_rounds(rounds)))
+        .collect();
 
     let all: Vec<Vec<Measured>> = runs.iter().map(|(_, r)| r.clone()).collect();
     if let Some(path) = &args.plot {
@@ -436,6 +545,23 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         .collect();
     match ours {
         Some((_, ours)) if !peers.is_empty() => {
+            if args.rounds > 1 {
+                let index = |wanted: &str| args.engines.iter().position(|name| name == wanted);
+                let ours_rounds = index("siftdb").and_then(|i| measured.get(i));
+                let peer_rounds: Vec<Vec<(usize, Measured)>> = args
+                    .engines
+                    .iter()
+                    .zip(&measured)
+                    .filter(|(name, _)| name.as_str() != "siftdb")
+                    .map(|(_, rounds)| rounds.clone())
+                    .collect();
+                if let Some(ours_rounds) = ours_rounds {
+                    println!("## siftdb ops/s ÷ the best peer's, per round");
+                    println!();
+                    print!("{}", round_ratio_table(ours_rounds, &peer_rounds));
+                    println!();
+                }
+            }
             let rs = ratios(ours, &peers);
             println!("## Ratios siftdb ÷ peer (ops/s above 1: siftdb faster; p50, p99 and CPU below 1: siftdb faster or cheaper)");
             println!();
