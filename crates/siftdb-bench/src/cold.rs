@@ -2,7 +2,8 @@
 //!
 //! Owns: [`ColdCache`], the permission check made before any work (root,
 //! and `/proc/sys/vm/drop_caches` open for writing) and the drop itself
-//! (`sync`, then `3` written to that file: page cache, dentries and inodes).
+//! (`sync`, then `3` written to that file: page cache, dentries and inodes);
+//! [`write_back_dirty_pages`], the `sync` alone.
 //! Must never: drop anything inside a timed section or from a run that did
 //! not ask for it, or let a failed drop pass as a cold phase.
 //!
@@ -15,6 +16,13 @@ use std::path::{Path, PathBuf};
 
 /// The kernel's knob: writing `3` frees clean page cache, dentries and inodes.
 pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// Writes the machine's dirty pages back (`sync`) and drops nothing: a run
+/// calls it between loading and the phases it times, so the write-back of
+/// what one engine just wrote does not fall on the next engine's reads.
+pub fn write_back_dirty_pages() {
+    rustix::fs::sync();
+}
 
 /// A checked way to drop the OS page cache.
 #[derive(Clone, Debug, PartialEq, Eq)]

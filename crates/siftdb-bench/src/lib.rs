@@ -42,7 +42,7 @@ mod size;
 pub mod written;
 mod zipfian;
 
-pub use cold::{ColdCache, DROP_CACHES};
+pub use cold::{write_back_dirty_pages, ColdCache, DROP_CACHES};
 pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,

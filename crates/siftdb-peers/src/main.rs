@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, parse_count, run_phase, NoProgress, Phase,
-    RunOptions, Workload,
+    check_before_run, check_phase_order, describe_run, parse_count, run_phase,
+    write_back_dirty_pages, NoProgress, Phase, RunOptions, Workload,
 };
 use siftdb_peers::compare::{
     figures_table, median_rounds, ratio_table, ratios, round_ratio_table, Measured,
@@ -399,7 +399,8 @@ fn finish_dir(dir: EngineDir) -> Result<(), String> {
 /// Every engine's phases, as `(round, measured)` per engine in
 /// `args.engines` order. One round: each engine in turn runs every phase
 /// in one opening (fill and reads together). More rounds: each engine
-/// fills in its own opening, then every round opens each engine again and
+/// fills in its own opening (then the machine's dirty pages are written
+/// back), then every round opens each engine again and
 /// runs the read phases, the engines in an order rotated by one each round
 /// (round r starts with the r-th), so a slow spell of a shared machine
 /// falls on every engine alike; mixed, which overwrites, runs in the last
@@ -436,6 +437,9 @@ fn run_rounds(
             for i in 0..args.engines.len() {
                 run(i, &[Phase::FillRandom], 0)?;
             }
+            // The last fill's dirty pages would otherwise be written back
+            // during the first round, on the first engine's reads.
+            write_back_dirty_pages();
         }
         for round in 0..rounds {
             let reads: Vec<Phase> = args
