@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, parse_count, run_phase,
-    write_back_dirty_pages, NoProgress, Phase, RunOptions, Workload,
+    check_before_run, check_phase_order, describe_run, parse_count, raw_data_bytes, run_phase,
+    write_back_dirty_pages, Fit, NoProgress, Phase, RunOptions, Workload,
 };
 use siftdb_peers::compare::{
     figures_table, median_rounds, ratio_table, ratios, round_ratio_table, Measured,
@@ -398,7 +398,8 @@ fn finish_dir(dir: EngineDir) -> Result<(), String> {
 
 /// Every engine's phases, as `(round, measured)` per engine in
 /// `args.engines` order. One round: each engine in turn runs every phase
-/// in one opening (fill and reads together). More rounds: each engine
+/// in one opening (fill and reads together), its directory made before and
+/// removed after (unless kept). More rounds: each engine
 /// fills in its own opening (then the machine's dirty pages are written
 /// back), then every round opens each engine again and
 /// runs the read phases, the engines in an order rotated by one each round
@@ -411,49 +412,63 @@ fn run_rounds(
     options: &RunOptions,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Vec<(usize, Measured)>>, String> {
+    let rounds = usize::from(args.rounds);
+    let mut measured: Vec<Vec<(usize, Measured)>> = vec![Vec::new(); args.engines.len()];
+    if rounds == 1 {
+        // One engine's directory at a time: removed before the next is made.
+        for (name, out) in args.engines.iter().zip(measured.iter_mut()) {
+            let dir = engine_dir(name, args)?;
+            let reports = run_phases(
+                name,
+                &dir,
+                &args.phases,
+                None,
+                args,
+                workload,
+                options,
+                json,
+            )?;
+            out.extend(reports.into_iter().map(|m| (0, m)));
+            finish_dir(dir)?;
+        }
+        return Ok(measured);
+    }
+    // Every engine's database stays until the last round.
     let mut dirs = Vec::with_capacity(args.engines.len());
     for name in &args.engines {
         dirs.push(engine_dir(name, args)?);
     }
-    let rounds = usize::from(args.rounds);
-    let mut measured: Vec<Vec<(usize, Measured)>> = vec![Vec::new(); dirs.len()];
     let mut run = |i: usize, phases: &[Phase], round: usize| -> Result<(), String> {
         let (Some(name), Some(dir), Some(out)) =
             (args.engines.get(i), dirs.get(i), measured.get_mut(i))
         else {
             return Ok(());
         };
-        let tag = (rounds > 1).then_some((round, rounds));
+        let tag = Some((round, rounds));
         let reports = run_phases(name, dir, phases, tag, args, workload, options, json)?;
         out.extend(reports.into_iter().map(|m| (round, m)));
         Ok(())
     };
-    if rounds == 1 {
+    if args.phases.contains(&Phase::FillRandom) {
         for i in 0..args.engines.len() {
-            run(i, &args.phases, 0)?;
+            run(i, &[Phase::FillRandom], 0)?;
         }
-    } else {
-        if args.phases.contains(&Phase::FillRandom) {
-            for i in 0..args.engines.len() {
-                run(i, &[Phase::FillRandom], 0)?;
-            }
-            // The last fill's dirty pages would otherwise be written back
-            // during the first round, on the first engine's reads.
-            write_back_dirty_pages();
+        // The last fill's dirty pages would otherwise be written back
+        // during the first round, on the first engine's reads.
+        write_back_dirty_pages();
+    }
+    for round in 0..rounds {
+        let reads: Vec<Phase> = args
+            .phases
+            .iter()
+            .copied()
+            .filter(|&p| p != Phase::FillRandom && (p != Phase::Mixed || round + 1 == rounds))
+            .collect();
+        if reads.is_empty() {
+            break;
         }
-        for round in 0..rounds {
-            let reads: Vec<Phase> = args
-                .phases
-                .iter()
-                .copied()
-                .filter(|&p| p != Phase::FillRandom && (p != Phase::Mixed || round + 1 == rounds))
-                .collect();
-            if reads.is_empty() {
-                break;
-            }
-            for k in 0..args.engines.len() {
-                run((round + k) % args.engines.len(), &reads, round)?;
-            }
+        for k in 0..args.engines.len() {
+            run((round + k) % args.engines.len(), &reads, round)?;
         }
     }
     for dir in dirs {
@@ -468,6 +483,22 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     // Everything that can refuse the run does so before any work.
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let cold = check_before_run(args.n, ops, args.cold, &parent)?;
+    if args.rounds > 1 {
+        // Every engine's database stays on disk until the last round.
+        let at = args.keep_in.as_ref().unwrap_or(&parent);
+        let engines = u64::try_from(args.engines.len()).unwrap_or(u64::MAX);
+        let data = raw_data_bytes(args.n).saturating_mul(engines);
+        if let Some(free) = Fit::of_machine(at)
+            .free_disk_bytes
+            .filter(|&free| data > free)
+        {
+            return Err(format!(
+                "--rounds keeps all {engines} databases until the last round: {} GiB of keys and values before any engine overhead, more than the {} GiB free",
+                data >> 30,
+                free >> 30
+            ));
+        }
+    }
     let workload = Workload::with_ops(args.n, ops)?;
     let mut json = args.json.as_ref().map(JsonLines::create).transpose()?;
     if let Some(path) = &args.plot {
