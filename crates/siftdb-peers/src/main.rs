@@ -301,23 +301,30 @@ fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))
 }
 
+/// What every phase of a run needs: the flags, the workload, the options.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    args: &'a Args,
+    workload: &'a Workload,
+    options: &'a RunOptions,
+}
+
 /// Opens engine `name` on `dir`, runs `phases` against it (printing each
 /// report and writing its JSON line, tagged with `round` when there are
 /// rounds) and closes it before returning.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site; the flags, the workload and the outputs a phase needs"
-)]
 fn run_phases(
     name: &str,
     dir: &EngineDir,
     phases: &[Phase],
     round: Option<(usize, usize)>,
-    args: &Args,
-    workload: &Workload,
-    options: &RunOptions,
+    setup: Setup<'_>,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Measured>, String> {
+    let Setup {
+        args,
+        workload,
+        options,
+    } = setup;
     let engine = open_engine(name, dir.path(), &peer_config(args))?;
     match round {
         Some((round, rounds)) => println!(
@@ -407,27 +414,17 @@ fn finish_dir(dir: EngineDir) -> Result<(), String> {
 /// falls on every engine alike; mixed, which overwrites, runs in the last
 /// round only.
 fn run_rounds(
-    args: &Args,
-    workload: &Workload,
-    options: &RunOptions,
+    setup: Setup<'_>,
     json: &mut Option<JsonLines>,
 ) -> Result<Vec<Vec<(usize, Measured)>>, String> {
+    let args = setup.args;
     let rounds = usize::from(args.rounds);
     let mut measured: Vec<Vec<(usize, Measured)>> = vec![Vec::new(); args.engines.len()];
     if rounds == 1 {
         // One engine's directory at a time: removed before the next is made.
         for (name, out) in args.engines.iter().zip(measured.iter_mut()) {
             let dir = engine_dir(name, args)?;
-            let reports = run_phases(
-                name,
-                &dir,
-                &args.phases,
-                None,
-                args,
-                workload,
-                options,
-                json,
-            )?;
+            let reports = run_phases(name, &dir, &args.phases, None, setup, json)?;
             out.extend(reports.into_iter().map(|m| (0, m)));
             finish_dir(dir)?;
         }
@@ -445,7 +442,7 @@ fn run_rounds(
             return Ok(());
         };
         let tag = Some((round, rounds));
-        let reports = run_phases(name, dir, phases, tag, args, workload, options, json)?;
+        let reports = run_phases(name, dir, phases, tag, setup, json)?;
         out.extend(reports.into_iter().map(|m| (round, m)));
         Ok(())
     };
@@ -534,7 +531,12 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         }))?;
     }
 
-    let measured = run_rounds(args, &workload, &options, &mut json)?;
+    let setup = Setup {
+        args,
+        workload: &workload,
+        options: &options,
+    };
+    let measured = run_rounds(setup, &mut json)?;
     let runs: Vec<(String, Vec<Measured>)> = args
         .engines
         .iter()
