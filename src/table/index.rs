@@ -16,6 +16,7 @@ use std::cmp::Ordering;
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, key_head, parse_internal_key, user_key_of};
+use crate::prefetch::prefetch_line;
 use crate::table::block::Block;
 use crate::table::format::{BlockHandle, BlockLocation, TableFormat, HANDLE_LEN};
 use crate::table::properties::TableProperties;
@@ -150,20 +151,107 @@ impl Index {
     /// The only data block that can hold the first entry ≥ `target`: the
     /// first whose separator (its last key) is ≥ `target`. `head` is
     /// [`key_head`] of `target`'s user key (a get has it already).
+    ///
+    /// Heads never decrease along the index, and where two differ their
+    /// keys compare as they do; so the search first finds, over the heads
+    /// alone, the run of separators whose head equals `head`, and compares
+    /// whole keys only inside that run (usually empty: keys that share
+    /// their first 16 bytes with a separator).
     pub(crate) fn block_for(&self, head: u128, target: &[u8]) -> Option<usize> {
-        let (mut low, mut high) = (0, self.len());
+        let first = first_at_least(&self.heads, head);
+        let tied = match self.heads.get(first..) {
+            Some(rest) if rest.first() == Some(&head) => rest.partition_point(|&h| h == head),
+            _ => 0,
+        };
+        let (mut low, mut high) = (first, first + tied);
         while low < high {
             let mid = low + (high - low) / 2;
-            let order = match self.heads.get(mid).map(|h| h.cmp(&head)) {
-                Some(Ordering::Equal) | None => compare_internal_keys(self.separator(mid), target),
-                Some(unequal) => unequal,
-            };
-            if order == Ordering::Less {
+            if compare_internal_keys(self.separator(mid), target) == Ordering::Less {
                 low = mid + 1;
             } else {
                 high = mid;
             }
         }
         (low < self.len()).then_some(low)
+    }
+}
+
+/// The first position in `heads` (ascending) whose head is ≥ `head`
+/// (`heads.len()` when none is). A branch-free halving search: which half
+/// to keep becomes a conditional move, not a branch the CPU must guess,
+/// and both places the next step may look at are requested from memory
+/// before this step's comparison is known, so the search of a large index
+/// waits on overlapping loads rather than on one cache miss after another.
+fn first_at_least(heads: &[u128], head: u128) -> usize {
+    let mut base = 0usize;
+    let mut size = heads.len();
+    while size > 1 {
+        let half = size / 2;
+        let next = size - half;
+        prefetch_line(heads.as_ptr().wrapping_add(base + next / 2).cast());
+        prefetch_line(heads.as_ptr().wrapping_add(base + half + next / 2).cast());
+        let below = heads.get(base + half).is_some_and(|&h| h < head);
+        base = std::hint::select_unpredictable(below, base + half, base);
+        size = next;
+    }
+    base + usize::from(heads.get(base).is_some_and(|&h| h < head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, SeqNo, ValueKind};
+
+    fn index_of(separators: &[Vec<u8>]) -> Index {
+        let mut index = Index::empty();
+        for (i, separator) in separators.iter().enumerate() {
+            index.separators.extend_from_slice(separator);
+            index
+                .starts
+                .push(u32::try_from(index.separators.len()).unwrap());
+            index.heads.push(key_head(user_key_of(separator)));
+            let offset = i as u64 * 100;
+            index.handles.push(BlockHandle { offset, len: 90 });
+        }
+        index
+    }
+
+    /// Separators whose user keys share 16-byte heads in runs (long keys
+    /// with a common start, several versions of one key) and keys shorter
+    /// than a head: the search agrees with a comparison of whole keys for
+    /// every target around every separator, at every index length.
+    #[test]
+    fn block_for_agrees_with_comparing_whole_keys() {
+        let mut users: Vec<Vec<u8>> = Vec::new();
+        for a in 0..6u8 {
+            users.push(vec![b'a' + a]);
+            for b in 0..5u8 {
+                let mut long = vec![b'p'; 16];
+                long[15] = b'a' + a;
+                long.extend_from_slice(&[b'0' + b; 3]);
+                users.push(long);
+            }
+        }
+        users.sort();
+        let mut separators = Vec::new();
+        for (i, user) in users.iter().enumerate() {
+            separators.push(internal_key(user, SeqNo(9), ValueKind::Put));
+            if i % 3 == 0 {
+                separators.push(internal_key(user, SeqNo(4), ValueKind::Put));
+            }
+        }
+        for len in 0..=separators.len() {
+            let index = index_of(&separators[..len]);
+            for user in users.iter().chain([&Vec::new(), &vec![0xff; 20]]) {
+                for seq in [0, 4, 5, 9, 10] {
+                    let target = internal_key(user, SeqNo(seq), ValueKind::Put);
+                    let expected = separators[..len]
+                        .iter()
+                        .position(|s| compare_internal_keys(s, &target) != Ordering::Less);
+                    let head = key_head(user_key_of(&target));
+                    assert_eq!(index.block_for(head, &target), expected, "len {len}");
+                }
+            }
+        }
     }
 }
