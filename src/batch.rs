@@ -2,8 +2,9 @@
 //! encoding as the payload of one write-ahead-log record.
 //!
 //! Owns: [`WriteBatch`] (the public type applications fill), the batch
-//! payload layout documented in `docs/format.md` ("Write-ahead log", batch
-//! payload), and [`decode_record`], its panic-free decoder.
+//! payload layouts documented in `docs/format.md` ("Write-ahead log", batch
+//! payload: varints since log version 3, fixed-width fields before), and
+//! [`decode_record`] / [`decode_record_with`], their panic-free decoder.
 //! Must never: accept a payload it did not fully understand (unknown kinds,
 //! trailing bytes, sequence numbers past [`SeqNo::MAX`] are `Corruption`),
 //! panic on untrusted bytes, or allocate from a count it has not bounded by
@@ -25,19 +26,44 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
-use crate::codec::ByteReader;
+use crate::codec::{put_varint, ByteReader};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
 
-/// Bytes before the first operation in a batch payload: first sequence (u64) and op count (u32).
-pub const BATCH_HEADER_LEN: usize = 12;
-/// The fewest bytes one encoded operation can take: a delete of an empty key.
-pub const MIN_OP_LEN: usize = 5;
+/// The most bytes before the first operation in a batch payload: the first
+/// sequence number (a varint of at most 56 bits: 8 bytes) and the operation
+/// count (a varint of at most 32 bits: 5 bytes).
+pub const MAX_BATCH_HEADER_LEN: usize = 13;
 /// The largest batch payload [`WriteBatch::check_limits`] lets through: it
 /// must fit the write-ahead log's u32 record length.
 pub const MAX_BATCH_PAYLOAD: usize = u32::MAX as usize;
 
 const WHAT: &str = "write batch";
+
+/// How a batch payload writes its numbers: the log's format version says
+/// which (`wal::batch_encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchEncoding {
+    /// Log versions 1 and 2: the first sequence number as a u64, the count
+    /// and every length as a u32, little-endian (33 bytes of framing for a
+    /// one-put batch with its record header).
+    Fixed,
+    /// Log version 3, written now: every number a LEB128 varint in its
+    /// shortest form (20 bytes of framing for a one-put batch of a 16-byte
+    /// key and a 100-byte value at sequence numbers below 2^28).
+    Varint,
+}
+
+impl BatchEncoding {
+    /// The fewest bytes one encoded operation can take: a delete of an
+    /// empty key (its kind and a length).
+    fn min_op_len(self) -> usize {
+        match self {
+            BatchEncoding::Fixed => 5,
+            BatchEncoding::Varint => 2,
+        }
+    }
+}
 
 /// One operation of a batch, borrowed from the batch's (or a log record's) bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,14 +83,12 @@ pub struct BatchOp<'a> {
 /// appear in the log record, so logging a batch is one copy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    /// The encoded operations (the record payload after its 12-byte header).
+    /// The encoded operations (the record payload after its header), in
+    /// [`BatchEncoding::Varint`].
     ops: Vec<u8>,
     count: usize,
     largest_key: usize,
     largest_value: usize,
-    /// Set when an operation was too long to encode at all (over 4 GiB);
-    /// such an operation is not stored and [`WriteBatch::check_limits`] fails.
-    unencodable: bool,
 }
 
 impl WriteBatch {
@@ -76,15 +100,10 @@ impl WriteBatch {
     /// Adds "set `key` to `value`".
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         let (key, value) = (key.as_ref(), value.as_ref());
-        let (Ok(key_len), Ok(value_len)) = (u32::try_from(key.len()), u32::try_from(value.len()))
-        else {
-            self.unencodable = true;
-            return;
-        };
         self.ops.push(ValueKind::Put as u8);
-        self.ops.extend_from_slice(&key_len.to_le_bytes());
+        put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
-        self.ops.extend_from_slice(&value_len.to_le_bytes());
+        put_varint(&mut self.ops, value.len() as u64);
         self.ops.extend_from_slice(value);
         self.count += 1;
         self.largest_key = self.largest_key.max(key.len());
@@ -94,12 +113,8 @@ impl WriteBatch {
     /// Adds "delete `key`".
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
-        let Ok(key_len) = u32::try_from(key.len()) else {
-            self.unencodable = true;
-            return;
-        };
         self.ops.push(ValueKind::Delete as u8);
-        self.ops.extend_from_slice(&key_len.to_le_bytes());
+        put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
         self.count += 1;
         self.largest_key = self.largest_key.max(key.len());
@@ -111,7 +126,6 @@ impl WriteBatch {
         self.count += other.count;
         self.largest_key = self.largest_key.max(other.largest_key);
         self.largest_value = self.largest_value.max(other.largest_value);
-        self.unencodable |= other.unencodable;
     }
 
     /// Number of operations.
@@ -130,12 +144,12 @@ impl WriteBatch {
         self.count = 0;
         self.largest_key = 0;
         self.largest_value = 0;
-        self.unencodable = false;
     }
 
-    /// The size of the batch's log record payload, in bytes.
+    /// The size of the batch's log record payload, in bytes, at most (its
+    /// header's varints are shorter at small sequence numbers).
     pub fn approximate_bytes(&self) -> usize {
-        BATCH_HEADER_LEN + self.ops.len()
+        MAX_BATCH_HEADER_LEN + self.ops.len()
     }
 
     /// The operations, in insertion order.
@@ -149,7 +163,7 @@ impl WriteBatch {
     /// `InvalidArgument` unless every key is at most [`MAX_KEY_LEN`], every
     /// value at most [`MAX_VALUE_LEN`], and the payload fits one log record.
     pub fn check_limits(&self) -> Result<()> {
-        if self.unencodable || self.largest_key > MAX_KEY_LEN {
+        if self.largest_key > MAX_KEY_LEN {
             return Err(Error::invalid(format!(
                 "key longer than the {MAX_KEY_LEN}-byte limit"
             )));
@@ -183,6 +197,32 @@ impl WriteBatch {
     pub fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
         encode_group_into(first_seq, std::iter::once(self), out);
     }
+
+    /// The payload as [`WriteBatch::encode_record`] gives it, in `encoding`:
+    /// what a log of an older version held (tools and tests that build or
+    /// re-encode such logs).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the fixed layout's fields are u32 by definition; check_limits bounds them"
+    )]
+    pub fn encode_record_with(&self, first_seq: SeqNo, encoding: BatchEncoding) -> Vec<u8> {
+        if encoding == BatchEncoding::Varint {
+            return self.encode_record(first_seq);
+        }
+        let mut out = Vec::with_capacity(self.approximate_bytes() + 6 * self.count);
+        out.extend_from_slice(&first_seq.0.to_le_bytes());
+        out.extend_from_slice(&(self.count as u32).to_le_bytes());
+        for op in self.iter() {
+            out.push(op.kind as u8);
+            out.extend_from_slice(&(op.key.len() as u32).to_le_bytes());
+            out.extend_from_slice(op.key);
+            if op.kind == ValueKind::Put {
+                out.extend_from_slice(&(op.value.len() as u32).to_le_bytes());
+                out.extend_from_slice(op.value);
+            }
+        }
+        out
+    }
 }
 
 /// Appends to `out` the log record payload of `batches` applied as one
@@ -190,18 +230,14 @@ impl WriteBatch {
 /// commit logs, without merging the batches first. Their payloads together
 /// (one header) must pass [`WriteBatch::check_limits`]'s size limit for the
 /// record to decode.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "operations are encoded bytes, ≥ 5 each; a count past u32::MAX needs a payload past MAX_BATCH_PAYLOAD"
-)]
 pub fn encode_group_into<'a>(
     first_seq: SeqNo,
     batches: impl Iterator<Item = &'a WriteBatch> + Clone,
     out: &mut Vec<u8>,
 ) {
     let count: usize = batches.clone().map(|b| b.count).sum();
-    out.extend_from_slice(&first_seq.0.to_le_bytes());
-    out.extend_from_slice(&(count as u32).to_le_bytes());
+    put_varint(out, first_seq.0);
+    put_varint(out, count as u64);
     for batch in batches {
         out.extend_from_slice(&batch.ops);
     }
@@ -235,7 +271,9 @@ impl<'a> Iterator for OpIter<'a> {
         self.left -= 1;
         // The buffer was written by `put`/`delete`, so this cannot fail; were
         // it ever to, iteration stops rather than inventing an operation.
-        read_op(&mut self.reader).ok()
+        // No limits here: the batch's own checks report an over-long key
+        // or value (`check_limits`, `Db::write`), which must see it.
+        read_op(&mut self.reader, BatchEncoding::Varint, Lengths::Unlimited).ok()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -243,13 +281,35 @@ impl<'a> Iterator for OpIter<'a> {
     }
 }
 
-fn read_op<'a>(reader: &mut ByteReader<'a>) -> Result<BatchOp<'a>> {
+/// Whether [`read_op`] bounds a varint length before taking its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lengths {
+    /// Untrusted bytes: a key over [`MAX_KEY_LEN`] or a value over
+    /// [`MAX_VALUE_LEN`] is refused before anything is taken.
+    Limited,
+    /// The batch's own buffer: an over-long key or value is read, so that
+    /// the batch's checks (`check_limits`, `Db::write`) see and report it.
+    Unlimited,
+}
+
+/// One operation, its lengths read as `encoding` writes them (a fixed
+/// length, which cannot pass 4 GiB, is checked by the caller).
+fn read_op<'a>(
+    reader: &mut ByteReader<'a>,
+    encoding: BatchEncoding,
+    lengths: Lengths,
+) -> Result<BatchOp<'a>> {
     let kind_byte = reader.u8()?;
     let kind = ValueKind::from_u8(kind_byte)
         .ok_or_else(|| Error::corruption(WHAT, format!("unknown operation kind {kind_byte}")))?;
-    let key = reader.len_prefixed()?;
+    let mut field = |max: usize| match (encoding, lengths) {
+        (BatchEncoding::Fixed, _) => reader.len_prefixed(),
+        (BatchEncoding::Varint, Lengths::Limited) => reader.varint_prefixed(max as u64),
+        (BatchEncoding::Varint, Lengths::Unlimited) => reader.varint_prefixed(u64::MAX),
+    };
+    let key = field(MAX_KEY_LEN)?;
     let value = match kind {
-        ValueKind::Put => reader.len_prefixed()?,
+        ValueKind::Put => field(MAX_VALUE_LEN)?,
         ValueKind::Delete => &[],
     };
     Ok(BatchOp { kind, key, value })
@@ -285,15 +345,28 @@ impl<'a> DecodedBatch<'a> {
     }
 }
 
-/// Decodes a batch payload written by [`WriteBatch::encode_record`].
+/// Decodes a batch payload written by [`WriteBatch::encode_record`] (the
+/// [`BatchEncoding::Varint`] of log version 3).
+pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
+    decode_record_with(bytes, BatchEncoding::Varint)
+}
+
+/// Decodes a batch payload in `encoding`.
 ///
 /// `Corruption` when the payload is short, has trailing bytes, an unknown
 /// operation kind, a key longer than [`MAX_KEY_LEN`], a value longer than
-/// [`MAX_VALUE_LEN`], or sequence numbers that would pass [`SeqNo::MAX`].
-pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
+/// [`MAX_VALUE_LEN`], sequence numbers that would pass [`SeqNo::MAX`], or
+/// (varints) a number not in its shortest form.
+pub fn decode_record_with(bytes: &[u8], encoding: BatchEncoding) -> Result<DecodedBatch<'_>> {
     let mut reader = ByteReader::new(bytes, WHAT);
-    let first_seq = SeqNo(reader.u64()?);
-    let count = reader.u32()?;
+    let (first_seq, count) = match encoding {
+        BatchEncoding::Fixed => (SeqNo(reader.u64()?), reader.u32()?),
+        BatchEncoding::Varint => {
+            let first_seq = SeqNo(reader.varint(u64::MAX)?);
+            let count = u32::try_from(reader.varint(u64::from(u32::MAX))?).unwrap_or(u32::MAX);
+            (first_seq, count)
+        }
+    };
     let last = first_seq.0.checked_add(u64::from(count).saturating_sub(1));
     if first_seq > SeqNo::MAX || last.is_none_or(|last| last > SeqNo::MAX.0) {
         return Err(Error::corruption(
@@ -301,7 +374,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
             format!("sequence numbers {first_seq:?} + {count} pass the 56-bit limit"),
         ));
     }
-    let possible = reader.remaining() / MIN_OP_LEN;
+    let possible = reader.remaining() / encoding.min_op_len();
     if count as usize > possible {
         return Err(Error::corruption(
             WHAT,
@@ -313,7 +386,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
     }
     let mut ops = Vec::with_capacity(count as usize);
     for index in 0..count {
-        let op = read_op(&mut reader)
+        let op = read_op(&mut reader, encoding, Lengths::Limited)
             .map_err(|e| Error::corruption(WHAT, format!("operation {index}: {e}")))?;
         if op.key.len() > MAX_KEY_LEN || op.value.len() > MAX_VALUE_LEN {
             return Err(Error::corruption(
@@ -374,7 +447,10 @@ mod tests {
     fn encode_decode_round_trips_byte_for_byte() {
         let b = sample();
         let payload = b.encode_record(SeqNo(100));
-        assert_eq!(payload.len(), b.approximate_bytes());
+        assert_eq!(
+            payload.len(),
+            b.approximate_bytes() - MAX_BATCH_HEADER_LEN + 2
+        );
         let d = decode_record(&payload).unwrap();
         assert_eq!(d.first_seq, SeqNo(100));
         assert_eq!(d.last_seq(), Some(SeqNo(103)));
@@ -383,6 +459,16 @@ mod tests {
         assert_eq!(d.to_write_batch().encode_record(SeqNo(100)), payload);
         let seqs: Vec<_> = d.ops_with_seq().map(|(s, _)| s.0).collect();
         assert_eq!(seqs, [100, 101, 102, 103]);
+        // The fixed encoding of older logs round-trips the same way.
+        let fixed = b.encode_record_with(SeqNo(100), BatchEncoding::Fixed);
+        let d = decode_record_with(&fixed, BatchEncoding::Fixed).unwrap();
+        assert_eq!(d.to_write_batch(), b);
+        assert_eq!(
+            d.to_write_batch()
+                .encode_record_with(SeqNo(100), BatchEncoding::Fixed),
+            fixed
+        );
+        assert!(decode_record(&fixed).is_err());
     }
 
     #[test]
@@ -391,6 +477,9 @@ mod tests {
         b.put(b"ab", b"c");
         b.delete(b"d");
         let p = b.encode_record(SeqNo(0x0102));
+        let expected = [0x82, 0x02, 2, 1, 2, b'a', b'b', 1, b'c', 0, 1, b'd'];
+        assert_eq!(p, expected);
+        let p = b.encode_record_with(SeqNo(0x0102), BatchEncoding::Fixed);
         let mut expected = vec![0x02, 0x01, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
         expected.extend_from_slice(&[1, 2, 0, 0, 0, b'a', b'b', 1, 0, 0, 0, b'c']);
         expected.extend_from_slice(&[0, 1, 0, 0, 0, b'd']);
@@ -408,7 +497,7 @@ mod tests {
         a.clear();
         assert!(a.is_empty());
         assert_eq!(a.iter().count(), 0);
-        assert_eq!(a.approximate_bytes(), BATCH_HEADER_LEN);
+        assert_eq!(a.approximate_bytes(), MAX_BATCH_HEADER_LEN);
         assert_eq!(a, WriteBatch::new());
     }
 
@@ -438,25 +527,45 @@ mod tests {
 
     #[test]
     fn every_truncation_and_trailing_byte_is_refused() {
-        let payload = sample().encode_record(SeqNo(1));
-        for len in 0..payload.len() {
-            assert!(decode_record(&payload[..len]).unwrap_err().is_corruption());
+        for encoding in [BatchEncoding::Varint, BatchEncoding::Fixed] {
+            let payload = sample().encode_record_with(SeqNo(1), encoding);
+            for len in 0..payload.len() {
+                let short = decode_record_with(&payload[..len], encoding);
+                assert!(short.unwrap_err().is_corruption());
+            }
+            let mut longer = payload.clone();
+            longer.push(0);
+            assert!(decode_record_with(&longer, encoding)
+                .unwrap_err()
+                .is_corruption());
         }
-        let mut longer = payload.clone();
-        longer.push(0);
-        assert!(decode_record(&longer).unwrap_err().is_corruption());
     }
 
     #[test]
     fn unknown_kind_huge_count_and_seq_overflow_are_refused() {
         let mut p = sample().encode_record(SeqNo(1));
-        p[12] = 9;
+        p[2] = 9;
         assert!(decode_record(&p).unwrap_err().is_corruption());
 
+        let mut p = sample().encode_record_with(SeqNo(1), BatchEncoding::Fixed);
+        p[12] = 9;
+        assert!(decode_record_with(&p, BatchEncoding::Fixed)
+            .unwrap_err()
+            .is_corruption());
+
         let mut p = sample().encode_record(SeqNo(1));
-        p[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        p.splice(1..2, [0xff, 0xff, 0xff, 0xff, 0x0f]);
         let err = decode_record(&p).unwrap_err().to_string();
         assert!(err.contains("cannot fit"), "{err}");
+        // A count past 32 bits, and a length past the key limit, are refused
+        // before anything is taken or allocated.
+        let mut p = sample().encode_record(SeqNo(1));
+        p.splice(1..2, [0xff, 0xff, 0xff, 0xff, 0x1f]);
+        assert!(decode_record(&p).unwrap_err().is_corruption());
+        let mut p = vec![1, 1, 0];
+        put_varint(&mut p, MAX_KEY_LEN as u64 + 1);
+        let err = decode_record(&p).unwrap_err().to_string();
+        assert!(err.contains("limit"), "{err}");
 
         let mut b = WriteBatch::new();
         b.delete(b"a");

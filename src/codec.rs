@@ -1,7 +1,10 @@
-//! Panic-free little-endian reading and writing of fixed-width fields.
+//! Panic-free reading and writing of little-endian fixed-width fields and
+//! LEB128 varints.
 //!
-//! Owns: the cursor every decoder in the crate reads through, and the
-//! checksum helper every on-disk structure is verified with.
+//! Owns: the cursor every decoder in the crate reads through, the varint
+//! encoding (seven bits per byte, low bits first, the top bit set on every
+//! byte but the last), and the checksum helper every on-disk structure is
+//! verified with.
 //! Must never: panic, index out of bounds, or hand out a slice longer than
 //! the input — a short input is a named `Corruption` ("wal record: 3 bytes short").
 
@@ -94,6 +97,45 @@ impl<'a> ByteReader<'a> {
         self.take(len)
     }
 
+    /// Consumes a LEB128 varint of at most `max` in its shortest form.
+    /// `Corruption` when it runs past the input, exceeds `max`, or is
+    /// longer than needed (a last byte of zero after the first): so every
+    /// value has one encoding and re-encoding gives back the same bytes.
+    pub fn varint(&mut self, max: u64) -> Result<u64> {
+        let mut value = 0u64;
+        for (index, shift) in (0..64).step_by(7).enumerate() {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if bits.checked_shl(shift).and_then(|v| v.checked_shr(shift)) != Some(bits) {
+                break;
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                if byte == 0 && index > 0 {
+                    return Err(Error::corruption(
+                        self.what,
+                        "varint longer than its value needs",
+                    ));
+                }
+                if value > max {
+                    break;
+                }
+                return Ok(value);
+            }
+        }
+        Err(Error::corruption(
+            self.what,
+            format!("varint above its limit of {max}"),
+        ))
+    }
+
+    /// Consumes a varint length prefix of at most `max` and that many bytes.
+    pub fn varint_prefixed(&mut self, max: u64) -> Result<&'a [u8]> {
+        let len = usize::try_from(self.varint(max)?)
+            .map_err(|_| Error::corruption(self.what, "length past the address space"))?;
+        self.take(len)
+    }
+
     /// Fails unless every byte was consumed.
     pub fn finish(&self) -> Result<()> {
         if self.rest.is_empty() {
@@ -116,6 +158,24 @@ impl<'a> ByteReader<'a> {
 pub fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(bytes);
+}
+
+/// Appends `value` as a LEB128 varint in its shortest form (1 to 10 bytes).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "each byte keeps the low seven bits on purpose; the rest follow in later bytes"
+)]
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Bytes [`put_varint`] writes for `value`.
+pub fn varint_len(value: u64) -> usize {
+    (64 - value.leading_zeros() as usize).max(1).div_ceil(7)
 }
 
 /// CRC-32 (IEEE) of several pieces, as if concatenated.
@@ -150,6 +210,45 @@ pub fn split_checked<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a [u8]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varints_round_trip_in_their_shortest_form_and_refuse_the_rest() {
+        let mut values = vec![0u64, u64::MAX, (1 << 56) - 1];
+        for bits in 1..64 {
+            values.extend([(1u64 << bits) - 1, 1u64 << bits]);
+        }
+        for value in values {
+            let mut out = Vec::new();
+            put_varint(&mut out, value);
+            assert_eq!(out.len(), varint_len(value), "{value:#x}");
+            let mut reader = ByteReader::new(&out, "test");
+            assert_eq!(reader.varint(u64::MAX).unwrap(), value);
+            reader.finish().unwrap();
+            for len in 0..out.len() {
+                assert!(ByteReader::new(&out[..len], "test")
+                    .varint(u64::MAX)
+                    .is_err());
+            }
+            if value > 0 {
+                assert!(ByteReader::new(&out, "test").varint(value - 1).is_err());
+            }
+        }
+        // Longer than needed, past 64 bits, or an eleventh byte.
+        for bad in [
+            &[0x80, 0x00][..],
+            &[0xff, 0x80, 0x00],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+            &[
+                0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00,
+            ],
+        ] {
+            let err = ByteReader::new(bad, "test").varint(u64::MAX);
+            assert!(matches!(err, Err(Error::Corruption { .. })), "{bad:02x?}");
+        }
+        let mut r = ByteReader::new(&[3, b'a', b'b', b'c', 9], "test");
+        assert_eq!(r.varint_prefixed(3).unwrap(), b"abc");
+        assert!(r.varint_prefixed(8).is_err());
+    }
 
     #[test]
     fn reader_names_truncation() {

@@ -10,15 +10,16 @@
 //! ```text
 //! file header (20 bytes)
 //! 0   4  magic "SWAL"
-//! 4   4  format version (u32 LE, 2; 1 is still read)
+//! 4   4  format version (u32 LE, 3; 1 and 2 are still read)
 //! 8   8  log number (u64 LE; the number in the file name)
 //! 16  4  crc32 of bytes 0..16
 //! then records, back to back (12-byte header + payload)
 //! 0   4  payload length n (u32 LE)
 //! 4   4  header crc: crc32 of bytes 0..4 (the length alone)
 //! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
-//! 12  n  payload (a write batch: see `batch.rs`)
-//! and, in version 2, after a clean close, one close record (32 bytes)
+//! 12  n  payload (a write batch: see `batch.rs`; varints in version 3,
+//!        fixed-width fields before)
+//! and, from version 2, after a clean close, one close record (32 bytes)
 //! 0   4  payload length 20
 //! 4   4  header crc: crc32 of ("close" ‖ bytes 0..4)
 //! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
@@ -62,7 +63,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::batch::{decode_record, DecodedBatch};
+use crate::batch::{decode_record_with, BatchEncoding, DecodedBatch};
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -70,12 +71,22 @@ use crate::key::SeqNo;
 
 /// The four bytes every log file starts with.
 pub const MAGIC: [u8; 4] = *b"SWAL";
-/// The format version this code writes: version 1 plus the close record.
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version this code writes: version 1 plus the close record
+/// (version 2), with batch payloads in varints (version 3).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this code still reads (no close record).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// Bytes of the close record, header included.
 pub const CLOSE_RECORD_LEN: usize = RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN as usize;
+/// How the batch payloads of a log of format `version` are encoded.
+pub fn batch_encoding(version: u32) -> BatchEncoding {
+    if version >= 3 {
+        BatchEncoding::Varint
+    } else {
+        BatchEncoding::Fixed
+    }
+}
+
 /// Bytes of the close record's payload.
 const CLOSE_PAYLOAD_LEN: u32 = 20;
 /// Hashed before the length in a close record's header crc, so no batch
@@ -373,6 +384,9 @@ pub struct WalReplay<'a> {
     pub torn_tail: Option<TornTail>,
     /// The log ends with its close record: it was closed cleanly.
     pub closed_cleanly: bool,
+    /// How the records' batch payloads are encoded (the header's version;
+    /// the current one when the header was torn).
+    pub batch_encoding: BatchEncoding,
 }
 
 impl WalReplay<'_> {
@@ -439,6 +453,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
                     ),
                 }),
                 closed_cleanly: false,
+                batch_encoding: batch_encoding(FORMAT_VERSION),
             });
         }
         return Err(corrupt(
@@ -458,6 +473,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
                         reason: format!("file header torn: {reason}"),
                     }),
                     closed_cleanly: false,
+                    batch_encoding: batch_encoding(FORMAT_VERSION),
                 });
             }
             return Err(corrupt(file, format!("file header: {reason}")));
@@ -525,6 +541,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
         records,
         torn_tail,
         closed_cleanly,
+        batch_encoding: batch_encoding(version),
     })
 }
 
@@ -655,7 +672,7 @@ pub fn replay_batches<'a>(bytes: &'a [u8], file: &str) -> Result<ReplayedBatches
     let mut batches = Vec::with_capacity(log.records.len());
     let mut last_seq: Option<SeqNo> = None;
     for record in &log.records {
-        let batch = decode_record(record.payload)
+        let batch = decode_record_with(record.payload, log.batch_encoding)
             .map_err(|e| corrupt(file, format!("record at offset {}: {e}", record.offset)))?;
         if let Some(batch_last) = batch.last_seq() {
             if let Some(previous) = last_seq.filter(|&previous| batch.first_seq <= previous) {
@@ -733,19 +750,21 @@ enum Step<'a> {
     Damage(String, Option<usize>),
 }
 
-fn step(rest: &[u8], close_records: bool, after: Option<SeqNo>) -> Step<'_> {
+fn step(rest: &[u8], version: u32, after: Option<SeqNo>) -> Step<'_> {
     if rest.is_empty() {
         return Step::End(false, None);
     }
-    match read_record(rest, close_records) {
-        RecordRead::Record { payload, len } => match decode_record(payload) {
-            Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
-            Ok(batch) => Step::Damage(
-                format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
-                Some(len),
-            ),
-            Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
-        },
+    match read_record(rest, version >= 2) {
+        RecordRead::Record { payload, len } => {
+            match decode_record_with(payload, batch_encoding(version)) {
+                Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
+                Ok(batch) => Step::Damage(
+                    format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
+                    Some(len),
+                ),
+                Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
+            }
+        }
         RecordRead::Close if rest.len() == CLOSE_RECORD_LEN => Step::End(true, None),
         RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
         RecordRead::Torn(reason) => Step::End(false, Some(reason)),
@@ -760,7 +779,11 @@ fn step(rest: &[u8], close_records: bool, after: Option<SeqNo>) -> Step<'_> {
 /// 4-byte string is one-to-one) — in both cases the record checksum, which
 /// covers the length and the payload, must hold. Returns the batch and the
 /// record's length.
-fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_>, usize)> {
+fn header_repaired(
+    rest: &[u8],
+    encoding: BatchEncoding,
+    after: Option<SeqNo>,
+) -> Option<(DecodedBatch<'_>, usize)> {
     let mut reader = ByteReader::new(rest, "log record header");
     let stored: [u8; 4] = reader.array().ok()?;
     let header_crc = reader.u32().ok()?;
@@ -785,7 +808,7 @@ fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_
             if crc32_of(&[&len_bytes, payload]) != record_crc {
                 return None;
             }
-            let batch = decode_record(payload).ok()?;
+            let batch = decode_record_with(payload, encoding).ok()?;
             after
                 .is_none_or(|a| batch.first_seq > a)
                 .then_some((batch, RECORD_HEADER_LEN + len))
@@ -834,12 +857,11 @@ pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
             FORMAT_VERSION
         }
     };
-    let close_records = version >= 2;
     let mut pos = FILE_HEADER_LEN;
     let mut last_seq: Option<SeqNo> = None;
     loop {
         let rest = bytes.get(pos..).unwrap_or_default();
-        match step(rest, close_records, last_seq) {
+        match step(rest, version, last_seq) {
             Step::Batch(batch, len) => {
                 last_seq = batch.last_seq().or(last_seq);
                 out.batches.push((pos as u64, batch));
@@ -861,23 +883,27 @@ pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
                 });
                 pos += len;
             }
-            Step::Damage(reason, None) => match header_repaired(rest, last_seq) {
-                Some((batch, len)) => {
-                    last_seq = batch.last_seq().or(last_seq);
-                    out.batches.push((pos as u64, batch));
-                    pos += len;
+            Step::Damage(reason, None) => {
+                match header_repaired(rest, batch_encoding(version), last_seq) {
+                    Some((batch, len)) => {
+                        last_seq = batch.last_seq().or(last_seq);
+                        out.batches.push((pos as u64, batch));
+                        pos += len;
+                    }
+                    None => {
+                        // Where the next record starts is unknown: guessing
+                        // could take bytes inside a value for a record.
+                        out.lost.push(LostRecord {
+                            offset: pos as u64,
+                            len: rest.len() as u64,
+                            reason: format!(
+                                "{reason}; the records from here on cannot be delimited"
+                            ),
+                        });
+                        break;
+                    }
                 }
-                None => {
-                    // Where the next record starts is unknown: guessing
-                    // could take bytes inside a value for a record.
-                    out.lost.push(LostRecord {
-                        offset: pos as u64,
-                        len: rest.len() as u64,
-                        reason: format!("{reason}; the records from here on cannot be delimited"),
-                    });
-                    break;
-                }
-            },
+            }
         }
     }
     out
@@ -938,7 +964,7 @@ mod tests {
     fn record_layout_is_as_documented() {
         let log = log_bytes(0x0102, &[b"xy"]);
         assert_eq!(&log[..4], b"SWAL");
-        assert_eq!(&log[4..8], &[2, 0, 0, 0]);
+        assert_eq!(&log[4..8], &[3, 0, 0, 0]);
         assert_eq!(&log[8..16], &[2, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&log[16..20], &crc32_of(&[&log[..16]]).to_le_bytes());
         let rec = &log[20..];
@@ -1067,12 +1093,12 @@ mod tests {
             .is_corruption());
         // A valid checksum over a wrong version.
         let mut body = MAGIC.to_vec();
-        body.extend_from_slice(&3u32.to_le_bytes());
+        body.extend_from_slice(&4u32.to_le_bytes());
         body.extend_from_slice(&9u64.to_le_bytes());
         let crc = crc32_of(&[&body]);
         body.extend_from_slice(&crc.to_le_bytes());
         let err = replay(&body, "x.wal").unwrap_err().to_string();
-        assert!(err.contains("version 3"), "{err}");
+        assert!(err.contains("version 4"), "{err}");
         // A header-only log is a valid empty log.
         let r = replay(&header, "x.wal").unwrap();
         assert_eq!(
@@ -1240,6 +1266,54 @@ mod tests {
         let mut torn_header = body.clone();
         torn_header[10..].fill(0);
         assert!(replay(&torn_header, "x.wal").unwrap().torn_tail.is_some());
+    }
+
+    /// A log of `version` holding `batches` (first sequence number, keys),
+    /// each payload in that version's batch encoding.
+    fn versioned_log(version: u32, batches: &[(u64, &[&str])]) -> Vec<u8> {
+        let mut body = MAGIC.to_vec();
+        body.extend_from_slice(&version.to_le_bytes());
+        body.extend_from_slice(&5u64.to_le_bytes());
+        let crc = crc32_of(&[&body]);
+        body.extend_from_slice(&crc.to_le_bytes());
+        for (first, keys) in batches {
+            let mut b = WriteBatch::new();
+            for k in *keys {
+                b.put(k, "v");
+            }
+            let payload = b.encode_record_with(SeqNo(*first), batch_encoding(version));
+            encode_record_into(&mut body, &payload).unwrap();
+        }
+        body
+    }
+
+    /// Logs of versions 1 and 2 hold fixed-width batches, version 3
+    /// varints: each replays, and is salvaged, in its own encoding, and a
+    /// payload read in the other encoding is refused, not misread.
+    #[test]
+    fn each_log_version_replays_its_own_batch_encoding() {
+        let batches: [(u64, &[&str]); 2] = [(1, &["a", "b"]), (7, &["c"])];
+        for version in [1, 2, 3] {
+            let log = versioned_log(version, &batches);
+            let replayed = replay_batches(&log, "x.wal").unwrap();
+            let read: Vec<(u64, Vec<&[u8]>)> = replayed
+                .batches
+                .iter()
+                .map(|(_, b)| (b.first_seq.0, b.ops.iter().map(|op| op.key).collect()))
+                .collect();
+            let expected: Vec<(u64, Vec<&[u8]>)> = vec![(1, vec![b"a", b"b"]), (7, vec![b"c"])];
+            assert_eq!(read, expected, "version {version}");
+            assert_eq!(replayed.last_seq, Some(SeqNo(7)));
+            let salvaged = salvage(&log);
+            assert!(salvaged.lost.is_empty(), "version {version}");
+            assert_eq!(salvaged.batches.len(), 2);
+            let other = match batch_encoding(version) {
+                BatchEncoding::Fixed => BatchEncoding::Varint,
+                BatchEncoding::Varint => BatchEncoding::Fixed,
+            };
+            let log = replay(&log, "x.wal").unwrap();
+            assert!(decode_record_with(log.records[0].payload, other).is_err());
+        }
     }
 
     fn batch_payload(first: u64, keys: &[&str]) -> Vec<u8> {

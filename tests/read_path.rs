@@ -562,6 +562,50 @@ fn a_database_of_format_version_2_and_3_tables_opens_and_is_rewritten() {
     assert!(verify_dir(dir.path()).unwrap().is_clean());
 }
 
+/// A database whose log is of version 2 (fixed-width batch payloads),
+/// kept in tests/data/wal_v2_db: made with siftdb at commit 5f612db by
+/// `siftdb put` of `kept`, `gone` and `changed`, `siftdb delete gone`, and a
+/// last `siftdb put changed …` that stayed in the log (each earlier reopen
+/// turned the log into a level-0 table). It opens, its log's write is
+/// there, and the log the database writes next is of version 3.
+#[test]
+fn a_database_whose_log_is_of_version_2_recovers_its_writes() {
+    let dir = copy_of_fixture("wal_v2_db");
+    let log = std::fs::read(dir.path().join("000010.wal")).unwrap();
+    assert_eq!(&log[4..8], &2u32.to_le_bytes());
+    let check = |db: &Db| {
+        assert_eq!(
+            db.get("kept").unwrap().as_deref(),
+            Some(&b"first value"[..])
+        );
+        assert_eq!(db.get("gone").unwrap(), None);
+        assert_eq!(
+            db.get("changed").unwrap().as_deref(),
+            Some(&b"new value, in a version-2 log"[..])
+        );
+    };
+    let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    check(&db);
+    db.put("after", "written to a version-3 log").unwrap();
+    drop(db);
+    let logs: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    assert!(!logs.is_empty());
+    for path in &logs {
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(&bytes[4..8], &3u32.to_le_bytes(), "{}", path.display());
+    }
+    let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    check(&db);
+    assert_eq!(
+        db.get("after").unwrap().as_deref(),
+        Some(&b"written to a version-3 log"[..])
+    );
+}
+
 #[test]
 fn scans_and_snapshots_keep_reading_tables_that_compaction_replaced() {
     let dir = tempfile::tempdir().unwrap();

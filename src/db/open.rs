@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::decode_record;
+use crate::batch::decode_record_with;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{
     background, flush, write, DbCounters, DbInner, LoggedMemtable, SuperVersion, LEVELS,
@@ -297,12 +297,13 @@ pub(crate) fn replay_logs(
         }
         report.closed_cleanly = log.closed_cleanly;
         for record in &log.records {
-            let batch = decode_record(record.payload).map_err(|e| match e {
-                Error::Corruption { detail, .. } => {
-                    repair_hint(Error::corruption(format!("log {name}"), detail), dir)
-                }
-                other => other,
-            })?;
+            let batch =
+                decode_record_with(record.payload, log.batch_encoding).map_err(|e| match e {
+                    Error::Corruption { detail, .. } => {
+                        repair_hint(Error::corruption(format!("log {name}"), detail), dir)
+                    }
+                    other => other,
+                })?;
             let mut seq = batch.first_seq;
             for op in &batch.ops {
                 // Sequence numbers never repeat in intact logs.

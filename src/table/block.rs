@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::codec::ByteReader;
+use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
 use crate::prefetch::prefetch_bytes;
@@ -64,36 +64,12 @@ impl EntryCoding {
         match self {
             EntryCoding::Fixed => ENTRY_HEADER_LEN,
             EntryCoding::Varint => {
-                varint_len(shared) + varint_len(unshared) + varint_len(value_len)
+                varint_len(shared as u64)
+                    + varint_len(unshared as u64)
+                    + varint_len(value_len as u64)
             }
         }
     }
-}
-
-/// Bytes of `value` as a varint32 (values above u32 never reach here: the
-/// builder refuses blocks beyond 4 GiB first).
-fn varint_len(value: usize) -> usize {
-    match value {
-        0..=0x7f => 1,
-        0x80..=0x3fff => 2,
-        0x4000..=0x1f_ffff => 3,
-        0x20_0000..=0x0fff_ffff => 4,
-        _ => 5,
-    }
-}
-
-/// Appends `value` as a LEB128 varint32: seven bits per byte, low bits
-/// first, the top bit set on every byte but the last.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "each byte keeps the low seven bits on purpose; the rest follow in later bytes"
-)]
-fn put_varint(out: &mut Vec<u8>, mut value: u32) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
 }
 
 /// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`. `None` when
@@ -192,7 +168,7 @@ impl BlockBuilder {
             }
             EntryCoding::Varint => {
                 for length in lengths {
-                    put_varint(&mut self.buf, length);
+                    put_varint(&mut self.buf, u64::from(length));
                 }
             }
         }
@@ -769,8 +745,8 @@ mod tests {
             u32::MAX,
         ] {
             let mut out = Vec::new();
-            put_varint(&mut out, value);
-            assert_eq!(out.len(), varint_len(value as usize), "{value:#x}");
+            put_varint(&mut out, u64::from(value));
+            assert_eq!(out.len(), varint_len(u64::from(value)), "{value:#x}");
             let mut pos = 0;
             assert_eq!(get_varint(&out, &mut pos), Some(value));
             assert_eq!(pos, out.len());

@@ -18,7 +18,7 @@
     reason = "offsets into the fuzz input, which is in memory"
 )]
 
-use siftdb::batch::{decode_record, WriteBatch};
+use siftdb::batch::{decode_record_with, WriteBatch};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
 use siftdb::wal::{
@@ -124,11 +124,14 @@ fn wal_raw(data: &[u8]) {
         payloads
     );
 
-    // Every payload that decodes as a batch re-encodes to the same bytes.
+    // Every payload that decodes as a batch (in the log's encoding)
+    // re-encodes to the same bytes.
     for payload in &payloads {
-        if let Ok(batch) = decode_record(payload) {
+        if let Ok(batch) = decode_record_with(payload, log.batch_encoding) {
             assert_eq!(
-                &batch.to_write_batch().encode_record(batch.first_seq),
+                &batch
+                    .to_write_batch()
+                    .encode_record_with(batch.first_seq, log.batch_encoding),
                 payload,
                 "batch encoding is not canonical"
             );
