@@ -106,7 +106,8 @@ impl<'a> ByteReader<'a> {
         for (index, shift) in (0..64).step_by(7).enumerate() {
             let byte = self.u8()?;
             let bits = u64::from(byte & 0x7f);
-            if bits.checked_shl(shift).and_then(|v| v.checked_shr(shift)) != Some(bits) {
+            // The tenth byte holds bit 63 only.
+            if shift == 63 && bits > 1 {
                 break;
             }
             value |= bits << shift;
