@@ -57,10 +57,10 @@ fn valid_block(rng: &mut SplitMix64) -> Vec<u8> {
     let lines = 1 + rng.index(4) as u64;
     let probes = 1 + rng.index(32) as u32;
     let seed = if rng.index(2) == 0 { 0 } else { rng.next() };
-    let layout = if rng.index(2) == 0 {
-        Layout::Remixed
-    } else {
-        Layout::Multiplied
+    let layout = match rng.index(3) {
+        0 => Layout::Remixed,
+        1 => Layout::Multiplied,
+        _ => Layout::Sectored,
     };
     let mut f = BloomFilter::with_geometry(lines, probes, seed)
         .unwrap()
@@ -243,6 +243,8 @@ fn roundtrip_inputs_cover_the_bits_per_key_range() {
     assert_eq!((layout, seed), (Layout::Multiplied, 9));
     let (_, layout, seed, _) = roundtrip_input(&[0, 0, 0x89]).unwrap();
     assert_eq!((layout, seed), (Layout::Remixed, 9));
+    let (_, layout, seed, _) = roundtrip_input(&[0, 0, 0x49]).unwrap();
+    assert_eq!((layout, seed), (Layout::Sectored, 9));
     assert_eq!(keys, vec![&b"ab"[..], &b""[..], &b"c"[..]]);
     assert!(roundtrip_input(&[1, 2]).is_none());
 }
@@ -312,18 +314,27 @@ fn write_seed_corpus() {
     std::fs::create_dir_all(&decode).unwrap();
     std::fs::create_dir_all(&roundtrip).unwrap();
 
-    let mut small = BloomFilter::with_bits_per_key(20, 10.0).unwrap();
+    // The one-line block and its mutations stay in layout 2, as committed.
+    let mut small = BloomFilter::with_bits_per_key(20, 10.0)
+        .unwrap()
+        .with_layout(Layout::Multiplied);
     for j in 0..20u32 {
         small.insert(format!("k{j:015}").as_bytes());
     }
     let valid = small.encode();
-    let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed).unwrap();
+    let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed)
+        .unwrap()
+        .with_layout(Layout::Multiplied);
+    let mut layout3 = BloomFilter::with_geometry(3, 11, 0x5eed)
+        .unwrap()
+        .with_layout(Layout::Sectored);
     let mut layout1 = BloomFilter::with_geometry(3, 11, 0x5eed)
         .unwrap()
         .with_layout(Layout::Remixed);
     for j in 0..100u32 {
         seeded.insert(&j.to_le_bytes());
         layout1.insert(&j.to_le_bytes());
+        layout3.insert(&j.to_le_bytes());
     }
     let field = |at: usize, value: u8| {
         let mut out = valid.clone();
@@ -335,6 +346,7 @@ fn write_seed_corpus() {
         ("valid_one_line", valid.clone()),
         ("valid_three_lines_seeded_layout2", seeded.encode()),
         ("valid_three_lines_seeded", layout1.encode()),
+        ("valid_three_lines_seeded_layout3", layout3.encode()),
         ("bad_checksum", {
             let mut out = valid.clone();
             out[70] ^= 0x10;
@@ -370,6 +382,10 @@ fn write_seed_corpus() {
         (
             "layout1_seeded",
             vec![0x5d, 0x6a, 0x87, 3, b'a', b'b', b'c', 0, 1, b'z'],
+        ),
+        (
+            "layout3_seeded",
+            vec![0x5d, 0x6a, 0x47, 3, b'a', b'b', b'c', 0, 1, b'z'],
         ),
     ];
     for (name, bytes) in round {

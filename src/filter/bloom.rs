@@ -13,8 +13,8 @@
 use crate::error::{Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
+use crate::filter::line::{add_each, line_ones};
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
-use crate::filter::line::{line_ones, prefetch_line};
 use crate::filter::probe::{line_add_probes, multiplied_probe, Layout, MULTIPLIERS};
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
@@ -106,9 +106,7 @@ pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
     }
 }
 
-/// Hashes [`BloomFilter::insert_hashes`] requests the line of ahead of the
-/// one it sets: enough loads in flight to cover a memory latency.
-pub const INSERT_AHEAD: usize = 16;
+pub use crate::filter::line::INSERT_AHEAD;
 
 /// Layout 2's first `K` multipliers (`K ≤ MAX_PROBES`), as an array the
 /// compiler can unroll over.
@@ -238,6 +236,12 @@ impl BloomFilter {
     /// Adds a key by its hash (see [`BloomFilter::hash`]).
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
+        if self.layout == Layout::Sectored {
+            // The vector kernel, for one hash.
+            return self
+                .test
+                .add_group(&mut self.lines, std::slice::from_ref(&hash));
+        }
         let index = line_index(hash, self.lines.len() as u64);
         if let Some(line) = self.lines.get_mut(index) {
             line_add_probes(self.layout, &mut line.0, hash, self.probes);
@@ -265,6 +269,7 @@ impl BloomFilter {
             (Layout::Multiplied, 10) => self.insert_multiplied::<10>(hashes),
             (Layout::Multiplied, 11) => self.insert_multiplied::<11>(hashes),
             (Layout::Multiplied, 12) => self.insert_multiplied::<12>(hashes),
+            (Layout::Sectored, _) => self.test.add_group(&mut self.lines, hashes),
             _ => {
                 let (layout, probes) = (self.layout, self.probes);
                 self.insert_ahead(hashes, |line, hash| {
@@ -293,25 +298,7 @@ impl BloomFilter {
     /// of the hash [`INSERT_AHEAD`] places on first.
     #[inline(always)]
     fn insert_ahead(&mut self, hashes: &[u64], set: impl Fn(&mut [u8; LINE_BYTES], u64)) {
-        let count = self.lines.len() as u64;
-        let base = self.lines.as_ptr();
-        let address = |hash: u64| base.wrapping_add(line_index(hash, count)).cast::<u8>();
-        for &hash in hashes.iter().take(INSERT_AHEAD) {
-            prefetch_line(address(hash));
-        }
-        let ahead = hashes
-            .iter()
-            .skip(INSERT_AHEAD)
-            .map(Some)
-            .chain(std::iter::repeat(None));
-        for (&hash, next) in hashes.iter().zip(ahead) {
-            if let Some(&next) = next {
-                prefetch_line(address(next));
-            }
-            if let Some(line) = self.lines.get_mut(line_index(hash, count)) {
-                set(&mut line.0, hash);
-            }
-        }
+        add_each(&mut self.lines, hashes, set);
     }
 
     /// False when `key` was certainly never inserted.
@@ -489,7 +476,7 @@ mod tests {
                 remix_for_test(state)
             })
             .collect();
-        for layout in [Layout::Remixed, Layout::Multiplied] {
+        for layout in [Layout::Remixed, Layout::Multiplied, Layout::Sectored] {
             for probes in 1..=MAX_PROBES {
                 for lines in [1, 3, 64, 1000] {
                     let empty = BloomFilter::with_geometry(lines, probes, 0)
@@ -566,6 +553,17 @@ mod tests {
                     (8, 0xc524_1ce1),
                     (13, 0xe332_e34d),
                     (32, 0xe8f2_f542),
+                ],
+            ),
+            (
+                Layout::Sectored,
+                [
+                    (1, 0xefb8_b76c),
+                    (4, 0x9c2c_c7e0),
+                    (7, 0xcf2c_2a35),
+                    (8, 0xbda1_357f),
+                    (13, 0x6bfc_6d21),
+                    (32, 0x7592_221a),
                 ],
             ),
         ] {

@@ -12,9 +12,9 @@
     reason = "calls the target-feature kernels simd.rs chose for this CPU"
 )]
 
-use crate::filter::line::{answer_each, LINE_BYTES};
-use crate::filter::probe::{scalar_has_probes, Layout};
-use crate::filter::simd::{multiplied_kernels, GroupKernel, Kernel};
+use crate::filter::line::{add_each, answer_each, Line, LINE_BYTES};
+use crate::filter::probe::{line_add_probes, scalar_has_probes, Layout};
+use crate::filter::simd::{multiplied_kernels, sectored_kernels, AddKernel, GroupKernel, Kernel};
 
 /// The query loop for one layout and probe count, chosen once per filter:
 /// layout 2 runs as eight-lane vector code where the CPU has it (detected
@@ -24,20 +24,34 @@ use crate::filter::simd::{multiplied_kernels, GroupKernel, Kernel};
 pub(crate) struct LineTest {
     kernel: Kernel,
     group: GroupKernel,
+    add: AddKernel,
     probes: u32,
 }
 
 impl LineTest {
     pub(crate) fn new(layout: Layout, probes: u32) -> LineTest {
-        let (kernel, group): (Kernel, GroupKernel) = match layout {
-            Layout::Multiplied => multiplied_kernels(probes),
-            Layout::Remixed => (scalar_remixed, group_scalar_remixed),
+        let (kernel, group, add): (Kernel, GroupKernel, AddKernel) = match layout {
+            Layout::Multiplied => {
+                let (kernel, group) = multiplied_kernels(probes);
+                (kernel, group, add_multiplied)
+            }
+            Layout::Remixed => (scalar_remixed, group_scalar_remixed, add_remixed),
+            Layout::Sectored => sectored_kernels(probes),
         };
         LineTest {
             kernel,
             group,
+            add,
             probes,
         }
+    }
+
+    /// Sets the probes of every hash of `hashes` in the line it picks among
+    /// `lines` (the whole filter), requesting lines ahead.
+    #[inline]
+    pub(crate) fn add_group(&self, lines: &mut [Line], hashes: &[u64]) {
+        // SAFETY: `new` picks a vector kernel only on a CPU with its features.
+        unsafe { (self.add)(lines, hashes, self.probes) }
     }
 
     /// True when every bit `hash` probes is set in `line`.
@@ -76,5 +90,17 @@ fn scalar_remixed(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
 fn group_scalar_remixed(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
     answer_each(lines, hashes, found, |line, hash| {
         scalar_remixed(line, hash, k)
+    });
+}
+
+fn add_remixed(lines: &mut [Line], hashes: &[u64], k: u32) {
+    add_each(lines, hashes, |line, hash| {
+        line_add_probes(Layout::Remixed, line, hash, k)
+    });
+}
+
+fn add_multiplied(lines: &mut [Line], hashes: &[u64], k: u32) {
+    add_each(lines, hashes, |line, hash| {
+        line_add_probes(Layout::Multiplied, line, hash, k)
     });
 }

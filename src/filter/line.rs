@@ -56,6 +56,36 @@ pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
 
 pub(crate) use crate::prefetch::prefetch_line;
 
+/// Hashes [`add_each`] requests the line of ahead of the one it sets:
+/// enough loads in flight to cover a memory latency.
+pub const INSERT_AHEAD: usize = 16;
+
+/// The loop every batched insert runs, written once: sets each hash's
+/// probes in the line it picks with `set`, requesting the line of the hash
+/// [`INSERT_AHEAD`] places on first, so the loads of a filter larger than
+/// the cache overlap.
+#[inline(always)]
+pub(crate) fn add_each(
+    lines: &mut [Line],
+    hashes: &[u64],
+    set: impl Fn(&mut [u8; LINE_BYTES], u64),
+) {
+    let count = lines.len() as u64;
+    let base = lines.as_ptr();
+    let address = |hash: u64| base.wrapping_add(line_index(hash, count)).cast::<u8>();
+    for &hash in hashes.iter().take(INSERT_AHEAD) {
+        prefetch_line(address(hash));
+    }
+    for (i, &hash) in hashes.iter().enumerate() {
+        if let Some(&next) = hashes.get(i + INSERT_AHEAD) {
+            prefetch_line(address(next));
+        }
+        if let Some(line) = lines.get_mut(line_index(hash, count)) {
+            set(&mut line.0, hash);
+        }
+    }
+}
+
 /// The loop every group kernel runs, written once; each group kernel is this
 /// loop inlined with its own single kernel and target features.
 #[inline(always)]

@@ -1,7 +1,9 @@
 //! Vector versions of the query loops in [`crate::filter::probe`].
 //!
 //! Owns: the x86-64 AVX-512 and AVX2 tests of layout 2's probes, the choice
-//! among them for this CPU, and their group versions for batched queries.
+//! among them for this CPU, and their group versions for batched queries;
+//! layout 3's query and insert kernels, its definition compiled for each
+//! instruction set.
 //! Must never: test a different bit than the scalar definition
 //! ([`crate::filter::probe::scalar_has_probes`]) — the probe tests compare
 //! every kernel with it on every probe count — or read outside the line.
@@ -31,10 +33,16 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::filter::line::{answer_each, LINE_BYTES};
+use crate::filter::line::{add_each, answer_each, Line, LINE_BYTES};
 #[cfg(target_arch = "x86_64")]
 use crate::filter::probe::MULTIPLIERS;
-use crate::filter::probe::{scalar_has_probes, Layout};
+use crate::filter::probe::{
+    line_add_mask, line_has_mask, scalar_has_probes, sectored_mask, Layout,
+};
+#[cfg(target_arch = "x86_64")]
+use crate::filter::probe::{round_words, sector_start};
+#[cfg(target_arch = "x86_64")]
+use crate::filter::theory::MAX_PROBES;
 
 /// A query kernel: `(line, hash, k) → every probed bit set`. Unsafe because
 /// a vector kernel may only run on a CPU with its features.
@@ -58,6 +66,265 @@ pub(crate) fn multiplied_kernels(k: u32) -> (Kernel, GroupKernel) {
     }
     let _ = k;
     (scalar_multiplied, group_scalar_multiplied)
+}
+
+/// An insert kernel: sets the probes of every hash of `hashes` in the line
+/// it picks among `lines` (the whole filter), requesting lines ahead
+/// ([`add_each`]). Unsafe as [`Kernel`] is.
+pub(crate) type AddKernel = unsafe fn(&mut [Line], &[u64], u32);
+
+/// Layout 3's kernels (single, group, insert) for this CPU: its definition
+/// ([`sectored_mask`]) compiled for the widest vector instructions the CPU
+/// has, where the line's eight words are eight lanes — one multiply, one
+/// shift, one mask — so no hand-written intrinsics are needed.
+pub(crate) fn sectored_kernels(k: u32) -> (Kernel, GroupKernel, AddKernel) {
+    #[cfg(target_arch = "x86_64")]
+    match detected() {
+        Detected::Avx512 => return sectored_avx512_for(k),
+        Detected::Avx2 => return (sectored_avx2, group_sectored_avx2, add_sectored_avx2),
+        Detected::Scalar => {}
+    }
+    let _ = k;
+    (sectored_scalar, group_sectored_scalar, add_sectored_scalar)
+}
+
+/// Defines layout 3's single, group and insert kernels for one set of
+/// target features (none: the portable build).
+macro_rules! sectored_kernels_for {
+    ($single:ident, $group:ident, $add:ident $(, $features:literal)?) => {
+        /// Layout 3's query of one line.
+        /// # Safety
+        /// The CPU must support the features named in `target_feature`.
+        $(#[target_feature(enable = $features)])?
+        unsafe fn $single(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
+            line_has_mask(line, &sectored_mask(hash, k))
+        }
+
+        /// Layout 3's query over a group (see [`GroupKernel`]).
+        /// # Safety
+        /// As the single kernel's.
+        $(#[target_feature(enable = $features)])?
+        unsafe fn $group(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
+            answer_each(lines, hashes, found, |line, hash| {
+                line_has_mask(line, &sectored_mask(hash, k))
+            });
+        }
+
+        /// Layout 3's insert of a group (see [`AddKernel`]).
+        /// # Safety
+        /// As the single kernel's.
+        $(#[target_feature(enable = $features)])?
+        unsafe fn $add(lines: &mut [Line], hashes: &[u64], k: u32) {
+            add_each(lines, hashes, |line, hash| {
+                line_add_mask(line, &sectored_mask(hash, k))
+            });
+        }
+    };
+}
+
+sectored_kernels_for!(sectored_scalar, group_sectored_scalar, add_sectored_scalar);
+#[cfg(target_arch = "x86_64")]
+sectored_kernels_for!(
+    sectored_avx2,
+    group_sectored_avx2,
+    add_sectored_avx2,
+    "avx2"
+);
+
+/// Layout 3's multipliers as 64-bit lanes, one row of eight per round, for
+/// `vpmuludq` (which multiplies each lane's low 32 bits).
+#[cfg(target_arch = "x86_64")]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
+static SECTOR_LANES: [[u64; 8]; MAX_PROBES as usize / 8] = {
+    let mut rows = [[0u64; 8]; MAX_PROBES as usize / 8];
+    let mut i = 0;
+    while i < MAX_PROBES as usize {
+        rows[i / 8][i % 8] = MULTIPLIERS[i] as u64;
+        i += 1;
+    }
+    rows
+};
+
+/// One round of layout 3's probes in an AVX-512 register: the eight lanes'
+/// products of `x` (broadcast in `spread`) and the round's multipliers, the
+/// top six bits of each product's low half, and 1 shifted by each in the
+/// words `words` names.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+fn sectored_round_avx512(spread: __m512i, row: &[u64; 8], words: u8) -> __m512i {
+    // SAFETY: `row` is 64 bytes of u64s; the load has no alignment need.
+    let multipliers = unsafe { _mm512_loadu_si512(row.as_ptr().cast()) };
+    // Bits 26.. of each 64-bit product: the wanted six in the low bits,
+    // higher product bits above them, which a rotate ignores (it counts
+    // mod 64), so 1 rotated by them is 1 << the six bits.
+    let bits = _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers));
+    _mm512_maskz_rolv_epi64(words, _mm512_set1_epi64(1), bits)
+}
+
+/// Layout 3's probe mask ([`sectored_mask`]) in one AVX-512 register, for
+/// any `k`: one [`sectored_round_avx512`] per round.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "layout 3 defines its probes on the hash's low 32 bits"
+)]
+fn sectored_mask_avx512(hash: u64, k: u32) -> __m512i {
+    let x = hash as u32;
+    let start = sector_start(x);
+    let spread = _mm512_set1_epi64(i64::from(x));
+    let mut mask = _mm512_setzero_si512();
+    for (round, row) in SECTOR_LANES.iter().enumerate() {
+        let done = 8 * round as u32;
+        if done >= k {
+            break;
+        }
+        let words = round_words((k - done).min(8), start);
+        mask = _mm512_or_si512(mask, sectored_round_avx512(spread, row, words));
+    }
+    mask
+}
+
+/// [`sectored_mask_avx512`] for `K ≤ 8` probes: one round, the word mask
+/// a constant rotated by the start word.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "layout 3 defines its probes on the hash's low 32 bits"
+)]
+fn sectored_one_round_avx512<const K: u32>(hash: u64) -> __m512i {
+    let x = hash as u32;
+    let words = const { round_words(K, 0) }.rotate_left(sector_start(x));
+    let [row, ..] = &SECTOR_LANES;
+    sectored_round_avx512(_mm512_set1_epi64(i64::from(x)), row, words)
+}
+
+/// True when every bit of `mask` is set in `line`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+fn line_has_mask_avx512(line: &[u8; LINE_BYTES], mask: __m512i) -> bool {
+    // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
+    let words = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
+    // No wanted bit may be missing from the line.
+    _mm512_test_epi64_mask(mask, _mm512_andnot_si512(words, mask)) == 0
+}
+
+/// Sets every bit of `mask` in `line`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
+    let place = line.as_mut_ptr().cast::<__m512i>();
+    // SAFETY: `line` is 64 bytes, readable and writable; neither access
+    // needs alignment.
+    unsafe { _mm512_storeu_si512(place, _mm512_or_si512(_mm512_loadu_si512(place), mask)) };
+}
+
+/// Defines layout 3's AVX-512 single, group and insert kernels around one
+/// way of computing the mask.
+#[cfg(target_arch = "x86_64")]
+macro_rules! sectored_avx512_kernels {
+    ($single:ident, $group:ident, $add:ident $(<const $k:ident: u32>)?, |$hash:ident, $count:ident| $mask:expr) => {
+        /// Layout 3's query of one line with AVX-512.
+        /// # Safety
+        /// The CPU must support AVX-512 F and VL.
+        #[target_feature(enable = "avx512f,avx512vl")]
+        unsafe fn $single$(<const $k: u32>)?(line: &[u8; LINE_BYTES], $hash: u64, $count: u32) -> bool {
+            line_has_mask_avx512(line, $mask)
+        }
+
+        /// Layout 3's query over a group with AVX-512 (see [`GroupKernel`]).
+        /// # Safety
+        /// As the single kernel's.
+        #[target_feature(enable = "avx512f,avx512vl")]
+        unsafe fn $group$(<const $k: u32>)?(
+            lines: &[[u8; LINE_BYTES]],
+            hashes: &[u64],
+            found: &mut [bool],
+            $count: u32,
+        ) {
+            answer_each(lines, hashes, found, |line, $hash| line_has_mask_avx512(line, $mask));
+        }
+
+        /// Layout 3's insert of a group with AVX-512 (see [`AddKernel`]).
+        /// # Safety
+        /// As the single kernel's.
+        #[target_feature(enable = "avx512f,avx512vl")]
+        unsafe fn $add$(<const $k: u32>)?(lines: &mut [Line], hashes: &[u64], $count: u32) {
+            add_each(lines, hashes, |line, $hash| line_add_mask_avx512(line, $mask));
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+sectored_avx512_kernels!(
+    sectored_avx512,
+    group_sectored_avx512,
+    add_sectored_avx512,
+    |hash, k| sectored_mask_avx512(hash, k)
+);
+#[cfg(target_arch = "x86_64")]
+sectored_avx512_kernels!(
+    sectored_avx512_one_round,
+    group_sectored_avx512_one_round,
+    add_sectored_avx512_one_round<const K: u32>,
+    |hash, _k| sectored_one_round_avx512::<K>(hash)
+);
+
+/// Layout 3's AVX-512 kernels for `k` probes: compiled for `k` when it is
+/// at most 8 (one round), else the loop over rounds.
+#[cfg(target_arch = "x86_64")]
+fn sectored_avx512_for(k: u32) -> (Kernel, GroupKernel, AddKernel) {
+    macro_rules! one_round {
+        ($($k:literal)*) => {
+            match k {
+                $($k => (
+                    sectored_avx512_one_round::<$k>,
+                    group_sectored_avx512_one_round::<$k>,
+                    add_sectored_avx512_one_round::<$k>,
+                ),)*
+                _ => (sectored_avx512, group_sectored_avx512, add_sectored_avx512),
+            }
+        };
+    }
+    one_round!(1 2 3 4 5 6 7 8)
+}
+
+/// A way to pick layout 3's kernels for a probe count.
+#[cfg(test)]
+pub(crate) type SectoredChoice = fn(u32) -> (Kernel, GroupKernel, AddKernel);
+
+/// Every layout-3 kernel set this CPU can run, for the tests that hold each
+/// to the definition.
+#[cfg(test)]
+pub(crate) fn available_sectored_kernels() -> Vec<(&'static str, SectoredChoice)> {
+    let mut kernels: Vec<(&'static str, SectoredChoice)> = vec![("scalar", |_| {
+        (sectored_scalar, group_sectored_scalar, add_sectored_scalar)
+    })];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") {
+            kernels.push(("avx2", |_| {
+                (sectored_avx2, group_sectored_avx2, add_sectored_avx2)
+            }));
+        }
+        if has!("avx512f") && has!("avx512vl") {
+            kernels.push(("avx512", |_| {
+                (sectored_avx512, group_sectored_avx512, add_sectored_avx512)
+            }));
+            kernels.push(("avx512_one_round", sectored_avx512_for));
+        }
+    }
+    kernels
 }
 
 fn scalar_multiplied(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {

@@ -89,8 +89,8 @@ pub fn roundtrip_bits_per_key(lo: u8, hi: u8) -> f64 {
 }
 
 /// Splits a round-trip input: bytes 0–1 bits per key, byte 2 the layout (top
-/// bit: 1 for layout 1, 0 for layout 2) and the seed (low seven bits; 0 is
-/// the table seed), then keys, each a length byte (low six bits) and that
+/// bit set: layout 1; else bit 6 set: layout 3; else layout 2) and the seed
+/// (low six bits; 0 is the table seed), then keys, each a length byte (low six bits) and that
 /// many bytes (fewer at the end of the input).
 pub fn roundtrip_input(data: &[u8]) -> Option<(f64, Layout, u64, Vec<&[u8]>)> {
     let (&lo, rest) = data.split_first()?;
@@ -104,13 +104,15 @@ pub fn roundtrip_input(data: &[u8]) -> Option<(f64, Layout, u64, Vec<&[u8]>)> {
     }
     let layout = if seed & 0x80 != 0 {
         Layout::Remixed
+    } else if seed & 0x40 != 0 {
+        Layout::Sectored
     } else {
         Layout::Multiplied
     };
     Some((
         roundtrip_bits_per_key(lo, hi),
         layout,
-        u64::from(seed & 0x7f),
+        u64::from(seed & 0x3f),
         keys,
     ))
 }
