@@ -30,7 +30,16 @@
 //! key's hash pushed to a vector as the key is added (timed), then one
 //! batched `insert_hashes` over them (timed), which fetches lines ahead.
 //!
-//! Groups: `build` (ns per key, not at the huge size), `contains_present`,
+//! Before the groups, three comparisons taken in turn, 21 runs each, so a
+//! neighbour's burst on a shared machine slows both sides alike (the medians'
+//! ratios are the figures to quote): the build with hashing
+//! (`siftdb_gathered` against `sbbf-rs-safe`), the insert from hashes
+//! already gathered (siftdb's default layout, layout 2, sbbf-rs-safe's
+//! `insert_hash` loop; allocation included), and absent queries by hash in
+//! layout 3 against layout 2.
+//!
+//! Groups: `build` (ns per key, not at the huge size), `insert_prehashed`
+//! (the insert alone, as in the comparison above), `contains_present`,
 //! `contains_absent` (keys hashed inside the measured call, each key reaching
 //! its filter as a `&[u8]` of run-time length, as in a database, so no
 //! filter's hash is compiled for 16-byte keys; `siftdb_view` is an encoded
@@ -38,6 +47,8 @@
 //! `siftdb_view_misaligned` the same 16 bytes off; every filter with xxh3
 //! except fastbloom and bloomfilter, which use their own hashers),
 //! `absent_prehashed` (the probe alone, for filters taking a hash), the
+//! `siftdb_layout2` rows (the same keys in layout 2, the layout written
+//! before layout 3), the
 //! `_batched` rows (one `contains_keys` / `contains_hashes` call per 1,024
 //! queries, which fetches lines ahead), and
 //! `random_load` — one random 8-byte load from a buffer as large as siftdb's
@@ -62,7 +73,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
-use siftdb::filter::{hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter};
+use siftdb::filter::{
+    hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter, Layout,
+};
 use xorf::{BinaryFuse8, Filter as _};
 
 const BITS_PER_KEY: usize = 10;
@@ -70,6 +83,8 @@ const BITS_PER_KEY: usize = 10;
 const QUERIES: usize = 1 << 20;
 /// Absent keys the false-positive rate is measured over.
 const FP_PROBES: u64 = 1_000_000;
+/// Runs of each insert in the alternating comparison.
+const ALTERNATIONS: usize = 21;
 /// Keys formatted per chunk while building (the formatting is not timed).
 const CHUNK: usize = 4096;
 
@@ -274,6 +289,12 @@ fn main() {
     }
 
     let (sift, sift_time) = siftdb_build(n);
+    // The same keys in layout 2, the layout written before layout 3, for
+    // its query rows.
+    let mut layout2 = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64)
+        .expect("size")
+        .with_layout(Layout::Multiplied);
+    insert_present(n, |k| layout2.insert(k));
     let (gathered, gathered_time) = siftdb_gathered_build(n);
     assert!(gathered == sift, "the batched build sets the same bits");
     let (fast, fast_time) = fastbloom_build(n);
@@ -427,6 +448,22 @@ fn main() {
         .configure_from_args();
 
     if !huge {
+        // The builds the issue compares, taken in turn (see ALTERNATIONS).
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..ALTERNATIONS {
+            ours.push(siftdb_gathered_build(n).1);
+            theirs.push(sbbf_build(n).1);
+        }
+        let per_key = |times: &mut Vec<Duration>| {
+            times.sort();
+            times[times.len() / 2].as_secs_f64() * 1e9 / n as f64
+        };
+        let (ours, theirs) = (per_key(&mut ours), per_key(&mut theirs));
+        println!(
+            "build of {n} keys (hashing included), {ALTERNATIONS} alternating runs, median ns/key: \
+             siftdb_gathered {ours:.2}, sbbf-rs-safe {theirs:.2} (siftdb / sbbf {:.2})",
+            ours / theirs
+        );
         let mut g = c.benchmark_group("build");
         g.sampling_mode(SamplingMode::Flat);
         g.throughput(Throughput::Elements(n));
@@ -454,6 +491,63 @@ fn main() {
         g.finish();
     }
 
+    if !huge {
+        // The insert alone, from hashes already gathered, as a table builder
+        // holds them when its last key is added: allocation and insert timed.
+        let hashes: Vec<u64> = (0..n).map(|j| hash_key(&key(2 * j))).collect();
+        let insert_in = |layout: Layout, hashes: &[u64]| {
+            let start = cpu_now();
+            let mut f = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64)
+                .expect("size")
+                .with_layout(layout);
+            f.insert_hashes(black_box(hashes));
+            let spent = cpu_now() - start;
+            black_box(&f);
+            spent
+        };
+        let siftdb_insert = |hashes: &[u64]| insert_in(Layout::DEFAULT, hashes);
+        let sbbf_insert = |hashes: &[u64]| {
+            let start = cpu_now();
+            let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY, n as usize);
+            for &h in black_box(hashes) {
+                f.insert_hash(h);
+            }
+            let spent = cpu_now() - start;
+            black_box(&f);
+            spent
+        };
+        // The two inserts taken in turn, so a neighbour's burst on a shared
+        // machine slows both: the medians' ratio is the figure to compare.
+        let (mut ours, mut layout2, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ALTERNATIONS {
+            ours.push(siftdb_insert(&hashes));
+            layout2.push(insert_in(Layout::Multiplied, &hashes));
+            theirs.push(sbbf_insert(&hashes));
+        }
+        let median = |times: &mut Vec<Duration>| {
+            times.sort();
+            times[times.len() / 2].as_secs_f64() * 1e9 / n as f64
+        };
+        let (ours, layout2, theirs) =
+            (median(&mut ours), median(&mut layout2), median(&mut theirs));
+        println!(
+            "insert from {n} gathered hashes, {ALTERNATIONS} alternating runs, median ns/key: \
+             siftdb {ours:.2} (layout 2: {layout2:.2}), sbbf-rs-safe {theirs:.2} \
+             (siftdb / sbbf {:.2})",
+            ours / theirs
+        );
+        let mut g = c.benchmark_group("insert_prehashed");
+        g.sampling_mode(SamplingMode::Flat);
+        g.throughput(Throughput::Elements(n));
+        g.bench_function("siftdb", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| siftdb_insert(&hashes)).sum())
+        });
+        g.bench_function("sbbf-rs-safe", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| sbbf_insert(&hashes)).sum())
+        });
+        g.finish();
+    }
+
     for (group, parity) in [("contains_present", 0), ("contains_absent", 1)] {
         let keys = query_keys(n, parity, 0x5eed + parity);
         let mut g = c.benchmark_group(group);
@@ -462,6 +556,7 @@ fn main() {
         // database's keys do: no filter's hash is specialised for 16 bytes.
         let slices: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
         bench_queries(&mut g, "siftdb", &slices, |k| sift.contains(k));
+        bench_queries(&mut g, "siftdb_layout2", &slices, |k| layout2.contains(k));
         bench_batched(&mut g, "siftdb_batched", &slices, |batch| {
             count_true(sift.contains_keys(batch))
         });
@@ -502,11 +597,42 @@ fn main() {
             .iter()
             .map(|k| hash_key(k))
             .collect();
+        // Layout 3 against layout 2 on the same absent hashes, in turn.
+        let pass = |f: &BloomFilter| {
+            let start = cpu_now();
+            let hits = hashes
+                .iter()
+                .filter(|&&h| f.contains_hash(black_box(h)))
+                .count();
+            black_box(hits);
+            cpu_now() - start
+        };
+        let (mut ours, mut before) = (Vec::new(), Vec::new());
+        for _ in 0..ALTERNATIONS {
+            ours.push(pass(&sift));
+            before.push(pass(&layout2));
+        }
+        let per_query = |times: &mut Vec<Duration>| {
+            times.sort();
+            times[times.len() / 2].as_secs_f64() * 1e9 / hashes.len() as f64
+        };
+        let (ours, before) = (per_query(&mut ours), per_query(&mut before));
+        println!(
+            "absent queries by hash, {ALTERNATIONS} alternating passes, median ns/query: \
+             layout 3 {ours:.2}, layout 2 {before:.2} (3 / 2 {:.2})",
+            ours / before
+        );
         let mut g = c.benchmark_group("absent_prehashed");
         g.throughput(Throughput::Elements(BATCH as u64));
         bench_queries(&mut g, "siftdb", &hashes, |&h| sift.contains_hash(h));
+        bench_queries(&mut g, "siftdb_layout2", &hashes, |&h| {
+            layout2.contains_hash(h)
+        });
         bench_batched(&mut g, "siftdb_batched", &hashes, |batch| {
             count_true(sift.contains_hashes(batch))
+        });
+        bench_batched(&mut g, "siftdb_layout2_batched", &hashes, |batch| {
+            count_true(layout2.contains_hashes(batch))
         });
         bench_queries(&mut g, "sbbf-rs-safe", &hashes, |&h| sbbf.contains_hash(h));
         bench_queries(&mut g, "xorf_bfuse8", &hashes, |h| fuse.contains(h));
