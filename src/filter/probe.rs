@@ -119,6 +119,8 @@ pub(crate) const SECTOR_START_MULTIPLIER: u32 = {
 
 /// Words (sectors) in a line, one probe each per round in layout 3.
 pub(crate) const SECTORS: usize = 8;
+/// Probes in a full round of layout 3: one per word.
+const ROUND: u32 = 8;
 
 /// Layout 3's probes of one round as a mask over the line's eight words:
 /// word `w` gets bit `(x · multipliers[w]) >> 26` when bit `w` of `keep`
@@ -146,6 +148,17 @@ pub(crate) const fn round_words(m: u32, start: u32) -> u8 {
     (((1u32 << m) - 1) as u8).rotate_left(start)
 }
 
+/// The hash's low 32 bits, which layouts 2 and 3 draw every probe from (the
+/// high half chose the line).
+#[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the probes are defined on the hash's low 32 bits"
+)]
+pub(crate) const fn low_half(hash: u64) -> u32 {
+    hash as u32
+}
+
 /// The first word of layout 3's partial round for the hash's low half `x`.
 #[inline(always)]
 pub(crate) fn sector_start(x: u32) -> u32 {
@@ -165,14 +178,10 @@ fn round_multipliers(round: usize) -> [u32; SECTORS] {
 /// Layout 3's `k` probes (`1 ≤ k ≤ 32`) as a mask over the line's eight
 /// little-endian words: the bits an insert sets and a query tests.
 #[inline(always)]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "layout 3 defines its probes on the hash's low 32 bits"
-)]
 pub(crate) fn sectored_mask(hash: u64, k: u32) -> [u64; SECTORS] {
-    let x = hash as u32;
+    let x = low_half(hash);
     let start = sector_start(x);
-    let full = SECTORS as u32;
+    let full = ROUND;
     let first = const { round_multipliers_const(0) };
     let mut mask = sectored_round(x, &first, round_words(k.min(full), start));
     // Above eight probes (above about 12 bits per key), more rounds.
@@ -230,12 +239,8 @@ pub(crate) fn line_add_mask(line: &mut [u8; LINE_BYTES], mask: &[u64; SECTORS]) 
 
 /// Layout 2's probe for multiplier `m`: the product's top nine bits.
 #[inline]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "layout 2 defines its probes on the hash's low 32 bits"
-)]
 pub(crate) fn multiplied_probe(hash: u64, m: u32) -> u32 {
-    (hash as u32).wrapping_mul(m) >> (32 - 9)
+    low_half(hash).wrapping_mul(m) >> (32 - 9)
 }
 
 /// Calls `visit` with each of the `k` bit positions (0..512) a hash probes.
@@ -255,12 +260,9 @@ pub fn for_each_probe(layout: Layout, hash: u64, k: u32, visit: impl FnMut(u32))
 /// Layout 3's probes in order: round by round, each round's words from its
 /// first (word 0 in a full round, the start word in the partial one).
 #[inline]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "layout 3 defines its probes on the hash's low 32 bits; word numbers are below 8"
-)]
+#[expect(clippy::cast_possible_truncation, reason = "word numbers are below 8")]
 fn for_each_sectored_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
-    let x = hash as u32;
+    let x = low_half(hash);
     let start = sector_start(x);
     let rounds = k.div_ceil(SECTORS as u32) as usize;
     for round in 0..rounds {

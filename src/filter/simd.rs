@@ -40,7 +40,7 @@ use crate::filter::probe::{
     line_add_mask, line_has_mask, scalar_has_probes, sectored_mask, Layout,
 };
 #[cfg(target_arch = "x86_64")]
-use crate::filter::probe::{round_words, sector_start};
+use crate::filter::probe::{low_half, round_words, sector_start};
 #[cfg(target_arch = "x86_64")]
 use crate::filter::theory::MAX_PROBES;
 
@@ -170,17 +170,12 @@ fn sectored_round_avx512(spread: __m512i, row: &[u64; 8], words: u8) -> __m512i 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "layout 3 defines its probes on the hash's low 32 bits"
-)]
 fn sectored_mask_avx512(hash: u64, k: u32) -> __m512i {
-    let x = hash as u32;
+    let x = low_half(hash);
     let start = sector_start(x);
     let spread = _mm512_set1_epi64(i64::from(x));
     let mut mask = _mm512_setzero_si512();
-    for (round, row) in SECTOR_LANES.iter().enumerate() {
-        let done = 8 * round as u32;
+    for (done, row) in (0u32..).step_by(8).zip(&SECTOR_LANES) {
         if done >= k {
             break;
         }
@@ -195,12 +190,8 @@ fn sectored_mask_avx512(hash: u64, k: u32) -> __m512i {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "layout 3 defines its probes on the hash's low 32 bits"
-)]
 fn sectored_one_round_avx512<const K: u32>(hash: u64) -> __m512i {
-    let x = hash as u32;
+    let x = low_half(hash);
     let words = const { round_words(K, 0) }.rotate_left(sector_start(x));
     let [row, ..] = &SECTOR_LANES;
     sectored_round_avx512(_mm512_set1_epi64(i64::from(x)), row, words)
