@@ -107,10 +107,12 @@ pub(crate) const MULTIPLIERS: [u32; MAX_PROBES as usize] = {
 
 /// Layout 3's multiplier for the first word of a partial round:
 /// `0x9e3779b9^33 mod 2³²`, the power after the last of [`MULTIPLIERS`].
+/// (The exponent is written out: the layout must not move if the probe
+/// limit ever does.)
 pub(crate) const SECTOR_START_MULTIPLIER: u32 = {
     let mut power = 1u32;
     let mut i = 0;
-    while i < MAX_PROBES + 1 {
+    while i < 33 {
         power = power.wrapping_mul(0x9e37_79b9);
         i += 1;
     }
@@ -181,22 +183,21 @@ fn round_multipliers(round: usize) -> [u32; SECTORS] {
 pub(crate) fn sectored_mask(hash: u64, k: u32) -> [u64; SECTORS] {
     let x = low_half(hash);
     let start = sector_start(x);
-    let full = ROUND;
     let first = const { round_multipliers_const(0) };
-    let mut mask = sectored_round(x, &first, round_words(k.min(full), start));
+    let mut mask = sectored_round(x, &first, round_words(k.min(ROUND), start));
     // Above eight probes (above about 12 bits per key), more rounds.
-    let mut done = full;
+    let mut done = ROUND;
     let mut round = 1;
     while done < k {
         let bits = sectored_round(
             x,
             &round_multipliers(round),
-            round_words((k - done).min(full), start),
+            round_words((k - done).min(ROUND), start),
         );
         for (word, add) in mask.iter_mut().zip(bits) {
             *word |= add;
         }
-        done += full;
+        done += ROUND;
         round += 1;
     }
     mask

@@ -1,4 +1,5 @@
-//! Vector versions of the query loops in [`crate::filter::probe`].
+//! Vector versions of the query loops in [`crate::filter::probe`], and of
+//! layout 3's insert.
 //!
 //! Owns: the x86-64 AVX-512 and AVX2 tests of layout 2's probes, the choice
 //! among them for this CPU, and their group versions for batched queries;
@@ -73,10 +74,11 @@ pub(crate) fn multiplied_kernels(k: u32) -> (Kernel, GroupKernel) {
 /// ([`add_each`]). Unsafe as [`Kernel`] is.
 pub(crate) type AddKernel = unsafe fn(&mut [Line], &[u64], u32);
 
-/// Layout 3's kernels (single, group, insert) for this CPU: its definition
-/// ([`sectored_mask`]) compiled for the widest vector instructions the CPU
-/// has, where the line's eight words are eight lanes — one multiply, one
-/// shift, one mask — so no hand-written intrinsics are needed.
+/// Layout 3's kernels (single, group, insert) for `k` probes on this CPU.
+/// The line's eight words are eight lanes — one multiply, one shift, one
+/// word mask: with AVX-512 written with intrinsics (the word mask is a mask
+/// register), with AVX2 or none its definition ([`sectored_mask`]) compiled
+/// for the instruction set.
 pub(crate) fn sectored_kernels(k: u32) -> (Kernel, GroupKernel, AddKernel) {
     #[cfg(target_arch = "x86_64")]
     match detected() {
