@@ -15,7 +15,7 @@ use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
 use crate::filter::line::{add_each, line_ones};
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
-use crate::filter::probe::{line_add_probes, multiplied_probe, Layout, MULTIPLIERS};
+use crate::filter::probe::{multiplied_probe, Layout, MULTIPLIERS};
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Estimated keys held by lines with the given set-bit counts: each line is a
@@ -236,16 +236,9 @@ impl BloomFilter {
     /// Adds a key by its hash (see [`BloomFilter::hash`]).
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
-        if self.layout == Layout::Sectored {
-            // The vector kernel, for one hash.
-            return self
-                .test
-                .add_group(&mut self.lines, std::slice::from_ref(&hash));
-        }
-        let index = line_index(hash, self.lines.len() as u64);
-        if let Some(line) = self.lines.get_mut(index) {
-            line_add_probes(self.layout, &mut line.0, hash, self.probes);
-        }
+        // The filter's insert kernel (a vector one for layout 3), for one hash.
+        self.test
+            .add_group(&mut self.lines, std::slice::from_ref(&hash));
     }
 
     /// Adds every hash of `hashes` (the same bits as one
@@ -269,20 +262,14 @@ impl BloomFilter {
             (Layout::Multiplied, 10) => self.insert_multiplied::<10>(hashes),
             (Layout::Multiplied, 11) => self.insert_multiplied::<11>(hashes),
             (Layout::Multiplied, 12) => self.insert_multiplied::<12>(hashes),
-            (Layout::Sectored, _) => self.test.add_group(&mut self.lines, hashes),
-            _ => {
-                let (layout, probes) = (self.layout, self.probes);
-                self.insert_ahead(hashes, |line, hash| {
-                    line_add_probes(layout, line, hash, probes)
-                });
-            }
+            _ => self.test.add_group(&mut self.lines, hashes),
         }
     }
 
     /// [`BloomFilter::insert_hashes`] for layout 2 with `K` probes.
     fn insert_multiplied<const K: usize>(&mut self, hashes: &[u64]) {
         let multipliers = const { multipliers_for::<K>() };
-        self.insert_ahead(hashes, |line, hash| {
+        add_each(&mut self.lines, hashes, |line, hash| {
             let (words, _) = line.as_chunks_mut::<8>();
             for &m in &multipliers {
                 let bit = multiplied_probe(hash, m);
@@ -292,13 +279,6 @@ impl BloomFilter {
                 }
             }
         });
-    }
-
-    /// Sets each hash's probes in its line with `set`, requesting the line
-    /// of the hash [`INSERT_AHEAD`] places on first.
-    #[inline(always)]
-    fn insert_ahead(&mut self, hashes: &[u64], set: impl Fn(&mut [u8; LINE_BYTES], u64)) {
-        add_each(&mut self.lines, hashes, set);
     }
 
     /// False when `key` was certainly never inserted.

@@ -167,15 +167,20 @@ pub(crate) fn sector_start(x: u32) -> u32 {
     x.wrapping_mul(SECTOR_START_MULTIPLIER) >> 29
 }
 
-/// Layout 3's multipliers for round `round`: `M_(8·round) .. M_(8·round+8)`.
-#[inline(always)]
-fn round_multipliers(round: usize) -> [u32; SECTORS] {
-    let mut out = [0u32; SECTORS];
-    if let Some(source) = MULTIPLIERS.get(round * SECTORS..(round + 1) * SECTORS) {
-        out.copy_from_slice(source);
+/// Layout 3's multipliers by round: row `r` holds `M_(8r) .. M_(8r+8)`.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
+pub(crate) const ROUND_MULTIPLIERS: [[u32; SECTORS]; MAX_PROBES as usize / SECTORS] = {
+    let mut rows = [[0u32; SECTORS]; MAX_PROBES as usize / SECTORS];
+    let mut i = 0;
+    while i < MAX_PROBES as usize {
+        rows[i / SECTORS][i % SECTORS] = MULTIPLIERS[i];
+        i += 1;
     }
-    out
-}
+    rows
+};
 
 /// Layout 3's `k` probes (`1 ≤ k ≤ 32`) as a mask over the line's eight
 /// little-endian words: the bits an insert sets and a query tests.
@@ -183,39 +188,19 @@ fn round_multipliers(round: usize) -> [u32; SECTORS] {
 pub(crate) fn sectored_mask(hash: u64, k: u32) -> [u64; SECTORS] {
     let x = low_half(hash);
     let start = sector_start(x);
-    let first = const { round_multipliers_const(0) };
-    let mut mask = sectored_round(x, &first, round_words(k.min(ROUND), start));
+    let [first, later @ ..] = &ROUND_MULTIPLIERS;
+    let mut mask = sectored_round(x, first, round_words(k.min(ROUND), start));
     // Above eight probes (above about 12 bits per key), more rounds.
-    let mut done = ROUND;
-    let mut round = 1;
-    while done < k {
-        let bits = sectored_round(
-            x,
-            &round_multipliers(round),
-            round_words((k - done).min(ROUND), start),
-        );
+    for (done, row) in (ROUND..).step_by(SECTORS).zip(later) {
+        if done >= k {
+            break;
+        }
+        let bits = sectored_round(x, row, round_words((k - done).min(ROUND), start));
         for (word, add) in mask.iter_mut().zip(bits) {
             *word |= add;
         }
-        done += ROUND;
-        round += 1;
     }
     mask
-}
-
-/// [`round_multipliers`] at compile time.
-#[expect(
-    clippy::indexing_slicing,
-    reason = "const evaluation: an index out of range fails the build, not a run"
-)]
-const fn round_multipliers_const(round: usize) -> [u32; SECTORS] {
-    let mut out = [0u32; SECTORS];
-    let mut i = 0;
-    while i < SECTORS {
-        out[i] = MULTIPLIERS[round * SECTORS + i];
-        i += 1;
-    }
-    out
 }
 
 /// True when every bit of `mask` is set in `line`, without branches.
@@ -261,15 +246,12 @@ pub fn for_each_probe(layout: Layout, hash: u64, k: u32, visit: impl FnMut(u32))
 /// Layout 3's probes in order: round by round, each round's words from its
 /// first (word 0 in a full round, the start word in the partial one).
 #[inline]
-#[expect(clippy::cast_possible_truncation, reason = "word numbers are below 8")]
 fn for_each_sectored_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
     let x = low_half(hash);
     let start = sector_start(x);
-    let rounds = k.div_ceil(SECTORS as u32) as usize;
-    for round in 0..rounds {
-        let m = (k - (round * SECTORS) as u32).min(SECTORS as u32);
-        let first = if m == SECTORS as u32 { 0 } else { start };
-        let multipliers = round_multipliers(round);
+    for (done, multipliers) in (0..k).step_by(SECTORS).zip(&ROUND_MULTIPLIERS) {
+        let m = (k - done).min(ROUND);
+        let first = if m == ROUND { 0 } else { start };
         for i in 0..m {
             let word = (first + i) & 7;
             let multiplier = multipliers.get(word as usize).copied().unwrap_or(0);

@@ -41,9 +41,7 @@ use crate::filter::probe::{
     line_add_mask, line_has_mask, scalar_has_probes, sectored_mask, Layout,
 };
 #[cfg(target_arch = "x86_64")]
-use crate::filter::probe::{low_half, round_words, sector_start};
-#[cfg(target_arch = "x86_64")]
-use crate::filter::theory::MAX_PROBES;
+use crate::filter::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIERS};
 
 /// A query kernel: `(line, hash, k) → every probed bit set`. Unsafe because
 /// a vector kernel may only run on a CPU with its features.
@@ -140,12 +138,16 @@ sectored_kernels_for!(
     clippy::indexing_slicing,
     reason = "const evaluation: an index out of range fails the build, not a run"
 )]
-static SECTOR_LANES: [[u64; 8]; MAX_PROBES as usize / 8] = {
-    let mut rows = [[0u64; 8]; MAX_PROBES as usize / 8];
-    let mut i = 0;
-    while i < MAX_PROBES as usize {
-        rows[i / 8][i % 8] = MULTIPLIERS[i] as u64;
-        i += 1;
+static SECTOR_LANES: [[u64; 8]; ROUND_MULTIPLIERS.len()] = {
+    let mut rows = [[0u64; 8]; ROUND_MULTIPLIERS.len()];
+    let mut r = 0;
+    while r < rows.len() {
+        let mut w = 0;
+        while w < 8 {
+            rows[r][w] = ROUND_MULTIPLIERS[r][w] as u64;
+            w += 1;
+        }
+        r += 1;
     }
     rows
 };
