@@ -26,14 +26,18 @@
 //! measured over 1,000,000 absent keys and the bits per key actually used,
 //! and for siftdb the blocked-layout and standard-Bloom theoretical rates.
 //!
-//! `siftdb_gathered` builds siftdb's filter as a table builder does: each
-//! key's hash pushed to a vector as the key is added (timed), then one
-//! batched `insert_hashes` over them (timed), which fetches lines ahead.
+//! `siftdb` builds siftdb's filter from its keys in one pass with
+//! `insert_keys` (each group of 256 keys hashed onto the stack, then
+//! inserted with the batched insert's look-ahead); `siftdb_each` calls
+//! `insert` once per key; `siftdb_gathered` builds it as a table builder
+//! does: each key's hash pushed to a vector as the key is added (timed),
+//! then one batched `insert_hashes` over them (timed), which fetches lines
+//! ahead.
 //!
 //! Before the groups, three comparisons taken in turn, 21 runs each, so a
 //! neighbour's burst on a shared machine slows both sides alike (the medians'
 //! ratios are the figures to quote): the build with hashing
-//! (`siftdb_gathered` against `sbbf-rs-safe`), the insert from hashes
+//! (`siftdb_gathered` and `siftdb` against `sbbf-rs-safe`), the insert from hashes
 //! already gathered (siftdb's default layout, layout 2, sbbf-rs-safe's
 //! `insert_hash` loop; allocation included), and absent queries by hash in
 //! layout 3 against layout 2.
@@ -123,7 +127,37 @@ fn insert_present(n: u64, mut insert: impl FnMut(&[u8])) -> Duration {
     spent
 }
 
+/// Calls `insert` on every chunk of present keys (as [`insert_present`],
+/// one call per chunk of `CHUNK` keys); returns the time spent inside it.
+fn insert_present_chunks(n: u64, mut insert: impl FnMut(&[[u8; 16]])) -> Duration {
+    let mut chunk = vec![[0u8; 16]; CHUNK];
+    let mut spent = Duration::ZERO;
+    let mut next = 0u64;
+    while next < n {
+        let len = (n - next).min(CHUNK as u64) as usize;
+        for (slot, i) in chunk.iter_mut().zip(next..) {
+            *slot = key(2 * i);
+        }
+        let start = cpu_now();
+        insert(black_box(&chunk[..len]));
+        spent += cpu_now() - start;
+        next += len as u64;
+    }
+    spent
+}
+
+/// siftdb's blocked Bloom filter built from its keys in one pass:
+/// `insert_keys`, which hashes a group of keys and inserts the group.
 fn siftdb_build(n: u64) -> (BloomFilter, Duration) {
+    let start = cpu_now();
+    let mut f = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
+    let alloc = cpu_now() - start;
+    let spent = insert_present_chunks(n, |keys| f.insert_keys(keys));
+    (f, alloc + spent)
+}
+
+/// The same filter with one `insert` call per key.
+fn siftdb_each_build(n: u64) -> (BloomFilter, Duration) {
     bloom_build(n, BITS_PER_KEY as f64)
 }
 
@@ -297,6 +331,10 @@ fn main() {
     insert_present(n, |k| layout2.insert(k));
     let (gathered, gathered_time) = siftdb_gathered_build(n);
     assert!(gathered == sift, "the batched build sets the same bits");
+    assert!(
+        siftdb_each_build(n).0 == sift,
+        "one insert per key sets the same bits"
+    );
     let (fast, fast_time) = fastbloom_build(n);
     let (sip, sip_time) = bloomfilter_build(n);
     let (sbbf, sbbf_time) = sbbf_build(n);
@@ -449,20 +487,27 @@ fn main() {
 
     if !huge {
         // The builds the issue compares, taken in turn (see ALTERNATIONS).
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut ours, mut one_pass, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ALTERNATIONS {
             ours.push(siftdb_gathered_build(n).1);
+            one_pass.push(siftdb_build(n).1);
             theirs.push(sbbf_build(n).1);
         }
         let per_key = |times: &mut Vec<Duration>| {
             times.sort();
             times[times.len() / 2].as_secs_f64() * 1e9 / n as f64
         };
-        let (ours, theirs) = (per_key(&mut ours), per_key(&mut theirs));
+        let (ours, one_pass, theirs) = (
+            per_key(&mut ours),
+            per_key(&mut one_pass),
+            per_key(&mut theirs),
+        );
         println!(
             "build of {n} keys (hashing included), {ALTERNATIONS} alternating runs, median ns/key: \
-             siftdb_gathered {ours:.2}, sbbf-rs-safe {theirs:.2} (siftdb / sbbf {:.2})",
-            ours / theirs
+             siftdb_gathered {ours:.2}, siftdb (insert_keys) {one_pass:.2}, \
+             sbbf-rs-safe {theirs:.2} (siftdb_gathered / sbbf {:.2}, insert_keys / sbbf {:.2})",
+            ours / theirs,
+            one_pass / theirs
         );
         let mut g = c.benchmark_group("build");
         g.sampling_mode(SamplingMode::Flat);
@@ -473,6 +518,7 @@ fn main() {
             });
         };
         timed("siftdb", |n| siftdb_build(n).1);
+        timed("siftdb_each", |n| siftdb_each_build(n).1);
         timed("siftdb_gathered", |n| siftdb_gathered_build(n).1);
         timed("fastbloom", |n| fastbloom_build(n).1);
         timed("bloomfilter", |n| bloomfilter_build(n).1);

@@ -108,6 +108,10 @@ pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
 
 pub use crate::filter::line::INSERT_AHEAD;
 
+/// Keys [`BloomFilter::insert_keys`] hashes before it inserts them: 2 KiB of
+/// hashes, many times the look-ahead, small enough to stay in the L1 cache.
+const KEYS_PER_GROUP: usize = 256;
+
 /// Layout 2's first `K` multipliers (`K ≤ MAX_PROBES`), as an array the
 /// compiler can unroll over.
 #[expect(
@@ -263,6 +267,28 @@ impl BloomFilter {
             (Layout::Multiplied, 11) => self.insert_multiplied::<11>(hashes),
             (Layout::Multiplied, 12) => self.insert_multiplied::<12>(hashes),
             _ => self.test.add_group(&mut self.lines, hashes),
+        }
+    }
+
+    /// Adds every key of `keys` (the same bits as one [`BloomFilter::insert`]
+    /// per key), hashing them 256 at a time into a buffer on the stack and
+    /// inserting each group with [`BloomFilter::insert_hashes`]: the
+    /// one-pass build from keys, with the batched insert's look-ahead and no
+    /// vector of every hash.
+    pub fn insert_keys<K: AsRef<[u8]>>(&mut self, keys: impl IntoIterator<Item = K>) {
+        let mut keys = keys.into_iter();
+        let mut hashes = [0u64; KEYS_PER_GROUP];
+        loop {
+            let mut filled = 0;
+            // `hashes` is asked first, so no key is taken past a full group.
+            for (slot, key) in hashes.iter_mut().zip(keys.by_ref()) {
+                *slot = self.hash(key.as_ref());
+                filled += 1;
+            }
+            self.insert_hashes(hashes.get(..filled).unwrap_or_default());
+            if filled < KEYS_PER_GROUP {
+                return;
+            }
         }
     }
 
@@ -484,6 +510,31 @@ mod tests {
                     halves.insert_hashes(a);
                     halves.insert_hashes(b);
                     assert!(halves == one_by_one);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn insert_keys_sets_the_bits_of_one_insert_per_key() {
+        let keys: Vec<Vec<u8>> = (0..3 * KEYS_PER_GROUP as u64 + 7).map(key).collect();
+        for layout in [Layout::Remixed, Layout::Multiplied, Layout::Sectored] {
+            for probes in [1, 6, 7, 13] {
+                let empty = BloomFilter::with_geometry(100, probes, 9)
+                    .unwrap()
+                    .with_layout(layout);
+                // Empty, short, one group exactly, one past it, several.
+                for len in [0, 3, KEYS_PER_GROUP, KEYS_PER_GROUP + 1, keys.len()] {
+                    let mut reference = empty.clone();
+                    for k in &keys[..len] {
+                        reference.insert(k);
+                    }
+                    let mut grouped = empty.clone();
+                    grouped.insert_keys(&keys[..len]);
+                    assert!(grouped == reference, "{layout:?} k={probes} len={len}");
+                    if len > 0 {
+                        assert!(grouped != empty);
+                    }
                 }
             }
         }
