@@ -141,6 +141,15 @@ pub fn compare_internal_keys(a: &[u8], b: &[u8]) -> Ordering {
         .then_with(|| tag_of(b).cmp(&tag_of(a)))
 }
 
+/// [`compare_internal_keys`] for a key held as its two parts, a user key
+/// and a tag (as a data block of table format 5 stores it), against an
+/// encoded internal key.
+pub fn compare_split_internal_key(user_key: &[u8], tag: u64, b: &[u8]) -> Ordering {
+    user_key
+        .cmp(user_key_of(b))
+        .then_with(|| tag_of(b).cmp(&tag))
+}
+
 /// The internal key that sorts before every version of `user_key` visible at `snapshot`.
 pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
     internal_key(user_key, snapshot, ValueKind::Put)
@@ -190,6 +199,32 @@ mod tests {
         // Raw bytes would put "a"+tag after "a\0"+tag; user-key order must not.
         let a_nul = internal_key(b"a\x00", SeqNo(1), ValueKind::Put);
         assert_eq!(compare_internal_keys(&a, &a_nul), Ordering::Less);
+    }
+
+    #[test]
+    fn a_split_key_orders_as_the_key_it_splits() {
+        let keys: Vec<Vec<u8>> = [&b""[..], b"a", b"a\0", b"ab", b"b"]
+            .into_iter()
+            .flat_map(|user| {
+                [
+                    (1, ValueKind::Put),
+                    (2, ValueKind::Delete),
+                    (1 << 40, ValueKind::Put),
+                ]
+                .map(|(seq, kind)| internal_key(user, SeqNo(seq), kind))
+            })
+            .collect();
+        for a in &keys {
+            let parsed = parse_internal_key(a).unwrap();
+            let tag = tag(parsed.seq, parsed.kind);
+            for b in &keys {
+                assert_eq!(
+                    compare_split_internal_key(parsed.user_key, tag, b),
+                    compare_internal_keys(a, b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
     }
 
     #[test]

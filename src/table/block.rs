@@ -9,8 +9,16 @@
 //! block   := entry* ‖ restart offset u32 × R ‖ R u32          (R ≥ 1)
 //! ```
 //!
-//! Which header coding a block uses is the table's format version
-//! ([`EntryCoding`]); a block does not record it.
+//! From format 5 a data block's entry writes the key's 8-byte tag (the
+//! last eight bytes of the internal key, a little-endian u64) as a varint
+//! after the rest of the user key, and the lengths count user-key bytes:
+//!
+//! ```text
+//! entry   := header ‖ user_key[shared..] ‖ varint64(tag) ‖ value
+//! ```
+//!
+//! Which coding a block uses is the table's format version and the block's
+//! kind ([`EntryCoding`]); a block does not record it.
 //!
 //! Owns: [`BlockBuilder`] and the decoding of untrusted block bytes
 //! ([`Block`], [`BlockIter`]).
@@ -29,7 +37,7 @@ use bytes::Bytes;
 
 use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
-use crate::key::compare_internal_keys;
+use crate::key::{compare_internal_keys, compare_split_internal_key, TAG_LEN};
 use crate::prefetch::prefetch_bytes;
 
 /// What block errors name before the table layer locates them.
@@ -45,9 +53,15 @@ pub const MAX_VARINT_HEADER_LEN: usize = 15;
 pub enum EntryCoding {
     /// Three little-endian u32s (table formats 1 to 3).
     Fixed,
-    /// Three LEB128 varint32s (table format 4): a key of 16–24 bytes with a
-    /// 100-byte value needs 3 bytes of header instead of 12.
+    /// Three LEB128 varint32s (table format 4; index blocks from then on):
+    /// a key of 16–24 bytes with a 100-byte value needs 3 bytes of header
+    /// instead of 12.
     Varint,
+    /// Data blocks from table format 5: varint headers whose lengths count
+    /// user-key bytes, and the tag as a varint64 after the user key, so a
+    /// sequence number below 2^20 takes 4 bytes instead of 8. Only internal
+    /// keys (at least the tag's 8 bytes) can be stored.
+    VarintTag,
 }
 
 impl EntryCoding {
@@ -55,7 +69,7 @@ impl EntryCoding {
     fn max_header_len(self) -> usize {
         match self {
             EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint => MAX_VARINT_HEADER_LEN,
+            EntryCoding::Varint | EntryCoding::VarintTag => MAX_VARINT_HEADER_LEN,
         }
     }
 
@@ -63,7 +77,7 @@ impl EntryCoding {
     fn header_len(self, shared: usize, unshared: usize, value_len: usize) -> usize {
         match self {
             EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint => {
+            EntryCoding::Varint | EntryCoding::VarintTag => {
                 varint_len(shared as u64)
                     + varint_len(unshared as u64)
                     + varint_len(value_len as u64)
@@ -89,6 +103,33 @@ fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u32> {
         }
     }
     None
+}
+
+/// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`. `None` when
+/// it runs past `bytes` or past 64 bits (a tenth byte above 1).
+#[inline]
+fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0u32..64).step_by(7) {
+        let byte = *bytes.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && byte > 1 {
+            return None;
+        }
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// An internal key split into its user key and its tag (the last
+/// [`TAG_LEN`] bytes, little-endian), or `None` when it is shorter than a
+/// tag.
+fn split_tag(key: &[u8]) -> Option<(&[u8], u64)> {
+    let (user_key, tag) = key.split_at_checked(key.len().checked_sub(TAG_LEN)?)?;
+    Some((user_key, u64::from_le_bytes(tag.try_into().ok()?)))
 }
 
 /// Restart entries a seek requests together before its binary search (a
@@ -134,11 +175,16 @@ impl BlockBuilder {
     /// Size an entry adds at most (no shared prefix, a restart offset
     /// included).
     pub fn entry_size(&self, key: &[u8], value: &[u8]) -> usize {
-        self.coding.header_len(0, key.len(), value.len()) + key.len() + value.len() + 4
+        let key_len = match (self.coding, split_tag(key)) {
+            (EntryCoding::VarintTag, Some((user_key, tag))) => user_key.len() + varint_len(tag),
+            _ => key.len(),
+        };
+        self.coding.header_len(0, key_len, value.len()) + key_len + value.len() + 4
     }
 
     /// Appends an entry; the caller guarantees key order. `InvalidArgument`
-    /// when the block would outgrow its u32 offsets.
+    /// when the block would outgrow its u32 offsets, or when a block that
+    /// stores tags apart is given a key shorter than a tag.
     #[expect(
         clippy::cast_possible_truncation,
         reason = "the check below keeps the whole block, so every offset and length, within u32"
@@ -151,14 +197,29 @@ impl BlockBuilder {
         if !fits {
             return Err(Error::invalid("a table block cannot exceed 4 GiB"));
         }
+        // The bytes shared with the previous key and the tag written apart:
+        // with `VarintTag` only user keys share, and the tag follows them.
+        let (stored_key, previous, tag) = match self.coding {
+            EntryCoding::VarintTag => {
+                let Some((user_key, tag)) = split_tag(key) else {
+                    return Err(Error::invalid(format!(
+                        "a {}-byte key has no {TAG_LEN}-byte tag",
+                        key.len()
+                    )));
+                };
+                let previous = split_tag(&self.last_key).map_or(&[][..], |(user, _)| user);
+                (user_key, previous, Some(tag))
+            }
+            EntryCoding::Fixed | EntryCoding::Varint => (key, self.last_key.as_slice(), None),
+        };
         let shared = if self.is_empty() || self.since_restart >= self.restart_interval {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;
             0
         } else {
-            common_prefix_len(&self.last_key, key)
+            common_prefix_len(previous, stored_key)
         };
-        let unshared = key.get(shared..).unwrap_or_default();
+        let unshared = stored_key.get(shared..).unwrap_or_default();
         let lengths = [shared as u32, unshared.len() as u32, value.len() as u32];
         match self.coding {
             EntryCoding::Fixed => {
@@ -166,13 +227,16 @@ impl BlockBuilder {
                     self.buf.extend_from_slice(&length.to_le_bytes());
                 }
             }
-            EntryCoding::Varint => {
+            EntryCoding::Varint | EntryCoding::VarintTag => {
                 for length in lengths {
                     put_varint(&mut self.buf, u64::from(length));
                 }
             }
         }
         self.buf.extend_from_slice(unshared);
+        if let Some(tag) = tag {
+            put_varint(&mut self.buf, tag);
+        }
         self.buf.extend_from_slice(value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -214,8 +278,11 @@ pub struct Block {
 /// Where one entry's parts lie inside the block.
 #[derive(Debug, Clone)]
 struct EntryParts {
+    /// Bytes of the previous key kept (of its user key with `VarintTag`).
     shared: usize,
     key_delta: Range<usize>,
+    /// The tag written apart (`VarintTag`), to append after `key_delta`.
+    tag: Option<u64>,
     value: Range<usize>,
 }
 
@@ -225,6 +292,7 @@ enum EntryFault {
     Header,
     Shared { shared: usize, prev_key_len: usize },
     Lengths { unshared: usize, value_len: usize },
+    Tag,
 }
 
 impl EntryParts {
@@ -342,7 +410,8 @@ impl Block {
         ))
     }
 
-    /// Decodes the entry at `offset`, whose predecessor's key had `prev_key_len` bytes.
+    /// Decodes the entry at `offset`, whose predecessor's key had
+    /// `prev_key_len` bytes (its tag included).
     ///
     /// The hot loop of every lookup: the header decoded with as few bounds
     /// checks as its coding allows, plain integer checks for the rest, and
@@ -350,31 +419,56 @@ impl Block {
     #[inline]
     fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
         let header = match self.coding {
-            EntryCoding::Varint => self.varint_header(offset),
+            EntryCoding::Varint | EntryCoding::VarintTag => self.varint_header(offset),
             EntryCoding::Fixed => self.fixed_header(offset),
         };
         let Some((shared, unshared, value_len, key_start)) = header else {
             return Err(self.entry_error(offset, EntryFault::Header));
         };
-        if shared > prev_key_len {
+        // With the tag apart only the previous user key can be shared.
+        let shareable = match self.coding {
+            EntryCoding::VarintTag => prev_key_len.saturating_sub(TAG_LEN),
+            EntryCoding::Fixed | EntryCoding::Varint => prev_key_len,
+        };
+        if shared > shareable {
             return Err(self.entry_error(
                 offset,
                 EntryFault::Shared {
                     shared,
-                    prev_key_len,
+                    prev_key_len: shareable,
                 },
             ));
         }
         // Both lengths are below 2^32 and `key_start` within the block, so
         // neither sum can overflow a 64-bit usize; checked all the same.
         let key_end = key_start.checked_add(unshared);
-        let value_end = key_end.and_then(|k| k.checked_add(value_len));
-        match (key_end, value_end) {
-            (Some(key_end), Some(value_end)) if value_end <= self.entries_end => Ok(EntryParts {
-                shared,
-                key_delta: key_start..key_end,
-                value: key_end..value_end,
-            }),
+        let (tag, value_start) = match (self.coding, key_end) {
+            (EntryCoding::VarintTag, Some(key_end)) if key_end <= self.entries_end => {
+                let mut pos = key_end;
+                let tag = self
+                    .data
+                    .get(..self.entries_end)
+                    .and_then(|entries| get_varint64(entries, &mut pos));
+                let Some(tag) = tag else {
+                    return Err(self.entry_error(offset, EntryFault::Tag));
+                };
+                (Some(tag), Some(pos))
+            }
+            (EntryCoding::VarintTag, _) => (None, None),
+            (EntryCoding::Fixed | EntryCoding::Varint, _) => (None, key_end),
+        };
+        let value_end = value_start.and_then(|v| v.checked_add(value_len));
+        match (key_end, value_start, value_end) {
+            (Some(key_end), Some(value_start), Some(value_end))
+                if value_end <= self.entries_end =>
+            {
+                Ok(EntryParts {
+                    shared,
+                    key_delta: key_start..key_end,
+                    tag,
+                    value: value_start..value_end,
+                })
+            }
             _ => Err(self.entry_error(
                 offset,
                 EntryFault::Lengths {
@@ -454,6 +548,9 @@ impl Block {
                 "entry at {offset}: {unshared} key bytes and {value_len} value bytes run past the entries at {}",
                 self.entries_end
             )),
+            EntryFault::Tag => self.corrupt(format!(
+                "entry at {offset}: its tag runs past the entries or past 64 bits"
+            )),
         }
     }
 
@@ -461,11 +558,16 @@ impl Block {
         self.data.get(range).unwrap_or_default()
     }
 
-    /// The full key stored at restart `i` (restart entries share nothing).
-    fn restart_key(&self, i: usize) -> Result<&[u8]> {
+    /// How the key stored at restart `i` (restart entries share nothing)
+    /// orders against the internal key `target`, compared where it lies.
+    fn compare_restart(&self, i: usize, target: &[u8]) -> Result<Ordering> {
         let offset = self.restart_offset(i)?;
         let parts = self.entry_at(offset, 0)?;
-        Ok(self.bytes(parts.key_delta))
+        let stored = self.bytes(parts.key_delta);
+        Ok(match parts.tag {
+            Some(tag) => compare_split_internal_key(stored, tag, target),
+            None => compare_internal_keys(stored, target),
+        })
     }
 
     /// Calls `visit(key, value)` for every entry, requiring that no entry
@@ -476,12 +578,20 @@ impl Block {
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<()> {
         let mut offset = 0;
+        let mut joined = Vec::new();
         while offset < self.entries_end {
             let parts = self.entry_at(offset, 0)?;
-            visit(
-                self.bytes(parts.key_delta.clone()),
-                self.bytes(parts.value.clone()),
-            )?;
+            let stored = self.bytes(parts.key_delta.clone());
+            let key = match parts.tag {
+                Some(tag) => {
+                    joined.clear();
+                    joined.extend_from_slice(stored);
+                    joined.extend_from_slice(&tag.to_le_bytes());
+                    joined.as_slice()
+                }
+                None => stored,
+            };
+            visit(key, self.bytes(parts.value.clone()))?;
             offset = parts.end();
         }
         Ok(())
@@ -615,8 +725,7 @@ impl BlockIter {
         let (mut low, mut high) = (0, restart_count);
         while low < high {
             let mid = low + (high - low) / 2;
-            let key = self.block.restart_key(mid)?;
-            if compare_internal_keys(key, target) == Ordering::Less {
+            if self.block.compare_restart(mid, target)? == Ordering::Less {
                 low = mid + 1;
             } else {
                 high = mid;
@@ -647,6 +756,9 @@ impl BlockIter {
                 self.key.truncate(parts.shared);
                 self.key
                     .extend_from_slice(self.block.bytes(parts.key_delta.clone()));
+                if let Some(tag) = parts.tag {
+                    self.key.extend_from_slice(&tag.to_le_bytes());
+                }
                 self.offset = offset;
                 self.next_offset = parts.end();
                 self.value = parts.value;
@@ -675,7 +787,11 @@ mod tests {
         )
     }
 
-    const CODINGS: [EntryCoding; 2] = [EntryCoding::Fixed, EntryCoding::Varint];
+    const CODINGS: [EntryCoding; 3] = [
+        EntryCoding::Fixed,
+        EntryCoding::Varint,
+        EntryCoding::VarintTag,
+    ];
 
     fn build_coded(n: u32, interval: usize, coding: EntryCoding) -> Block {
         let mut b = BlockBuilder::new(interval, coding);
@@ -727,6 +843,61 @@ mod tests {
         let fixed = build_coded(100, 16, EntryCoding::Fixed).data.len();
         let varint = build_coded(100, 16, EntryCoding::Varint).data.len();
         assert_eq!(fixed - varint, 100 * 9, "{fixed} vs {varint}");
+    }
+
+    #[test]
+    fn tags_apart_shrink_the_block_by_the_bytes_their_varints_save() {
+        // Sequence numbers 0..200 take one or two varint bytes of the eight.
+        let varint = build_coded(100, 16, EntryCoding::Varint).data.len();
+        let apart = build_coded(100, 16, EntryCoding::VarintTag).data.len();
+        let saved: usize = (0..100u64)
+            .map(|i| TAG_LEN - varint_len(((i * 2) << 8) | ValueKind::Put as u64))
+            .sum();
+        assert_eq!(varint - apart, saved, "{varint} vs {apart}");
+    }
+
+    #[test]
+    fn versions_of_one_user_key_share_it_and_keep_their_own_tags() {
+        let mut b = BlockBuilder::new(16, EntryCoding::VarintTag);
+        let keys: Vec<Vec<u8>> = [(b"apple", 9), (b"apple", 3), (b"apply", 1 << 50)]
+            .into_iter()
+            .map(|(user, seq)| internal_key(user, SeqNo(seq), ValueKind::Put))
+            .collect();
+        for key in &keys {
+            b.add(key, b"v").unwrap();
+        }
+        let block = Block::parse(Bytes::from(b.finish()), EntryCoding::VarintTag).unwrap();
+        assert_eq!(block.check_structure().unwrap(), 3);
+        let mut it = block.iter();
+        for key in &keys {
+            it.seek(key).unwrap();
+            assert_eq!(it.key(), key.as_slice());
+        }
+        // A key without a whole tag cannot be stored apart from it.
+        let mut short = BlockBuilder::new(16, EntryCoding::VarintTag);
+        assert!(short.add(b"1234567", b"v").is_err());
+        assert!(short.is_empty());
+    }
+
+    #[test]
+    fn varint64_round_trips_and_refuses_overlong_input() {
+        for value in [0u64, 0x7f, 0x80, 1 << 35, (1 << 63) - 1, 1 << 63, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, value);
+            let mut pos = 0;
+            assert_eq!(get_varint64(&out, &mut pos), Some(value));
+            assert_eq!(pos, out.len());
+            for len in 0..out.len() {
+                assert_eq!(get_varint64(&out[..len], &mut 0), None, "{value:#x}");
+            }
+        }
+        // A tenth byte above 1 overflows 64 bits; an eleventh is never read.
+        let mut over = vec![0xff; 9];
+        over.push(2);
+        assert_eq!(get_varint64(&over, &mut 0), None);
+        let mut long = vec![0x80; 10];
+        long.push(0);
+        assert_eq!(get_varint64(&long, &mut 0), None);
     }
 
     #[test]

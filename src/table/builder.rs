@@ -132,11 +132,11 @@ impl TableBuilder {
             offset: 0,
             data_block: BlockBuilder::new(
                 options.restart_interval,
-                TableFormat::CURRENT.entry_coding(),
+                TableFormat::CURRENT.data_coding(),
             ),
             // Index entries share no prefix, so each separator is a
             // contiguous, zero-copy slice of the map when read.
-            index_block: BlockBuilder::new(1, TableFormat::CURRENT.entry_coding()),
+            index_block: BlockBuilder::new(1, TableFormat::CURRENT.index_coding()),
             last_key: Vec::new(),
             smallest: Vec::new(),
             filter_entries: FilterEntries::new(options),

@@ -505,7 +505,7 @@ impl TableInner {
 
         let index_at = table.location(BlockKind::Index, footer.index.offset);
         let (index_block, _) = table.read_checked(footer.index, BlockKind::Index)?;
-        let index_block = Block::parse(index_block, footer.format.entry_coding())
+        let index_block = Block::parse(index_block, footer.format.index_coding())
             .map_err(|e| index_at.relocate(e))?;
         let index = Index::decode(&index_block, &index_at, &properties, footer.format)?;
         drop(index_block);
@@ -797,7 +797,7 @@ impl TableInner {
         if codec != Codec::Raw {
             return Ok(None);
         }
-        let block = Block::parse(stored.slice(..block_len), format.entry_coding())
+        let block = Block::parse(stored.slice(..block_len), format.data_coding())
             .map_err(|e| location.relocate(e))?;
         Ok(Some(block))
     }
@@ -810,7 +810,7 @@ impl TableInner {
             Codec::Raw => stored,
             Codec::Lz4 => Bytes::from(decompress_block(&stored).map_err(|e| location.relocate(e))?),
         };
-        Block::parse(bytes, self.footer.format.entry_coding()).map_err(|e| location.relocate(e))
+        Block::parse(bytes, self.footer.format.data_coding()).map_err(|e| location.relocate(e))
     }
 
     /// Data blocks `first..` read with one positioned read, up to

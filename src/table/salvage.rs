@@ -116,7 +116,7 @@ fn decode(stored: &[u8], codec: Codec, format: TableFormat) -> Result<Vec<(Bytes
         Codec::Raw => Bytes::copy_from_slice(stored),
         Codec::Lz4 => Bytes::from(decompress_block(stored)?),
     };
-    entries_of(Block::parse(bytes, format.entry_coding())?)
+    entries_of(Block::parse(bytes, format.data_coding())?)
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -196,17 +196,22 @@ impl TableSalvager {
                 // The footer names the format; without it, the first block
                 // tells (the current format is tried first: it is what is
                 // written; formats 2 and 3 share their block layout).
-                let format = [TableFormat::CURRENT, TableFormat::V2, TableFormat::V1]
-                    .into_iter()
-                    .find(|&format| {
-                        find_block(&bytes, 0, format, &[BlockKind::Data], |end, codec| {
-                            bytes
-                                .get(..end)
-                                .is_some_and(|b| decode(b, codec, format).is_ok())
-                        })
-                        .is_some()
+                let format = [
+                    TableFormat::CURRENT,
+                    TableFormat::V4,
+                    TableFormat::V2,
+                    TableFormat::V1,
+                ]
+                .into_iter()
+                .find(|&format| {
+                    find_block(&bytes, 0, format, &[BlockKind::Data], |end, codec| {
+                        bytes
+                            .get(..end)
+                            .is_some_and(|b| decode(b, codec, format).is_ok())
                     })
-                    .unwrap_or(TableFormat::CURRENT);
+                    .is_some()
+                })
+                .unwrap_or(TableFormat::CURRENT);
                 let walk = Walk::Scanned {
                     bytes,
                     format,

@@ -20,7 +20,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind};
+use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind, TAG_LEN};
 use siftdb::options::Compression;
 use siftdb::table::block::{Block, BlockBuilder, EntryCoding};
 use siftdb::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
@@ -122,21 +122,22 @@ pub fn table_open(data: &[u8]) {
 
 /// First byte even: the rest is a block to decode, seek and check.
 /// Odd: the rest is split into entries, built into a block and read back.
-/// Bit 1 of the first byte picks the entry header coding (varint when set),
-/// the bits above it the restart interval of a built block.
+/// Bit 1 of the first byte picks the entry header coding (varint when set;
+/// with bit 7 also set, varint with the tag apart, as format 5's data
+/// blocks), bits 2–6 the restart interval of a built block.
 pub fn block_decode(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let coding = if mode & 2 == 0 {
-        EntryCoding::Fixed
-    } else {
-        EntryCoding::Varint
+    let coding = match (mode & 2 != 0, mode & 0x80 != 0) {
+        (false, _) => EntryCoding::Fixed,
+        (true, false) => EntryCoding::Varint,
+        (true, true) => EntryCoding::VarintTag,
     };
     if mode % 2 == 0 {
         decode_untrusted(rest, coding);
     } else {
-        round_trip(usize::from(mode >> 2) + 1, coding, rest);
+        round_trip(usize::from((mode >> 2) & 0x1f) + 1, coding, rest);
     }
 }
 
@@ -181,6 +182,10 @@ fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
             (key.to_vec(), value.to_vec())
         })
         .collect();
+    if coding == EntryCoding::VarintTag {
+        // Such a block stores internal keys only: at least a tag's bytes.
+        entries.retain(|(key, _)| key.len() >= TAG_LEN);
+    }
     entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
     entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
     let mut builder = BlockBuilder::new(restart_interval, coding);
