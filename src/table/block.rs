@@ -90,30 +90,26 @@ impl EntryCoding {
 /// it runs past `bytes` or past 32 bits (a fifth byte above 0x0f, or a sixth).
 #[inline]
 fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u32> {
-    let mut value = 0u32;
-    for shift in [0u32, 7, 14, 21, 28] {
-        let byte = *bytes.get(*pos)?;
-        *pos += 1;
-        if shift == 28 && byte > 0x0f {
-            return None;
-        }
-        value |= u32::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
+    get_varint_of::<32>(bytes, pos).and_then(|v| u32::try_from(v).ok())
 }
 
 /// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`. `None` when
 /// it runs past `bytes` or past 64 bits (a tenth byte above 1).
 #[inline]
 fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    get_varint_of::<64>(bytes, pos)
+}
+
+/// A LEB128 varint of at most `BITS` bits (32 or 64): its last possible
+/// byte may carry only the bits left (`BITS mod 7`, or 7); a longer than
+/// shortest encoding is accepted.
+#[inline]
+fn get_varint_of<const BITS: u32>(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     let mut value = 0u64;
-    for shift in (0u32..64).step_by(7) {
+    for shift in (0..BITS).step_by(7) {
         let byte = *bytes.get(*pos)?;
         *pos += 1;
-        if shift == 63 && byte > 1 {
+        if BITS - shift < 7 && u32::from(byte) >> (BITS - shift) != 0 {
             return None;
         }
         value |= u64::from(byte & 0x7f) << shift;

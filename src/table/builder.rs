@@ -25,7 +25,7 @@ use crate::key::{
     MAX_VALUE_LEN,
 };
 use crate::table::block::BlockBuilder;
-use crate::table::compression::compress_block;
+use crate::table::compression::CompressionSampler;
 use crate::table::format::{
     encode_trailer, BlockHandle, BlockKind, Codec, Footer, TableFormat, FILTER_ALIGN, PAGE,
     TRAILER_LEN,
@@ -100,6 +100,12 @@ pub struct TableBuilder {
     max_seq: SeqNo,
     /// A data block's compressed form, reused.
     compressed: Vec<u8>,
+    /// Which data blocks get a compression attempt.
+    sampler: CompressionSampler,
+    /// Where the last data block's trailer ends (0 before the first).
+    data_end: u64,
+    /// One index entry's handle, encoded (reused).
+    handle_bytes: Vec<u8>,
     /// Padding, block and trailer, assembled for one append.
     out: Vec<u8>,
     /// Set when a write failed: the file's content is unknown.
@@ -150,6 +156,9 @@ impl TableBuilder {
             min_seq: SeqNo::MAX,
             max_seq: SeqNo(0),
             compressed: Vec::new(),
+            sampler: CompressionSampler::default(),
+            data_end: 0,
+            handle_bytes: Vec::new(),
             out: Vec::new(),
             failed: false,
         })
@@ -323,7 +332,9 @@ impl TableBuilder {
     fn flush_data_block(&mut self) -> Result<()> {
         let raw = self.data_block.finish();
         let mut compressed = std::mem::take(&mut self.compressed);
-        let codec = compress_block(&raw, self.options.compression, &mut compressed);
+        let codec = self
+            .sampler
+            .compress(&raw, self.options.compression, &mut compressed);
         let stored = match codec {
             Codec::Raw => &raw,
             Codec::Lz4 => &compressed,
@@ -333,8 +344,13 @@ impl TableBuilder {
         self.compressed = compressed;
         let handle = written?;
         // The separator is the block's last key: ≥ every key in it, < every
-        // key in the next block.
-        self.index_block.add(&self.last_key, &handle.encode())?;
+        // key in the next block. The handle counts from the previous
+        // block's end (format 6's compact handles).
+        self.handle_bytes.clear();
+        handle.encode_compact(self.data_end, &mut self.handle_bytes);
+        // `write_block` left the offset just past this block's trailer.
+        self.data_end = self.offset;
+        self.index_block.add(&self.last_key, &self.handle_bytes)?;
         self.data_blocks += 1;
         Ok(())
     }

@@ -5,7 +5,8 @@
 //! (`docs/format.md`, "Block trailer"); the trailer's codec byte says which
 //! form a block has, under the trailer's checksum.
 //!
-//! Owns: [`compress_block`] and [`decompress_block`].
+//! Owns: [`compress_block`], [`decompress_block`] and [`CompressionSampler`]
+//! (which blocks of a table are worth an attempt).
 //! Must never: allocate from a length it has not checked — the claimed
 //! uncompressed length is bounded by [`MAX_BLOCK_LEN`] and by what LZ4 can
 //! expand the stored bytes to before the output buffer exists — or accept a
@@ -68,6 +69,47 @@ pub fn compress_block(raw: &[u8], compression: Compression, out: &mut Vec<u8>) -
     Codec::Lz4
 }
 
+/// Attempts that found nothing to gain before a table only samples.
+const FAILURES_BEFORE_SAMPLING: u32 = 8;
+/// While sampling, one block in this many is attempted.
+const SAMPLE_EVERY: u32 = 8;
+
+/// Which data blocks of one table are worth a compression attempt: every
+/// block, until [`FAILURES_BEFORE_SAMPLING`] attempts in a row stored raw;
+/// then one block in [`SAMPLE_EVERY`] until an attempt pays again. Data
+/// that does not compress (the benchmark's random values, already
+/// compressed payloads) then costs one LZ4 pass per eight blocks instead of
+/// one per block; data that starts compressing again is noticed within
+/// eight blocks. Which codec a block gets changes, never what it holds.
+#[derive(Debug, Default)]
+pub struct CompressionSampler {
+    /// Attempts in a row that stored the block raw.
+    failures: u32,
+    /// Blocks passed over since the last attempt.
+    skipped: u32,
+}
+
+impl CompressionSampler {
+    /// [`compress_block`] for the table's next block, or `Codec::Raw`
+    /// without an attempt when the table is being sampled.
+    pub fn compress(&mut self, raw: &[u8], compression: Compression, out: &mut Vec<u8>) -> Codec {
+        if compression == Compression::None {
+            return Codec::Raw;
+        }
+        if self.failures >= FAILURES_BEFORE_SAMPLING && self.skipped + 1 < SAMPLE_EVERY {
+            self.skipped += 1;
+            return Codec::Raw;
+        }
+        self.skipped = 0;
+        let codec = compress_block(raw, compression, out);
+        self.failures = match codec {
+            Codec::Raw => self.failures.saturating_add(1),
+            Codec::Lz4 => 0,
+        };
+        codec
+    }
+}
+
 /// The uncompressed bytes of a block stored as `Codec::Lz4` (`stored`
 /// without its trailer). `Corruption` when the prefix is missing, claims
 /// more than [`MAX_BLOCK_LEN`] or more than the stored bytes can expand to,
@@ -108,6 +150,50 @@ mod tests {
         (0..n)
             .map(|i| b"abcdefgh"[i % 8] ^ u8::try_from(i / 512).unwrap())
             .collect()
+    }
+
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (state >> 56).to_le_bytes()[0]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn incompressible_tables_are_sampled_until_a_block_pays() {
+        let mut sampler = CompressionSampler::default();
+        let mut out = Vec::new();
+        let mut attempted = Vec::new();
+        for i in 0..40u64 {
+            out.clear();
+            assert_eq!(
+                sampler.compress(&noise(4000, i), Compression::Lz4, &mut out),
+                Codec::Raw
+            );
+            // An attempt leaves its output in `out`.
+            attempted.push(!out.is_empty());
+        }
+        let expected: Vec<bool> = (0..40).map(|i| i < 8 || (i - 8) % 8 == 7).collect();
+        assert_eq!(attempted, expected);
+        // Compressible data from here: found at the next sample, then every
+        // block is tried again.
+        let mut codecs = Vec::new();
+        for _ in 0..10 {
+            codecs.push(sampler.compress(&compressible(4000), Compression::Lz4, &mut out));
+        }
+        let first = codecs.iter().position(|&c| c == Codec::Lz4).unwrap();
+        assert!(first < 8, "{codecs:?}");
+        assert!(
+            codecs[first..].iter().all(|&c| c == Codec::Lz4),
+            "{codecs:?}"
+        );
+        assert_eq!(
+            sampler.compress(&compressible(4000), Compression::None, &mut out),
+            Codec::Raw
+        );
     }
 
     #[test]

@@ -9,13 +9,14 @@
 
 use std::fmt;
 
-use crate::codec::{crc32_of, ByteReader};
+use crate::codec::{crc32_of, put_varint, ByteReader};
 use crate::error::{Error, Result};
 use crate::table::block::EntryCoding;
 
-/// The table format version this code writes: version 4 with each data
-/// entry's tag written as a varint (see [`EntryCoding`]).
-pub const FORMAT_VERSION: u32 = FORMAT_VERSION_5;
+/// The table format version this code writes: version 5 with a compact
+/// index block (see [`TableFormat::index_coding`] and
+/// [`TableFormat::compact_handles`]).
+pub const FORMAT_VERSION: u32 = FORMAT_VERSION_6;
 /// The first format: 5-byte trailers, every block stored raw. Still read.
 pub const FORMAT_VERSION_1: u32 = 1;
 /// 6-byte block trailers that record each block's codec (see [`Codec`]),
@@ -32,6 +33,11 @@ pub const FORMAT_VERSION_4: u32 = 4;
 /// after its user key ([`EntryCoding::VarintTag`]): 3–4 bytes less per entry
 /// while sequence numbers stay below 2^28. Index blocks as in version 4.
 pub const FORMAT_VERSION_5: u32 = 5;
+/// Version 5 with the index block's separators stored as data entries are
+/// (tag as a varint) and each block handle as two varints, the gap after
+/// the previous block's trailer and the length, instead of two u64s: about
+/// 17 bytes less per data block. Still the same decoded index.
+pub const FORMAT_VERSION_6: u32 = 6;
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// Bytes of the footer at the end of the file.
@@ -148,6 +154,30 @@ impl BlockHandle {
         out
     }
 
+    /// Appends the compact form of format 6's index entries: the gap
+    /// between `previous_end` (where the previous data block's trailer
+    /// ends; 0 before the first block) and this block's offset — its page
+    /// padding, usually under 128 bytes — then the length, as varints.
+    /// `previous_end` must not lie past the offset.
+    pub fn encode_compact(&self, previous_end: u64, out: &mut Vec<u8>) {
+        put_varint(out, self.offset.saturating_sub(previous_end));
+        put_varint(out, self.len);
+    }
+
+    /// Reads [`BlockHandle::encode_compact`]'s form after `previous_end`.
+    /// `Corruption` when a varint is malformed or the offset overflows.
+    pub fn decode_compact(reader: &mut ByteReader<'_>, previous_end: u64) -> Result<BlockHandle> {
+        let gap = reader.varint(u64::MAX)?;
+        let len = reader.varint(u64::MAX)?;
+        let offset = previous_end.checked_add(gap).ok_or_else(|| {
+            Error::corruption(
+                "block handle",
+                format!("a gap of {gap} bytes after offset {previous_end} overflows"),
+            )
+        })?;
+        Ok(BlockHandle { offset, len })
+    }
+
     /// Reads `offset ‖ len`.
     pub fn decode(reader: &mut ByteReader<'_>) -> Result<BlockHandle> {
         Ok(BlockHandle {
@@ -188,10 +218,12 @@ impl TableFormat {
     pub const V4: TableFormat = TableFormat(FORMAT_VERSION_4);
     /// Format version 5 (data entries' tags as varints).
     pub const V5: TableFormat = TableFormat(FORMAT_VERSION_5);
+    /// Format version 6 (compact index entries).
+    pub const V6: TableFormat = TableFormat(FORMAT_VERSION_6);
 
     /// The format of a footer's version field, if this code reads it.
     pub fn from_version(version: u32) -> Option<TableFormat> {
-        (FORMAT_VERSION_1..=FORMAT_VERSION_5)
+        (FORMAT_VERSION_1..=FORMAT_VERSION_6)
             .contains(&version)
             .then_some(TableFormat(version))
     }
@@ -205,14 +237,21 @@ impl TableFormat {
         }
     }
 
-    /// How the entries of this format's index block are written: whole
-    /// separator keys, so each is one contiguous slice of the block.
+    /// How the entries of this format's index block are written: as data
+    /// entries from version 6, else as version 4's (or 1's) data entries.
     pub fn index_coding(self) -> EntryCoding {
-        if self.0 >= FORMAT_VERSION_4 {
-            EntryCoding::Varint
-        } else {
-            EntryCoding::Fixed
+        match self.0 {
+            FORMAT_VERSION_6.. => EntryCoding::VarintTag,
+            FORMAT_VERSION_4 | FORMAT_VERSION_5 => EntryCoding::Varint,
+            _ => EntryCoding::Fixed,
         }
+    }
+
+    /// Whether an index entry's value is a compact handle (version 6:
+    /// varint gap after the previous block's trailer, varint length)
+    /// rather than 16 bytes of `offset ‖ len`.
+    pub fn compact_handles(self) -> bool {
+        self.0 >= FORMAT_VERSION_6
     }
 
     /// Whether the properties block may carry tagged fields after its
@@ -429,7 +468,7 @@ impl Footer {
         let Some(format) = TableFormat::from_version(version) else {
             return Err(location.corruption(format!(
                 "table format version {version} is not one this siftdb reads \
-                 ({FORMAT_VERSION_1} to {FORMAT_VERSION_5})"
+                 ({FORMAT_VERSION_1} to {FORMAT_VERSION_6})"
             )));
         };
         let filter = (filter != BlockHandle::default()).then_some(filter);
@@ -470,6 +509,34 @@ mod tests {
     fn decode(file: &[u8]) -> Result<Footer> {
         let tail = &file[file.len().saturating_sub(FOOTER_LEN)..];
         Footer::decode(tail, file.len() as u64, name())
+    }
+
+    #[test]
+    fn compact_handles_count_from_the_previous_end() {
+        let handle = BlockHandle {
+            offset: 8192,
+            len: 4090,
+        };
+        let mut out = Vec::new();
+        handle.encode_compact(8100, &mut out);
+        // A gap of 92 and a length of 4090: one varint byte and two.
+        assert_eq!(out, [92, 0xfa, 0x1f]);
+        let mut reader = ByteReader::new(&out, "index entry");
+        assert_eq!(
+            BlockHandle::decode_compact(&mut reader, 8100).unwrap(),
+            handle
+        );
+        assert!(reader.finish().is_ok());
+        // An offset past 2^64 is refused, as is a cut varint.
+        let mut huge = Vec::new();
+        put_varint(&mut huge, u64::MAX);
+        put_varint(&mut huge, 1);
+        let mut reader = ByteReader::new(&huge, "index entry");
+        assert!(BlockHandle::decode_compact(&mut reader, 1)
+            .unwrap_err()
+            .is_corruption());
+        let mut reader = ByteReader::new(&out[..2], "index entry");
+        assert!(BlockHandle::decode_compact(&mut reader, 8100).is_err());
     }
 
     fn sample_file(format: TableFormat) -> (Vec<u8>, Footer) {

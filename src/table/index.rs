@@ -37,7 +37,8 @@ pub(crate) struct Index {
 impl Index {
     /// Decodes a verified index block and checks it: at least one entry;
     /// separators that are internal keys in strictly increasing order;
-    /// 16-byte handles in file order, without overlap, inside
+    /// handles (16 bytes, or format 6's compact varints, each counted from
+    /// the end of the block before) in file order, without overlap, inside
     /// `properties.data_size`; as many entries as the properties count data
     /// blocks; the last separator equal to the table's largest key.
     pub(crate) fn decode(
@@ -61,13 +62,19 @@ impl Index {
                 {
                     return Err(corrupt(format!("separator {entry} is out of order")));
                 }
-                if value.len() != HANDLE_LEN {
+                let mut reader = ByteReader::new(value, "index entry");
+                let handle = if format.compact_handles() {
+                    let handle = BlockHandle::decode_compact(&mut reader, data_end)?;
+                    reader.finish()?;
+                    handle
+                } else if value.len() == HANDLE_LEN {
+                    BlockHandle::decode(&mut reader)?
+                } else {
                     return Err(corrupt(format!(
                         "entry {entry} has a {}-byte handle",
                         value.len()
                     )));
-                }
-                let handle = BlockHandle::decode(&mut ByteReader::new(value, "index entry"))?;
+                };
                 let end = handle
                     .end_with_trailer(format)
                     .filter(|&end| handle.offset >= data_end && end <= properties.data_size);

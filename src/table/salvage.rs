@@ -195,7 +195,8 @@ impl TableSalvager {
                 let bytes = context.fs.read_all(path)?;
                 // The footer names the format; without it, the first block
                 // tells (the current format is tried first: it is what is
-                // written; formats 2 and 3 share their block layout).
+                // written; formats 5 and 6 share their data blocks, and
+                // formats 2 and 3).
                 let format = [
                     TableFormat::CURRENT,
                     TableFormat::V4,
