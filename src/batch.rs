@@ -26,7 +26,7 @@
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
-use crate::codec::{put_varint, ByteReader};
+use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -100,6 +100,13 @@ impl WriteBatch {
     /// Adds "set `key` to `value`".
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         let (key, value) = (key.as_ref(), value.as_ref());
+        // One growth for the whole operation, not one per piece.
+        self.ops.reserve(
+            1 + varint_len(key.len() as u64)
+                + key.len()
+                + varint_len(value.len() as u64)
+                + value.len(),
+        );
         self.ops.push(ValueKind::Put as u8);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
@@ -113,6 +120,7 @@ impl WriteBatch {
     /// Adds "delete `key`".
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
+        self.ops.reserve(1 + varint_len(key.len() as u64) + key.len());
         self.ops.push(ValueKind::Delete as u8);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
