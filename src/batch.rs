@@ -120,7 +120,8 @@ impl WriteBatch {
     /// Adds "delete `key`".
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
-        self.ops.reserve(1 + varint_len(key.len() as u64) + key.len());
+        self.ops
+            .reserve(1 + varint_len(key.len() as u64) + key.len());
         self.ops.push(ValueKind::Delete as u8);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
