@@ -109,26 +109,15 @@ fn query_keys(n: u64, parity: u64, seed: u64) -> Vec<Key> {
 /// Calls `insert` on every present key; returns the time spent inside `insert`
 /// only (keys are formatted in chunks between two clock readings).
 fn insert_present(n: u64, mut insert: impl FnMut(&[u8])) -> Duration {
-    let mut chunk = vec![[0u8; 16]; CHUNK];
-    let mut spent = Duration::ZERO;
-    let mut next = 0u64;
-    while next < n {
-        let len = (n - next).min(CHUNK as u64) as usize;
-        for (slot, i) in chunk.iter_mut().zip(next..) {
-            *slot = key(2 * i);
-        }
-        let start = cpu_now();
-        for k in &chunk[..len] {
+    insert_present_chunks(n, |keys| {
+        for k in keys {
             insert(black_box(k));
         }
-        spent += cpu_now() - start;
-        next += len as u64;
-    }
-    spent
+    })
 }
 
-/// Calls `insert` on every chunk of present keys (as [`insert_present`],
-/// one call per chunk of `CHUNK` keys); returns the time spent inside it.
+/// Calls `insert` on every chunk of `CHUNK` present keys; returns the time
+/// spent inside it only (each chunk is formatted between two clock readings).
 fn insert_present_chunks(n: u64, mut insert: impl FnMut(&[[u8; 16]])) -> Duration {
     let mut chunk = vec![[0u8; 16]; CHUNK];
     let mut spent = Duration::ZERO;
