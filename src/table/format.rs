@@ -30,8 +30,8 @@ pub const FORMAT_VERSION_3: u32 = 3;
 /// 9 bytes less per entry of short keys and values.
 pub const FORMAT_VERSION_4: u32 = 4;
 /// Version 4 with each data-block entry's 8-byte tag written as a varint
-/// after its user key ([`EntryCoding::VarintTag`]): 3–4 bytes less per entry
-/// while sequence numbers stay below 2^28. Index blocks as in version 4.
+/// after its user key ([`EntryCoding::VarintTag`]): 3 or 4 bytes less per
+/// entry while sequence numbers stay below 2^27. Index blocks as in version 4.
 pub const FORMAT_VERSION_5: u32 = 5;
 /// Version 5 with the index block's separators stored as data entries are
 /// (tag as a varint) and each block handle as two varints, the gap after
