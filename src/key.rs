@@ -134,8 +134,18 @@ fn tag_of(encoded: &[u8]) -> u64 {
     u64::from_le_bytes(raw)
 }
 
+/// An encoded internal key split into its user key and its tag (the last
+/// [`TAG_LEN`] bytes, little-endian), or `None` when it is shorter than a
+/// tag.
+pub fn split_internal_key(encoded: &[u8]) -> Option<(&[u8], u64)> {
+    let (user_key, tag) = encoded.split_at_checked(encoded.len().checked_sub(TAG_LEN)?)?;
+    Some((user_key, u64::from_le_bytes(tag.try_into().ok()?)))
+}
+
 /// Internal-key order: user key ascending, then tag (sequence, kind) descending.
 pub fn compare_internal_keys(a: &[u8], b: &[u8]) -> Ordering {
+    // Not through `compare_split_internal_key`: `a`'s tag is read only when
+    // the user keys tie, on the path every merge and seek takes.
     user_key_of(a)
         .cmp(user_key_of(b))
         .then_with(|| tag_of(b).cmp(&tag_of(a)))

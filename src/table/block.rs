@@ -37,7 +37,7 @@ use bytes::Bytes;
 
 use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
-use crate::key::{compare_internal_keys, compare_split_internal_key, TAG_LEN};
+use crate::key::{compare_internal_keys, compare_split_internal_key, split_internal_key, TAG_LEN};
 use crate::prefetch::prefetch_bytes;
 
 /// What block errors name before the table layer locates them.
@@ -145,14 +145,6 @@ fn get_varint_of<const BITS: u32>(bytes: &[u8], pos: &mut usize) -> Option<u64> 
     None
 }
 
-/// An internal key split into its user key and its tag (the last
-/// [`TAG_LEN`] bytes, little-endian), or `None` when it is shorter than a
-/// tag.
-fn split_tag(key: &[u8]) -> Option<(&[u8], u64)> {
-    let (user_key, tag) = key.split_at_checked(key.len().checked_sub(TAG_LEN)?)?;
-    Some((user_key, u64::from_le_bytes(tag.try_into().ok()?)))
-}
-
 /// Restart entries a seek requests together before its binary search (a
 /// 4 KiB block of 100-byte values has 2 or 3): more would be lines the
 /// search never reads.
@@ -196,7 +188,7 @@ impl BlockBuilder {
     /// Size an entry adds at most (no shared prefix, a restart offset
     /// included).
     pub fn entry_size(&self, key: &[u8], value: &[u8]) -> usize {
-        let key_len = match (self.coding, split_tag(key)) {
+        let key_len = match (self.coding, split_internal_key(key)) {
             (EntryCoding::VarintTag, Some((user_key, tag))) => user_key.len() + varint_len(tag),
             _ => key.len(),
         };
@@ -222,13 +214,13 @@ impl BlockBuilder {
         // with `VarintTag` only user keys share, and the tag follows them.
         let (stored_key, previous, tag) = match self.coding {
             EntryCoding::VarintTag => {
-                let Some((user_key, tag)) = split_tag(key) else {
+                let Some((user_key, tag)) = split_internal_key(key) else {
                     return Err(Error::invalid(format!(
                         "a {}-byte key has no {TAG_LEN}-byte tag",
                         key.len()
                     )));
                 };
-                let previous = split_tag(&self.last_key).map_or(&[][..], |(user, _)| user);
+                let previous = split_internal_key(&self.last_key).map_or(&[][..], |(user, _)| user);
                 (user_key, previous, Some(tag))
             }
             EntryCoding::Fixed | EntryCoding::Varint => (key, self.last_key.as_slice(), None),

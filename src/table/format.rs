@@ -145,15 +145,6 @@ impl BlockHandle {
         out.extend_from_slice(&self.len.to_le_bytes());
     }
 
-    /// The 16-byte encoding.
-    pub fn encode(&self) -> [u8; HANDLE_LEN] {
-        let mut out = [0u8; HANDLE_LEN];
-        let (offset, len) = out.split_at_mut(8);
-        offset.copy_from_slice(&self.offset.to_le_bytes());
-        len.copy_from_slice(&self.len.to_le_bytes());
-        out
-    }
-
     /// Appends the compact form of format 6's index entries: the gap
     /// between `previous_end` (where the previous data block's trailer
     /// ends; 0 before the first block) and this block's offset — its page
