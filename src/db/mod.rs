@@ -169,6 +169,9 @@ pub(crate) struct DbInner {
     /// Write groups finished so far: what a waiting writer watches while it
     /// spins before it sleeps on `queue_cv` (see `write::write`).
     pub write_groups_finished: AtomicU64,
+    /// Batches queued so far: what a leader watches while it waits for a
+    /// batch to join its group (see `write::write`).
+    pub writes_queued: AtomicU64,
     /// Serialises manifest writes and super-version publication.
     pub versions: Mutex<open::VersionSet>,
     pub bg: Mutex<background::BgState>,

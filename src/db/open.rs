@@ -473,6 +473,7 @@ impl Parts {
             queue: Mutex::new(write::WriteQueue::default()),
             queue_cv: Condvar::new(),
             write_groups_finished: AtomicU64::new(0),
+            writes_queued: AtomicU64::new(0),
             versions: Mutex::new(self.versions),
             bg: Mutex::new(background::BgState::default()),
             bg_cv: Condvar::new(),

@@ -37,6 +37,17 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// an fsync) from burning its core.
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 
+/// How long a new leader alone in the queue waits for a batch to join its
+/// group when writers have been taking turns (the last group held more than
+/// one batch, or this leader waited behind one). Two threads that write in
+/// a loop otherwise alternate groups of one batch: each arrives while the
+/// other's group is being written, and leads the next group alone. A short
+/// wait lets the other thread's next batch share the group's log record
+/// and `write` call (and its fsync with `sync_writes`). A writer that
+/// neither waited nor followed a shared group never waits: one thread
+/// alone, or writers that rarely meet, pay nothing.
+const WAIT_FOR_COMPANY: Duration = Duration::from_micros(4);
+
 /// State only the group leader (and recovery) touches.
 pub(crate) struct WriterState {
     pub wal: WalWriter,
@@ -59,6 +70,9 @@ struct Pending {
 #[derive(Default)]
 pub(crate) struct WriteQueue {
     waiting: VecDeque<Arc<Pending>>,
+    /// Whether writers met at the last group: it held more than one batch,
+    /// or its leader had waited behind another group.
+    writers_met: bool,
 }
 
 pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
@@ -68,6 +82,8 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
     });
     let mut queue = inner.queue.lock();
     queue.waiting.push_back(Arc::clone(&me));
+    inner.writes_queued.fetch_add(1, Ordering::Release);
+    let mut waited = false;
     loop {
         if let Some(result) = me.done.lock().take() {
             return result;
@@ -79,6 +95,7 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
         {
             break;
         }
+        waited = true;
         // Spin first (the lock released), until a group finishes: then
         // this writer's batch may be written, or it may lead the next group.
         let finished_before = inner.write_groups_finished.load(Ordering::Acquire);
@@ -97,7 +114,20 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
         }
     }
 
-    // This writer leads: take it and the batches queued behind it.
+    // This writer leads. Alone, after writers met, it first waits a moment
+    // for company (the lock released, so a batch can be queued).
+    if queue.waiting.len() == 1 && (waited || queue.writers_met) {
+        let queued_before = inner.writes_queued.load(Ordering::Acquire);
+        MutexGuard::unlocked(&mut queue, || {
+            let give_up = Instant::now() + WAIT_FOR_COMPANY;
+            while inner.writes_queued.load(Ordering::Acquire) == queued_before
+                && Instant::now() < give_up
+            {
+                std::hint::spin_loop();
+            }
+        });
+    }
+    // Take this writer's batch and the batches queued behind it.
     let mut group = Vec::new();
     let mut bytes = 0;
     for pending in queue.waiting.iter() {
@@ -110,6 +140,7 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
         bytes += pending.batch.approximate_bytes();
         group.push(Arc::clone(pending));
     }
+    queue.writers_met = waited || group.len() > 1;
     drop(queue);
 
     let result = write_group(inner, &group);
