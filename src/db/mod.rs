@@ -206,7 +206,7 @@ impl DbInner {
         imm.extend(old.imm.iter().cloned());
         self.current.store(Arc::new(SuperVersion {
             mem: LoggedMemtable {
-                mem: Arc::new(Memtable::new()),
+                mem: Arc::new(Memtable::with_key_filter(self.opts.memtable_bytes)),
                 log_number,
             },
             imm,
@@ -284,6 +284,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Approximate bytes in the active memtable.
     pub memtable_bytes: usize,
+    /// Bytes of the memtables' key filters, active and immutable (one bit
+    /// per 16 bytes of `Options::memtable_bytes` each).
+    pub memtable_filter_bytes: usize,
     /// Memtables flushed to tables since open.
     pub flushes: u64,
     /// Compactions run since open.
@@ -605,6 +608,10 @@ impl Db {
                 .collect(),
             immutable_memtables: sv.imm.len(),
             memtable_bytes: sv.mem.mem.approximate_bytes(),
+            memtable_filter_bytes: std::iter::once(&sv.mem)
+                .chain(&sv.imm)
+                .map(|m| m.mem.key_filter_bytes())
+                .sum(),
             flushes: load(&c.flushes),
             compactions: load(&c.compactions),
             writes: load(&c.writes),

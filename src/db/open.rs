@@ -420,7 +420,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
 
     Ok(Parts {
         version,
-        mem: Memtable::new(),
+        mem: Memtable::with_key_filter(opts.memtable_bytes),
         wal,
         last_seq,
         versions,

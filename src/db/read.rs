@@ -38,8 +38,10 @@ pub(crate) fn get_at(
     let tally = inner.counters.reads.local();
     tally.bump(|t| &t.gets);
 
+    // Hashed and encoded once, for every memtable and table the lookup meets.
+    let lookup = LookupKey::new(key, snapshot);
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-        if let Some(found) = logged.mem.get(key, snapshot) {
+        if let Some(found) = logged.mem.get_hashed(key, lookup.hash(), snapshot) {
             tally.bump(|t| &t.memtable_hits);
             return Ok(match found {
                 MemValue::Put(value) => Some(value),
@@ -48,8 +50,6 @@ pub(crate) fn get_at(
         }
     }
 
-    // Hashed and encoded once, for every table the lookup meets.
-    let lookup = LookupKey::new(key, snapshot);
     // The candidates are found first and their filter lines requested
     // together: an absent key must ask every one of them, and filters much
     // larger than the cache cost a memory load each, which then overlap

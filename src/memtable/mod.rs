@@ -22,6 +22,7 @@
 //! ```
 
 mod arena;
+mod key_filter;
 mod skiplist;
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -30,7 +31,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::filter::hash_key;
 use crate::key::{tag, SeqNo, ValueKind, TAG_LEN};
+use key_filter::KeyFilter;
 use skiplist::{Cursor, Entry, InsertError, Probe, SkipList};
 
 /// What the memtable knows about a key at a snapshot.
@@ -48,6 +51,9 @@ pub enum MemValue {
 pub struct Memtable {
     list: Arc<SkipList>,
     max_seq: AtomicU64,
+    /// Which user keys it may hold (`key_filter.rs`); none for memtables
+    /// made without a capacity (recovery, tools), which always search.
+    key_filter: Option<KeyFilter>,
 }
 
 /// The probe for an encoded internal key (a key shorter than its tag reads
@@ -77,6 +83,16 @@ impl Memtable {
         Memtable::default()
     }
 
+    /// An empty memtable that will hold about `capacity` bytes, with a key
+    /// filter sized for it (one bit per four bytes), so that a get of a key
+    /// it does not hold costs one cache line instead of a search.
+    pub fn with_key_filter(capacity: usize) -> Memtable {
+        Memtable {
+            key_filter: Some(KeyFilter::for_capacity(capacity)),
+            ..Memtable::default()
+        }
+    }
+
     /// Records that `user_key` got `value` (or a tombstone) at `seq`.
     /// Safe to call from many threads at once.
     ///
@@ -84,6 +100,10 @@ impl Memtable {
     /// first insert stays) or the key or value is longer than 4 GiB − 1;
     /// the memtable is unchanged then.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        // The bits first: a reader that can see the entry sees them too.
+        if let Some(filter) = &self.key_filter {
+            filter.insert(hash_key(user_key));
+        }
         match self.list.insert(user_key, tag(seq, kind), value) {
             Ok(()) => {
                 self.max_seq.fetch_max(seq.0, AtomicOrdering::AcqRel);
@@ -105,6 +125,25 @@ impl Memtable {
     /// `snapshot`, or `None` when the memtable holds no such version. A
     /// value is copied out of the memtable.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemValue> {
+        self.get_hashed(user_key, hash_key(user_key), snapshot)
+    }
+
+    /// [`Memtable::get`] with `hash`, [`hash_key`] of `user_key`, computed
+    /// by the caller (once per lookup, for every memtable and table filter).
+    pub(crate) fn get_hashed(
+        &self,
+        user_key: &[u8],
+        hash: u64,
+        snapshot: SeqNo,
+    ) -> Option<MemValue> {
+        debug_assert_eq!(hash, hash_key(user_key));
+        if self
+            .key_filter
+            .as_ref()
+            .is_some_and(|f| !f.may_contain(hash))
+        {
+            return None;
+        }
         // Among versions at one sequence number the Put tag is the largest,
         // so this probe sorts before every version visible at `snapshot`.
         let probe = Probe {
@@ -141,6 +180,11 @@ impl Memtable {
     /// each entry's links and lengths.
     pub fn approximate_bytes(&self) -> usize {
         self.list.bytes()
+    }
+
+    /// Bytes of the key filter (0 without one), beside the arena.
+    pub fn key_filter_bytes(&self) -> usize {
+        self.key_filter.as_ref().map_or(0, KeyFilter::bytes)
     }
 
     /// Number of entries (versions, not distinct user keys).
@@ -477,5 +521,53 @@ mod tests {
         assert!(order
             .windows(2)
             .all(|w| compare_internal_keys(w[0], w[1]) == Ordering::Less));
+    }
+
+    #[test]
+    fn a_filtered_memtable_finds_every_published_key_while_writers_insert() {
+        // Small capacity: 4 KiB gives a filter of one block, so absent keys
+        // often pass it and present ones share bits (the worst case for a
+        // wrong "absent"). Writers publish how far they got with a release
+        // store, as the database publishes sequence numbers; a reader that
+        // sees the count must find every key below it.
+        use std::sync::atomic::AtomicU64;
+        let t = Arc::new(Memtable::with_key_filter(4096));
+        let published: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let per_thread = 3000u64;
+        std::thread::scope(|s| {
+            for (th, first) in [(0usize, 1u64), (1, per_thread + 1)] {
+                let (t, published) = (Arc::clone(&t), Arc::clone(&published));
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        put(&t, &format!("w{th}-{i}"), first + i, "v");
+                        published[th].store(i + 1, AtomicOrdering::Release);
+                    }
+                });
+            }
+            for r in 0..2u64 {
+                let (t, published) = (Arc::clone(&t), Arc::clone(&published));
+                s.spawn(move || loop {
+                    let done = [0, 1].map(|th| published[th].load(AtomicOrdering::Acquire));
+                    for (th, &n) in done.iter().enumerate() {
+                        for i in (0..n).rev().take(50) {
+                            let key = format!("w{th}-{i}");
+                            assert_eq!(got(&t, &key, SeqNo::MAX.0).as_deref(), Some("v"), "{key}");
+                        }
+                        // Keys never written are absent, filter or not.
+                        assert_eq!(got(&t, &format!("r{r}-{n}"), SeqNo::MAX.0), None);
+                    }
+                    if done == [per_thread; 2] {
+                        break;
+                    }
+                });
+            }
+        });
+        let filtered = Memtable::with_key_filter(64 << 20);
+        assert_eq!(filtered.key_filter_bytes(), 512 << 10);
+        assert_eq!(Memtable::new().key_filter_bytes(), 0);
+        put(&filtered, "present", 1, "v");
+        assert_eq!(got(&filtered, "present", 1).as_deref(), Some("v"));
+        assert_eq!(got(&filtered, "absent", 1), None);
+        assert_eq!(got(&filtered, "present", 0), None);
     }
 }
