@@ -36,6 +36,9 @@ use crate::key::{tag, SeqNo, ValueKind, TAG_LEN};
 use key_filter::KeyFilter;
 use skiplist::{Cursor, Entry, InsertError, Probe, SkipList};
 
+/// Entries from which a get asks the key filter before it searches.
+const FILTER_FROM_ENTRIES: usize = 1024;
+
 /// What the memtable knows about a key at a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemValue {
@@ -137,10 +140,15 @@ impl Memtable {
         snapshot: SeqNo,
     ) -> Option<MemValue> {
         debug_assert_eq!(hash, hash_key(user_key));
-        if self
-            .key_filter
-            .as_ref()
-            .is_some_and(|f| !f.may_contain(hash))
+        // A small memtable's search stays in the CPU's caches and costs
+        // less than the filter line it would save (after a flush the active
+        // memtable is empty while every get passes through it).
+        let searched_anyway = self.list.len() < FILTER_FROM_ENTRIES;
+        if !searched_anyway
+            && self
+                .key_filter
+                .as_ref()
+                .is_some_and(|f| !f.may_contain(hash))
         {
             return None;
         }
@@ -564,6 +572,14 @@ mod tests {
         });
         let filtered = Memtable::with_key_filter(64 << 20);
         assert_eq!(filtered.key_filter_bytes(), 512 << 10);
+        for i in 0..FILTER_FROM_ENTRIES as u64 + 10 {
+            put(&filtered, &format!("many{i}"), 2 + i, "m");
+            assert_eq!(
+                got(&filtered, &format!("many{i}"), 2 + i).as_deref(),
+                Some("m")
+            );
+            assert_eq!(got(&filtered, &format!("none{i}"), 2 + i), None);
+        }
         assert_eq!(Memtable::new().key_filter_bytes(), 0);
         put(&filtered, "present", 1, "v");
         assert_eq!(got(&filtered, "present", 1).as_deref(), Some("v"));
