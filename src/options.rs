@@ -131,8 +131,8 @@ impl Options {
     /// RocksDB's write buffer and fjall's memtable): fewer, larger flushes
     /// and less rewriting by compaction; a crash replays up to that much log.
     /// Each memtable also holds a key filter of a 128th of this (512 KiB by
-    /// default; `Stats::memtable_filter_bytes`), so that a get of a key it
-    /// does not hold skips its search.
+    /// default, at most 64 MiB; `Stats::memtable_filter_bytes`), so that a
+    /// get of a key it does not hold skips its search.
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
         self

@@ -410,6 +410,8 @@ fn stats_count_bytes_put_and_bytes_written_to_tables() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open_with(dir.path(), small_options()).unwrap();
     assert_eq!(db.stats().write_amplification(), None);
+    // The active memtable's key filter: a 128th of its 16 KiB.
+    assert_eq!(db.stats().memtable_filter_bytes, 128);
     let mut put = 0u64;
     for i in 0..6000u32 {
         let key = format!("key{:06}", (i * 7919) % 6000);

@@ -87,8 +87,8 @@ impl Memtable {
     }
 
     /// An empty memtable that will hold about `capacity` bytes, with a key
-    /// filter sized for it (one bit per four bytes), so that a get of a key
-    /// it does not hold costs one cache line instead of a search.
+    /// filter sized for it (one bit per 16 bytes, at most 64 MiB), so that a
+    /// get of a key it does not hold costs one cache line, not a search.
     pub fn with_key_filter(capacity: usize) -> Memtable {
         Memtable {
             key_filter: Some(KeyFilter::for_capacity(capacity)),
