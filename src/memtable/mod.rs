@@ -2,11 +2,13 @@
 //! flush turns them into a table.
 //!
 //! Owns: [`Memtable`] (internal key → value in a lock-free skiplist over an
-//! arena: `skiplist.rs`, `arena.rs`) and [`MemtableIter`], the cursor that
-//! keeps its memtable alive.
-//! Must never: show a version newer than the reader's snapshot, or order two
+//! arena: `skiplist.rs`, `arena.rs`; for the database's memtables a key
+//! filter that lets a get skip the search: `key_filter.rs`) and
+//! [`MemtableIter`], the cursor that keeps its memtable alive.
+//! Must never: show a version newer than the reader's snapshot, order two
 //! versions of one key other than newest first
-//! ([`compare_internal_keys`](crate::key::compare_internal_keys)).
+//! ([`compare_internal_keys`](crate::key::compare_internal_keys)), or let
+//! its filter hide a key it holds.
 //!
 //! ```
 //! use siftdb::key::{SeqNo, ValueKind};
