@@ -543,6 +543,15 @@ fn a_database_of_format_version_5_tables_opens_and_is_rewritten() {
     old_tables_open_and_are_rewritten("format_v5_db", &[5], "v5");
 }
 
+/// A database of format-6 tables (tags as varints of `seq << 8 | kind`,
+/// block checksums without the format version), kept in
+/// tests/data/format_v6_db: made with siftdb at commit dab9d16 as
+/// format_v4_db was (keys `v6key1`..`v6key3`).
+#[test]
+fn a_database_of_format_version_6_tables_opens_and_is_rewritten() {
+    old_tables_open_and_are_rewritten("format_v6_db", &[6], "v6");
+}
+
 /// Opens the fixture `name`, whose tables are of every version in
 /// `versions`, with its keys `{prefix}key1`..3 (2 deleted) beside the
 /// benchmark's 200: every key reads back, a full compaction rewrites every

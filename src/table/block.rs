@@ -17,6 +17,10 @@
 //! entry   := header ‖ user_key[shared..] ‖ varint64(tag) ‖ value
 //! ```
 //!
+//! From format 7 that varint holds the tag packed, the kind in its lowest
+//! bit (`seq << 1 | kind` instead of `seq << 8 | kind`): one byte less for
+//! every sequence number but 0.
+//!
 //! Which coding a block uses is the table's format version and the block's
 //! kind ([`EntryCoding`]); a block does not record it.
 //!
@@ -62,14 +66,54 @@ pub enum EntryCoding {
     /// sequence number below 2^20 takes 4 bytes instead of 8. Only internal
     /// keys (at least the tag's 8 bytes) can be stored.
     VarintTag,
+    /// Data and index blocks from table format 7: as [`EntryCoding::VarintTag`]
+    /// with the tag stored packed, `varint64(seq << 1 | kind)`, a kind being
+    /// 0 or 1: a sequence number below 2^27 takes 4 bytes or fewer, where
+    /// `VarintTag` needs 5 from 2^20. Only keys of those two kinds (every
+    /// entry's) can be stored.
+    PackedTag,
 }
 
+/// Most a packed tag may hold: sequence numbers fit in 56 bits.
+const MAX_PACKED_TAG: u64 = (1 << 57) - 1;
+
 impl EntryCoding {
+    /// Whether entries store the tag apart from the user key (format 5 on).
+    fn tags_apart(self) -> bool {
+        matches!(self, EntryCoding::VarintTag | EntryCoding::PackedTag)
+    }
+
+    /// The number stored for `tag` (`seq << 8 | kind`), `None` for a kind
+    /// this coding cannot store.
+    fn stored_tag(self, tag: u64) -> Option<u64> {
+        match self {
+            EntryCoding::PackedTag => {
+                let kind = tag & 0xff;
+                (kind <= 1).then_some(((tag >> 8) << 1) | kind)
+            }
+            EntryCoding::Fixed | EntryCoding::Varint | EntryCoding::VarintTag => Some(tag),
+        }
+    }
+
+    /// The tag a stored number stands for, `None` for one no writer makes
+    /// (a packed tag past 56 bits of sequence number).
+    #[inline]
+    fn tag_of_stored(self, stored: u64) -> Option<u64> {
+        match self {
+            EntryCoding::PackedTag => {
+                (stored <= MAX_PACKED_TAG).then_some(((stored >> 1) << 8) | (stored & 1))
+            }
+            EntryCoding::Fixed | EntryCoding::Varint | EntryCoding::VarintTag => Some(stored),
+        }
+    }
+
     /// Most bytes a header can take.
     fn max_header_len(self) -> usize {
         match self {
             EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint | EntryCoding::VarintTag => MAX_VARINT_HEADER_LEN,
+            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
+                MAX_VARINT_HEADER_LEN
+            }
         }
     }
 
@@ -77,7 +121,7 @@ impl EntryCoding {
     fn header_len(self, shared: usize, unshared: usize, value_len: usize) -> usize {
         match self {
             EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint | EntryCoding::VarintTag => {
+            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
                 varint_len(shared as u64)
                     + varint_len(unshared as u64)
                     + varint_len(value_len as u64)
@@ -188,8 +232,10 @@ impl BlockBuilder {
     /// Size an entry adds at most (no shared prefix, a restart offset
     /// included).
     pub fn entry_size(&self, key: &[u8], value: &[u8]) -> usize {
-        let key_len = match (self.coding, split_internal_key(key)) {
-            (EntryCoding::VarintTag, Some((user_key, tag))) => user_key.len() + varint_len(tag),
+        let key_len = match split_internal_key(key) {
+            Some((user_key, tag)) if self.coding.tags_apart() => {
+                user_key.len() + self.coding.stored_tag(tag).map_or(TAG_LEN, varint_len)
+            }
             _ => key.len(),
         };
         self.coding.header_len(0, key_len, value.len()) + key_len + value.len() + 4
@@ -197,7 +243,8 @@ impl BlockBuilder {
 
     /// Appends an entry; the caller guarantees key order. `InvalidArgument`
     /// when the block would outgrow its u32 offsets, or when a block that
-    /// stores tags apart is given a key shorter than a tag.
+    /// stores tags apart is given a key shorter than a tag (or, packing
+    /// them, a kind other than put or delete).
     #[expect(
         clippy::cast_possible_truncation,
         reason = "the check below keeps the whole block, so every offset and length, within u32"
@@ -211,19 +258,24 @@ impl BlockBuilder {
             return Err(Error::invalid("a table block cannot exceed 4 GiB"));
         }
         // The bytes shared with the previous key and the tag written apart:
-        // with `VarintTag` only user keys share, and the tag follows them.
-        let (stored_key, previous, tag) = match self.coding {
-            EntryCoding::VarintTag => {
-                let Some((user_key, tag)) = split_internal_key(key) else {
-                    return Err(Error::invalid(format!(
-                        "a {}-byte key has no {TAG_LEN}-byte tag",
-                        key.len()
-                    )));
-                };
-                let previous = split_internal_key(&self.last_key).map_or(&[][..], |(user, _)| user);
-                (user_key, previous, Some(tag))
-            }
-            EntryCoding::Fixed | EntryCoding::Varint => (key, self.last_key.as_slice(), None),
+        // with tags apart only user keys share, and the tag follows them.
+        let (stored_key, previous, tag) = if self.coding.tags_apart() {
+            let Some((user_key, tag)) = split_internal_key(key) else {
+                return Err(Error::invalid(format!(
+                    "a {}-byte key has no {TAG_LEN}-byte tag",
+                    key.len()
+                )));
+            };
+            let Some(stored) = self.coding.stored_tag(tag) else {
+                return Err(Error::invalid(format!(
+                    "kind {} is not one a packed tag stores",
+                    tag & 0xff
+                )));
+            };
+            let previous = split_internal_key(&self.last_key).map_or(&[][..], |(user, _)| user);
+            (user_key, previous, Some(stored))
+        } else {
+            (key, self.last_key.as_slice(), None)
         };
         let shared = if self.is_empty() || self.since_restart >= self.restart_interval {
             self.restarts.push(self.buf.len() as u32);
@@ -240,7 +292,7 @@ impl BlockBuilder {
                     self.buf.extend_from_slice(&length.to_le_bytes());
                 }
             }
-            EntryCoding::Varint | EntryCoding::VarintTag => {
+            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
                 for length in lengths {
                     put_varint(&mut self.buf, u64::from(length));
                 }
@@ -291,10 +343,10 @@ pub struct Block {
 /// Where one entry's parts lie inside the block.
 #[derive(Debug, Clone)]
 struct EntryParts {
-    /// Bytes of the previous key kept (of its user key with `VarintTag`).
+    /// Bytes of the previous key kept (of its user key with tags apart).
     shared: usize,
     key_delta: Range<usize>,
-    /// The tag written apart (`VarintTag`), to append after `key_delta`.
+    /// The tag written apart (unpacked), to append after `key_delta`.
     tag: Option<u64>,
     value: Range<usize>,
 }
@@ -432,16 +484,19 @@ impl Block {
     #[inline]
     fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
         let header = match self.coding {
-            EntryCoding::Varint | EntryCoding::VarintTag => self.varint_header(offset),
+            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
+                self.varint_header(offset)
+            }
             EntryCoding::Fixed => self.fixed_header(offset),
         };
         let Some((shared, unshared, value_len, key_start)) = header else {
             return Err(self.entry_error(offset, EntryFault::Header));
         };
         // With the tag apart only the previous user key can be shared.
-        let shareable = match self.coding {
-            EntryCoding::VarintTag => prev_key_len.saturating_sub(TAG_LEN),
-            EntryCoding::Fixed | EntryCoding::Varint => prev_key_len,
+        let shareable = if self.coding.tags_apart() {
+            prev_key_len.saturating_sub(TAG_LEN)
+        } else {
+            prev_key_len
         };
         if shared > shareable {
             return Err(self.entry_error(
@@ -455,20 +510,21 @@ impl Block {
         // Both lengths are below 2^32 and `key_start` within the block, so
         // neither sum can overflow a 64-bit usize; checked all the same.
         let key_end = key_start.checked_add(unshared);
-        let (tag, value_start) = match (self.coding, key_end) {
-            (EntryCoding::VarintTag, Some(key_end)) if key_end <= self.entries_end => {
+        let (tag, value_start) = match key_end {
+            Some(key_end) if self.coding.tags_apart() && key_end <= self.entries_end => {
                 let mut pos = key_end;
                 let tag = self
                     .data
                     .get(..self.entries_end)
-                    .and_then(|entries| get_varint64(entries, &mut pos));
+                    .and_then(|entries| get_varint64(entries, &mut pos))
+                    .and_then(|stored| self.coding.tag_of_stored(stored));
                 let Some(tag) = tag else {
                     return Err(self.entry_error(offset, EntryFault::Tag));
                 };
                 (Some(tag), Some(pos))
             }
-            (EntryCoding::VarintTag, _) => (None, None),
-            (EntryCoding::Fixed | EntryCoding::Varint, _) => (None, key_end),
+            _ if self.coding.tags_apart() => (None, None),
+            _ => (None, key_end),
         };
         let value_end = value_start.and_then(|v| v.checked_add(value_len));
         match (key_end, value_start, value_end) {
@@ -562,7 +618,7 @@ impl Block {
                 self.entries_end
             )),
             EntryFault::Tag => self.corrupt(format!(
-                "entry at {offset}: its tag runs past the entries or past 64 bits"
+                "entry at {offset}: its tag runs past the entries or past 64 bits, or packs a sequence number past 56 bits"
             )),
         }
     }
@@ -805,10 +861,11 @@ mod tests {
         )
     }
 
-    const CODINGS: [EntryCoding; 3] = [
+    const CODINGS: [EntryCoding; 4] = [
         EntryCoding::Fixed,
         EntryCoding::Varint,
         EntryCoding::VarintTag,
+        EntryCoding::PackedTag,
     ];
 
     fn build_coded(n: u32, interval: usize, coding: EntryCoding) -> Block {
@@ -875,26 +932,101 @@ mod tests {
     }
 
     #[test]
+    fn packed_tags_take_a_byte_less_for_every_sequence_number_but_0() {
+        let size = |coding, seq: u64| {
+            let mut b = BlockBuilder::new(16, coding);
+            b.add(&internal_key(b"key", SeqNo(seq), ValueKind::Put), b"v")
+                .unwrap();
+            b.finish().len()
+        };
+        // Sequence number 0 (the bottom of the tree) takes one byte either way.
+        assert_eq!(
+            size(EntryCoding::VarintTag, 0),
+            size(EntryCoding::PackedTag, 0)
+        );
+        // Otherwise the packed varint is a byte shorter: one bit of kind
+        // instead of eight is seven bits, one varint byte.
+        for seq in [
+            1,
+            63,
+            64,
+            1 << 13,
+            (1 << 20) - 1,
+            1 << 20,
+            20_000_000,
+            (1 << 27) - 1,
+            1 << 48,
+            (1 << 56) - 1,
+        ] {
+            assert_eq!(
+                size(EntryCoding::VarintTag, seq),
+                size(EntryCoding::PackedTag, seq) + 1,
+                "{seq}"
+            );
+        }
+    }
+
+    #[test]
     fn versions_of_one_user_key_share_it_and_keep_their_own_tags() {
-        let mut b = BlockBuilder::new(16, EntryCoding::VarintTag);
-        let keys: Vec<Vec<u8>> = [(b"apple", 9), (b"apple", 3), (b"apply", 1 << 50)]
+        for coding in [EntryCoding::VarintTag, EntryCoding::PackedTag] {
+            let mut b = BlockBuilder::new(16, coding);
+            let keys: Vec<Vec<u8>> = [
+                (&b"apple"[..], 9, ValueKind::Put),
+                (b"apple", 3, ValueKind::Delete),
+                (b"apply", 1 << 50, ValueKind::Put),
+                (b"apply", 0, ValueKind::Delete),
+                (b"apricot", (1 << 56) - 1, ValueKind::Put),
+            ]
             .into_iter()
-            .map(|(user, seq)| internal_key(user, SeqNo(seq), ValueKind::Put))
+            .map(|(user, seq, kind)| internal_key(user, SeqNo(seq), kind))
             .collect();
-        for key in &keys {
-            b.add(key, b"v").unwrap();
+            for key in &keys {
+                b.add(key, b"v").unwrap();
+            }
+            let block = Block::parse(Bytes::from(b.finish()), coding).unwrap();
+            assert_eq!(block.check_structure().unwrap(), 5);
+            let mut it = block.iter();
+            for key in &keys {
+                it.seek(key).unwrap();
+                assert_eq!(it.key(), key.as_slice(), "{coding:?}");
+            }
+            // A key without a whole tag cannot be stored apart from it.
+            let mut short = BlockBuilder::new(16, coding);
+            assert!(short.add(b"1234567", b"v").is_err());
+            assert!(short.is_empty());
         }
-        let block = Block::parse(Bytes::from(b.finish()), EntryCoding::VarintTag).unwrap();
-        assert_eq!(block.check_structure().unwrap(), 3);
-        let mut it = block.iter();
-        for key in &keys {
-            it.seek(key).unwrap();
-            assert_eq!(it.key(), key.as_slice());
+        // A packed tag has one bit of kind: a kind byte of 2 is refused
+        // (a tag apart as a whole varint stores it).
+        let odd = [&b"key"[..], &((7u64 << 8) | 2).to_le_bytes()].concat();
+        let mut packed = BlockBuilder::new(16, EntryCoding::PackedTag);
+        assert!(packed.add(&odd, b"v").is_err());
+        assert!(packed.is_empty());
+        BlockBuilder::new(16, EntryCoding::VarintTag)
+            .add(&odd, b"v")
+            .unwrap();
+    }
+
+    #[test]
+    fn a_packed_tag_past_56_bits_of_sequence_number_is_corruption() {
+        // shared 0, unshared 1, value 0, key "k", then the tag's varint.
+        let block_of = |tag: u64| {
+            let mut data = vec![0, 1, 0, b'k'];
+            put_varint(&mut data, tag);
+            data.extend_from_slice(&0u32.to_le_bytes());
+            data.extend_from_slice(&1u32.to_le_bytes());
+            Block::parse(Bytes::from(data), EntryCoding::PackedTag).unwrap()
+        };
+        let mut it = block_of(MAX_PACKED_TAG).iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(
+            it.key(),
+            internal_key(b"k", SeqNo((1 << 56) - 1), ValueKind::Put)
+        );
+        for tag in [MAX_PACKED_TAG + 1, u64::MAX] {
+            let err = block_of(tag).iter().seek_to_first().unwrap_err();
+            assert!(err.is_corruption(), "{err}");
+            assert!(err.to_string().contains("56 bits"), "{err}");
         }
-        // A key without a whole tag cannot be stored apart from it.
-        let mut short = BlockBuilder::new(16, EntryCoding::VarintTag);
-        assert!(short.add(b"1234567", b"v").is_err());
-        assert!(short.is_empty());
     }
 
     #[test]

@@ -497,7 +497,7 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 7, "version"),
+            (|p| p.format_version = 8, "version"),
             (|p| p.format_version = 0, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),

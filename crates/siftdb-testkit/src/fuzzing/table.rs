@@ -122,17 +122,19 @@ pub fn table_open(data: &[u8]) {
 
 /// First byte even: the rest is a block to decode, seek and check.
 /// Odd: the rest is split into entries, built into a block and read back.
-/// Bit 1 of the first byte picks the entry header coding (varint when set;
-/// with bit 7 also set, varint with the tag apart, as format 5's data
-/// blocks), bits 2–6 the restart interval of a built block.
+/// Bits 1 and 7 of the first byte pick the entry coding: neither, fixed
+/// headers; bit 1, varint headers; both, varint headers with the tag apart
+/// (format 5's data blocks); bit 7 alone, the tag apart and packed (format
+/// 7's). Bits 2–6 give the restart interval of a built block.
 pub fn block_decode(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let coding = match (mode & 2 != 0, mode & 0x80 != 0) {
-        (false, _) => EntryCoding::Fixed,
+        (false, false) => EntryCoding::Fixed,
         (true, false) => EntryCoding::Varint,
         (true, true) => EntryCoding::VarintTag,
+        (false, true) => EntryCoding::PackedTag,
     };
     if mode % 2 == 0 {
         decode_untrusted(rest, coding);
@@ -182,9 +184,22 @@ fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
             (key.to_vec(), value.to_vec())
         })
         .collect();
-    if coding == EntryCoding::VarintTag {
+    if matches!(coding, EntryCoding::VarintTag | EntryCoding::PackedTag) {
         // Such a block stores internal keys only: at least a tag's bytes.
         entries.retain(|(key, _)| key.len() >= TAG_LEN);
+    }
+    if coding == EntryCoding::PackedTag {
+        // A packed tag stores the two kinds there are, put and delete: the
+        // kind byte (the tag's lowest, little-endian) is made 0 or 1.
+        for (key, _) in &mut entries {
+            if let Some(kind) = key
+                .len()
+                .checked_sub(TAG_LEN)
+                .and_then(|at| key.get_mut(at))
+            {
+                *kind &= 1;
+            }
+        }
     }
     entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
     entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
