@@ -25,12 +25,23 @@ use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
 /// The options a table written to `level` is built with: the database's,
 /// with the filter its policy chooses for a tree shaped as `tree` (the tree
 /// as it will be with the new table in place).
+///
+/// Level-0 tables are written without page padding: a flush's table is
+/// read while it is recent (its pages are still in the operating system's
+/// cache) and is rewritten by the next level-0 compaction, usually within
+/// minutes, so the padding that keeps a block in one page (about half an
+/// entry per 4 KiB block, 1.3% of the benchmark's table bytes) would be
+/// written for little. Deeper levels hold the data that is read from disk.
 pub(crate) fn table_options_for(
     opts: &Options,
     tree: &[LevelTables],
     level: usize,
 ) -> TableOptions {
-    TableOptions::from(opts).with_filter(opts.filter_policy.choose(tree, level))
+    TableOptions {
+        page_aligned_blocks: level > 0,
+        ..TableOptions::from(opts)
+    }
+    .with_filter(opts.filter_policy.choose(tree, level))
 }
 
 /// Opens the table a manifest record names (its filter and index into

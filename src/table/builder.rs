@@ -339,7 +339,11 @@ impl TableBuilder {
             Codec::Raw => &raw,
             Codec::Lz4 => &compressed,
         };
-        let padding = page_padding(self.offset, (stored.len() + TRAILER_LEN) as u64);
+        let padding = if self.options.page_aligned_blocks {
+            page_padding(self.offset, (stored.len() + TRAILER_LEN) as u64)
+        } else {
+            0
+        };
         let written = self.write_block(stored, BlockKind::Data, codec, padding);
         self.compressed = compressed;
         let handle = written?;

@@ -87,6 +87,11 @@ pub struct TableOptions {
     pub static_filter: Option<FingerprintBits>,
     /// Entries between restart points in a data block. Default 16.
     pub restart_interval: usize,
+    /// Keep a data block that fits in a 4 KiB page off page boundaries
+    /// (zero padding before it), so reading it from the file touches one
+    /// page. Default true; the database writes level-0 tables without it
+    /// (see `src/db/flush.rs`).
+    pub page_aligned_blocks: bool,
     /// How data blocks are stored. Default LZ4 (raw when it does not pay).
     pub compression: Compression,
     /// Adds each key's prefix to the filter (`Options::prefix_extractor`);
@@ -105,6 +110,7 @@ impl Default for TableOptions {
             bloom_bits_per_key: 10.0,
             static_filter: None,
             restart_interval: 16,
+            page_aligned_blocks: true,
             compression: Compression::default(),
             prefix_extractor: None,
             whole_key_filtering: true,

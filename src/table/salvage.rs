@@ -6,8 +6,9 @@
 //! codec, restarts, key order inside it and against the blocks before it),
 //! and a block that fails is reported lost with the key range the index
 //! gives it. A table that cannot be opened at all is scanned from its first
-//! byte: data blocks lie back to back from offset 0 (in format 2 with zero
-//! padding before a block that would straddle a 4 KiB page), and each
+//! byte: data blocks lie back to back from offset 0 (from format 2 with
+//! zero padding before a block that would straddle a 4 KiB page, except
+//! in a flush's level-0 tables), and each
 //! block's end is found where its trailer's checksum — which covers the
 //! block, its type, its codec and its offset — holds; the chain of such
 //! blocks is salvaged up to the first that cannot be found, and what
@@ -350,25 +351,33 @@ fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(Salvaged
             .ok()
             .and_then(|end| bytes.get(start_at..end))
             .is_some_and(|gap| gap.iter().all(|&b| b == 0));
-    // A block never begins with zeros up to a page boundary, so such zeros
-    // are the padding before one.
-    let begin = if padded { page } else { start };
-    let begin_at = usize::try_from(begin).ok()?;
-    let mut entries = None;
-    let end = find_block(bytes, begin_at, format, &[BlockKind::Data], |end, codec| {
-        entries = bytes
-            .get(begin_at..end)
-            .and_then(|stored| decode(stored, codec, format).ok());
-        entries.is_some()
-    })?;
-    let next = (end + format.trailer_len()) as u64;
-    Some((
-        SalvagedBlock {
-            offset: begin,
-            entries: entries?,
-        },
-        next,
-    ))
+    // Zeros up to a page boundary are usually the padding before a block,
+    // but a table written without padding (level 0) may start a block
+    // there: its first byte, a restart's shared length, is 0. The boundary
+    // is tried first, then `start`.
+    let candidates = if padded {
+        [Some(page), Some(start)]
+    } else {
+        [Some(start), None]
+    };
+    candidates.into_iter().flatten().find_map(|begin| {
+        let begin_at = usize::try_from(begin).ok()?;
+        let mut entries = None;
+        let end = find_block(bytes, begin_at, format, &[BlockKind::Data], |end, codec| {
+            entries = bytes
+                .get(begin_at..end)
+                .and_then(|stored| decode(stored, codec, format).ok());
+            entries.is_some()
+        })?;
+        let next = (end + format.trailer_len()) as u64;
+        Some((
+            SalvagedBlock {
+                offset: begin,
+                entries: entries?,
+            },
+            next,
+        ))
+    })
 }
 
 /// True when the filter or index block starts at `start` (or after the
@@ -499,6 +508,48 @@ mod tests {
         let (got, lost, error) = salvage_all(&copy);
         assert!(error.is_some() && lost.is_empty(), "{lost:?}");
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_unpadded_table_is_scanned_whole_where_a_block_starts_a_byte_before_a_page() {
+        // Such a block's first byte (a restart's shared length, 0) looks
+        // like padding up to the boundary.
+        let dir = tempfile::tempdir().unwrap();
+        let options = TableOptions {
+            page_aligned_blocks: false,
+            compression: Compression::None,
+            ..TableOptions::default()
+        };
+        for shift in 0..64usize {
+            let path = dir.path().join("000003.sst");
+            let mut b = TableBuilder::create(&OsFileSystem, &path, &options).unwrap();
+            let mut keys = Vec::new();
+            for i in 0..20_000u32 {
+                let key = internal_key(format!("key{i:06}").as_bytes(), SeqNo(1), ValueKind::Put);
+                let len = 50 + (i as usize * 7 + shift) % 90;
+                b.add(&key, "v".repeat(len).as_bytes()).unwrap();
+                keys.push(key);
+            }
+            b.finish().unwrap();
+            let handles = Table::open_path(&path)
+                .unwrap()
+                .data_block_handles()
+                .to_vec();
+            if !handles.iter().any(|h| h.offset % PAGE == PAGE - 1) {
+                continue;
+            }
+            // Blocks back to back: no padding anywhere.
+            let trailer = crate::table::format::TRAILER_LEN as u64;
+            assert!(handles
+                .windows(2)
+                .all(|w| w[0].offset + w[0].len + trailer == w[1].offset));
+            flip(&path, std::fs::metadata(&path).unwrap().len() - 10);
+            let (got, lost, error) = salvage_all(&path);
+            assert!(error.is_some() && lost.is_empty(), "{lost:?}");
+            assert_eq!(got, keys);
+            return;
+        }
+        panic!("no block started a byte before a page boundary");
     }
 
     #[test]
