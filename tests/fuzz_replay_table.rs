@@ -148,9 +148,9 @@ fn seed_compressed_blocks() -> Vec<Vec<u8>> {
 }
 
 /// `block_decode`'s first byte for decoding a data block of the format
-/// written now (varint headers, tags apart: `data_coding` of the current
-/// format).
-const CURRENT_DATA_BLOCK: u8 = 0x82;
+/// written now (varint headers, tags apart and packed: `data_coding` of
+/// the current format, format 7's).
+const CURRENT_DATA_BLOCK: u8 = 0x80;
 
 /// The first data block of a small table, without its trailer.
 fn seed_block() -> Vec<u8> {
@@ -305,8 +305,10 @@ fn write_seed_corpus() {
             .join(format!("seed-roundtrip-{i}"));
         std::fs::write(path, input).unwrap();
     }
+    // The current data block (format 7: packed tags); `seed-tag-raw-0`
+    // (format 5's, mode 0x82) stays as it was written.
     let raw = [&[CURRENT_DATA_BLOCK][..], &seed_block()].concat();
-    std::fs::write(root.join("block_decode").join("seed-tag-raw-0"), raw).unwrap();
+    std::fs::write(root.join("block_decode").join("seed-packed-raw-0"), raw).unwrap();
     // Internal keys (8-byte tags) for a round trip with tags apart, two
     // versions of one user key among them.
     let tagged: Vec<u8> = [
@@ -322,12 +324,15 @@ fn write_seed_corpus() {
     })
     .collect::<Vec<_>>()
     .join(&0xff);
-    let input = [&[0x8b][..], &tagged].concat();
-    std::fs::write(
-        root.join("block_decode").join("seed-tag-roundtrip-0"),
-        input,
-    )
-    .unwrap();
+    // Mode 0x8b: tags apart (format 5), 0x89: packed (format 7); both
+    // round trips with a restart interval of 3.
+    for (mode, name) in [
+        (0x8b, "seed-tag-roundtrip-0"),
+        (0x89, "seed-packed-roundtrip-0"),
+    ] {
+        let input = [&[mode][..], &tagged].concat();
+        std::fs::write(root.join("block_decode").join(name), input).unwrap();
+    }
     let dir = root.join("block_decompress");
     std::fs::create_dir_all(&dir).unwrap();
     for (i, stored) in seed_compressed_blocks().iter().enumerate() {
