@@ -7,8 +7,8 @@
 //! tree as it will be after the compaction), and installing the result.
 //! At the bottom (nothing deeper overlaps the inputs) a key's surviving
 //! version is the only one left in the tree, so it is written with sequence
-//! number 0, as RocksDB does: its tag then takes one byte of a format-6
-//! table instead of four or five. Every reader that can see the new table
+//! number 0, as RocksDB does: its tag then takes one byte of a format-7
+//! table instead of three or four. Every reader that can see the new table
 //! took its snapshot after the write (snapshots pin the tables they read),
 //! and any newer version, anywhere, still sorts before it.
 //! Must never: drop the newest version of a key, drop a tombstone while an
