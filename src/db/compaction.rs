@@ -299,15 +299,22 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         }
     }
 
-    // Inputs are read once, whole: in spans, past the block cache.
-    let sources: Vec<Box<dyn InternalIterator>> = pick
+    // Inputs are read once, whole: in spans, past the block cache. The
+    // merge compares the current key of every source at each step, so the
+    // inputs from the output level (sorted and disjoint) are one source,
+    // read table after table, and last: older than every input above.
+    let (below, above): (Vec<_>, Vec<_>) = pick
         .inputs
         .iter()
-        .map(|t| {
-            Box::new(TableSource::new(Arc::clone(t), ScanMode::Sequential))
-                as Box<dyn InternalIterator>
-        })
+        .cloned()
+        .partition(|t| t.record.level as usize == pick.output_level);
+    let mut sources: Vec<Box<dyn InternalIterator>> = above
+        .into_iter()
+        .map(|t| Box::new(TableSource::new(t, ScanMode::Sequential)) as Box<dyn InternalIterator>)
         .collect();
+    if !below.is_empty() {
+        sources.push(Box::new(TableSource::run(below, ScanMode::Sequential)));
+    }
     let mut entries = NewestOnly {
         merged: MergingIter::new(sources),
         bottom: is_bottom(version, &pick, &lo, &hi),

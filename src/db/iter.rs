@@ -88,6 +88,9 @@ pub(crate) struct TableSource {
 enum SourceTables {
     /// One table (a level-0 table, or a compaction input).
     One(Arc<LiveTable>),
+    /// Disjoint tables in key order (a compaction's inputs from the level
+    /// it writes to).
+    Run(Vec<Arc<LiveTable>>),
     /// Tables of one sorted, disjoint level of `version`, by their
     /// positions in it. The version is held once rather than each table:
     /// a scan of a deep level would otherwise add and drop a reference to
@@ -128,6 +131,7 @@ impl SourceTables {
     fn get(&self, i: usize) -> Option<&LiveTable> {
         match self {
             SourceTables::One(table) => (i == 0).then_some(&**table),
+            SourceTables::Run(tables) => tables.get(i).map(|t| &**t),
             SourceTables::Level {
                 version,
                 level,
@@ -142,6 +146,7 @@ impl SourceTables {
     fn len(&self) -> usize {
         match self {
             SourceTables::One(_) => 1,
+            SourceTables::Run(tables) => tables.len(),
             SourceTables::Level { picked, .. } => picked.len(),
         }
     }
@@ -151,6 +156,13 @@ impl TableSource {
     /// One table, read `mode`'s way.
     pub fn new(table: Arc<LiveTable>, mode: ScanMode) -> TableSource {
         TableSource::over(SourceTables::One(table), mode)
+    }
+
+    /// `tables`, disjoint and in key order, one after another: to a merge
+    /// one source instead of one per table, so each step compares against
+    /// one key for all of them.
+    pub fn run(tables: Vec<Arc<LiveTable>>, mode: ScanMode) -> TableSource {
+        TableSource::over(SourceTables::Run(tables), mode)
     }
 
     /// The tables at positions `picked` of `level` in `version`, a sorted
