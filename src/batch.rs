@@ -48,9 +48,10 @@ pub enum BatchEncoding {
     /// and every length as a u32, little-endian (33 bytes of framing for a
     /// one-put batch with its record header).
     Fixed,
-    /// Log version 3, written now: every number a LEB128 varint in its
-    /// shortest form (20 bytes of framing for a one-put batch of a 16-byte
-    /// key and a 100-byte value at sequence numbers below 2^28).
+    /// Log versions 3 and 4 (4 written now): every number a LEB128 varint
+    /// in its shortest form (15 bytes of framing with a version-4 record
+    /// header for a one-put batch of a 16-byte key and a 100-byte value at
+    /// sequence numbers below 2^28; 20 with version 3's).
     Varint,
 }
 
@@ -355,7 +356,7 @@ impl<'a> DecodedBatch<'a> {
 }
 
 /// Decodes a batch payload written by [`WriteBatch::encode_record`] (the
-/// [`BatchEncoding::Varint`] of log version 3).
+/// [`BatchEncoding::Varint`] of log versions 3 and 4).
 pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
     decode_record_with(bytes, BatchEncoding::Varint)
 }

@@ -10,22 +10,26 @@
 //! ```text
 //! file header (20 bytes)
 //! 0   4  magic "SWAL"
-//! 4   4  format version (u32 LE, 3; 1 and 2 are still read)
+//! 4   4  format version (u32 LE, 4; 1, 2 and 3 are still read)
 //! 8   8  log number (u64 LE; the number in the file name)
 //! 16  4  crc32 of bytes 0..16
-//! then records, back to back (12-byte header + payload)
-//! 0   4  payload length n (u32 LE)
-//! 4   4  header crc: crc32 of bytes 0..4 (the length alone)
-//! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
-//! 12  n  payload (a write batch: see `batch.rs`; varints in version 3,
+//! then records, back to back (version 4: 7-11-byte header + payload)
+//! 0   2  length check (u16 LE): bits 0..3 the length's byte count m - 1,
+//!        bits 3..16 the low 13 bits of crc32 of the length's bytes
+//! 2   m  payload length n (varint, shortest form, at most 32 bits)
+//! 2+m 4  record crc: crc32 of (the length's bytes ‖ payload)
+//! 6+m n  payload (a write batch: see `batch.rs`; varints from version 3,
 //!        fixed-width fields before)
-//! and, from version 2, after a clean close, one close record (32 bytes)
-//! 0   4  payload length 20
-//! 4   4  header crc: crc32 of ("close" ‖ bytes 0..4)
+//! versions 1-3: a 12-byte header instead
+//! 0   4  payload length n (u32 LE)
+//! 4   4  length crc: crc32 of bytes 0..4
 //! 8   4  record crc: crc32 of (bytes 0..4 ‖ payload)
-//! 12  8  records before it (u64 LE)
-//! 20  8  its own offset (u64 LE)
-//! 28  4  "SEND"
+//! and, from version 2, after a clean close, one close record: a record of
+//! the log's framing with a 20-byte payload (27 bytes in version 4, 32
+//! before) whose length check is taken over ("close" ‖ the length's bytes)
+//!     8  records before it (u64 LE)
+//!     8  its own offset (u64 LE)
+//!     4  "SEND"
 //! ```
 //!
 //! # The close record
@@ -38,9 +42,11 @@
 //! prefix of the one expected there, then zeros) is itself a torn tail: the
 //! process died while closing, and it holds no data.
 //!
-//! The length has a checksum of its own so that a flipped length bit in the
+//! The length has a check of its own so that a flipped length bit in the
 //! middle of the log is recognised as corruption, not mistaken for a record
 //! torn at the end of the file (which would silently drop every later record).
+//! In version 4 it holds the length's byte count beside 13 bits of its
+//! CRC-32, so every change of one byte of the length is caught.
 //!
 //! # What counts as a torn tail
 //!
@@ -53,18 +59,19 @@
 //!   and everything after it are a header prefix followed by zeros: the
 //!   creator syncs the header before any record is appended, so no
 //!   acknowledged record can be lost with it;
-//! - fewer than 12 bytes left, or only zero bytes left, where a record would start;
+//! - fewer bytes left than a record header takes, or only zero bytes left,
+//!   where a record would start;
 //! - a record whose (checksummed) length runs past the end of the file;
-//! - a record whose header or payload checksum fails while every byte after
-//!   the part that failed is zero (in particular, a record ending exactly at
-//!   the end of the file).
+//! - a record whose length check or payload checksum fails (or whose length
+//!   is malformed) while every byte after the part that failed is zero (in
+//!   particular, a record ending exactly at the end of the file).
 //!
 //! Anything else that fails is `Error::Corruption` naming the file and offset.
 
 use std::path::{Path, PathBuf};
 
 use crate::batch::{decode_record_with, BatchEncoding, DecodedBatch};
-use crate::codec::{crc32_of, ByteReader};
+use crate::codec::{crc32_of, varint_len, ByteReader};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::SeqNo;
@@ -72,12 +79,14 @@ use crate::key::SeqNo;
 /// The four bytes every log file starts with.
 pub const MAGIC: [u8; 4] = *b"SWAL";
 /// The format version this code writes: version 1 plus the close record
-/// (version 2), with batch payloads in varints (version 3).
-pub const FORMAT_VERSION: u32 = 3;
+/// (version 2), with batch payloads in varints (version 3), with compact
+/// record headers (version 4: a varint length and a 16-bit length check).
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this code still reads (no close record).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
-/// Bytes of the close record, header included.
-pub const CLOSE_RECORD_LEN: usize = RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN as usize;
+/// Bytes of the close record this code writes, header included (version
+/// 4; 32 in versions 2 and 3).
+pub const CLOSE_RECORD_LEN: usize = 7 + CLOSE_PAYLOAD_LEN as usize;
 /// How the batch payloads of a log of format `version` are encoded.
 pub fn batch_encoding(version: u32) -> BatchEncoding {
     if version >= 3 {
@@ -96,8 +105,11 @@ const CLOSE_KIND: &[u8] = b"close";
 const CLOSE_END: [u8; 4] = *b"SEND";
 /// Bytes of the file header.
 pub const FILE_HEADER_LEN: usize = 20;
-/// Bytes of each record's header (length, header crc, record crc).
-pub const RECORD_HEADER_LEN: usize = 12;
+/// The most bytes a record header takes in any version (versions 1-3:
+/// length, length crc, record crc, 4 bytes each; version 4 at most 5 + 2 + 4).
+const MAX_RECORD_HEADER_LEN: usize = 12;
+/// The most bytes of a version-4 length varint (a u32).
+const MAX_COMPACT_LEN_BYTES: usize = 5;
 /// The longest payload one record can carry.
 pub const MAX_PAYLOAD_LEN: usize = u32::MAX as usize;
 
@@ -145,72 +157,271 @@ pub fn encode_file_header(log_number: u64) -> [u8; FILE_HEADER_LEN] {
     header
 }
 
-/// The close record for a log of `records` records that ends at `offset`.
-pub fn encode_close_record(records: u64, offset: u64) -> [u8; CLOSE_RECORD_LEN] {
-    let mut payload = [0u8; CLOSE_PAYLOAD_LEN as usize];
-    fill(
-        &mut payload,
-        &[&records.to_le_bytes(), &offset.to_le_bytes(), &CLOSE_END],
-    );
-    let len_bytes = CLOSE_PAYLOAD_LEN.to_le_bytes();
-    let header_crc = crc32_of(&[CLOSE_KIND, &len_bytes]).to_le_bytes();
-    let record_crc = crc32_of(&[&len_bytes, &payload]).to_le_bytes();
-    let mut record = [0u8; CLOSE_RECORD_LEN];
-    fill(
-        &mut record,
-        &[&len_bytes, &header_crc, &record_crc, &payload],
-    );
-    record
+/// How a log's records are framed: its header's version says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// Versions 1-3: the length as a u32, the CRC-32 of the length, the
+    /// record CRC-32 — 12 bytes.
+    Wide,
+    /// Version 4: a 16-bit length check (the varint's byte count and 13
+    /// bits of the CRC-32 of its bytes), the length as a varint (1-5
+    /// bytes), the record CRC-32 — 7 bytes for a payload under 128 bytes,
+    /// 8 under 16 KiB.
+    Compact,
 }
 
-/// Writes `parts` back to back from the start of `out` (whose length is
-/// their total).
-fn fill(out: &mut [u8], parts: &[&[u8]]) {
-    let mut rest = out;
-    for part in parts {
-        let n = part.len().min(rest.len());
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
-        head.copy_from_slice(part.get(..head.len()).unwrap_or_default());
-        rest = tail;
+fn framing(version: u32) -> Framing {
+    if version >= 4 {
+        Framing::Compact
+    } else {
+        Framing::Wide
     }
 }
 
-/// Appends one record (header and payload) to `out`.
+/// A record header as stored, its fields not yet checked.
+struct RecordHeader<'a> {
+    /// The length field's bytes as stored: both checksums cover them.
+    len_bytes: &'a [u8],
+    /// The payload length they say.
+    len: usize,
+    /// The stored length check.
+    check: u32,
+    /// The stored record CRC-32.
+    record_crc: u32,
+    /// Bytes of the header.
+    header_len: usize,
+}
+
+/// Up to `N` bytes built on the stack: a record header to be written, or
+/// the close record replay expects at every record boundary.
+struct StackBytes<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> StackBytes<N> {
+    fn new() -> Self {
+        StackBytes {
+            bytes: [0; N],
+            len: 0,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+
+    /// Appends `part`; callers size `N` for everything they push.
+    fn push(&mut self, part: &[u8]) {
+        let end = self.len + part.len();
+        if let Some(slot) = self.bytes.get_mut(self.len..end) {
+            slot.copy_from_slice(part);
+            self.len = end;
+        }
+    }
+}
+
+/// A record header built to be written.
+type RecordHeaderBytes = StackBytes<MAX_RECORD_HEADER_LEN>;
+/// A close record (32 bytes in versions 2 and 3, 27 from 4).
+type CloseRecord = StackBytes<{ MAX_RECORD_HEADER_LEN + CLOSE_PAYLOAD_LEN as usize }>;
+
+enum HeaderRead<'a> {
+    Header(RecordHeader<'a>),
+    /// The bytes end before the header does.
+    Short,
+    /// A length field no writer produces (a varint of another byte count
+    /// than its check says, longer than needed, or above 32 bits): the
+    /// reason, and how many bytes the header spans.
+    Malformed(String, usize),
+}
+
+impl Framing {
+    /// Where the length check and the length are in a header.
+    fn fields(self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        match self {
+            Framing::Wide => (4..8, 0..4),
+            Framing::Compact => (0..2, 2..2 + MAX_COMPACT_LEN_BYTES),
+        }
+    }
+
+    /// The header at the start of `rest`.
+    fn parse(self, rest: &[u8]) -> HeaderRead<'_> {
+        let mut reader = ByteReader::new(rest, "log record header");
+        let (check, len_field) = match self {
+            Framing::Wide => {
+                let Ok(len) = reader.array::<4>() else {
+                    return HeaderRead::Short;
+                };
+                (reader.u32(), (4, u64::from(u32::from_le_bytes(len))))
+            }
+            Framing::Compact => {
+                let Ok(check) = reader.u16() else {
+                    return HeaderRead::Short;
+                };
+                let len_len = usize::from(check & 7) + 1;
+                let header_len = 2 + len_len + 4;
+                if len_len > MAX_COMPACT_LEN_BYTES {
+                    return HeaderRead::Malformed(
+                        format!("record length of {len_len} bytes (at most 5)"),
+                        header_len,
+                    );
+                }
+                let Ok(stored) = reader.take(len_len) else {
+                    return HeaderRead::Short;
+                };
+                let mut varint = ByteReader::new(stored, "log record length");
+                let len = match varint.varint(u64::from(u32::MAX)) {
+                    Ok(len) if varint.remaining() == 0 => len,
+                    Ok(_) => {
+                        return HeaderRead::Malformed(
+                            format!(
+                                "record length shorter than the {len_len} bytes its check says"
+                            ),
+                            header_len,
+                        )
+                    }
+                    Err(e) => return HeaderRead::Malformed(e.to_string(), header_len),
+                };
+                (Ok(u32::from(check)), (len_len, len))
+            }
+        };
+        let (Ok(check), Ok(record_crc)) = (check, reader.u32()) else {
+            return HeaderRead::Short;
+        };
+        let (len_len, len) = len_field;
+        let len_start = self.fields().1.start;
+        let (Some(len_bytes), Ok(len)) = (
+            rest.get(len_start..len_start + len_len),
+            usize::try_from(len),
+        ) else {
+            return HeaderRead::Short;
+        };
+        HeaderRead::Header(RecordHeader {
+            len_bytes,
+            len,
+            check,
+            record_crc,
+            header_len: rest.len() - reader.remaining(),
+        })
+    }
+
+    /// The length check of `len_bytes`, hashed after `kind` (empty for a
+    /// batch record, [`CLOSE_KIND`] for a close record).
+    fn length_check(self, kind: &[u8], len_bytes: &[u8]) -> u32 {
+        let crc = crc32_of(&[kind, len_bytes]);
+        match self {
+            Framing::Wide => crc,
+            Framing::Compact => {
+                let count = u32::try_from(len_bytes.len().saturating_sub(1) & 7).unwrap_or(7);
+                ((crc & 0x1fff) << 3) | count
+            }
+        }
+    }
+
+    /// The header of a record of kind `kind` holding `payload`.
+    /// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
+    fn header(self, kind: &[u8], payload: &[u8]) -> Result<RecordHeaderBytes> {
+        let len = u32::try_from(payload.len()).map_err(|_| {
+            Error::invalid(format!(
+                "log record of {} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit",
+                payload.len()
+            ))
+        })?;
+        let mut out = RecordHeaderBytes::new();
+        match self {
+            Framing::Wide => {
+                let len_bytes = len.to_le_bytes();
+                out.push(&len_bytes);
+                out.push(&self.length_check(kind, &len_bytes).to_le_bytes());
+                out.push(&crc32_of(&[&len_bytes, payload]).to_le_bytes());
+            }
+            Framing::Compact => {
+                let mut varint = [0u8; MAX_COMPACT_LEN_BYTES];
+                let mut rest = len;
+                let mut used = 0;
+                for slot in &mut varint {
+                    let low = u8::try_from(rest & 0x7f).unwrap_or_default();
+                    rest >>= 7;
+                    used += 1;
+                    if rest == 0 {
+                        *slot = low;
+                        break;
+                    }
+                    *slot = low | 0x80;
+                }
+                let len_bytes = varint.get(..used).unwrap_or_default();
+                let check = self.length_check(kind, len_bytes).to_le_bytes();
+                out.push(check.get(..2).unwrap_or_default());
+                out.push(len_bytes);
+                out.push(&crc32_of(&[len_bytes, payload]).to_le_bytes());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The close record for a log of `records` records that ends at
+    /// `offset` (built on the stack: replay builds the one expected at
+    /// every record boundary).
+    fn close_record(self, records: u64, offset: u64) -> CloseRecord {
+        let mut payload = [0u8; CLOSE_PAYLOAD_LEN as usize];
+        for (slot, byte) in payload.iter_mut().zip(
+            records
+                .to_le_bytes()
+                .into_iter()
+                .chain(offset.to_le_bytes())
+                .chain(CLOSE_END),
+        ) {
+            *slot = byte;
+        }
+        let mut record = CloseRecord::new();
+        // 20 bytes always fit the length field.
+        if let Ok(header) = self.header(CLOSE_KIND, &payload) {
+            record.push(header.as_slice());
+            record.push(&payload);
+        }
+        record
+    }
+}
+
+/// The close record for a log of `records` records that ends at `offset`,
+/// in the format this code writes.
+pub fn encode_close_record(records: u64, offset: u64) -> Vec<u8> {
+    encode_close_record_for(FORMAT_VERSION, records, offset)
+}
+
+/// [`encode_close_record`] for a log of format `version` (2 or later).
+pub fn encode_close_record_for(version: u32, records: u64, offset: u64) -> Vec<u8> {
+    framing(version)
+        .close_record(records, offset)
+        .as_slice()
+        .to_vec()
+}
+
+/// Bytes of the header of a record holding `payload_len` bytes in a log of
+/// format `version`.
+pub fn record_header_len(version: u32, payload_len: usize) -> usize {
+    match framing(version) {
+        Framing::Wide => 12,
+        Framing::Compact => varint_len(payload_len as u64) + 6,
+    }
+}
+
+/// Appends one record (header and payload) to `out`, in the format this
+/// code writes.
 ///
 /// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
 pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
-    let start = out.len();
-    out.reserve(RECORD_HEADER_LEN + payload.len());
-    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
-    out.extend_from_slice(payload);
-    let sealed = out.get_mut(start..).map_or(Ok(()), seal_record);
-    if sealed.is_err() {
-        out.truncate(start);
-    }
-    sealed
+    encode_record_for(FORMAT_VERSION, out, payload)
 }
 
-/// Fills in the header of the record `record` holds: its first
-/// [`RECORD_HEADER_LEN`] bytes (their content ignored), then the payload.
-fn seal_record(record: &mut [u8]) -> Result<()> {
-    let Some((header, payload)) = record.split_at_mut_checked(RECORD_HEADER_LEN) else {
-        return Err(Error::invalid("a log record is shorter than its header"));
-    };
-    let len = u32::try_from(payload.len()).map_err(|_| {
-        Error::invalid(format!(
-            "log record of {} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit",
-            payload.len()
-        ))
-    })?;
-    let len_bytes = len.to_le_bytes();
-    fill(
-        header,
-        &[
-            &len_bytes,
-            &crc32_of(&[&len_bytes]).to_le_bytes(),
-            &crc32_of(&[&len_bytes, payload]).to_le_bytes(),
-        ],
-    );
+/// [`encode_record_into`] in the framing of log version `version` (tests
+/// write the older versions' logs with it).
+pub fn encode_record_for(version: u32, out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
+    let header = framing(version).header(&[], payload)?;
+    out.reserve(header.len + payload.len());
+    out.extend_from_slice(header.as_slice());
+    out.extend_from_slice(payload);
     Ok(())
 }
 
@@ -264,17 +475,34 @@ impl WalWriter {
     /// than [`MAX_PAYLOAD_LEN`].
     pub fn append_with(&mut self, write_payload: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
         self.check_usable()?;
+        // The payload is built after room for the longest header; the
+        // header, once its length is known, goes right before the payload
+        // and the record is written from there.
         self.scratch.clear();
-        self.scratch.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+        self.scratch.resize(MAX_RECORD_HEADER_LEN, 0);
         write_payload(&mut self.scratch);
-        let sealed = seal_record(&mut self.scratch);
-        let result = sealed.and_then(|()| self.file.append(&self.scratch));
-        let record_len = self.scratch.len();
+        let payload = self
+            .scratch
+            .get(MAX_RECORD_HEADER_LEN..)
+            .unwrap_or_default();
+        let result = framing(FORMAT_VERSION)
+            .header(&[], payload)
+            .and_then(|header| {
+                let header = header.as_slice();
+                let start = MAX_RECORD_HEADER_LEN - header.len();
+                let record = self.scratch.get_mut(start..).unwrap_or_default();
+                record
+                    .get_mut(..header.len())
+                    .unwrap_or_default()
+                    .copy_from_slice(header);
+                self.file.append(record)?;
+                Ok(record.len())
+            });
         if self.scratch.capacity() > KEEP_SCRATCH_BYTES {
             self.scratch = Vec::new();
         }
         match result {
-            Ok(()) => {
+            Ok(record_len) => {
                 self.bytes_written += record_len as u64;
                 self.records += 1;
                 Ok(())
@@ -489,24 +717,26 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
         if rest.is_empty() {
             break None;
         }
-        let close_record = encode_close_record(records.len() as u64, pos as u64);
+        let close_record = framing(version).close_record(records.len() as u64, pos as u64);
+        let close_record = close_record.as_slice();
         if version >= 2 {
             if rest == close_record {
                 closed_cleanly = true;
                 break None;
             }
-            if is_torn_write_of(rest, &close_record) && !all_zero(rest) {
+            if is_torn_write_of(rest, close_record) && !all_zero(rest) {
                 break Some(TornTail {
                     offset: pos as u64,
                     reason: format!(
-                        "close record cut short ({} of {CLOSE_RECORD_LEN} bytes): the process \
-                         stopped while closing; no record is lost",
-                        rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+                        "close record cut short ({} of {} bytes): the process stopped while \
+                         closing; no record is lost",
+                        rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1),
+                        close_record.len()
                     ),
                 });
             }
         }
-        match read_record(rest, version >= 2) {
+        match read_record(rest, version) {
             RecordRead::Record { payload, len } => {
                 records.push(WalRecord {
                     offset: pos as u64,
@@ -521,7 +751,7 @@ pub fn replay<'a>(bytes: &'a [u8], file: &str) -> Result<WalReplay<'a>> {
                         "close record at offset {pos} does not end the log after its {} records \
                          (expected {})",
                         records.len(),
-                        to_hex(&close_record)
+                        to_hex(close_record)
                     ),
                 ))
             }
@@ -583,29 +813,34 @@ enum RecordRead<'a> {
     Corrupt(String),
 }
 
-/// Reads the record at the start of `rest` (non-empty); `close_records`
-/// when the log's version has them.
-fn read_record(rest: &[u8], close_records: bool) -> RecordRead<'_> {
+/// Reads the record at the start of `rest` (non-empty) of a log of format
+/// `version`.
+fn read_record(rest: &[u8], version: u32) -> RecordRead<'_> {
     if all_zero(rest) {
         return RecordRead::Torn(format!("{} zero bytes", rest.len()));
     }
-    let Some((header, after_header)) = rest.split_at_checked(RECORD_HEADER_LEN) else {
-        return RecordRead::Torn(format!(
-            "{} bytes, too few for a {RECORD_HEADER_LEN}-byte record header",
-            rest.len()
-        ));
+    let framing = framing(version);
+    let header = match framing.parse(rest) {
+        HeaderRead::Header(header) => header,
+        HeaderRead::Short => {
+            return RecordRead::Torn(format!("{} bytes, too few for a record header", rest.len()))
+        }
+        HeaderRead::Malformed(reason, header_len) => {
+            return if all_zero(rest.get(header_len..).unwrap_or_default()) {
+                RecordRead::Torn(reason)
+            } else {
+                RecordRead::Corrupt(reason)
+            };
+        }
     };
-    let mut reader = ByteReader::new(header, "log record header");
-    let (Ok(len_bytes), Ok(header_crc), Ok(record_crc)) =
-        (reader.array::<4>(), reader.u32(), reader.u32())
-    else {
-        return RecordRead::Corrupt("unreadable record header".to_string());
-    };
-    let actual_header_crc = crc32_of(&[&len_bytes]);
-    let is_close = close_records && header_crc == crc32_of(&[CLOSE_KIND, &len_bytes]);
-    if header_crc != actual_header_crc && !is_close {
+    let after_header = rest.get(header.header_len..).unwrap_or_default();
+    let actual_check = framing.length_check(&[], header.len_bytes);
+    let is_close =
+        version >= 2 && header.check == framing.length_check(CLOSE_KIND, header.len_bytes);
+    if header.check != actual_check && !is_close {
         let reason = format!(
-            "length checksum mismatch: stored {header_crc:#010x}, computed {actual_header_crc:#010x}"
+            "length checksum mismatch: stored {:#010x}, computed {actual_check:#010x}",
+            header.check
         );
         return if all_zero(after_header) {
             RecordRead::Torn(reason)
@@ -613,14 +848,15 @@ fn read_record(rest: &[u8], close_records: bool) -> RecordRead<'_> {
             RecordRead::Corrupt(reason)
         };
     }
-    let len = u32::from_le_bytes(len_bytes) as usize;
+    let len = header.len;
     let Some((payload, after_record)) = after_header.split_at_checked(len) else {
         return RecordRead::Torn(format!(
             "record declares {len} payload bytes, {} remain",
             after_header.len()
         ));
     };
-    let actual = crc32_of(&[&len_bytes, payload]);
+    let record_crc = header.record_crc;
+    let actual = crc32_of(&[header.len_bytes, payload]);
     if is_close {
         // Not a prefix of the expected close record (replay checked that
         // first), so not a crash while closing: damage.
@@ -643,7 +879,7 @@ fn read_record(rest: &[u8], close_records: bool) -> RecordRead<'_> {
     }
     RecordRead::Record {
         payload,
-        len: RECORD_HEADER_LEN + len,
+        len: header.header_len + len,
     }
 }
 
@@ -728,16 +964,17 @@ pub struct WalSalvage<'a> {
     pub closed_cleanly: bool,
 }
 
-/// The payload length of the record at the start of `rest` when its header
-/// checksum vouches for it and the record fits: then a damaged payload can
-/// be skipped exactly.
-fn vouched_len(rest: &[u8]) -> Option<usize> {
-    let mut reader = ByteReader::new(rest, "log record header");
-    let len_bytes: [u8; 4] = reader.array().ok()?;
-    let header_crc = reader.u32().ok()?;
-    let len = u32::from_le_bytes(len_bytes) as usize;
-    (header_crc == crc32_of(&[&len_bytes]) && RECORD_HEADER_LEN.checked_add(len)? <= rest.len())
-        .then_some(RECORD_HEADER_LEN + len)
+/// The length of the record at the start of `rest` when its length check
+/// vouches for it and the record fits: then a damaged payload can be
+/// skipped exactly.
+fn vouched_len(rest: &[u8], version: u32) -> Option<usize> {
+    let framing = framing(version);
+    let HeaderRead::Header(header) = framing.parse(rest) else {
+        return None;
+    };
+    let len = header.header_len.checked_add(header.len)?;
+    (header.check == framing.length_check(&[], header.len_bytes) && len <= rest.len())
+        .then_some(len)
 }
 
 /// One step of [`salvage`]'s walk.
@@ -754,7 +991,7 @@ fn step(rest: &[u8], version: u32, after: Option<SeqNo>) -> Step<'_> {
     if rest.is_empty() {
         return Step::End(false, None);
     }
-    match read_record(rest, version >= 2) {
+    match read_record(rest, version) {
         RecordRead::Record { payload, len } => {
             match decode_record_with(payload, batch_encoding(version)) {
                 Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
@@ -765,53 +1002,69 @@ fn step(rest: &[u8], version: u32, after: Option<SeqNo>) -> Step<'_> {
                 Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
             }
         }
-        RecordRead::Close if rest.len() == CLOSE_RECORD_LEN => Step::End(true, None),
+        RecordRead::Close if rest.len() == framing(version).close_record(0, 0).len => {
+            Step::End(true, None)
+        }
         RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
         RecordRead::Torn(reason) => Step::End(false, Some(reason)),
-        RecordRead::Corrupt(reason) => Step::Damage(reason, vouched_len(rest)),
+        RecordRead::Corrupt(reason) => Step::Damage(reason, vouched_len(rest, version)),
     }
 }
 
-/// The record at the start of `rest` whose header checksum failed, found
+/// The record at the start of `rest` whose length check failed, found
 /// whole after all when only its header was hit: either the stored length
-/// is right (the header checksum itself was damaged), or one byte of the
-/// length was (the header checksum then names the right length: crc32 of a
-/// 4-byte string is one-to-one) — in both cases the record checksum, which
-/// covers the length and the payload, must hold. Returns the batch and the
-/// record's length.
+/// is right (the length check itself was damaged), or one byte of the
+/// length was (the length check then names the right length among those
+/// one byte away) — in both cases the record checksum, which covers the
+/// length and the payload, must hold. Returns the batch and the record's
+/// length.
 fn header_repaired(
     rest: &[u8],
-    encoding: BatchEncoding,
+    version: u32,
     after: Option<SeqNo>,
 ) -> Option<(DecodedBatch<'_>, usize)> {
-    let mut reader = ByteReader::new(rest, "log record header");
-    let stored: [u8; 4] = reader.array().ok()?;
-    let header_crc = reader.u32().ok()?;
-    let record_crc = reader.u32().ok()?;
-    let body = rest.get(RECORD_HEADER_LEN..)?;
-    let one_byte_off = (0..4).flat_map(|at| {
-        (0..=u8::MAX).filter_map(move |byte| {
-            let mut len = stored;
-            let slot = len.get_mut(at)?;
-            if *slot == byte {
+    let framing = framing(version);
+    let stored = rest.get(..MAX_RECORD_HEADER_LEN.min(rest.len()))?;
+    let (check_at, len_at) = framing.fields();
+    let one_byte_off = check_at
+        .chain(len_at.clone())
+        .flat_map(|at| (0..=u8::MAX).map(move |byte| Some((at, byte))));
+    std::iter::once(None)
+        .chain(one_byte_off)
+        .find_map(|change| {
+            let mut bytes = [0u8; MAX_RECORD_HEADER_LEN];
+            let head = bytes.get_mut(..stored.len())?;
+            head.copy_from_slice(stored);
+            if let Some((at, byte)) = change {
+                let slot = head.get_mut(at)?;
+                if *slot == byte {
+                    return None;
+                }
+                *slot = byte;
+            }
+            let HeaderRead::Header(header) = framing.parse(head) else {
+                return None;
+            };
+            // A changed length byte must be the one the stored check names;
+            // a changed check byte (or none) leaves the check unheeded.
+            // (Only a byte of the length as parsed: a change past it would be
+            // one of the record checksum's.)
+            let len_span = len_at.start..len_at.start + header.len_bytes.len();
+            if let Some((at, _)) = change.filter(|(at, _)| len_at.contains(at)) {
+                if !len_span.contains(&at)
+                    || header.check != framing.length_check(&[], header.len_bytes)
+                {
+                    return None;
+                }
+            }
+            let payload = rest.get(header.header_len..)?.get(..header.len)?;
+            if crc32_of(&[header.len_bytes, payload]) != header.record_crc {
                 return None;
             }
-            *slot = byte;
-            Some(len)
-        })
-    });
-    std::iter::once(stored)
-        .chain(one_byte_off.filter(|len| crc32_of(&[len]) == header_crc))
-        .find_map(|len_bytes| {
-            let len = u32::from_le_bytes(len_bytes) as usize;
-            let payload = body.get(..len)?;
-            if crc32_of(&[&len_bytes, payload]) != record_crc {
-                return None;
-            }
-            let batch = decode_record_with(payload, encoding).ok()?;
+            let batch = decode_record_with(payload, batch_encoding(version)).ok()?;
             after
                 .is_none_or(|a| batch.first_seq > a)
-                .then_some((batch, RECORD_HEADER_LEN + len))
+                .then_some((batch, header.header_len + header.len))
         })
 }
 
@@ -884,7 +1137,7 @@ pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
                 pos += len;
             }
             Step::Damage(reason, None) => {
-                match header_repaired(rest, batch_encoding(version), last_seq) {
+                match header_repaired(rest, version, last_seq) {
                     Some((batch, len)) => {
                         last_seq = batch.last_seq().or(last_seq);
                         out.batches.push((pos as u64, batch));
@@ -956,31 +1209,87 @@ mod tests {
         assert_eq!(r.log_number, Some(7));
         assert_eq!(payloads(&r), SAMPLE);
         assert_eq!(r.torn_tail, None);
-        assert_eq!(r.records[1].offset, (FILE_HEADER_LEN + 12 + 12) as u64);
+        let first_len = record_header_len(FORMAT_VERSION, SAMPLE[0].len()) + SAMPLE[0].len();
+        assert_eq!(first_len, 7 + 12);
+        assert_eq!(r.records[1].offset, (FILE_HEADER_LEN + first_len) as u64);
         assert_eq!(r.valid_len(bytes.len()), bytes.len() as u64);
+    }
+
+    /// The documented length check, written out: bits 0..3 the varint's
+    /// byte count minus one, bits 3..16 the low 13 bits of the CRC-32 of
+    /// (`kind` ‖) its bytes.
+    fn documented_check(kind: &[u8], varint: &[u8]) -> [u8; 2] {
+        let crc = crc32_of(&[kind, varint]);
+        let count = u32::try_from(varint.len() - 1).unwrap();
+        let check = u16::try_from(((crc & 0x1fff) << 3) | count).unwrap();
+        check.to_le_bytes()
     }
 
     #[test]
     fn record_layout_is_as_documented() {
-        let log = log_bytes(0x0102, &[b"xy"]);
+        let long = [7u8; 200];
+        let log = log_bytes(0x0102, &[b"xy", &long]);
         assert_eq!(&log[..4], b"SWAL");
-        assert_eq!(&log[4..8], &[3, 0, 0, 0]);
+        assert_eq!(&log[4..8], &[4, 0, 0, 0]);
         assert_eq!(&log[8..16], &[2, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&log[16..20], &crc32_of(&[&log[..16]]).to_le_bytes());
-        let rec = &log[20..];
-        assert_eq!(&rec[..4], &[2, 0, 0, 0]);
-        assert_eq!(&rec[4..8], &crc32_of(&[&[2, 0, 0, 0]]).to_le_bytes());
+        let rec = &log[20..29];
+        assert_eq!(&rec[..2], &documented_check(b"", &[2]));
+        assert_eq!(rec[2], 2);
+        assert_eq!(&rec[3..7], &crc32_of(&[&[2], b"xy"]).to_le_bytes());
+        assert_eq!(&rec[7..], b"xy");
+        // 200 = 0xc8: the varint c8 01, two bytes (count bits 1).
+        let rec = &log[29..];
+        assert_eq!(&rec[..2], &documented_check(b"", &[0xc8, 0x01]));
+        assert_eq!(rec[0] & 7, 1);
+        assert_eq!(&rec[2..4], &[0xc8, 0x01]);
+        assert_eq!(&rec[4..8], &crc32_of(&[&[0xc8, 0x01], &long]).to_le_bytes());
+        assert_eq!(&rec[8..], &long);
+        assert_eq!(record_header_len(FORMAT_VERSION, 200), 8);
+        // Versions 1-3: 12-byte headers.
+        let mut old = Vec::new();
+        encode_record_for(3, &mut old, b"xy").unwrap();
+        assert_eq!(&old[..4], &[2, 0, 0, 0]);
+        assert_eq!(&old[4..8], &crc32_of(&[&[2, 0, 0, 0]]).to_le_bytes());
         assert_eq!(
-            &rec[8..12],
+            &old[8..12],
             &crc32_of(&[&[2, 0, 0, 0], b"xy"]).to_le_bytes()
         );
-        assert_eq!(&rec[12..], b"xy");
+        assert_eq!(&old[12..], b"xy");
+    }
+
+    /// The check catches every change of one byte of a length (1 to 5
+    /// bytes) that keeps the byte's continuation bit; a change of that bit
+    /// changes the varint's byte count, which the check also holds.
+    #[test]
+    fn every_one_byte_change_of_a_length_changes_its_check() {
+        for n in 1..=MAX_COMPACT_LEN_BYTES {
+            let varint: Vec<u8> = (0..n)
+                .map(|i| {
+                    if i + 1 < n {
+                        0x80 | u8::try_from(i * 37).unwrap()
+                    } else {
+                        0x15
+                    }
+                })
+                .collect();
+            let stored = Framing::Compact.length_check(&[], &varint);
+            for at in 0..n {
+                for mask in 1..0x80u8 {
+                    let mut changed = varint.clone();
+                    changed[at] ^= mask;
+                    let check = Framing::Compact.length_check(&[], &changed);
+                    assert_ne!(check, stored, "n {n}, byte {at}, mask {mask:#x}");
+                }
+            }
+        }
     }
 
     #[test]
     fn every_single_byte_flip_is_caught_or_a_torn_last_record() {
         let log = log_bytes(3, &SAMPLE);
-        let last_start = log.len() - 12 - SAMPLE[2].len();
+        let last_start =
+            log.len() - record_header_len(FORMAT_VERSION, SAMPLE[2].len()) - SAMPLE[2].len();
         for i in 0..log.len() {
             for mask in [0x01u8, 0x80, 0xff, 0x5a] {
                 let mut bad = log.clone();
@@ -1005,7 +1314,9 @@ mod tests {
         let log = log_bytes(3, &SAMPLE);
         let mut boundaries = vec![FILE_HEADER_LEN];
         for p in SAMPLE {
-            boundaries.push(boundaries.last().unwrap() + 12 + p.len());
+            boundaries.push(
+                boundaries.last().unwrap() + record_header_len(FORMAT_VERSION, p.len()) + p.len(),
+            );
         }
         for len in 0..=log.len() {
             let r = replay(&log[..len], "x.wal").unwrap();
@@ -1046,12 +1357,12 @@ mod tests {
 
         // Zeroed bytes inside the second record, intact record after: corruption.
         let mut log = log_bytes(3, &[b"aaaa", b"bbbbbbbb", b"cccc"]);
-        let second = FILE_HEADER_LEN + 12 + 4;
-        log[second + 12..second + 16].fill(0);
+        let second = FILE_HEADER_LEN + 7 + 4;
+        log[second + 7..second + 11].fill(0);
         assert!(replay(&log, "x.wal").unwrap_err().is_corruption());
         // Zeroed record header in the middle: corruption too.
         let mut log = log_bytes(3, &[b"aaaa", b"bbbbbbbb", b"cccc"]);
-        log[second..second + 12].fill(0);
+        log[second..second + 7].fill(0);
         assert!(replay(&log, "x.wal").unwrap_err().is_corruption());
     }
 
@@ -1093,12 +1404,12 @@ mod tests {
             .is_corruption());
         // A valid checksum over a wrong version.
         let mut body = MAGIC.to_vec();
-        body.extend_from_slice(&4u32.to_le_bytes());
+        body.extend_from_slice(&5u32.to_le_bytes());
         body.extend_from_slice(&9u64.to_le_bytes());
         let crc = crc32_of(&[&body]);
         body.extend_from_slice(&crc.to_le_bytes());
         let err = replay(&body, "x.wal").unwrap_err().to_string();
-        assert!(err.contains("version 4"), "{err}");
+        assert!(err.contains("version 5"), "{err}");
         // A header-only log is a valid empty log.
         let r = replay(&header, "x.wal").unwrap();
         assert_eq!(
@@ -1159,18 +1470,13 @@ mod tests {
         let open_part = log_bytes(3, &SAMPLE);
         assert_eq!(log.len(), open_part.len() + CLOSE_RECORD_LEN);
         let close = &log[open_part.len()..];
-        assert_eq!(&close[..4], &[20, 0, 0, 0]);
-        assert_eq!(
-            &close[4..8],
-            &crc32_of(&[b"close", &close[..4]]).to_le_bytes()
-        );
-        assert_eq!(
-            &close[8..12],
-            &crc32_of(&[&close[..4], &close[12..]]).to_le_bytes()
-        );
-        assert_eq!(&close[12..20], &3u64.to_le_bytes());
-        assert_eq!(&close[20..28], &(open_part.len() as u64).to_le_bytes());
-        assert_eq!(&close[28..], b"SEND");
+        assert_eq!(close.len(), 27);
+        assert_eq!(&close[..2], &documented_check(b"close", &[20]));
+        assert_eq!(close[2], 20);
+        assert_eq!(&close[3..7], &crc32_of(&[&[20], &close[7..]]).to_le_bytes());
+        assert_eq!(&close[7..15], &3u64.to_le_bytes());
+        assert_eq!(&close[15..23], &(open_part.len() as u64).to_le_bytes());
+        assert_eq!(&close[23..], b"SEND");
         let r = replay(&log, "x.wal").unwrap();
         assert_eq!(payloads(&r), SAMPLE);
         assert!(r.closed_cleanly && r.torn_tail.is_none());
@@ -1246,7 +1552,10 @@ mod tests {
 
     #[test]
     fn version_1_logs_still_replay() {
-        let mut log = log_bytes(5, &SAMPLE);
+        let mut log = encode_file_header(5).to_vec();
+        for p in SAMPLE {
+            encode_record_for(1, &mut log, p).unwrap();
+        }
         let mut body = MAGIC.to_vec();
         body.extend_from_slice(&1u32.to_le_bytes());
         body.extend_from_slice(&5u64.to_le_bytes());
@@ -1282,7 +1591,7 @@ mod tests {
                 b.put(k, "v");
             }
             let payload = b.encode_record_with(SeqNo(*first), batch_encoding(version));
-            encode_record_into(&mut body, &payload).unwrap();
+            encode_record_for(version, &mut body, &payload).unwrap();
         }
         body
     }
@@ -1293,7 +1602,7 @@ mod tests {
     #[test]
     fn each_log_version_replays_its_own_batch_encoding() {
         let batches: [(u64, &[&str]); 2] = [(1, &["a", "b"]), (7, &["c"])];
-        for version in [1, 2, 3] {
+        for version in [1, 2, 3, 4] {
             let log = versioned_log(version, &batches);
             let replayed = replay_batches(&log, "x.wal").unwrap();
             let read: Vec<(u64, Vec<&[u8]>)> = replayed
@@ -1311,8 +1620,20 @@ mod tests {
                 BatchEncoding::Fixed => BatchEncoding::Varint,
                 BatchEncoding::Varint => BatchEncoding::Fixed,
             };
-            let log = replay(&log, "x.wal").unwrap();
-            assert!(decode_record_with(log.records[0].payload, other).is_err());
+            let replayed = replay(&log, "x.wal").unwrap();
+            assert!(decode_record_with(replayed.records[0].payload, other).is_err());
+            // Closed in its own framing (32 bytes in versions 2 and 3, 27
+            // from 4): a clean close, in replay and in salvage.
+            if version >= 2 {
+                let mut closed = log.clone();
+                closed.extend_from_slice(&encode_close_record_for(version, 2, log.len() as u64));
+                assert_eq!(closed.len() - log.len(), if version >= 4 { 27 } else { 32 });
+                assert!(
+                    replay(&closed, "x.wal").unwrap().closed_cleanly,
+                    "version {version}"
+                );
+                assert!(salvage(&closed).closed_cleanly, "version {version}");
+            }
         }
     }
 
@@ -1352,7 +1673,7 @@ mod tests {
         let p1 = batch_payload(10, &["k"]);
         let p2 = batch_payload(11, &["k"]);
         let log = log_bytes(1, &[&p1, &p2]);
-        let seq_at = FILE_HEADER_LEN + RECORD_HEADER_LEN;
+        let seq_at = FILE_HEADER_LEN + record_header_len(FORMAT_VERSION, p1.len());
         for byte in 0..8 {
             let mut bad = log.clone();
             bad[seq_at + byte] ^= 0x01;
@@ -1402,7 +1723,9 @@ mod tests {
     #[test]
     fn salvage_skips_a_record_whose_payload_or_record_checksum_is_damaged() {
         let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
-        for at in [offsets[1] + RECORD_HEADER_LEN + 3, offsets[1] + 9] {
+        // A payload byte, and a byte of the record checksum (bytes 3..7
+        // of a header whose length takes one byte).
+        for at in [offsets[1] + 7 + 3, offsets[1] + 4] {
             let mut damaged = log.clone();
             damaged[at] ^= 0x10;
             let s = salvage(&damaged);
@@ -1417,18 +1740,21 @@ mod tests {
     #[test]
     fn salvage_repairs_a_record_header_hit_in_one_byte() {
         let (log, offsets) = batch_log(&[b"a", b"bbbbbbbb", b"c"]);
-        // Each byte of the length, and of the header checksum.
-        for at in offsets[1]..offsets[1] + 8 {
-            let mut damaged = log.clone();
-            damaged[at] ^= 0x44;
-            let s = salvage(&damaged);
-            assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]), "flip at {at}");
-            assert!(s.lost.is_empty(), "flip at {at}: {:?}", s.lost);
+        // Each byte of the length check and of the length, its
+        // continuation bit included.
+        for at in offsets[1]..offsets[1] + 3 {
+            for mask in [0x44, 0x80, 0x07, 0xff] {
+                let mut damaged = log.clone();
+                damaged[at] ^= mask;
+                let s = salvage(&damaged);
+                assert_eq!(salvaged_keys(&s), keys(&[0, 1, 2]), "flip at {at}");
+                assert!(s.lost.is_empty(), "flip at {at}: {:?}", s.lost);
+            }
         }
-        // Two bytes of the length: the rest cannot be delimited.
+        // The check and the length both: the rest cannot be delimited.
         let mut damaged = log.clone();
         damaged[offsets[1]] ^= 0x44;
-        damaged[offsets[1] + 1] ^= 0x44;
+        damaged[offsets[1] + 2] ^= 0x44;
         let s = salvage(&damaged);
         assert_eq!(salvaged_keys(&s), keys(&[0]));
         assert_eq!(s.lost.len(), 1);

@@ -282,7 +282,11 @@ fn positions(template: &Template) -> Vec<Position> {
                 let replayed = siftdb::wal::replay(&bytes, &name).unwrap();
                 range(0, siftdb::wal::FILE_HEADER_LEN);
                 for record in &replayed.records {
-                    range(record.offset as usize, siftdb::wal::RECORD_HEADER_LEN + 2);
+                    let header_len = siftdb::wal::record_header_len(
+                        siftdb::wal::FORMAT_VERSION,
+                        record.payload.len(),
+                    );
+                    range(record.offset as usize, header_len + 2);
                 }
                 // Every byte of the last record.
                 range(template.last_record as usize, len);

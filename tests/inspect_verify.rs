@@ -172,8 +172,8 @@ fn a_corrupt_log_record_in_the_middle_is_an_error_with_its_offset() {
     assert_eq!(logs.len(), 1);
     let path = dir.path().join(&logs[0]);
     let mut bytes = std::fs::read(&path).unwrap();
-    // First record: 20-byte file header, 12-byte record header, payload.
-    bytes[20 + 12 + 3] ^= 0x40;
+    // First record: 20-byte file header, 7-byte record header, payload.
+    bytes[20 + 7 + 3] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     let errors = errors(&report);

@@ -310,7 +310,11 @@ fn a_damaged_record_of_a_cleanly_closed_log_is_skipped_and_reported() {
     let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
     assert_eq!(replayed.records.len(), 3);
     // The payload of the second record (key 500): its length stays readable.
-    let second = replayed.records[1].offset + siftdb::wal::RECORD_HEADER_LEN as u64 + 2;
+    let header_len = siftdb::wal::record_header_len(
+        siftdb::wal::FORMAT_VERSION,
+        replayed.records[1].payload.len(),
+    );
+    let second = replayed.records[1].offset + header_len as u64 + 2;
     flip(&log, second);
     let err = Db::open_with(dir.path(), options()).unwrap_err();
     assert!(err.to_string().contains("siftdb repair"), "{err}");
@@ -339,14 +343,16 @@ fn a_log_record_whose_header_is_hit_is_kept_or_the_rest_given_up() {
         let log = dir.path().join(&of_kind(dir.path(), FileKind::Wal)[0]);
         let bytes = std::fs::read(&log).unwrap();
         let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
-        // The length of the second record (key 500).
-        for at in 0..bytes_hit {
+        // The length of the second record (key 500): its one byte (after
+        // the 2-byte length check), and then the check as well.
+        let hit: &[u64] = if bytes_hit == 1 { &[2] } else { &[2, 0] };
+        for at in hit {
             flip(&log, replayed.records[1].offset + at);
         }
         let report = repair(dir.path(), RepairOptions::new().options(options())).unwrap();
         let db = Db::open_with(dir.path(), options()).unwrap();
         if bytes_hit == 1 {
-            // The header checksum names the one length that fits: kept whole.
+            // The length check names the one length that fits: kept whole.
             assert_eq!(report.logs[0].records_kept, 3, "{report:#?}");
             assert!(!report.lost_anything(), "{report:#?}");
             for k in universe() {

@@ -22,8 +22,8 @@ use siftdb::batch::{decode_record_with, WriteBatch};
 use siftdb::key::{internal_key, SeqNo, ValueKind};
 use siftdb::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
 use siftdb::wal::{
-    encode_close_record, encode_file_header, encode_record_into, replay, replay_batches,
-    CLOSE_RECORD_LEN, FILE_HEADER_LEN, RECORD_HEADER_LEN,
+    encode_close_record, encode_close_record_for, encode_file_header, encode_record_into,
+    record_header_len, replay, replay_batches, FILE_HEADER_LEN, FORMAT_VERSION,
 };
 
 /// Reads recipe bytes; zero once the input runs out, so every input is a recipe.
@@ -73,16 +73,23 @@ fn wal_raw(data: &[u8]) {
         }
     };
     // Records are contiguous from the header, inside the input, and the torn
-    // tail (if any) starts where the last record ends.
+    // tail (if any) starts where the last record ends. Their headers are
+    // framed as the file header's version says (read from its bytes 4..8
+    // once replay accepted the header).
+    let version = data
+        .get(4..8)
+        .and_then(|v| <[u8; 4]>::try_from(v).ok())
+        .map_or(FORMAT_VERSION, u32::from_le_bytes);
     let mut pos = FILE_HEADER_LEN as u64;
     for record in &log.records {
         assert_eq!(record.offset, pos, "records are not contiguous");
-        let start = record.offset as usize + RECORD_HEADER_LEN;
+        let header_len = record_header_len(version, record.payload.len());
+        let start = record.offset as usize + header_len;
         assert_eq!(
             data.get(start..start + record.payload.len()),
             Some(record.payload)
         );
-        pos += (RECORD_HEADER_LEN + record.payload.len()) as u64;
+        pos += (header_len + record.payload.len()) as u64;
     }
     match (&log.log_number, &log.torn_tail) {
         (None, torn) => {
@@ -95,10 +102,9 @@ fn wal_raw(data: &[u8]) {
         }
         // A clean end, or the close record the records promise.
         (Some(_), None) if log.closed_cleanly => {
-            assert_eq!(pos + CLOSE_RECORD_LEN as u64, data.len() as u64);
             assert_eq!(
                 data.get(pos as usize..),
-                Some(&encode_close_record(log.records.len() as u64, pos)[..])
+                Some(&encode_close_record_for(version, log.records.len() as u64, pos)[..])
             );
         }
         (Some(_), None) => assert_eq!(pos, data.len() as u64),
@@ -181,7 +187,11 @@ fn wal_recipe(data: &[u8]) {
     let mut log = build_log(log_number, &payloads);
     let mut starts = vec![FILE_HEADER_LEN];
     for p in &payloads {
-        starts.push(starts.last().copied().unwrap_or(0) + RECORD_HEADER_LEN + p.len());
+        starts.push(
+            starts.last().copied().unwrap_or(0)
+                + record_header_len(FORMAT_VERSION, p.len())
+                + p.len(),
+        );
     }
     // Where the records end (and the close record, if any, starts).
     let records_end = log.len();
