@@ -66,6 +66,18 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
 
+    /// Runs every read phase again with this many threads right after the
+    /// run with --threads, on the same database, and prints the ratio of
+    /// the two: a thread-scaling figure both of whose sides met the same
+    /// moment of a shared machine.
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    compare_threads: Option<u16>,
+
+    /// Runs of each read phase (each followed by its --compare-threads
+    /// run); fillrandom runs once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: u16,
+
     /// Filter bits per key: every table's (uniform), or the average over
     /// every key of the tree (level-aware).
     #[arg(long, default_value_t = 10.0)]
@@ -330,27 +342,59 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::with_capacity(args.phases.len());
+    // (phase, round, ops/s at --threads, ops/s at --compare-threads)
+    let mut scaling = Vec::new();
     for &phase in &args.phases {
-        let report = if show_progress {
-            let bar = Bar::new(phase, workload.phase_ops(phase));
-            let report = run_phase(engine.as_ref(), &workload, phase, &options, &bar);
-            bar.0.finish_and_clear();
-            report
+        let rounds = if phase == Phase::FillRandom {
+            1
         } else {
-            run_phase(engine.as_ref(), &workload, phase, &options, &Quiet)
+            args.rounds
         };
-        print!("{}", report.to_human());
-        if let (Some(out), Some(path)) = (json.as_mut(), args.json.as_ref()) {
-            writeln!(out, "{}", report.to_json())
-                .and_then(|()| out.flush())
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        for round in 1..=rounds {
+            let report = run_one(engine.as_ref(), &workload, phase, &options, show_progress);
+            emit(&report, json.as_mut(), args.json.as_deref())?;
+            let compared = match args.compare_threads {
+                Some(threads) if phase != Phase::FillRandom => {
+                    let options = RunOptions {
+                        threads: usize::from(threads),
+                        ..options.clone()
+                    };
+                    let other = run_one(engine.as_ref(), &workload, phase, &options, show_progress);
+                    emit(&other, json.as_mut(), args.json.as_deref())?;
+                    Some(other)
+                }
+                _ => None,
+            };
+            if let Some(other) = &compared {
+                scaling.push((phase, round, report.ops_per_sec(), other.ops_per_sec()));
+            }
+            reports.push(report);
+            reports.extend(compared);
         }
-        reports.push(report);
     }
     drop(engine);
 
     println!();
     print!("{}", summary_table(&reports));
+    if let Some(threads) = args.compare_threads {
+        println!();
+        println!(
+            "thread scaling: ops/s with {threads} threads ÷ ops/s with {}, each pair run back to back",
+            args.threads
+        );
+        for (phase, round, base, other) in &scaling {
+            let ratio = match (base, other) {
+                (Some(base), Some(other)) if *base > 0.0 => format!("{:.2}", other / base),
+                _ => "-".to_string(),
+            };
+            println!(
+                "  {:<12} round {round}: {} -> {}  {ratio}",
+                phase.name(),
+                base.map_or("-".to_string(), |v| format!("{v:.0}")),
+                other.map_or("-".to_string(), |v| format!("{v:.0}")),
+            );
+        }
+    }
     if args.engine == "siftdb" {
         print_filters(dir.path());
     }
@@ -373,6 +417,41 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one phase, with a progress bar when stderr is a terminal, and
+/// prints its report.
+fn run_one(
+    engine: &dyn Engine,
+    workload: &Workload,
+    phase: Phase,
+    options: &RunOptions,
+    show_progress: bool,
+) -> PhaseReport {
+    let report = if show_progress {
+        let bar = Bar::new(phase, workload.phase_ops(phase));
+        let report = run_phase(engine, workload, phase, options, &bar);
+        bar.0.finish_and_clear();
+        report
+    } else {
+        run_phase(engine, workload, phase, options, &Quiet)
+    };
+    print!("{}", report.to_human());
+    report
+}
+
+/// Appends `report` to the JSON file, if one was asked for.
+fn emit(
+    report: &PhaseReport,
+    out: Option<&mut BufWriter<File>>,
+    path: Option<&Path>,
+) -> Result<(), String> {
+    if let (Some(out), Some(path)) = (out, path) {
+        writeln!(out, "{}", report.to_json())
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What a run was, in one line: engine, N, M when it differs, threads, cold.

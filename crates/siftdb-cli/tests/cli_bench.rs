@@ -92,6 +92,55 @@ fn bench_runs_every_phase_and_writes_one_json_object_per_phase() {
 }
 
 #[test]
+fn compare_threads_runs_each_read_phase_twice_per_round_and_prints_the_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = siftdb(&[
+        "bench",
+        "--engine",
+        "memory",
+        "--n",
+        "2000",
+        "--phases",
+        "fillrandom,readrandom,readmissing",
+        "--compare-threads",
+        "2",
+        "--rounds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let runs: Vec<(String, u64)> = json_lines(&json)
+        .iter()
+        .map(|r| {
+            (
+                r["phase"].as_str().unwrap().to_string(),
+                r["threads"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        ("fillrandom", 1),
+        ("readrandom", 1),
+        ("readrandom", 2),
+        ("readrandom", 1),
+        ("readrandom", 2),
+        ("readmissing", 1),
+        ("readmissing", 2),
+        ("readmissing", 1),
+        ("readmissing", 2),
+    ]
+    .iter()
+    .map(|(p, t)| (p.to_string(), *t))
+    .collect();
+    assert_eq!(runs, expected);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("thread scaling"), "{stdout}");
+    assert_eq!(stdout.matches("round 2:").count(), 2, "{stdout}");
+}
+
+#[test]
 fn a_phase_that_fails_its_checks_exits_non_zero_and_reports_no_figures() {
     // Nothing loaded: every get of a present key misses.
     let dir = tempfile::tempdir().unwrap();
