@@ -95,21 +95,11 @@ fn bench_runs_every_phase_and_writes_one_json_object_per_phase() {
 fn compare_threads_runs_each_read_phase_twice_per_round_and_prints_the_ratios() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
-    let out = siftdb(&[
-        "bench",
-        "--engine",
-        "memory",
-        "--n",
-        "2000",
-        "--phases",
-        "fillrandom,readrandom,readmissing",
-        "--compare-threads",
-        "2",
-        "--rounds",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let flags = "bench --engine memory --n 2000 --phases fillrandom,readrandom,readmissing \
+                 --compare-threads 2 --rounds 2 --json";
+    let mut args: Vec<&str> = flags.split_whitespace().collect();
+    args.push(json.to_str().unwrap());
+    let out = siftdb(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let runs: Vec<(String, u64)> = json_lines(&json)
         .iter()
