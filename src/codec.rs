@@ -162,16 +162,24 @@ pub fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Appends `value` as a LEB128 varint in its shortest form (1 to 10 bytes).
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, value: u64) {
+    each_varint_byte(value, |byte| out.push(byte));
+}
+
+/// Hands `value`'s LEB128 bytes, shortest form, to `push` in order: one
+/// encoder for every destination (a `Vec`, or a header built on the stack).
+#[inline]
 #[expect(
     clippy::cast_possible_truncation,
     reason = "each byte keeps the low seven bits on purpose; the rest follow in later bytes"
 )]
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub fn each_varint_byte(mut value: u64, mut push: impl FnMut(u8)) {
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        push((value as u8) | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    push(value as u8);
 }
 
 /// Bytes [`put_varint`] writes for `value`.

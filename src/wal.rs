@@ -71,7 +71,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::batch::{decode_record_with, BatchEncoding, DecodedBatch};
-use crate::codec::{crc32_of, varint_len, ByteReader};
+use crate::codec::{crc32_of, each_varint_byte, varint_len, ByteReader};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::SeqNo;
@@ -85,8 +85,9 @@ pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this code still reads (no close record).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// Bytes of the close record this code writes, header included (version
-/// 4; 32 in versions 2 and 3).
-pub const CLOSE_RECORD_LEN: usize = 7 + CLOSE_PAYLOAD_LEN as usize;
+/// 4: a 2-byte check, a 1-byte length, a 4-byte CRC; 32 bytes in versions
+/// 2 and 3).
+pub const CLOSE_RECORD_LEN: usize = 2 + 1 + 4 + CLOSE_PAYLOAD_LEN as usize;
 /// How the batch payloads of a log of format `version` are encoded.
 pub fn batch_encoding(version: u32) -> BatchEncoding {
     if version >= 3 {
@@ -337,20 +338,9 @@ impl Framing {
                 out.push(&crc32_of(&[&len_bytes, payload]).to_le_bytes());
             }
             Framing::Compact => {
-                let mut varint = [0u8; MAX_COMPACT_LEN_BYTES];
-                let mut rest = len;
-                let mut used = 0;
-                for slot in &mut varint {
-                    let low = u8::try_from(rest & 0x7f).unwrap_or_default();
-                    rest >>= 7;
-                    used += 1;
-                    if rest == 0 {
-                        *slot = low;
-                        break;
-                    }
-                    *slot = low | 0x80;
-                }
-                let len_bytes = varint.get(..used).unwrap_or_default();
+                let mut varint = StackBytes::<MAX_COMPACT_LEN_BYTES>::new();
+                each_varint_byte(u64::from(len), |byte| varint.push(&[byte]));
+                let len_bytes = varint.as_slice();
                 let check = self.length_check(kind, len_bytes).to_le_bytes();
                 out.push(check.get(..2).unwrap_or_default());
                 out.push(len_bytes);
@@ -405,6 +395,12 @@ pub fn record_header_len(version: u32, payload_len: usize) -> usize {
         Framing::Wide => 12,
         Framing::Compact => varint_len(payload_len as u64) + 6,
     }
+}
+
+/// Bytes of the close record of a log of format `version` (2 or later).
+fn close_record_len(version: u32) -> usize {
+    let payload = CLOSE_PAYLOAD_LEN as usize;
+    record_header_len(version, payload) + payload
 }
 
 /// Appends one record (header and payload) to `out`, in the format this
@@ -1002,9 +998,7 @@ fn step(rest: &[u8], version: u32, after: Option<SeqNo>) -> Step<'_> {
                 Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
             }
         }
-        RecordRead::Close if rest.len() == framing(version).close_record(0, 0).len => {
-            Step::End(true, None)
-        }
+        RecordRead::Close if rest.len() == close_record_len(version) => Step::End(true, None),
         RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
         RecordRead::Torn(reason) => Step::End(false, Some(reason)),
         RecordRead::Corrupt(reason) => Step::Damage(reason, vouched_len(rest, version)),
