@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::Measurement;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use siftdb::key::{SeqNo, ValueKind};
-use siftdb::memtable::{MemValue, Memtable};
+use siftdb::internals::key::{SeqNo, ValueKind};
+use siftdb::internals::memtable::{MemValue, Memtable};
 
 #[path = "support/crossbeam_memtable.rs"]
 mod crossbeam_memtable;

@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use siftdb::fs::OsFileSystem;
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::table::{LookupKey, Table, TableBuilder, TableOptions};
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::table::{LookupKey, Table, TableBuilder, TableOptions};
 
 const N: u64 = 1_000_000;
 

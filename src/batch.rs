@@ -12,8 +12,8 @@
 //!
 //! ```
 //! use siftdb::WriteBatch;
-//! use siftdb::batch::decode_record;
-//! use siftdb::key::{SeqNo, ValueKind};
+//! use siftdb::internals::batch::decode_record;
+//! use siftdb::internals::key::{SeqNo, ValueKind};
 //!
 //! let mut batch = WriteBatch::new();
 //! batch.put(b"apple", b"red");
@@ -82,6 +82,22 @@ pub struct BatchOp<'a> {
 ///
 /// The operations are stored already encoded, in one buffer, exactly as they
 /// appear in the log record, so logging a batch is one copy.
+///
+/// ```
+/// use siftdb::{Db, WriteBatch};
+///
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path())?;
+/// db.put(b"account/a", b"100")?;
+/// // Move the balance: both writes land, or (after a crash) neither.
+/// let mut batch = WriteBatch::new();
+/// batch.put(b"account/a", b"0");
+/// batch.put(b"account/b", b"100");
+/// assert_eq!(batch.len(), 2);
+/// db.write(batch)?;
+/// assert_eq!(db.get(b"account/b")?.as_deref(), Some(&b"100"[..]));
+/// # Ok::<(), siftdb::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     /// The encoded operations (the record payload after its header), in

@@ -5,7 +5,37 @@
 //! filter, written beside its data, and a `get` asks that filter first, so a
 //! table that cannot hold the key costs no disk read.
 //!
-//! The filter is also a library of its own: see [`filter`].
+//! ```
+//! # fn main() -> siftdb::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! use siftdb::{Db, Options, WriteBatch};
+//!
+//! let db = Db::open_with(dir.path(), Options::default().bloom_bits_per_key(10.0))?;
+//! db.put(b"apple", b"red")?;
+//!
+//! // Several writes that land together or not at all.
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"banana", b"yellow");
+//! batch.delete(b"apple");
+//! db.write(batch)?;
+//!
+//! assert_eq!(db.get(b"apple")?, None);
+//! assert_eq!(db.get(b"banana")?.as_deref(), Some(&b"yellow"[..]));
+//! for entry in db.prefix(b"b") {
+//!     let (key, value) = entry?;
+//!     println!("{key:?} = {value:?}");
+//! }
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The public API is what an application embeds: [`Db`] (with [`Snapshot`]
+//! and [`DbIterator`]), [`WriteBatch`], [`Options`] and its enums,
+//! [`Error`]/[`Result`], [`Stats`], [`FilterPolicy`], [`PrefixExtractor`],
+//! [`repair()`], `AsyncDb` (feature `tokio`), the size limits
+//! [`MAX_KEY_LEN`] and [`MAX_VALUE_LEN`], and the [`filter`] library.
+//! The filter is a library of its own: see [`filter`].
 //!
 //! Data flows one way on the read path: database → version → table →
 //! filter → block, never back up.
@@ -13,24 +43,24 @@
 
 #[cfg(feature = "tokio")]
 mod async_db;
-pub mod batch;
-pub mod codec;
+mod batch;
+mod codec;
 mod counter;
 mod db;
-pub mod error;
-pub mod filename;
+mod error;
+mod filename;
 pub mod filter;
-pub mod fs;
-pub mod inspect;
-pub mod key;
-pub mod manifest;
-pub mod memtable;
-pub mod options;
+mod fs;
+mod inspect;
+mod key;
+mod manifest;
+mod memtable;
+mod options;
 mod prefetch;
-pub mod prefix;
-pub mod repair;
-pub mod table;
-pub mod wal;
+mod prefix;
+mod repair;
+mod table;
+mod wal;
 
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;
@@ -38,6 +68,73 @@ pub use batch::WriteBatch;
 pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
-pub use options::Options;
+pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
+pub use options::{Compression, Options};
 pub use prefix::PrefixExtractor;
-pub use repair::{repair, RepairOptions, RepairReport};
+pub use repair::{
+    repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,
+    TableAction, TableReport,
+};
+pub use table::LevelFilterStats;
+
+/// siftdb's own internals, public only for the project's tools (the CLI,
+/// the benchmarks, the test kit and the fuzz targets).
+///
+/// **No stability promise**: anything here may change or vanish in any
+/// release, patch releases included. An application uses the items at the
+/// crate root instead.
+#[doc(hidden)]
+pub mod internals {
+    /// Write batches and their log encoding.
+    pub mod batch {
+        pub use crate::batch::*;
+    }
+    /// Checksums and varints.
+    pub mod codec {
+        pub use crate::codec::*;
+    }
+    /// File names of a database directory.
+    pub mod filename {
+        pub use crate::filename::*;
+    }
+    /// The file-system seam (fault injection plugs in here).
+    pub mod fs {
+        pub use crate::fs::*;
+    }
+    /// Reports on a database directory and its tables, and `verify`.
+    pub mod inspect {
+        pub use crate::inspect::*;
+    }
+    /// Internal keys: user key, sequence number and kind.
+    pub mod key {
+        pub use crate::key::*;
+    }
+    /// The manifest file.
+    pub mod manifest {
+        pub use crate::manifest::*;
+    }
+    /// The memtable.
+    pub mod memtable {
+        pub use crate::memtable::*;
+    }
+    /// Option constants.
+    pub mod options {
+        pub use crate::options::*;
+    }
+    /// Prefix helpers.
+    pub mod prefix {
+        pub use crate::prefix::*;
+    }
+    /// Repair's parts.
+    pub mod repair {
+        pub use crate::repair::*;
+    }
+    /// Sorted tables: format, builder, reader, salvage.
+    pub mod table {
+        pub use crate::table::*;
+    }
+    /// The write-ahead log.
+    pub mod wal {
+        pub use crate::wal::*;
+    }
+}

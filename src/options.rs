@@ -26,6 +26,22 @@ pub enum Compression {
 }
 
 /// Database options. Start from `Options::default()` and chain builder methods.
+///
+/// ```
+/// use siftdb::{Compression, Db, FilterPolicy, Options, PrefixExtractor};
+///
+/// let opts = Options::default()
+///     .filter_policy(FilterPolicy::level_aware(10.0)) // bits spent where they save most reads
+///     .memtable_bytes(16 << 20)
+///     .block_cache_bytes(128 << 20)
+///     .compression(Compression::Lz4)
+///     .prefix_extractor(PrefixExtractor::fixed(4)?) // prefix scans skip tables
+///     .sync_writes(true); // fsync each write before it returns
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open_with(dir.path(), opts)?;
+/// db.put(b"user0001", b"x")?;
+/// # Ok::<(), siftdb::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Options {
     pub(crate) filter_policy: FilterPolicy,
@@ -346,6 +362,8 @@ impl Options {
     }
 
     /// The file system the engine performs all I/O through (tests inject faults here).
+    /// Part of the unstable `internals`: no stability promise.
+    #[doc(hidden)]
     pub fn file_system(mut self, fs: SharedFs) -> Self {
         self.fs = fs;
         self

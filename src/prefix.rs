@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use std::ops::Bound;
-//! use siftdb::prefix::PrefixExtractor;
+//! use siftdb::PrefixExtractor;
 //! let fixed = PrefixExtractor::fixed(4)?;
 //! assert_eq!(fixed.name(), "siftdb.fixed:4");
 //! assert_eq!(fixed.prefix(b"user1234"), Some(&b"user"[..]));

@@ -440,3 +440,136 @@ fn every_file_a_document_cites_exists() {
     assert!(cited > 20, "found only {cited} citations");
     assert!(missing.is_empty(), "\n{}", missing.join("\n"));
 }
+
+/// The names the crate root makes public (`pub use`, `pub mod`, `pub fn`,
+/// `pub struct`, …), read from `src/lib.rs` as text, with the braces of a
+/// `pub use` expanded; `#[cfg(…)]`-gated ones included.
+fn root_public_names(lib: &str) -> BTreeSet<String> {
+    let code = code_of(lib);
+    let mut names = BTreeSet::new();
+    let mut depth = 0usize;
+    let mut statement = String::new();
+    for line in code.lines() {
+        let trimmed = line.trim();
+        if depth == 0 || !statement.is_empty() {
+            if statement.is_empty() && trimmed.starts_with("pub use ") {
+                statement.push_str(trimmed);
+            } else if !statement.is_empty() {
+                statement.push(' ');
+                statement.push_str(trimmed);
+            } else if let Some(rest) = trimmed.strip_prefix("pub ") {
+                let mut words = rest.split_whitespace();
+                let kind = words.next().unwrap_or_default();
+                if let Some(name) = words.next() {
+                    let name: String = name
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.insert(format!("{kind} {name}"));
+                }
+            }
+            if !statement.is_empty() && statement.ends_with(';') {
+                let body = statement
+                    .trim_start_matches("pub use ")
+                    .trim_end_matches(';')
+                    .to_string();
+                let (_, list) = body.split_once('{').unwrap_or(("", body.as_str()));
+                for item in list.trim_end_matches('}').split(',') {
+                    let item = item.trim();
+                    if item.is_empty() {
+                        continue;
+                    }
+                    let last = item.rsplit("::").next().unwrap_or(item);
+                    let last = last.rsplit(" as ").next().unwrap_or(last).trim();
+                    names.insert(format!("use {last}"));
+                }
+                statement.clear();
+            }
+        }
+        if statement.is_empty() {
+            depth += line.matches('{').count();
+            depth = depth.saturating_sub(line.matches('}').count());
+        }
+    }
+    names
+}
+
+/// The crate's public API is the embedding application's: the items the
+/// issue that narrowed it lists, `filter` as a library of its own, and the
+/// hidden, unstable `internals` for the project's own tools. Anything else
+/// on the main docs page is a promise nobody meant to make.
+#[test]
+fn the_crate_root_exports_only_the_applications_api() {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let names = root_public_names(&lib);
+    let allowed: BTreeSet<String> = [
+        "use AsyncDb",
+        "use WriteBatch",
+        "use Db",
+        "use DbIterator",
+        "use FilterBuildStats",
+        "use RecoveryReport",
+        "use Snapshot",
+        "use Stats",
+        "use Error",
+        "use Result",
+        "use FilterPolicy",
+        "use Compression",
+        "use Options",
+        "use PrefixExtractor",
+        "use repair",
+        "use LogAction",
+        "use LogReport",
+        "use LostRange",
+        "use ManifestFinding",
+        "use RepairOptions",
+        "use RepairReport",
+        "use TableAction",
+        "use TableReport",
+        "use LevelFilterStats",
+        "use MAX_KEY_LEN",
+        "use MAX_VALUE_LEN",
+        "mod filter",
+        "mod internals",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let extra: Vec<_> = names.difference(&allowed).collect();
+    assert!(
+        extra.is_empty(),
+        "public at the crate root but not in the application's API: {extra:?}"
+    );
+    assert!(
+        names.contains("mod internals") && names.contains("use Db"),
+        "reader broken: {names:?}"
+    );
+    let hidden = lib
+        .split("pub mod internals")
+        .next()
+        .is_some_and(|before| before.trim_end().ends_with("#[doc(hidden)]"));
+    assert!(
+        hidden,
+        "`internals` must be #[doc(hidden)]: it carries no stability promise"
+    );
+}
+
+/// The reader of the crate root's public names sees what a root declares.
+#[test]
+fn the_public_name_reader_sees_every_kind_of_export() {
+    let lib = "//! doc\nmod private;\npub mod open;\npub use a::{B, c::D as E,\n    F};\npub use g::H;\npub fn f() {}\npub(crate) fn hidden() {}\npub mod inner {\n    pub use crate::x::*;\n}\n";
+    let names = root_public_names(lib);
+    let expected: BTreeSet<String> = [
+        "mod open",
+        "use B",
+        "use E",
+        "use F",
+        "use H",
+        "fn f",
+        "mod inner",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(names, expected);
+}

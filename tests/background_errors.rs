@@ -22,9 +22,9 @@ use std::io::ErrorKind;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use siftdb::filename::{parse_file_name, FileKind};
-use siftdb::fs::FileSystem;
-use siftdb::manifest::read_manifest;
+use siftdb::internals::filename::{parse_file_name, FileKind};
+use siftdb::internals::fs::FileSystem;
+use siftdb::internals::manifest::read_manifest;
 use siftdb::{Db, Error, Options};
 use siftdb_testkit::{FaultFs, FaultMode, PowerLoss};
 
@@ -546,4 +546,29 @@ fn a_power_loss_at_every_step_of_log_recovery_loses_nothing() {
             .unwrap_or_else(|e| panic!("power lost at op {n} of recovery: {e}"));
         check(&db, &model, &format!("power lost at op {n} of recovery"));
     }
+}
+
+/// `Db::close` reports what a drop can only swallow: a failed final sync of
+/// the log is an error of the call, and the writes stay readable after a
+/// reopen (they were acknowledged, so they reached the log).
+#[test]
+fn close_reports_a_failed_final_sync_and_loses_no_acknowledged_write() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    fs.fail_matching("sync", ".wal", FaultMode::Persistent, ErrorKind::Other);
+    let closed = db.close();
+    assert!(matches!(closed, Err(Error::Io { .. })), "{closed:?}");
+    fs.clear_faults();
+    let db = Db::open_with(DB, options(&fs)).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+    let db = Db::open_with(DB, options(&fs)).unwrap();
+    assert!(db.recovery_report().closed_cleanly);
+    // Closing a read-only handle has no log to close.
+    drop(db);
+    Db::open_with(DB, options(&fs).read_only(true))
+        .unwrap()
+        .close()
+        .unwrap();
 }

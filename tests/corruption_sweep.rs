@@ -13,7 +13,7 @@
 //! exactly the state before that batch. A damaged table never refuses the
 //! open (only the manifest and the log may, naming `siftdb repair`).
 //!
-//! Then every damaged copy is repaired (`siftdb::repair`) and read again:
+//! Then every damaged copy is repaired (`siftdb::internals::repair`) and read again:
 //! it must open with no damaged table, verify clean, and answer every key
 //! right — except a key within a range the report says was lost (then it
 //! may be absent, never an older value), or written by a log record the
@@ -34,10 +34,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use siftdb::filename::{parse_file_name, FileKind, MANIFEST_FILE};
-use siftdb::inspect::verify_dir;
-use siftdb::table::format::TRAILER_LEN;
-use siftdb::table::Table;
+use siftdb::internals::filename::{parse_file_name, FileKind, MANIFEST_FILE};
+use siftdb::internals::inspect::verify_dir;
+use siftdb::internals::table::format::TRAILER_LEN;
+use siftdb::internals::table::Table;
 use siftdb::{repair, Db, Options, RepairOptions, WriteBatch};
 
 /// Positions picked at random in each file, on top of the structural ones.
@@ -211,7 +211,7 @@ fn build_template() -> Template {
         .find(|n| matches!(parse_file_name(n), Some((FileKind::Wal, _))))
         .expect("a log");
     let log = std::fs::read(dir.join(&log_name)).unwrap();
-    let replayed = siftdb::wal::replay(&log, &log_name).unwrap();
+    let replayed = siftdb::internals::wal::replay(&log, &log_name).unwrap();
     assert_eq!(replayed.records.len(), 4);
     let last_record = replayed.records.last().unwrap().offset;
     let logged = replayed
@@ -265,7 +265,10 @@ fn positions(template: &Template) -> Vec<Position> {
         match parse_file_name(&name) {
             Some((FileKind::Table, _)) => {
                 let table = Table::open_path(&path).unwrap();
-                range(len.saturating_sub(siftdb::table::format::FOOTER_LEN), 64);
+                range(
+                    len.saturating_sub(siftdb::internals::table::format::FOOTER_LEN),
+                    64,
+                );
                 let footer = *table.footer();
                 let mut handles = table.data_block_handles().to_vec();
                 handles.push(footer.index);
@@ -279,11 +282,11 @@ fn positions(template: &Template) -> Vec<Position> {
             }
             Some((FileKind::Wal, _)) => {
                 let bytes = std::fs::read(&path).unwrap();
-                let replayed = siftdb::wal::replay(&bytes, &name).unwrap();
-                range(0, siftdb::wal::FILE_HEADER_LEN);
+                let replayed = siftdb::internals::wal::replay(&bytes, &name).unwrap();
+                range(0, siftdb::internals::wal::FILE_HEADER_LEN);
                 for record in &replayed.records {
-                    let header_len = siftdb::wal::record_header_len(
-                        siftdb::wal::FORMAT_VERSION,
+                    let header_len = siftdb::internals::wal::record_header_len(
+                        siftdb::internals::wal::FORMAT_VERSION,
                         record.payload.len(),
                     );
                     range(record.offset as usize, header_len + 2);

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use siftdb::filename::table_file_name;
-use siftdb::fs::OsFileSystem;
-use siftdb::key::user_key_of;
-use siftdb::manifest::{read_manifest, TableRecord};
-use siftdb::table::Table;
+use siftdb::internals::filename::table_file_name;
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::key::user_key_of;
+use siftdb::internals::manifest::{read_manifest, TableRecord};
+use siftdb::internals::table::Table;
 use siftdb::{Db, Error, Options};
 use siftdb_testkit::files::flip_byte;
 

@@ -184,7 +184,7 @@ fn bad_paths_and_bad_input_are_clear_errors() {
     assert!(matches!(Db::open(&foreign), Err(Error::InvalidArgument(_))));
 
     let db = Db::open(dir.path().join("db")).unwrap();
-    let big_key = vec![0u8; siftdb::key::MAX_KEY_LEN + 1];
+    let big_key = vec![0u8; siftdb::MAX_KEY_LEN + 1];
     assert!(matches!(
         db.put(&big_key, b"v"),
         Err(Error::InvalidArgument(_))
@@ -193,7 +193,7 @@ fn bad_paths_and_bad_input_are_clear_errors() {
     let sixteen_mib = vec![7u8; 16 << 20];
     db.put(b"big", &sixteen_mib).unwrap();
     assert_eq!(db.get(b"big").unwrap().unwrap().len(), 16 << 20);
-    let too_big = vec![0u8; siftdb::key::MAX_VALUE_LEN + 1];
+    let too_big = vec![0u8; siftdb::MAX_VALUE_LEN + 1];
     assert!(matches!(
         db.put(b"k", &too_big),
         Err(Error::InvalidArgument(_))
@@ -281,7 +281,7 @@ fn multi_get_answers_as_gets_and_counts_as_gets() {
         middle.data_block_reads - before.data_block_reads
     );
     assert!(matches!(
-        db.multi_get(&[vec![0u8; siftdb::key::MAX_KEY_LEN + 1]]),
+        db.multi_get(&[vec![0u8; siftdb::MAX_KEY_LEN + 1]]),
         Err(Error::InvalidArgument(_))
     ));
     assert_eq!(db.multi_get::<&[u8]>(&[]).unwrap(), Vec::new());

@@ -16,9 +16,9 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use siftdb::filter::FilterKind;
-use siftdb::inspect::{inspect_dir, verify_dir, FilterSummary};
-use siftdb::table::format::encode_trailer;
-use siftdb::table::{BlockKind, Codec, FilterStatus, Table};
+use siftdb::internals::inspect::{inspect_dir, verify_dir, FilterSummary};
+use siftdb::internals::table::format::encode_trailer;
+use siftdb::internals::table::{BlockKind, Codec, FilterStatus, Table};
 use siftdb::{Db, FilterPolicy, Options};
 
 /// The policies a reopen switches between: tables written under each stay

@@ -19,9 +19,9 @@
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
-use siftdb::codec::crc32_of;
 use siftdb::filter::range::{RangeFilter, RangeFilterView};
 use siftdb::filter::{BloomFilter, FingerprintBits, FuseFilter, FuseView, Layout};
+use siftdb::internals::codec::crc32_of;
 use siftdb_testkit::fuzzing::filter::{filter_decode, filter_roundtrip};
 use siftdb_testkit::fuzzing::fuse::{fuse_decode, fuse_keys};
 use siftdb_testkit::fuzzing::range_filter::range_filter_decode;

@@ -14,10 +14,10 @@
 use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
-use siftdb::batch::WriteBatch;
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::manifest::{self, ManifestState, TableRecord};
-use siftdb::wal::{encode_close_record, encode_file_header, encode_record_into};
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::manifest::{self, ManifestState, TableRecord};
+use siftdb::internals::wal::{encode_close_record, encode_file_header, encode_record_into};
+use siftdb::WriteBatch;
 use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
 
 const GENERATED_INPUTS: usize = 100_000;

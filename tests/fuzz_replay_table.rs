@@ -18,13 +18,13 @@ use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::filter::FingerprintBits;
-use siftdb::fs::OsFileSystem;
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::options::Compression;
-use siftdb::prefix::PrefixExtractor;
-use siftdb::table::block::Block;
-use siftdb::table::compression::compress_block;
-use siftdb::table::{ReadCounters, Table, TableBuilder, TableFormat, TableOptions};
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::table::block::Block;
+use siftdb::internals::table::compression::compress_block;
+use siftdb::internals::table::{ReadCounters, Table, TableBuilder, TableFormat, TableOptions};
+use siftdb::Compression;
+use siftdb::PrefixExtractor;
 use siftdb_testkit::fuzzing::table::{block_decode, block_decompress, table_open};
 
 fn corpus(target: &str) -> Vec<PathBuf> {

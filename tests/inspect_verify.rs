@@ -1,4 +1,4 @@
-//! `siftdb::inspect::verify_dir` on sound and damaged databases: every kind
+//! `siftdb::internals::inspect::verify_dir` on sound and damaged databases: every kind
 //! of damage is found and named by file (and offset where there is one),
 //! damage reads survive is a warning, and verify itself writes nothing and
 //! needs no lock.
@@ -14,11 +14,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use siftdb::filename::{parse_file_name, table_file_name, FileKind};
-use siftdb::fs::OsFileSystem;
-use siftdb::inspect::{verify_dir, VerifyReport};
-use siftdb::manifest::{read_manifest, write_manifest, ManifestState};
-use siftdb::table::{BlockKind, Severity};
+use siftdb::internals::filename::{parse_file_name, table_file_name, FileKind};
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::inspect::{verify_dir, VerifyReport};
+use siftdb::internals::manifest::{read_manifest, write_manifest, ManifestState};
+use siftdb::internals::table::{BlockKind, Severity};
 use siftdb::{Db, Options};
 
 fn options() -> Options {
@@ -206,7 +206,7 @@ fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let (log, path, bytes) = closed_with_one_log(dir.path());
     // What a crash leaves: no close record, the last record cut short.
-    let crashed = bytes.len() - siftdb::wal::CLOSE_RECORD_LEN - 3;
+    let crashed = bytes.len() - siftdb::internals::wal::CLOSE_RECORD_LEN - 3;
     std::fs::write(&path, &bytes[..crashed]).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
@@ -223,7 +223,7 @@ fn a_damaged_last_record_of_a_cleanly_closed_log_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let (log, path, mut bytes) = closed_with_one_log(dir.path());
     // 3 bytes before the end, and 3 bytes before the close record.
-    for from_end in [3, siftdb::wal::CLOSE_RECORD_LEN + 3] {
+    for from_end in [3, siftdb::internals::wal::CLOSE_RECORD_LEN + 3] {
         let at = bytes.len() - from_end;
         bytes[at] ^= 0x10;
         std::fs::write(&path, &bytes).unwrap();
@@ -241,7 +241,7 @@ fn a_log_whose_header_number_differs_from_its_name_is_an_error() {
     build_db(dir.path(), 200);
     let log = log_names(dir.path()).pop().unwrap();
     let (_, number) = parse_file_name(&log).unwrap();
-    let renamed = siftdb::filename::wal_file_name(number + 1);
+    let renamed = siftdb::internals::filename::wal_file_name(number + 1);
     std::fs::rename(dir.path().join(&log), dir.path().join(&renamed)).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     let errors = errors(&report);
@@ -316,7 +316,7 @@ fn a_damaged_data_block_is_an_error_and_a_damaged_filter_a_warning() {
     let largest = state.tables.iter().max_by_key(|t| t.file_size).unwrap();
     let name = table_file_name(largest.file_number);
     let path = dir.path().join(&name);
-    let table = siftdb::table::Table::open_path(&path).unwrap();
+    let table = siftdb::internals::table::Table::open_path(&path).unwrap();
     let data = table.data_block_handles()[1];
     let filter = table.footer().filter.unwrap();
     drop(table);

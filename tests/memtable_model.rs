@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use siftdb::key::{internal_key, parse_internal_key, SeqNo, ValueKind};
-use siftdb::memtable::{MemValue, Memtable, MemtableIter};
+use siftdb::internals::key::{internal_key, parse_internal_key, SeqNo, ValueKind};
+use siftdb::internals::memtable::{MemValue, Memtable, MemtableIter};
 
 /// Few keys, including the empty key and keys that are prefixes of each
 /// other, so versions collide and prefix ordering is exercised.

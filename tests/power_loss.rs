@@ -29,10 +29,10 @@ use siftdb_testkit::SplitMix64;
 use siftdb_testkit::{FaultFs, FaultMode, PowerLoss};
 use std::path::Path;
 
-use siftdb::filename::table_file_name;
-use siftdb::fs::FileSystem;
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
+use siftdb::internals::filename::table_file_name;
+use siftdb::internals::fs::FileSystem;
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use siftdb::{Db, Error, Options, WriteBatch};
 
 const DB: &str = "/db";

@@ -16,8 +16,8 @@
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use siftdb::codec::crc32_of;
 use siftdb::filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView, RangeMode};
+use siftdb::internals::codec::crc32_of;
 use siftdb_testkit::SplitMix64;
 
 fn bench_key(j: u64) -> Vec<u8> {

@@ -3,7 +3,7 @@
 //! `chmod 555` directory as an unprivileged user), needs no lock, works
 //! beside a live writer, and shows a consistent view as of its open: a
 //! prefix of the writer's acknowledged writes, never a hole, however the
-//! writer flushes and compacts meanwhile. `siftdb::inspect` beside a writer
+//! writer flushes and compacts meanwhile. `siftdb::internals::inspect` beside a writer
 //! changes nothing either and describes one manifest.
 #![allow(
     clippy::unwrap_used,
@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use siftdb::fs::{DirLock, FileSystem, OsFileSystem, RandomAccessFile, SharedFs, WritableFile};
-use siftdb::inspect::{inspect_dir_with, FileRole};
+use siftdb::internals::fs::{
+    DirLock, FileSystem, OsFileSystem, RandomAccessFile, SharedFs, WritableFile,
+};
+use siftdb::internals::inspect::{inspect_dir_with, FileRole};
 use siftdb::{Db, Error, Options, Result};
 use siftdb_testkit::files::snapshot;
 #[cfg(unix)]

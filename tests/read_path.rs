@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use siftdb::inspect::verify_dir;
-use siftdb::options::Compression;
-use siftdb::table::format::{block_checksum, TRAILER_LEN};
-use siftdb::table::{BlockKind, Codec, Table, TableFormat};
+use siftdb::internals::inspect::verify_dir;
+use siftdb::internals::table::format::{block_checksum, TRAILER_LEN};
+use siftdb::internals::table::{BlockKind, Codec, Table, TableFormat};
+use siftdb::Compression;
 use siftdb::{Db, Error, Options};
 use siftdb_testkit::SplitMix64;
 
@@ -361,7 +361,8 @@ fn compressed_and_raw_tables_round_trip_and_damage_is_corruption() {
         let table = Table::open_path(&path).unwrap();
         let handles = table.data_block_handles().to_vec();
         let file = std::fs::read(&path).unwrap();
-        let codec_of = |h: &siftdb::table::BlockHandle| file[(h.offset + h.len) as usize + 1];
+        let codec_of =
+            |h: &siftdb::internals::table::BlockHandle| file[(h.offset + h.len) as usize + 1];
         let compressed = handles
             .iter()
             .filter(|h| codec_of(h) == Codec::Lz4 as u8)
@@ -433,7 +434,11 @@ fn gets(bytes: Vec<u8>, offset: u64, compressible: bool) -> BTreeMap<&'static st
     let mut outcomes = BTreeMap::new();
     for i in 0..3000 {
         let outcome = match damaged.get_key(&key(i)) {
-            Ok(Some(siftdb::table::TableValue::Put(v))) if v == value(i, compressible) => "right",
+            Ok(Some(siftdb::internals::table::TableValue::Put(v)))
+                if v == value(i, compressible) =>
+            {
+                "right"
+            }
             Ok(_) => "other bytes",
             Err(e) => {
                 assert!(e.is_corruption(), "{e}");
@@ -634,7 +639,7 @@ fn a_database_whose_log_is_of_version_2_recovers_its_writes() {
         let bytes = std::fs::read(path).unwrap();
         assert_eq!(
             &bytes[4..8],
-            &siftdb::wal::FORMAT_VERSION.to_le_bytes(),
+            &siftdb::internals::wal::FORMAT_VERSION.to_le_bytes(),
             "{}",
             path.display()
         );

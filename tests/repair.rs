@@ -1,4 +1,4 @@
-//! `siftdb::repair` on real files: a sound database is left untouched; a
+//! `siftdb::internals::repair` on real files: a sound database is left untouched; a
 //! damaged table, manifest or log is rebuilt into a database that opens,
 //! verifies clean and answers every key right or (inside what the report
 //! says was lost) not at all — never with an older value a lost tombstone
@@ -17,13 +17,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use siftdb::filename::{parse_file_name, FileKind, MANIFEST_FILE};
-use siftdb::fs::{FileSystem, OsFileSystem};
-use siftdb::inspect::verify_dir;
-use siftdb::manifest::read_manifest;
-use siftdb::repair::{LogAction, ManifestFinding, TableAction, LOST_DIR};
-use siftdb::table::Table;
+use siftdb::internals::filename::{parse_file_name, FileKind, MANIFEST_FILE};
+use siftdb::internals::fs::{FileSystem, OsFileSystem};
+use siftdb::internals::inspect::verify_dir;
+use siftdb::internals::manifest::read_manifest;
+use siftdb::internals::repair::LOST_DIR;
+use siftdb::internals::table::Table;
 use siftdb::{repair, Db, Error, Options, RepairOptions, RepairReport, WriteBatch};
+use siftdb::{LogAction, ManifestFinding, TableAction};
 use siftdb_testkit::files::{flip_byte, snapshot};
 use siftdb_testkit::{FaultFs, PowerLoss};
 
@@ -129,7 +130,7 @@ fn tables_by_level(dir: &Path) -> BTreeMap<u32, Vec<PathBuf>> {
     for t in state.tables {
         out.entry(t.level)
             .or_default()
-            .push(dir.join(siftdb::filename::table_file_name(t.file_number)));
+            .push(dir.join(siftdb::internals::filename::table_file_name(t.file_number)));
     }
     out
 }
@@ -307,11 +308,11 @@ fn a_damaged_record_of_a_cleanly_closed_log_is_skipped_and_reported() {
     let model = build(dir.path(), options());
     let log = dir.path().join(&of_kind(dir.path(), FileKind::Wal)[0]);
     let bytes = std::fs::read(&log).unwrap();
-    let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
+    let replayed = siftdb::internals::wal::replay(&bytes, "log").unwrap();
     assert_eq!(replayed.records.len(), 3);
     // The payload of the second record (key 500): its length stays readable.
-    let header_len = siftdb::wal::record_header_len(
-        siftdb::wal::FORMAT_VERSION,
+    let header_len = siftdb::internals::wal::record_header_len(
+        siftdb::internals::wal::FORMAT_VERSION,
         replayed.records[1].payload.len(),
     );
     let second = replayed.records[1].offset + header_len as u64 + 2;
@@ -342,7 +343,7 @@ fn a_log_record_whose_header_is_hit_is_kept_or_the_rest_given_up() {
         let model = build(dir.path(), options());
         let log = dir.path().join(&of_kind(dir.path(), FileKind::Wal)[0]);
         let bytes = std::fs::read(&log).unwrap();
-        let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
+        let replayed = siftdb::internals::wal::replay(&bytes, "log").unwrap();
         // The length of the second record (key 500): its one byte (after
         // the 2-byte length check), and then the check as well.
         let hit: &[u64] = if bytes_hit == 1 { &[2] } else { &[2, 0] };
@@ -406,7 +407,9 @@ fn damaged_on(fs: &FaultFs) -> Model {
     let model = build(Path::new("/db"), opts);
     let state = read_manifest(fs, Path::new("/db")).unwrap().unwrap();
     let level0 = state.tables.iter().find(|t| t.level == 0).unwrap();
-    let path = Path::new("/db").join(siftdb::filename::table_file_name(level0.file_number));
+    let path = Path::new("/db").join(siftdb::internals::filename::table_file_name(
+        level0.file_number,
+    ));
     let mut bytes = fs.read_all(&path).unwrap().to_vec();
     bytes[300] ^= 0x5a;
     let mut file = fs.create(&path).unwrap();

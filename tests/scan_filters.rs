@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use siftdb::prefix::PrefixExtractor;
+use siftdb::PrefixExtractor;
 use siftdb::{Db, FilterPolicy, Options, Stats};
 use siftdb_testkit::{FaultFs, SplitMix64};
 
@@ -278,12 +278,12 @@ fn scans_past_prefix_and_range_filters_match_the_model() {
 
 /// A table of keys `k00000`, `k00002`, … with a prefix filter and a range
 /// filter (format 3), as bytes.
-fn filtered_table() -> (Vec<u8>, siftdb::table::TableOptions) {
-    use siftdb::key::{internal_key, SeqNo, ValueKind};
-    let options = siftdb::table::TableOptions {
+fn filtered_table() -> (Vec<u8>, siftdb::internals::table::TableOptions) {
+    use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+    let options = siftdb::internals::table::TableOptions {
         prefix_extractor: Some(PrefixExtractor::fixed(4).unwrap()),
         range_filter_bits_per_key: 16.0,
-        ..siftdb::table::TableOptions::default()
+        ..siftdb::internals::table::TableOptions::default()
     };
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..500u64)
         .map(|i| {
@@ -310,10 +310,13 @@ fn filtered_table() -> (Vec<u8>, siftdb::table::TableOptions) {
 /// gets answer as before. A change in the properties' fields fails the open.
 #[test]
 fn a_damaged_range_filter_fails_open_and_damaged_fields_fail_the_open() {
-    use siftdb::table::{FilterStatus, ReadCounters, Severity, Table};
+    use siftdb::internals::table::{FilterStatus, ReadCounters, Severity, Table};
     let (file, _) = filtered_table();
     let table = Table::from_bytes("t.sst", file.clone().into(), ReadCounters::new()).unwrap();
-    assert_eq!(table.footer().format, siftdb::table::TableFormat::CURRENT);
+    assert_eq!(
+        table.footer().format,
+        siftdb::internals::table::TableFormat::CURRENT
+    );
     assert_eq!(table.range_filter_status(), FilterStatus::Ok);
     assert!(table.verify().is_empty(), "{:?}", table.verify());
     // Absent: the gap between two present keys.

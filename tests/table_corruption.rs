@@ -13,10 +13,10 @@
 )]
 
 use bytes::Bytes;
-use siftdb::codec::crc32_of;
-use siftdb::key::{internal_key, user_key_of, SeqNo, ValueKind};
-use siftdb::table::format::block_checksum;
-use siftdb::table::{
+use siftdb::internals::codec::crc32_of;
+use siftdb::internals::key::{internal_key, user_key_of, SeqNo, ValueKind};
+use siftdb::internals::table::format::block_checksum;
+use siftdb::internals::table::{
     BlockKind, Codec, FilterStatus, ReadCounters, Severity, Table, TableOptions, TableValue,
 };
 use siftdb::Error;

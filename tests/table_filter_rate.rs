@@ -9,8 +9,8 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::table::{ReadCounters, Table, TableOptions};
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::table::{ReadCounters, Table, TableOptions};
 use siftdb_testkit::tables::{bench_key, build_table};
 
 const KEYS: u64 = 100_000;
@@ -26,9 +26,9 @@ fn absent_keys_rarely_read_a_data_block() {
         .collect();
     let (path, _) = build_table(dir.path(), "000001.sst", &TableOptions::default(), &entries);
     let counters = ReadCounters::new();
-    let context = siftdb::table::ReadContext::new(
-        siftdb::fs::OsFileSystem::shared(),
-        siftdb::table::ReadSettings::default(),
+    let context = siftdb::internals::table::ReadContext::new(
+        siftdb::internals::fs::OsFileSystem::shared(),
+        siftdb::internals::table::ReadSettings::default(),
         counters.clone(),
     );
     let table = Table::open(&context, &path).unwrap();

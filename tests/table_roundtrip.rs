@@ -13,17 +13,19 @@
 use std::cmp::Ordering;
 
 use siftdb::filter::FingerprintBits;
-use siftdb::fs::OsFileSystem;
-use siftdb::key::{compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind};
-use siftdb::options::Compression;
-use siftdb::prefix::PrefixExtractor;
-use siftdb::table::scan_filters::PrefixProbe;
-use siftdb::table::TableFormat;
-use siftdb::table::{
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::key::{
+    compare_internal_keys, internal_key, parse_internal_key, SeqNo, ValueKind,
+};
+use siftdb::internals::table::scan_filters::PrefixProbe;
+use siftdb::internals::table::TableFormat;
+use siftdb::internals::table::{
     LookupKey, ReadContext, ReadCounters, ReadSettings, Table, TableBuilder, TableOptions,
     TableValue,
 };
+use siftdb::Compression;
 use siftdb::Error;
+use siftdb::PrefixExtractor;
 use siftdb_testkit::tables::build_table;
 use siftdb_testkit::SplitMix64;
 use std::ops::Bound;

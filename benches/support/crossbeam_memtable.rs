@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
-use siftdb::key::{tag, user_key_of, SeqNo, ValueKind, TAG_LEN};
+use siftdb::internals::key::{tag, user_key_of, SeqNo, ValueKind, TAG_LEN};
 
 trait InternalKeyView {
     fn user_key(&self) -> &[u8];

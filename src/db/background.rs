@@ -339,7 +339,7 @@ fn failure(inner: &DbInner, previous: Option<Failure>, error: Error, log: bool) 
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     let text = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -633,6 +633,14 @@ pub(crate) fn resume(inner: &DbInner) -> Result<()> {
 }
 
 /// The failure background work is stuck on, for `Stats`.
+/// The failure background work is stuck on, as the error a waiter gets
+/// (the log's or a flush's first: they hold acknowledged writes).
+pub(crate) fn standing_failure(inner: &DbInner) -> Result<()> {
+    let st = inner.bg.lock();
+    failed(&st.flush_failure)?;
+    failed(&st.compaction_failure)
+}
+
 pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
     let st = inner.bg.lock();
     let describe = |what: &str, f: &Failure| {

@@ -19,7 +19,7 @@
 //! of the key, [`crate::filter::hash_key`]) is first remixed with the
 //! filter's seed, `g = xxh3_64_with_seed(h as 8 LE bytes, seed)`; `g` picks
 //! one slot in each of three consecutive segments `s, s+1, s+2`
-//! ([`Slots::positions`]). The key's fingerprint is the low `w` bits of `h`
+//! (`Slots::positions`). The key's fingerprint is the low `w` bits of `h`
 //! itself, so it is independent of where the key's slots lie. The filter
 //! holds a key when the XOR of its three slots equals its fingerprint; an
 //! absent key matches with probability exactly 2⁻ʷ.

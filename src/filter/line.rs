@@ -4,8 +4,8 @@
 //!
 //! Owns: [`LINE_BYTES`], [`Line`], [`hash_key`] / [`hash_key_seeded`] (xxh3),
 //! [`line_index`] (multiply-shift on the hash's high 32 bits), the set-bit
-//! count of a line, and [`answer_each`] (the prefetch hint it re-exports
-//! lives in [`crate::prefetch`]).
+//! count of a line, and `answer_each` (the prefetch hint it re-exports
+//! lives in `crate::prefetch`).
 //! Must never: import another filter module but the constants of
 //! [`crate::filter::theory`] — this is the leaf every other filter module
 //! builds on (probes, kernels, batches, the filter, its block).
@@ -56,7 +56,7 @@ pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
 
 pub(crate) use crate::prefetch::prefetch_line;
 
-/// Hashes [`add_each`] requests the line of ahead of the one it sets:
+/// Hashes `add_each` requests the line of ahead of the one it sets:
 /// enough loads in flight to cover a memory latency.
 pub const INSERT_AHEAD: usize = 16;
 

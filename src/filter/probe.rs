@@ -5,7 +5,7 @@
 //! probe count `k` to `k` bit positions (0..512) inside the key's line; the
 //! loops that test and set those bits. The line itself is chosen elsewhere
 //! ([`crate::filter::line::line_index`], from the hash's high 32 bits), and
-//! the loops are run by the kernel [`crate::filter::kernel`] picks.
+//! the loops are run by the kernel `crate::filter::kernel` picks.
 //! Must never: move a bit of a layout that has shipped (encoded filters depend
 //! on every position — the tests pin each layout against a reference written
 //! from its definition), or let a faster path test other bits than the
@@ -24,7 +24,7 @@
 //!   `M_i = 0x9e3779b9^(i+1) mod 2³²`. Every probe is one 32-bit multiply of
 //!   the same input, independent of the others, so eight of them are one
 //!   vector multiply; on x86-64 with AVX2 a query tests eight probes with a
-//!   handful of vector instructions ([`crate::filter::simd`]). Its measured
+//!   handful of vector instructions (`crate::filter::simd`). Its measured
 //!   false-positive rates stay within 1.5% of the blocked theory at 6–20 bits
 //!   per key (`tests/filter_quality.rs`).
 //! - Layout 3 ([`Layout::Sectored`], written by default): the line is eight
@@ -36,7 +36,7 @@
 //!   2³²) >> 29`, with `S = 0x9e3779b9^33 mod 2³²`. No probe has to find its
 //!   word by its bits, so eight of them are one vector multiply, one
 //!   variable shift and one mask: inserting is as cheap as querying
-//!   ([`sectored_mask`]). At the probe counts the theory picks, its measured
+//!   (`sectored_mask`). At the probe counts the theory picks, its measured
 //!   false-positive rates are within 3.5% of layout 2's at 6–20 bits per
 //!   key (`docs/format.md`), for a build 2–3× faster.
 

@@ -18,7 +18,7 @@
 //! definitive answer.)
 //!
 //! ```
-//! use siftdb::{inspect, Db, Options};
+//! use siftdb::{internals::inspect, Db, Options};
 //! let dir = tempfile::tempdir()?;
 //! {
 //!     let db = Db::open_with(dir.path(), Options::default())?;

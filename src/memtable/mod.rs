@@ -11,8 +11,8 @@
 //! its filter hide a key it holds.
 //!
 //! ```
-//! use siftdb::key::{SeqNo, ValueKind};
-//! use siftdb::memtable::{Memtable, MemValue};
+//! use siftdb::internals::key::{SeqNo, ValueKind};
+//! use siftdb::internals::memtable::{Memtable, MemValue};
 //!
 //! let table = Memtable::new();
 //! table.insert(b"k", SeqNo(1), ValueKind::Put, b"old")?;

@@ -75,8 +75,8 @@ const FAILURES_BEFORE_SAMPLING: u32 = 8;
 const SAMPLE_EVERY: u32 = 8;
 
 /// Which data blocks of one table are worth a compression attempt: every
-/// block, until [`FAILURES_BEFORE_SAMPLING`] attempts in a row stored raw;
-/// then one block in [`SAMPLE_EVERY`] until an attempt pays again. Data
+/// block, until `FAILURES_BEFORE_SAMPLING` attempts in a row stored raw;
+/// then one block in `SAMPLE_EVERY` until an attempt pays again. Data
 /// that does not compress (the benchmark's random values, already
 /// compressed payloads) then costs one LZ4 pass per eight blocks instead of
 /// one per block; data that starts compressing again is noticed within

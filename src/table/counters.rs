@@ -1,6 +1,6 @@
 //! Read-path counters, shared by every table of a database.
 //!
-//! Owns: [`ReadCounters`] (live atomics, one [`ReadTally`] per thread
+//! Owns: [`ReadCounters`] (live atomics, one `ReadTally` per thread
 //! shard) and [`ReadStats`] (a plain copy, the shards summed).
 //! Must never: cost more than a relaxed atomic add on the read path, write
 //! a cache line other threads' reads write (each thread bumps its own

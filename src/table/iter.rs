@@ -34,11 +34,11 @@ pub enum ScanMode {
 /// damaged block and leaves the cursor invalid.
 ///
 /// ```
-/// # use siftdb::key::{internal_key, SeqNo, ValueKind};
-/// # use siftdb::table::{Table, TableBuilder, TableOptions};
+/// # use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+/// # use siftdb::internals::table::{Table, TableBuilder, TableOptions};
 /// # let dir = tempfile::tempdir()?;
 /// # let path = dir.path().join("t.sst");
-/// # let mut b = TableBuilder::create(&siftdb::fs::OsFileSystem, &path, &TableOptions::default())?;
+/// # let mut b = TableBuilder::create(&siftdb::internals::fs::OsFileSystem, &path, &TableOptions::default())?;
 /// # for k in [b"a", b"b", b"c"] { b.add(&internal_key(k, SeqNo(1), ValueKind::Put), b"v")?; }
 /// # b.finish()?;
 /// let table = Table::open_path(&path)?;
@@ -46,7 +46,7 @@ pub enum ScanMode {
 /// it.seek(&internal_key(b"b", SeqNo::MAX, ValueKind::Put))?;
 /// let mut seen = Vec::new();
 /// while it.valid() {
-///     seen.push(siftdb::key::user_key_of(it.key()).to_vec());
+///     seen.push(siftdb::internals::key::user_key_of(it.key()).to_vec());
 ///     it.next()?;
 /// }
 /// assert_eq!(seen, [b"b".to_vec(), b"c".to_vec()]);

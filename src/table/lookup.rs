@@ -28,8 +28,8 @@ enum Encoded {
 /// A point lookup of one user key at one snapshot. See the module docs.
 ///
 /// ```
-/// use siftdb::key::{internal_key, SeqNo, ValueKind};
-/// use siftdb::table::LookupKey;
+/// use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+/// use siftdb::internals::table::LookupKey;
 /// let lookup = LookupKey::new(b"apple", SeqNo(7));
 /// assert_eq!(lookup.internal_key(), internal_key(b"apple", SeqNo(7), ValueKind::Put));
 /// assert_eq!(lookup.hash(), siftdb::filter::hash_key(b"apple"));

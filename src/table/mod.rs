@@ -18,9 +18,9 @@
 //! kind this build does not read.
 //!
 //! ```
-//! use siftdb::key::{internal_key, SeqNo, ValueKind};
-//! use siftdb::table::{Table, TableBuilder, TableOptions, TableValue};
-//! use siftdb::fs::OsFileSystem;
+//! use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+//! use siftdb::internals::table::{Table, TableBuilder, TableOptions, TableValue};
+//! use siftdb::internals::fs::OsFileSystem;
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("000001.sst");
 //! let mut builder = TableBuilder::create(&OsFileSystem, &path, &TableOptions::default())?;

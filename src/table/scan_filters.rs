@@ -11,7 +11,7 @@
 //! means the table holds no key — no version, no tombstone — in the range.
 //!
 //! Owns: what the builder adds to the point filter for prefixes
-//! ([`FilterEntries`]), the checks of a range filter read at open, the hash
+//! (`FilterEntries`), the checks of a range filter read at open, the hash
 //! a `get` asks the point filter with when the table kept prefixes only,
 //! and the answer to a scan's question with its counters
 //! (`ScanFilters::may_match`, asked through `Table::scan_may_match`).

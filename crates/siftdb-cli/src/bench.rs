@@ -472,7 +472,7 @@ fn plot_title(args: &BenchArgs, workload: &Workload, reports: &[PhaseReport]) ->
 /// The filters per level of the database the run left (`siftdb inspect`'s
 /// level table), when it can be read.
 fn print_filters(dir: &Path) {
-    match siftdb::inspect::inspect_dir(dir) {
+    match siftdb::internals::inspect::inspect_dir(dir) {
         Ok(summary) => {
             println!();
             println!("filters per level at the end of the run:");

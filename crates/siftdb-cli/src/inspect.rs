@@ -1,13 +1,13 @@
 //! `siftdb inspect`: what a table file or a database directory holds, the
 //! filter figures of every table among it.
 //!
-//! Owns: the inspect flags and the text of `siftdb::inspect`'s summaries.
-//! Must never: compute a figure — they all come from `siftdb::inspect`.
+//! Owns: the inspect flags and the text of `siftdb::internals::inspect`'s summaries.
+//! Must never: compute a figure — they all come from `siftdb::internals::inspect`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use siftdb::inspect::{
+use siftdb::internals::inspect::{
     inspect_dir, inspect_table, DirSummary, FileRole, FilterFigures, FilterSummary,
     RangeFilterSummary, TableSummary,
 };
@@ -285,10 +285,10 @@ pub fn level_lines(s: &DirSummary) -> Vec<String> {
             group_digits(l.index_memory),
         ]));
     }
-    let total = |f: fn(&siftdb::inspect::LevelSummary) -> u64| -> String {
+    let total = |f: fn(&siftdb::internals::inspect::LevelSummary) -> u64| -> String {
         group_digits(s.levels.iter().map(f).sum())
     };
-    let mut all = siftdb::table::LevelFilterStats::default();
+    let mut all = siftdb::LevelFilterStats::default();
     for l in &s.levels {
         all.merge(&l.filters);
     }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use siftdb::filename::MANIFEST_FILE;
+use siftdb::internals::filename::MANIFEST_FILE;
 use siftdb::Db;
 
 use crate::text::{parse_arg, print_lines, show};

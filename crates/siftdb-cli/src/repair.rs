@@ -2,15 +2,15 @@
 //!
 //! Owns: the repair flags, the report's text and JSON, and the exit status.
 //! Must never: decide anything about the data — that is
-//! `siftdb::repair`, which keeps only what it read whole and moves every
+//! `siftdb::internals::repair`, which keeps only what it read whole and moves every
 //! original it replaces into `DIR/lost/`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
-use siftdb::repair::{LogAction, LogReport, LostRange, ManifestFinding, TableAction, TableReport};
 use siftdb::{repair, RepairOptions, RepairReport};
+use siftdb::{LogAction, LogReport, LostRange, ManifestFinding, TableAction, TableReport};
 use siftdb_bench::group_digits;
 
 use crate::text::{print_lines, show, to_hex};

@@ -3,12 +3,12 @@
 //!
 //! Owns: the verify flags, the report's text and the exit status.
 //! Must never: write to the directory or take its lock — the checks are
-//! `siftdb::inspect::verify_dir`, which only reads.
+//! `siftdb::internals::inspect::verify_dir`, which only reads.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use siftdb::inspect::verify_dir;
+use siftdb::internals::inspect::verify_dir;
 use siftdb_bench::group_digits;
 
 use crate::text::print_lines;

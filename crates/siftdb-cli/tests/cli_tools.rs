@@ -14,10 +14,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use siftdb::filename::table_file_name;
-use siftdb::fs::OsFileSystem;
-use siftdb::manifest::read_manifest;
-use siftdb::table::Table;
+use siftdb::internals::filename::table_file_name;
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::manifest::read_manifest;
+use siftdb::internals::table::Table;
 use siftdb::{Db, Options};
 use siftdb_testkit::files::snapshot;
 #[cfg(unix)]

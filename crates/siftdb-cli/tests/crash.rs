@@ -72,9 +72,9 @@ fn killed_writers_lose_no_acknowledged_batch_with_sync() {
 fn recovery_of_a_torn_log_survives_a_crash_at_every_step() {
     use std::path::Path;
 
-    use siftdb::filename::{parse_file_name, wal_file_name, FileKind};
-    use siftdb::fs::FileSystem;
-    use siftdb::wal::encode_record_into;
+    use siftdb::internals::filename::{parse_file_name, wal_file_name, FileKind};
+    use siftdb::internals::fs::FileSystem;
+    use siftdb::internals::wal::encode_record_into;
     use siftdb::{Db, Options};
     use siftdb_testkit::{FaultFs, FaultMode};
 

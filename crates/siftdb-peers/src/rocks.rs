@@ -156,7 +156,7 @@ impl Engine for RocksEngine {
         let within = self.prefix_len.is_some_and(|len| len == prefix.len());
         let mut read = self.read_options(prefix, within);
         if !within {
-            if let Some(end) = siftdb::prefix::successor(prefix) {
+            if let Some(end) = siftdb::internals::prefix::successor(prefix) {
                 read.set_iterate_upper_bound(end);
             }
         }

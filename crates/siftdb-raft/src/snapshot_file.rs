@@ -184,7 +184,7 @@ pub fn read(
                 body_crc.update(&lens);
                 let (k, v) = lens.split_at(4);
                 let (k, v) = (u32_le(k)? as usize, u32_le(v)? as usize);
-                if k > siftdb::key::MAX_KEY_LEN || v > siftdb::key::MAX_VALUE_LEN {
+                if k > siftdb::MAX_KEY_LEN || v > siftdb::MAX_VALUE_LEN {
                     return Err(Error::corruption(
                         WHAT,
                         format!("record {records}: key {k} or value {v} bytes over the limit"),

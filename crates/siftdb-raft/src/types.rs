@@ -16,7 +16,7 @@ pub type NodeId = u64;
 
 /// The largest key a command may carry: siftdb's limit less the one-byte
 /// prefix the state machine puts before user keys.
-pub const MAX_KEY_LEN: usize = siftdb::key::MAX_KEY_LEN - 1;
+pub const MAX_KEY_LEN: usize = siftdb::MAX_KEY_LEN - 1;
 
 /// The largest command (keys and values summed) a node accepts.
 pub const MAX_COMMAND_BYTES: usize = 1 << 20;

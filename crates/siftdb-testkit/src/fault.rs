@@ -90,7 +90,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::SplitMix64;
-use siftdb::fs::{short_read, DirLock, FileSystem, RandomAccessFile, SharedFs, WritableFile};
+use siftdb::internals::fs::{
+    short_read, DirLock, FileSystem, RandomAccessFile, SharedFs, WritableFile,
+};
 use siftdb::{Error, Result};
 
 /// What a simulated power loss keeps of what was not synced.

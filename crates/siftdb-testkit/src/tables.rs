@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use siftdb::fs::OsFileSystem;
-use siftdb::table::{TableBuilder, TableInfo, TableOptions};
+use siftdb::internals::fs::OsFileSystem;
+use siftdb::internals::table::{TableBuilder, TableInfo, TableOptions};
 
 /// Builds a table of sorted `(internal key, value)` entries at `dir/name`;
 /// panics (failing the test) if the builder refuses them.

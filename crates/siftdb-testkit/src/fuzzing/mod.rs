@@ -20,6 +20,6 @@ pub fn with_checksum_fixed(data: &[u8]) -> Option<Vec<u8>> {
     let body_len = data.len().checked_sub(4)?;
     let body = data.get(..body_len)?;
     let mut fixed = body.to_vec();
-    fixed.extend_from_slice(&siftdb::codec::crc32_of(&[body]).to_le_bytes());
+    fixed.extend_from_slice(&siftdb::internals::codec::crc32_of(&[body]).to_le_bytes());
     Some(fixed)
 }

@@ -18,10 +18,10 @@
     reason = "offsets into the fuzz input, which is in memory"
 )]
 
-use siftdb::batch::{decode_record_with, WriteBatch};
-use siftdb::key::{internal_key, SeqNo, ValueKind};
-use siftdb::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
-use siftdb::wal::{
+use siftdb::internals::batch::{decode_record_with, WriteBatch};
+use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
+use siftdb::internals::wal::{
     encode_close_record, encode_close_record_for, encode_file_header, encode_record_into,
     record_header_len, replay, replay_batches, FILE_HEADER_LEN, FORMAT_VERSION,
 };

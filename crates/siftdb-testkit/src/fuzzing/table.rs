@@ -20,12 +20,14 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use siftdb::key::{compare_internal_keys, parse_internal_key, user_key_of, ValueKind, TAG_LEN};
-use siftdb::options::Compression;
-use siftdb::table::block::{Block, BlockBuilder, EntryCoding};
-use siftdb::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
-use siftdb::table::Codec;
-use siftdb::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
+use siftdb::internals::key::{
+    compare_internal_keys, parse_internal_key, user_key_of, ValueKind, TAG_LEN,
+};
+use siftdb::internals::table::block::{Block, BlockBuilder, EntryCoding};
+use siftdb::internals::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
+use siftdb::internals::table::Codec;
+use siftdb::internals::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
+use siftdb::Compression;
 
 /// Entries whose gets are cross-checked per input, to bound the work.
 const CHECKED_GETS: usize = 256;

@@ -7,7 +7,7 @@
 //! flight when it was killed.
 
 pub use crate::SplitMix64;
-use siftdb::batch::WriteBatch;
+use siftdb::WriteBatch;
 
 /// Data keys `key00000` … `key01999`.
 pub const KEYSPACE: u64 = 2000;

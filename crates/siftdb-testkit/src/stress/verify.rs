@@ -1,12 +1,12 @@
 //! The offline check a stress run makes of the closed database each round.
 //!
 //! Owns: [`verify_database`], which runs the `siftdb verify` logic
-//! ([`siftdb::inspect::verify_dir`]).
+//! ([`siftdb::internals::inspect::verify_dir`]).
 //! Must never: modify the database.
 
 use std::path::Path;
 
-use siftdb::inspect::verify_dir;
+use siftdb::internals::inspect::verify_dir;
 
 /// Checks the closed database at `dir` with `siftdb verify`'s logic: every
 /// checksum of every live file. Errors fail the round; warnings (a torn log
