@@ -11,7 +11,7 @@ use bytes::Bytes;
 use crate::batch::WriteBatch;
 use crate::db::{Db, Stats};
 use crate::error::{Error, Result};
-use crate::options::Options;
+use crate::options::{Options, WriteOptions};
 
 /// An async handle; clones share one engine.
 #[derive(Clone, Debug)]
@@ -65,6 +65,18 @@ impl AsyncDb {
     pub async fn write(&self, batch: WriteBatch) -> Result<()> {
         let db = Arc::clone(&self.db);
         blocking(move || db.write(batch)).await
+    }
+
+    /// See [`Db::write_with`].
+    pub async fn write_with(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.write_with(batch, options)).await
+    }
+
+    /// See [`Db::persist`].
+    pub async fn persist(&self) -> Result<()> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.persist()).await
     }
 
     /// See [`Db::flush`].

@@ -69,7 +69,7 @@ pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
-pub use options::{Compression, Options};
+pub use options::{Compression, Options, WriteOptions};
 pub use prefix::PrefixExtractor;
 pub use repair::{
     repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,

@@ -516,6 +516,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use FilterPolicy",
         "use Compression",
         "use Options",
+        "use WriteOptions",
         "use PrefixExtractor",
         "use repair",
         "use LogAction",

@@ -39,7 +39,7 @@ use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
-use crate::options::Options;
+use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 
 pub(crate) use flush::table_record;
@@ -462,6 +462,13 @@ impl Db {
 
     /// Applies every operation of `batch`, in order, atomically.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_with(batch, WriteOptions::new())
+    }
+
+    /// [`Db::write`] with options of its own: with
+    /// [`WriteOptions::sync`]`(true)` the batch is on disk before this
+    /// returns, whatever [`Options::sync_writes`] says.
+    pub fn write_with(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         self.check_writable()?;
         for op in batch.iter() {
             check_key(op.key)?;
@@ -470,7 +477,17 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        write::write(&self.inner, batch)
+        let sync = options.sync_or(self.inner.opts.sync_writes);
+        write::write(&self.inner, batch, sync)
+    }
+
+    /// Makes every write acknowledged so far durable: the log is synced
+    /// (fsync), no memtable is flushed. With writes that are not synced
+    /// one by one, this is the point after which a machine crash loses
+    /// none of them.
+    pub fn persist(&self) -> Result<()> {
+        self.check_writable()?;
+        write::persist(&self.inner)
     }
 
     /// The latest value of `key`, or `None`.

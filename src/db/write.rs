@@ -64,6 +64,8 @@ pub(crate) struct WriterState {
 
 struct Pending {
     batch: WriteBatch,
+    /// The batch must be on disk before it is acknowledged.
+    sync: bool,
     done: Mutex<Option<Result<()>>>,
 }
 
@@ -75,9 +77,10 @@ pub(crate) struct WriteQueue {
     writers_met: bool,
 }
 
-pub(crate) fn write(inner: &DbInner, batch: WriteBatch) -> Result<()> {
+pub(crate) fn write(inner: &DbInner, batch: WriteBatch, sync: bool) -> Result<()> {
     let me = Arc::new(Pending {
         batch,
+        sync,
         done: Mutex::new(None),
     });
     let mut queue = inner.queue.lock();
@@ -171,7 +174,9 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     let batches = group.iter().map(|p| &p.batch);
     // The group's record is built in the log's own buffer: no merged batch,
     // no record allocated per group.
-    let sync = inner.opts.sync_writes;
+    // One fsync covers the group: a batch that did not ask for one is
+    // synced with a batch that did.
+    let sync = group.iter().any(|p| p.sync);
     let logged = writer
         .wal
         .append_with(|out| encode_group_into(first_seq, batches.clone(), out))
@@ -312,6 +317,19 @@ pub(crate) fn rotate_if_nonempty(inner: &DbInner) -> Result<()> {
     let mut writer = inner.writer.lock();
     check_writable(inner, &writer)?;
     make_room(inner, &mut writer, true)
+}
+
+/// Makes every acknowledged write durable (the active log synced) without
+/// a flush. A failed sync leaves the log's tail uncertain: writes are
+/// refused until recovery has started a new log, as after a failed append.
+pub(crate) fn persist(inner: &DbInner) -> Result<()> {
+    let mut writer = inner.writer.lock();
+    check_writable(inner, &writer)?;
+    if let Err(e) = writer.wal.sync() {
+        log_failed(inner, &mut writer, &e);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// At a clean close: ends the active log with its close record (synced),

@@ -1,0 +1,104 @@
+//! Durability per write: `Db::write_with` with `WriteOptions::sync` and
+//! `Db::persist` make writes survive a power loss that drops every byte
+//! not synced; writes without them do not (so the tests can fail).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
+
+use siftdb::{Db, Options, WriteBatch, WriteOptions};
+use siftdb_testkit::{FaultFs, PowerLoss};
+
+const DB: &str = "/db";
+
+fn options(fs: &FaultFs, sync_writes: bool) -> Options {
+    // Nothing is flushed: every write lives in the log alone.
+    Options::default()
+        .file_system(fs.shared())
+        .memtable_bytes(1 << 20)
+        .sync_writes(sync_writes)
+}
+
+fn batch(key: &str) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    b.put(key, "v");
+    b
+}
+
+/// Cuts the power (unsynced bytes lost), reopens, and says which keys survived.
+fn after_power_loss(fs: &FaultFs, db: Db, keys: &[&str]) -> Vec<bool> {
+    fs.power_loss(PowerLoss::DropUnsynced);
+    drop(db); // its handles died with the power: its close writes nothing
+    let db = Db::open_with(DB, options(fs, false)).unwrap();
+    let found = keys.iter().map(|k| db.get(k).unwrap().is_some()).collect();
+    db.close().unwrap();
+    found
+}
+
+#[test]
+fn a_synced_write_survives_a_power_loss_and_carries_the_writes_before_it() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs, false)).unwrap();
+    db.put("before", "v").unwrap();
+    db.write_with(batch("synced"), WriteOptions::new().sync(true))
+        .unwrap();
+    db.put("after", "v").unwrap();
+    assert_eq!(
+        after_power_loss(&fs, db, &["before", "synced", "after"]),
+        [true, true, false]
+    );
+}
+
+#[test]
+fn persist_makes_every_acknowledged_write_durable_without_a_flush() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs, false)).unwrap();
+    for i in 0..100 {
+        db.put(format!("k{i}"), "v").unwrap();
+    }
+    db.persist().unwrap();
+    assert_eq!(db.stats().flushes, 0);
+    db.put("late", "v").unwrap();
+    let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    let mut names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    names.push("late");
+    let found = after_power_loss(&fs, db, &names);
+    assert!(
+        found[..100].iter().all(|&f| f),
+        "a persisted write was lost"
+    );
+    assert!(
+        !found[100],
+        "an unsynced write survived: the test cannot tell"
+    );
+}
+
+#[test]
+fn a_write_can_opt_out_of_the_databases_sync_default() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs, true)).unwrap();
+    db.put("default-synced", "v").unwrap();
+    db.write_with(batch("unsynced"), WriteOptions::new().sync(false))
+        .unwrap();
+    assert_eq!(
+        after_power_loss(&fs, db, &["default-synced", "unsynced"]),
+        [true, false]
+    );
+}
+
+#[test]
+fn persist_and_write_with_are_refused_on_a_read_only_handle() {
+    let fs = FaultFs::new();
+    Db::open_with(DB, options(&fs, false))
+        .unwrap()
+        .close()
+        .unwrap();
+    let db = Db::open_with(DB, options(&fs, false).read_only(true)).unwrap();
+    assert!(db.persist().is_err());
+    assert!(db
+        .write_with(batch("k"), WriteOptions::new().sync(true))
+        .is_err());
+}
