@@ -46,7 +46,7 @@ use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
 use crate::table::counters::ReadCounters;
 use crate::table::format::{
-    check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, TableFormat, FOOTER_LEN,
+    check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FOOTER_LEN,
 };
 use crate::table::index::Index;
 use crate::table::lookup::LookupKey;
@@ -221,9 +221,11 @@ impl Table {
             let file = context.file(id, path)?;
             (Source::File(path.to_path_buf()), file.len())
         };
-        TableInner::open(context, id, &name, source, file_size).inspect_err(|_| {
-            context.forget_file(id);
-        })
+        TableInner::open(context, id, &name, source, file_size)
+            .inspect_err(|_| {
+                context.forget_file(id);
+            })
+            .map_err(|e| e.at_path(path))
     }
 
     /// [`Table::open`] holding the file open for the table's life, outside
@@ -238,6 +240,7 @@ impl Table {
         let file_size = file.len();
         let id = context.new_table_id();
         TableInner::open(context, id, &name, Source::Held(file), file_size)
+            .map_err(|e| e.at_path(path))
     }
 
     /// [`Table::open`] on the real file system with a context of its own
@@ -505,9 +508,8 @@ impl TableInner {
 
         let index_at = table.location(BlockKind::Index, footer.index.offset);
         let (index_block, _) = table.read_checked(footer.index, BlockKind::Index)?;
-        let index_block = Block::parse(index_block, footer.format.index_coding())
-            .map_err(|e| index_at.relocate(e))?;
-        let index = Index::decode(&index_block, &index_at, &properties, footer.format)?;
+        let index_block = Block::parse(index_block).map_err(|e| index_at.relocate(e))?;
+        let index = Index::decode(&index_block, &index_at, &properties)?;
         drop(index_block);
 
         table.open_filter(&properties);
@@ -557,7 +559,7 @@ impl TableInner {
     /// Bytes of the block at `handle` with its trailer, as one read needs them.
     fn stored_len(&self, handle: BlockHandle, location: &BlockLocation<'_>) -> Result<usize> {
         handle
-            .stored_len(self.footer.format)
+            .stored_len()
             .ok_or_else(|| location.corruption("block too large"))
     }
 
@@ -566,7 +568,7 @@ impl TableInner {
         stored: Bytes,
         location: &BlockLocation<'_>,
     ) -> Result<(Bytes, Codec)> {
-        let (block, codec) = check_block(&stored, self.footer.format, location)?;
+        let (block, codec) = check_block(&stored, location)?;
         let block_len = block.len();
         Ok((stored.slice(..block_len), codec))
     }
@@ -579,7 +581,7 @@ impl TableInner {
         let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
         let fits = info
             .handle
-            .end_with_trailer(self.footer.format)
+            .end_with_trailer()
             .is_some_and(|end| end <= blocks_end);
         if !fits {
             return Err(location.corruption(format!(
@@ -683,7 +685,7 @@ impl TableInner {
                     .read_exact_at(buffer.as_mut_bytes(), handle.offset)?;
             }
         }
-        let (block, _) = check_block(buffer.as_ref(), self.footer.format, location)?;
+        let (block, _) = check_block(buffer.as_ref(), location)?;
         let block_len = block.len();
         buffer.truncate(block_len);
         Ok(buffer)
@@ -733,7 +735,7 @@ impl TableInner {
             return;
         }
         // A mapped table has no file to hint (`file_of` refuses it).
-        let len = handle.stored_len(self.footer.format);
+        let len = handle.stored_len();
         if let (Some(len), Ok(file)) = (len, file_of(&self.context, self.id, &self.source)) {
             file.will_need(handle.offset, len);
         }
@@ -774,7 +776,6 @@ impl TableInner {
         handle: BlockHandle,
     ) -> Result<Option<Block>> {
         let location = self.location(BlockKind::Data, handle.offset);
-        let format = self.footer.format;
         let len = self.stored_len(handle, &location)?;
         let stored = slice_of(map, handle.offset, len, &self.name)?;
         let (word, bit) = (block_no / 64, 1u64 << (block_no % 64));
@@ -783,12 +784,12 @@ impl TableInner {
         let block_len = usize::try_from(handle.len).unwrap_or(usize::MAX);
         let codec = if known_good {
             // Verified before, on this immutable map: the codec byte with it.
-            match (format == TableFormat::V1, stored.get(block_len + 1)) {
-                (false, Some(&byte)) => Codec::from_u8(byte).unwrap_or(Codec::Raw),
-                _ => Codec::Raw,
-            }
+            stored
+                .get(block_len + 1)
+                .and_then(|&byte| Codec::from_u8(byte))
+                .unwrap_or(Codec::Raw)
         } else {
-            let (_, codec) = check_block(&stored, format, &location)?;
+            let (_, codec) = check_block(&stored, &location)?;
             if let Some(flags) = flags {
                 flags.fetch_or(bit, AtomicOrdering::Relaxed);
             }
@@ -797,8 +798,7 @@ impl TableInner {
         if codec != Codec::Raw {
             return Ok(None);
         }
-        let block = Block::parse(stored.slice(..block_len), format.data_coding())
-            .map_err(|e| location.relocate(e))?;
+        let block = Block::parse(stored.slice(..block_len)).map_err(|e| location.relocate(e))?;
         Ok(Some(block))
     }
 
@@ -810,19 +810,18 @@ impl TableInner {
             Codec::Raw => stored,
             Codec::Lz4 => Bytes::from(decompress_block(&stored).map_err(|e| location.relocate(e))?),
         };
-        Block::parse(bytes, self.footer.format.data_coding()).map_err(|e| location.relocate(e))
+        Block::parse(bytes).map_err(|e| location.relocate(e))
     }
 
     /// Data blocks `first..` read with one positioned read, up to
     /// `max_bytes` (at least one block), bypassing the block cache: for
     /// scans that read a whole table once (compaction, verify).
     pub(crate) fn read_span(&self, first: usize, max_bytes: u64) -> Result<Span> {
-        let format = self.footer.format;
         let start = self.handle(first)?;
         let mut last = first;
-        let mut end = start.end_with_trailer(format).unwrap_or(u64::MAX);
+        let mut end = start.end_with_trailer().unwrap_or(u64::MAX);
         for (block_no, handle) in self.index.handles().iter().enumerate().skip(first + 1) {
-            let next_end = handle.end_with_trailer(format).unwrap_or(u64::MAX);
+            let next_end = handle.end_with_trailer().unwrap_or(u64::MAX);
             if next_end.saturating_sub(start.offset) > max_bytes {
                 break;
             }
@@ -848,7 +847,7 @@ impl TableInner {
             .offset
             .checked_sub(span.offset)
             .and_then(|at| usize::try_from(at).ok())
-            .zip(handle.stored_len(self.footer.format))
+            .zip(handle.stored_len())
             .and_then(|(at, len)| span.bytes.get(at..at.checked_add(len)?).map(|_| (at, len)))
             .map(|(at, len)| span.bytes.slice(at..at + len))
             .ok_or_else(|| location.corruption("not in the span read"))?;
