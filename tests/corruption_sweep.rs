@@ -282,8 +282,7 @@ fn positions(template: &Template) -> Vec<Position> {
                 let replayed = siftdb::wal::replay(&bytes, &name).unwrap();
                 range(0, siftdb::wal::FILE_HEADER_LEN);
                 for record in &replayed.records {
-                    let header_len = siftdb::wal::record_header_len(record.payload.len(),
-                    );
+                    let header_len = siftdb::wal::record_header_len(record.payload.len());
                     range(record.offset as usize, header_len + 2);
                 }
                 // Every byte of the last record.

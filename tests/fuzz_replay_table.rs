@@ -315,7 +315,11 @@ fn write_seed_corpus() {
     .join(&0xff);
     // Mode 0x89: a round trip with a restart interval of 3.
     let input = [&[0x89][..], &tagged].concat();
-    std::fs::write(root.join("block_decode").join("seed-packed-roundtrip-0"), input).unwrap();
+    std::fs::write(
+        root.join("block_decode").join("seed-packed-roundtrip-0"),
+        input,
+    )
+    .unwrap();
     let dir = root.join("block_decompress");
     std::fs::create_dir_all(&dir).unwrap();
     for (i, stored) in seed_compressed_blocks().iter().enumerate() {

@@ -494,7 +494,9 @@ fn format_v7_steps() -> Vec<FixtureStep> {
     let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
     vec![
         FixtureStep {
-            writes: (0..300).map(|i| put(i, "compacted below level 0")).collect(),
+            writes: (0..300)
+                .map(|i| put(i, "compacted below level 0"))
+                .collect(),
             then: AfterStep::Compact,
         },
         FixtureStep {
@@ -506,7 +508,9 @@ fn format_v7_steps() -> Vec<FixtureStep> {
             then: AfterStep::Flush,
         },
         FixtureStep {
-            writes: (300..350).map(|i| put(i, "in a second level-0 table")).collect(),
+            writes: (300..350)
+                .map(|i| put(i, "in a second level-0 table"))
+                .collect(),
             then: AfterStep::Flush,
         },
         FixtureStep {
@@ -589,7 +593,10 @@ fn the_format_v7_fixture_opens_and_reads_every_key() {
         .unwrap()
         .unwrap();
     let levels: Vec<u32> = state.tables.iter().map(|t| t.level).collect();
-    assert!(levels.contains(&0) && levels.iter().any(|&l| l > 0), "{levels:?}");
+    assert!(
+        levels.contains(&0) && levels.iter().any(|&l| l > 0),
+        "{levels:?}"
+    );
     let logs: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())

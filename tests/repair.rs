@@ -310,8 +310,7 @@ fn a_damaged_record_of_a_cleanly_closed_log_is_skipped_and_reported() {
     let replayed = siftdb::wal::replay(&bytes, "log").unwrap();
     assert_eq!(replayed.records.len(), 3);
     // The payload of the second record (key 500): its length stays readable.
-    let header_len = siftdb::wal::record_header_len(replayed.records[1].payload.len(),
-    );
+    let header_len = siftdb::wal::record_header_len(replayed.records[1].payload.len());
     let second = replayed.records[1].offset + header_len as u64 + 2;
     flip(&log, second);
     let err = Db::open_with(dir.path(), options()).unwrap_err();

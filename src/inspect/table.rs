@@ -13,8 +13,8 @@ use crate::filter::theory::LINE_BITS;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterKind, Layout};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
-use crate::table::properties::PrefixFilterInfo;
 use crate::table::format::TRAILER_LEN;
+use crate::table::properties::PrefixFilterInfo;
 use crate::table::{BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table};
 
 /// What a table file holds. Sizes count bytes on disk, block trailers included.
@@ -240,9 +240,7 @@ impl TableSummary {
             index_memory: table.index_memory(),
             filter,
             prefix_filter: properties.prefix_filter.clone(),
-            range_filter_bytes: properties
-                .range_filter
-                .map_or(0, |r| on_disk(r.handle)),
+            range_filter_bytes: properties.range_filter.map_or(0, |r| on_disk(r.handle)),
             range_filter_memory: table.range_filter_memory(),
             range_filter,
         }

@@ -778,11 +778,7 @@ mod tests {
             1 << 48,
             (1 << 56) - 1,
         ] {
-            assert_eq!(
-                size(seq) - size(0),
-                varint_len((seq << 1) | 1) - 1,
-                "{seq}"
-            );
+            assert_eq!(size(seq) - size(0), varint_len((seq << 1) | 1) - 1, "{seq}");
         }
         assert_eq!(varint_len(((1 << 27) - 1) << 1 | 1), 4);
     }

@@ -524,8 +524,7 @@ mod tests {
         for codec in [Codec::Raw, Codec::Lz4] {
             let mut stored = block.clone();
             stored.extend_from_slice(&encode_trailer(&block, BlockKind::Data, codec, 3));
-            let (got, got_codec) =
-                check_block(&stored, &loc(BlockKind::Data, 3)).unwrap();
+            let (got, got_codec) = check_block(&stored, &loc(BlockKind::Data, 3)).unwrap();
             assert_eq!((got, got_codec), (&block[..], codec));
             // The same bytes at another offset fail: the offset is in the crc.
             let err = check_block(&stored, &loc(BlockKind::Data, 4))
@@ -553,9 +552,7 @@ mod tests {
             let crc = block_checksum(&block, kind as u8, codec_byte, 3);
             stored.extend_from_slice(&[kind as u8, codec_byte]);
             stored.extend_from_slice(&crc.to_le_bytes());
-            let err = check_block(&stored, &loc(kind, 3))
-                .unwrap_err()
-                .to_string();
+            let err = check_block(&stored, &loc(kind, 3)).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("codec {codec_byte} is not allowed")),
                 "{err}"

@@ -24,12 +24,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::table::block::Block;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
-use crate::error::Error;
 use crate::table::format::{BlockKind, Codec, FILTER_ALIGN, FORMAT_VERSION, PAGE, TRAILER_LEN};
 use crate::table::reader::Table;
 
@@ -117,7 +117,10 @@ fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..)?.first_chunk().map(|word| u32::from_le_bytes(*word))
+    bytes
+        .get(at..)?
+        .first_chunk()
+        .map(|word| u32::from_le_bytes(*word))
 }
 
 /// The first block of one of `kinds` that starts at `start` in `bytes`:

@@ -9,8 +9,8 @@
 //! record with intact data after it is `Corruption`, never silently dropped.
 
 use super::format::{
-    all_zero, close_record, parse_file_header, read_record, unsupported, HeaderFault,
-    RecordRead, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,
+    all_zero, close_record, parse_file_header, read_record, unsupported, HeaderFault, RecordRead,
+    FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,
 };
 use crate::batch::{decode_record, DecodedBatch};
 use crate::error::{Error, Result};
@@ -265,8 +265,7 @@ mod tests {
     #[test]
     fn every_single_byte_flip_is_caught_or_a_torn_last_record() {
         let log = log_bytes(3, &SAMPLE);
-        let last_start =
-            log.len() - record_header_len(SAMPLE[2].len()) - SAMPLE[2].len();
+        let last_start = log.len() - record_header_len(SAMPLE[2].len()) - SAMPLE[2].len();
         for i in 0..log.len() {
             for mask in [0x01u8, 0x80, 0xff, 0x5a] {
                 let mut bad = log.clone();
@@ -291,9 +290,7 @@ mod tests {
         let log = log_bytes(3, &SAMPLE);
         let mut boundaries = vec![FILE_HEADER_LEN];
         for p in SAMPLE {
-            boundaries.push(
-                boundaries.last().unwrap() + record_header_len(p.len()) + p.len(),
-            );
+            boundaries.push(boundaries.last().unwrap() + record_header_len(p.len()) + p.len());
         }
         for len in 0..=log.len() {
             let r = replay(&log[..len], "x.wal").unwrap();
@@ -487,16 +484,15 @@ mod tests {
                     (Some("000005.log"), "write-ahead log", u64::from(found), 4)
                 );
                 let text = err.to_string();
-                assert!(
-                    text.contains(&format!("format version {found};")),
-                    "{text}"
-                );
+                assert!(text.contains(&format!("format version {found};")), "{text}");
             }
             let salvaged = salvage(&log);
             assert_eq!(salvaged.log_number, None);
             assert_eq!(salvaged.lost[0].offset, 0, "version {found}");
             assert!(
-                salvaged.lost[0].reason.contains(&format!("version {found}")),
+                salvaged.lost[0]
+                    .reason
+                    .contains(&format!("version {found}")),
                 "{:?}",
                 salvaged.lost
             );

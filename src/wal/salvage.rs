@@ -57,8 +57,7 @@ fn vouched_len(rest: &[u8]) -> Option<usize> {
         return None;
     };
     let len = header.header_len.checked_add(header.len)?;
-    (header.check == length_check(&[], header.len_bytes) && len <= rest.len())
-        .then_some(len)
+    (header.check == length_check(&[], header.len_bytes) && len <= rest.len()).then_some(len)
 }
 
 /// One step of [`salvage`]'s walk.
@@ -76,16 +75,14 @@ fn step(rest: &[u8], after: Option<SeqNo>) -> Step<'_> {
         return Step::End(false, None);
     }
     match read_record(rest) {
-        RecordRead::Record { payload, len } => {
-            match decode_record(payload) {
-                Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
-                Ok(batch) => Step::Damage(
-                    format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
-                    Some(len),
-                ),
-                Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
-            }
-        }
+        RecordRead::Record { payload, len } => match decode_record(payload) {
+            Ok(batch) if after.is_none_or(|a| batch.first_seq > a) => Step::Batch(batch, len),
+            Ok(batch) => Step::Damage(
+                format!("sequence {} does not follow {:?}", batch.first_seq.0, after),
+                Some(len),
+            ),
+            Err(e) => Step::Damage(format!("not a write batch: {e}"), Some(len)),
+        },
         RecordRead::Close if rest.len() == CLOSE_RECORD_LEN => Step::End(true, None),
         RecordRead::Close => Step::Damage("close record before the end".to_string(), None),
         RecordRead::Torn(reason) => Step::End(false, Some(reason)),
@@ -128,9 +125,7 @@ fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_
             // one of the record checksum's.)
             let len_span = len_at.start..len_at.start + header.len_bytes.len();
             if let Some((at, _)) = change.filter(|(at, _)| len_at.contains(at)) {
-                if !len_span.contains(&at)
-                    || header.check != length_check(&[], header.len_bytes)
-                {
+                if !len_span.contains(&at) || header.check != length_check(&[], header.len_bytes) {
                     return None;
                 }
             }

@@ -10,8 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::format::{
-    encode_close_record, encode_file_header, record_header, FILE_HEADER_LEN,
-    MAX_RECORD_HEADER_LEN,
+    encode_close_record, encode_file_header, record_header, FILE_HEADER_LEN, MAX_RECORD_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -108,16 +107,16 @@ impl WalWriter {
             .get(MAX_RECORD_HEADER_LEN..)
             .unwrap_or_default();
         let result = record_header(&[], payload).and_then(|header| {
-                let header = header.as_slice();
-                let start = MAX_RECORD_HEADER_LEN - header.len();
-                let record = self.scratch.get_mut(start..).unwrap_or_default();
-                record
-                    .get_mut(..header.len())
-                    .unwrap_or_default()
-                    .copy_from_slice(header);
-                self.file.append(record)?;
-                Ok(record.len())
-            });
+            let header = header.as_slice();
+            let start = MAX_RECORD_HEADER_LEN - header.len();
+            let record = self.scratch.get_mut(start..).unwrap_or_default();
+            record
+                .get_mut(..header.len())
+                .unwrap_or_default()
+                .copy_from_slice(header);
+            self.file.append(record)?;
+            Ok(record.len())
+        });
         if self.scratch.capacity() > KEEP_SCRATCH_BYTES {
             self.scratch = Vec::new();
         }

@@ -180,11 +180,7 @@ fn wal_recipe(data: &[u8]) {
     let mut log = build_log(log_number, &payloads);
     let mut starts = vec![FILE_HEADER_LEN];
     for p in &payloads {
-        starts.push(
-            starts.last().copied().unwrap_or(0)
-                + record_header_len(p.len())
-                + p.len(),
-        );
+        starts.push(starts.last().copied().unwrap_or(0) + record_header_len(p.len()) + p.len());
     }
     // Where the records end (and the close record, if any, starts).
     let records_end = log.len();
