@@ -2,9 +2,8 @@
 //! encoding as the payload of one write-ahead-log record.
 //!
 //! Owns: [`WriteBatch`] (the public type applications fill), the batch
-//! payload layouts documented in `docs/format.md` ("Write-ahead log", batch
-//! payload: varints since log version 3, fixed-width fields before), and
-//! [`decode_record`] / [`decode_record_with`], their panic-free decoder.
+//! payload layout documented in `docs/format.md` ("Write-ahead log", batch
+//! payload), and [`decode_record`], its panic-free decoder.
 //! Must never: accept a payload it did not fully understand (unknown kinds,
 //! trailing bytes, sequence numbers past [`SeqNo::MAX`] are `Corruption`),
 //! panic on untrusted bytes, or allocate from a count it has not bounded by
@@ -40,31 +39,9 @@ pub const MAX_BATCH_PAYLOAD: usize = u32::MAX as usize;
 
 const WHAT: &str = "write batch";
 
-/// How a batch payload writes its numbers: the log's format version says
-/// which (`wal::batch_encoding`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchEncoding {
-    /// Log versions 1 and 2: the first sequence number as a u64, the count
-    /// and every length as a u32, little-endian (33 bytes of framing for a
-    /// one-put batch with its record header).
-    Fixed,
-    /// Log versions 3 and 4 (4 written now): every number a LEB128 varint
-    /// in its shortest form (15 bytes of framing with a version-4 record
-    /// header for a one-put batch of a 16-byte key and a 100-byte value at
-    /// sequence numbers below 2^28; 20 with version 3's).
-    Varint,
-}
-
-impl BatchEncoding {
-    /// The fewest bytes one encoded operation can take: a delete of an
-    /// empty key (its kind and a length).
-    fn min_op_len(self) -> usize {
-        match self {
-            BatchEncoding::Fixed => 5,
-            BatchEncoding::Varint => 2,
-        }
-    }
-}
+/// The fewest bytes one encoded operation can take: a delete of an empty
+/// key (its kind and a length).
+const MIN_OP_LEN: usize = 2;
 
 /// One operation of a batch, borrowed from the batch's (or a log record's) bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +77,7 @@ pub struct BatchOp<'a> {
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    /// The encoded operations (the record payload after its header), in
-    /// [`BatchEncoding::Varint`].
+    /// The encoded operations (the record payload after its header).
     ops: Vec<u8>,
     count: usize,
     largest_key: usize,
@@ -223,32 +199,6 @@ impl WriteBatch {
     pub fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
         encode_group_into(first_seq, std::iter::once(self), out);
     }
-
-    /// The payload as [`WriteBatch::encode_record`] gives it, in `encoding`:
-    /// what a log of an older version held (tools and tests that build or
-    /// re-encode such logs).
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "the fixed layout's fields are u32 by definition; check_limits bounds them"
-    )]
-    pub fn encode_record_with(&self, first_seq: SeqNo, encoding: BatchEncoding) -> Vec<u8> {
-        if encoding == BatchEncoding::Varint {
-            return self.encode_record(first_seq);
-        }
-        let mut out = Vec::with_capacity(self.approximate_bytes() + 6 * self.count);
-        out.extend_from_slice(&first_seq.0.to_le_bytes());
-        out.extend_from_slice(&(self.count as u32).to_le_bytes());
-        for op in self.iter() {
-            out.push(op.kind as u8);
-            out.extend_from_slice(&(op.key.len() as u32).to_le_bytes());
-            out.extend_from_slice(op.key);
-            if op.kind == ValueKind::Put {
-                out.extend_from_slice(&(op.value.len() as u32).to_le_bytes());
-                out.extend_from_slice(op.value);
-            }
-        }
-        out
-    }
 }
 
 /// Appends to `out` the log record payload of `batches` applied as one
@@ -299,7 +249,7 @@ impl<'a> Iterator for OpIter<'a> {
         // it ever to, iteration stops rather than inventing an operation.
         // No limits here: the batch's own checks report an over-long key
         // or value (`check_limits`, `Db::write`), which must see it.
-        read_op(&mut self.reader, BatchEncoding::Varint, Lengths::Unlimited).ok()
+        read_op(&mut self.reader, Lengths::Unlimited).ok()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -318,20 +268,14 @@ enum Lengths {
     Unlimited,
 }
 
-/// One operation, its lengths read as `encoding` writes them (a fixed
-/// length, which cannot pass 4 GiB, is checked by the caller).
-fn read_op<'a>(
-    reader: &mut ByteReader<'a>,
-    encoding: BatchEncoding,
-    lengths: Lengths,
-) -> Result<BatchOp<'a>> {
+/// One operation.
+fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<'a>> {
     let kind_byte = reader.u8()?;
     let kind = ValueKind::from_u8(kind_byte)
         .ok_or_else(|| Error::corruption(WHAT, format!("unknown operation kind {kind_byte}")))?;
-    let mut field = |max: usize| match (encoding, lengths) {
-        (BatchEncoding::Fixed, _) => reader.len_prefixed(),
-        (BatchEncoding::Varint, Lengths::Limited) => reader.varint_prefixed(max as u64),
-        (BatchEncoding::Varint, Lengths::Unlimited) => reader.varint_prefixed(u64::MAX),
+    let mut field = |max: usize| match lengths {
+        Lengths::Limited => reader.varint_prefixed(max as u64),
+        Lengths::Unlimited => reader.varint_prefixed(u64::MAX),
     };
     let key = field(MAX_KEY_LEN)?;
     let value = match kind {
@@ -371,28 +315,16 @@ impl<'a> DecodedBatch<'a> {
     }
 }
 
-/// Decodes a batch payload written by [`WriteBatch::encode_record`] (the
-/// [`BatchEncoding::Varint`] of log versions 3 and 4).
-pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
-    decode_record_with(bytes, BatchEncoding::Varint)
-}
-
-/// Decodes a batch payload in `encoding`.
+/// Decodes a batch payload written by [`WriteBatch::encode_record`].
 ///
 /// `Corruption` when the payload is short, has trailing bytes, an unknown
 /// operation kind, a key longer than [`MAX_KEY_LEN`], a value longer than
-/// [`MAX_VALUE_LEN`], sequence numbers that would pass [`SeqNo::MAX`], or
-/// (varints) a number not in its shortest form.
-pub fn decode_record_with(bytes: &[u8], encoding: BatchEncoding) -> Result<DecodedBatch<'_>> {
+/// [`MAX_VALUE_LEN`], sequence numbers that would pass [`SeqNo::MAX`], or a
+/// number not in its shortest form.
+pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
     let mut reader = ByteReader::new(bytes, WHAT);
-    let (first_seq, count) = match encoding {
-        BatchEncoding::Fixed => (SeqNo(reader.u64()?), reader.u32()?),
-        BatchEncoding::Varint => {
-            let first_seq = SeqNo(reader.varint(u64::MAX)?);
-            let count = u32::try_from(reader.varint(u64::from(u32::MAX))?).unwrap_or(u32::MAX);
-            (first_seq, count)
-        }
-    };
+    let first_seq = SeqNo(reader.varint(u64::MAX)?);
+    let count = u32::try_from(reader.varint(u64::from(u32::MAX))?).unwrap_or(u32::MAX);
     let last = first_seq.0.checked_add(u64::from(count).saturating_sub(1));
     if first_seq > SeqNo::MAX || last.is_none_or(|last| last > SeqNo::MAX.0) {
         return Err(Error::corruption(
@@ -400,7 +332,7 @@ pub fn decode_record_with(bytes: &[u8], encoding: BatchEncoding) -> Result<Decod
             format!("sequence numbers {first_seq:?} + {count} pass the 56-bit limit"),
         ));
     }
-    let possible = reader.remaining() / encoding.min_op_len();
+    let possible = reader.remaining() / MIN_OP_LEN;
     if count as usize > possible {
         return Err(Error::corruption(
             WHAT,
@@ -412,7 +344,7 @@ pub fn decode_record_with(bytes: &[u8], encoding: BatchEncoding) -> Result<Decod
     }
     let mut ops = Vec::with_capacity(count as usize);
     for index in 0..count {
-        let op = read_op(&mut reader, encoding, Lengths::Limited)
+        let op = read_op(&mut reader, Lengths::Limited)
             .map_err(|e| Error::corruption(WHAT, format!("operation {index}: {e}")))?;
         if op.key.len() > MAX_KEY_LEN || op.value.len() > MAX_VALUE_LEN {
             return Err(Error::corruption(
@@ -485,16 +417,6 @@ mod tests {
         assert_eq!(d.to_write_batch().encode_record(SeqNo(100)), payload);
         let seqs: Vec<_> = d.ops_with_seq().map(|(s, _)| s.0).collect();
         assert_eq!(seqs, [100, 101, 102, 103]);
-        // The fixed encoding of older logs round-trips the same way.
-        let fixed = b.encode_record_with(SeqNo(100), BatchEncoding::Fixed);
-        let d = decode_record_with(&fixed, BatchEncoding::Fixed).unwrap();
-        assert_eq!(d.to_write_batch(), b);
-        assert_eq!(
-            d.to_write_batch()
-                .encode_record_with(SeqNo(100), BatchEncoding::Fixed),
-            fixed
-        );
-        assert!(decode_record(&fixed).is_err());
     }
 
     #[test]
@@ -504,11 +426,6 @@ mod tests {
         b.delete(b"d");
         let p = b.encode_record(SeqNo(0x0102));
         let expected = [0x82, 0x02, 2, 1, 2, b'a', b'b', 1, b'c', 0, 1, b'd'];
-        assert_eq!(p, expected);
-        let p = b.encode_record_with(SeqNo(0x0102), BatchEncoding::Fixed);
-        let mut expected = vec![0x02, 0x01, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
-        expected.extend_from_slice(&[1, 2, 0, 0, 0, b'a', b'b', 1, 0, 0, 0, b'c']);
-        expected.extend_from_slice(&[0, 1, 0, 0, 0, b'd']);
         assert_eq!(p, expected);
     }
 
@@ -553,18 +470,14 @@ mod tests {
 
     #[test]
     fn every_truncation_and_trailing_byte_is_refused() {
-        for encoding in [BatchEncoding::Varint, BatchEncoding::Fixed] {
-            let payload = sample().encode_record_with(SeqNo(1), encoding);
-            for len in 0..payload.len() {
-                let short = decode_record_with(&payload[..len], encoding);
-                assert!(short.unwrap_err().is_corruption());
-            }
-            let mut longer = payload.clone();
-            longer.push(0);
-            assert!(decode_record_with(&longer, encoding)
-                .unwrap_err()
-                .is_corruption());
+        let payload = sample().encode_record(SeqNo(1));
+        for len in 0..payload.len() {
+            let short = decode_record(&payload[..len]);
+            assert!(short.unwrap_err().is_corruption());
         }
+        let mut longer = payload.clone();
+        longer.push(0);
+        assert!(decode_record(&longer).unwrap_err().is_corruption());
     }
 
     #[test]
@@ -572,12 +485,6 @@ mod tests {
         let mut p = sample().encode_record(SeqNo(1));
         p[2] = 9;
         assert!(decode_record(&p).unwrap_err().is_corruption());
-
-        let mut p = sample().encode_record_with(SeqNo(1), BatchEncoding::Fixed);
-        p[12] = 9;
-        assert!(decode_record_with(&p, BatchEncoding::Fixed)
-            .unwrap_err()
-            .is_corruption());
 
         let mut p = sample().encode_record(SeqNo(1));
         p.splice(1..2, [0xff, 0xff, 0xff, 0xff, 0x0f]);

@@ -33,6 +33,24 @@ pub enum Error {
         detail: String,
     },
 
+    /// A file of a format version this build does not read: an older one
+    /// (until the first release a format change replaces the format, see
+    /// `docs/format.md`) or a newer one.
+    #[error(
+        "{kind} {} has format version {found}; this build reads version {supported} only",
+        .path.display()
+    )]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// What the file is: "table" or "write-ahead log".
+        kind: &'static str,
+        /// The version its header or footer carries.
+        found: u64,
+        /// The one version this build reads.
+        supported: u64,
+    },
+
     /// The caller passed an argument that cannot be honoured.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -134,6 +152,17 @@ impl Error {
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
             Error::Corruption { what, detail } => Error::corruption(what, detail),
+            Error::UnsupportedVersion {
+                path,
+                kind,
+                found,
+                supported,
+            } => Error::UnsupportedVersion {
+                path: path.clone(),
+                kind,
+                found: *found,
+                supported: *supported,
+            },
             Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::ReadOnly { cause } => Error::ReadOnly {
@@ -194,10 +223,30 @@ impl Error {
     /// How background work treats this failure.
     pub(crate) fn class(&self) -> FailureClass {
         match self {
-            Error::Corruption { .. } => FailureClass::Fatal,
+            Error::Corruption { .. } | Error::UnsupportedVersion { .. } => FailureClass::Fatal,
             Error::ReadOnly { cause } | Error::Background { cause } => cause.class(),
             e if e.is_retryable() => FailureClass::Retryable,
             _ => FailureClass::Hard,
+        }
+    }
+
+    /// This error with `path` as the file of an `UnsupportedVersion` (a
+    /// decoder that knew only the file's name gets the whole path from the
+    /// caller that opened the file); any other error unchanged.
+    pub(crate) fn at_path(self, path: &std::path::Path) -> Error {
+        match self {
+            Error::UnsupportedVersion {
+                kind,
+                found,
+                supported,
+                ..
+            } => Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                kind,
+                found,
+                supported,
+            },
+            other => other,
         }
     }
 
@@ -259,5 +308,24 @@ mod tests {
         assert!(matches!(&again, Error::ReadOnly { cause } if matches!(**cause, Error::Io { .. })));
         let text = Error::read_only(&Error::corruption("log 000003.wal", "bad")).to_string();
         assert!(text.contains("siftdb repair"), "{text}");
+    }
+
+    #[test]
+    fn an_unsupported_version_names_the_file_and_both_versions() {
+        let err = Error::UnsupportedVersion {
+            path: PathBuf::from("/x/000004.log"),
+            kind: "write-ahead log",
+            found: 3,
+            supported: 4,
+        };
+        assert_eq!(
+            err.to_string(),
+            "write-ahead log /x/000004.log has format version 3; this build reads version 4 only"
+        );
+        assert_eq!(err.class(), FailureClass::Fatal);
+        assert!(matches!(
+            err.duplicate(),
+            Error::UnsupportedVersion { found: 3, .. }
+        ));
     }
 }

@@ -285,10 +285,8 @@ fn positions(template: &Template) -> Vec<Position> {
                 let replayed = siftdb::internals::wal::replay(&bytes, &name).unwrap();
                 range(0, siftdb::internals::wal::FILE_HEADER_LEN);
                 for record in &replayed.records {
-                    let header_len = siftdb::internals::wal::record_header_len(
-                        siftdb::internals::wal::FORMAT_VERSION,
-                        record.payload.len(),
-                    );
+                    let header_len =
+                        siftdb::internals::wal::record_header_len(record.payload.len());
                     range(record.offset as usize, header_len + 2);
                 }
                 // Every byte of the last record.

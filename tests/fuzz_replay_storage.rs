@@ -71,9 +71,7 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
     zero_tail.extend_from_slice(&[0; 64]);
     let mut flipped = three.clone();
     flipped[40] ^= 0x04;
-    // After a clean close (the files named `v1_*`, `v2_*` and `v3_*` are
-    // the same logs in format versions 1, 2 and 3: written by the code of
-    // those versions, kept so the fuzzer starts from every framing).
+    // After a clean close.
     let mut closed = three.clone();
     closed.extend_from_slice(&encode_close_record(3, three.len() as u64));
     let mut closed_flipped_last = closed.clone();

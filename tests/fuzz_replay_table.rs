@@ -1,8 +1,7 @@
 //! Replays the table fuzz targets on stable Rust: every file of
 //! fuzz/corpus/table_open, fuzz/corpus/block_decode and
 //! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
-//! valid tables (of the format written now, and the version-1 seeds kept in
-//! the corpus) and compressed blocks, through the same functions the fuzzer
+//! valid tables and compressed blocks, through the same functions the fuzzer
 //! runs. Tables 7 and 8 carry binary fuse filters, 9 and 10 prefix entries
 //! and range filters, 11 all of these.
 #![allow(
@@ -147,9 +146,9 @@ fn seed_compressed_blocks() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// `block_decode`'s first byte for decoding a data block of the format
-/// written now (varint headers, tags apart and packed: `data_coding` of
-/// the current format, format 7's).
+/// `block_decode`'s first byte for decoding a data block (even: decode;
+/// bit 7 is not read, set as in the seeds written before format 7's
+/// coding was the only one).
 const CURRENT_DATA_BLOCK: u8 = 0x80;
 
 /// The first data block of a small table, without its trailer.
@@ -173,15 +172,16 @@ fn table_open_replays_corpus_and_mutations() {
         table_open(&std::fs::read(file).unwrap());
     }
     let mut rng = SplitMix64::new(0x7AB1E);
-    let version_1: Vec<Vec<u8>> = files
-        .iter()
-        .filter(|f| {
-            f.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("seed-v1"))
-        })
-        .map(|f| std::fs::read(f).unwrap())
-        .collect();
-    assert_eq!(version_1.len(), 5, "the version-1 seeds stay in the corpus");
+    // Until the first release the corpus holds seeds of the current format
+    // only (see docs/format.md).
+    let version = TableFormat::CURRENT.version();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with("seed-") || name.starts_with(&format!("seed-v{version}-")),
+            "{name}: a seed of another format"
+        );
+    }
     let compressed_blocks: usize = seed_tables()
         .into_iter()
         .map(|file| {
@@ -198,15 +198,15 @@ fn table_open_replays_corpus_and_mutations() {
         compressed_blocks >= 2,
         "{compressed_blocks} LZ4 blocks among the seeds"
     );
-    let version_3 = seed_tables()
+    let with_range_filter = seed_tables()
         .into_iter()
         .filter(|file| {
             let table = Table::from_bytes("seed.sst", file.clone().into(), ReadCounters::new());
             table.unwrap().range_filter_view().is_some()
         })
         .count();
-    assert_eq!(version_3, 3, "format-3 seeds with a range filter");
-    for seed in seed_tables().into_iter().chain(version_1) {
+    assert_eq!(with_range_filter, 3, "seeds with a range filter");
+    for seed in seed_tables() {
         table_open(&seed);
         for _ in 0..300 {
             let mut mutated = seed.clone();
@@ -234,8 +234,8 @@ fn block_decode_replays_corpus_and_random_inputs() {
     }
     let mut rng = SplitMix64::new(0xB10C);
     let block = seed_block();
-    // The mutations start from a block that decodes whole in that coding.
-    let whole = Block::parse(block.clone().into(), TableFormat::CURRENT.data_coding()).unwrap();
+    // The mutations start from a block that decodes whole.
+    let whole = Block::parse(block.clone().into()).unwrap();
     assert!(whole.check_structure().unwrap() > 1);
     for _ in 0..1000 {
         let mut mutated = [&[CURRENT_DATA_BLOCK][..], &block].concat();
@@ -283,9 +283,9 @@ fn block_decompress_replays_corpus_and_mutations() {
 }
 
 /// Writes the seed corpus; run with `--ignored` after a format change. The
-/// tables go to `seed-v{current format}-{i}`, so the seeds of earlier
-/// formats stay as they are (`seed-v1-*`; `seed-0`…`seed-11`, formats 2 and
-/// 3; `seed-raw-0`, a fixed-header block): a format change adds seeds.
+/// tables go to `seed-v{current format}-{i}`. Until the first release a
+/// format change replaces the format: the seeds of the old one are
+/// removed (from the first release on they stay, and a change adds seeds).
 #[test]
 #[ignore]
 fn write_seed_corpus() {
@@ -295,22 +295,11 @@ fn write_seed_corpus() {
         let path = root.join("table_open").join(format!("seed-v{version}-{i}"));
         std::fs::write(path, seed).unwrap();
     }
-    let round_trips: [&[u8]; 2] = [
-        b"\x01apple\xffbanana split\xffcherry pie\xffk",
-        b"\x07aaaaaaaaaaaaaaaa\xffaaaaaaaaaaaaaaab\xffaaaaaaaaaaaaaabb\xffzz",
-    ];
-    for (i, input) in round_trips.iter().enumerate() {
-        let path = root
-            .join("block_decode")
-            .join(format!("seed-roundtrip-{i}"));
-        std::fs::write(path, input).unwrap();
-    }
-    // The current data block (format 7: packed tags); `seed-tag-raw-0`
-    // (format 5's, mode 0x82) stays as it was written.
+    // A data block of the current format (packed tags).
     let raw = [&[CURRENT_DATA_BLOCK][..], &seed_block()].concat();
     std::fs::write(root.join("block_decode").join("seed-packed-raw-0"), raw).unwrap();
-    // Internal keys (8-byte tags) for a round trip with tags apart, two
-    // versions of one user key among them.
+    // Internal keys (8-byte tags) for a round trip, two versions of one
+    // user key among them.
     let tagged: Vec<u8> = [
         (&b"keyAAAAA"[..], 1u64),
         (b"keyAAAAB", 2),
@@ -324,15 +313,13 @@ fn write_seed_corpus() {
     })
     .collect::<Vec<_>>()
     .join(&0xff);
-    // Mode 0x8b: tags apart (format 5), 0x89: packed (format 7); both
-    // round trips with a restart interval of 3.
-    for (mode, name) in [
-        (0x8b, "seed-tag-roundtrip-0"),
-        (0x89, "seed-packed-roundtrip-0"),
-    ] {
-        let input = [&[mode][..], &tagged].concat();
-        std::fs::write(root.join("block_decode").join(name), input).unwrap();
-    }
+    // Mode 0x89: a round trip with a restart interval of 3.
+    let input = [&[0x89][..], &tagged].concat();
+    std::fs::write(
+        root.join("block_decode").join("seed-packed-roundtrip-0"),
+        input,
+    )
+    .unwrap();
     let dir = root.join("block_decompress");
     std::fs::create_dir_all(&dir).unwrap();
     for (i, stored) in seed_compressed_blocks().iter().enumerate() {

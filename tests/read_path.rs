@@ -1,7 +1,7 @@
 //! The read path beyond RAM: table metadata held in memory, data blocks
 //! through positioned reads and a bounded block cache, file handles through
-//! a bounded open-file cache, compressed blocks, and tables of the first
-//! format version.
+//! a bounded open-file cache, compressed blocks, and the fixture of the
+//! current formats (and the refusal of any other version).
 //!
 //! Tests that could die of a signal (a truncated file under a memory map)
 //! or that change a process-wide limit (`RLIMIT_NOFILE`) run their body in
@@ -476,180 +476,264 @@ fn copy_of_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// A database written by the first table format (5-byte trailers, no
-/// codec): made with siftdb before format version 2 by `siftdb put` and
-/// `siftdb delete` (each reopen turned the log into a level-0 table), kept
-/// in tests/data/format_v1_db.
-#[test]
-fn a_database_of_format_version_1_tables_opens_and_is_rewritten() {
-    let dir = copy_of_fixture("format_v1_db");
-    let old = tables_in(dir.path());
-    assert_eq!(old.len(), 10);
-    for path in &old {
-        assert_eq!(Table::open_path(path).unwrap().footer().format.version(), 1);
+/// One step of the writes that made tests/data/format_v7_db: puts (a
+/// value) and deletes (none), then what the database did after them.
+struct FixtureStep {
+    writes: Vec<(String, Option<String>)>,
+    then: AfterStep,
+}
+
+enum AfterStep {
+    /// `Db::compact`: everything so far into one sorted run below level 0.
+    Compact,
+    /// `Db::flush`: the memtable into a level-0 table.
+    Flush,
+    /// Nothing: the writes stay in the log, which the clean close ends
+    /// with its close record.
+    StayInLog,
+}
+
+/// The writes of tests/data/format_v7_db, in order.
+fn format_v7_steps() -> Vec<FixtureStep> {
+    let key = |i: u32| format!("v7key{i:04}");
+    let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
+    vec![
+        FixtureStep {
+            writes: (0..300)
+                .map(|i| put(i, "compacted below level 0"))
+                .collect(),
+            then: AfterStep::Compact,
+        },
+        FixtureStep {
+            writes: (0..300)
+                .step_by(3)
+                .map(|i| put(i, "rewritten in level 0"))
+                .chain((1..300).step_by(10).map(|i| (key(i), None)))
+                .collect(),
+            then: AfterStep::Flush,
+        },
+        FixtureStep {
+            writes: (300..350)
+                .map(|i| put(i, "in a second level-0 table"))
+                .collect(),
+            then: AfterStep::Flush,
+        },
+        FixtureStep {
+            writes: (0..350)
+                .step_by(7)
+                .map(|i| put(i, "in the log"))
+                .chain([(key(2), None), (key(349), None)])
+                .collect(),
+            then: AfterStep::StayInLog,
+        },
+    ]
+}
+
+/// What tests/data/format_v7_db holds: the steps applied to a map.
+fn format_v7_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    for step in format_v7_steps() {
+        for (key, value) in step.writes {
+            match value {
+                Some(value) => model.insert(key.into_bytes(), value.into_bytes()),
+                None => model.remove(key.as_bytes()),
+            };
+        }
     }
-    assert!(verify_dir(dir.path()).unwrap().is_clean());
-    let want = |i: u32| -> Option<String> {
-        match i {
-            3 => None,
-            5 => Some("key 5 again".into()),
-            8 => Some("last".into()),
-            9.. => None,
-            _ => Some(format!("value of key {i}, written by format version 1")),
+    model
+}
+
+/// Writes tests/data/format_v7_db anew with today's code (run by hand,
+/// `SIFTDB_WRITE_FIXTURE=1 cargo test -p siftdb --test read_path --
+/// --ignored write_format_v7_fixture`, only when the format's version
+/// changes before the first release: from then on a fixture is never
+/// rewritten, a new one is added beside it).
+#[test]
+#[ignore = "writes the fixture in the source tree; run by hand"]
+fn write_format_v7_fixture() {
+    if std::env::var("SIFTDB_WRITE_FIXTURE").as_deref() != Ok("1") {
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v7_db");
+    if fixture.exists() {
+        std::fs::remove_dir_all(&fixture).unwrap();
+    }
+    let db = Db::open_with(&fixture, Options::default()).unwrap();
+    for step in format_v7_steps() {
+        for (key, value) in step.writes {
+            match value {
+                Some(value) => db.put(key, value).unwrap(),
+                None => db.delete(key).unwrap(),
+            }
         }
-    };
-    let check = |db: &Db| {
-        for i in 0..10 {
-            let got = db.get(format!("key{i}")).unwrap();
-            assert_eq!(
-                got.as_deref(),
-                want(i).as_deref().map(str::as_bytes),
-                "key{i}"
-            );
+        match step.then {
+            AfterStep::Compact => db.compact().unwrap(),
+            AfterStep::Flush => db.flush().unwrap(),
+            AfterStep::StayInLog => {}
         }
-    };
-    let db = Db::open_with(dir.path(), Options::default()).unwrap();
-    check(&db);
-    db.compact().unwrap();
-    check(&db);
+    }
+    db.wait_for_background().unwrap();
     drop(db);
-    for path in tables_in(dir.path()) {
-        let format = Table::open_path(&path).unwrap().footer().format;
+    // The lock file is no part of the database.
+    let _ = std::fs::remove_file(fixture.join("LOCK"));
+}
+
+/// The one fixture of the format this build writes: tests/data/format_v7_db
+/// (tables of format 7 in level 0 and below it, a log of format 4 holding
+/// the last writes), made by `write_format_v7_fixture`. Until the first
+/// release a format change replaces the format and this fixture with it;
+/// from the first release on every format change keeps reading the
+/// previous ones, and this fixture (never rewritten) checks that it does.
+#[test]
+fn the_format_v7_fixture_opens_and_reads_every_key() {
+    let dir = copy_of_fixture("format_v7_db");
+    let tables = tables_in(dir.path());
+    assert!(tables.len() >= 3, "{tables:?}");
+    for path in &tables {
+        let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
+        assert_eq!(format.version(), 7);
     }
-    check(&Db::open_with(dir.path(), Options::default()).unwrap());
-}
-
-/// A database of tables with fixed-width entry headers (formats 2 and 3,
-/// before varint headers), kept in tests/data/format_v2_v3_db: made with
-/// siftdb at commit 2238609 by `siftdb bench --n 200 --prefix-len 4
-/// --range-bits 16 --phases fillrandom` (format 3: prefix and range
-/// filters), then `siftdb put` of three keys and `siftdb delete` of one
-/// (each reopen turned the log into a format-2 level-0 table).
-#[test]
-fn a_database_of_format_version_2_and_3_tables_opens_and_is_rewritten() {
-    old_tables_open_and_are_rewritten("format_v2_v3_db", &[2, 3], "v2");
-}
-
-/// A database of tables whose data entries end in 8-byte tags (format 4,
-/// before varint tags), kept in tests/data/format_v4_db: made with siftdb
-/// at commit 3e7f8e5 as format_v2_v3_db was (keys `v4key1`..`v4key3`; the
-/// delete of `v4key2` stayed in the log).
-#[test]
-fn a_database_of_format_version_4_tables_opens_and_is_rewritten() {
-    old_tables_open_and_are_rewritten("format_v4_db", &[4], "v4");
-}
-
-/// A database of format-5 tables (varint tags in data blocks, index
-/// entries with 16-byte handles), kept in tests/data/format_v5_db: made with
-/// siftdb at commit 6ec3b96 as format_v4_db was (keys `v5key1`..`v5key3`).
-#[test]
-fn a_database_of_format_version_5_tables_opens_and_is_rewritten() {
-    old_tables_open_and_are_rewritten("format_v5_db", &[5], "v5");
-}
-
-/// A database of format-6 tables (tags as varints of `seq << 8 | kind`,
-/// block checksums without the format version), kept in
-/// tests/data/format_v6_db: made with siftdb at commit dab9d16 as
-/// format_v4_db was (keys `v6key1`..`v6key3`).
-#[test]
-fn a_database_of_format_version_6_tables_opens_and_is_rewritten() {
-    old_tables_open_and_are_rewritten("format_v6_db", &[6], "v6");
-}
-
-/// Opens the fixture `name`, whose tables are of every version in
-/// `versions`, with its keys `{prefix}key1`..3 (2 deleted) beside the
-/// benchmark's 200: every key reads back, a full compaction rewrites every
-/// table in the current format, and the contents stay the same.
-fn old_tables_open_and_are_rewritten(name: &str, versions: &[u32], prefix: &str) {
-    let dir = copy_of_fixture(name);
-    let found: Vec<u32> = tables_in(dir.path())
-        .iter()
-        .map(|path| Table::open_path(path).unwrap().footer().format.version())
-        .collect();
+    let state = siftdb::internals::manifest::read_manifest(
+        &siftdb::internals::fs::OsFileSystem,
+        dir.path(),
+    )
+    .unwrap()
+    .unwrap();
+    let levels: Vec<u32> = state.tables.iter().map(|t| t.level).collect();
     assert!(
-        versions.iter().all(|v| found.contains(v)) && found.iter().all(|v| versions.contains(v)),
-        "{found:?}"
+        levels.contains(&0) && levels.iter().any(|&l| l > 0),
+        "{levels:?}"
     );
-    assert!(verify_dir(dir.path()).unwrap().is_clean());
-    let contents = |db: &Db| -> BTreeMap<Vec<u8>, Vec<u8>> {
-        db.iter()
-            .map(|entry| {
-                let (key, value) = entry.unwrap();
-                (key.to_vec(), value.to_vec())
-            })
-            .collect()
-    };
-    let db = Db::open_with(dir.path(), Options::default()).unwrap();
-    let before = contents(&db);
-    assert!(before.len() > 200, "{} keys", before.len());
-    let get = |key: &str| db.get(format!("{prefix}{key}")).unwrap();
-    assert_eq!(get("key1").as_deref(), Some(&b"one"[..]));
-    assert_eq!(get("key2"), None);
-    assert_eq!(get("key3").as_deref(), Some(&b"three"[..]));
-    for key in before.keys() {
-        assert!(db.get(key).unwrap().is_some());
-    }
-    db.compact().unwrap();
-    assert_eq!(contents(&db), before);
-    drop(db);
-    for path in tables_in(dir.path()) {
-        let format = Table::open_path(&path).unwrap().footer().format;
-        assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-    }
-    let db = Db::open_with(dir.path(), Options::default()).unwrap();
-    assert_eq!(contents(&db), before);
-    assert!(verify_dir(dir.path()).unwrap().is_clean());
-}
-
-/// A database whose log is of version 2 (fixed-width batch payloads),
-/// kept in tests/data/wal_v2_db: made with siftdb at commit 5f612db by
-/// `siftdb put` of `kept`, `gone` and `changed`, `siftdb delete gone`, and a
-/// last `siftdb put changed …` that stayed in the log (each earlier reopen
-/// turned the log into a level-0 table). It opens, its log's write is
-/// there, and the log the database writes next is of the current version.
-#[test]
-fn a_database_whose_log_is_of_version_2_recovers_its_writes() {
-    let dir = copy_of_fixture("wal_v2_db");
-    let log = std::fs::read(dir.path().join("000010.wal")).unwrap();
-    assert_eq!(&log[4..8], &2u32.to_le_bytes());
-    let check = |db: &Db| {
-        assert_eq!(
-            db.get("kept").unwrap().as_deref(),
-            Some(&b"first value"[..])
-        );
-        assert_eq!(db.get("gone").unwrap(), None);
-        assert_eq!(
-            db.get("changed").unwrap().as_deref(),
-            Some(&b"new value, in a version-2 log"[..])
-        );
-    };
-    let db = Db::open_with(dir.path(), Options::default()).unwrap();
-    check(&db);
-    db.put("after", "written to a log of the current version")
-        .unwrap();
-    drop(db);
-    let logs: Vec<_> = std::fs::read_dir(dir.path())
+    let logs: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "wal"))
         .collect();
-    assert!(!logs.is_empty());
-    for path in &logs {
-        let bytes = std::fs::read(path).unwrap();
-        assert_eq!(
-            &bytes[4..8],
-            &siftdb::internals::wal::FORMAT_VERSION.to_le_bytes(),
-            "{}",
-            path.display()
-        );
-    }
+    let [log] = &logs[..] else {
+        panic!("{logs:?}");
+    };
+    let log_bytes = std::fs::read(log).unwrap();
+    assert_eq!(&log_bytes[4..8], &4u32.to_le_bytes());
+    let replayed = siftdb::internals::wal::replay(&log_bytes, "log").unwrap();
+    assert!(replayed.closed_cleanly && !replayed.records.is_empty());
+    assert!(verify_dir(dir.path()).unwrap().is_clean());
+
+    let want = format_v7_contents();
+    let check = |db: &Db| {
+        for i in 0..360 {
+            let key = format!("v7key{i:04}");
+            let got = db.get(&key).unwrap();
+            assert_eq!(
+                got.as_deref(),
+                want.get(key.as_bytes()).map(Vec::as_slice),
+                "{key}"
+            );
+        }
+        let scanned: BTreeMap<Vec<u8>, Vec<u8>> = db
+            .iter()
+            .map(|entry| {
+                let (key, value) = entry.unwrap();
+                (key.to_vec(), value.to_vec())
+            })
+            .collect();
+        assert_eq!(scanned, want);
+    };
     let db = Db::open_with(dir.path(), Options::default()).unwrap();
+    assert!(db.recovery_report().records_replayed > 0);
     check(&db);
+    drop(db);
+    check(&Db::open_read_only(dir.path()).unwrap());
+}
+
+/// `bytes` (a table file) with its footer's version field set to
+/// `version` and the footer's checksum made to match.
+fn with_table_version(bytes: &mut [u8], version: u32) {
+    let footer = bytes.len() - 64;
+    bytes[footer + 48..footer + 52].copy_from_slice(&version.to_le_bytes());
+    let crc = {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&bytes[footer..footer + 52]);
+        hasher.update(&bytes[bytes.len() - 8..]);
+        hasher.finalize()
+    };
+    bytes[footer + 52..footer + 56].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// `bytes` (a log file) with its header's version field set to `version`
+/// and the header's checksum made to match.
+fn with_log_version(bytes: &mut [u8], version: u32) {
+    bytes[4..8].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..16]);
+    bytes[16..20].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supported: u64) {
+    let Error::UnsupportedVersion {
+        path: named,
+        kind: named_kind,
+        found: named_found,
+        supported: named_supported,
+    } = err
+    else {
+        panic!("not UnsupportedVersion: {err}");
+    };
     assert_eq!(
-        db.get("after").unwrap().as_deref(),
-        Some(&b"written to a log of the current version"[..])
+        (named.as_path(), *named_kind, *named_found, *named_supported),
+        (path, kind, found, supported)
     );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{kind} {} has format version {found}; this build reads version {supported} only",
+            path.display()
+        )
+    );
+}
+
+/// A database one of whose tables carries an older format version (6, the
+/// one before this build's) or an unknown later one is refused at open,
+/// naming the table, its version and the one this build reads — by a
+/// read-write and a read-only open alike, and by `Table::open`.
+#[test]
+fn a_database_with_a_table_of_another_format_version_is_refused() {
+    for found in [6u32, 1, 8] {
+        let dir = copy_of_fixture("format_v7_db");
+        let table = tables_in(dir.path()).pop().unwrap();
+        let mut bytes = std::fs::read(&table).unwrap();
+        with_table_version(&mut bytes, found);
+        std::fs::write(&table, &bytes).unwrap();
+        let (found, supported) = (u64::from(found), u64::from(TableFormat::CURRENT.version()));
+        let err = Table::open_path(&table).unwrap_err();
+        assert_unsupported(&err, &table, "table", found, supported);
+        let err = Db::open_with(dir.path(), Options::default()).unwrap_err();
+        assert_unsupported(&err, &table, "table", found, supported);
+        let err = Db::open_read_only(dir.path()).unwrap_err();
+        assert_unsupported(&err, &table, "table", found, supported);
+    }
+}
+
+/// A database whose log carries an older format version (3, the last of
+/// the wide record headers) or an unknown later one is refused at open,
+/// naming the log, its version and the one this build reads.
+#[test]
+fn a_database_with_a_log_of_another_format_version_is_refused() {
+    for found in [3u32, 1, 5] {
+        let dir = copy_of_fixture("format_v7_db");
+        let log = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "wal"))
+            .unwrap();
+        let mut bytes = std::fs::read(&log).unwrap();
+        with_log_version(&mut bytes, found);
+        std::fs::write(&log, &bytes).unwrap();
+        let supported = u64::from(siftdb::internals::wal::FORMAT_VERSION);
+        let err = Db::open_with(dir.path(), Options::default()).unwrap_err();
+        assert_unsupported(&err, &log, "write-ahead log", found.into(), supported);
+        let err = Db::open_read_only(dir.path()).unwrap_err();
+        assert_unsupported(&err, &log, "write-ahead log", found.into(), supported);
+    }
 }
 
 #[test]

@@ -21,9 +21,9 @@ use siftdb::internals::filename::{parse_file_name, FileKind, MANIFEST_FILE};
 use siftdb::internals::fs::{FileSystem, OsFileSystem};
 use siftdb::internals::inspect::verify_dir;
 use siftdb::internals::manifest::read_manifest;
-use siftdb::internals::repair::LOST_DIR;
 use siftdb::internals::table::Table;
 use siftdb::{repair, Db, Error, Options, RepairOptions, RepairReport, WriteBatch};
+use siftdb::internals::repair::LOST_DIR;
 use siftdb::{LogAction, ManifestFinding, TableAction};
 use siftdb_testkit::files::{flip_byte, snapshot};
 use siftdb_testkit::{FaultFs, PowerLoss};
@@ -311,10 +311,7 @@ fn a_damaged_record_of_a_cleanly_closed_log_is_skipped_and_reported() {
     let replayed = siftdb::internals::wal::replay(&bytes, "log").unwrap();
     assert_eq!(replayed.records.len(), 3);
     // The payload of the second record (key 500): its length stays readable.
-    let header_len = siftdb::internals::wal::record_header_len(
-        siftdb::internals::wal::FORMAT_VERSION,
-        replayed.records[1].payload.len(),
-    );
+    let header_len = siftdb::internals::wal::record_header_len(replayed.records[1].payload.len());
     let second = replayed.records[1].offset + header_len as u64 + 2;
     flip(&log, second);
     let err = Db::open_with(dir.path(), options()).unwrap_err();

@@ -13,10 +13,9 @@ use crate::filter::theory::LINE_BITS;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterKind, Layout};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
+use crate::table::format::TRAILER_LEN;
 use crate::table::properties::PrefixFilterInfo;
-use crate::table::{
-    BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table, TableFormat,
-};
+use crate::table::{BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table};
 
 /// What a table file holds. Sizes count bytes on disk, block trailers included.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,8 +188,8 @@ pub fn inspect_table_with(fs: &SharedFs, path: &Path) -> Result<TableSummary> {
     Ok(TableSummary::of(&table))
 }
 
-fn on_disk(handle: BlockHandle, format: TableFormat) -> u64 {
-    handle.len.saturating_add(format.trailer_len() as u64)
+fn on_disk(handle: BlockHandle) -> u64 {
+    handle.len.saturating_add(TRAILER_LEN as u64)
 }
 
 impl TableSummary {
@@ -233,17 +232,15 @@ impl TableSummary {
             distinct_user_keys: properties.distinct_user_keys,
             data_blocks: properties.data_blocks,
             data_bytes: properties.data_size,
-            index_bytes: on_disk(footer.index, footer.format),
-            filter_bytes: footer.filter.map_or(0, |h| on_disk(h, footer.format)),
-            properties_bytes: on_disk(footer.properties, footer.format),
+            index_bytes: on_disk(footer.index),
+            filter_bytes: footer.filter.map_or(0, |h| on_disk(h)),
+            properties_bytes: on_disk(footer.properties),
             format_version: footer.format.version(),
             filter_memory: table.filter_memory(),
             index_memory: table.index_memory(),
             filter,
             prefix_filter: properties.prefix_filter.clone(),
-            range_filter_bytes: properties
-                .range_filter
-                .map_or(0, |r| on_disk(r.handle, footer.format)),
+            range_filter_bytes: properties.range_filter.map_or(0, |r| on_disk(r.handle)),
             range_filter_memory: table.range_filter_memory(),
             range_filter,
         }

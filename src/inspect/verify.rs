@@ -361,7 +361,7 @@ fn check_log(
     };
     let log = match replay_batches(&bytes, &name) {
         Ok(log) => log,
-        Err(e) => return report.error(&name, e),
+        Err(e) => return report.error(&name, e.at_path(&dir.join(&name))),
     };
     report.logs_checked += 1;
     report.log_records_checked += log.batches.len() as u64;

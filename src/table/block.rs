@@ -2,27 +2,16 @@
 //! and restart points, so a lookup inside a block is a binary search over the
 //! restarts followed by a short scan.
 //!
+//! Every key is an internal key (user key ‖ 8-byte tag); an entry stores the
+//! user key (prefix-compressed against the previous entry's) and, after it,
+//! the tag packed as a varint, `seq << 1 | kind` (a kind being 0 or 1):
+//!
 //! ```text
-//! entry   := header ‖ key[shared..] ‖ value
-//! header  := shared ‖ unshared ‖ value_len   (varint32 each, format 4;
-//!                                              u32 LE each, formats 1–3)
+//! entry   := header ‖ user_key[shared..] ‖ varint64(seq << 1 | kind) ‖ value
+//! header  := shared ‖ unshared ‖ value_len   (varint32 each; the lengths
+//!                                              count user-key bytes)
 //! block   := entry* ‖ restart offset u32 × R ‖ R u32          (R ≥ 1)
 //! ```
-//!
-//! From format 5 a data block's entry writes the key's 8-byte tag (the
-//! last eight bytes of the internal key, a little-endian u64) as a varint
-//! after the rest of the user key, and the lengths count user-key bytes:
-//!
-//! ```text
-//! entry   := header ‖ user_key[shared..] ‖ varint64(tag) ‖ value
-//! ```
-//!
-//! From format 7 that varint holds the tag packed, the kind in its lowest
-//! bit (`seq << 1 | kind` instead of `seq << 8 | kind`): one byte less for
-//! every sequence number but 0.
-//!
-//! Which coding a block uses is the table's format version and the block's
-//! kind ([`EntryCoding`]); a block does not record it.
 //!
 //! Owns: [`BlockBuilder`] and the decoding of untrusted block bytes
 //! ([`Block`], [`BlockIter`]).
@@ -47,87 +36,29 @@ use crate::prefetch::prefetch_bytes;
 /// What block errors name before the table layer locates them.
 const WHAT: &str = "block";
 
-/// Bytes of an entry's fixed header (shared, unshared, value length).
-pub const ENTRY_HEADER_LEN: usize = 12;
-/// Most bytes of an entry's varint header: three varint32s of up to 5 bytes.
+/// Most bytes of an entry's header: three varint32s of up to 5 bytes.
 pub const MAX_VARINT_HEADER_LEN: usize = 15;
-
-/// How an entry's three header lengths are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryCoding {
-    /// Three little-endian u32s (table formats 1 to 3).
-    Fixed,
-    /// Three LEB128 varint32s (table format 4; index blocks from then on):
-    /// a key of 16–24 bytes with a 100-byte value needs 3 bytes of header
-    /// instead of 12.
-    Varint,
-    /// Data blocks from table format 5: varint headers whose lengths count
-    /// user-key bytes, and the tag as a varint64 after the user key, so a
-    /// sequence number below 2^20 takes 4 bytes instead of 8. Only internal
-    /// keys (at least the tag's 8 bytes) can be stored.
-    VarintTag,
-    /// Data and index blocks from table format 7: as [`EntryCoding::VarintTag`]
-    /// with the tag stored packed, `varint64(seq << 1 | kind)`, a kind being
-    /// 0 or 1: a sequence number below 2^27 takes 4 bytes or fewer, where
-    /// `VarintTag` needs 5 from 2^20. Only keys of those two kinds (every
-    /// entry's) can be stored.
-    PackedTag,
-}
 
 /// Most a packed tag may hold: sequence numbers fit in 56 bits.
 const MAX_PACKED_TAG: u64 = (1 << 57) - 1;
 
-impl EntryCoding {
-    /// Whether entries store the tag apart from the user key (format 5 on).
-    fn tags_apart(self) -> bool {
-        matches!(self, EntryCoding::VarintTag | EntryCoding::PackedTag)
-    }
+/// The number stored for `tag` (`seq << 8 | kind`): `seq << 1 | kind`;
+/// `None` for a kind other than put (1) or delete (0).
+fn stored_tag(tag: u64) -> Option<u64> {
+    let kind = tag & 0xff;
+    (kind <= 1).then_some(((tag >> 8) << 1) | kind)
+}
 
-    /// The number stored for `tag` (`seq << 8 | kind`), `None` for a kind
-    /// this coding cannot store.
-    fn stored_tag(self, tag: u64) -> Option<u64> {
-        match self {
-            EntryCoding::PackedTag => {
-                let kind = tag & 0xff;
-                (kind <= 1).then_some(((tag >> 8) << 1) | kind)
-            }
-            EntryCoding::Fixed | EntryCoding::Varint | EntryCoding::VarintTag => Some(tag),
-        }
-    }
+/// The tag a stored number stands for, `None` for one no writer makes (a
+/// packed tag past 56 bits of sequence number).
+#[inline]
+fn tag_of_stored(stored: u64) -> Option<u64> {
+    (stored <= MAX_PACKED_TAG).then_some(((stored >> 1) << 8) | (stored & 1))
+}
 
-    /// The tag a stored number stands for, `None` for one no writer makes
-    /// (a packed tag past 56 bits of sequence number).
-    #[inline]
-    fn tag_of_stored(self, stored: u64) -> Option<u64> {
-        match self {
-            EntryCoding::PackedTag => {
-                (stored <= MAX_PACKED_TAG).then_some(((stored >> 1) << 8) | (stored & 1))
-            }
-            EntryCoding::Fixed | EntryCoding::Varint | EntryCoding::VarintTag => Some(stored),
-        }
-    }
-
-    /// Most bytes a header can take.
-    fn max_header_len(self) -> usize {
-        match self {
-            EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
-                MAX_VARINT_HEADER_LEN
-            }
-        }
-    }
-
-    /// Bytes of the header for these lengths.
-    fn header_len(self, shared: usize, unshared: usize, value_len: usize) -> usize {
-        match self {
-            EntryCoding::Fixed => ENTRY_HEADER_LEN,
-            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
-                varint_len(shared as u64)
-                    + varint_len(unshared as u64)
-                    + varint_len(value_len as u64)
-            }
-        }
-    }
+/// Bytes of the header for these lengths.
+fn header_len(shared: usize, unshared: usize, value_len: usize) -> usize {
+    varint_len(shared as u64) + varint_len(unshared as u64) + varint_len(value_len as u64)
 }
 
 /// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`. `None` when
@@ -202,20 +133,18 @@ pub struct BlockBuilder {
     restart_interval: usize,
     since_restart: usize,
     last_key: Vec<u8>,
-    coding: EntryCoding,
 }
 
 impl BlockBuilder {
     /// A builder that restarts prefix compression every `restart_interval`
-    /// entries and writes entry headers in `coding`.
-    pub fn new(restart_interval: usize, coding: EntryCoding) -> BlockBuilder {
+    /// entries.
+    pub fn new(restart_interval: usize) -> BlockBuilder {
         BlockBuilder {
             buf: Vec::new(),
             restarts: Vec::new(),
             restart_interval: restart_interval.max(1),
             since_restart: 0,
             last_key: Vec::new(),
-            coding,
         }
     }
 
@@ -233,18 +162,15 @@ impl BlockBuilder {
     /// included).
     pub fn entry_size(&self, key: &[u8], value: &[u8]) -> usize {
         let key_len = match split_internal_key(key) {
-            Some((user_key, tag)) if self.coding.tags_apart() => {
-                user_key.len() + self.coding.stored_tag(tag).map_or(TAG_LEN, varint_len)
-            }
-            _ => key.len(),
+            Some((user_key, tag)) => user_key.len() + stored_tag(tag).map_or(TAG_LEN, varint_len),
+            None => key.len(),
         };
-        self.coding.header_len(0, key_len, value.len()) + key_len + value.len() + 4
+        header_len(0, key_len, value.len()) + key_len + value.len() + 4
     }
 
     /// Appends an entry; the caller guarantees key order. `InvalidArgument`
-    /// when the block would outgrow its u32 offsets, or when a block that
-    /// stores tags apart is given a key shorter than a tag (or, packing
-    /// them, a kind other than put or delete).
+    /// when the block would outgrow its u32 offsets, or for a key shorter
+    /// than a tag or of a kind other than put or delete.
     #[expect(
         clippy::cast_possible_truncation,
         reason = "the check below keeps the whole block, so every offset and length, within u32"
@@ -257,26 +183,20 @@ impl BlockBuilder {
         if !fits {
             return Err(Error::invalid("a table block cannot exceed 4 GiB"));
         }
-        // The bytes shared with the previous key and the tag written apart:
-        // with tags apart only user keys share, and the tag follows them.
-        let (stored_key, previous, tag) = if self.coding.tags_apart() {
-            let Some((user_key, tag)) = split_internal_key(key) else {
-                return Err(Error::invalid(format!(
-                    "a {}-byte key has no {TAG_LEN}-byte tag",
-                    key.len()
-                )));
-            };
-            let Some(stored) = self.coding.stored_tag(tag) else {
-                return Err(Error::invalid(format!(
-                    "kind {} is not one a packed tag stores",
-                    tag & 0xff
-                )));
-            };
-            let previous = split_internal_key(&self.last_key).map_or(&[][..], |(user, _)| user);
-            (user_key, previous, Some(stored))
-        } else {
-            (key, self.last_key.as_slice(), None)
+        // Only user keys share bytes; the tag follows the user key.
+        let Some((stored_key, tag)) = split_internal_key(key) else {
+            return Err(Error::invalid(format!(
+                "a {}-byte key has no {TAG_LEN}-byte tag",
+                key.len()
+            )));
         };
+        let Some(tag) = stored_tag(tag) else {
+            return Err(Error::invalid(format!(
+                "kind {} is not one a packed tag stores",
+                tag & 0xff
+            )));
+        };
+        let previous = split_internal_key(&self.last_key).map_or(&[][..], |(user, _)| user);
         let shared = if self.is_empty() || self.since_restart >= self.restart_interval {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;
@@ -285,23 +205,11 @@ impl BlockBuilder {
             common_prefix_len(previous, stored_key)
         };
         let unshared = stored_key.get(shared..).unwrap_or_default();
-        let lengths = [shared as u32, unshared.len() as u32, value.len() as u32];
-        match self.coding {
-            EntryCoding::Fixed => {
-                for length in lengths {
-                    self.buf.extend_from_slice(&length.to_le_bytes());
-                }
-            }
-            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
-                for length in lengths {
-                    put_varint(&mut self.buf, u64::from(length));
-                }
-            }
+        for length in [shared, unshared.len(), value.len()] {
+            put_varint(&mut self.buf, length as u64);
         }
         self.buf.extend_from_slice(unshared);
-        if let Some(tag) = tag {
-            put_varint(&mut self.buf, tag);
-        }
+        put_varint(&mut self.buf, tag);
         self.buf.extend_from_slice(value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -337,17 +245,16 @@ pub struct Block {
     data: Bytes,
     entries_end: usize,
     restart_count: usize,
-    coding: EntryCoding,
 }
 
 /// Where one entry's parts lie inside the block.
 #[derive(Debug, Clone)]
 struct EntryParts {
-    /// Bytes of the previous key kept (of its user key with tags apart).
+    /// Bytes of the previous user key kept.
     shared: usize,
     key_delta: Range<usize>,
-    /// The tag written apart (unpacked), to append after `key_delta`.
-    tag: Option<u64>,
+    /// The tag (unpacked), to append after the user key.
+    tag: u64,
     value: Range<usize>,
 }
 
@@ -368,9 +275,8 @@ impl EntryParts {
 
 impl Block {
     /// Checks the restart array (count ≥ 1, first at 0, strictly increasing,
-    /// inside the entries) and returns the block, whose entry headers are in
-    /// `coding` (the table's format decides it).
-    pub fn parse(data: Bytes, coding: EntryCoding) -> Result<Block> {
+    /// inside the entries) and returns the block.
+    pub fn parse(data: Bytes) -> Result<Block> {
         let corrupt = |detail: String| Error::corruption(WHAT, detail);
         let Some(count_at) = data.len().checked_sub(4) else {
             return Err(corrupt(format!(
@@ -396,7 +302,6 @@ impl Block {
             data,
             entries_end,
             restart_count,
-            coding,
         };
         let mut previous = None;
         for i in 0..restart_count {
@@ -479,25 +384,15 @@ impl Block {
     /// `prev_key_len` bytes (its tag included).
     ///
     /// The hot loop of every lookup: the header decoded with as few bounds
-    /// checks as its coding allows, plain integer checks for the rest, and
-    /// the error text built only on the cold path.
+    /// checks as it allows, plain integer checks for the rest, and the error
+    /// text built only on the cold path.
     #[inline]
     fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
-        let header = match self.coding {
-            EntryCoding::Varint | EntryCoding::VarintTag | EntryCoding::PackedTag => {
-                self.varint_header(offset)
-            }
-            EntryCoding::Fixed => self.fixed_header(offset),
-        };
-        let Some((shared, unshared, value_len, key_start)) = header else {
+        let Some((shared, unshared, value_len, key_start)) = self.varint_header(offset) else {
             return Err(self.entry_error(offset, EntryFault::Header));
         };
-        // With the tag apart only the previous user key can be shared.
-        let shareable = if self.coding.tags_apart() {
-            prev_key_len.saturating_sub(TAG_LEN)
-        } else {
-            prev_key_len
-        };
+        // The tag is apart: only the previous user key can be shared.
+        let shareable = prev_key_len.saturating_sub(TAG_LEN);
         if shared > shareable {
             return Err(self.entry_error(
                 offset,
@@ -507,67 +402,40 @@ impl Block {
                 },
             ));
         }
+        let lengths = EntryFault::Lengths {
+            unshared,
+            value_len,
+        };
         // Both lengths are below 2^32 and `key_start` within the block, so
         // neither sum can overflow a 64-bit usize; checked all the same.
-        let key_end = key_start.checked_add(unshared);
-        let (tag, value_start) = match key_end {
-            Some(key_end) if self.coding.tags_apart() && key_end <= self.entries_end => {
-                let mut pos = key_end;
-                let tag = self
-                    .data
-                    .get(..self.entries_end)
-                    .and_then(|entries| get_varint64(entries, &mut pos))
-                    .and_then(|stored| self.coding.tag_of_stored(stored));
-                let Some(tag) = tag else {
-                    return Err(self.entry_error(offset, EntryFault::Tag));
-                };
-                (Some(tag), Some(pos))
-            }
-            _ if self.coding.tags_apart() => (None, None),
-            _ => (None, key_end),
+        let Some(key_end) = key_start
+            .checked_add(unshared)
+            .filter(|&end| end <= self.entries_end)
+        else {
+            return Err(self.entry_error(offset, lengths));
         };
-        let value_end = value_start.and_then(|v| v.checked_add(value_len));
-        match (key_end, value_start, value_end) {
-            (Some(key_end), Some(value_start), Some(value_end))
-                if value_end <= self.entries_end =>
-            {
-                Ok(EntryParts {
-                    shared,
-                    key_delta: key_start..key_end,
-                    tag,
-                    value: value_start..value_end,
-                })
-            }
-            _ => Err(self.entry_error(
-                offset,
-                EntryFault::Lengths {
-                    unshared,
-                    value_len,
-                },
-            )),
+        let mut value_start = key_end;
+        let tag = self
+            .data
+            .get(..self.entries_end)
+            .and_then(|entries| get_varint64(entries, &mut value_start))
+            .and_then(tag_of_stored);
+        let Some(tag) = tag else {
+            return Err(self.entry_error(offset, EntryFault::Tag));
+        };
+        match value_start.checked_add(value_len) {
+            Some(value_end) if value_end <= self.entries_end => Ok(EntryParts {
+                shared,
+                key_delta: key_start..key_end,
+                tag,
+                value: value_start..value_end,
+            }),
+            _ => Err(self.entry_error(offset, lengths)),
         }
     }
 
-    /// A fixed header at `offset`: (shared, unshared, value length, key
-    /// start), or `None` when it runs past the entries.
-    #[inline]
-    fn fixed_header(&self, offset: usize) -> Option<(usize, usize, usize, usize)> {
-        let key_start = offset.checked_add(ENTRY_HEADER_LEN)?;
-        if key_start > self.entries_end {
-            return None;
-        }
-        let bytes: [u8; ENTRY_HEADER_LEN] = self.data.get(offset..key_start)?.try_into().ok()?;
-        let [s0, s1, s2, s3, u0, u1, u2, u3, v0, v1, v2, v3] = bytes;
-        Some((
-            u32::from_le_bytes([s0, s1, s2, s3]) as usize,
-            u32::from_le_bytes([u0, u1, u2, u3]) as usize,
-            u32::from_le_bytes([v0, v1, v2, v3]) as usize,
-            key_start,
-        ))
-    }
-
-    /// A varint header at `offset`, as [`Block::fixed_header`]. Three
-    /// one-byte lengths (every entry of short keys and values under 128
+    /// The header at `offset`: (shared, unshared, value length, key start),
+    /// or `None` when it runs past the entries. Three one-byte lengths (every entry of short keys and values under 128
     /// bytes) take one bounds check and one test.
     #[inline]
     fn varint_header(&self, offset: usize) -> Option<(usize, usize, usize, usize)> {
@@ -590,7 +458,7 @@ impl Block {
     /// The bytes of the header at `offset`, at most (for prefetching).
     fn header_span(&self, offset: usize) -> &[u8] {
         let end = offset
-            .saturating_add(self.coding.max_header_len())
+            .saturating_add(MAX_VARINT_HEADER_LEN)
             .min(self.entries_end);
         self.bytes(offset..end)
     }
@@ -633,10 +501,7 @@ impl Block {
         let offset = self.restart_offset(i)?;
         let parts = self.entry_at(offset, 0)?;
         let stored = self.bytes(parts.key_delta);
-        Ok(match parts.tag {
-            Some(tag) => compare_split_internal_key(stored, tag, target),
-            None => compare_internal_keys(stored, target),
-        })
+        Ok(compare_split_internal_key(stored, parts.tag, target))
     }
 
     /// Calls `visit(key, value)` for every entry, requiring that no entry
@@ -650,17 +515,10 @@ impl Block {
         let mut joined = Vec::new();
         while offset < self.entries_end {
             let parts = self.entry_at(offset, 0)?;
-            let stored = self.bytes(parts.key_delta.clone());
-            let key = match parts.tag {
-                Some(tag) => {
-                    joined.clear();
-                    joined.extend_from_slice(stored);
-                    joined.extend_from_slice(&tag.to_le_bytes());
-                    joined.as_slice()
-                }
-                None => stored,
-            };
-            visit(key, self.bytes(parts.value.clone()))?;
+            joined.clear();
+            joined.extend_from_slice(self.bytes(parts.key_delta.clone()));
+            joined.extend_from_slice(&parts.tag.to_le_bytes());
+            visit(&joined, self.bytes(parts.value.clone()))?;
             offset = parts.end();
         }
         Ok(())
@@ -824,15 +682,10 @@ impl BlockIter {
             Ok(parts) => {
                 let delta = self.block.bytes(parts.key_delta.clone());
                 self.key.truncate(parts.shared);
-                match parts.tag {
-                    Some(tag) => {
-                        // One growth for the key's two pieces, not one each.
-                        self.key.reserve(delta.len() + TAG_LEN);
-                        self.key.extend_from_slice(delta);
-                        self.key.extend_from_slice(&tag.to_le_bytes());
-                    }
-                    None => self.key.extend_from_slice(delta),
-                }
+                // One growth for the key's two pieces, not one each.
+                self.key.reserve(delta.len() + TAG_LEN);
+                self.key.extend_from_slice(delta);
+                self.key.extend_from_slice(&parts.tag.to_le_bytes());
                 self.offset = offset;
                 self.next_offset = parts.end();
                 self.value = parts.value;
@@ -861,29 +714,18 @@ mod tests {
         )
     }
 
-    const CODINGS: [EntryCoding; 4] = [
-        EntryCoding::Fixed,
-        EntryCoding::Varint,
-        EntryCoding::VarintTag,
-        EntryCoding::PackedTag,
-    ];
-
-    fn build_coded(n: u32, interval: usize, coding: EntryCoding) -> Block {
-        let mut b = BlockBuilder::new(interval, coding);
+    fn build(n: u32, interval: usize) -> Block {
+        let mut b = BlockBuilder::new(interval);
         for i in 0..n {
             b.add(&ikey(i * 2), format!("v{i}").as_bytes()).unwrap();
         }
-        Block::parse(Bytes::from(b.finish()), coding).unwrap()
-    }
-
-    fn build(n: u32, interval: usize) -> Block {
-        build_coded(n, interval, EntryCoding::Varint)
+        Block::parse(Bytes::from(b.finish())).unwrap()
     }
 
     #[test]
     fn iterates_and_seeks_every_key() {
-        for (interval, coding) in [1, 2, 16].into_iter().flat_map(|i| CODINGS.map(|c| (i, c))) {
-            let block = build_coded(100, interval, coding);
+        for interval in [1, 2, 16] {
+            let block = build(100, interval);
             assert_eq!(block.check_structure().unwrap(), 100);
             let mut it = block.iter();
             it.seek_to_first().unwrap();
@@ -914,39 +756,17 @@ mod tests {
     }
 
     #[test]
-    fn varint_headers_shrink_the_block_by_nine_bytes_an_entry() {
-        let fixed = build_coded(100, 16, EntryCoding::Fixed).data.len();
-        let varint = build_coded(100, 16, EntryCoding::Varint).data.len();
-        assert_eq!(fixed - varint, 100 * 9, "{fixed} vs {varint}");
-    }
-
-    #[test]
-    fn tags_apart_shrink_the_block_by_the_bytes_their_varints_save() {
-        // Sequence numbers 0..200 take one or two varint bytes of the eight.
-        let varint = build_coded(100, 16, EntryCoding::Varint).data.len();
-        let apart = build_coded(100, 16, EntryCoding::VarintTag).data.len();
-        let saved: usize = (0..100u64)
-            .map(|i| TAG_LEN - varint_len(((i * 2) << 8) | ValueKind::Put as u64))
-            .sum();
-        assert_eq!(varint - apart, saved, "{varint} vs {apart}");
-    }
-
-    #[test]
-    fn packed_tags_take_a_byte_less_for_every_sequence_number_but_0() {
-        let size = |coding, seq: u64| {
-            let mut b = BlockBuilder::new(16, coding);
+    fn a_packed_tag_takes_the_bytes_of_its_varint() {
+        let size = |seq: u64| {
+            let mut b = BlockBuilder::new(16);
             b.add(&internal_key(b"key", SeqNo(seq), ValueKind::Put), b"v")
                 .unwrap();
             b.finish().len()
         };
-        // Sequence number 0 (the bottom of the tree) takes one byte either way.
-        assert_eq!(
-            size(EntryCoding::VarintTag, 0),
-            size(EntryCoding::PackedTag, 0)
-        );
-        // Otherwise the packed varint is a byte shorter: one bit of kind
-        // instead of eight is seven bits, one varint byte.
+        // One bit of kind: a sequence number below 2^6 takes one byte, one
+        // below 2^27 four.
         for seq in [
+            0,
             1,
             63,
             64,
@@ -958,52 +778,43 @@ mod tests {
             1 << 48,
             (1 << 56) - 1,
         ] {
-            assert_eq!(
-                size(EntryCoding::VarintTag, seq),
-                size(EntryCoding::PackedTag, seq) + 1,
-                "{seq}"
-            );
+            assert_eq!(size(seq) - size(0), varint_len((seq << 1) | 1) - 1, "{seq}");
         }
+        assert_eq!(varint_len(((1 << 27) - 1) << 1 | 1), 4);
     }
 
     #[test]
     fn versions_of_one_user_key_share_it_and_keep_their_own_tags() {
-        for coding in [EntryCoding::VarintTag, EntryCoding::PackedTag] {
-            let mut b = BlockBuilder::new(16, coding);
-            let keys: Vec<Vec<u8>> = [
-                (&b"apple"[..], 9, ValueKind::Put),
-                (b"apple", 3, ValueKind::Delete),
-                (b"apply", 1 << 50, ValueKind::Put),
-                (b"apply", 0, ValueKind::Delete),
-                (b"apricot", (1 << 56) - 1, ValueKind::Put),
-            ]
-            .into_iter()
-            .map(|(user, seq, kind)| internal_key(user, SeqNo(seq), kind))
-            .collect();
-            for key in &keys {
-                b.add(key, b"v").unwrap();
-            }
-            let block = Block::parse(Bytes::from(b.finish()), coding).unwrap();
-            assert_eq!(block.check_structure().unwrap(), 5);
-            let mut it = block.iter();
-            for key in &keys {
-                it.seek(key).unwrap();
-                assert_eq!(it.key(), key.as_slice(), "{coding:?}");
-            }
-            // A key without a whole tag cannot be stored apart from it.
-            let mut short = BlockBuilder::new(16, coding);
-            assert!(short.add(b"1234567", b"v").is_err());
-            assert!(short.is_empty());
+        let mut b = BlockBuilder::new(16);
+        let keys: Vec<Vec<u8>> = [
+            (&b"apple"[..], 9, ValueKind::Put),
+            (b"apple", 3, ValueKind::Delete),
+            (b"apply", 1 << 50, ValueKind::Put),
+            (b"apply", 0, ValueKind::Delete),
+            (b"apricot", (1 << 56) - 1, ValueKind::Put),
+        ]
+        .into_iter()
+        .map(|(user, seq, kind)| internal_key(user, SeqNo(seq), kind))
+        .collect();
+        for key in &keys {
+            b.add(key, b"v").unwrap();
         }
-        // A packed tag has one bit of kind: a kind byte of 2 is refused
-        // (a tag apart as a whole varint stores it).
+        let block = Block::parse(Bytes::from(b.finish())).unwrap();
+        assert_eq!(block.check_structure().unwrap(), 5);
+        let mut it = block.iter();
+        for key in &keys {
+            it.seek(key).unwrap();
+            assert_eq!(it.key(), key.as_slice());
+        }
+        // A key without a whole tag cannot be stored.
+        let mut short = BlockBuilder::new(16);
+        assert!(short.add(b"1234567", b"v").is_err());
+        assert!(short.is_empty());
+        // A packed tag has one bit of kind: a kind byte of 2 is refused.
         let odd = [&b"key"[..], &((7u64 << 8) | 2).to_le_bytes()].concat();
-        let mut packed = BlockBuilder::new(16, EntryCoding::PackedTag);
+        let mut packed = BlockBuilder::new(16);
         assert!(packed.add(&odd, b"v").is_err());
         assert!(packed.is_empty());
-        BlockBuilder::new(16, EntryCoding::VarintTag)
-            .add(&odd, b"v")
-            .unwrap();
     }
 
     #[test]
@@ -1014,7 +825,7 @@ mod tests {
             put_varint(&mut data, tag);
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&1u32.to_le_bytes());
-            Block::parse(Bytes::from(data), EntryCoding::PackedTag).unwrap()
+            Block::parse(Bytes::from(data)).unwrap()
         };
         let mut it = block_of(MAX_PACKED_TAG).iter();
         it.seek_to_first().unwrap();
@@ -1101,9 +912,9 @@ mod tests {
     fn long_keys_and_values_take_multi_byte_headers() {
         let key = internal_key(&[b'k'; 300], SeqNo(1), ValueKind::Put);
         let value = vec![7u8; 70_000];
-        let mut b = BlockBuilder::new(16, EntryCoding::Varint);
+        let mut b = BlockBuilder::new(16);
         b.add(&key, &value).unwrap();
-        let block = Block::parse(Bytes::from(b.finish()), EntryCoding::Varint).unwrap();
+        let block = Block::parse(Bytes::from(b.finish())).unwrap();
         let mut it = block.iter();
         it.seek_to_first().unwrap();
         assert_eq!(it.key(), key.as_slice());
@@ -1115,8 +926,8 @@ mod tests {
         /// `Err(Corruption)` from parse or the structure check, or else a
         /// block whose every entry can be read in strictly increasing key
         /// order and sought without error. Returns whether it was an error.
-        fn error_or_well_formed(bytes: Vec<u8>, coding: EntryCoding) -> bool {
-            let block = match Block::parse(Bytes::from(bytes), coding) {
+        fn error_or_well_formed(bytes: Vec<u8>) -> bool {
+            let block = match Block::parse(Bytes::from(bytes)) {
                 Err(e) => {
                     assert!(e.is_corruption(), "{e}");
                     return true;
@@ -1151,37 +962,32 @@ mod tests {
             false
         }
 
-        for coding in CODINGS {
-            let block = build_coded(20, 4, coding);
-            let bytes = block.data.to_vec();
-            assert!(!error_or_well_formed(bytes.clone(), coding));
-            // Cutting the end cuts the restart array: every truncation is caught.
-            for len in 0..bytes.len() {
-                assert!(
-                    error_or_well_formed(bytes[..len].to_vec(), coding),
-                    "cut at {len}"
-                );
-            }
-            let mut caught = 0;
-            for i in 0..bytes.len() {
-                let mut bad = bytes.clone();
-                bad[i] ^= 0xff;
-                caught += usize::from(error_or_well_formed(bad, coding));
-            }
-            // Flips inside keys and values can leave a well-formed block (the
-            // trailer checksum, not this decoder, catches those); flips in the
-            // lengths and restarts cannot.
-            assert!(
-                caught > bytes.len() / 4,
-                "{coding:?}: {caught} of {} flips caught",
-                bytes.len()
-            );
+        let block = build(20, 4);
+        let bytes = block.data.to_vec();
+        assert!(!error_or_well_formed(bytes.clone()));
+        // Cutting the end cuts the restart array: every truncation is caught.
+        for len in 0..bytes.len() {
+            assert!(error_or_well_formed(bytes[..len].to_vec()), "cut at {len}");
         }
+        let mut caught = 0;
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0xff;
+            caught += usize::from(error_or_well_formed(bad));
+        }
+        // Flips inside keys and values can leave a well-formed block (the
+        // trailer checksum, not this decoder, catches those); flips in the
+        // lengths and restarts cannot.
+        assert!(
+            caught > bytes.len() / 4,
+            "{caught} of {} flips caught",
+            bytes.len()
+        );
     }
 
     #[test]
     fn errors_are_corruption_located_by_the_table_layer() {
-        let err = Block::parse(Bytes::from_static(&[1, 0, 0, 0]), EntryCoding::Varint).unwrap_err();
+        let err = Block::parse(Bytes::from_static(&[1, 0, 0, 0])).unwrap_err();
         let location = BlockLocation::new("t.sst", BlockKind::Data, 0);
         let err = location.relocate(err).to_string();
         assert!(
@@ -1192,17 +998,15 @@ mod tests {
 
     #[test]
     fn restarts_off_entry_boundaries_are_caught() {
-        for coding in CODINGS {
-            let mut b = BlockBuilder::new(1, coding);
-            b.add(&ikey(1), b"a").unwrap();
-            b.add(&ikey(2), b"b").unwrap();
-            let mut bytes = b.finish();
-            let n = bytes.len();
-            // Point the second restart one byte into the second entry.
-            let second = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap());
-            bytes[n - 8..n - 4].copy_from_slice(&(second + 1).to_le_bytes());
-            let block = Block::parse(Bytes::from(bytes), coding).unwrap();
-            assert!(block.check_structure().is_err(), "{coding:?}");
-        }
+        let mut b = BlockBuilder::new(1);
+        b.add(&ikey(1), b"a").unwrap();
+        b.add(&ikey(2), b"b").unwrap();
+        let mut bytes = b.finish();
+        let n = bytes.len();
+        // Point the second restart one byte into the second entry.
+        let second = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap());
+        bytes[n - 8..n - 4].copy_from_slice(&(second + 1).to_le_bytes());
+        let block = Block::parse(Bytes::from(bytes)).unwrap();
+        assert!(block.check_structure().is_err());
     }
 }

@@ -136,13 +136,10 @@ impl TableBuilder {
             file,
             options: options.clone(),
             offset: 0,
-            data_block: BlockBuilder::new(
-                options.restart_interval,
-                TableFormat::CURRENT.data_coding(),
-            ),
+            data_block: BlockBuilder::new(options.restart_interval),
             // Index entries share no prefix, so each separator is a
             // contiguous, zero-copy slice of the map when read.
-            index_block: BlockBuilder::new(1, TableFormat::CURRENT.index_coding()),
+            index_block: BlockBuilder::new(1),
             last_key: Vec::new(),
             smallest: Vec::new(),
             filter_entries: FilterEntries::new(options),
@@ -292,8 +289,7 @@ impl TableBuilder {
             prefix_filter: written.prefixes,
             range_filter,
         };
-        // Every table is written in the current format (it is the one whose
-        // blocks the builders above encoded).
+        // Every table is written in the one format this code reads.
         let format = TableFormat::CURRENT;
         properties.format_version = format.version();
         let properties_handle =

@@ -11,51 +11,29 @@ use std::fmt;
 
 use crate::codec::{crc32_of, put_varint, ByteReader};
 use crate::error::{Error, Result};
-use crate::table::block::EntryCoding;
 
-/// The table format version this code writes: version 6 with packed tags
-/// (see [`TableFormat::data_coding`]).
-pub const FORMAT_VERSION: u32 = FORMAT_VERSION_7;
-/// The first format: 5-byte trailers, every block stored raw. Still read.
-pub const FORMAT_VERSION_1: u32 = 1;
-/// 6-byte block trailers that record each block's codec (see [`Codec`]),
-/// data blocks that may be compressed and page-aligned. Still read.
-pub const FORMAT_VERSION_2: u32 = 2;
-/// Version 2 plus tagged fields after the properties block's largest key
-/// (a prefix extractor's name, the range filter's handle) and the range
-/// filter block (type 6). Still read.
-pub const FORMAT_VERSION_3: u32 = 3;
-/// Version 3 with entry headers as three varint32s instead of three u32s:
-/// 9 bytes less per entry of short keys and values.
-pub const FORMAT_VERSION_4: u32 = 4;
-/// Version 4 with each data-block entry's 8-byte tag written as a varint
-/// after its user key ([`EntryCoding::VarintTag`]): 3 or 4 bytes less per
-/// entry while sequence numbers stay below 2^27. Index blocks as in version 4.
-pub const FORMAT_VERSION_5: u32 = 5;
-/// Version 5 with the index block's separators stored as data entries are
-/// (tag as a varint) and each block handle as two varints, the gap after
-/// the previous block's trailer and the length, instead of two u64s: about
-/// 17 bytes less per data block. Still the same decoded index.
-pub const FORMAT_VERSION_6: u32 = 6;
-/// Version 6 with every tag in data and index blocks stored packed,
-/// `varint64(seq << 1 | kind)` ([`EntryCoding::PackedTag`]): one byte less
-/// per entry for most sequence numbers (4 bytes instead of 5 from 2^20 to
-/// 2^27, the sequence numbers of a few million to a hundred million writes).
-pub const FORMAT_VERSION_7: u32 = 7;
+/// The table format version this code writes, and the only one it reads:
+/// 6-byte block trailers recording each block's codec, data blocks that may
+/// be compressed and page-aligned, tagged fields after the properties
+/// block's largest key, the range filter block, varint entry headers with
+/// each tag stored apart and packed, `varint64(seq << 1 | kind)`, in data
+/// and index blocks, index entries' handles as two varints, and block
+/// checksums that cover the version. Until the first release a format
+/// change replaces the format (see `docs/format.md`).
+pub const FORMAT_VERSION: u32 = 7;
+/// What [`crate::Error::UnsupportedVersion`] calls a table file.
+pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
-/// Bytes of the trailer after every block in the current format: type
-/// byte, codec byte, crc32.
+/// Bytes of the trailer after every block: type byte, codec byte, crc32.
 pub const TRAILER_LEN: usize = 6;
-/// Bytes of the trailer in format version 1: type byte, crc32.
-pub const TRAILER_LEN_V1: usize = 5;
 /// File-offset alignment of the filter block, so its 64-byte lines are
 /// cache-line aligned when read into an aligned buffer or mapped.
 pub const FILTER_ALIGN: u64 = 64;
 /// The page size data blocks are aligned to when it saves a page per read
-/// (format version 2; see `docs/format.md`).
+/// (see `docs/format.md`).
 pub const PAGE: u64 = 4096;
 
 /// What a block holds; stored as the first byte of its trailer.
@@ -72,7 +50,7 @@ pub enum BlockKind {
     Properties = 4,
     /// The fixed-size footer (has no trailer; named in errors only).
     Footer = 5,
-    /// The table's range filter over user keys (format version 3).
+    /// The table's range filter over user keys.
     RangeFilter = 6,
 }
 
@@ -108,7 +86,7 @@ impl fmt::Display for BlockKind {
     }
 }
 
-/// How a block's bytes are stored; the second byte of a version-2 trailer.
+/// How a block's bytes are stored; the second byte of a trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Codec {
@@ -149,7 +127,7 @@ impl BlockHandle {
         out.extend_from_slice(&self.len.to_le_bytes());
     }
 
-    /// Appends the compact form of format 6's index entries: the gap
+    /// Appends the compact form of index entries' handles: the gap
     /// between `previous_end` (where the previous data block's trailer
     /// ends; 0 before the first block) and this block's offset — its page
     /// padding, usually under 128 bytes — then the length, as varints.
@@ -181,102 +159,37 @@ impl BlockHandle {
         })
     }
 
-    /// File offset just past the block's trailer in `format`, or `None` on
-    /// overflow.
-    pub fn end_with_trailer(&self, format: TableFormat) -> Option<u64> {
+    /// File offset just past the block's trailer, or `None` on overflow.
+    pub fn end_with_trailer(&self) -> Option<u64> {
         self.offset
             .checked_add(self.len)?
-            .checked_add(format.trailer_len() as u64)
+            .checked_add(TRAILER_LEN as u64)
     }
 
     /// Bytes of the block with its trailer, or `None` when they do not fit
     /// in memory's address space.
-    pub fn stored_len(&self, format: TableFormat) -> Option<usize> {
-        usize::try_from(self.len.checked_add(format.trailer_len() as u64)?).ok()
+    pub fn stored_len(&self) -> Option<usize> {
+        usize::try_from(self.len.checked_add(TRAILER_LEN as u64)?).ok()
     }
 }
 
-/// The format version of one table, which decides its trailer layout.
+/// The format version of a table: [`FORMAT_VERSION`], the only one this
+/// code reads (a footer of another is [`crate::Error::UnsupportedVersion`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableFormat(u32);
 
 impl TableFormat {
-    /// The version written by this code.
+    /// The version written and read by this code.
     pub const CURRENT: TableFormat = TableFormat(FORMAT_VERSION);
-    /// Format version 1.
-    pub const V1: TableFormat = TableFormat(FORMAT_VERSION_1);
-    /// Format version 2 (codec byte in trailers).
-    pub const V2: TableFormat = TableFormat(FORMAT_VERSION_2);
-    /// Format version 3 (properties fields, range filter block).
-    pub const V3: TableFormat = TableFormat(FORMAT_VERSION_3);
-    /// Format version 4 (varint entry headers).
-    pub const V4: TableFormat = TableFormat(FORMAT_VERSION_4);
-    /// Format version 5 (data entries' tags as varints).
-    pub const V5: TableFormat = TableFormat(FORMAT_VERSION_5);
-    /// Format version 6 (compact index entries).
-    pub const V6: TableFormat = TableFormat(FORMAT_VERSION_6);
-    /// Format version 7 (packed tags).
-    pub const V7: TableFormat = TableFormat(FORMAT_VERSION_7);
 
     /// The format of a footer's version field, if this code reads it.
     pub fn from_version(version: u32) -> Option<TableFormat> {
-        (FORMAT_VERSION_1..=FORMAT_VERSION_7)
-            .contains(&version)
-            .then_some(TableFormat(version))
-    }
-
-    /// How the entries of this format's data blocks are written.
-    pub fn data_coding(self) -> EntryCoding {
-        match self.0 {
-            FORMAT_VERSION_7.. => EntryCoding::PackedTag,
-            FORMAT_VERSION_5 | FORMAT_VERSION_6 => EntryCoding::VarintTag,
-            FORMAT_VERSION_4 => EntryCoding::Varint,
-            _ => EntryCoding::Fixed,
-        }
-    }
-
-    /// How the entries of this format's index block are written: as data
-    /// entries from version 6, else as version 4's (or 1's) data entries.
-    pub fn index_coding(self) -> EntryCoding {
-        match self.0 {
-            FORMAT_VERSION_7.. => EntryCoding::PackedTag,
-            FORMAT_VERSION_6 => EntryCoding::VarintTag,
-            FORMAT_VERSION_4 | FORMAT_VERSION_5 => EntryCoding::Varint,
-            _ => EntryCoding::Fixed,
-        }
-    }
-
-    /// Whether an index entry's value is a compact handle (version 6:
-    /// varint gap after the previous block's trailer, varint length)
-    /// rather than 16 bytes of `offset ‖ len`.
-    pub fn compact_handles(self) -> bool {
-        self.0 >= FORMAT_VERSION_6
-    }
-
-    /// Whether the properties block may carry tagged fields after its
-    /// largest key (version 3 and later).
-    pub fn has_property_fields(self) -> bool {
-        self.0 >= FORMAT_VERSION_3
+        (version == FORMAT_VERSION).then_some(TableFormat(version))
     }
 
     /// The version number.
     pub fn version(self) -> u32 {
         self.0
-    }
-
-    /// The version's bytes (u32 LE) that block checksums cover after the
-    /// block's offset: from version 7, none before.
-    pub fn checksummed_version(self) -> Option<[u8; 4]> {
-        (self.0 >= FORMAT_VERSION_7).then(|| self.0.to_le_bytes())
-    }
-
-    /// Bytes of the trailer after each block.
-    pub fn trailer_len(self) -> usize {
-        if self.0 == FORMAT_VERSION_1 {
-            TRAILER_LEN_V1
-        } else {
-            TRAILER_LEN
-        }
     }
 }
 
@@ -323,43 +236,22 @@ impl fmt::Display for BlockLocation<'_> {
     }
 }
 
-/// A version-1 trailer's checksum: crc32 over block ‖ type byte ‖ offset
-/// (u64 LE). Mixing in the offset catches a valid block read from the
-/// wrong place.
-pub fn block_checksum_v1(block: &[u8], type_byte: u8, offset: u64) -> u32 {
-    crc32_of(&[block, &[type_byte], &offset.to_le_bytes()])
-}
-
-/// A current-format trailer's checksum ([`block_checksum_in`] of
-/// [`TableFormat::CURRENT`]).
+/// A trailer's checksum: crc32 over stored block ‖ type byte ‖ codec byte
+/// ‖ offset (u64 LE) ‖ format version (u32 LE). The codec is vouched for
+/// with the bytes it decodes, the offset catches a valid block at the wrong
+/// place, and the version a block decoded under a format it was not written
+/// in (only the checksum tells them apart when a damaged table's footer is
+/// gone).
 pub fn block_checksum(block: &[u8], type_byte: u8, codec_byte: u8, offset: u64) -> u32 {
-    block_checksum_in(TableFormat::CURRENT, block, type_byte, codec_byte, offset)
+    crc32_of(&[
+        block,
+        &[type_byte, codec_byte],
+        &offset.to_le_bytes(),
+        &FORMAT_VERSION.to_le_bytes(),
+    ])
 }
 
-/// A trailer's checksum in `format` (version 2 or later): crc32 over stored
-/// block ‖ type byte ‖ codec byte ‖ offset (u64 LE), and from version 7 ‖
-/// the version (u32 LE). The codec is vouched for with the bytes it
-/// decodes, the offset catches a valid block at the wrong place, and the
-/// version a block decoded under a format it was not written in (a
-/// format-6 data block reads as format 7's with every sequence number
-/// 128 times too large: only the checksum tells them apart when a damaged
-/// table's footer is gone).
-pub fn block_checksum_in(
-    format: TableFormat,
-    block: &[u8],
-    type_byte: u8,
-    codec_byte: u8,
-    offset: u64,
-) -> u32 {
-    let head = [type_byte, codec_byte];
-    let offset = offset.to_le_bytes();
-    match format.checksummed_version() {
-        Some(version) => crc32_of(&[block, &head, &offset, &version]),
-        None => crc32_of(&[block, &head, &offset]),
-    }
-}
-
-/// The (current-format) trailer written after a block of `kind`, stored
+/// The trailer written after a block of `kind`, stored
 /// with `codec`, at `offset`.
 pub fn encode_trailer(
     block: &[u8],
@@ -375,16 +267,6 @@ pub fn encode_trailer(
     out
 }
 
-/// The version-1 trailer of a block (for tests and tools that make old tables).
-pub fn encode_trailer_v1(block: &[u8], kind: BlockKind, offset: u64) -> [u8; TRAILER_LEN_V1] {
-    let crc = block_checksum_v1(block, kind as u8, offset);
-    let mut out = [0u8; TRAILER_LEN_V1];
-    let (type_byte, crc_bytes) = out.split_at_mut(1);
-    type_byte.copy_from_slice(&[kind as u8]);
-    crc_bytes.copy_from_slice(&crc.to_le_bytes());
-    out
-}
-
 /// Checks a block read with its trailer (`stored` = block ‖ trailer, read
 /// from `location.offset`): the length, the checksum, then the type byte
 /// (it must be `location.kind`) and the codec byte (known; `Raw` for every
@@ -392,29 +274,15 @@ pub fn encode_trailer_v1(block: &[u8], kind: BlockKind, offset: u64) -> [u8; TRA
 /// its codec.
 pub fn check_block<'s>(
     stored: &'s [u8],
-    format: TableFormat,
     location: &BlockLocation<'_>,
 ) -> Result<(&'s [u8], Codec)> {
-    let Some((block, trailer)) = stored
-        .len()
-        .checked_sub(format.trailer_len())
-        .and_then(|at| stored.split_at_checked(at))
+    let Some((block, &[type_byte, codec_byte, c0, c1, c2, c3])) =
+        stored.split_last_chunk::<TRAILER_LEN>()
     else {
         return Err(location.corruption("shorter than its trailer"));
     };
-    let mut reader = ByteReader::new(trailer, "block trailer");
-    let type_byte = reader.u8()?;
-    let (codec_byte, actual) = if format == TableFormat::V1 {
-        (
-            Codec::Raw as u8,
-            block_checksum_v1(block, type_byte, location.offset),
-        )
-    } else {
-        let codec_byte = reader.u8()?;
-        let crc = block_checksum_in(format, block, type_byte, codec_byte, location.offset);
-        (codec_byte, crc)
-    };
-    let stored_crc = reader.u32()?;
+    let actual = block_checksum(block, type_byte, codec_byte, location.offset);
+    let stored_crc = u32::from_le_bytes([c0, c1, c2, c3]);
     if actual != stored_crc {
         return Err(location.corruption(format!(
             "checksum mismatch: stored {stored_crc:#010x}, computed {actual:#010x}"
@@ -464,8 +332,9 @@ impl Footer {
     /// Decodes the footer of a file of `file_len` bytes from its last
     /// bytes (`tail`: the last [`FOOTER_LEN`] bytes, or the whole file when
     /// shorter): magic, checksum, version, then every handle checked
-    /// against the footer's own offset. A version this code does not read is
-    /// `Corruption` saying so.
+    /// against the footer's own offset. A sound footer of a version this
+    /// code does not read is [`Error::UnsupportedVersion`] whose path is
+    /// `file_name` (the caller that opened the file puts the whole path in).
     pub fn decode(tail: &[u8], file_len: u64, file_name: &str) -> Result<Footer> {
         let Some(footer_offset) = file_len.checked_sub(FOOTER_LEN as u64) else {
             let location = BlockLocation::new(file_name, BlockKind::Footer, 0);
@@ -493,10 +362,12 @@ impl Footer {
             )));
         }
         let Some(format) = TableFormat::from_version(version) else {
-            return Err(location.corruption(format!(
-                "table format version {version} is not one this siftdb reads \
-                 ({FORMAT_VERSION_1} to {FORMAT_VERSION_7})"
-            )));
+            return Err(Error::UnsupportedVersion {
+                path: file_name.into(),
+                kind: FILE_KIND,
+                found: u64::from(version),
+                supported: u64::from(FORMAT_VERSION),
+            });
         };
         let filter = (filter != BlockHandle::default()).then_some(filter);
         let handles = [
@@ -507,7 +378,7 @@ impl Footer {
         for (kind, handle) in handles {
             let Some(handle) = handle else { continue };
             let fits = handle
-                .end_with_trailer(format)
+                .end_with_trailer()
                 .is_some_and(|end| end <= footer_offset);
             if !fits {
                 return Err(location.corruption(format!(
@@ -586,37 +457,48 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_every_byte_flip_is_caught() {
-        for format in [
-            TableFormat::V1,
-            TableFormat::V2,
-            TableFormat::V3,
-            TableFormat::V4,
-        ] {
-            let (file, footer) = sample_file(format);
-            assert_eq!(decode(&file).unwrap(), footer);
-            for i in file.len() - FOOTER_LEN..file.len() {
-                let mut bad = file.clone();
-                bad[i] ^= 0x04;
-                let err = decode(&bad).unwrap_err();
-                assert!(err.is_corruption(), "byte {i}");
-                assert!(err.to_string().contains("t.sst footer block at offset 100"));
-            }
+        let (file, footer) = sample_file(TableFormat::CURRENT);
+        assert_eq!(decode(&file).unwrap(), footer);
+        for i in file.len() - FOOTER_LEN..file.len() {
+            let mut bad = file.clone();
+            bad[i] ^= 0x04;
+            let err = decode(&bad).unwrap_err();
+            assert!(err.is_corruption(), "byte {i}");
+            assert!(err.to_string().contains("t.sst footer block at offset 100"));
         }
     }
 
+    /// A sound footer of an older version (6: the last before this one,
+    /// 1: the first) or of an unknown later one is refused, naming the
+    /// file and both versions.
     #[test]
-    fn an_unknown_version_is_named() {
-        let (mut file, _) = sample_file(TableFormat::CURRENT);
-        let at = file.len() - FOOTER_LEN + 48;
-        file[at..at + 4].copy_from_slice(&8u32.to_le_bytes());
-        let crc = crc32_of(&[&file[file.len() - 64..file.len() - 12], &MAGIC]);
-        let crc_at = file.len() - 12;
-        file[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-        let err = decode(&file).unwrap_err().to_string();
-        assert!(
-            err.contains("format version 8 is not one this siftdb reads"),
-            "{err}"
-        );
+    fn an_older_or_unknown_version_is_refused_naming_it() {
+        for found in [0, 1, 6, 8, u32::MAX] {
+            let (mut file, _) = sample_file(TableFormat::CURRENT);
+            let at = file.len() - FOOTER_LEN + 48;
+            file[at..at + 4].copy_from_slice(&found.to_le_bytes());
+            let crc = crc32_of(&[&file[file.len() - 64..file.len() - 12], &MAGIC]);
+            let crc_at = file.len() - 12;
+            file[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+            let err = decode(&file).unwrap_err();
+            let Error::UnsupportedVersion {
+                path,
+                kind,
+                found: named,
+                supported,
+            } = &err
+            else {
+                panic!("version {found}: {err}");
+            };
+            assert_eq!(
+                (path.to_str(), *kind, *named, *supported),
+                (Some("t.sst"), "table", u64::from(found), 7)
+            );
+            assert_eq!(
+                err.to_string(),
+                format!("table t.sst has format version {found}; this build reads version 7 only")
+            );
+        }
     }
 
     #[test]
@@ -642,23 +524,22 @@ mod tests {
         for codec in [Codec::Raw, Codec::Lz4] {
             let mut stored = block.clone();
             stored.extend_from_slice(&encode_trailer(&block, BlockKind::Data, codec, 3));
-            let (got, got_codec) =
-                check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).unwrap();
+            let (got, got_codec) = check_block(&stored, &loc(BlockKind::Data, 3)).unwrap();
             assert_eq!((got, got_codec), (&block[..], codec));
             // The same bytes at another offset fail: the offset is in the crc.
-            let err = check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 4))
+            let err = check_block(&stored, &loc(BlockKind::Data, 4))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("checksum mismatch"), "{err}");
             for i in 0..stored.len() {
                 let mut bad = stored.clone();
                 bad[i] ^= 0x10;
-                assert!(check_block(&bad, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
+                assert!(check_block(&bad, &loc(BlockKind::Data, 3)).is_err());
             }
         }
         let mut stored = block.clone();
         stored.extend_from_slice(&encode_trailer(&block, BlockKind::Data, Codec::Raw, 3));
-        let err = check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Index, 3))
+        let err = check_block(&stored, &loc(BlockKind::Index, 3))
             .unwrap_err()
             .to_string();
         assert!(
@@ -671,21 +552,12 @@ mod tests {
             let crc = block_checksum(&block, kind as u8, codec_byte, 3);
             stored.extend_from_slice(&[kind as u8, codec_byte]);
             stored.extend_from_slice(&crc.to_le_bytes());
-            let err = check_block(&stored, TableFormat::CURRENT, &loc(kind, 3))
-                .unwrap_err()
-                .to_string();
+            let err = check_block(&stored, &loc(kind, 3)).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("codec {codec_byte} is not allowed")),
                 "{err}"
             );
         }
-        assert!(check_block(b"abc", TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
-
-        // Version 1: a 5-byte trailer without a codec.
-        let mut stored = block.clone();
-        stored.extend_from_slice(&encode_trailer_v1(&block, BlockKind::Data, 3));
-        let (got, codec) = check_block(&stored, TableFormat::V1, &loc(BlockKind::Data, 3)).unwrap();
-        assert_eq!((got, codec), (&block[..], Codec::Raw));
-        assert!(check_block(&stored, TableFormat::CURRENT, &loc(BlockKind::Data, 3)).is_err());
+        assert!(check_block(b"abc", &loc(BlockKind::Data, 3)).is_err());
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, key_head, parse_internal_key, user_key_of};
 use crate::prefetch::prefetch_line;
 use crate::table::block::Block;
-use crate::table::format::{BlockHandle, BlockLocation, TableFormat, HANDLE_LEN};
+use crate::table::format::{BlockHandle, BlockLocation};
 use crate::table::properties::TableProperties;
 
 /// One separator per data block (the block's last internal key) and the
@@ -37,15 +37,14 @@ pub(crate) struct Index {
 impl Index {
     /// Decodes a verified index block and checks it: at least one entry;
     /// separators that are internal keys in strictly increasing order;
-    /// handles (16 bytes, or format 6's compact varints, each counted from
-    /// the end of the block before) in file order, without overlap, inside
+    /// handles (two varints, each offset counted from the end of the block
+    /// before) in file order, without overlap, inside
     /// `properties.data_size`; as many entries as the properties count data
     /// blocks; the last separator equal to the table's largest key.
     pub(crate) fn decode(
         block: &Block,
         location: &BlockLocation<'_>,
         properties: &TableProperties,
-        format: TableFormat,
     ) -> Result<Index> {
         let mut index = Index::empty();
         let mut data_end = 0u64;
@@ -63,20 +62,10 @@ impl Index {
                     return Err(corrupt(format!("separator {entry} is out of order")));
                 }
                 let mut reader = ByteReader::new(value, "index entry");
-                let handle = if format.compact_handles() {
-                    let handle = BlockHandle::decode_compact(&mut reader, data_end)?;
-                    reader.finish()?;
-                    handle
-                } else if value.len() == HANDLE_LEN {
-                    BlockHandle::decode(&mut reader)?
-                } else {
-                    return Err(corrupt(format!(
-                        "entry {entry} has a {}-byte handle",
-                        value.len()
-                    )));
-                };
+                let handle = BlockHandle::decode_compact(&mut reader, data_end)?;
+                reader.finish()?;
                 let end = handle
-                    .end_with_trailer(format)
+                    .end_with_trailer()
                     .filter(|&end| handle.offset >= data_end && end <= properties.data_size);
                 let Some(end) = end else {
                     return Err(corrupt(format!(

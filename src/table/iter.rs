@@ -1,4 +1,5 @@
-//! [`TableIter`], a cursor over a table's entries in internal-key order.
+//! [`TableIter`], a cursor over a table's entries in internal-key order
+//! (made by `Table::iter` and `Table::iter_with`, in `scan.rs`).
 //!
 //! Owns: moving across data blocks, in one of two [`ScanMode`]s — through
 //! the block cache (user scans), or in spans of consecutive blocks read
@@ -60,19 +61,6 @@ pub struct TableIter {
     entries: Option<BlockIter>,
     /// The last span read ([`ScanMode::Sequential`]).
     span: Option<Span>,
-}
-
-impl Table {
-    /// A cursor over every entry through the block cache (not positioned;
-    /// seek first).
-    pub fn iter(&self) -> TableIter {
-        TableIter::new(self.clone(), ScanMode::Cached)
-    }
-
-    /// A cursor over every entry that reads `mode`'s way.
-    pub fn iter_with(&self, mode: ScanMode) -> TableIter {
-        TableIter::new(self.clone(), mode)
-    }
 }
 
 impl TableIter {

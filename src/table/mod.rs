@@ -10,7 +10,11 @@
 //! each data block's checksum the first time it is read. The byte layout is
 //! in `docs/format.md`, "Table file".
 //!
-//! Owns: the table file format, its builder, reader and iterator.
+//! Owns: the table file format (one version, `format::FORMAT_VERSION`: a
+//! table of any other is `Error::UnsupportedVersion`), its builder, reader
+//! (`reader.rs`: open, metadata, data blocks), point lookup (`get.rs`:
+//! filter → index → block), scans (`scan.rs`, the cursor in `iter.rs`) and
+//! verification (`verify.rs`).
 //! Must never: return a wrong value or silently miss a present key — a
 //! damaged data, index, properties block or footer is `Error::Corruption`
 //! naming the file, the block and its offset; only a damaged filter is
@@ -42,6 +46,7 @@ pub mod context;
 pub mod counters;
 pub mod filter_stats;
 pub mod format;
+mod get;
 mod index;
 pub mod iter;
 pub mod lookup;
@@ -57,10 +62,11 @@ pub use context::{ReadContext, ReadSettings};
 pub use counters::{ReadCounters, ReadStats};
 pub use filter_stats::LevelFilterStats;
 pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
+pub use get::TableValue;
 pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
 pub use properties::TableProperties;
-pub use reader::{FilterStatus, Table, TableValue};
+pub use reader::{FilterStatus, Table};
 pub use salvage::{LostBlock, Salvaged, SalvagedBlock, TableSalvager};
 pub use verify::{Severity, VerifyProblem};
 

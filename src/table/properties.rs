@@ -210,16 +210,12 @@ impl TableProperties {
             prefix_filter: None,
             range_filter: None,
         };
-        let fields = TableFormat::from_version(properties.format_version)
-            .is_some_and(TableFormat::has_property_fields);
-        if fields {
-            properties.decode_tagged(&mut r)?;
-        }
+        properties.decode_tagged(&mut r)?;
         r.finish()?;
         Ok(properties)
     }
 
-    /// Reads format 3's tagged fields up to the end of the block.
+    /// Reads the tagged fields up to the end of the block.
     fn decode_tagged(&mut self, r: &mut ByteReader<'_>) -> Result<()> {
         let mut last_tag: Option<u16> = None;
         while r.remaining() > 0 {
@@ -366,7 +362,7 @@ mod tests {
 
     fn sample() -> TableProperties {
         TableProperties {
-            format_version: crate::table::format::FORMAT_VERSION_2,
+            format_version: crate::table::format::FORMAT_VERSION,
             entries: 10,
             deletions: 2,
             distinct_user_keys: 8,
@@ -383,10 +379,10 @@ mod tests {
         }
     }
 
-    /// A format-3 sample with both fields.
-    fn sample_v3() -> TableProperties {
+    /// A sample with both fields.
+    fn sample_with_fields() -> TableProperties {
         TableProperties {
-            format_version: crate::table::format::FORMAT_VERSION_3,
+            format_version: crate::table::format::FORMAT_VERSION,
             prefix_filter: Some(PrefixFilterInfo {
                 extractor: "siftdb.fixed:4".into(),
                 whole_keys: false,
@@ -411,16 +407,16 @@ mod tests {
     fn round_trip() {
         let p = sample();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
-        let p = sample_v3();
+        let p = sample_with_fields();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
         for only_one in [
             TableProperties {
                 prefix_filter: None,
-                ..sample_v3()
+                ..sample_with_fields()
             },
             TableProperties {
                 range_filter: None,
-                ..sample_v3()
+                ..sample_with_fields()
             },
         ] {
             let decoded = TableProperties::decode(&only_one.encode(), &loc()).unwrap();
@@ -429,11 +425,7 @@ mod tests {
     }
 
     #[test]
-    fn fields_are_read_in_format_3_only_and_checked() {
-        // Format 2 with fields: trailing bytes.
-        let mut p = sample_v3();
-        p.format_version = crate::table::format::FORMAT_VERSION_2;
-        assert!(TableProperties::decode(&p.encode(), &loc()).is_err());
+    fn fields_are_checked() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
             (
@@ -457,7 +449,7 @@ mod tests {
             ),
         ];
         for (mutate, reason) in cases {
-            let mut p = sample_v3();
+            let mut p = sample_with_fields();
             mutate(&mut p);
             let err = TableProperties::decode(&p.encode(), &loc())
                 .unwrap_err()
@@ -469,7 +461,7 @@ mod tests {
         let base = sample().encode();
         let with = |tag: u16, field: &[u8]| {
             let mut p = sample();
-            p.format_version = crate::table::format::FORMAT_VERSION_3;
+            p.format_version = crate::table::format::FORMAT_VERSION;
             let mut bytes = p.encode();
             put_field(&mut bytes, tag, field);
             (p, bytes)
@@ -479,18 +471,18 @@ mod tests {
         assert!(err.to_string().contains("unknown field tag 7"), "{err}");
         let (p, skippable) = with(FIRST_SKIPPABLE_TAG + 1, b"later");
         assert_eq!(TableProperties::decode(&skippable, &loc()).unwrap(), p);
-        let mut twice = sample_v3().encode();
+        let mut twice = sample_with_fields().encode();
         put_field(&mut twice, TAG_PREFIX_FILTER, &[0; 10]);
         assert!(TableProperties::decode(&twice, &loc()).is_err());
-        let mut v3 = sample_v3();
-        v3.range_filter = None;
-        let mut long_field = v3.encode();
+        let mut with_fields = sample_with_fields();
+        with_fields.range_filter = None;
+        let mut long_field = with_fields.encode();
         put_field(&mut long_field, TAG_RANGE_FILTER, &[0; 25]);
         assert!(TableProperties::decode(&long_field, &loc()).is_err());
         let (_, flags) = with(TAG_PREFIX_FILTER, &[2, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'x']);
         let err = TableProperties::decode(&flags, &loc()).unwrap_err();
         assert!(err.to_string().contains("flags"), "{err}");
-        assert!(base.len() < sample_v3().encode().len());
+        assert!(base.len() < sample_with_fields().encode().len());
     }
 
     #[test]
@@ -499,6 +491,7 @@ mod tests {
         let cases: Vec<(Mutation, &str)> = vec![
             (|p| p.format_version = 8, "version"),
             (|p| p.format_version = 0, "version"),
+            (|p| p.format_version = 6, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),
@@ -526,9 +519,9 @@ mod tests {
 
     #[test]
     fn truncation_and_trailing_bytes_are_refused() {
-        // Format 3 cut at a field boundary decodes with fewer fields (the
+        // Cut at a field boundary it decodes with fewer fields (the
         // block's checksum is what catches that); never as the whole.
-        let v3 = sample_v3();
+        let v3 = sample_with_fields();
         let bytes = v3.encode();
         for len in 0..bytes.len() {
             if let Ok(p) = TableProperties::decode(&bytes[..len], &loc()) {

@@ -1,4 +1,4 @@
-//! [`Table`]: an open table, its metadata in memory, and its point lookups.
+//! [`Table`]: an open table, its metadata in memory, and its data blocks.
 //!
 //! At open the footer, properties, index and filter are read with
 //! positioned reads, checksum-verified and kept in heap memory for the
@@ -9,18 +9,14 @@
 //! file, decompressed when stored compressed, and kept in the database's
 //! block cache ([`ReadContext`]); values share the cached block.
 //!
-//! `get` goes: filter (stop if absent) → binary search of the index → one
-//! data block (cache, else file) → binary search of its restarts. The
-//! caller checks the key range once (the version does, from the manifest's
-//! bounds; [`Table::get`] does it for callers on their own).
-//!
 //! With `Options::mmap_reads` the file is mapped instead: raw data blocks are
 //! slices of the map, each verified the first time it is read (a bitmap
 //! remembers it), and that mode's SIGBUS hazard is documented there.
 //!
-//! Owns: opening a table, `get`, reading data blocks, and the read
-//! counters' updates (`iter.rs` adds `Table::iter`, `verify.rs` adds
-//! `Table::verify`).
+//! Owns: opening a table, its metadata (`Table`'s accessors), reading and
+//! caching data blocks, and their read counters. The point lookup is
+//! `get.rs`'s, scans are `scan.rs`'s (with the cursor in `iter.rs`), the
+//! full check is `verify.rs`'s.
 //! Must never: return a value from a block whose checksum failed, miss a
 //! present key because of a damaged filter (a filter that fails its checks,
 //! or whose kind this build does not read, is treated as absent: every key
@@ -40,34 +36,17 @@ use crate::error::{Error, Result};
 use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
-use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::key::user_key_of;
 use crate::table::block::Block;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
 use crate::table::counters::ReadCounters;
 use crate::table::format::{
-    check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, TableFormat, FOOTER_LEN,
+    check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FOOTER_LEN,
 };
 use crate::table::index::Index;
-use crate::table::lookup::LookupKey;
 use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::scan_filters::ScanFilters;
-
-thread_local! {
-    /// The key buffer a get's block cursor rebuilds keys in, reused so a
-    /// get allocates nothing once it has grown.
-    static KEY_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// What a table says about a key at a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TableValue {
-    /// The newest visible version is a put of this value (sharing the
-    /// cached block).
-    Put(Bytes),
-    /// The newest visible version is a tombstone.
-    Deleted,
-}
 
 /// The state of a table's filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +145,7 @@ pub(crate) struct TableInner {
     /// per thread (a shard each, added to without a locked instruction),
     /// so readers on two cores that ask the same table do not pass its
     /// cache line back and forth.
-    filter_answers: Sharded<FilterAnswers>,
+    pub(crate) filter_answers: Sharded<FilterAnswers>,
     /// Bytes of memory the filter and the decoded index hold.
     filter_bytes: u64,
     index_bytes: u64,
@@ -177,9 +156,9 @@ pub(crate) struct TableInner {
 
 /// One shard of a table's filter answers (see `TableInner::filter_answers`).
 #[derive(Debug, Default)]
-struct FilterAnswers {
-    negatives: AtomicU64,
-    false_positives: AtomicU64,
+pub(crate) struct FilterAnswers {
+    pub(crate) negatives: AtomicU64,
+    pub(crate) false_positives: AtomicU64,
 }
 
 /// The bytes of several consecutive data blocks read with one positioned
@@ -221,9 +200,11 @@ impl Table {
             let file = context.file(id, path)?;
             (Source::File(path.to_path_buf()), file.len())
         };
-        TableInner::open(context, id, &name, source, file_size).inspect_err(|_| {
-            context.forget_file(id);
-        })
+        TableInner::open(context, id, &name, source, file_size)
+            .inspect_err(|_| {
+                context.forget_file(id);
+            })
+            .map_err(|e| e.at_path(path))
     }
 
     /// [`Table::open`] holding the file open for the table's life, outside
@@ -238,6 +219,7 @@ impl Table {
         let file_size = file.len();
         let id = context.new_table_id();
         TableInner::open(context, id, &name, Source::Held(file), file_size)
+            .map_err(|e| e.at_path(path))
     }
 
     /// [`Table::open`] on the real file system with a context of its own
@@ -281,87 +263,6 @@ impl Table {
         let properties = &self.inner.properties;
         user_key >= user_key_of(&properties.smallest)
             && user_key <= user_key_of(&properties.largest)
-    }
-
-    /// The newest version of the lookup's user key with sequence ≤ its
-    /// snapshot, or `None` when the table holds no such version.
-    pub fn get(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        if !self.covers(key.user_key()) {
-            return Ok(None);
-        }
-        self.get_covered(key)
-    }
-
-    /// [`Table::get`] for a key the caller already found within the table's
-    /// range: the filter, then the index and one data block.
-    pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        if let Some((filter, hash)) = self.point_filter_probe(key) {
-            let inner = &*self.inner;
-            let counters = inner.context.counters.local();
-            counters.bump(|c| &c.filter_checks);
-            if !filter.contains_hash(hash) {
-                counters.bump(|c| &c.filter_skips);
-                inner.filter_answers.local().bump(|a| &a.negatives);
-                return Ok(None);
-            }
-        }
-        self.get_past_filter(key)
-    }
-
-    /// The filter's answers for many key hashes at once, into `maybe`
-    /// (`true`: the key may be here), through the batched filter path,
-    /// counted as `get` counts them; all `true` when the table has no usable
-    /// filter.
-    pub fn filter_answers(&self, hashes: &[u64], maybe: &mut Vec<bool>) {
-        maybe.clear();
-        let Some(filter) = &self.inner.filter else {
-            maybe.resize(hashes.len(), true);
-            return;
-        };
-        maybe.extend(filter.contains_hashes(hashes));
-        let skipped = maybe.iter().filter(|&&answer| !answer).count();
-        let counters = self.inner.context.counters.local();
-        counters.add(|c| &c.filter_checks, hashes.len() as u64);
-        counters.add(|c| &c.filter_skips, skipped as u64);
-        self.inner
-            .filter_answers
-            .local()
-            .add(|a| &a.negatives, skipped as u64);
-    }
-
-    /// [`Table::get`] for a key whose filter answer was already "maybe"
-    /// (see [`Table::filter_answers`]): the index and the data block.
-    pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        let inner = &*self.inner;
-        let counters = inner.context.counters.local();
-        let found = match inner.index.block_for(key.head(), key.internal_key()) {
-            None => None,
-            Some(block_no) => {
-                counters.bump(|c| &c.data_block_reads);
-                inner.find_in_block(block_no, key)?
-            }
-        };
-        if found.is_none() && self.point_filter_probe(key).is_some() {
-            counters.bump(|c| &c.filter_false_positives);
-            inner.filter_answers.local().bump(|a| &a.false_positives);
-        }
-        Ok(found)
-    }
-
-    /// [`Table::get`] of the newest version.
-    pub fn get_key(&self, user_key: &[u8]) -> Result<Option<TableValue>> {
-        self.get(&LookupKey::new(user_key, SeqNo::MAX))
-    }
-
-    /// False when the filter rules out a key with this hash (no counters).
-    /// The hash must be the one the filter holds for the key: its whole-key
-    /// hash, unless the table kept prefixes only ([`Table::may_contain_key`]
-    /// asks with the right one).
-    pub fn may_contain(&self, hash: u64) -> bool {
-        self.inner
-            .filter
-            .as_ref()
-            .is_none_or(|f| f.contains_hash(hash))
     }
 
     /// The properties block.
@@ -505,9 +406,8 @@ impl TableInner {
 
         let index_at = table.location(BlockKind::Index, footer.index.offset);
         let (index_block, _) = table.read_checked(footer.index, BlockKind::Index)?;
-        let index_block = Block::parse(index_block, footer.format.index_coding())
-            .map_err(|e| index_at.relocate(e))?;
-        let index = Index::decode(&index_block, &index_at, &properties, footer.format)?;
+        let index_block = Block::parse(index_block).map_err(|e| index_at.relocate(e))?;
+        let index = Index::decode(&index_block, &index_at, &properties)?;
         drop(index_block);
 
         table.open_filter(&properties);
@@ -557,7 +457,7 @@ impl TableInner {
     /// Bytes of the block at `handle` with its trailer, as one read needs them.
     fn stored_len(&self, handle: BlockHandle, location: &BlockLocation<'_>) -> Result<usize> {
         handle
-            .stored_len(self.footer.format)
+            .stored_len()
             .ok_or_else(|| location.corruption("block too large"))
     }
 
@@ -566,7 +466,7 @@ impl TableInner {
         stored: Bytes,
         location: &BlockLocation<'_>,
     ) -> Result<(Bytes, Codec)> {
-        let (block, codec) = check_block(&stored, self.footer.format, location)?;
+        let (block, codec) = check_block(&stored, location)?;
         let block_len = block.len();
         Ok((stored.slice(..block_len), codec))
     }
@@ -579,7 +479,7 @@ impl TableInner {
         let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
         let fits = info
             .handle
-            .end_with_trailer(self.footer.format)
+            .end_with_trailer()
             .is_some_and(|end| end <= blocks_end);
         if !fits {
             return Err(location.corruption(format!(
@@ -683,43 +583,10 @@ impl TableInner {
                     .read_exact_at(buffer.as_mut_bytes(), handle.offset)?;
             }
         }
-        let (block, _) = check_block(buffer.as_ref(), self.footer.format, location)?;
+        let (block, _) = check_block(buffer.as_ref(), location)?;
         let block_len = block.len();
         buffer.truncate(block_len);
         Ok(buffer)
-    }
-
-    /// The answer of data block `block_no` for `key`: the first entry ≥ its
-    /// internal lookup key, when it is a version of its user key.
-    fn find_in_block(&self, block_no: usize, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        let block = self.data_block(block_no)?;
-        KEY_SCRATCH.with(|scratch| {
-            // A get nested in another on this thread (none today) would find
-            // the buffer borrowed: it then uses a fresh one.
-            let buffer = scratch
-                .try_borrow_mut()
-                .map(|mut b| std::mem::take(&mut *b))
-                .unwrap_or_default();
-            let mut entries = block.into_cursor_with(buffer);
-            let answer = (|| {
-                entries
-                    .seek(key.internal_key())
-                    .map_err(|e| self.locate(block_no, e))?;
-                if !entries.valid() || user_key_of(entries.key()) != key.user_key() {
-                    return Ok(None);
-                }
-                let parsed =
-                    parse_internal_key(entries.key()).map_err(|e| self.locate(block_no, e))?;
-                Ok(Some(match parsed.kind {
-                    ValueKind::Put => TableValue::Put(entries.value()),
-                    ValueKind::Delete => TableValue::Deleted,
-                }))
-            })();
-            if let Ok(mut b) = scratch.try_borrow_mut() {
-                *b = entries.into_key_buffer();
-            }
-            answer
-        })
     }
 
     /// Hints the operating system to start reading data block `block_no`
@@ -733,7 +600,7 @@ impl TableInner {
             return;
         }
         // A mapped table has no file to hint (`file_of` refuses it).
-        let len = handle.stored_len(self.footer.format);
+        let len = handle.stored_len();
         if let (Some(len), Ok(file)) = (len, file_of(&self.context, self.id, &self.source)) {
             file.will_need(handle.offset, len);
         }
@@ -774,7 +641,6 @@ impl TableInner {
         handle: BlockHandle,
     ) -> Result<Option<Block>> {
         let location = self.location(BlockKind::Data, handle.offset);
-        let format = self.footer.format;
         let len = self.stored_len(handle, &location)?;
         let stored = slice_of(map, handle.offset, len, &self.name)?;
         let (word, bit) = (block_no / 64, 1u64 << (block_no % 64));
@@ -783,12 +649,12 @@ impl TableInner {
         let block_len = usize::try_from(handle.len).unwrap_or(usize::MAX);
         let codec = if known_good {
             // Verified before, on this immutable map: the codec byte with it.
-            match (format == TableFormat::V1, stored.get(block_len + 1)) {
-                (false, Some(&byte)) => Codec::from_u8(byte).unwrap_or(Codec::Raw),
-                _ => Codec::Raw,
-            }
+            stored
+                .get(block_len + 1)
+                .and_then(|&byte| Codec::from_u8(byte))
+                .unwrap_or(Codec::Raw)
         } else {
-            let (_, codec) = check_block(&stored, format, &location)?;
+            let (_, codec) = check_block(&stored, &location)?;
             if let Some(flags) = flags {
                 flags.fetch_or(bit, AtomicOrdering::Relaxed);
             }
@@ -797,8 +663,7 @@ impl TableInner {
         if codec != Codec::Raw {
             return Ok(None);
         }
-        let block = Block::parse(stored.slice(..block_len), format.data_coding())
-            .map_err(|e| location.relocate(e))?;
+        let block = Block::parse(stored.slice(..block_len)).map_err(|e| location.relocate(e))?;
         Ok(Some(block))
     }
 
@@ -810,19 +675,18 @@ impl TableInner {
             Codec::Raw => stored,
             Codec::Lz4 => Bytes::from(decompress_block(&stored).map_err(|e| location.relocate(e))?),
         };
-        Block::parse(bytes, self.footer.format.data_coding()).map_err(|e| location.relocate(e))
+        Block::parse(bytes).map_err(|e| location.relocate(e))
     }
 
     /// Data blocks `first..` read with one positioned read, up to
     /// `max_bytes` (at least one block), bypassing the block cache: for
     /// scans that read a whole table once (compaction, verify).
     pub(crate) fn read_span(&self, first: usize, max_bytes: u64) -> Result<Span> {
-        let format = self.footer.format;
         let start = self.handle(first)?;
         let mut last = first;
-        let mut end = start.end_with_trailer(format).unwrap_or(u64::MAX);
+        let mut end = start.end_with_trailer().unwrap_or(u64::MAX);
         for (block_no, handle) in self.index.handles().iter().enumerate().skip(first + 1) {
-            let next_end = handle.end_with_trailer(format).unwrap_or(u64::MAX);
+            let next_end = handle.end_with_trailer().unwrap_or(u64::MAX);
             if next_end.saturating_sub(start.offset) > max_bytes {
                 break;
             }
@@ -848,7 +712,7 @@ impl TableInner {
             .offset
             .checked_sub(span.offset)
             .and_then(|at| usize::try_from(at).ok())
-            .zip(handle.stored_len(self.footer.format))
+            .zip(handle.stored_len())
             .and_then(|(at, len)| span.bytes.get(at..at.checked_add(len)?).map(|_| (at, len)))
             .map(|(at, len)| span.bytes.slice(at..at + len))
             .ok_or_else(|| location.corruption("not in the span read"))?;
@@ -963,7 +827,8 @@ fn slice_of(map: &Bytes, offset: u64, len: usize, name: &str) -> Result<Bytes> {
 mod tests {
     use super::*;
     use crate::fs::OsFileSystem;
-    use crate::key::internal_key;
+    use crate::key::{internal_key, SeqNo, ValueKind};
+    use crate::table::{LookupKey, TableValue};
     use crate::table::{TableBuilder, TableOptions};
 
     /// Builds a table in a temp dir and returns its bytes.

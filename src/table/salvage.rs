@@ -6,11 +6,11 @@
 //! codec, restarts, key order inside it and against the blocks before it),
 //! and a block that fails is reported lost with the key range the index
 //! gives it. A table that cannot be opened at all is scanned from its first
-//! byte: data blocks lie back to back from offset 0 (from format 2 with
-//! zero padding before a block that would straddle a 4 KiB page, except
-//! in a flush's level-0 tables), and each
-//! block's end is found where its trailer's checksum — which covers the
-//! block, its type, its codec and its offset — holds; the chain of such
+//! byte: data blocks lie back to back from offset 0 (with zero padding
+//! before a block that would straddle a 4 KiB page, except in a flush's
+//! level-0 tables), and each block's end is found where its trailer's
+//! checksum — which covers the block, its type, its codec, its offset and
+//! the format version — holds; the chain of such
 //! blocks is salvaged up to the first that cannot be found, and what
 //! follows is reported lost unless the filter or index block starts there.
 //!
@@ -24,12 +24,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::table::block::Block;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
-use crate::table::format::{BlockKind, Codec, TableFormat, FILTER_ALIGN, PAGE};
+use crate::table::format::{BlockKind, Codec, FILTER_ALIGN, FORMAT_VERSION, PAGE, TRAILER_LEN};
 use crate::table::reader::Table;
 
 /// A data block read whole: its entries in order.
@@ -70,11 +71,7 @@ enum Walk {
     Indexed { table: Table, next: usize },
     /// Scanning the bytes of a table that did not; `next` is where the next
     /// block may start (`None` once the walk has ended).
-    Scanned {
-        bytes: Bytes,
-        format: TableFormat,
-        next: Option<u64>,
-    },
+    Scanned { bytes: Bytes, next: Option<u64> },
 }
 
 /// Walks a table's data blocks past damage; see the module docs.
@@ -110,21 +107,20 @@ fn entries_of(block: Block) -> Result<Vec<(Bytes, Bytes)>> {
     Ok(entries)
 }
 
-/// The block of stored bytes `stored` with `codec`, in a table of `format`,
-/// decoded and checked.
-fn decode(stored: &[u8], codec: Codec, format: TableFormat) -> Result<Vec<(Bytes, Bytes)>> {
+/// The block of stored bytes `stored` with `codec`, decoded and checked.
+fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
     let bytes = match codec {
         Codec::Raw => Bytes::copy_from_slice(stored),
         Codec::Lz4 => Bytes::from(decompress_block(stored)?),
     };
-    entries_of(Block::parse(bytes, format.data_coding())?)
+    entries_of(Block::parse(bytes)?)
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    let word = bytes.get(at..at.checked_add(4)?)?;
-    let mut out = [0u8; 4];
-    out.copy_from_slice(word);
-    Some(u32::from_le_bytes(out))
+    bytes
+        .get(at..)?
+        .first_chunk()
+        .map(|word| u32::from_le_bytes(*word))
 }
 
 /// The first block of one of `kinds` that starts at `start` in `bytes`:
@@ -134,12 +130,10 @@ fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
 fn find_block(
     bytes: &[u8],
     start: usize,
-    format: TableFormat,
     kinds: &[BlockKind],
     mut accept: impl FnMut(usize, Codec) -> bool,
 ) -> Option<usize> {
-    let trailer = format.trailer_len();
-    let last_end = bytes.len().checked_sub(trailer)?;
+    let last_end = bytes.len().checked_sub(TRAILER_LEN)?;
     let mut hasher = crc32fast::Hasher::new();
     let mut hashed = start;
     let offset = (start as u64).to_le_bytes();
@@ -150,11 +144,8 @@ fn find_block(
         if !kinds.iter().any(|&k| k as u8 == type_byte) {
             continue;
         }
-        let (codec_byte, crc_at) = if format == TableFormat::V1 {
-            (Codec::Raw as u8, end + 1)
-        } else {
-            (bytes.get(end + 1).copied().unwrap_or(u8::MAX), end + 2)
-        };
+        let codec_byte = bytes.get(end + 1).copied().unwrap_or(u8::MAX);
+        let crc_at = end + 2;
         let Some(codec) = Codec::from_u8(codec_byte) else {
             continue;
         };
@@ -164,15 +155,9 @@ fn find_block(
         hasher.update(bytes.get(hashed..end).unwrap_or_default());
         hashed = end;
         let mut trial = hasher.clone();
-        if format == TableFormat::V1 {
-            trial.update(&[type_byte]);
-        } else {
-            trial.update(&[type_byte, codec_byte]);
-        }
+        trial.update(&[type_byte, codec_byte]);
         trial.update(&offset);
-        if let Some(version) = format.checksummed_version() {
-            trial.update(&version);
-        }
+        trial.update(&FORMAT_VERSION.to_le_bytes());
         if trial.finalize() == stored_crc && accept(end, codec) {
             return Some(end);
         }
@@ -187,7 +172,10 @@ fn align_up(offset: u64, to: u64) -> u64 {
 impl TableSalvager {
     /// Starts a salvage of the table at `path`, read through `context`'s
     /// file system: through its index when it opens, else by scanning its
-    /// bytes. Fails only when the file cannot be read at all.
+    /// bytes. Fails when the file cannot be read at all, and with
+    /// [`Error::UnsupportedVersion`] for a table of a format this build does
+    /// not read (no block of it would verify: a scan would call all of it
+    /// lost).
     pub fn open(context: &Arc<ReadContext>, path: &Path) -> Result<TableSalvager> {
         let name = path
             .file_name()
@@ -195,33 +183,11 @@ impl TableSalvager {
             .into_owned();
         let (walk, open_error) = match Table::open(context, path) {
             Ok(table) => (Walk::Indexed { table, next: 0 }, None),
+            Err(e @ Error::UnsupportedVersion { .. }) => return Err(e),
             Err(e) => {
                 let bytes = context.fs.read_all(path)?;
-                // The footer names the format; without it, the first block
-                // tells (the current format is tried first: it is what is
-                // written; formats 5 and 6 share their data blocks, and
-                // formats 2 and 3; from format 7 the checksum covers the
-                // version, so no block verifies under another's).
-                let format = [
-                    TableFormat::CURRENT,
-                    TableFormat::V6,
-                    TableFormat::V4,
-                    TableFormat::V2,
-                    TableFormat::V1,
-                ]
-                .into_iter()
-                .find(|&format| {
-                    find_block(&bytes, 0, format, &[BlockKind::Data], |end, codec| {
-                        bytes
-                            .get(..end)
-                            .is_some_and(|b| decode(b, codec, format).is_ok())
-                    })
-                    .is_some()
-                })
-                .unwrap_or(TableFormat::CURRENT);
                 let walk = Walk::Scanned {
                     bytes,
-                    format,
                     next: Some(0),
                 };
                 (walk, Some(e.to_string()))
@@ -280,20 +246,16 @@ impl TableSalvager {
                     }),
                 }
             }
-            Walk::Scanned {
-                bytes,
-                format,
-                next,
-            } => {
+            Walk::Scanned { bytes, next } => {
                 let start = (*next)?;
-                match scan_block(bytes, *format, start) {
+                match scan_block(bytes, start) {
                     Some((block, end)) => {
                         *next = Some(end);
                         Ok(block)
                     }
                     None => {
                         *next = None;
-                        if metadata_follows(bytes, *format, start) {
+                        if metadata_follows(bytes, start) {
                             return None;
                         }
                         Err(LostBlock {
@@ -342,11 +304,10 @@ impl TableSalvager {
 
 /// The data block starting at `start` (or, after zero padding, at the next
 /// page boundary) and the offset just past its trailer.
-fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(SalvagedBlock, u64)> {
+fn scan_block(bytes: &[u8], start: u64) -> Option<(SalvagedBlock, u64)> {
     let start_at = usize::try_from(start).ok()?;
     let page = align_up(start, PAGE);
-    let padded = format != TableFormat::V1
-        && page > start
+    let padded = page > start
         && usize::try_from(page)
             .ok()
             .and_then(|end| bytes.get(start_at..end))
@@ -363,13 +324,13 @@ fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(Salvaged
     candidates.into_iter().flatten().find_map(|begin| {
         let begin_at = usize::try_from(begin).ok()?;
         let mut entries = None;
-        let end = find_block(bytes, begin_at, format, &[BlockKind::Data], |end, codec| {
+        let end = find_block(bytes, begin_at, &[BlockKind::Data], |end, codec| {
             entries = bytes
                 .get(begin_at..end)
-                .and_then(|stored| decode(stored, codec, format).ok());
+                .and_then(|stored| decode(stored, codec).ok());
             entries.is_some()
         })?;
-        let next = (end + format.trailer_len()) as u64;
+        let next = (end + TRAILER_LEN) as u64;
         Some((
             SalvagedBlock {
                 offset: begin,
@@ -382,12 +343,12 @@ fn scan_block(bytes: &[u8], format: TableFormat, start: u64) -> Option<(Salvaged
 
 /// True when the filter or index block starts at `start` (or after the
 /// filter's alignment padding): the data blocks ended there whole.
-fn metadata_follows(bytes: &[u8], format: TableFormat, start: u64) -> bool {
+fn metadata_follows(bytes: &[u8], start: u64) -> bool {
     let kinds = [BlockKind::Filter, BlockKind::Index];
     [start, align_up(start, FILTER_ALIGN)]
         .into_iter()
         .filter_map(|at| usize::try_from(at).ok())
-        .any(|at| find_block(bytes, at, format, &kinds, |_, _| true).is_some())
+        .any(|at| find_block(bytes, at, &kinds, |_, _| true).is_some())
 }
 
 #[cfg(test)]
@@ -489,25 +450,6 @@ mod tests {
                 assert_eq!(got, keys, "{compression:?} flip at {at}");
             }
         }
-    }
-
-    #[test]
-    fn a_format_6_table_without_its_footer_is_scanned_as_format_6() {
-        // Its data blocks also parse as format 7's, with every sequence
-        // number 128 times too large: the checksum, which from format 7
-        // covers the version, tells them apart.
-        let fixture =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v6_db/000004.sst");
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join("000004.sst");
-        std::fs::copy(&fixture, &copy).unwrap();
-        let (want, lost, error) = salvage_all(&copy);
-        assert!(lost.is_empty() && error.is_none());
-        assert!(want.len() > 100, "{} entries", want.len());
-        flip(&copy, std::fs::metadata(&copy).unwrap().len() - 10);
-        let (got, lost, error) = salvage_all(&copy);
-        assert!(error.is_some() && lost.is_empty(), "{lost:?}");
-        assert_eq!(got, want);
     }
 
     #[test]

@@ -1,47 +1,22 @@
-//! A table's answers to scans: [`Table::scan_may_match`], and its range
-//! filter as tools see it.
+//! A table's scans: [`Table::iter`] and [`Table::iter_with`] (the cursor
+//! is `iter.rs`'s), [`Table::scan_may_match`], and its range filter as tools
+//! see it.
 //!
-//! Owns: the `Table` methods over the scan filters (`scan_filters.rs`;
-//! the reader reads the range filter block at open), and the hints a read
-//! gives before it reads (a get's filter line, a seek's data block).
+//! Owns: the `Table` methods of a scan — its cursor, the questions asked of
+//! the scan filters (`scan_filters.rs`; the reader reads the range filter
+//! block at open), and the hint a seek gives before it reads its data block.
 //! Must never: rule a table out for a range that holds one of its keys
 //! (the rules are `ScanFilters`').
 
 use std::ops::Bound;
 
 use crate::filter::range::RangeFilterView;
-use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{key_head, user_key_of};
-use crate::table::lookup::LookupKey;
+use crate::table::iter::{ScanMode, TableIter};
 use crate::table::reader::{FilterStatus, Table};
 use crate::table::scan_filters::PrefixProbe;
 
 impl Table {
-    /// The hash this table's point filter answers `key` with (the key's,
-    /// or its prefix's when the table kept prefixes only), with the filter;
-    /// `None` when there is no usable filter or it cannot answer for `key`.
-    #[inline]
-    pub(crate) fn point_filter_probe(
-        &self,
-        key: &LookupKey<'_>,
-    ) -> Option<(&AnyFilterView<AlignedBytes>, u64)> {
-        let inner = &*self.inner;
-        let filter = inner.filter()?;
-        let hash = inner.scan.point_hash(key.user_key(), key.hash())?;
-        Some((filter, hash))
-    }
-
-    /// Requests the filter memory [`Table::get_covered`] will read for
-    /// `key` (a hint only: no counter moves, no answer changes), so a `get`
-    /// can have every candidate table's filter load in flight before it
-    /// asks the first.
-    #[inline]
-    pub(crate) fn prefetch_point_filter(&self, key: &LookupKey<'_>) {
-        if let Some((filter, hash)) = self.point_filter_probe(key) {
-            filter.prefetch_hash(hash);
-        }
-    }
-
     /// Hints the operating system to start reading the data block a seek
     /// to `target` (an internal key) will read — when this database's
     /// recent block reads reached the device and the block cache does not
@@ -57,21 +32,6 @@ impl Table {
         if let Some(block_no) = inner.index.block_for(head, target) {
             inner.will_need_block(block_no);
         }
-    }
-
-    /// False when the point filter rules `user_key` out (no counters): it
-    /// asks the hash the filter holds for the key (its prefix's, when the
-    /// table kept prefixes only); true without a usable filter or when the
-    /// filter cannot answer for the key.
-    pub fn may_contain_key(&self, user_key: &[u8]) -> bool {
-        let inner = &*self.inner;
-        let Some(filter) = inner.filter() else {
-            return true;
-        };
-        inner
-            .scan
-            .point_hash(user_key, hash_key(user_key))
-            .is_none_or(|hash| filter.contains_hash(hash))
     }
 
     /// Whether the table may hold a key within the bounds, as its filters
@@ -114,5 +74,16 @@ impl Table {
     /// Bytes of memory the table's range filter holds (0 without one).
     pub fn range_filter_memory(&self) -> u64 {
         self.inner.scan.range_bytes()
+    }
+
+    /// A cursor over every entry through the block cache (not positioned;
+    /// seek first).
+    pub fn iter(&self) -> TableIter {
+        TableIter::new(self.clone(), ScanMode::Cached)
+    }
+
+    /// A cursor over every entry that reads `mode`'s way.
+    pub fn iter_with(&self, mode: ScanMode) -> TableIter {
+        TableIter::new(self.clone(), mode)
     }
 }

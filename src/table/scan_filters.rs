@@ -11,9 +11,10 @@
 //! means the table holds no key — no version, no tombstone — in the range.
 //!
 //! Owns: what the builder adds to the point filter for prefixes
-//! (`FilterEntries`), the checks of a range filter read at open, the hash
-//! a `get` asks the point filter with when the table kept prefixes only,
-//! and the answer to a scan's question with its counters
+//! (`FilterEntries`), the checks of a range filter read at open, which
+//! prefixes a table's point filter may be trusted for (the hash a `get`
+//! asks it with is `get.rs`'s), and the answer to a scan's question with
+//! its counters
 //! (`ScanFilters::may_match`, asked through `Table::scan_may_match`).
 //! Must never: rule a table out for a range that holds one of its keys —
 //! prefixes are trusted only from a table built with an extractor of the
@@ -320,18 +321,15 @@ impl ScanFilters {
         self.range.as_ref()
     }
 
-    /// The hash the point filter holds for `user_key`: its whole-key hash
-    /// (`whole`, computed by the caller) when whole keys are kept or the key
-    /// has no prefix, its prefix's hash otherwise; `None` when the filter
-    /// kept prefixes only and the extractor is not trusted (the filter
-    /// cannot answer for the key).
-    #[inline]
-    pub(crate) fn point_hash(&self, user_key: &[u8], whole: u64) -> Option<u64> {
-        if self.whole_keys {
-            return Some(whole);
-        }
-        let extractor = self.trusted.as_ref()?;
-        Some(extractor.prefix(user_key).map_or(whole, prefix_hash))
+    /// Every key is in the point filter whole.
+    pub(crate) fn whole_keys(&self) -> bool {
+        self.whole_keys
+    }
+
+    /// The extractor the table was built with, when the reading database
+    /// has one of the same name (prefixes are trusted only then).
+    pub(crate) fn trusted_extractor(&self) -> Option<&PrefixExtractor> {
+        self.trusted.as_ref()
     }
 
     /// The prefix hashes the point filter must hold for `user_key`, for

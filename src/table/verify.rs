@@ -16,6 +16,7 @@ use crate::filter::hash_key;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::BlockKind;
+use crate::table::get::point_hash;
 use crate::table::iter::SPAN_BYTES;
 use crate::table::reader::{FilterStatus, Span, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
@@ -80,7 +81,7 @@ impl Filters<'_> {
     fn check(&self, user_key: &[u8], totals: &mut ScanTotals) {
         if let Some(filter) = self.inner.filter() {
             let whole = hash_key(user_key);
-            let point = self.scan.point_hash(user_key, whole);
+            let point = point_hash(self.scan, user_key, whole);
             // The key's prefix entry, when the extractor is trusted.
             let prefix = self.scan.prefix_entry(user_key);
             let missing = point

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use siftdb::internals::key::{
     compare_internal_keys, parse_internal_key, user_key_of, ValueKind, TAG_LEN,
 };
-use siftdb::internals::table::block::{Block, BlockBuilder, EntryCoding};
+use siftdb::internals::table::block::{Block, BlockBuilder};
 use siftdb::internals::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
 use siftdb::internals::table::Codec;
 use siftdb::internals::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
@@ -124,29 +124,22 @@ pub fn table_open(data: &[u8]) {
 
 /// First byte even: the rest is a block to decode, seek and check.
 /// Odd: the rest is split into entries, built into a block and read back.
-/// Bits 1 and 7 of the first byte pick the entry coding: neither, fixed
-/// headers; bit 1, varint headers; both, varint headers with the tag apart
-/// (format 5's data blocks); bit 7 alone, the tag apart and packed (format
-/// 7's). Bits 2–6 give the restart interval of a built block.
+/// Bits 2–6 of the first byte give the restart interval of a built block;
+/// bits 1 and 7 are not read (they picked one of the entry codings there
+/// were before format 7's was the only one).
 pub fn block_decode(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let coding = match (mode & 2 != 0, mode & 0x80 != 0) {
-        (false, false) => EntryCoding::Fixed,
-        (true, false) => EntryCoding::Varint,
-        (true, true) => EntryCoding::VarintTag,
-        (false, true) => EntryCoding::PackedTag,
-    };
     if mode % 2 == 0 {
-        decode_untrusted(rest, coding);
+        decode_untrusted(rest);
     } else {
-        round_trip(usize::from((mode >> 2) & 0x1f) + 1, coding, rest);
+        round_trip(usize::from((mode >> 2) & 0x1f) + 1, rest);
     }
 }
 
-fn decode_untrusted(bytes: &[u8], coding: EntryCoding) {
-    let Ok(block) = Block::parse(Bytes::copy_from_slice(bytes), coding) else {
+fn decode_untrusted(bytes: &[u8]) {
+    let Ok(block) = Block::parse(Bytes::copy_from_slice(bytes)) else {
         return;
     };
     let mut keys = Vec::new();
@@ -178,7 +171,7 @@ fn decode_untrusted(bytes: &[u8], coding: EntryCoding) {
     }
 }
 
-fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
+fn round_trip(restart_interval: usize, bytes: &[u8]) {
     let mut entries: Vec<(Vec<u8>, Vec<u8>)> = bytes
         .split(|&b| b == 0xff)
         .map(|chunk| {
@@ -186,26 +179,22 @@ fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
             (key.to_vec(), value.to_vec())
         })
         .collect();
-    if matches!(coding, EntryCoding::VarintTag | EntryCoding::PackedTag) {
-        // Such a block stores internal keys only: at least a tag's bytes.
-        entries.retain(|(key, _)| key.len() >= TAG_LEN);
-    }
-    if coding == EntryCoding::PackedTag {
-        // A packed tag stores the two kinds there are, put and delete: the
-        // kind byte (the tag's lowest, little-endian) is made 0 or 1.
-        for (key, _) in &mut entries {
-            if let Some(kind) = key
-                .len()
-                .checked_sub(TAG_LEN)
-                .and_then(|at| key.get_mut(at))
-            {
-                *kind &= 1;
-            }
+    // A block stores internal keys only: at least a tag's bytes.
+    entries.retain(|(key, _)| key.len() >= TAG_LEN);
+    // A packed tag stores the two kinds there are, put and delete: the
+    // kind byte (the tag's lowest, little-endian) is made 0 or 1.
+    for (key, _) in &mut entries {
+        if let Some(kind) = key
+            .len()
+            .checked_sub(TAG_LEN)
+            .and_then(|at| key.get_mut(at))
+        {
+            *kind &= 1;
         }
     }
     entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
     entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
-    let mut builder = BlockBuilder::new(restart_interval, coding);
+    let mut builder = BlockBuilder::new(restart_interval);
     for (key, value) in &entries {
         builder.add(key, value).expect("a small block");
     }
@@ -215,7 +204,7 @@ fn round_trip(restart_interval: usize, coding: EntryCoding, bytes: &[u8]) {
     let estimate = builder.estimated_size();
     let encoded = builder.finish();
     assert_eq!(estimate, encoded.len(), "size estimate");
-    let block = Block::parse(Bytes::from(encoded), coding).expect("a built block parses");
+    let block = Block::parse(Bytes::from(encoded)).expect("a built block parses");
     assert_eq!(
         block
             .check_structure()
