@@ -140,7 +140,7 @@ fn header_repaired(rest: &[u8], after: Option<SeqNo>) -> Option<(DecodedBatch<'_
         })
 }
 
-/// Reads what can be read of a log: like [`replay`], but past damage. A
+/// Reads what can be read of a log: like `replay`, but past damage. A
 /// record whose payload fails its checksum (its length vouched for by the
 /// header checksum) is skipped exactly, and the walk goes on after it; a
 /// record whose header checksum fails is kept when its header can be
