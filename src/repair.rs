@@ -46,6 +46,7 @@ use crate::db::{table_record, LEVELS, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
+use crate::inspect::check_is_database;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use crate::memtable::Memtable;
@@ -306,7 +307,9 @@ struct Repair<'a> {
 
 /// Rebuilds a working database in `path` from what is readable; see the
 /// module docs. Returns what was found, kept and lost. `Error::Locked` when
-/// the database is open; `InvalidArgument` when `path` holds no database.
+/// the database is open; `Error::NotADatabase` (nothing touched) when
+/// `path` holds neither a siftdb manifest nor any file that opens as a
+/// siftdb table or log.
 pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairReport> {
     let dir = path.as_ref();
     let opts = &options.options;
@@ -318,6 +321,10 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
             dir.display()
         )));
     }
+    // Another engine's directory (whose `NNNNNN.sst` names look like
+    // siftdb's) is refused before anything — the lock file included — is
+    // created, moved or written in it.
+    check_is_database(&opts.fs, dir, &fs.list(dir)?)?;
     let _lock = if options.dry_run {
         None
     } else {

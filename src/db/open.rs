@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
 };
-use crate::fs::{DirLock, FileSystem};
+use crate::fs::{DirLock, FileSystem, SharedFs};
+use crate::inspect::check_is_database;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ManifestState};
 use crate::memtable::Memtable;
@@ -136,24 +137,23 @@ fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 }
 
 /// A directory without a manifest must hold nothing but what a creation
-/// interrupted before its first manifest leaves behind.
-fn check_fresh(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    for name in fs.list(dir)? {
-        if name == LOCK_FILE || name == "MANIFEST.tmp" {
-            continue;
-        }
-        if parse_file_name(&name).is_some() {
-            return Err(Error::corruption(
-                format!("database {}", dir.display()),
-                format!("{name} exists but MANIFEST is missing"),
-            ));
-        }
-        return Err(Error::invalid(format!(
-            "{} is not a siftdb database (it holds {name})",
-            dir.display()
-        )));
+/// interrupted before its first manifest leaves behind. One holding a
+/// siftdb table or log has lost its manifest (`Corruption`: repair
+/// rebuilds it); any other is not a database (`NotADatabase`).
+fn check_fresh(fs: &SharedFs, dir: &Path) -> Result<()> {
+    let mut names = fs.list(dir)?;
+    names.retain(|name| name != LOCK_FILE && name != MANIFEST_TEMP_FILE);
+    if names.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    check_is_database(fs, dir, &names)?;
+    Err(repair_hint(
+        Error::corruption(
+            format!("database {}", dir.display()),
+            "it holds siftdb tables or logs but MANIFEST is missing",
+        ),
+        dir,
+    ))
 }
 
 /// A damaged manifest or log refuses the open; the message says what can
@@ -327,14 +327,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // A directory that is not a database is refused before the lock file
     // is created in it (and checked again under the lock).
     if !fs.exists(&dir.join(MANIFEST_FILE)) {
-        check_fresh(fs.as_ref(), dir)?;
+        check_fresh(&fs, dir)?;
     }
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
     let state = match read_manifest(fs.as_ref(), dir).map_err(|e| repair_hint(e, dir))? {
         Some(state) => state,
         None => {
-            check_fresh(fs.as_ref(), dir)?;
+            check_fresh(&fs, dir)?;
             let state = ManifestState {
                 next_file_number: 2,
                 last_sequence: SeqNo(0),

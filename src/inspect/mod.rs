@@ -35,9 +35,11 @@
 //! [`FileSystem`]: crate::fs::FileSystem
 
 mod dir;
+mod identify;
 mod table;
 mod verify;
 
+pub(crate) use identify::check_is_database;
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{LiveTableSummary, ManifestSummary};
 pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
+use crate::inspect::check_is_database;
 use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
 use crate::manifest::{self, ManifestState, TableRecord};
@@ -134,7 +135,8 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
 /// Verifies the database in `dir` through `fs`, reading only.
 ///
 /// `Err` only when there is nothing to verify: `dir` is not a directory,
-/// cannot be listed, or holds neither a manifest nor any table or log.
+/// cannot be listed, or is not a siftdb database (`NotADatabase`: neither
+/// a manifest nor any file that opens as a siftdb table or log).
 /// Everything found wrong in the files is a [`Problem`] in the report.
 pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport> {
     let fs = shared_fs.as_ref();
@@ -148,12 +150,7 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
     names.sort();
     let numbered: Vec<(FileKind, u64)> = names.iter().filter_map(|n| parse_file_name(n)).collect();
     let has_manifest = names.iter().any(|n| n == MANIFEST_FILE);
-    if !has_manifest && numbered.is_empty() {
-        return Err(Error::invalid(format!(
-            "{} is not a siftdb database (no {MANIFEST_FILE}, no table, no log)",
-            dir.display()
-        )));
-    }
+    check_is_database(shared_fs, dir, &names)?;
     let mut report = VerifyReport {
         dir: dir.to_path_buf(),
         manifest: None,
