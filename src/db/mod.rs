@@ -395,7 +395,14 @@ impl Db {
         } else {
             background::spawn(&inner)?
         };
-        Ok(Db { inner, background })
+        let db = Db { inner, background };
+        if !read_only {
+            // A level 0 at the stop trigger (left by short-lived writers,
+            // each of whose opens adds a table) is compacted before the
+            // open returns.
+            background::wait_for_level0_at_open(&db.inner);
+        }
+        Ok(db)
     }
 
     /// Opens the database at `path` for reading only, with default options
