@@ -45,6 +45,7 @@ use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
+pub(crate) use open::{closed_log_missing, cut_short};
 pub(crate) use open::LOCK_FILE;
 pub use snapshot::Snapshot;
 use version::Version;

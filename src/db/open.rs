@@ -27,11 +27,11 @@ use crate::filename::{
 use crate::fs::{DirLock, FileSystem, SharedFs};
 use crate::inspect::check_is_database;
 use crate::key::SeqNo;
-use crate::manifest::{read_manifest, write_manifest, ManifestState};
+use crate::manifest::{read_manifest, write_manifest, ClosedLog, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
-use crate::wal::{replay, WalWriter};
+use crate::wal::{replay, WalReplay, WalWriter};
 
 /// Name of the lock file.
 pub(crate) const LOCK_FILE: &str = "LOCK";
@@ -102,6 +102,7 @@ impl VersionSet {
             next_file_number: self.next_file_number,
             last_sequence,
             log_number,
+            closed_log: None,
             tables: version.records(),
         };
         write_manifest(fs, dir, &state)?;
@@ -120,6 +121,13 @@ pub struct RecoveryReport {
     /// The newest log ended with its close record: the last session ended
     /// with a clean close, not a crash (so no torn tail was allowed in it).
     pub closed_cleanly: bool,
+    /// A log the manifest records as closed cleanly that no longer holds
+    /// what the close left — cut short, its close record gone, or missing:
+    /// (file, offset, what). Not a crash's torn tail but a loss:
+    /// acknowledged writes after the offset (where its intact records end)
+    /// may be gone. The database opened with the records before it
+    /// (`Options::paranoid_checks` refuses the open instead).
+    pub log_cut_short: Option<(String, u64, String)>,
     /// Tables the manifest names that could not be opened: (file, reason).
     /// The database opened without them (see `Options::paranoid_checks`):
     /// reads that need one fail with `Corruption` naming it.
@@ -254,23 +262,74 @@ pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
     logs
 }
 
+/// What a log the manifest records as closed cleanly (`closed`) lacks
+/// now that it holds `bytes` and replayed as `log`: `None` when it is
+/// exactly as the close left it, else (where its intact records end, what
+/// is wrong).
+pub(crate) fn cut_short(closed: ClosedLog, bytes: &[u8], log: &WalReplay<'_>) -> Option<(u64, String)> {
+    let len = bytes.len() as u64;
+    if log.closed_cleanly && len == closed.len {
+        return None;
+    }
+    let offset = log.valid_len(bytes.len());
+    Some((
+        offset,
+        format!(
+            "the manifest records a clean close of this log at {} bytes, but it holds {len}{}: \
+             acknowledged writes after offset {offset} may be lost",
+            closed.len,
+            if log.closed_cleanly {
+                ""
+            } else {
+                " and no close record"
+            }
+        ),
+    ))
+}
+
+/// What the open reports for a log the manifest records as closed cleanly
+/// that is missing.
+pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
+    (
+        wal_file_name(closed.number),
+        0,
+        format!(
+            "the manifest records a clean close of this log at {} bytes, but it is missing: \
+             every acknowledged write in it may be lost",
+            closed.len
+        ),
+    )
+}
+
 /// Replays `logs` (see [`logs_from`]), their bytes from `read`, into
 /// `recovered`; returns the last sequence number seen (at least
 /// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
-/// the newest log) is `Corruption` naming the log and `siftdb repair`.
+/// the newest log) is `Corruption` naming the log and `siftdb repair`. The
+/// log the manifest records as closed cleanly (`closed`) must be as the
+/// close left it: if not, the loss is reported (`log_cut_short`; see
+/// [`refuse_cut_short`]).
 pub(crate) fn replay_logs(
     dir: &Path,
     logs: &[u64],
     read: impl Fn(u64) -> Result<Bytes>,
     last_sequence: SeqNo,
+    closed: Option<ClosedLog>,
     recovered: &Memtable,
     report: &mut RecoveryReport,
 ) -> Result<SeqNo> {
+    if let Some(closed) = closed.filter(|c| !logs.contains(&c.number)) {
+        report.log_cut_short = Some(closed_log_missing(closed));
+    }
     let mut last_seq = last_sequence;
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
         let bytes = read(number)?;
         let log = replay(&bytes, &name).map_err(|e| repair_hint(e, dir))?;
+        if let Some(closed) = closed.filter(|c| c.number == number) {
+            if let Some((offset, what)) = cut_short(closed, &bytes, &log) {
+                report.log_cut_short = Some((name.clone(), offset, what));
+            }
+        }
         if log.log_number.is_some_and(|n| n != number) {
             return Err(repair_hint(
                 Error::corruption(
@@ -316,8 +375,19 @@ pub(crate) fn replay_logs(
             report.records_replayed += 1;
         }
     }
-
     Ok(last_seq)
+}
+
+/// With `Options::paranoid_checks`, a log cut short after a clean close
+/// (see [`RecoveryReport::log_cut_short`]) refuses the open as `Corruption`.
+pub(crate) fn refuse_cut_short(opts: &Options, report: &RecoveryReport, dir: &Path) -> Result<()> {
+    match &report.log_cut_short {
+        Some((name, _, what)) if opts.paranoid_checks => Err(repair_hint(
+            Error::corruption(format!("log {name}"), format!("{what} (paranoid checks)")),
+            dir,
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
@@ -339,6 +409,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                 next_file_number: 2,
                 last_sequence: SeqNo(0),
                 log_number: 1,
+                closed_log: None,
                 tables: Vec::new(),
             };
             write_manifest(fs.as_ref(), dir, &state)?;
@@ -369,9 +440,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         &logs_from(&names, state.log_number),
         |number| fs.read_all(&dir.join(wal_file_name(number))),
         state.last_sequence,
+        state.closed_log,
         &recovered,
         &mut report,
     )?;
+    refuse_cut_short(&opts, &report, dir)?;
 
     // Recovered writes become a level-0 table, so the old logs can go.
     // (`write_level0_table` removes its file again if it fails.)

@@ -19,7 +19,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::open::{
-    logs_from, open_tables, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
+    logs_from, open_tables, refuse_cut_short, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
 };
 use crate::db::DbInner;
 use crate::error::{Error, Result};
@@ -148,7 +148,16 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         file.read_exact_at(&mut bytes, 0)?;
         Ok(Bytes::from(bytes))
     };
-    let last_seq = replay_logs(dir, &numbers, read, state.last_sequence, &mem, &mut report)?;
+    let last_seq = replay_logs(
+        dir,
+        &numbers,
+        read,
+        state.last_sequence,
+        state.closed_log,
+        &mem,
+        &mut report,
+    )?;
+    refuse_cut_short(opts, &report, dir)?;
     let log_number = state.log_number;
     Ok(Some(Parts {
         version,

@@ -28,7 +28,9 @@ use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
 use crate::manifest::{self, ManifestState, TableRecord};
 use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, Severity, Table};
-use crate::wal::replay_batches;
+use crate::db::{closed_log_missing, cut_short};
+use crate::manifest::ClosedLog;
+use crate::wal::{replay, replay_batches};
 
 /// One problem found by [`verify_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,8 +225,14 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
             );
         }
     }
+    let closed = state.as_ref().and_then(|s| s.closed_log);
+    if let Some(closed) = closed.filter(|c| !logs.contains(&c.number)) {
+        let (name, _, what) = closed_log_missing(closed);
+        report.error(&name, what);
+    }
     for (i, &number) in logs.iter().enumerate() {
-        check_log(fs, dir, number, i + 1 == logs.len(), &mut report);
+        let closed = closed.filter(|c| c.number == number);
+        check_log(fs, dir, number, i + 1 == logs.len(), closed, &mut report);
     }
 
     if let Some(state) = &state {
@@ -349,6 +357,7 @@ fn check_log(
     dir: &Path,
     number: u64,
     newest: bool,
+    closed: Option<ClosedLog>,
     report: &mut VerifyReport,
 ) {
     let name = wal_file_name(number);
@@ -356,6 +365,16 @@ fn check_log(
         Ok(bytes) => bytes,
         Err(e) => return report.error(&name, e),
     };
+    let log = match replay(&bytes, &name) {
+        Ok(log) => log,
+        Err(e) => return report.error(&name, e),
+    };
+    // The manifest recorded the clean close of this log: a missing tail
+    // (its close record gone with it) is a loss, not a crash's torn tail.
+    if let Some((offset, what)) = closed.and_then(|c| cut_short(c, &bytes, &log)) {
+        report.problem(&name, Severity::Error, Some((None, offset)), what);
+    }
+    let cut = closed.is_some_and(|c| cut_short(c, &bytes, &log).is_some());
     let log = match replay_batches(&bytes, &name) {
         Ok(log) => log,
         Err(e) => return report.error(&name, e),
@@ -368,7 +387,7 @@ fn check_log(
             format!("the header says log {in_header}, the file name says {number}"),
         );
     }
-    if let Some(torn) = &log.torn_tail {
+    if let Some(torn) = log.torn_tail.as_ref().filter(|_| !cut) {
         if newest {
             report.problem(
                 &name,
