@@ -55,6 +55,18 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// The directory is not a siftdb database and is left as it is: it
+    /// has no siftdb `MANIFEST`, and none of its files opens as a siftdb
+    /// table or log (another engine's directory, say, whose `NNNNNN.sst`
+    /// names look like siftdb's).
+    #[error("{} is not a siftdb database: {reason}", path.display())]
+    NotADatabase {
+        /// The directory.
+        path: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+
     /// The database directory is locked by another open handle.
     #[error("database is locked: {0}")]
     Locked(PathBuf),
@@ -165,6 +177,10 @@ impl Error {
             },
             Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
+            Error::NotADatabase { path, reason } => Error::NotADatabase {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
             Error::ReadOnly { cause } => Error::ReadOnly {
                 cause: Box::new(cause.duplicate()),
             },

@@ -11,12 +11,14 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic "SMAN"
-//! 4       4     format version (u32 LE, 1)
+//! 4       4     format version (u32 LE, 2)
 //! 8       8     next file number
 //! 16      8     last sequence
 //! 24      8     log number
-//! 32      4     table count T
-//! 36      ...   T table records:
+//! 32      8     closed log number (0: none)
+//! 40      8     closed log length
+//! 48      4     table count T
+//! 52      ...   T table records:
 //!               level u32, file number u64, file size u64, entries u64,
 //!               min seq u64, max seq u64,
 //!               smallest internal key (u32 length + bytes),
@@ -36,12 +38,13 @@ use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, 
 
 /// The four bytes every manifest starts with.
 pub const MAGIC: [u8; 4] = *b"SMAN";
-/// The one format version this code reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The one format version this code reads and writes (2: the clean close
+/// of the last session's log; version 1, without it, is not read).
+pub const FORMAT_VERSION: u32 = 2;
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
 /// Bytes of the fixed fields before the table records.
-pub const HEADER_LEN: usize = 36;
+pub const HEADER_LEN: usize = 52;
 /// Bytes of one table record with both keys empty (real keys add at least 16).
 pub const MIN_TABLE_RECORD_LEN: usize = 4 + 5 * 8 + 4 + 4;
 
@@ -66,6 +69,20 @@ pub struct TableRecord {
     pub max_seq: SeqNo,
 }
 
+/// The log a clean close ended: its number and its whole length, close
+/// record included. Recorded by the close after the log's close record is
+/// synced, and dropped by the next open's first manifest: while it is
+/// recorded, that log must hold exactly this many bytes and end with its
+/// close record, so a log cut short after a clean close (whose missing
+/// tail would otherwise read as a crash's torn tail) is known for a loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedLog {
+    /// The log's number (`NNNNNN.wal`); never 0.
+    pub number: u64,
+    /// Its length in bytes at the close.
+    pub len: u64,
+}
+
 /// Everything the manifest records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ManifestState {
@@ -76,6 +93,9 @@ pub struct ManifestState {
     /// The write-ahead log whose records are not yet all in tables; replay
     /// starts there (records at or below a table's sequence can be skipped).
     pub log_number: u64,
+    /// The newest log, when the last session ended with a clean close (and
+    /// no session has opened the database since).
+    pub closed_log: Option<ClosedLog>,
     /// Every live table.
     pub tables: Vec<TableRecord>,
 }
@@ -97,6 +117,17 @@ impl ManifestState {
                 "log number {} is not below the next file number {}",
                 self.log_number, self.next_file_number
             ));
+        }
+        if let Some(closed) = self.closed_log {
+            if closed.number == 0
+                || closed.number < self.log_number
+                || closed.number >= self.next_file_number
+            {
+                return Err(format!(
+                    "closed log {} is not within the log number {} and the next file number {}",
+                    closed.number, self.log_number, self.next_file_number
+                ));
+            }
         }
         let mut seen = HashSet::with_capacity(self.tables.len());
         for (index, table) in self.tables.iter().enumerate() {
@@ -158,6 +189,9 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
     out.extend_from_slice(&state.next_file_number.to_le_bytes());
     out.extend_from_slice(&state.last_sequence.0.to_le_bytes());
     out.extend_from_slice(&state.log_number.to_le_bytes());
+    let (closed_number, closed_len) = state.closed_log.map_or((0, 0), |c| (c.number, c.len));
+    out.extend_from_slice(&closed_number.to_le_bytes());
+    out.extend_from_slice(&closed_len.to_le_bytes());
     let count = u32::try_from(state.tables.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&count.to_le_bytes());
     for table in &state.tables {
@@ -212,6 +246,16 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
     let next_file_number = reader.u64()?;
     let last_sequence = SeqNo(reader.u64()?);
     let log_number = reader.u64()?;
+    let closed_log = match (reader.u64()?, reader.u64()?) {
+        (0, 0) => None,
+        (0, len) => {
+            return Err(Error::corruption(
+                "manifest",
+                format!("no closed log, yet a closed log length of {len}"),
+            ))
+        }
+        (number, len) => Some(ClosedLog { number, len }),
+    };
     let count = reader.u32()? as usize;
     if count > reader.remaining() / MIN_TABLE_RECORD_LEN {
         return Err(Error::corruption(
@@ -240,6 +284,7 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
         next_file_number,
         last_sequence,
         log_number,
+        closed_log,
         tables,
     };
     state
@@ -312,7 +357,11 @@ mod tests {
         ManifestState {
             next_file_number: 20,
             last_sequence: SeqNo(1000),
-            log_number: 19,
+            log_number: 18,
+            closed_log: Some(ClosedLog {
+                number: 19,
+                len: 4242,
+            }),
             tables: vec![
                 table(0, 12, b"a", b"m"),
                 table(1, 7, b"b", b"b"),
@@ -338,16 +387,24 @@ mod tests {
             next_file_number: 2,
             last_sequence: SeqNo(3),
             log_number: 1,
+            closed_log: None,
             tables: vec![],
         };
         let bytes = encode(&state);
         assert_eq!(bytes.len(), HEADER_LEN + 4);
         assert_eq!(&bytes[..4], b"SMAN");
-        assert_eq!(&bytes[4..8], &[1, 0, 0, 0]);
+        assert_eq!(&bytes[4..8], &[2, 0, 0, 0]);
         assert_eq!(bytes[8], 2);
         assert_eq!(bytes[16], 3);
         assert_eq!(bytes[24], 1);
-        assert_eq!(&bytes[32..36], &[0, 0, 0, 0]);
+        assert_eq!(&bytes[32..48], &[0; 16]);
+        assert_eq!(&bytes[48..52], &[0, 0, 0, 0]);
+        let closed = encode(&ManifestState {
+            closed_log: Some(ClosedLog { number: 1, len: 47 }),
+            ..state.clone()
+        });
+        assert_eq!(closed[32], 1);
+        assert_eq!(closed[40], 47);
         let one = encode(&ManifestState {
             tables: vec![table(0, 1, b"k", b"k")],
             ..state
@@ -396,15 +453,25 @@ mod tests {
             b.truncate(b.len() - 4);
             b
         };
-        let mut wrong_version = body(&sample());
-        wrong_version[4] = 2;
-        let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
-        assert!(err.contains("version 2"), "{err}");
+        // Version 1 (before the closed log) is not read.
+        for version in [1u8, 3] {
+            let mut wrong_version = body(&sample());
+            wrong_version[4] = version;
+            let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
+            assert!(err.contains(&format!("version {version}")), "{err}");
+        }
 
         let mut huge_count = body(&sample());
-        huge_count[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge_count[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
         let err = decode(&sealed(huge_count), "M").unwrap_err().to_string();
         assert!(err.contains("cannot fit"), "{err}");
+
+        let mut length_without_log = body(&sample());
+        length_without_log[32..40].copy_from_slice(&0u64.to_le_bytes());
+        let err = decode(&sealed(length_without_log), "M")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("closed log length"), "{err}");
 
         let mut bad_states = Vec::new();
         let mut s = sample();
@@ -433,6 +500,11 @@ mod tests {
         let mut s = sample();
         s.log_number = 20;
         bad_states.push(s);
+        for number in [0, 17, 20] {
+            let mut s = sample();
+            s.closed_log = Some(ClosedLog { number, len: 100 });
+            bad_states.push(s);
+        }
         let mut s = sample();
         s.last_sequence = SeqNo(u64::MAX);
         bad_states.push(s);

@@ -42,10 +42,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::DecodedBatch;
+use crate::db::cut_short;
 use crate::db::{table_record, LEVELS, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
+use crate::inspect::check_is_database;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use crate::memtable::Memtable;
@@ -54,7 +56,7 @@ use crate::table::{
     ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
     TableSalvager,
 };
-use crate::wal::{replay_batches, salvage, LostRecord};
+use crate::wal::{replay, replay_batches, salvage, LostRecord};
 
 /// The folder (inside the database directory) originals are moved to.
 pub const LOST_DIR: &str = "lost";
@@ -306,7 +308,9 @@ struct Repair<'a> {
 
 /// Rebuilds a working database in `path` from what is readable; see the
 /// module docs. Returns what was found, kept and lost. `Error::Locked` when
-/// the database is open; `InvalidArgument` when `path` holds no database.
+/// the database is open; `Error::NotADatabase` (nothing touched) when
+/// `path` holds neither a siftdb manifest nor any file that opens as a
+/// siftdb table or log.
 pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairReport> {
     let dir = path.as_ref();
     let opts = &options.options;
@@ -318,6 +322,10 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
             dir.display()
         )));
     }
+    // Another engine's directory (whose `NNNNNN.sst` names look like
+    // siftdb's) is refused before anything — the lock file included — is
+    // created, moved or written in it.
+    check_is_database(&opts.fs, dir, &fs.list(dir)?)?;
     let _lock = if options.dry_run {
         None
     } else {
@@ -714,6 +722,35 @@ impl Repair<'_> {
         for &number in &logs {
             let name = wal_file_name(number);
             let bytes = self.fs.read_all(&self.path(&name))?;
+            // The log whose clean close the manifest recorded, cut short
+            // since: its records up to the cut are salvaged, the rest is
+            // a loss (not a crash's torn tail).
+            let cut = state
+                .closed_log
+                .filter(|c| c.number == number)
+                .and_then(|c| {
+                    let log = replay(&bytes, &name).ok()?;
+                    cut_short(c, &bytes, &log).map(|(offset, what)| LostRecord {
+                        offset,
+                        len: c.len.saturating_sub(offset),
+                        reason: what,
+                    })
+                });
+            if let Some(lost) = cut {
+                changed = true;
+                let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                last_sequence = last_sequence.max(max);
+                self.report.uncertain.push(format!(
+                    "{name}: {}; which keys those writes held is unknown, so a key they deleted \
+                     or overwrote may show its older value",
+                    lost.reason
+                ));
+                if let Some(log) = self.report.logs.last_mut() {
+                    log.lost.push(lost);
+                }
+                self.replace(&name);
+                continue;
+            }
             let sound = replay_batches(&bytes, &name)
                 .ok()
                 .filter(|r| r.log_number.is_none_or(|n| n == number))
@@ -769,10 +806,18 @@ impl Repair<'_> {
         if !changed {
             return Ok(());
         }
+        // The clean close stays recorded while its log stays as it was.
+        let kept = |number: u64| {
+            self.report
+                .logs
+                .iter()
+                .any(|l| l.action == LogAction::Kept && l.file == wal_file_name(number))
+        };
         let new_state = ManifestState {
             next_file_number: self.next_number,
             last_sequence,
             log_number: state.log_number,
+            closed_log: state.closed_log.filter(|c| kept(c.number)),
             tables,
         };
         // Originals are copied into `lost/` before the manifest that stops
@@ -924,6 +969,7 @@ impl Repair<'_> {
             next_file_number: self.next_number,
             last_sequence,
             log_number,
+            closed_log: None,
             tables: records,
         };
         // The new tables hold everything read; the originals go before the

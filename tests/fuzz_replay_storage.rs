@@ -106,6 +106,7 @@ fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
         next_file_number: 10,
         last_sequence: SeqNo(50),
         log_number: 9,
+        closed_log: None,
         tables: vec![table(0, 8, b"a", b"q"), table(1, 3, b"b", b"c")],
     };
     let bytes = manifest::encode(&full);

@@ -208,6 +208,18 @@ fn a_torn_tail_on_the_newest_log_is_only_a_warning() {
     // What a crash leaves: no close record, the last record cut short.
     let crashed = bytes.len() - siftdb::internals::wal::CLOSE_RECORD_LEN - 3;
     std::fs::write(&path, &bytes[..crashed]).unwrap();
+    // The same cut after the clean close is a loss (tests/cut_short_log.rs).
+    let report = verify_dir(dir.path()).unwrap();
+    assert!(!report.is_clean(), "{:?}", report.problems);
+    // With the manifest as it was before the close recorded the log's
+    // length, it is what a crash leaves.
+    let fs = siftdb::internals::fs::OsFileSystem;
+    let mut state = siftdb::internals::manifest::read_manifest(&fs, dir.path())
+        .unwrap()
+        .unwrap();
+    assert!(state.closed_log.is_some());
+    state.closed_log = None;
+    siftdb::internals::manifest::write_manifest(&fs, dir.path(), &state).unwrap();
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     let warnings: Vec<_> = report.warnings().collect();

@@ -807,6 +807,7 @@ fn manifest_sample() -> ManifestState {
         next_file_number: 20,
         last_sequence: SeqNo(1000),
         log_number: 19,
+        closed_log: None,
         tables: vec![
             table(0, 12, b"a", b"m"),
             table(1, 7, b"b", b"b"),

@@ -114,7 +114,7 @@ fn a_read_only_open_reads_everything_and_changes_nothing() {
     let empty = tempfile::tempdir().unwrap();
     assert!(matches!(
         Db::open_read_only(empty.path()),
-        Err(Error::InvalidArgument(_))
+        Err(Error::NotADatabase { .. })
     ));
     assert!(Db::open_read_only(empty.path().join("nope")).is_err());
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);

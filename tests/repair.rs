@@ -393,8 +393,10 @@ fn repair_refuses_an_open_database_and_a_dry_run_changes_nothing() {
     let empty = tempfile::tempdir().unwrap();
     assert!(matches!(
         repair(empty.path(), RepairOptions::new()),
-        Err(Error::InvalidArgument(_))
+        Err(Error::NotADatabase { .. })
     ));
+    // Nothing created in it, not even the lock file.
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
 
 /// The database `build` makes, on `fs` at `/db`, with one data block of

@@ -589,6 +589,47 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
     }
 }
 
+/// At open: when level 0 holds `level0_stop_writes` tables or more, waits
+/// until compaction has brought it below that, so that the open returns a
+/// database whose level 0 is bounded however briefly it is kept open. (A
+/// short-lived writer — open, put, close — replays the previous log into a
+/// new level-0 table at each open, and dropping the database stops a
+/// compaction that has not started yet: without this wait, level 0 grew by
+/// one table per process, past any trigger.) The wait ends early, with the
+/// database usable for reads, when compaction fails or cannot run — the
+/// failure is recorded as any compaction failure is, and writes meet it as
+/// they would a failed compaction.
+pub(crate) fn wait_for_level0_at_open(inner: &DbInner) {
+    let level0 = || {
+        inner
+            .current
+            .load()
+            .version
+            .levels
+            .first()
+            .map_or(0, Vec::len)
+    };
+    if level0() < inner.opts.level0_stop_writes {
+        return;
+    }
+    let mut st = inner.bg.lock();
+    inner.bg_cv.notify_all();
+    loop {
+        if level0() < inner.opts.level0_stop_writes
+            || st.shutdown
+            || st.stopped()
+            || st.compaction_failure.is_some()
+        {
+            return;
+        }
+        let sv = inner.current.load();
+        if st.idle() && compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_none() {
+            return;
+        }
+        inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
+    }
+}
+
 /// Asks for a full compaction and waits for it. An earlier compaction
 /// failure (not corruption) is retried at once.
 pub(crate) fn request_full_compaction(inner: &DbInner) -> Result<()> {

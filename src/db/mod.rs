@@ -46,6 +46,7 @@ pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub use open::RecoveryReport;
 pub(crate) use open::LOCK_FILE;
+pub(crate) use open::{closed_log_missing, cut_short};
 pub use snapshot::Snapshot;
 use version::Version;
 
@@ -423,11 +424,18 @@ impl Db {
         } else {
             background::spawn(&inner)?
         };
-        Ok(Db {
+        let db = Db {
             inner,
             background,
             shut_down: false,
-        })
+        };
+        if !read_only {
+            // A level 0 at the stop trigger (left by short-lived writers,
+            // each of whose opens adds a table) is compacted before the
+            // open returns.
+            background::wait_for_level0_at_open(&db.inner);
+        }
+        Ok(db)
     }
 
     /// Opens the database at `path` for reading only, with default options

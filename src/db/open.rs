@@ -24,13 +24,14 @@ use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
 };
-use crate::fs::{DirLock, FileSystem};
+use crate::fs::{DirLock, FileSystem, SharedFs};
+use crate::inspect::check_is_database;
 use crate::key::SeqNo;
-use crate::manifest::{read_manifest, write_manifest, ManifestState};
+use crate::manifest::{read_manifest, write_manifest, ClosedLog, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
-use crate::wal::{replay, WalWriter};
+use crate::wal::{replay, WalReplay, WalWriter};
 
 /// Name of the lock file.
 pub(crate) const LOCK_FILE: &str = "LOCK";
@@ -101,6 +102,7 @@ impl VersionSet {
             next_file_number: self.next_file_number,
             last_sequence,
             log_number,
+            closed_log: None,
             tables: version.records(),
         };
         write_manifest(fs, dir, &state)?;
@@ -119,6 +121,13 @@ pub struct RecoveryReport {
     /// The newest log ended with its close record: the last session ended
     /// with a clean close, not a crash (so no torn tail was allowed in it).
     pub closed_cleanly: bool,
+    /// A log the manifest records as closed cleanly that no longer holds
+    /// what the close left — cut short, its close record gone, or missing:
+    /// (file, offset, what). Not a crash's torn tail but a loss:
+    /// acknowledged writes after the offset (where its intact records end)
+    /// may be gone. The database opened with the records before it
+    /// (`Options::paranoid_checks` refuses the open instead).
+    pub log_cut_short: Option<(String, u64, String)>,
     /// Tables the manifest names that could not be opened: (file, reason).
     /// The database opened without them (see `Options::paranoid_checks`):
     /// reads that need one fail with `Corruption` naming it.
@@ -136,24 +145,23 @@ fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 }
 
 /// A directory without a manifest must hold nothing but what a creation
-/// interrupted before its first manifest leaves behind.
-fn check_fresh(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    for name in fs.list(dir)? {
-        if name == LOCK_FILE || name == "MANIFEST.tmp" {
-            continue;
-        }
-        if parse_file_name(&name).is_some() {
-            return Err(Error::corruption(
-                format!("database {}", dir.display()),
-                format!("{name} exists but MANIFEST is missing"),
-            ));
-        }
-        return Err(Error::invalid(format!(
-            "{} is not a siftdb database (it holds {name})",
-            dir.display()
-        )));
+/// interrupted before its first manifest leaves behind. One holding a
+/// siftdb table or log has lost its manifest (`Corruption`: repair
+/// rebuilds it); any other is not a database (`NotADatabase`).
+fn check_fresh(fs: &SharedFs, dir: &Path) -> Result<()> {
+    let mut names = fs.list(dir)?;
+    names.retain(|name| name != LOCK_FILE && name != MANIFEST_TEMP_FILE);
+    if names.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    check_is_database(fs, dir, &names)?;
+    Err(repair_hint(
+        Error::corruption(
+            format!("database {}", dir.display()),
+            "it holds siftdb tables or logs but MANIFEST is missing",
+        ),
+        dir,
+    ))
 }
 
 /// A damaged manifest or log refuses the open; the message says what can
@@ -254,24 +262,79 @@ pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
     logs
 }
 
+/// What a log the manifest records as closed cleanly (`closed`) lacks
+/// now that it holds `bytes` and replayed as `log`: `None` when it is
+/// exactly as the close left it, else (where its intact records end, what
+/// is wrong).
+pub(crate) fn cut_short(
+    closed: ClosedLog,
+    bytes: &[u8],
+    log: &WalReplay<'_>,
+) -> Option<(u64, String)> {
+    let len = bytes.len() as u64;
+    if log.closed_cleanly && len == closed.len {
+        return None;
+    }
+    let offset = log.valid_len(bytes.len());
+    Some((
+        offset,
+        format!(
+            "the manifest records a clean close of this log at {} bytes, but it holds {len}{}: \
+             acknowledged writes after offset {offset} may be lost",
+            closed.len,
+            if log.closed_cleanly {
+                ""
+            } else {
+                " and no close record"
+            }
+        ),
+    ))
+}
+
+/// What the open reports for a log the manifest records as closed cleanly
+/// that is missing.
+pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
+    (
+        wal_file_name(closed.number),
+        0,
+        format!(
+            "the manifest records a clean close of this log at {} bytes, but it is missing: \
+             every acknowledged write in it may be lost",
+            closed.len
+        ),
+    )
+}
+
 /// Replays `logs` (see [`logs_from`]), their bytes from `read`, into
 /// `recovered`; returns the last sequence number seen (at least
 /// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
-/// the newest log) is `Corruption` naming the log and `siftdb repair`.
+/// the newest log) is `Corruption` naming the log and `siftdb repair`. The
+/// log the manifest records as closed cleanly (`closed`) must be as the
+/// close left it: if not, the loss is reported (`log_cut_short`; see
+/// [`refuse_cut_short`]).
 pub(crate) fn replay_logs(
     dir: &Path,
     logs: &[u64],
     read: impl Fn(u64) -> Result<Bytes>,
     last_sequence: SeqNo,
+    closed: Option<ClosedLog>,
     recovered: &Memtable,
     report: &mut RecoveryReport,
 ) -> Result<SeqNo> {
+    if let Some(closed) = closed.filter(|c| !logs.contains(&c.number)) {
+        report.log_cut_short = Some(closed_log_missing(closed));
+    }
     let mut last_seq = last_sequence;
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
         let bytes = read(number)?;
         let log =
             replay(&bytes, &name).map_err(|e| repair_hint(e.at_path(&dir.join(&name)), dir))?;
+        if let Some(closed) = closed.filter(|c| c.number == number) {
+            if let Some((offset, what)) = cut_short(closed, &bytes, &log) {
+                report.log_cut_short = Some((name.clone(), offset, what));
+            }
+        }
         if log.log_number.is_some_and(|n| n != number) {
             return Err(repair_hint(
                 Error::corruption(
@@ -316,8 +379,19 @@ pub(crate) fn replay_logs(
             report.records_replayed += 1;
         }
     }
-
     Ok(last_seq)
+}
+
+/// With `Options::paranoid_checks`, a log cut short after a clean close
+/// (see [`RecoveryReport::log_cut_short`]) refuses the open as `Corruption`.
+pub(crate) fn refuse_cut_short(opts: &Options, report: &RecoveryReport, dir: &Path) -> Result<()> {
+    match &report.log_cut_short {
+        Some((name, _, what)) if opts.paranoid_checks => Err(repair_hint(
+            Error::corruption(format!("log {name}"), format!("{what} (paranoid checks)")),
+            dir,
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
@@ -327,18 +401,19 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // A directory that is not a database is refused before the lock file
     // is created in it (and checked again under the lock).
     if !fs.exists(&dir.join(MANIFEST_FILE)) {
-        check_fresh(fs.as_ref(), dir)?;
+        check_fresh(&fs, dir)?;
     }
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
     let state = match read_manifest(fs.as_ref(), dir).map_err(|e| repair_hint(e, dir))? {
         Some(state) => state,
         None => {
-            check_fresh(fs.as_ref(), dir)?;
+            check_fresh(&fs, dir)?;
             let state = ManifestState {
                 next_file_number: 2,
                 last_sequence: SeqNo(0),
                 log_number: 1,
+                closed_log: None,
                 tables: Vec::new(),
             };
             write_manifest(fs.as_ref(), dir, &state)?;
@@ -369,9 +444,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         &logs_from(&names, state.log_number),
         |number| fs.read_all(&dir.join(wal_file_name(number))),
         state.last_sequence,
+        state.closed_log,
         &recovered,
         &mut report,
     )?;
+    refuse_cut_short(&opts, &report, dir)?;
 
     // Recovered writes become a level-0 table, so the old logs can go.
     // (`write_level0_table` removes its file again if it fails.)

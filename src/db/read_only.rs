@@ -19,12 +19,14 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::open::{
-    logs_from, open_tables, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
+    logs_from, open_tables, refuse_cut_short, repair_hint, replay_logs, Parts, RecoveryReport,
+    VersionSet,
 };
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
+use crate::inspect::check_is_database;
 use crate::manifest::{read_manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -58,17 +60,20 @@ fn read_state(opts: &Options, dir: &Path) -> Result<ManifestState> {
 }
 
 fn no_database(dir: &Path) -> Error {
-    Error::invalid(format!(
-        "{} is not a siftdb database (it has no {MANIFEST_FILE}); a read-only open creates \
-         nothing",
-        dir.display()
-    ))
+    Error::NotADatabase {
+        path: dir.to_path_buf(),
+        reason: format!("it has no {MANIFEST_FILE}; a read-only open creates nothing"),
+    }
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = opts.fs.as_ref();
     if !fs.is_dir(dir) || !fs.exists(&dir.join(MANIFEST_FILE)) {
+        if fs.is_dir(dir) {
+            // Another engine's files are named as such.
+            check_is_database(&opts.fs, dir, &fs.list(dir)?)?;
+        }
         return Err(no_database(dir));
     }
     for _ in 0..MAX_ATTEMPTS {
@@ -144,7 +149,16 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         file.read_exact_at(&mut bytes, 0)?;
         Ok(Bytes::from(bytes))
     };
-    let last_seq = replay_logs(dir, &numbers, read, state.last_sequence, &mem, &mut report)?;
+    let last_seq = replay_logs(
+        dir,
+        &numbers,
+        read,
+        state.last_sequence,
+        state.closed_log,
+        &mem,
+        &mut report,
+    )?;
+    refuse_cut_short(opts, &report, dir)?;
     let log_number = state.log_number;
     Ok(Some(Parts {
         version,

@@ -22,7 +22,8 @@ use crate::db::{DbInner, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
-use crate::wal::WalWriter;
+use crate::manifest::{read_manifest, write_manifest, ClosedLog};
+use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
 /// A group takes batches behind its leader only while all of its batches
 /// (the leader's included) stay within this many bytes.
@@ -333,12 +334,33 @@ pub(crate) fn persist(inner: &DbInner) -> Result<()> {
 }
 
 /// At a clean close: ends the active log with its close record (synced),
-/// so the next open knows no crash cut it short. A log that failed (or
-/// whose replacement is pending) is left as a crash would leave it.
+/// so the next open knows no crash cut it short, then records the clean
+/// close — the log's number and whole length — in the manifest, so the
+/// next open also knows a log cut short afterwards (its close record gone
+/// with its tail) for a loss rather than a crash's torn tail. A log that
+/// failed (or whose replacement is pending) is left as a crash would leave
+/// it.
 pub(crate) fn close_log(inner: &DbInner) -> Result<()> {
     let mut writer = inner.writer.lock();
     if writer.log_failure.is_some() || writer.pending_log.is_some() {
         return writer.wal.sync();
     }
-    writer.wal.close()
+    writer.wal.close()?;
+    let closed = ClosedLog {
+        number: writer.wal.log_number(),
+        // The writer writes the current log format, whose close record
+        // has this length.
+        len: writer.wal.bytes_written() + CLOSE_RECORD_LEN as u64,
+    };
+    // The durable state with the clean close added (the background
+    // threads have stopped; the lock keeps any other manifest write out).
+    let _versions = inner.versions.lock();
+    let fs = inner.fs.as_ref();
+    match read_manifest(fs, &inner.dir)? {
+        Some(mut state) if state.log_number <= closed.number => {
+            state.closed_log = Some(closed);
+            write_manifest(fs, &inner.dir, &state)
+        }
+        _ => Ok(()),
+    }
 }

@@ -20,14 +20,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::db::{closed_log_missing, cut_short};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
+use crate::inspect::check_is_database;
 use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
+use crate::manifest::ClosedLog;
 use crate::manifest::{self, ManifestState, TableRecord};
 use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, Severity, Table};
-use crate::wal::replay_batches;
+use crate::wal::{replay, replay_batches};
 
 /// One problem found by [`verify_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +137,8 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
 /// Verifies the database in `dir` through `fs`, reading only.
 ///
 /// `Err` only when there is nothing to verify: `dir` is not a directory,
-/// cannot be listed, or holds neither a manifest nor any table or log.
+/// cannot be listed, or is not a siftdb database (`NotADatabase`: neither
+/// a manifest nor any file that opens as a siftdb table or log).
 /// Everything found wrong in the files is a [`Problem`] in the report.
 pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport> {
     let fs = shared_fs.as_ref();
@@ -148,12 +152,7 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
     names.sort();
     let numbered: Vec<(FileKind, u64)> = names.iter().filter_map(|n| parse_file_name(n)).collect();
     let has_manifest = names.iter().any(|n| n == MANIFEST_FILE);
-    if !has_manifest && numbered.is_empty() {
-        return Err(Error::invalid(format!(
-            "{} is not a siftdb database (no {MANIFEST_FILE}, no table, no log)",
-            dir.display()
-        )));
-    }
+    check_is_database(shared_fs, dir, &names)?;
     let mut report = VerifyReport {
         dir: dir.to_path_buf(),
         manifest: None,
@@ -226,8 +225,14 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
             );
         }
     }
+    let closed = state.as_ref().and_then(|s| s.closed_log);
+    if let Some(closed) = closed.filter(|c| !logs.contains(&c.number)) {
+        let (name, _, what) = closed_log_missing(closed);
+        report.error(&name, what);
+    }
     for (i, &number) in logs.iter().enumerate() {
-        check_log(fs, dir, number, i + 1 == logs.len(), &mut report);
+        let closed = closed.filter(|c| c.number == number);
+        check_log(fs, dir, number, i + 1 == logs.len(), closed, &mut report);
     }
 
     if let Some(state) = &state {
@@ -352,6 +357,7 @@ fn check_log(
     dir: &Path,
     number: u64,
     newest: bool,
+    closed: Option<ClosedLog>,
     report: &mut VerifyReport,
 ) {
     let name = wal_file_name(number);
@@ -359,6 +365,16 @@ fn check_log(
         Ok(bytes) => bytes,
         Err(e) => return report.error(&name, e),
     };
+    let log = match replay(&bytes, &name) {
+        Ok(log) => log,
+        Err(e) => return report.error(&name, e),
+    };
+    // The manifest recorded the clean close of this log: a missing tail
+    // (its close record gone with it) is a loss, not a crash's torn tail.
+    if let Some((offset, what)) = closed.and_then(|c| cut_short(c, &bytes, &log)) {
+        report.problem(&name, Severity::Error, Some((None, offset)), what);
+    }
+    let cut = closed.is_some_and(|c| cut_short(c, &bytes, &log).is_some());
     let log = match replay_batches(&bytes, &name) {
         Ok(log) => log,
         Err(e) => return report.error(&name, e.at_path(&dir.join(&name))),
@@ -371,7 +387,7 @@ fn check_log(
             format!("the header says log {in_header}, the file name says {number}"),
         );
     }
-    if let Some(torn) = &log.torn_tail {
+    if let Some(torn) = log.torn_tail.as_ref().filter(|_| !cut) {
         if newest {
             report.problem(
                 &name,

@@ -64,7 +64,10 @@ pub struct DeleteArgs {
 }
 
 /// Opens the database in `dir` (taking its lock and recovering, like any
-/// open). Unless `create`, a directory without a manifest is refused.
+/// open). Unless `create`, a directory without a manifest is refused. A log
+/// the recovery found cut short after a clean close is a loss this open
+/// is the only one to see (it moves the database past that log): it is
+/// printed as a warning on stderr.
 pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
     if !create && !dir.join(MANIFEST_FILE).exists() {
         return Err(format!(
@@ -72,7 +75,11 @@ pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
             dir.display()
         ));
     }
-    Db::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))
+    let db = Db::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    if let Some((file, _, what)) = &db.recovery_report().log_cut_short {
+        eprintln!("siftdb: warning: {}: {file}: {what}", dir.display());
+    }
+    Ok(db)
 }
 
 /// Opens the database in `dir` for reading only (`Db::open_read_only`):

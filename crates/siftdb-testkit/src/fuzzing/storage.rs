@@ -358,6 +358,7 @@ fn manifest_recipe(data: &[u8]) {
         next_file_number,
         last_sequence: SeqNo(last_sequence),
         log_number,
+        closed_log: None,
         tables,
     };
     assert_eq!(state.check(), Ok(()), "the recipe builds valid states only");
