@@ -18,7 +18,9 @@ use bytes::Bytes;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
-use crate::key::{compare_internal_keys, lookup_key, parse_internal_key, SeqNo, ValueKind};
+use crate::key::{
+    compare_internal_keys, internal_key, lookup_key, parse_internal_key, SeqNo, ValueKind,
+};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::table::scan_filters::{PrefixProbe, ScanFilters};
 use crate::table::{ScanMode, TableIter};
@@ -32,6 +34,12 @@ pub(crate) trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     fn value(&self) -> Bytes;
     fn next(&mut self);
+    /// Positions at the last entry.
+    fn seek_to_last(&mut self);
+    /// Positions at the last entry ≤ `target` (an internal key).
+    fn seek_for_prev(&mut self, target: &[u8]);
+    /// Moves to the previous entry; invalid before the first.
+    fn prev(&mut self);
     fn status(&self) -> Result<()>;
     /// Hints the reads a `seek(target)` will make, so that a merge can
     /// have every source's read in flight before it positions the first
@@ -70,6 +78,15 @@ impl InternalIterator for MemSource {
     fn next(&mut self) {
         self.0.next()
     }
+    fn seek_to_last(&mut self) {
+        self.0.seek_to_last()
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.0.seek_for_prev(target)
+    }
+    fn prev(&mut self) {
+        self.0.prev()
+    }
     fn status(&self) -> Result<()> {
         Ok(())
     }
@@ -103,6 +120,7 @@ enum SourceTables {
 }
 
 /// Positions of tables in a level, ascending.
+#[derive(Clone)]
 pub(crate) enum Positions {
     /// Every table from one position to another (a scan no filter can
     /// narrow takes the whole run: no per-table work).
@@ -238,6 +256,17 @@ impl TableSource {
             self.open(self.index + 1, TableIter::seek_to_first);
         }
     }
+
+    /// Moves to preceding tables, onto their last entries, while the
+    /// current one is exhausted.
+    fn skip_exhausted_back(&mut self) {
+        while self.current.as_ref().is_some_and(|it| !it.valid()) {
+            match self.index.checked_sub(1) {
+                Some(before) => self.open(before, TableIter::seek_to_last),
+                None => self.current = None,
+            }
+        }
+    }
 }
 
 impl InternalIterator for TableSource {
@@ -282,6 +311,35 @@ impl InternalIterator for TableSource {
         self.skip_exhausted();
     }
 
+    fn seek_to_last(&mut self) {
+        self.error = None;
+        match self.tables.len().checked_sub(1) {
+            Some(last) => self.open(last, TableIter::seek_to_last),
+            None => self.current = None,
+        }
+        self.skip_exhausted_back();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.error = None;
+        // The first table whose largest key reaches `target`, or the last
+        // table when none does: the answer is in it or before it.
+        let at = self
+            .table_for(target)
+            .min(self.tables.len().saturating_sub(1));
+        if self.tables.len() == 0 {
+            self.current = None;
+            return;
+        }
+        self.open(at, |it| it.seek_for_prev(target));
+        self.skip_exhausted_back();
+    }
+
+    fn prev(&mut self) {
+        self.step(TableIter::prev);
+        self.skip_exhausted_back();
+    }
+
     fn status(&self) -> Result<()> {
         match &self.error {
             Some(e) => Err(e.duplicate()),
@@ -291,6 +349,9 @@ impl InternalIterator for TableSource {
 }
 
 /// The union of several sources; on equal keys the earlier source wins.
+/// A merge moves in the direction it was last positioned in: `seek_to_first`
+/// and `seek` position every source for `next`, `seek_to_last` and
+/// `seek_for_prev` for `prev` (a scan that turns round uses a second merge).
 pub(crate) struct MergingIter {
     sources: Vec<Box<dyn InternalIterator>>,
     current: Option<usize>,
@@ -302,6 +363,22 @@ impl MergingIter {
             sources,
             current: None,
         }
+    }
+
+    fn find_largest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, source) in self.sources.iter().enumerate() {
+            if !source.valid() {
+                continue;
+            }
+            best = match best.and_then(|b| self.sources.get(b)) {
+                Some(b) if compare_internal_keys(source.key(), b.key()) != Ordering::Greater => {
+                    best
+                }
+                _ => Some(i),
+            };
+        }
+        self.current = best;
     }
 
     fn find_smallest(&mut self) {
@@ -367,13 +444,52 @@ impl InternalIterator for MergingIter {
         self.find_smallest();
     }
 
+    fn seek_to_last(&mut self) {
+        for s in &mut self.sources {
+            s.seek_to_last();
+        }
+        self.find_largest();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        for s in &mut self.sources {
+            s.seek_for_prev(target);
+        }
+        self.find_largest();
+    }
+
+    fn prev(&mut self) {
+        if let Some(source) = self.current.and_then(|i| self.sources.get_mut(i)) {
+            source.prev();
+        }
+        self.find_largest();
+    }
+
     fn status(&self) -> Result<()> {
         self.sources.iter().try_for_each(|s| s.status())
     }
 }
 
-/// An ascending scan over user keys at one snapshot. Items are
-/// `Result<(key, value)>`; after an error the scan ends.
+/// A scan over user keys at one snapshot, in ascending key order, or
+/// descending with `.rev()` / [`DoubleEndedIterator::next_back`]; `next`
+/// and `next_back` mixed on one scan meet without repeating or skipping an
+/// entry. Items are `Result<(key, value)>`; after an error the scan ends
+/// (in that direction).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = siftdb::Db::open(dir.path())?;
+/// for k in ["a", "b", "c", "d"] {
+///     db.put(k, k)?;
+/// }
+/// let newest_two: Vec<_> = db.range("a".."d").rev().take(2).collect::<Result<_, _>>()?;
+/// assert_eq!(newest_two[0].0.as_ref(), b"c");
+/// let mut both_ends = db.iter();
+/// assert_eq!(both_ends.next().transpose()?.unwrap().0.as_ref(), b"a");
+/// assert_eq!(both_ends.next_back().transpose()?.unwrap().0.as_ref(), b"d");
+/// assert_eq!(both_ends.count(), 2); // "b" and "c": the ends met
+/// # Ok::<(), siftdb::Error>(())
+/// ```
 pub struct DbIterator {
     merged: MergingIter,
     snapshot: SeqNo,
@@ -381,8 +497,48 @@ pub struct DbIterator {
     end: Bound<Vec<u8>>,
     started: bool,
     finished: bool,
+    /// The last user key the forward side took (returned, or found deleted):
+    /// the backward side stops at it.
     last_user_key: Option<Vec<u8>>,
-    _pinned: Arc<SuperVersion>,
+    /// The sources the scan reads, kept to build the backward merge when
+    /// `next_back` is first called.
+    specs: Vec<SourceSpec>,
+    /// The backward side, once `next_back` was called.
+    back: Option<MergingIter>,
+    back_finished: bool,
+    /// The last user key the backward side took: the forward side stops
+    /// at it.
+    back_user_key: Option<Vec<u8>>,
+    pinned: Arc<SuperVersion>,
+}
+
+/// One source of a scan, before it is opened: what a merge in either
+/// direction is built from.
+enum SourceSpec {
+    Mem(Arc<Memtable>),
+    Table(Arc<LiveTable>),
+    Level { level: usize, picked: Positions },
+}
+
+impl SourceSpec {
+    fn open(&self, version: &Arc<Version>) -> Box<dyn InternalIterator> {
+        match self {
+            SourceSpec::Mem(mem) => Box::new(MemSource::new(Arc::clone(mem))),
+            SourceSpec::Table(table) => {
+                Box::new(TableSource::new(Arc::clone(table), ScanMode::Cached))
+            }
+            SourceSpec::Level { level, picked } => Box::new(TableSource::level(
+                Arc::clone(version),
+                *level,
+                picked.clone(),
+                ScanMode::Cached,
+            )),
+        }
+    }
+}
+
+fn merge_of(specs: &[SourceSpec], version: &Arc<Version>) -> MergingIter {
+    MergingIter::new(specs.iter().map(|s| s.open(version)).collect())
 }
 
 impl DbIterator {
@@ -417,10 +573,10 @@ impl DbIterator {
             .and_then(|e| PrefixProbe::for_bounds(e, start_ref, end_ref));
         let hi_excluded = matches!(end, Bound::Excluded(_));
         let mut overlapping = 0u64;
-        let mut sources: Vec<Box<dyn InternalIterator>> =
+        let mut specs: Vec<SourceSpec> =
             Vec::with_capacity(1 + sv.imm.len() + sv.version.levels.len() + 4);
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            sources.push(Box::new(MemSource::new(Arc::clone(&logged.mem))));
+            specs.push(SourceSpec::Mem(Arc::clone(&logged.mem)));
         }
         // Only the tables the range needs (a damaged one outside it must
         // not fail the scan), less those whose filters rule the range out
@@ -444,10 +600,7 @@ impl DbIterator {
                 for table in tables.iter().filter(|t| in_range(t)) {
                     overlapping += 1;
                     if may_match(table) {
-                        sources.push(Box::new(TableSource::new(
-                            Arc::clone(table),
-                            ScanMode::Cached,
-                        )));
+                        specs.push(SourceSpec::Table(Arc::clone(table)));
                     }
                 }
                 continue;
@@ -473,43 +626,57 @@ impl DbIterator {
                 Positions::Run(first..past)
             };
             if picked.len() > 0 {
-                sources.push(Box::new(TableSource::level(
-                    Arc::clone(&sv.version),
-                    level,
-                    picked,
-                    ScanMode::Cached,
-                )));
+                specs.push(SourceSpec::Level { level, picked });
             }
         }
         let tally = inner.counters.reads.local();
         tally.bump(|t| &t.scans);
         tally.add(|t| &t.scan_tables, overlapping);
         DbIterator {
-            merged: MergingIter::new(sources),
+            merged: merge_of(&specs, &sv.version),
             snapshot,
             start,
             end,
             started: false,
             finished: false,
             last_user_key: None,
-            _pinned: sv,
+            specs,
+            back: None,
+            back_finished: false,
+            back_user_key: None,
+            pinned: sv,
         }
     }
 
     fn past_end(&self, user_key: &[u8]) -> bool {
-        match &self.end {
-            Bound::Included(end) => user_key > end.as_slice(),
-            Bound::Excluded(end) => user_key >= end.as_slice(),
-            Bound::Unbounded => false,
-        }
+        past_end_of(&self.end, user_key)
+    }
+
+    /// The backward side has taken `user_key` or a key before it.
+    fn met_back(&self, user_key: &[u8]) -> bool {
+        self.back_user_key
+            .as_deref()
+            .is_some_and(|back| user_key >= back)
     }
 
     fn before_start(&self, user_key: &[u8]) -> bool {
-        match &self.start {
-            Bound::Included(start) => user_key < start.as_slice(),
-            Bound::Excluded(start) => user_key <= start.as_slice(),
-            Bound::Unbounded => false,
-        }
+        before_start_of(&self.start, user_key)
+    }
+}
+
+fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match end {
+        Bound::Included(end) => user_key > end.as_slice(),
+        Bound::Excluded(end) => user_key >= end.as_slice(),
+        Bound::Unbounded => false,
+    }
+}
+
+fn before_start_of(start: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match start {
+        Bound::Included(start) => user_key < start.as_slice(),
+        Bound::Excluded(start) => user_key <= start.as_slice(),
+        Bound::Unbounded => false,
     }
 }
 
@@ -561,7 +728,7 @@ impl Iterator for DbIterator {
                     return Some(Err(e));
                 }
             };
-            if self.past_end(parsed.user_key) {
+            if self.past_end(parsed.user_key) || self.met_back(parsed.user_key) {
                 self.finished = true;
                 return None;
             }
@@ -588,3 +755,88 @@ impl Iterator for DbIterator {
         }
     }
 }
+
+impl DoubleEndedIterator for DbIterator {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.back_finished {
+            return None;
+        }
+        if self.back.is_none() {
+            let mut back = merge_of(&self.specs, &self.pinned.version);
+            match &self.end {
+                // The last internal key of `end` has the smallest tag.
+                Bound::Included(end) => {
+                    back.seek_for_prev(&internal_key(end, SeqNo(0), ValueKind::Delete))
+                }
+                // Every version of `end` itself is past the range.
+                Bound::Excluded(end) => back.seek_for_prev(&lookup_key(end, SeqNo::MAX)),
+                Bound::Unbounded => back.seek_to_last(),
+            }
+            self.back = Some(back);
+        }
+        let back = self.back.as_mut()?;
+        loop {
+            if let Err(e) = back.status() {
+                self.back_finished = true;
+                return Some(Err(e));
+            }
+            if !back.valid() {
+                self.back_finished = true;
+                return None;
+            }
+            let (user_key, past_end) = match parse_internal_key(back.key()) {
+                Ok(p) => (p.user_key.to_vec(), past_end_of(&self.end, p.user_key)),
+                Err(e) => {
+                    self.back_finished = true;
+                    return Some(Err(e));
+                }
+            };
+            if past_end {
+                back.prev();
+                continue;
+            }
+            if before_start_of(&self.start, &user_key)
+                || self
+                    .last_user_key
+                    .as_deref()
+                    .is_some_and(|front| user_key.as_slice() <= front)
+            {
+                self.back_finished = true;
+                return None;
+            }
+            // Backwards, a key's versions come oldest first: the newest one
+            // the snapshot sees is the last at or below it before the key
+            // changes.
+            let mut newest: Option<(ValueKind, Bytes)> = None;
+            loop {
+                match parse_internal_key(back.key()) {
+                    Ok(p) if p.user_key == user_key.as_slice() => {
+                        if p.seq <= self.snapshot {
+                            newest = Some((p.kind, back.value()));
+                        }
+                    }
+                    Ok(_) => break,
+                    Err(e) => {
+                        self.back_finished = true;
+                        return Some(Err(e));
+                    }
+                }
+                back.prev();
+                if let Err(e) = back.status() {
+                    self.back_finished = true;
+                    return Some(Err(e));
+                }
+                if !back.valid() {
+                    break;
+                }
+            }
+            let key = Bytes::from(user_key);
+            self.back_user_key = Some(key.to_vec());
+            if let Some((ValueKind::Put, value)) = newest {
+                return Some(Ok((key, value)));
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for DbIterator {}

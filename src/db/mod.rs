@@ -535,6 +535,17 @@ impl Db {
         iter::DbIterator::new(&self.inner, snapshot::prefix_range(prefix.as_ref()))
     }
 
+    /// The entry with the smallest key, as of now (`None` when empty).
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the largest key, as of now (`None` when empty): one
+    /// backward step, no forward scan.
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next_back().transpose()
+    }
+
     /// A consistent read view as of now, for any number of reads (see
     /// [`Snapshot`]); later writes, flushes and compactions do not change
     /// what it shows.

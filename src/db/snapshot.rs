@@ -78,6 +78,16 @@ impl Snapshot {
         self.scan(prefix_range(prefix.as_ref()))
     }
 
+    /// The entry with the smallest key, as of the snapshot.
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the largest key, as of the snapshot.
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next_back().transpose()
+    }
+
     fn scan(&self, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
         DbIterator::at(&self.inner, Arc::clone(&self.sv), self.sequence, range)
     }

@@ -280,6 +280,22 @@ impl MemtableIter {
         self.cursor.next();
     }
 
+    /// Positions at the last entry.
+    pub fn seek_to_last(&mut self) {
+        self.cursor.seek_to_last();
+    }
+
+    /// Positions at the last entry whose internal key is at or before `target`.
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.cursor.seek_for_prev(&probe_of(target));
+    }
+
+    /// Moves to the previous entry (no effect when not valid; invalid
+    /// before the first). Costs a search from the top of the list.
+    pub fn prev(&mut self) {
+        self.cursor.prev();
+    }
+
     /// The memtable this cursor reads.
     pub fn memtable(&self) -> &Arc<Memtable> {
         &self.table

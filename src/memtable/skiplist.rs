@@ -347,6 +347,46 @@ impl SkipList {
         found
     }
 
+    /// The last node before `probe` (`None` when none is): a skip list has
+    /// no back links, so this is a search from the head, as a forward
+    /// search is — a backward step costs what a seek costs.
+    fn last_before_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
+        let height = self
+            .height
+            .load(AtomicOrdering::Relaxed)
+            .clamp(1, MAX_HEIGHT);
+        let mut from = self.head();
+        for level in (0..height).rev() {
+            (from, _) = self.find_at_level(probe, from, level);
+        }
+        (from != self.head()).then_some(from)
+    }
+
+    /// The last node: the farthest node along each level, top down.
+    fn last_raw(&self) -> Option<Raw> {
+        let height = self
+            .height
+            .load(AtomicOrdering::Relaxed)
+            .clamp(1, MAX_HEIGHT);
+        let mut from = self.head();
+        for level in (0..height).rev() {
+            // SAFETY: `from` is the head or a node reached at `level` (or
+            // above), whose tower reaches `level`.
+            while let Some(next) = unsafe { from.next(level) } {
+                from = next;
+            }
+        }
+        (from != self.head()).then_some(from)
+    }
+
+    /// The last node at or before `probe`.
+    fn upper_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
+        match self.lower_bound_raw(probe) {
+            Some(at) if Self::cmp_node(at, probe) == Ordering::Equal => Some(at),
+            _ => self.last_before_raw(probe),
+        }
+    }
+
     /// The first entry at or after `probe` in internal-key order.
     pub(crate) fn lower_bound<'a>(&'a self, probe: &Probe<'_>) -> Option<Entry<'a>> {
         self.lower_bound_raw(probe).map(Entry::new)
@@ -543,6 +583,26 @@ impl Cursor {
     /// Moves to the next entry (nowhere stays nowhere).
     pub(crate) fn next(&mut self) {
         self.at = self.entry().and_then(|e| e.next()).map(|e| e.node);
+    }
+
+    /// Moves to the last entry.
+    pub(crate) fn seek_to_last(&mut self) {
+        self.at = self.list.last_raw();
+    }
+
+    /// Moves to the last entry at or before `probe`.
+    pub(crate) fn seek_for_prev(&mut self, probe: &Probe<'_>) {
+        self.at = self.list.upper_bound_raw(probe);
+    }
+
+    /// Moves to the previous entry (nowhere stays nowhere; before the
+    /// first is nowhere).
+    pub(crate) fn prev(&mut self) {
+        let Some(entry) = self.entry() else {
+            return;
+        };
+        let (user_key, tag, _) = entry.parts();
+        self.at = self.list.last_before_raw(&Probe { user_key, tag });
     }
 }
 

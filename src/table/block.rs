@@ -677,6 +677,95 @@ impl BlockIter {
         Ok(())
     }
 
+    /// Positions on the last entry; invalid when the block has none.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let result = match self.block.restart_count.checked_sub(1) {
+            None => {
+                self.valid = false;
+                Ok(())
+            }
+            Some(last) => self
+                .block
+                .restart_offset(last)
+                .and_then(|start| self.decode_run_before(start, self.block.entries_end)),
+        };
+        if result.is_err() {
+            self.valid = false;
+        }
+        result
+    }
+
+    /// Moves to the previous entry; invalid before the first one. No-op
+    /// when invalid. Entries are prefix-compressed forward, so the step
+    /// decodes from the restart before the current entry up to it.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        let current = self.offset;
+        if current == 0 {
+            self.valid = false;
+            return Ok(());
+        }
+        // The last restart before the current entry.
+        let (mut low, mut high) = (0, self.block.restart_count);
+        let mut found = Ok(());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match self.block.restart_offset(mid) {
+                Ok(offset) if offset < current => low = mid + 1,
+                Ok(_) => high = mid,
+                Err(e) => {
+                    found = Err(e);
+                    break;
+                }
+            }
+        }
+        let result = found
+            .and_then(|()| self.block.restart_offset(low.saturating_sub(1)))
+            .and_then(|start| self.decode_run_before(start, current));
+        if result.is_err() {
+            self.valid = false;
+        }
+        result
+    }
+
+    /// Positions on the last entry ≤ `target` in internal-key order;
+    /// invalid when every key is larger.
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid {
+            return self.seek_to_last();
+        }
+        if compare_internal_keys(&self.key, target) == Ordering::Greater {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    /// Decodes from the restart at `start` on to the entry that ends at
+    /// `end` (an entry's start, or the end of the entries), and stays on it.
+    fn decode_run_before(&mut self, start: usize, end: usize) -> Result<()> {
+        if start >= end {
+            return Err(self.block.corrupt(format!(
+                "restart at {start} is not before the entry at {end}"
+            )));
+        }
+        self.key.clear();
+        self.decode_at(start)?;
+        while self.next_offset < end {
+            self.decode_at(self.next_offset)?;
+        }
+        if self.next_offset != end {
+            self.valid = false;
+            return Err(self.block.corrupt(format!(
+                "no entry ends at {end}: the one at {} ends at {}",
+                self.offset, self.next_offset
+            )));
+        }
+        Ok(())
+    }
+
     fn decode_at(&mut self, offset: usize) -> Result<()> {
         match self.block.entry_at(offset, self.key.len()) {
             Ok(parts) => {
@@ -720,6 +809,40 @@ mod tests {
             b.add(&ikey(i * 2), format!("v{i}").as_bytes()).unwrap();
         }
         Block::parse(Bytes::from(b.finish())).unwrap()
+    }
+
+    #[test]
+    fn steps_back_over_every_key_and_seeks_for_prev() {
+        for interval in [1, 2, 3, 16] {
+            let block = build(100, interval);
+            let mut it = block.iter();
+            it.seek_to_last().unwrap();
+            for i in (0..100).rev() {
+                assert!(it.valid(), "interval {interval}, entry {i}");
+                assert_eq!(it.key(), ikey(i * 2));
+                assert_eq!(it.value_slice(), format!("v{i}").as_bytes());
+                it.prev().unwrap();
+            }
+            assert!(!it.valid());
+            // A step of an invalid cursor stays invalid.
+            it.prev().unwrap();
+            assert!(!it.valid());
+            for t in 0..202 {
+                it.seek_for_prev(&ikey(t)).unwrap();
+                if t > 198 {
+                    assert_eq!(it.key(), ikey(198), "target {t}");
+                } else {
+                    let want = t / 2 * 2;
+                    assert_eq!(it.key(), ikey(want), "target {t}");
+                }
+                // Forward and back again from there.
+                it.next().unwrap();
+                if it.valid() {
+                    it.prev().unwrap();
+                    assert_eq!(it.key(), ikey((t / 2 * 2).min(198)), "target {t}");
+                }
+            }
+        }
     }
 
     #[test]

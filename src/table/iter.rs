@@ -10,10 +10,12 @@
 //! Must never: skip an entry or a block silently — a damaged block is an
 //! `Err` from the call that reached it, and the iterator is invalid after.
 
+use std::cmp::Ordering;
+
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::key::{key_head, user_key_of};
+use crate::key::{compare_internal_keys, key_head, user_key_of};
 use crate::table::block::{Block, BlockIter};
 use crate::table::reader::{Span, Table};
 
@@ -136,6 +138,57 @@ impl TableIter {
             it.in_block(BlockIter::next)?;
             it.skip_exhausted_blocks()
         })
+    }
+
+    /// Positions on the last entry.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.guard(|it| match it.table.inner.index.len().checked_sub(1) {
+            None => {
+                it.entries = None;
+                Ok(())
+            }
+            Some(last) => {
+                it.load(last)?;
+                it.in_block(BlockIter::seek_to_last)?;
+                it.skip_exhausted_blocks_back()
+            }
+        })
+    }
+
+    /// Positions on the last entry ≤ `target` (an internal key); invalid
+    /// when every entry is larger.
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid() {
+            return self.seek_to_last();
+        }
+        if compare_internal_keys(self.key(), target) == Ordering::Greater {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    /// Moves to the previous entry; invalid before the first. No-op when
+    /// invalid.
+    pub fn prev(&mut self) -> Result<()> {
+        self.guard(|it| {
+            it.in_block(BlockIter::prev)?;
+            it.skip_exhausted_blocks_back()
+        })
+    }
+
+    /// Steps into the preceding blocks, onto their last entries, while the
+    /// current one is used up.
+    fn skip_exhausted_blocks_back(&mut self) -> Result<()> {
+        while self.entries.as_ref().is_some_and(|e| !e.valid()) {
+            let Some(before) = self.block_no.checked_sub(1) else {
+                self.entries = None;
+                return Ok(());
+            };
+            self.load(before)?;
+            self.in_block(BlockIter::seek_to_last)?;
+        }
+        Ok(())
     }
 
     fn guard(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
