@@ -52,6 +52,14 @@ pub trait Engine: Sync {
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String>;
 
     /// Pushes onto `out` (passed in empty) the first `limit` entries whose
+    /// key is `<= end`, in descending key order, or all of them if fewer
+    /// (seekrandom-rev). Engines without reverse scans say so.
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        let _ = (end, limit, out);
+        Err(format!("{} has no reverse scan", self.name()))
+    }
+
+    /// Pushes onto `out` (passed in empty) the first `limit` entries whose
     /// key starts with `prefix`, in ascending key order, or all of them if
     /// fewer. An engine with a prefix extractor of `prefix`'s length uses
     /// it here (seekprefix).

@@ -75,6 +75,19 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        let map = self.map.read();
+        for (k, v) in map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(end)))
+            .rev()
+            .take(limit)
+        {
+            out.push(k, v);
+        }
+        Ok(())
+    }
+
     fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
         self.scans.fetch_add(1, Ordering::Relaxed);
         let map = self.map.read();

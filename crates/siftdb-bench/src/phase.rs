@@ -54,6 +54,9 @@ pub enum Phase {
     ReadHot,
     /// M/10 scans of 10 entries from present keys in read order.
     SeekRandom,
+    /// The seekrandom scans backwards: M/10 scans of the 10 entries at or
+    /// before present keys in read order, in descending key order.
+    SeekRandomRev,
     /// M/10 scans of the first 10 entries under the 14-byte prefix of a
     /// present key, in read order.
     SeekPrefix,
@@ -66,19 +69,20 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 9] = [
         Phase::FillRandom,
         Phase::ReadRandom,
         Phase::ReadMissing,
         Phase::ReadHot,
         Phase::SeekRandom,
+        Phase::SeekRandomRev,
         Phase::SeekPrefix,
         Phase::SeekEmpty,
         Phase::Mixed,
     ];
 
     /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
-    /// `seekrandom`, `seekprefix`, `seekempty`, `mixed`.
+    /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
@@ -86,6 +90,7 @@ impl Phase {
             Phase::ReadMissing => "readmissing",
             Phase::ReadHot => "readhot",
             Phase::SeekRandom => "seekrandom",
+            Phase::SeekRandomRev => "seekrandom-rev",
             Phase::SeekPrefix => "seekprefix",
             Phase::SeekEmpty => "seekempty",
             Phase::Mixed => "mixed",
@@ -96,7 +101,7 @@ impl Phase {
     pub fn is_scan(self) -> bool {
         matches!(
             self,
-            Phase::SeekRandom | Phase::SeekPrefix | Phase::SeekEmpty
+            Phase::SeekRandom | Phase::SeekRandomRev | Phase::SeekPrefix | Phase::SeekEmpty
         )
     }
 
@@ -109,6 +114,7 @@ impl Phase {
                 | Phase::ReadMissing
                 | Phase::ReadHot
                 | Phase::SeekRandom
+                | Phase::SeekRandomRev
                 | Phase::SeekPrefix
                 | Phase::SeekEmpty
         )
@@ -249,7 +255,9 @@ impl Workload {
     pub fn phase_ops(&self, phase: Phase) -> u64 {
         match phase {
             Phase::FillRandom => self.n,
-            Phase::SeekRandom | Phase::SeekPrefix => self.ops.div_ceil(SCAN_LENGTH),
+            Phase::SeekRandom | Phase::SeekRandomRev | Phase::SeekPrefix => {
+                self.ops.div_ceil(SCAN_LENGTH)
+            }
             Phase::ReadRandom
             | Phase::ReadMissing
             | Phase::ReadHot
@@ -337,6 +345,16 @@ impl Workload {
         Some((item, SCAN_LENGTH.min(self.n - item)))
     }
 
+    /// Scan `s` of seekrandom-rev: the item it starts at (the same present
+    /// key as seekrandom's scan `s`) and how many entries it must return
+    /// going down, `min(10, item + 1)`: the start key and the present keys
+    /// before it.
+    #[inline]
+    pub fn scan_rev(&self, s: u64) -> Option<(u64, u64)> {
+        let item = self.read_item(self.read_position(s))?;
+        Some((item, SCAN_LENGTH.min(item + 1)))
+    }
+
     /// Scan `s` of seekprefix: the prefix it scans is the first
     /// [`PREFIX_LEN`] bytes of the present key `2·read_order[s mod P]`,
     /// i.e. the key numbers `100·g .. 100·g + 100` for `g = ⌊2i/100⌋`; it
@@ -413,6 +431,7 @@ mod tests {
                 "readmissing",
                 "readhot",
                 "seekrandom",
+                "seekrandom-rev",
                 "seekprefix",
                 "seekempty",
                 "mixed"

@@ -266,6 +266,12 @@ pub fn run_phase<E: Engine + ?Sized>(
                 scan_op(engine, workload, s, &mut buf, sampler)
             })
         }),
+        Phase::SeekRandomRev => split_across_threads(ops, threads, |range| {
+            let mut buf = ScanBuffer::new();
+            drive(range, progress, |s, sampler| {
+                rev_scan_op(engine, workload, s, &mut buf, sampler)
+            })
+        }),
         Phase::SeekPrefix => split_across_threads(ops, threads, |range| {
             let mut buf = ScanBuffer::new();
             drive(range, progress, |s, sampler| {
@@ -445,6 +451,49 @@ fn scan_op<E: Engine + ?Sized>(
         expected_len,
         &format!("seekrandom scan {s}: scan from {}", show(&start)),
     )
+}
+
+fn rev_scan_op<E: Engine + ?Sized>(
+    engine: &E,
+    workload: &Workload,
+    s: u64,
+    buf: &mut ScanBuffer,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some((item, expected_len)) = workload.scan_rev(s) else {
+        return Err(format!(
+            "seekrandom-rev scan {s}: no such read-order position"
+        ));
+    };
+    let end = key(2 * item);
+    let what = format!("seekrandom-rev scan {s}: scan down from {}", show(&end));
+    buf.clear();
+    sampler
+        .time(s, || engine.scan_rev(&end, SCAN_ENTRIES, buf))
+        .map_err(|e| format!("{what} failed: {e}"))?;
+    // Descending from `item`: the same check as an ascending scan from the
+    // lowest item, entry by entry in the other order.
+    if buf.len() as u64 != expected_len {
+        return Err(format!(
+            "{what} returned {} entries, expected {expected_len}",
+            buf.len()
+        ));
+    }
+    for (offset, (got_key, got_value)) in (0u64..).zip(buf.iter()) {
+        let j = 2 * (item - offset);
+        let want = key(j);
+        if got_key != want {
+            return Err(format!(
+                "{what}: entry {offset} is {:?}, expected {}",
+                String::from_utf8_lossy(got_key),
+                show(&want)
+            ));
+        }
+        if !is_versioned_value(got_value, j, 0) {
+            return Err(format!("{what}: entry {offset} has a wrong value"));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `buf` holds exactly the present keys `2·first`, `2·first +

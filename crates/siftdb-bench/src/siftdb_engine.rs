@@ -115,7 +115,11 @@ impl SiftdbEngine {
 }
 
 /// The first `limit` entries of a scan into `out`.
-fn fill(scan: DbIterator, limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+fn fill(
+    scan: impl Iterator<Item = <DbIterator as Iterator>::Item>,
+    limit: usize,
+    out: &mut ScanBuffer,
+) -> Result<(), String> {
     for entry in scan.take(limit) {
         let (key, value) = entry.map_err(|e| e.to_string())?;
         out.push(&key, &value);
@@ -152,6 +156,10 @@ impl Engine for SiftdbEngine {
 
     fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
         fill(self.db.prefix(prefix), limit, out)
+    }
+
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        fill(self.db.range(..=end).rev(), limit, out)
     }
 
     fn scan_range(

@@ -195,9 +195,9 @@ fn a_tiny_run_still_scans() {
         assert_eq!(r.ops, 1, "{phase}");
         assert!(r.latency.is_some(), "{phase}: op 0 is always timed");
     }
-    // seekrandom, seekprefix and seekempty: one scan each.
+    // seekrandom, seekrandom-rev, seekprefix and seekempty: one scan each.
     let counters = engine.counters().unwrap();
-    assert_eq!(counters["scans"], 3);
+    assert_eq!(counters["scans"], 4);
 }
 
 #[test]

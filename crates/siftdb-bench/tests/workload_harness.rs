@@ -38,7 +38,7 @@ fn every_phase_passes_on_a_correct_engine() {
     let workload = Workload::new(N).unwrap();
     let engine = MemoryEngine::new();
     let reports = run_all(&engine, &workload, 1);
-    assert_eq!(reports.len(), 8);
+    assert_eq!(reports.len(), Phase::ALL.len());
     for r in &reports {
         assert!(r.passed(), "{}", r.to_human());
         assert_eq!(r.errors.count, 0);
@@ -71,12 +71,13 @@ fn counters_are_reported_as_changes_over_each_phase() {
     assert_eq!(change(2, "gets"), N as i64);
     assert_eq!(change(3, "gets"), N as i64);
     assert_eq!(change(4, "scans"), (N / 10) as i64);
-    assert_eq!(change(5, "scans"), (N / 10) as i64);
-    assert_eq!(change(6, "scans"), N as i64);
-    assert_eq!(change(7, "puts"), (N / 20) as i64);
-    assert_eq!(change(7, "gets"), (N - N / 20) as i64);
-    assert_eq!(change(7, "keys"), 0);
-    assert_eq!(reports[7].counters.as_ref().unwrap()["keys"].end, N);
+    assert_eq!(change(5, "scans"), (N / 10) as i64); // seekrandom-rev
+    assert_eq!(change(6, "scans"), (N / 10) as i64);
+    assert_eq!(change(7, "scans"), N as i64);
+    assert_eq!(change(8, "puts"), (N / 20) as i64);
+    assert_eq!(change(8, "gets"), (N - N / 20) as i64);
+    assert_eq!(change(8, "keys"), 0);
+    assert_eq!(reports[8].counters.as_ref().unwrap()["keys"].end, N);
 }
 
 #[test]
@@ -172,6 +173,10 @@ enum Fault {
     PrefixScanSkipsFirst,
     /// Range scans ignore their end: the next key shows up.
     RangeIgnoresEnd,
+    /// Reverse scans skip the key they start at.
+    RevScanSkipsStart,
+    /// Reverse scans come back in ascending order.
+    RevScanAscending,
 }
 
 impl Engine for Faulty {
@@ -225,6 +230,24 @@ impl Engine for Faulty {
         }
         if self.fault == Fault::ScanWrongValue && entries.len() > 1 {
             entries[1].1 = entries[0].1.clone();
+        }
+        for (k, v) in &entries {
+            out.push(k, v);
+        }
+        Ok(())
+    }
+
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        let mut all = ScanBuffer::new();
+        self.inner.scan_rev(end, limit + 1, &mut all)?;
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> =
+            all.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        if self.fault == Fault::RevScanSkipsStart && !entries.is_empty() {
+            entries.remove(0);
+        }
+        entries.truncate(limit);
+        if self.fault == Fault::RevScanAscending {
+            entries.reverse();
         }
         for (k, v) in &entries {
             out.push(k, v);
@@ -381,6 +404,12 @@ fn a_scan_beyond_its_limit_fails_seekrandom() {
 #[test]
 fn a_scan_out_of_order_fails_seekrandom() {
     assert_eq!(failing_phases(Fault::ReversedScan), ["seekrandom"]);
+}
+
+#[test]
+fn a_reverse_scan_that_skips_its_start_or_ascends_fails_seekrandom_rev() {
+    assert_eq!(failing_phases(Fault::RevScanSkipsStart), ["seekrandom-rev"]);
+    assert_eq!(failing_phases(Fault::RevScanAscending), ["seekrandom-rev"]);
 }
 
 #[test]
