@@ -233,7 +233,7 @@ impl TableSummary {
             data_blocks: properties.data_blocks,
             data_bytes: properties.data_size,
             index_bytes: on_disk(footer.index),
-            filter_bytes: footer.filter.map_or(0, |h| on_disk(h)),
+            filter_bytes: footer.filter.map_or(0, on_disk),
             properties_bytes: on_disk(footer.properties),
             format_version: footer.format.version(),
             filter_memory: table.filter_memory(),
