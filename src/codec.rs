@@ -45,10 +45,11 @@ impl<'a> ByteReader<'a> {
 
     /// Consumes a fixed-size array.
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let head = self.take(N)?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(head);
-        Ok(out)
+        let Some((head, tail)) = self.rest.split_first_chunk::<N>() else {
+            return Err(truncated(self.what, N - self.rest.len()));
+        };
+        self.rest = tail;
+        Ok(*head)
     }
 
     /// Consumes one byte.
@@ -199,13 +200,10 @@ pub fn crc32_of(pieces: &[&[u8]]) -> u32 {
 /// Splits `bytes` into (body, stored crc32 of the last 4 bytes) and checks
 /// the crc against the body. The crc covers every byte before it.
 pub fn split_checked<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a [u8]> {
-    let Some(body_len) = bytes.len().checked_sub(4) else {
+    let Some((body, crc_bytes)) = bytes.split_last_chunk::<4>() else {
         return Err(truncated(what, 4 - bytes.len()));
     };
-    let (body, crc_bytes) = bytes.split_at(body_len);
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(crc_bytes);
-    let stored = u32::from_le_bytes(stored);
+    let stored = u32::from_le_bytes(*crc_bytes);
     let actual = crc32_of(&[body]);
     if stored != actual {
         return Err(Error::corruption(

@@ -83,16 +83,13 @@ pub struct ParsedKey<'a> {
 
 /// Splits an encoded internal key; `Corruption` when too short or the kind is unknown.
 pub fn parse_internal_key(encoded: &[u8]) -> Result<ParsedKey<'_>> {
-    let Some(split) = encoded.len().checked_sub(TAG_LEN) else {
+    let Some((user_key, tag_bytes)) = encoded.split_last_chunk::<TAG_LEN>() else {
         return Err(Error::corruption(
             "internal key",
             format!("{} bytes, shorter than its 8-byte tag", encoded.len()),
         ));
     };
-    let (user_key, tag_bytes) = encoded.split_at(split);
-    let mut raw = [0u8; TAG_LEN];
-    raw.copy_from_slice(tag_bytes);
-    let tag = u64::from_le_bytes(raw);
+    let tag = u64::from_le_bytes(*tag_bytes);
     let kind = ValueKind::from_u8((tag & 0xff) as u8)
         .ok_or_else(|| Error::corruption("internal key", format!("unknown kind {}", tag & 0xff)))?;
     Ok(ParsedKey {

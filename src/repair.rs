@@ -52,8 +52,9 @@ use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, 
 use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::table::format::FOOTER_LEN;
 use crate::table::{
-    ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
+    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
     TableSalvager,
 };
 use crate::wal::{replay, replay_batches, salvage, LostRecord};
@@ -333,6 +334,7 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
     };
     let names = fs.list(dir)?;
     let numbered: Vec<(FileKind, u64)> = names.iter().filter_map(|n| parse_file_name(n)).collect();
+    refuse_other_versions(fs, dir, &numbered)?;
     let (state, finding) = match read_manifest(fs, dir) {
         Ok(Some(state)) => (Some(state), ManifestFinding::Intact),
         Ok(None) => (None, ManifestFinding::Missing),
@@ -391,6 +393,39 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
         None => repair.without_manifest(&numbered)?,
     }
     Ok(repair.report)
+}
+
+/// `Error::UnsupportedVersion` for the first table or log in `dir` whose
+/// (checksum-sound) footer or header names a format version this build does
+/// not read, before anything is changed: a salvage would read none of its
+/// entries or records and report them all lost.
+fn refuse_other_versions(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    numbered: &[(FileKind, u64)],
+) -> Result<()> {
+    for &(kind, number) in numbered {
+        let refused = match kind {
+            FileKind::Table => {
+                let name = table_file_name(number);
+                let file = fs.open_read(&dir.join(&name))?;
+                let len = file.len();
+                let tail_len = len.min(FOOTER_LEN as u64);
+                let mut tail = vec![0u8; usize::try_from(tail_len).unwrap_or(FOOTER_LEN)];
+                file.read_exact_at(&mut tail, len - tail_len)?;
+                Footer::decode(&tail, len, &name).err().map(|e| (e, name))
+            }
+            FileKind::Wal => {
+                let name = wal_file_name(number);
+                let bytes = fs.read_all(&dir.join(&name))?;
+                replay(&bytes, &name).err().map(|e| (e, name))
+            }
+        };
+        if let Some((e @ Error::UnsupportedVersion { .. }, name)) = refused {
+            return Err(e.at_path(&dir.join(name)));
+        }
+    }
+    Ok(())
 }
 
 /// The user key of an internal key.

@@ -710,7 +710,45 @@ fn a_database_with_a_table_of_another_format_version_is_refused() {
         assert_unsupported(&err, &table, "table", found, supported);
         let err = Db::open_read_only(dir.path()).unwrap_err();
         assert_unsupported(&err, &table, "table", found, supported);
+        assert_refused_by_repair_and_verify(dir.path(), &table, "table", found, supported);
     }
+}
+
+/// `siftdb repair` refuses the database before it changes anything (a
+/// salvage would read nothing of the file and call all of it lost), and
+/// `siftdb verify` reports the file as an error naming its version.
+fn assert_refused_by_repair_and_verify(
+    dir: &Path,
+    path: &Path,
+    kind: &str,
+    found: u64,
+    supported: u64,
+) {
+    // The lock file aside (the opens before made it, a repair may).
+    let files = || {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.ends_with("LOCK"))
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files();
+    for dry_run in [true, false] {
+        let options = siftdb::RepairOptions::new().dry_run(dry_run);
+        let err = siftdb::repair(dir, options).unwrap_err();
+        assert_unsupported(&err, path, kind, found, supported);
+    }
+    assert_eq!(files(), before);
+    let report = verify_dir(dir).unwrap();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        report
+            .errors()
+            .any(|p| p.file == name && p.detail.contains(&format!("has format version {found};"))),
+        "{report:?}"
+    );
 }
 
 /// A database whose log carries an older format version (3, the last of
@@ -733,6 +771,13 @@ fn a_database_with_a_log_of_another_format_version_is_refused() {
         assert_unsupported(&err, &log, "write-ahead log", found.into(), supported);
         let err = Db::open_read_only(dir.path()).unwrap_err();
         assert_unsupported(&err, &log, "write-ahead log", found.into(), supported);
+        assert_refused_by_repair_and_verify(
+            dir.path(),
+            &log,
+            "write-ahead log",
+            found.into(),
+            supported,
+        );
     }
 }
 

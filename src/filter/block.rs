@@ -160,10 +160,10 @@ fn parse_header(bytes: &[u8]) -> Result<FilterHeader> {
             bytes.len()
         )));
     }
-    let (body, crc) = bytes.split_at(want - CHECKSUM_LEN);
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(crc);
-    let (stored, actual) = (u32::from_le_bytes(stored), crc32_of(&[body]));
+    let Some((body, crc)) = bytes.split_last_chunk::<CHECKSUM_LEN>() else {
+        return Err(corrupt(format!("{} bytes, no checksum", bytes.len())));
+    };
+    let (stored, actual) = (u32::from_le_bytes(*crc), crc32_of(&[body]));
     if stored != actual {
         return Err(corrupt(format!(
             "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"

@@ -196,10 +196,13 @@ impl FuseFilter {
         let len = encoded_len(geometry, bits)
             .ok_or_else(|| Error::invalid("binary fuse filter too large"))?;
         let mut block = allocate_filled(len as u64, 0u8)?;
-        let (header, rest) = block.split_at_mut(HEADER_LEN);
-        let cells = rest
-            .get_mut(..rest.len() - CHECKSUM_LEN)
-            .unwrap_or_default();
+        let too_short = || Error::invalid("binary fuse filter block shorter than its header");
+        let (header, rest) = block
+            .split_first_chunk_mut::<HEADER_LEN>()
+            .ok_or_else(too_short)?;
+        let (cells, _) = rest
+            .split_last_chunk_mut::<CHECKSUM_LEN>()
+            .ok_or_else(too_short)?;
         let built = construct(hashes, geometry, bits, cells, first_seed, attempts)?;
         let header_fields = FuseHeader {
             bits,
@@ -207,9 +210,11 @@ impl FuseFilter {
             seed: built.seed,
             keys: built.keys,
         };
-        header.copy_from_slice(&encode_header(&header_fields));
-        let (body, crc) = block.split_at_mut(len - CHECKSUM_LEN);
-        crc.copy_from_slice(&crc32_of(&[body]).to_le_bytes());
+        *header = encode_header(&header_fields);
+        let (body, crc) = block
+            .split_last_chunk_mut::<CHECKSUM_LEN>()
+            .ok_or_else(too_short)?;
+        *crc = crc32_of(&[body]).to_le_bytes();
         Ok(FuseView {
             block,
             header: header_fields,

@@ -345,7 +345,7 @@ impl TableBuilder {
         let handle = written?;
         // The separator is the block's last key: ≥ every key in it, < every
         // key in the next block. The handle counts from the previous
-        // block's end (format 6's compact handles).
+        // block's end (compact handles).
         self.handle_bytes.clear();
         handle.encode_compact(self.data_end, &mut self.handle_bytes);
         // `write_block` left the offset just past this block's trailer.

@@ -55,10 +55,10 @@ pub fn compress_block(raw: &[u8], compression: Compression, out: &mut Vec<u8>) -
         LEN_PREFIX + lz4_flex::block::get_maximum_output_size(raw.len()),
         0,
     );
-    let Some((prefix, body)) = out.split_at_mut_checked(LEN_PREFIX) else {
+    let Some((prefix, body)) = out.split_first_chunk_mut::<LEN_PREFIX>() else {
         return Codec::Raw;
     };
-    prefix.copy_from_slice(&len.to_le_bytes());
+    *prefix = len.to_le_bytes();
     let Ok(written) = lz4_flex::block::compress_into(raw, body) else {
         return Codec::Raw;
     };
@@ -116,15 +116,13 @@ impl CompressionSampler {
 /// or the stream does not decode to exactly the claimed length.
 pub fn decompress_block(stored: &[u8]) -> Result<Vec<u8>> {
     let corrupt = |detail: String| Error::corruption(WHAT, detail);
-    let Some((prefix, body)) = stored.split_at_checked(LEN_PREFIX) else {
+    let Some((prefix, body)) = stored.split_first_chunk::<LEN_PREFIX>() else {
         return Err(corrupt(format!(
             "{} bytes, too short for the length prefix",
             stored.len()
         )));
     };
-    let mut claimed = [0u8; LEN_PREFIX];
-    claimed.copy_from_slice(prefix);
-    let claimed = u32::from_le_bytes(claimed) as usize;
+    let claimed = u32::from_le_bytes(*prefix) as usize;
     let bound = MAX_BLOCK_LEN.min(body.len().saturating_mul(MAX_RATIO));
     if claimed == 0 || claimed > bound {
         return Err(corrupt(format!(

@@ -259,12 +259,8 @@ pub fn encode_trailer(
     codec: Codec,
     offset: u64,
 ) -> [u8; TRAILER_LEN] {
-    let crc = block_checksum(block, kind as u8, codec as u8, offset);
-    let mut out = [0u8; TRAILER_LEN];
-    let (bytes, crc_bytes) = out.split_at_mut(2);
-    bytes.copy_from_slice(&[kind as u8, codec as u8]);
-    crc_bytes.copy_from_slice(&crc.to_le_bytes());
-    out
+    let [c0, c1, c2, c3] = block_checksum(block, kind as u8, codec as u8, offset).to_le_bytes();
+    [kind as u8, codec as u8, c0, c1, c2, c3]
 }
 
 /// Checks a block read with its trailer (`stored` = block ‖ trailer, read
@@ -324,8 +320,11 @@ impl Footer {
         let crc = crc32_of(&[&out, &MAGIC]);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&MAGIC);
+        // 3 × 16 + 4 + 4 + 8 bytes: the whole footer.
         let mut fixed = [0u8; FOOTER_LEN];
-        fixed.copy_from_slice(&out);
+        for (slot, byte) in fixed.iter_mut().zip(out) {
+            *slot = byte;
+        }
         fixed
     }
 

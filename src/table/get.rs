@@ -210,3 +210,170 @@ impl TableInner {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::fs::OsFileSystem;
+    use crate::key::internal_key;
+    use crate::table::counters::ReadCounters;
+    use crate::table::reader::FilterStatus;
+    use crate::table::{TableBuilder, TableOptions};
+
+    /// Builds a table in a temp dir and returns its bytes.
+    pub(crate) fn build(options: &TableOptions, entries: &[(Vec<u8>, Vec<u8>)]) -> Bytes {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let mut b = TableBuilder::create(&OsFileSystem, &path, options).unwrap();
+        for (k, v) in entries {
+            b.add(k, v).unwrap();
+        }
+        b.finish().unwrap();
+        Bytes::from(std::fs::read(&path).unwrap())
+    }
+
+    pub(crate) fn versions() -> Vec<(Vec<u8>, Vec<u8>)> {
+        vec![
+            (internal_key(b"a", SeqNo(1), ValueKind::Put), b"a1".to_vec()),
+            (internal_key(b"k", SeqNo(9), ValueKind::Put), b"v9".to_vec()),
+            (internal_key(b"k", SeqNo(7), ValueKind::Delete), Vec::new()),
+            (internal_key(b"k", SeqNo(5), ValueKind::Put), b"v5".to_vec()),
+            (internal_key(b"z", SeqNo(2), ValueKind::Put), b"z2".to_vec()),
+        ]
+    }
+
+    #[test]
+    fn get_returns_the_newest_version_visible_at_the_snapshot() {
+        for block_size in [1, 4096] {
+            let options = TableOptions {
+                block_size,
+                ..TableOptions::default()
+            };
+            let table =
+                Table::from_bytes("t.sst", build(&options, &versions()), ReadCounters::new())
+                    .unwrap();
+            let at = |seq| table.get(&LookupKey::new(b"k", SeqNo(seq))).unwrap();
+            assert_eq!(at(10), Some(TableValue::Put("v9".into())));
+            assert_eq!(at(9), Some(TableValue::Put("v9".into())));
+            assert_eq!(at(8), Some(TableValue::Deleted));
+            assert_eq!(at(7), Some(TableValue::Deleted));
+            assert_eq!(at(6), Some(TableValue::Put("v5".into())));
+            assert_eq!(at(4), None);
+            assert_eq!(
+                table.get_key(b"a").unwrap(),
+                Some(TableValue::Put("a1".into()))
+            );
+            assert_eq!(
+                table.get_key(b"z").unwrap(),
+                Some(TableValue::Put("z2".into()))
+            );
+            for absent in [&b""[..], b"0", b"b", b"k\0", b"zz"] {
+                assert_eq!(table.get_key(absent).unwrap(), None);
+            }
+            assert!(table.verify().is_empty(), "{:?}", table.verify());
+            assert_eq!(table.properties().entries, 5);
+            assert_eq!(table.properties().deletions, 1);
+            assert_eq!(table.properties().distinct_user_keys, 3);
+            assert_eq!(
+                table.data_block_handles().len(),
+                if block_size == 1 { 5 } else { 1 }
+            );
+        }
+    }
+
+    #[test]
+    fn values_share_the_cached_block() {
+        let table = Table::from_bytes(
+            "t.sst",
+            build(&TableOptions::default(), &versions()),
+            ReadCounters::new(),
+        )
+        .unwrap();
+        let get = |key: &[u8]| match table.get_key(key).unwrap() {
+            Some(TableValue::Put(value)) => value,
+            other => panic!("{other:?}"),
+        };
+        let (a, z) = (get(b"a"), get(b"z"));
+        // One block holds both; the second get was a cache hit.
+        let distance = (z.as_ptr() as usize).abs_diff(a.as_ptr() as usize);
+        assert!(distance < 4096, "{distance}");
+        let stats = table.counters().snapshot();
+        assert_eq!(
+            (
+                stats.block_cache_hits,
+                stats.block_cache_misses,
+                stats.block_reads_from_file
+            ),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn counters_follow_the_read_path() {
+        let counters = ReadCounters::new();
+        let entries: Vec<_> = (0..1000u32)
+            .map(|i| {
+                (
+                    internal_key(
+                        format!("key{:05}", i * 2).as_bytes(),
+                        SeqNo(1),
+                        ValueKind::Put,
+                    ),
+                    vec![b'v'; 20],
+                )
+            })
+            .collect();
+        let table = Table::from_bytes(
+            "t.sst",
+            build(&TableOptions::default(), &entries),
+            counters.clone(),
+        )
+        .unwrap();
+        assert_eq!(table.filter_status(), &FilterStatus::Ok);
+        table.get_key(b"key00002").unwrap().unwrap();
+        let s = counters.snapshot();
+        assert_eq!(
+            (
+                s.filter_checks,
+                s.filter_skips,
+                s.data_block_reads,
+                s.filter_false_positives
+            ),
+            (1, 0, 1, 0)
+        );
+        // Out of range: no filter check, no read.
+        table.get_key(b"zzz").unwrap();
+        assert_eq!(counters.snapshot(), s);
+        for i in 0..999u32 {
+            table
+                .get_key(format!("key{:05}", i * 2 + 1).as_bytes())
+                .unwrap();
+        }
+        let d = counters.snapshot().since(&s);
+        assert_eq!(d.filter_checks, 999);
+        assert_eq!(d.filter_skips + d.filter_false_positives, 999);
+        assert_eq!(d.data_block_reads, d.filter_false_positives);
+        assert!(d.filter_skips > 950, "{d:?}");
+
+        // No filter: every in-range get reads a block and nothing is counted as a check.
+        let options = TableOptions {
+            bloom_bits_per_key: 0.0,
+            ..TableOptions::default()
+        };
+        let counters = ReadCounters::new();
+        let table =
+            Table::from_bytes("t.sst", build(&options, &entries), counters.clone()).unwrap();
+        assert_eq!(table.filter_status(), &FilterStatus::Missing);
+        assert!(table.footer().filter.is_none());
+        table.get_key(b"key00001").unwrap();
+        let s = counters.snapshot();
+        assert_eq!(
+            (
+                s.filter_checks,
+                s.data_block_reads,
+                s.filter_false_positives
+            ),
+            (0, 1, 0)
+        );
+    }
+}

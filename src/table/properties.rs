@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     format version (u32: 1, 2 or 3, the footer's)
+//! 0       4     format version (u32: 7, the footer's)
 //! 4       8     entries
 //! 12      8     deletions (entries whose kind is delete)
 //! 20      8     distinct user keys
@@ -15,7 +15,7 @@
 //! 68      4     filter probes per key (0 = no filter)
 //! 72      4+n   smallest internal key (u32 length, bytes)
 //! 76+n    4+m   largest internal key (u32 length, bytes)
-//! 80+n+m  ...   format 3 only: tagged fields (tag u16, length u32, bytes),
+//! 80+n+m  ...   tagged fields (tag u16, length u32, bytes),
 //!               tags strictly increasing — 1: prefix filter, 2: range filter
 //! ```
 //!
@@ -46,9 +46,8 @@ pub const FIRST_SKIPPABLE_TAG: u16 = 0x8000;
 /// Prefix filter flag: whole keys are in the filter too.
 const WHOLE_KEYS: u8 = 1;
 
-/// What a table's point filter holds besides whole keys (properties field 1,
-/// format 3): the prefix of each key, as an extractor named `extractor` cut
-/// them. See `docs/format.md`, "Filter block".
+/// What a table's point filter holds besides whole keys (properties field
+/// 1): the prefix of each key, as an extractor named `extractor` cut them. See `docs/format.md`, "Filter block".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixFilterInfo {
     /// The extractor's name ([`crate::prefix::PrefixExtractor::name`]).
@@ -60,7 +59,7 @@ pub struct PrefixFilterInfo {
     pub prefixes: u64,
 }
 
-/// Where a table's range filter is (properties field 2, format 3).
+/// Where a table's range filter is (properties field 2).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RangeFilterInfo {
     /// The range filter block.
@@ -96,9 +95,9 @@ pub struct TableProperties {
     pub smallest: Bytes,
     /// The last internal key.
     pub largest: Bytes,
-    /// Prefixes in the point filter (format 3; `None` before).
+    /// Prefixes in the point filter (field 1).
     pub prefix_filter: Option<PrefixFilterInfo>,
-    /// The range filter block (format 3; `None` before).
+    /// The range filter block (field 2).
     pub range_filter: Option<RangeFilterInfo>,
 }
 
@@ -312,7 +311,7 @@ impl TableProperties {
         Ok(())
     }
 
-    /// Format 3's fields against the rest: a prefix filter needs a point
+    /// The tagged fields against the rest: a prefix filter needs a point
     /// filter, a name, and no more prefixes than keys; a range filter's bits
     /// lie within its builder's limits.
     fn check_fields(&self, point_filter: bool) -> std::result::Result<(), String> {

@@ -52,13 +52,16 @@ pub const MAX_PAYLOAD_LEN: usize = u32::MAX as usize;
 /// The 20-byte file header for log `log_number`.
 pub fn encode_file_header(log_number: u64) -> [u8; FILE_HEADER_LEN] {
     let mut header = [0u8; FILE_HEADER_LEN];
-    let mut body = Vec::with_capacity(FILE_HEADER_LEN);
-    body.extend_from_slice(&MAGIC);
-    body.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    body.extend_from_slice(&log_number.to_le_bytes());
-    let crc = crc32_of(&[&body]);
-    body.extend_from_slice(&crc.to_le_bytes());
-    header.copy_from_slice(&body);
+    let fields = MAGIC
+        .into_iter()
+        .chain(FORMAT_VERSION.to_le_bytes())
+        .chain(log_number.to_le_bytes());
+    for (slot, byte) in header.iter_mut().zip(fields) {
+        *slot = byte;
+    }
+    if let Some((body, crc)) = header.split_last_chunk_mut::<4>() {
+        *crc = crc32_of(&[body]).to_le_bytes();
+    }
     header
 }
 

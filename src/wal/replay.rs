@@ -73,9 +73,12 @@ fn could_be_torn_header(header: &[u8]) -> bool {
         .map_or(0, |last_non_zero| last_non_zero + 1);
     let kept = header.get(..written).unwrap_or_default();
     let mut fixed_part = [0u8; 8];
-    let (magic, version) = fixed_part.split_at_mut(MAGIC.len());
-    magic.copy_from_slice(&MAGIC);
-    version.copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    for (slot, byte) in fixed_part
+        .iter_mut()
+        .zip(MAGIC.into_iter().chain(FORMAT_VERSION.to_le_bytes()))
+    {
+        *slot = byte;
+    }
     let compared = kept.len().min(fixed_part.len());
     written < FILE_HEADER_LEN && kept.get(..compared) == fixed_part.get(..compared)
 }

@@ -108,12 +108,16 @@ impl WalWriter {
             .unwrap_or_default();
         let result = record_header(&[], payload).and_then(|header| {
             let header = header.as_slice();
-            let start = MAX_RECORD_HEADER_LEN - header.len();
-            let record = self.scratch.get_mut(start..).unwrap_or_default();
-            record
-                .get_mut(..header.len())
-                .unwrap_or_default()
-                .copy_from_slice(header);
+            // The header is at most MAX_RECORD_HEADER_LEN bytes, the room
+            // left before the payload; the log is unchanged if it were not.
+            let record = MAX_RECORD_HEADER_LEN
+                .checked_sub(header.len())
+                .and_then(|start| self.scratch.get_mut(start..))
+                .ok_or_else(|| Error::invalid("a log record header outgrew its room"))?;
+            let (slot, _) = record
+                .split_at_mut_checked(header.len())
+                .ok_or_else(|| Error::invalid("a log record header outgrew its room"))?;
+            slot.copy_from_slice(header);
             self.file.append(record)?;
             Ok(record.len())
         });

@@ -122,10 +122,9 @@ pub(crate) fn encode(values: &[u64], shape: &Shape, out: &mut Vec<u8>) {
         if l > 0 {
             let at = i * u64::from(l);
             let start = (at / 8) as usize;
-            if let Some(field) = low.get_mut(start..start + 8) {
-                let mut word = u64::from_le_bytes(field.try_into().unwrap_or_default());
-                word |= (v & shape.low_mask()) << (at % 8);
-                field.copy_from_slice(&word.to_le_bytes());
+            if let Some(field) = low.get_mut(start..).and_then(<[u8]>::first_chunk_mut::<8>) {
+                let word = u64::from_le_bytes(*field) | ((v & shape.low_mask()) << (at % 8));
+                *field = word.to_le_bytes();
             }
         }
     }
