@@ -7,6 +7,10 @@
 //! the open, and `repair` accounts for the lost stretch. Nothing says the
 //! reads are correct. After a crash (no clean close) the same cut is still
 //! a torn tail.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -66,7 +70,11 @@ fn holds_first(db: &Db, n: usize) {
     for i in 0..PUTS {
         let want = (i < n).then(|| format!("value {i:02}"));
         let got = db.get(key(i)).unwrap();
-        assert_eq!(got.as_deref(), want.as_deref().map(str::as_bytes), "{i} of {n}");
+        assert_eq!(
+            got.as_deref(),
+            want.as_deref().map(str::as_bytes),
+            "{i} of {n}"
+        );
     }
 }
 
@@ -99,7 +107,13 @@ fn a_cleanly_closed_log_cut_anywhere_is_reported_as_a_loss() {
         cuts.push(HEADER + i * record + 3);
         cuts.push(HEADER + i * record + record - 1);
     }
-    cuts.extend([close_at + 1, close_at + close_len / 2, whole.len() - 1, 0, 7]);
+    cuts.extend([
+        close_at + 1,
+        close_at + close_len / 2,
+        whole.len() - 1,
+        0,
+        7,
+    ]);
     cuts.sort_unstable();
 
     let mut verify_errors = 0;
@@ -149,7 +163,10 @@ fn a_cleanly_closed_log_cut_anywhere_is_reported_as_a_loss() {
 
         // Paranoid checks refuse the open, naming repair.
         let err = Db::open_with(dir.path(), options().paranoid_checks(true)).unwrap_err();
-        assert!(matches!(err, Error::Corruption { .. }), "cut at {cut}: {err}");
+        assert!(
+            matches!(err, Error::Corruption { .. }),
+            "cut at {cut}: {err}"
+        );
         assert!(err.to_string().contains("siftdb repair"), "{err}");
 
         // The read-write open reports it too, and keeps what is there.
@@ -189,7 +206,12 @@ fn repair_salvages_what_is_before_the_cut_and_reports_the_rest_lost() {
     std::fs::write(&log, &whole[..cut]).unwrap();
     let report = repair(dir.path(), RepairOptions::new()).unwrap();
     assert!(report.lost_anything(), "{report:?}");
-    let lost = &report.logs.iter().find(|l| !l.lost.is_empty()).unwrap().lost;
+    let lost = &report
+        .logs
+        .iter()
+        .find(|l| !l.lost.is_empty())
+        .unwrap()
+        .lost;
     assert_eq!(lost.len(), 1);
     assert!(lost[0].offset <= cut as u64 && lost[0].offset + lost[0].len == whole.len() as u64);
     assert!(!report.uncertain.is_empty());

@@ -181,7 +181,10 @@ fn bad_paths_and_bad_input_are_clear_errors() {
     let foreign = dir.path().join("foreign");
     std::fs::create_dir(&foreign).unwrap();
     std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
-    assert!(matches!(Db::open(&foreign), Err(Error::NotADatabase { .. })));
+    assert!(matches!(
+        Db::open(&foreign),
+        Err(Error::NotADatabase { .. })
+    ));
 
     let db = Db::open(dir.path().join("db")).unwrap();
     let big_key = vec![0u8; siftdb::key::MAX_KEY_LEN + 1];

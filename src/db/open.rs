@@ -266,7 +266,11 @@ pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
 /// now that it holds `bytes` and replayed as `log`: `None` when it is
 /// exactly as the close left it, else (where its intact records end, what
 /// is wrong).
-pub(crate) fn cut_short(closed: ClosedLog, bytes: &[u8], log: &WalReplay<'_>) -> Option<(u64, String)> {
+pub(crate) fn cut_short(
+    closed: ClosedLog,
+    bytes: &[u8],
+    log: &WalReplay<'_>,
+) -> Option<(u64, String)> {
     let len = bytes.len() as u64;
     if log.closed_cleanly && len == closed.len {
         return None;

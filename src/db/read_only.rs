@@ -19,7 +19,8 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::open::{
-    logs_from, open_tables, refuse_cut_short, repair_hint, replay_logs, Parts, RecoveryReport, VersionSet,
+    logs_from, open_tables, refuse_cut_short, repair_hint, replay_logs, Parts, RecoveryReport,
+    VersionSet,
 };
 use crate::db::DbInner;
 use crate::error::{Error, Result};

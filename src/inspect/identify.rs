@@ -110,14 +110,21 @@ mod tests {
         };
         let err = check_is_database(&fs, dir.path(), &names(dir.path())).unwrap_err();
         assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
-        for (name, len) in [("000009.sst", 4096), ("000004.log", 300), ("000005.wal", 64)] {
+        for (name, len) in [
+            ("000009.sst", 4096),
+            ("000004.log", 300),
+            ("000005.wal", 64),
+        ] {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
             std::fs::write(dir.path().join(name), bytes).unwrap();
         }
         let err = check_is_database(&fs, dir.path(), &names(dir.path())).unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, Error::NotADatabase { .. }), "{text}");
-        assert!(text.contains("000009.sst") && !text.contains('\n'), "{text}");
+        assert!(
+            text.contains("000009.sst") && !text.contains('\n'),
+            "{text}"
+        );
 
         // A siftdb log (even an empty one) makes it one.
         let wal = dir.path().join("000006.wal");

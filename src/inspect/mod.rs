@@ -39,9 +39,9 @@ mod identify;
 mod table;
 mod verify;
 
-pub(crate) use identify::check_is_database;
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{LiveTableSummary, ManifestSummary};
+pub(crate) use identify::check_is_database;
 pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};
 pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};
 pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

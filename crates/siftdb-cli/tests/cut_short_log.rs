@@ -2,6 +2,10 @@
 //! `siftdb verify` reports the loss at its offset and exits 1 (never "reads
 //! are correct"), `siftdb get` still reads what is before the cut, and the
 //! first `siftdb put` warns of the loss on stderr.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -48,7 +52,11 @@ fn verify_and_put_report_a_log_cut_to_half_after_a_clean_close() {
     assert!(!stdout.contains("reads are correct"), "{stdout}");
 
     let out = siftdb(&["get", path, "key000"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let out = siftdb(&["put", path, "new", "value"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -60,7 +68,11 @@ fn verify_and_put_report_a_log_cut_to_half_after_a_clean_close() {
     );
     // Reported once: that open moved the database past the cut log.
     let out = siftdb(&["put", path, "newer", "value"]);
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = siftdb(&["verify", path]);
     assert!(out.status.success());
 }
