@@ -35,15 +35,16 @@
 //! `lost/`), or run beside a writer (it takes the directory lock).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::batch::DecodedBatch;
 use crate::db::cut_short;
-use crate::db::{table_record, LEVELS, LOCK_FILE};
+use crate::db::{table_record, InternalIterator, MemSource, MergingIter, LEVELS, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
@@ -920,33 +921,47 @@ impl Repair<'_> {
             self.replace(&name);
         }
 
-        // One merge of every source, newest version of each key only.
-        let mut sources: Vec<Source> = Vec::new();
-        for e in &examined {
-            let path = self.path(&e.candidate.name);
-            if self.fs.exists(&path) {
-                sources.push(Source::Table {
-                    salvager: Box::new(TableSalvager::open(&self.context, &path)?),
-                    buffered: VecDeque::new(),
-                });
+        // One merge of every source (the database's merging iterator),
+        // newest version of each key only. Tables whose key ranges do not
+        // meet are read one after another as one source (as the engine
+        // reads a sorted level): the merge compares one key per run, not
+        // one per table — a database's deeper levels make few runs.
+        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+        // Per run, the examined table its current entry comes from.
+        let mut run_tables = Vec::new();
+        for run in disjoint_runs(&examined) {
+            let mut tables = VecDeque::with_capacity(run.len());
+            for at in run {
+                if let Some(e) = examined.get(at) {
+                    let path = self.path(&e.candidate.name);
+                    if self.fs.exists(&path) {
+                        tables.push_back((at, TableSalvager::open(&self.context, &path)?));
+                    }
+                }
             }
+            let current = Arc::new(AtomicUsize::new(usize::MAX));
+            run_tables.push(Arc::clone(&current));
+            sources.push(Box::new(SalvagedRun::new(tables, current)));
         }
-        let memtable_entries: Vec<(Bytes, Bytes)> = recovered
-            .iter()
-            .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
-            .collect();
-        sources.push(Source::Entries(memtable_entries.into_iter()));
-        let mut merge = Merge::new(sources);
+        sources.push(Box::new(MemSource::new(Arc::new(recovered))));
+        let mut merge = MergingIter::new(sources);
+        merge.seek_to_first();
         let mut counts = vec![(0u64, 0u64); examined.len()];
         let target = self.opts.table_target_bytes;
         let mut out = self.new_table()?;
         let mut records = Vec::new();
         let mut previous_user: Option<Vec<u8>> = None;
         let merged = (|| -> Result<()> {
-            while let Some((key, value, source)) = merge.next() {
+            while merge.valid() {
+                let (key, value) = (merge.key().to_vec(), merge.value());
+                let source = merge
+                    .current_source()
+                    .and_then(|s| run_tables.get(s))
+                    .map(|table| table.load(AtomicOrdering::Relaxed));
+                merge.next();
                 let user_key = user_key_of(&key);
                 let newer_seen = previous_user.as_deref() == Some(user_key);
-                let counted = counts.get_mut(source);
+                let counted = source.and_then(|s| counts.get_mut(s));
                 if newer_seen {
                     continue;
                 }
@@ -971,7 +986,7 @@ impl Repair<'_> {
                     records.extend(self.finish(full, bottom_level())?);
                 }
             }
-            Ok(())
+            merge.status()
         })();
         if let Err(err) = merged {
             self.abandon(out);
@@ -1178,92 +1193,189 @@ impl NewTable {
     }
 }
 
-/// One input of the merge without a manifest.
-enum Source {
-    Table {
-        salvager: Box<TableSalvager>,
-        buffered: VecDeque<(Bytes, Bytes)>,
-    },
-    Entries(std::vec::IntoIter<(Bytes, Bytes)>),
-}
-
-impl Source {
-    fn next_entry(&mut self) -> Option<(Bytes, Bytes)> {
-        match self {
-            Source::Entries(entries) => entries.next(),
-            Source::Table { salvager, buffered } => loop {
-                if let Some(entry) = buffered.pop_front() {
-                    return Some(entry);
-                }
-                match salvager.next_block()? {
-                    Salvaged::Block(block) => buffered.extend(block.entries),
-                    Salvaged::Lost(_) => {}
-                }
-            },
+/// The examined tables (positions in `examined`) grouped into runs whose
+/// user-key ranges do not meet, each run in key order: every table goes
+/// to the first run whose last table ends below its first key (the fewest
+/// runs for intervals taken by their start). A table whose range is not
+/// known is a run of its own.
+fn disjoint_runs(examined: &[Examined]) -> Vec<Vec<usize>> {
+    // (position, first user key, last user key)
+    let mut ranged: Vec<(usize, &[u8], &[u8])> = Vec::new();
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for (at, e) in examined.iter().enumerate() {
+        match &e.user_range {
+            Some((lo, hi)) => ranged.push((at, lo, hi)),
+            None => runs.push(vec![at]),
         }
     }
-}
-
-/// An entry waiting in the merge: smallest internal key first, then the
-/// earlier source.
-struct Head {
-    key: Bytes,
-    value: Bytes,
-    source: usize,
-}
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Head {}
-
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: `BinaryHeap` is a max-heap.
-        compare_internal_keys(&other.key, &self.key).then(other.source.cmp(&self.source))
-    }
-}
-
-/// A k-way merge of sources, each in internal-key order.
-struct Merge {
-    sources: Vec<Source>,
-    heap: BinaryHeap<Head>,
-}
-
-impl Merge {
-    fn new(mut sources: Vec<Source>) -> Merge {
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        for (source, s) in sources.iter_mut().enumerate() {
-            if let Some((key, value)) = s.next_entry() {
-                heap.push(Head { key, value, source });
+    ranged.sort_by(|a, b| a.1.cmp(b.1));
+    // Per run: the largest user key of its last table.
+    let mut ends: Vec<(usize, &[u8])> = Vec::new();
+    for (at, lo, hi) in ranged {
+        match ends.iter_mut().find(|(_, end)| *end < lo) {
+            Some((run, end)) => {
+                if let Some(tables) = runs.get_mut(*run) {
+                    tables.push(at);
+                }
+                *end = hi;
+            }
+            None => {
+                ends.push((runs.len(), hi));
+                runs.push(vec![at]);
             }
         }
-        Merge { sources, heap }
+    }
+    runs
+}
+
+/// Tables read block by block by their salvagers, one after another, as
+/// one source of the database's merging iterator: the entries of their
+/// readable blocks, in order (the tables' key ranges do not meet); lost
+/// stretches are skipped (`examine` reports them). `current` tells which
+/// table (its position in `examined`) the current entry comes from. It
+/// reads forward only, as a repair's merge does: `seek_to_first` positions
+/// at the first entry only before any step, and `seek` moves forward to
+/// the target, never back.
+struct SalvagedRun {
+    tables: VecDeque<(usize, TableSalvager)>,
+    buffered: VecDeque<(Bytes, Bytes)>,
+    entry: Option<(Bytes, Bytes)>,
+    current: Arc<AtomicUsize>,
+    started: bool,
+    /// A backward step was asked for (never, by a repair).
+    went_backward: bool,
+}
+
+impl SalvagedRun {
+    fn backward(&mut self) {
+        self.went_backward = true;
+        self.entry = None;
+        self.buffered.clear();
+        self.tables.clear();
     }
 
-    /// The next (internal key, value, source index).
-    fn next(&mut self) -> Option<(Bytes, Bytes, usize)> {
-        let head = self.heap.pop()?;
-        if let Some((key, value)) = self
-            .sources
-            .get_mut(head.source)
-            .and_then(Source::next_entry)
-        {
-            self.heap.push(Head {
-                key,
-                value,
-                source: head.source,
-            });
+    fn new(tables: VecDeque<(usize, TableSalvager)>, current: Arc<AtomicUsize>) -> SalvagedRun {
+        SalvagedRun {
+            tables,
+            buffered: VecDeque::new(),
+            entry: None,
+            current,
+            started: false,
+            went_backward: false,
         }
-        Some((head.key, head.value, head.source))
+    }
+
+    fn advance(&mut self) {
+        self.started = true;
+        self.entry = loop {
+            if let Some(entry) = self.buffered.pop_front() {
+                break Some(entry);
+            }
+            let Some((at, salvager)) = self.tables.front_mut() else {
+                break None;
+            };
+            self.current.store(*at, AtomicOrdering::Relaxed);
+            match salvager.next_block() {
+                Some(Salvaged::Block(block)) => self.buffered.extend(block.entries),
+                Some(Salvaged::Lost(_)) => {}
+                None => {
+                    self.tables.pop_front();
+                }
+            }
+        };
+    }
+}
+
+impl InternalIterator for SalvagedRun {
+    fn seek_to_first(&mut self) {
+        if !self.started {
+            self.advance();
+        }
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.seek_to_first();
+        while self
+            .entry
+            .as_ref()
+            .is_some_and(|(key, _)| compare_internal_keys(key, target) == Ordering::Less)
+        {
+            self.advance();
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.entry.is_some()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.entry.as_ref().map_or(&[], |(key, _)| key)
+    }
+
+    fn value(&self) -> Bytes {
+        self.entry
+            .as_ref()
+            .map_or_else(Bytes::new, |(_, value)| value.clone())
+    }
+
+    fn next(&mut self) {
+        self.advance();
+    }
+
+    // A repair's merge only goes forward: the backward steps end the run
+    // (and `status` says why) rather than pretend to move.
+    fn seek_to_last(&mut self) {
+        self.backward();
+    }
+
+    fn seek_for_prev(&mut self, _target: &[u8]) {
+        self.backward();
+    }
+
+    fn prev(&mut self) {
+        self.backward();
+    }
+
+    fn status(&self) -> Result<()> {
+        if self.went_backward {
+            return Err(Error::invalid("salvaged tables are read forward only"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn examined(range: Option<(&str, &str)>) -> Examined {
+        Examined {
+            candidate: Candidate {
+                name: String::new(),
+                record: None,
+            },
+            problems: Vec::new(),
+            lost: Vec::new(),
+            min_seq: SeqNo(0),
+            user_range: range.map(|(lo, hi)| (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())),
+            max_seq: None,
+            filtered: None,
+        }
+    }
+
+    #[test]
+    fn tables_whose_ranges_do_not_meet_share_a_run_in_key_order() {
+        let tables = [
+            examined(Some(("m", "p"))),
+            examined(Some(("a", "c"))),
+            examined(Some(("b", "z"))),
+            examined(None),
+            examined(Some(("d", "f"))),
+            // Touches the end of "d".."f": the same user key may not be
+            // split across one run.
+            examined(Some(("f", "g"))),
+        ];
+        let runs = disjoint_runs(&tables);
+        assert_eq!(runs, vec![vec![3], vec![1, 4, 0], vec![2], vec![5]]);
     }
 }

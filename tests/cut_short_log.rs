@@ -7,6 +7,10 @@
 //! the open, and `repair` accounts for the lost stretch. Nothing says the
 //! reads are correct. After a crash (no clean close) the same cut is still
 //! a torn tail.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 

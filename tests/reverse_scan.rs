@@ -22,6 +22,9 @@ use siftdb::{Db, DbIterator, Options, PrefixExtractor, Snapshot, WriteBatch};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A range of keys as `Db::range` takes it.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 fn key(k: u16) -> Vec<u8> {
     format!("k{:03}", k % 300).into_bytes()
 }
@@ -71,7 +74,7 @@ fn value(k: u16, v: u8) -> Vec<u8> {
 /// A range of the model's key space: start and end bounds from `a`, `b`
 /// and `kind` (inclusive, exclusive, unbounded mixes; reversed or empty
 /// ranges included).
-fn bounds(a: u16, b: u16, kind: u8) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+fn bounds(a: u16, b: u16, kind: u8) -> KeyRange {
     let (a, b) = (key(a), key(b));
     match kind {
         0 => (Bound::Included(a), Bound::Excluded(b)),
@@ -83,7 +86,7 @@ fn bounds(a: u16, b: u16, kind: u8) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     }
 }
 
-fn model_range(model: &Model, range: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(model: &Model, range: &KeyRange) -> Vec<(Vec<u8>, Vec<u8>)> {
     let empty = match (&range.0, &range.1) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
@@ -143,9 +146,9 @@ fn mixed(mut scan: DbIterator, mut seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 fn check(
-    read: &dyn Fn(&(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator,
+    read: &dyn Fn(&KeyRange) -> DbIterator,
     model: &Model,
-    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    range: KeyRange,
     seed: u64,
     context: &str,
 ) {

@@ -400,6 +400,12 @@ impl MergingIter {
             .and_then(|i| self.sources.get(i))
             .map(|s| s.as_ref())
     }
+
+    /// Which source (its position in the `sources` given to `new`) the
+    /// current entry comes from; `None` when not positioned.
+    pub fn current_source(&self) -> Option<usize> {
+        self.current.filter(|_| self.valid())
+    }
 }
 
 impl InternalIterator for MergingIter {

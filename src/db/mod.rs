@@ -44,6 +44,7 @@ use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;
+pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use open::RecoveryReport;
 pub(crate) use open::LOCK_FILE;
 pub(crate) use open::{closed_log_missing, cut_short};

@@ -2,6 +2,10 @@
 //! `siftdb verify` reports the loss at its offset and exits 1 (never "reads
 //! are correct"), `siftdb get` still reads what is before the cut, and the
 //! first `siftdb put` warns of the loss on stderr.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,6 +3,10 @@
 //! (`000009.sst` among them, a name siftdb parses as one of its tables)
 //! each exit non-zero with one line of error and leave it byte-identical —
 //! no file changed, moved or created (not even `LOCK`, nor `lost/`).
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
+)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,7 +53,7 @@ fn random_bytes(seed: &mut u64, len: usize) -> Vec<u8> {
             let mut z = *seed;
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) as u8
+            (z ^ (z >> 31)).to_le_bytes()[0]
         })
         .collect()
 }
