@@ -1,13 +1,12 @@
 //! RocksDB (through the `rocksdb` crate) as a benchmark engine.
 //!
-//! Owns: the RocksDB options of the run — the library's defaults plus LZ4
-//! compression (siftdb's; the build compiles no Snappy, RocksDB's default,
-//! and without it RocksDB would not compress), a full Bloom filter of the
-//! run's bits per key and, when the run gives one, a fixed-length prefix
-//! extractor — and the adapter from the workload seam to `rocksdb::DB`,
-//! including which scans use prefix mode.
-//! Must never: tune RocksDB beyond compression, the filter and the
-//! extractor; anything
+//! Owns: the RocksDB options of the run — the library's defaults (LZ4 on
+//! every level: RocksDB 11's default when LZ4 is compiled in, as the
+//! `lz4` feature does) plus a full Bloom filter of the run's bits per key
+//! and, when the run gives one, a fixed-length prefix extractor — and the
+//! adapter from the workload seam to `rocksdb::DB`, including which scans
+//! use prefix mode.
+//! Must never: tune RocksDB beyond the filter and the extractor; anything
 //! set here that differs from RocksDB's defaults must appear in `settings`.
 //! With an extractor, a scan that may cross prefixes must seek in total
 //! order (prefix mode leaves other prefixes' keys undefined).
@@ -15,8 +14,7 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, DBCompressionType, DBRawIteratorWithThreadMode, Options, ReadOptions,
-    SliceTransform, DB,
+    BlockBasedOptions, DBRawIteratorWithThreadMode, Options, ReadOptions, SliceTransform, DB,
 };
 use siftdb_bench::{Counters, Engine, ScanBuffer, WRITE_STALL_MICROS};
 
@@ -36,7 +34,7 @@ pub struct RocksEngine {
 impl RocksEngine {
     /// Opens a fresh database in `dir`: `Options::default()` (WAL on; the
     /// default `WriteOptions` do not fsync per write) with
-    /// `create_if_missing`, LZ4 compression on every level and a full (not block-based) Bloom filter of
+    /// `create_if_missing` and a full (not block-based) Bloom filter of
     /// `bits_per_key` in the default block-based table format, and with a
     /// fixed prefix extractor of `prefix_len` bytes when given (its prefixes
     /// join the full filter; whole keys stay in it, RocksDB's default).
@@ -49,7 +47,6 @@ impl RocksEngine {
         table.set_bloom_filter(bits_per_key, false);
         let mut opts = Options::default();
         opts.create_if_missing(true);
-        opts.set_compression_type(DBCompressionType::Lz4);
         opts.set_block_based_table_factory(&table);
         if let Some(len) = prefix_len {
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
@@ -119,19 +116,13 @@ impl Engine for RocksEngine {
     }
 
     fn settings(&self) -> Vec<(String, String)> {
-        let mut settings = vec![
-            (
-                "compression".to_string(),
-                "LZ4 (Options::set_compression_type(Lz4); RocksDB's default, Snappy, is not compiled in)".to_string(),
-            ),
-            (
+        let mut settings = vec![(
             "bloom_filter".to_string(),
             format!(
                 "{} bits/key, full filter (BlockBasedOptions::set_bloom_filter({}, false))",
                 self.bits_per_key, self.bits_per_key
             ),
-        ),
-        ];
+        )];
         if let Some(len) = self.prefix_len {
             settings.push((
                 "prefix_extractor".to_string(),

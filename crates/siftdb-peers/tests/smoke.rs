@@ -82,6 +82,25 @@ fn rocksdb_reports_the_linked_library_version() {
     assert!(peer_versions().starts_with(&format!("rocksdb {ROCKSDB_VERSION} ")));
 }
 
+/// No option sets RocksDB's compression: with only LZ4 compiled in, its
+/// default is LZ4 (siftdb's), as the options it writes to its LOG say.
+#[test]
+fn rocksdb_compresses_with_lz4_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let _engine = open_engine("rocksdb", dir.path(), &plain()).unwrap();
+    let log = std::fs::read_to_string(dir.path().join("LOG")).unwrap();
+    let compression: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split_once("Options.compression: "))
+        .map(|(_, kind)| kind.trim())
+        .collect();
+    assert!(!compression.is_empty(), "no Options.compression in LOG");
+    assert!(
+        compression.iter().all(|&kind| kind == "LZ4"),
+        "{compression:?}"
+    );
+}
+
 #[test]
 fn unknown_engines_are_refused() {
     let dir = tempfile::tempdir().unwrap();
