@@ -296,7 +296,7 @@ pub fn ratio_table(ratios: &[Ratio]) -> String {
     let mut s = String::new();
     let _ = write!(s, "| phase |");
     for peer in &peers {
-        // "rocksdb 7.8.3" heads its columns as "rocksdb": the figures
+        // "rocksdb 11.8.1" heads its columns as "rocksdb": the figures
         // table names the versions.
         let short = peer.split_whitespace().next().unwrap_or(peer);
         let _ = write!(

@@ -22,6 +22,26 @@ use std::path::Path;
 use siftdb::FilterPolicy;
 use siftdb_bench::{Engine, MemoryEngine, SiftdbConfig, SiftdbEngine};
 
+/// The RocksDB version the `rocksdb` crate's bundled source is (from
+/// librocksdb-sys's version in Cargo.lock, checked at build to be 10 or
+/// later). The library is compiled from that source, never a system copy:
+/// [`rocks::RocksEngine`] names the version the opened library writes in
+/// its info log, and the smoke test checks the two agree.
+pub const ROCKSDB_VERSION: &str = env!("PEERS_ROCKSDB_VERSION");
+
+/// The peer crates this binary was built with, for a run's header:
+/// RocksDB's version, the rust-rocksdb and librocksdb-sys crates that
+/// bundle it, and fjall's.
+#[must_use]
+pub fn peer_versions() -> String {
+    format!(
+        "rocksdb {ROCKSDB_VERSION} (bundled source, rust-rocksdb {}, librocksdb-sys {}), fjall {}",
+        env!("PEERS_RUST_ROCKSDB_VERSION"),
+        env!("PEERS_LIBROCKSDB_SYS_VERSION"),
+        env!("PEERS_FJALL_VERSION")
+    )
+}
+
 /// Engines this crate can open, in the order a run measures them.
 pub const ENGINES: [&str; 4] = ["siftdb", "rocksdb", "fjall", "memory"];
 

@@ -516,6 +516,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         args.engines.join(","),
         args.bits_per_key
     );
+    println!("peers: {}", siftdb_peers::peer_versions());
     println!();
     if let Some(out) = json.as_mut() {
         out.write(&json!({
@@ -528,6 +529,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             "phases": phase_names,
             "engines": args.engines,
             "bits_per_key": args.bits_per_key,
+            "rocksdb_version": siftdb_peers::ROCKSDB_VERSION,
+            "peers": siftdb_peers::peer_versions(),
         }))?;
     }
 

@@ -1,9 +1,11 @@
 //! RocksDB (through the `rocksdb` crate) as a benchmark engine.
 //!
-//! Owns: the RocksDB options of the run — the library's defaults plus a
-//! full Bloom filter of the run's bits per key and, when the run gives one,
-//! a fixed-length prefix extractor — and the adapter from the workload seam
-//! to `rocksdb::DB`, including which scans use prefix mode.
+//! Owns: the RocksDB options of the run — the library's defaults (LZ4 on
+//! every level: RocksDB 11's default when LZ4 is compiled in, as the
+//! `lz4` feature does) plus a full Bloom filter of the run's bits per key
+//! and, when the run gives one, a fixed-length prefix extractor — and the
+//! adapter from the workload seam to `rocksdb::DB`, including which scans
+//! use prefix mode.
 //! Must never: tune RocksDB beyond the filter and the extractor; anything
 //! set here that differs from RocksDB's defaults must appear in `settings`.
 //! With an extractor, a scan that may cross prefixes must seek in total
@@ -99,8 +101,8 @@ impl RocksEngine {
 }
 
 /// The RocksDB version the process actually linked, as the library writes
-/// it at the top of its info log (`RocksDB version: 7.8.3`). The crate's
-/// version cannot tell: it may link a system library.
+/// it at the top of its info log (`RocksDB version: 11.8.1`): the smoke
+/// test checks it is the bundled source's [`crate::ROCKSDB_VERSION`].
 fn library_version(dir: &Path) -> Option<String> {
     let log = std::fs::read_to_string(dir.join("LOG")).ok()?;
     log.lines()
@@ -186,8 +188,8 @@ impl Engine for RocksEngine {
     /// until RocksDB reports no pending or running flush or compaction
     /// (`rocksdb.mem-table-flush-pending`, `rocksdb.num-running-flushes`,
     /// `rocksdb.compaction-pending`, `rocksdb.num-running-compactions` all
-    /// 0) on two polls in a row. The C API of RocksDB 7.x has no
-    /// `WaitForCompact`.
+    /// 0) on two polls in a row: the same quiescence test as for the other
+    /// engines (`quiesce::wait_until`).
     fn flush_and_wait(&self) -> Result<(), String> {
         self.db.flush().map_err(|e| e.to_string())?;
         wait_until("rocksdb", 2, || {

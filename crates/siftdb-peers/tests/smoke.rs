@@ -10,7 +10,7 @@
 )]
 
 use siftdb_bench::{run_phase, NoProgress, Phase, RunOptions, Workload};
-use siftdb_peers::{open_engine, PeerConfig};
+use siftdb_peers::{open_engine, peer_versions, PeerConfig, ROCKSDB_VERSION};
 
 fn plain() -> PeerConfig {
     PeerConfig {
@@ -74,10 +74,30 @@ fn siftdb_passes_every_phase() {
 fn rocksdb_reports_the_linked_library_version() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open_engine("rocksdb", dir.path(), &plain()).unwrap();
-    let name = engine.name();
+    // The version the opened library writes in its log is the bundled
+    // source's, 10 or later (no system RocksDB was linked).
+    assert_eq!(engine.name(), format!("rocksdb {ROCKSDB_VERSION}"));
+    let major: u32 = ROCKSDB_VERSION.split('.').next().unwrap().parse().unwrap();
+    assert!(major >= 10, "{ROCKSDB_VERSION}");
+    assert!(peer_versions().starts_with(&format!("rocksdb {ROCKSDB_VERSION} ")));
+}
+
+/// No option sets RocksDB's compression: with only LZ4 compiled in, its
+/// default is LZ4 (siftdb's), as the options it writes to its LOG say.
+#[test]
+fn rocksdb_compresses_with_lz4_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let _engine = open_engine("rocksdb", dir.path(), &plain()).unwrap();
+    let log = std::fs::read_to_string(dir.path().join("LOG")).unwrap();
+    let compression: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split_once("Options.compression: "))
+        .map(|(_, kind)| kind.trim())
+        .collect();
+    assert!(!compression.is_empty(), "no Options.compression in LOG");
     assert!(
-        name.starts_with("rocksdb ") && !name.ends_with("unknown"),
-        "{name}"
+        compression.iter().all(|&kind| kind == "LZ4"),
+        "{compression:?}"
     );
 }
 

@@ -12,8 +12,8 @@
 //! machine → siftdb. The storage modules use only siftdb's public API.
 //!
 //! What is on disk, byte by byte, is in `docs/format.md` ("Replicated
-//! storage (siftdb-raft)"); what a cluster guarantees is in the README
-//! ("More than one machine").
+//! storage (siftdb-raft)"); what a cluster guarantees is in
+//! `docs/replication.md`.
 
 pub mod api;
 pub mod client;
