@@ -53,11 +53,11 @@ pub struct BenchArgs {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, seekprefix, seekempty, mixed.
+    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekprefix,seekempty,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed"
     )]
     phases: Vec<Phase>,
 

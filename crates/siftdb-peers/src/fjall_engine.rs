@@ -102,6 +102,15 @@ impl Engine for FjallEngine {
         fill(self.keyspace.prefix(prefix), limit, out)
     }
 
+    /// fjall's iterators are double-ended: `.rev()`.
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        for guard in self.keyspace.range(..=end).rev().take(limit) {
+            let (key, value) = guard.into_inner().map_err(|e| e.to_string())?;
+            out.push(&key, &value);
+        }
+        Ok(())
+    }
+
     fn scan_range(
         &self,
         start: &[u8],

@@ -64,11 +64,11 @@ struct Args {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, seekprefix, seekempty, mixed.
+    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekprefix,seekempty,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed"
     )]
     phases: Vec<Phase>,
 

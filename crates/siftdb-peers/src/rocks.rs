@@ -154,6 +154,20 @@ impl Engine for RocksEngine {
         RocksEngine::collect(it, limit, out, |_| true)
     }
 
+    /// `SeekForPrev`, then `Prev`: RocksDB's reverse iteration.
+    fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
+        let mut it = self.db.raw_iterator_opt(self.read_options(end, false));
+        it.seek_for_prev(end);
+        while out.len() < limit {
+            match (it.key(), it.value()) {
+                (Some(key), Some(value)) => out.push(key, value),
+                _ => break,
+            }
+            it.prev();
+        }
+        it.status().map_err(|e| e.to_string())
+    }
+
     fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
         let within = self.prefix_len.is_some_and(|len| len == prefix.len());
         let mut read = self.read_options(prefix, within);
