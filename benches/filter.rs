@@ -300,6 +300,198 @@ fn print_table(n: u64, rows: &[Row]) {
     println!();
 }
 
+/// The four filters of the single-key comparison, in the order they run.
+const COMPARED: [&str; 5] = [
+    "siftdb",
+    "siftdb_insert_keys",
+    "sbbf-rs-safe",
+    "fastbloom",
+    "xorf_bfuse8",
+];
+
+/// One pass of `queries` through `contains`: CPU ns per query.
+fn query_pass(queries: &[&[u8]], contains: impl Fn(&[u8]) -> bool) -> f64 {
+    let start = cpu_now();
+    let mut hits = 0usize;
+    for &k in queries {
+        hits += usize::from(contains(black_box(k)));
+    }
+    black_box(hits);
+    (cpu_now() - start).as_secs_f64() * 1e9 / queries.len() as f64
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `SIFTDB_BENCH_COMPARE=1`: the issue's single-key comparison in one
+/// process, and nothing else — siftdb (`insert` per key, and the batched
+/// `insert_keys` build), sbbf-rs-safe, fastbloom and xorf's BinaryFuse8,
+/// each key a `&[u8]` of run-time length hashed inside the call. Every round
+/// builds each filter afresh (ns/key) and runs one pass of absent and one of
+/// present queries (`QUERIES` random keys) through each, the filters taken
+/// in turn, so a neighbour's burst on a shared machine slows all alike;
+/// printed are the medians over `SIFTDB_BENCH_ROUNDS` rounds (7) and each
+/// median's ratio to sbbf-rs-safe's.
+///
+/// `SIFTDB_BENCH_ONLY=<name>` (with `SIFTDB_BENCH_PASSES=p`, default 10)
+/// builds that one filter and runs `p` absent-query passes and no other
+/// work, for `perf stat`: the difference between two runs with different `p`
+/// is the queries' own count.
+fn compare(n: u64) {
+    let rounds: usize = std::env::var("SIFTDB_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let only = std::env::var("SIFTDB_BENCH_ONLY").ok();
+    let absent_keys = query_keys(n, 1, 0x5eed + 1);
+    let present_keys = query_keys(n, 0, 0x5eed);
+    let absent: Vec<&[u8]> = absent_keys.iter().map(|k| &k[..]).collect();
+    let present: Vec<&[u8]> = present_keys.iter().map(|k| &k[..]).collect();
+    if let Some(only) = only {
+        // No clock here (valgrind's cachegrind cannot run rustix's vDSO
+        // clock): builds and passes only, for counting tools.
+        let passes: usize = std::env::var("SIFTDB_BENCH_PASSES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10);
+        let run = |contains: &dyn Fn(&[u8]) -> bool| {
+            let mut hits = 0usize;
+            for _ in 0..passes {
+                for &k in &absent {
+                    hits += usize::from(contains(black_box(k)));
+                }
+            }
+            println!("{only}: {passes} absent passes, {hits} hits");
+        };
+        let siftdb = || {
+            let mut f =
+                BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
+            (0..n).for_each(|i| f.insert(black_box(&key(2 * i)[..])));
+            f
+        };
+        let sbbf = || {
+            let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY, n as usize);
+            (0..n).for_each(|i| {
+                f.insert_hash(hash_key(black_box(&key(2 * i)[..])));
+            });
+            f
+        };
+        let keys_only = || {
+            let mut sum = 0u64;
+            (0..n).for_each(|i| sum += u64::from(black_box(key(2 * i))[3]));
+            sum
+        };
+        match only.as_str() {
+            "siftdb" => {
+                let f = siftdb();
+                run(&|k| f.contains(k));
+            }
+            "siftdb_build" => (0..passes).for_each(|_| drop(black_box(siftdb()))),
+            "sbbf-rs-safe" => {
+                let f = sbbf();
+                run(&|k| f.contains_hash(hash_key(k)));
+            }
+            "sbbf_build" => (0..passes).for_each(|_| drop(black_box(sbbf()))),
+            "keys_build" => (0..passes).for_each(|_| {
+                black_box(keys_only());
+            }),
+            other => panic!("SIFTDB_BENCH_ONLY: no filter {other}"),
+        }
+        return;
+    }
+    // name → (build ns/key, absent ns, present ns) per round.
+    let mut times: Vec<[Vec<f64>; 3]> = COMPARED.iter().map(|_| Default::default()).collect();
+    let mut fp = [0.0f64; COMPARED.len()];
+    let per_key = |d: Duration| d.as_secs_f64() * 1e9 / n as f64;
+    for round in 0..rounds {
+        // Rotate the order each round: no filter always runs first.
+        for step in 0..COMPARED.len() {
+            let i = (step + round) % COMPARED.len();
+            let (build, a, p, rate) = match COMPARED[i] {
+                "siftdb" => {
+                    let (f, t) = siftdb_each_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "siftdb_insert_keys" => {
+                    let (f, t) = siftdb_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "sbbf-rs-safe" => {
+                    let (f, t) = sbbf_build(n);
+                    let q = |k: &[u8]| f.contains_hash(hash_key(k));
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "fastbloom" => {
+                    let (f, t) = fastbloom_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                _ => {
+                    let (f, t) = xorf_build(n);
+                    let q = |k: &[u8]| f.contains(&hash_key(k));
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+            };
+            times[i][0].push(per_key(build));
+            times[i][1].push(a);
+            times[i][2].push(p);
+            fp[i] = rate;
+        }
+    }
+    let medians: Vec<[f64; 3]> = times
+        .iter_mut()
+        .map(|[b, a, p]| [median(b), median(a), median(p)])
+        .collect();
+    let base = medians[2];
+    println!(
+        "single-key comparison, n = {n}, {BITS_PER_KEY} bits/key, {rounds} alternating rounds, \
+         medians of CPU ns (ratio to sbbf-rs-safe)"
+    );
+    println!(
+        "{:<20} {:>16} {:>16} {:>16} {:>8}",
+        "filter", "absent query", "present query", "build ns/key", "FP %"
+    );
+    for (i, name) in COMPARED.iter().enumerate() {
+        let [b, a, p] = medians[i];
+        println!(
+            "{name:<20} {a:>8.2} ({:>4.2}x) {p:>8.2} ({:>4.2}x) {b:>8.2} ({:>4.2}x) {:>8.3}",
+            a / base[1],
+            p / base[2],
+            b / base[0],
+            fp[i] * 100.0
+        );
+    }
+}
+
 fn main() {
     let huge = std::env::var("SIFTDB_BENCH_HUGE").is_ok_and(|v| v == "1");
     // SIFTDB_BENCH_KEYS=n: another size (the `build` group included).
@@ -309,6 +501,10 @@ fn main() {
     let n: u64 = chosen.unwrap_or(if huge { 100_000_000 } else { 1_000_000 });
     for j in [0u64, 7, 123_456_789, 999_999_999_999_999] {
         assert_eq!(&key(j)[..], format!("k{j:015}").as_bytes());
+    }
+    if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {
+        compare(n);
+        return;
     }
 
     let (sift, sift_time) = siftdb_build(n);
