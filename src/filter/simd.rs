@@ -13,7 +13,8 @@
 //! broadcast low hash word by eight multipliers, one shift and a word mask
 //! give the probe mask. With AVX-512 that is one register (the word mask a
 //! mask register and a variable rotate, which needs no clearing of the
-//! count); with AVX2 or none the definition compiled for the instruction set.
+//! count); with AVX2 two registers of four words (variable shifts, the word
+//! mask shifted into each lane); with neither the definition itself.
 //!
 //! Single-key calls are direct: a filter keeps the [`Isa`] it detected at
 //! construction and [`crate::filter::kernel::LineTest`] matches on it, so a
@@ -185,9 +186,97 @@ kernels_for!(
     add_avx2,
     group_avx2,
     add_group_avx2,
-    |line, hash, k| line_has_mask(line, &sectored_mask(hash, k)),
-    line_add_mask(line, &sectored_mask(hash, k))
+    |line, hash, k| line_has_mask_avx2(line, sectored_mask_avx2(hash, k)),
+    line_add_mask_avx2(line, sectored_mask_avx2(hash, k))
 );
+
+/// One round of probes in two AVX2 registers (words 0–3, 4–7), as
+/// [`sectored_round_avx512`]: each word's product of `x` (broadcast in
+/// `spread`) and its multiplier, the top six bits of the product's low
+/// half, and 1 shifted by them in the words `words` names — the scalar
+/// definition's `((keep >> w) & 1) << bit`, four lanes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sectored_round_avx2(spread: __m256i, row: &[u64; 8], words: u8) -> [__m256i; 2] {
+    let rows = row.as_ptr().cast::<__m256i>();
+    // SAFETY: `row` is 64 bytes of u64s, two unaligned 32-byte loads.
+    let (low, high) = unsafe { (_mm256_loadu_si256(rows), _mm256_loadu_si256(rows.add(1))) };
+    let six = _mm256_set1_epi64x(63);
+    let keep = _mm256_set1_epi64x(i64::from(words));
+    let one = _mm256_set1_epi64x(1);
+    let lane = |multipliers: __m256i, first: i64| {
+        let bits = _mm256_and_si256(
+            _mm256_srli_epi64::<26>(_mm256_mul_epu32(spread, multipliers)),
+            six,
+        );
+        let shifts = _mm256_setr_epi64x(first, first + 1, first + 2, first + 3);
+        let kept = _mm256_and_si256(_mm256_srlv_epi64(keep, shifts), one);
+        _mm256_sllv_epi64(kept, bits)
+    };
+    [lane(low, 0), lane(high, 4)]
+}
+
+/// The probe mask ([`sectored_mask`]) in two AVX2 registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sectored_mask_avx2(hash: u64, k: u32) -> [__m256i; 2] {
+    let x = low_half(hash);
+    let start = sector_start(x);
+    let spread = _mm256_set1_epi64x(i64::from(x));
+    let [first, later @ ..] = &SECTOR_LANES;
+    let mut mask = sectored_round_avx2(spread, first, round_words(k.min(8), start));
+    if k > 8 {
+        for (done, row) in (8u32..).step_by(8).zip(later) {
+            if done >= k {
+                break;
+            }
+            let words = round_words((k - done).min(8), start);
+            let [low, high] = sectored_round_avx2(spread, row, words);
+            mask = [
+                _mm256_or_si256(mask[0], low),
+                _mm256_or_si256(mask[1], high),
+            ];
+        }
+    }
+    mask
+}
+
+/// True when every bit of `mask` is set in `line`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn line_has_mask_avx2(line: &[u8; LINE_BYTES], mask: [__m256i; 2]) -> bool {
+    let halves = line.as_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 readable bytes, two unaligned 32-byte loads.
+    let (low, high) = unsafe {
+        (
+            _mm256_loadu_si256(halves),
+            _mm256_loadu_si256(halves.add(1)),
+        )
+    };
+    let missing = _mm256_or_si256(
+        _mm256_andnot_si256(low, mask[0]),
+        _mm256_andnot_si256(high, mask[1]),
+    );
+    _mm256_testz_si256(missing, missing) == 1
+}
+
+/// Sets every bit of `mask` in `line`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn line_add_mask_avx2(line: &mut [u8; LINE_BYTES], mask: [__m256i; 2]) {
+    let halves = line.as_mut_ptr().cast::<__m256i>();
+    // SAFETY: `line` is 64 bytes, readable and writable, two unaligned
+    // 32-byte halves.
+    unsafe {
+        let high = halves.add(1);
+        _mm256_storeu_si256(halves, _mm256_or_si256(_mm256_loadu_si256(halves), mask[0]));
+        _mm256_storeu_si256(high, _mm256_or_si256(_mm256_loadu_si256(high), mask[1]));
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 kernels_for!(
