@@ -8,6 +8,7 @@
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
