@@ -190,31 +190,60 @@ kernels_for!(
     line_add_mask_avx2(line, sectored_mask_avx2(hash, k))
 );
 
-/// One round of probes in two AVX2 registers (words 0–3, 4–7), as
-/// [`sectored_round_avx512`]: each word's product of `x` (broadcast in
-/// `spread`) and its multiplier, the top six bits of the product's low
-/// half, and 1 shifted by them in the words `words` names — the scalar
-/// definition's `((keep >> w) & 1) << bit`, four lanes at a time.
+/// The word each 32-bit lane of an AVX2 round computes: lanes in this
+/// order make the unpacking of the low and high halves
+/// (`sectored_round_avx2`) give words 0–3 and 4–7 in place.
+#[cfg(target_arch = "x86_64")]
+const WORD_OF_LANE: [u32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
+
+/// Layout 3's multipliers as 32-bit lanes in [`WORD_OF_LANE`] order, one
+/// row per round, for `vpmulld`.
+#[cfg(target_arch = "x86_64")]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
+static AVX2_LANES: [[u32; 8]; ROUND_MULTIPLIERS.len()] = {
+    let mut rows = [[0u32; 8]; ROUND_MULTIPLIERS.len()];
+    let mut r = 0;
+    while r < rows.len() {
+        let mut j = 0;
+        while j < 8 {
+            rows[r][j] = ROUND_MULTIPLIERS[r][WORD_OF_LANE[j] as usize];
+            j += 1;
+        }
+        r += 1;
+    }
+    rows
+};
+
+/// One round of probes in two AVX2 registers (words 0–3, 4–7). The eight
+/// 32-bit products `x · M` sit in one register (lane order
+/// [`WORD_OF_LANE`]); their top six bits `b` say the bit of each word,
+/// which lies in the word's low half as bit `b` when `b < 32` and in its
+/// high half as bit `b − 32` otherwise: a 32-bit variable shift by `b` and
+/// one by `b − 32` give both halves (a count of 32 or more shifts to zero,
+/// so each bit lands in one half only). The words the round leaves out
+/// shift a 0. Unpacking the halves pairs them into the eight words.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-fn sectored_round_avx2(spread: __m256i, row: &[u64; 8], words: u8) -> [__m256i; 2] {
-    let rows = row.as_ptr().cast::<__m256i>();
-    // SAFETY: `row` is 64 bytes of u64s, two unaligned 32-byte loads.
-    let (low, high) = unsafe { (_mm256_loadu_si256(rows), _mm256_loadu_si256(rows.add(1))) };
-    let six = _mm256_set1_epi64x(63);
-    let keep = _mm256_set1_epi64x(i64::from(words));
-    let one = _mm256_set1_epi64x(1);
-    let lane = |multipliers: __m256i, first: i64| {
-        let bits = _mm256_and_si256(
-            _mm256_srli_epi64::<26>(_mm256_mul_epu32(spread, multipliers)),
-            six,
-        );
-        let shifts = _mm256_setr_epi64x(first, first + 1, first + 2, first + 3);
-        let kept = _mm256_and_si256(_mm256_srlv_epi64(keep, shifts), one);
-        _mm256_sllv_epi64(kept, bits)
-    };
-    [lane(low, 0), lane(high, 4)]
+fn sectored_round_avx2(spread: __m256i, row: &[u32; 8], words: u8) -> [__m256i; 2] {
+    // SAFETY: `row` is 32 bytes of u32s, one unaligned load.
+    let multipliers = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
+    let bits = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(spread, multipliers));
+    // SAFETY: eight u32s, one unaligned load.
+    let shifts = unsafe { _mm256_loadu_si256(WORD_OF_LANE.as_ptr().cast()) };
+    let kept = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(i32::from(words)), shifts),
+        _mm256_set1_epi32(1),
+    );
+    let low = _mm256_sllv_epi32(kept, bits);
+    let high = _mm256_sllv_epi32(kept, _mm256_sub_epi32(bits, _mm256_set1_epi32(32)));
+    [
+        _mm256_unpacklo_epi32(low, high),
+        _mm256_unpackhi_epi32(low, high),
+    ]
 }
 
 /// The probe mask ([`sectored_mask`]) in two AVX2 registers.
@@ -224,8 +253,9 @@ fn sectored_round_avx2(spread: __m256i, row: &[u64; 8], words: u8) -> [__m256i; 
 fn sectored_mask_avx2(hash: u64, k: u32) -> [__m256i; 2] {
     let x = low_half(hash);
     let start = sector_start(x);
-    let spread = _mm256_set1_epi64x(i64::from(x));
-    let [first, later @ ..] = &SECTOR_LANES;
+    // The lanes multiply modulo 2³²: the sign the cast gives is no matter.
+    let spread = _mm256_set1_epi32(x as i32);
+    let [first, later @ ..] = &AVX2_LANES;
     let mut mask = sectored_round_avx2(spread, first, round_words(k.min(8), start));
     if k > 8 {
         for (done, row) in (8u32..).step_by(8).zip(later) {
