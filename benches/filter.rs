@@ -34,13 +34,16 @@
 //! then one batched `insert_hashes` over them (timed), which fetches lines
 //! ahead.
 //!
-//! Before the groups, three comparisons taken in turn, 21 runs each, so a
+//! Before the groups, two comparisons taken in turn, 21 runs each, so a
 //! neighbour's burst on a shared machine slows both sides alike (the medians'
 //! ratios are the figures to quote): the build with hashing
-//! (`siftdb_gathered` and `siftdb` against `sbbf-rs-safe`), the insert from hashes
-//! already gathered (siftdb's default layout, layout 2, sbbf-rs-safe's
-//! `insert_hash` loop; allocation included), and absent queries by hash in
-//! layout 3 against layout 2.
+//! (`siftdb_gathered` and `siftdb` against `sbbf-rs-safe`), and the insert
+//! from hashes already gathered (siftdb's `insert_hashes`, sbbf-rs-safe's
+//! `insert_hash` loop; allocation included).
+//!
+//! `SIFTDB_BENCH_COMPARE=1` runs only the single-key comparison the issue
+//! asks for (see `compare`): the four filters built and queried one key at a
+//! time in one process, in turn, medians and ratios to sbbf-rs-safe.
 //!
 //! Groups: `build` (ns per key, not at the huge size), `insert_prehashed`
 //! (the insert alone, as in the comparison above), `contains_present`,
@@ -51,8 +54,6 @@
 //! `siftdb_view_misaligned` the same 16 bytes off; every filter with xxh3
 //! except fastbloom and bloomfilter, which use their own hashers),
 //! `absent_prehashed` (the probe alone, for filters taking a hash), the
-//! `siftdb_layout2` rows (the same keys in layout 2, the layout written
-//! before layout 3), the
 //! `_batched` rows (one `contains_keys` / `contains_hashes` call per 1,024
 //! queries, which fetches lines ahead), and
 //! `random_load` — one random 8-byte load from a buffer as large as siftdb's
@@ -77,9 +78,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
-use siftdb::filter::{
-    hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter, Layout,
-};
+use siftdb::filter::{hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter};
 use xorf::{BinaryFuse8, Filter as _};
 
 const BITS_PER_KEY: usize = 10;
@@ -300,6 +299,211 @@ fn print_table(n: u64, rows: &[Row]) {
     println!();
 }
 
+/// The four filters of the single-key comparison, in the order they run.
+const COMPARED: [&str; 6] = [
+    "siftdb",
+    "siftdb_hash_key",
+    "siftdb_insert_keys",
+    "sbbf-rs-safe",
+    "fastbloom",
+    "xorf_bfuse8",
+];
+
+/// One pass of `queries` through `contains`: CPU ns per query.
+fn query_pass(queries: &[&[u8]], contains: impl Fn(&[u8]) -> bool) -> f64 {
+    let start = cpu_now();
+    let mut hits = 0usize;
+    for &k in queries {
+        hits += usize::from(contains(black_box(k)));
+    }
+    black_box(hits);
+    (cpu_now() - start).as_secs_f64() * 1e9 / queries.len() as f64
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `SIFTDB_BENCH_COMPARE=1`: the issue's single-key comparison in one
+/// process, and nothing else — siftdb (`insert` per key, and the batched
+/// `insert_keys` build), sbbf-rs-safe, fastbloom and xorf's BinaryFuse8,
+/// each key a `&[u8]` of run-time length hashed inside the call. Every round
+/// builds each filter afresh (ns/key) and runs one pass of absent and one of
+/// present queries (`QUERIES` random keys) through each, the filters taken
+/// in turn, so a neighbour's burst on a shared machine slows all alike;
+/// printed are the medians over `SIFTDB_BENCH_ROUNDS` rounds (7) and each
+/// median's ratio to sbbf-rs-safe's.
+///
+/// `SIFTDB_BENCH_ONLY=<name>` (with `SIFTDB_BENCH_PASSES=p`, default 10)
+/// builds that one filter and runs `p` absent-query passes and no other
+/// work, for `perf stat`: the difference between two runs with different `p`
+/// is the queries' own count.
+fn compare(n: u64) {
+    let rounds: usize = std::env::var("SIFTDB_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let only = std::env::var("SIFTDB_BENCH_ONLY").ok();
+    let absent_keys = query_keys(n, 1, 0x5eed + 1);
+    let present_keys = query_keys(n, 0, 0x5eed);
+    let absent: Vec<&[u8]> = absent_keys.iter().map(|k| &k[..]).collect();
+    let present: Vec<&[u8]> = present_keys.iter().map(|k| &k[..]).collect();
+    if let Some(only) = only {
+        // No clock here (valgrind's cachegrind cannot run rustix's vDSO
+        // clock): builds and passes only, for counting tools.
+        let passes: usize = std::env::var("SIFTDB_BENCH_PASSES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10);
+        let run = |contains: &dyn Fn(&[u8]) -> bool| {
+            let mut hits = 0usize;
+            for _ in 0..passes {
+                for &k in &absent {
+                    hits += usize::from(contains(black_box(k)));
+                }
+            }
+            println!("{only}: {passes} absent passes, {hits} hits");
+        };
+        let siftdb = || {
+            let mut f =
+                BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
+            (0..n).for_each(|i| f.insert(black_box(&key(2 * i)[..])));
+            f
+        };
+        let sbbf = || {
+            let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY, n as usize);
+            (0..n).for_each(|i| {
+                f.insert_hash(hash_key(black_box(&key(2 * i)[..])));
+            });
+            f
+        };
+        let keys_only = || {
+            let mut sum = 0u64;
+            (0..n).for_each(|i| sum += u64::from(black_box(key(2 * i))[3]));
+            sum
+        };
+        match only.as_str() {
+            "siftdb" => {
+                let f = siftdb();
+                run(&|k| f.contains(k));
+            }
+            "siftdb_build" => (0..passes).for_each(|_| drop(black_box(siftdb()))),
+            "sbbf-rs-safe" => {
+                let f = sbbf();
+                run(&|k| f.contains_hash(hash_key(k)));
+            }
+            "sbbf_build" => (0..passes).for_each(|_| drop(black_box(sbbf()))),
+            "keys_build" => (0..passes).for_each(|_| {
+                black_box(keys_only());
+            }),
+            other => panic!("SIFTDB_BENCH_ONLY: no filter {other}"),
+        }
+        return;
+    }
+    // name → (build ns/key, absent ns, present ns) per round.
+    let mut times: Vec<[Vec<f64>; 3]> = COMPARED.iter().map(|_| Default::default()).collect();
+    let mut fp = [0.0f64; COMPARED.len()];
+    let per_key = |d: Duration| d.as_secs_f64() * 1e9 / n as f64;
+    for round in 0..rounds {
+        // Rotate the order each round: no filter always runs first.
+        for step in 0..COMPARED.len() {
+            let i = (step + round) % COMPARED.len();
+            let (build, a, p, rate) = match COMPARED[i] {
+                "siftdb" => {
+                    let (f, t) = siftdb_each_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "siftdb_hash_key" => {
+                    // The same filter asked by `contains_hash(hash_key(k))`,
+                    // the call sbbf-rs-safe gets: the hash's share.
+                    let (f, t) = siftdb_each_build(n);
+                    let q = |k: &[u8]| f.contains_hash(hash_key(k));
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "siftdb_insert_keys" => {
+                    let (f, t) = siftdb_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "sbbf-rs-safe" => {
+                    let (f, t) = sbbf_build(n);
+                    let q = |k: &[u8]| f.contains_hash(hash_key(k));
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                "fastbloom" => {
+                    let (f, t) = fastbloom_build(n);
+                    let q = |k: &[u8]| f.contains(k);
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+                _ => {
+                    let (f, t) = xorf_build(n);
+                    let q = |k: &[u8]| f.contains(&hash_key(k));
+                    (
+                        t,
+                        query_pass(&absent, q),
+                        query_pass(&present, q),
+                        measured_fp(q),
+                    )
+                }
+            };
+            times[i][0].push(per_key(build));
+            times[i][1].push(a);
+            times[i][2].push(p);
+            fp[i] = rate;
+        }
+    }
+    let medians: Vec<[f64; 3]> = times
+        .iter_mut()
+        .map(|[b, a, p]| [median(b), median(a), median(p)])
+        .collect();
+    let base = medians[3];
+    println!(
+        "single-key comparison, n = {n}, {BITS_PER_KEY} bits/key, {rounds} alternating rounds, \
+         medians of CPU ns (ratio to sbbf-rs-safe)"
+    );
+    println!(
+        "{:<20} {:>16} {:>16} {:>16} {:>8}",
+        "filter", "absent query", "present query", "build ns/key", "FP %"
+    );
+    for (i, name) in COMPARED.iter().enumerate() {
+        let [b, a, p] = medians[i];
+        println!(
+            "{name:<20} {a:>8.2} ({:>4.2}x) {p:>8.2} ({:>4.2}x) {b:>8.2} ({:>4.2}x) {:>8.3}",
+            a / base[1],
+            p / base[2],
+            b / base[0],
+            fp[i] * 100.0
+        );
+    }
+}
+
 fn main() {
     let huge = std::env::var("SIFTDB_BENCH_HUGE").is_ok_and(|v| v == "1");
     // SIFTDB_BENCH_KEYS=n: another size (the `build` group included).
@@ -310,14 +514,12 @@ fn main() {
     for j in [0u64, 7, 123_456_789, 999_999_999_999_999] {
         assert_eq!(&key(j)[..], format!("k{j:015}").as_bytes());
     }
+    if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {
+        compare(n);
+        return;
+    }
 
     let (sift, sift_time) = siftdb_build(n);
-    // The same keys in layout 2, the layout written before layout 3, for
-    // its query rows.
-    let mut layout2 = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64)
-        .expect("size")
-        .with_layout(Layout::Multiplied);
-    insert_present(n, |k| layout2.insert(k));
     let (gathered, gathered_time) = siftdb_gathered_build(n);
     assert!(gathered == sift, "the batched build sets the same bits");
     assert!(
@@ -530,17 +732,15 @@ fn main() {
         // The insert alone, from hashes already gathered, as a table builder
         // holds them when its last key is added: allocation and insert timed.
         let hashes: Vec<u64> = (0..n).map(|j| hash_key(&key(2 * j))).collect();
-        let insert_in = |layout: Layout, hashes: &[u64]| {
+        let siftdb_insert = |hashes: &[u64]| {
             let start = cpu_now();
-            let mut f = BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64)
-                .expect("size")
-                .with_layout(layout);
+            let mut f =
+                BloomFilter::with_bits_per_key(n as usize, BITS_PER_KEY as f64).expect("size");
             f.insert_hashes(black_box(hashes));
             let spent = cpu_now() - start;
             black_box(&f);
             spent
         };
-        let siftdb_insert = |hashes: &[u64]| insert_in(Layout::DEFAULT, hashes);
         let sbbf_insert = |hashes: &[u64]| {
             let start = cpu_now();
             let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY, n as usize);
@@ -553,21 +753,19 @@ fn main() {
         };
         // The two inserts taken in turn, so a neighbour's burst on a shared
         // machine slows both: the medians' ratio is the figure to compare.
-        let (mut ours, mut layout2, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for _ in 0..ALTERNATIONS {
             ours.push(siftdb_insert(&hashes));
-            layout2.push(insert_in(Layout::Multiplied, &hashes));
             theirs.push(sbbf_insert(&hashes));
         }
         let median = |times: &mut Vec<Duration>| {
             times.sort();
             times[times.len() / 2].as_secs_f64() * 1e9 / n as f64
         };
-        let (ours, layout2, theirs) =
-            (median(&mut ours), median(&mut layout2), median(&mut theirs));
+        let (ours, theirs) = (median(&mut ours), median(&mut theirs));
         println!(
             "insert from {n} gathered hashes, {ALTERNATIONS} alternating runs, median ns/key: \
-             siftdb {ours:.2} (layout 2: {layout2:.2}), sbbf-rs-safe {theirs:.2} \
+             siftdb {ours:.2}, sbbf-rs-safe {theirs:.2} \
              (siftdb / sbbf {:.2})",
             ours / theirs
         );
@@ -591,7 +789,6 @@ fn main() {
         // database's keys do: no filter's hash is specialised for 16 bytes.
         let slices: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
         bench_queries(&mut g, "siftdb", &slices, |k| sift.contains(k));
-        bench_queries(&mut g, "siftdb_layout2", &slices, |k| layout2.contains(k));
         bench_batched(&mut g, "siftdb_batched", &slices, |batch| {
             count_true(sift.contains_keys(batch))
         });
@@ -632,42 +829,11 @@ fn main() {
             .iter()
             .map(|k| hash_key(k))
             .collect();
-        // Layout 3 against layout 2 on the same absent hashes, in turn.
-        let pass = |f: &BloomFilter| {
-            let start = cpu_now();
-            let hits = hashes
-                .iter()
-                .filter(|&&h| f.contains_hash(black_box(h)))
-                .count();
-            black_box(hits);
-            cpu_now() - start
-        };
-        let (mut ours, mut before) = (Vec::new(), Vec::new());
-        for _ in 0..ALTERNATIONS {
-            ours.push(pass(&sift));
-            before.push(pass(&layout2));
-        }
-        let per_query = |times: &mut Vec<Duration>| {
-            times.sort();
-            times[times.len() / 2].as_secs_f64() * 1e9 / hashes.len() as f64
-        };
-        let (ours, before) = (per_query(&mut ours), per_query(&mut before));
-        println!(
-            "absent queries by hash, {ALTERNATIONS} alternating passes, median ns/query: \
-             layout 3 {ours:.2}, layout 2 {before:.2} (3 / 2 {:.2})",
-            ours / before
-        );
         let mut g = c.benchmark_group("absent_prehashed");
         g.throughput(Throughput::Elements(BATCH as u64));
         bench_queries(&mut g, "siftdb", &hashes, |&h| sift.contains_hash(h));
-        bench_queries(&mut g, "siftdb_layout2", &hashes, |&h| {
-            layout2.contains_hash(h)
-        });
         bench_batched(&mut g, "siftdb_batched", &hashes, |batch| {
             count_true(sift.contains_hashes(batch))
-        });
-        bench_batched(&mut g, "siftdb_layout2_batched", &hashes, |batch| {
-            count_true(layout2.contains_hashes(batch))
         });
         bench_queries(&mut g, "sbbf-rs-safe", &hashes, |&h| sbbf.contains_hash(h));
         bench_queries(&mut g, "xorf_bfuse8", &hashes, |h| fuse.contains(h));

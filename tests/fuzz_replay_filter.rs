@@ -57,14 +57,7 @@ fn valid_block(rng: &mut SplitMix64) -> Vec<u8> {
     let lines = 1 + rng.index(4) as u64;
     let probes = 1 + rng.index(32) as u32;
     let seed = if rng.index(2) == 0 { 0 } else { rng.next() };
-    let layout = match rng.index(3) {
-        0 => Layout::Remixed,
-        1 => Layout::Multiplied,
-        _ => Layout::Sectored,
-    };
-    let mut f = BloomFilter::with_geometry(lines, probes, seed)
-        .unwrap()
-        .with_layout(layout);
+    let mut f = BloomFilter::with_geometry(lines, probes, seed).unwrap();
     for _ in 0..rng.index(64) {
         f.insert(&rng.next().to_le_bytes());
     }
@@ -240,11 +233,12 @@ fn roundtrip_inputs_cover_the_bits_per_key_range() {
     assert_eq!(roundtrip_bits_per_key(0, 0), 0.5);
     assert_eq!(roundtrip_bits_per_key(0xff, 0xff), 24.0);
     let (_, layout, seed, keys) = roundtrip_input(&[0, 0, 9, 2, b'a', b'b', 0, 5, b'c']).unwrap();
-    assert_eq!((layout, seed), (Layout::Multiplied, 9));
+    assert_eq!((layout, seed), (Layout::DEFAULT, 9));
+    // The top two bits of byte 2 chose among layouts that are gone: ignored.
     let (_, layout, seed, _) = roundtrip_input(&[0, 0, 0x89]).unwrap();
-    assert_eq!((layout, seed), (Layout::Remixed, 9));
+    assert_eq!((layout, seed), (Layout::DEFAULT, 9));
     let (_, layout, seed, _) = roundtrip_input(&[0, 0, 0x49]).unwrap();
-    assert_eq!((layout, seed), (Layout::Sectored, 9));
+    assert_eq!((layout, seed), (Layout::DEFAULT, 9));
     assert_eq!(keys, vec![&b"ab"[..], &b""[..], &b"c"[..]]);
     assert!(roundtrip_input(&[1, 2]).is_none());
 }
@@ -314,27 +308,17 @@ fn write_seed_corpus() {
     std::fs::create_dir_all(&decode).unwrap();
     std::fs::create_dir_all(&roundtrip).unwrap();
 
-    // The one-line block and its mutations stay in layout 2, as committed.
-    let mut small = BloomFilter::with_bits_per_key(20, 10.0)
-        .unwrap()
-        .with_layout(Layout::Multiplied);
+    // Every valid block is in the one layout (3).
+    let mut small = BloomFilter::with_bits_per_key(20, 10.0).unwrap();
     for j in 0..20u32 {
         small.insert(format!("k{j:015}").as_bytes());
     }
     let valid = small.encode();
-    let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed)
-        .unwrap()
-        .with_layout(Layout::Multiplied);
-    let mut layout3 = BloomFilter::with_geometry(3, 11, 0x5eed)
-        .unwrap()
-        .with_layout(Layout::Sectored);
-    let mut layout1 = BloomFilter::with_geometry(3, 11, 0x5eed)
-        .unwrap()
-        .with_layout(Layout::Remixed);
+    let mut seeded = BloomFilter::with_geometry(3, 11, 0x5eed).unwrap();
+    let mut three_rounds = BloomFilter::with_geometry(3, 19, 0).unwrap();
     for j in 0..100u32 {
         seeded.insert(&j.to_le_bytes());
-        layout1.insert(&j.to_le_bytes());
-        layout3.insert(&j.to_le_bytes());
+        three_rounds.insert(&j.to_le_bytes());
     }
     let field = |at: usize, value: u8| {
         let mut out = valid.clone();
@@ -344,9 +328,9 @@ fn write_seed_corpus() {
     };
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("valid_one_line", valid.clone()),
-        ("valid_three_lines_seeded_layout2", seeded.encode()),
-        ("valid_three_lines_seeded", layout1.encode()),
-        ("valid_three_lines_seeded_layout3", layout3.encode()),
+        ("valid_three_lines_seeded", seeded.encode()),
+        ("valid_three_lines_three_rounds", three_rounds.encode()),
+        ("old_layout_id_rechecksummed", field(5, 2)),
         ("bad_checksum", {
             let mut out = valid.clone();
             out[70] ^= 0x10;
@@ -380,12 +364,8 @@ fn write_seed_corpus() {
         }),
         ("no_keys", vec![0x80, 0x40, 1]),
         (
-            "layout1_seeded",
-            vec![0x5d, 0x6a, 0x87, 3, b'a', b'b', b'c', 0, 1, b'z'],
-        ),
-        (
-            "layout3_seeded",
-            vec![0x5d, 0x6a, 0x47, 3, b'a', b'b', b'c', 0, 1, b'z'],
+            "top_bits_seeded",
+            vec![0x5d, 0x6a, 0xc7, 3, b'a', b'b', b'c', 0, 1, b'z'],
         ),
     ];
     for (name, bytes) in round {

@@ -10,7 +10,7 @@
 //! offset  size        field
 //! 0       4           magic "SFB1"
 //! 4       1           format version (1)
-//! 5       1           layout id (1, 2 or 3: where probes fall in a line, see `probe.rs`)
+//! 5       1           layout id (3, the one layout: where probes fall in a line, see `probe.rs`)
 //! 6       1           hash id (1 = xxh3-64)
 //! 7       1           probes k (1..=32)
 //! 8       4           line count L (u32 LE, ≥ 1)
@@ -25,7 +25,7 @@ use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::bloom::{
-    allocate_lines, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
+    allocate_lines, hash_key, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
 };
 use crate::filter::kernel::LineTest;
 use crate::filter::probe::Layout;
@@ -201,7 +201,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
             return Err(truncated(WHAT, HEADER_LEN + CHECKSUM_LEN - bytes.len()));
         }
         let header = parse_header(bytes)?;
-        let test = LineTest::new(header.layout, header.probes);
+        let test = LineTest::new(header.probes);
         Ok(FilterView {
             block,
             header,
@@ -246,7 +246,12 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     /// This filter's hash of `key`.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        hash_key_seeded(key, self.header.seed)
+        // Seed 0, every table's, as `BloomFilter::hash`: the plain hash.
+        if self.header.seed == 0 {
+            hash_key(key)
+        } else {
+            hash_key_seeded(key, self.header.seed)
+        }
     }
 
     /// [`FilterView::contains_hash`] for each hash, in order, with the

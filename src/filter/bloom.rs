@@ -13,9 +13,9 @@
 use crate::error::{Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
-use crate::filter::line::{add_each, line_ones};
+use crate::filter::line::line_ones;
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
-use crate::filter::probe::{multiplied_probe, Layout, MULTIPLIERS};
+use crate::filter::probe::Layout;
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Estimated keys held by lines with the given set-bit counts: each line is a
@@ -112,22 +112,6 @@ pub use crate::filter::line::INSERT_AHEAD;
 /// hashes, many times the look-ahead, small enough to stay in the L1 cache.
 const KEYS_PER_GROUP: usize = 256;
 
-/// Layout 2's first `K` multipliers (`K ≤ MAX_PROBES`), as an array the
-/// compiler can unroll over.
-#[expect(
-    clippy::indexing_slicing,
-    reason = "const evaluation: an index out of range fails the build, not a run"
-)]
-const fn multipliers_for<const K: usize>() -> [u32; K] {
-    let mut out = [0u32; K];
-    let mut i = 0;
-    while i < K {
-        out[i] = MULTIPLIERS[i];
-        i += 1;
-    }
-    out
-}
-
 /// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
 #[derive(Clone)]
 pub struct BloomFilter {
@@ -206,7 +190,6 @@ impl BloomFilter {
     /// new filters use [`Layout::DEFAULT`]).
     pub fn with_layout(mut self, layout: Layout) -> BloomFilter {
         self.layout = layout;
-        self.test = LineTest::new(layout, self.probes);
         self
     }
 
@@ -221,14 +204,20 @@ impl BloomFilter {
             probes,
             seed,
             layout,
-            test: LineTest::new(layout, probes),
+            test: LineTest::new(probes),
         }
     }
 
     /// The hash this filter uses for `key`.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        hash_key_seeded(key, self.seed)
+        // Seed 0 (every table's) is the plain hash, whose constants the
+        // compiler folds: fewer instructions per key than the seeded one.
+        if self.seed == 0 {
+            hash_key(key)
+        } else {
+            hash_key_seeded(key, self.seed)
+        }
     }
 
     /// Adds a key.
@@ -240,34 +229,21 @@ impl BloomFilter {
     /// Adds a key by its hash (see [`BloomFilter::hash`]).
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
-        // The filter's insert kernel (a vector one for layout 3), for one hash.
-        self.test
-            .add_group(&mut self.lines, std::slice::from_ref(&hash));
+        let index = line_index(hash, self.lines.len() as u64);
+        // `line_index` is below the line count: the line always exists.
+        if let Some(line) = self.lines.get_mut(index) {
+            self.test.add(&mut line.0, hash);
+        }
     }
 
     /// Adds every hash of `hashes` (the same bits as one
     /// [`BloomFilter::insert_hash`] per hash), faster when there are many:
     /// the line of the hash [`INSERT_AHEAD`] places on is requested while
     /// this one is set, so the memory loads of a filter larger than the
-    /// cache overlap, and layout 2's probes are set by a loop compiled for
-    /// the filter's probe count. This is how a table's filter is built from
-    /// the hashes gathered while its keys were added.
+    /// cache overlap. This is how a table's filter is built from the hashes
+    /// gathered while its keys were added.
     pub fn insert_hashes(&mut self, hashes: &[u64]) {
-        match (self.layout, self.probes) {
-            (Layout::Multiplied, 1) => self.insert_multiplied::<1>(hashes),
-            (Layout::Multiplied, 2) => self.insert_multiplied::<2>(hashes),
-            (Layout::Multiplied, 3) => self.insert_multiplied::<3>(hashes),
-            (Layout::Multiplied, 4) => self.insert_multiplied::<4>(hashes),
-            (Layout::Multiplied, 5) => self.insert_multiplied::<5>(hashes),
-            (Layout::Multiplied, 6) => self.insert_multiplied::<6>(hashes),
-            (Layout::Multiplied, 7) => self.insert_multiplied::<7>(hashes),
-            (Layout::Multiplied, 8) => self.insert_multiplied::<8>(hashes),
-            (Layout::Multiplied, 9) => self.insert_multiplied::<9>(hashes),
-            (Layout::Multiplied, 10) => self.insert_multiplied::<10>(hashes),
-            (Layout::Multiplied, 11) => self.insert_multiplied::<11>(hashes),
-            (Layout::Multiplied, 12) => self.insert_multiplied::<12>(hashes),
-            _ => self.test.add_group(&mut self.lines, hashes),
-        }
+        self.test.add_group(&mut self.lines, hashes);
     }
 
     /// Adds every key of `keys` (the same bits as one [`BloomFilter::insert`]
@@ -290,21 +266,6 @@ impl BloomFilter {
                 return;
             }
         }
-    }
-
-    /// [`BloomFilter::insert_hashes`] for layout 2 with `K` probes.
-    fn insert_multiplied<const K: usize>(&mut self, hashes: &[u64]) {
-        let multipliers = const { multipliers_for::<K>() };
-        add_each(&mut self.lines, hashes, |line, hash| {
-            let (words, _) = line.as_chunks_mut::<8>();
-            for &m in &multipliers {
-                let bit = multiplied_probe(hash, m);
-                // `bit < 512`: its word always exists.
-                if let Some(word) = words.get_mut((bit >> 6) as usize) {
-                    *word = (u64::from_le_bytes(*word) | 1 << (bit & 63)).to_le_bytes();
-                }
-            }
-        });
     }
 
     /// False when `key` was certainly never inserted.
@@ -482,7 +443,7 @@ mod tests {
                 remix_for_test(state)
             })
             .collect();
-        for layout in [Layout::Remixed, Layout::Multiplied, Layout::Sectored] {
+        for layout in [Layout::Sectored] {
             for probes in 1..=MAX_PROBES {
                 for lines in [1, 3, 64, 1000] {
                     let empty = BloomFilter::with_geometry(lines, probes, 0)
@@ -518,7 +479,7 @@ mod tests {
     #[test]
     fn insert_keys_sets_the_bits_of_one_insert_per_key() {
         let keys: Vec<Vec<u8>> = (0..3 * KEYS_PER_GROUP as u64 + 7).map(key).collect();
-        for layout in [Layout::Remixed, Layout::Multiplied, Layout::Sectored] {
+        for layout in [Layout::Sectored] {
             for probes in [1, 6, 7, 13] {
                 let empty = BloomFilter::with_geometry(100, probes, 9)
                     .unwrap()
@@ -563,41 +524,17 @@ mod tests {
     fn encodings_are_pinned() {
         // crc32 of small filter blocks of each layout: any change to a bit
         // position, to the header or to the line choice shows here.
-        for (layout, pins) in [
-            (
-                Layout::Remixed,
-                [
-                    (1, 0x63d2_4799u32),
-                    (4, 0x240d_f19e),
-                    (7, 0x5ff2_96d7),
-                    (8, 0x0ea3_347d),
-                    (13, 0x5237_581f),
-                    (32, 0x8071_a01c),
-                ],
-            ),
-            (
-                Layout::Multiplied,
-                [
-                    (1, 0x9297_59b7),
-                    (4, 0xa76d_f472),
-                    (7, 0x9d95_d910),
-                    (8, 0xc524_1ce1),
-                    (13, 0xe332_e34d),
-                    (32, 0xe8f2_f542),
-                ],
-            ),
-            (
-                Layout::Sectored,
-                [
-                    (1, 0xefb8_b76c),
-                    (4, 0x9c2c_c7e0),
-                    (7, 0xcf2c_2a35),
-                    (8, 0xbda1_357f),
-                    (13, 0x6bfc_6d21),
-                    (32, 0x7592_221a),
-                ],
-            ),
-        ] {
+        for (layout, pins) in [(
+            Layout::Sectored,
+            [
+                (1, 0xefb8_b76c),
+                (4, 0x9c2c_c7e0),
+                (7, 0xcf2c_2a35),
+                (8, 0xbda1_357f),
+                (13, 0x6bfc_6d21),
+                (32, 0x7592_221a),
+            ],
+        )] {
             for (k, crc) in pins {
                 let mut f = BloomFilter::with_geometry(3, k, 0)
                     .unwrap()

@@ -88,9 +88,9 @@ pub fn roundtrip_bits_per_key(lo: u8, hi: u8) -> f64 {
     0.5 + f64::from(u16::from_le_bytes([lo, hi])) / f64::from(u16::MAX) * 23.5
 }
 
-/// Splits a round-trip input: bytes 0–1 bits per key, byte 2 the layout (top
-/// bit set: layout 1; else bit 6 set: layout 3; else layout 2) and the seed
-/// (low six bits; 0 is the table seed), then keys, each a length byte (low six bits) and that
+/// Splits a round-trip input: bytes 0–1 bits per key, byte 2 the seed (low
+/// six bits; 0 is the table seed; the top two bits are ignored — they chose
+/// among layouts replaced before the first release), then keys, each a length byte (low six bits) and that
 /// many bytes (fewer at the end of the input).
 pub fn roundtrip_input(data: &[u8]) -> Option<(f64, Layout, u64, Vec<&[u8]>)> {
     let (&lo, rest) = data.split_first()?;
@@ -102,13 +102,7 @@ pub fn roundtrip_input(data: &[u8]) -> Option<(f64, Layout, u64, Vec<&[u8]>)> {
         keys.push(key);
         rest = tail;
     }
-    let layout = if seed & 0x80 != 0 {
-        Layout::Remixed
-    } else if seed & 0x40 != 0 {
-        Layout::Sectored
-    } else {
-        Layout::Multiplied
-    };
+    let layout = Layout::DEFAULT;
     Some((
         roundtrip_bits_per_key(lo, hi),
         layout,
