@@ -219,8 +219,7 @@ mod tests {
         assert_eq!(b.at(3), Some((1, 10_000.0)));
         assert_eq!(b.at(8), Some((4, 30_000.0)));
         assert_eq!(b.at(64), Some((16, 50_000.0)));
-        let (depth, f) =
-            fraction_of_device(15_000, Duration::from_secs(1), 4, &b).unwrap();
+        let (depth, f) = fraction_of_device(15_000, Duration::from_secs(1), 4, &b).unwrap();
         assert_eq!(depth, 4);
         assert!((f - 0.5).abs() < 1e-9);
         assert_eq!(fraction_of_device(1, Duration::ZERO, 1, &b), None);

@@ -48,9 +48,7 @@ pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
-pub use device::{
-    fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS, READ_BYTES,
-};
+pub use device::{fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS, READ_BYTES};
 pub use engine::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
 pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};

@@ -12,14 +12,16 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, parse_count, run_phase, summary_table,
-    Engine, MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine,
-    Workload,
+    check_before_run, check_phase_order, describe_run, fraction_of_device, group_digits,
+    measure_device, parse_count, run_phase, summary_table, DeviceBaseline, Engine, MemoryEngine,
+    Phase, PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine, Workload,
+    BLOCKS_READ_FROM_FILE, DEFAULT_DEPTHS,
 };
 
 /// Exit code when a phase failed its checks.
@@ -77,6 +79,14 @@ pub struct BenchArgs {
     /// run); fillrandom runs once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
     rounds: u16,
+
+    /// Before the first read phase, measure the device: random 4 KiB
+    /// positioned reads (O_DIRECT, past the page cache) over the
+    /// database's own files at 1, 4, 16 and 32 reads in flight; every read
+    /// phase then also prints its data-block reads from files per second
+    /// as a fraction of the device's reads per second at its threads.
+    #[arg(long)]
+    device_baseline: bool,
 
     /// Filter bits per key: every table's (uniform), or the average over
     /// every key of the tree (level-aware).
@@ -344,7 +354,14 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     let mut reports = Vec::with_capacity(args.phases.len());
     // (phase, round, ops/s at --threads, ops/s at --compare-threads)
     let mut scaling = Vec::new();
+    let mut device: Option<DeviceBaseline> = None;
     for &phase in &args.phases {
+        if args.device_baseline && device.is_none() && phase != Phase::FillRandom {
+            // The tables exist now; the read phases have not warmed anything.
+            let measured = measure_device(dir.path(), &DEFAULT_DEPTHS, DEVICE_SECONDS_PER_DEPTH)?;
+            print!("{}", measured.to_human());
+            device = Some(measured);
+        }
         let rounds = if phase == Phase::FillRandom {
             1
         } else {
@@ -395,6 +412,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
             );
         }
     }
+    if let Some(device) = &device {
+        println!();
+        print!("{}", device_fractions(&reports, device));
+    }
     if args.engine == "siftdb" {
         print_filters(dir.path());
     }
@@ -417,6 +438,39 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long the device is read at each depth.
+const DEVICE_SECONDS_PER_DEPTH: Duration = Duration::from_secs(3);
+
+/// Each read phase's data-block reads from files per second as a fraction
+/// of the device's reads per second at the phase's threads.
+fn device_fractions(reports: &[PhaseReport], device: &DeviceBaseline) -> String {
+    let mut out = String::from(
+        "of the device: data-block reads from files per second ÷ the device's reads per second at the phase's threads\n",
+    );
+    for r in reports.iter().filter(|r| r.phase != Phase::FillRandom) {
+        let from_file = r
+            .counters
+            .as_ref()
+            .and_then(|c| c.get(BLOCKS_READ_FROM_FILE))
+            .map(|c| c.delta.max(0).unsigned_abs());
+        let line = match from_file
+            .and_then(|reads| fraction_of_device(reads, r.elapsed, r.threads, device).map(|f| (reads, f)))
+        {
+            Some((reads, (depth, fraction))) => format!(
+                "  {:<14} {} threads: {} block reads from files, {:.3} of the device at {depth} in flight",
+                r.phase.name(),
+                r.threads,
+                group_digits(reads),
+                fraction
+            ),
+            None => format!("  {:<14} -", r.phase.name()),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Runs one phase, with a progress bar when stderr is a terminal, and

@@ -373,3 +373,41 @@ fn help_cites_the_workloads_at_their_committed_path() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(readme.contains(cited));
 }
+
+/// `--device-baseline` reads the database's own files past the page cache
+/// before the first read phase and ends the run with each read phase as a
+/// fraction of the device; where the file system refuses O_DIRECT the run
+/// fails and says so, rather than measure the page cache.
+#[test]
+fn device_baseline_measures_the_device_before_the_reads_or_says_why_not() {
+    let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = parent.path().join("db");
+    let out = siftdb(&[
+        "bench",
+        "--n",
+        "20000",
+        "--phases",
+        "fillrandom,readrandom",
+        "--device-baseline",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    if out.status.success() {
+        for depth in [1, 4, 16, 32] {
+            assert!(
+                stdout.contains(&format!("{depth:>3} in flight: ")),
+                "{stdout}"
+            );
+        }
+        let device_at = stdout.find("device: random 4 KiB reads").unwrap();
+        let reads_at = stdout.find("readrandom   siftdb").unwrap();
+        assert!(
+            device_at < reads_at,
+            "the device is measured before the reads: {stdout}"
+        );
+        assert!(stdout.contains("of the device at 1 in flight"), "{stdout}");
+    } else {
+        assert!(stderr.contains("O_DIRECT"), "{stdout}{stderr}");
+    }
+}
