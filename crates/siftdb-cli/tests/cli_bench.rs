@@ -63,6 +63,7 @@ fn bench_runs_every_phase_and_writes_one_json_object_per_phase() {
             "readmissing",
             "readhot",
             "seekrandom",
+            "seekrandom-rev",
             "seekprefix",
             "seekempty",
             "mixed"
@@ -258,6 +259,7 @@ fn ops_sets_the_operations_of_every_read_phase() {
         ("readmissing", 300, 300),
         ("readhot", 300, 300),
         ("seekrandom", 30, 30),
+        ("seekrandom-rev", 30, 30),
         ("seekprefix", 30, 30),
         ("seekempty", 300, 300),
         ("mixed", 300, 285),
