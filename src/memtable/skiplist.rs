@@ -333,8 +333,9 @@ impl SkipList {
         }
     }
 
-    /// The first node at or after `probe`.
-    fn lower_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
+    /// The last node before `probe` (the head when none is) and the first
+    /// at or after it, searched from the top level down.
+    fn search(&self, probe: &Probe<'_>) -> (Raw, Option<Raw>) {
         let height = self
             .height
             .load(AtomicOrdering::Relaxed)
@@ -344,22 +345,20 @@ impl SkipList {
         for level in (0..height).rev() {
             (from, found) = self.find_at_level(probe, from, level);
         }
-        found
+        (from, found)
+    }
+
+    /// The first node at or after `probe`.
+    fn lower_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
+        self.search(probe).1
     }
 
     /// The last node before `probe` (`None` when none is): a skip list has
     /// no back links, so this is a search from the head, as a forward
     /// search is — a backward step costs what a seek costs.
     fn last_before_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
-        let height = self
-            .height
-            .load(AtomicOrdering::Relaxed)
-            .clamp(1, MAX_HEIGHT);
-        let mut from = self.head();
-        for level in (0..height).rev() {
-            (from, _) = self.find_at_level(probe, from, level);
-        }
-        (from != self.head()).then_some(from)
+        let (before, _) = self.search(probe);
+        (before != self.head()).then_some(before)
     }
 
     /// The last node: the farthest node along each level, top down.
@@ -381,9 +380,9 @@ impl SkipList {
 
     /// The last node at or before `probe`.
     fn upper_bound_raw(&self, probe: &Probe<'_>) -> Option<Raw> {
-        match self.lower_bound_raw(probe) {
-            Some(at) if Self::cmp_node(at, probe) == Ordering::Equal => Some(at),
-            _ => self.last_before_raw(probe),
+        match self.search(probe) {
+            (_, Some(at)) if Self::cmp_node(at, probe) == Ordering::Equal => Some(at),
+            (before, _) => (before != self.head()).then_some(before),
         }
     }
 

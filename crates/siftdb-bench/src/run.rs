@@ -471,34 +471,24 @@ fn rev_scan_op<E: Engine + ?Sized>(
     sampler
         .time(s, || engine.scan_rev(&end, SCAN_ENTRIES, buf))
         .map_err(|e| format!("{what} failed: {e}"))?;
-    // Descending from `item`: the same check as an ascending scan from the
-    // lowest item, entry by entry in the other order.
-    if buf.len() as u64 != expected_len {
-        return Err(format!(
-            "{what} returned {} entries, expected {expected_len}",
-            buf.len()
-        ));
-    }
-    for (offset, (got_key, got_value)) in (0u64..).zip(buf.iter()) {
-        let j = 2 * (item - offset);
-        let want = key(j);
-        if got_key != want {
-            return Err(format!(
-                "{what}: entry {offset} is {:?}, expected {}",
-                String::from_utf8_lossy(got_key),
-                show(&want)
-            ));
-        }
-        if !is_versioned_value(got_value, j, 0) {
-            return Err(format!("{what}: entry {offset} has a wrong value"));
-        }
-    }
-    Ok(())
+    // Descending from `item`: entry `offset` is item − offset.
+    check_items(buf, expected_len, |offset| item - offset, &what)
 }
 
 /// Checks that `buf` holds exactly the present keys `2·first`, `2·first +
 /// 2`, … (`len` of them) with their first values; `what` names the scan.
 fn check_entries(buf: &ScanBuffer, first: u64, len: u64, what: &str) -> Result<(), String> {
+    check_items(buf, len, |offset| first + offset, what)
+}
+
+/// Checks that `buf` holds exactly `len` entries, entry `offset` being the
+/// present key `2·item(offset)` with its first value.
+fn check_items(
+    buf: &ScanBuffer,
+    len: u64,
+    item: impl Fn(u64) -> u64,
+    what: &str,
+) -> Result<(), String> {
     if buf.len() as u64 != len {
         return Err(format!(
             "{what} returned {} entries, expected {len}",
@@ -506,7 +496,7 @@ fn check_entries(buf: &ScanBuffer, first: u64, len: u64, what: &str) -> Result<(
         ));
     }
     for (offset, (got_key, got_value)) in (0u64..).zip(buf.iter()) {
-        let j = 2 * (first + offset);
+        let j = 2 * item(offset);
         let want = key(j);
         if got_key != want {
             return Err(format!(
