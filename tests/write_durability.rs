@@ -102,3 +102,18 @@ fn persist_and_write_with_are_refused_on_a_read_only_handle() {
         .write_with(batch("k"), WriteOptions::new().sync(true))
         .is_err());
 }
+
+/// An empty batch written with a sync still syncs the writes before it.
+#[test]
+fn an_empty_synced_write_makes_the_writes_before_it_durable() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs, false)).unwrap();
+    db.put("before", "v").unwrap();
+    db.write_with(WriteBatch::new(), WriteOptions::new().sync(true))
+        .unwrap();
+    db.put("after", "v").unwrap();
+    assert_eq!(
+        after_power_loss(&fs, db, &["before", "after"]),
+        [true, false]
+    );
+}

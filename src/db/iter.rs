@@ -324,13 +324,11 @@ impl InternalIterator for TableSource {
         self.error = None;
         // The first table whose largest key reaches `target`, or the last
         // table when none does: the answer is in it or before it.
-        let at = self
-            .table_for(target)
-            .min(self.tables.len().saturating_sub(1));
-        if self.tables.len() == 0 {
+        let Some(last) = self.tables.len().checked_sub(1) else {
             self.current = None;
             return;
-        }
+        };
+        let at = self.table_for(target).min(last);
         self.open(at, |it| it.seek_for_prev(target));
         self.skip_exhausted_back();
     }
@@ -513,8 +511,8 @@ pub struct DbIterator {
     back: Option<MergingIter>,
     back_finished: bool,
     /// The last user key the backward side took: the forward side stops
-    /// at it.
-    back_user_key: Option<Vec<u8>>,
+    /// at it (shared with the key it returned, not copied again).
+    back_user_key: Option<Bytes>,
     pinned: Arc<SuperVersion>,
 }
 
@@ -837,7 +835,7 @@ impl DoubleEndedIterator for DbIterator {
                 }
             }
             let key = Bytes::from(user_key);
-            self.back_user_key = Some(key.to_vec());
+            self.back_user_key = Some(key.clone());
             if let Some((ValueKind::Put, value)) = newest {
                 return Some(Ok((key, value)));
             }

@@ -483,10 +483,15 @@ impl Db {
             check_key(op.key)?;
             check_value(op.value)?;
         }
-        if batch.is_empty() {
-            return Ok(());
-        }
         let sync = options.sync_or(self.inner.opts.sync_writes);
+        if batch.is_empty() {
+            // Nothing to log; a sync asked for still covers the writes before.
+            return if sync {
+                write::persist(&self.inner)
+            } else {
+                Ok(())
+            };
+        }
         write::write(&self.inner, batch, sync)
     }
 
