@@ -43,9 +43,16 @@ const WHAT: &str = "write batch";
 /// key (its kind and a length).
 const MIN_OP_LEN: usize = 2;
 
+/// Set in an operation's kind byte when a keyspace id (a varint of at most
+/// 32 bits, never 0) follows it; without it the operation is the default
+/// keyspace's, which so pays no byte for keyspaces.
+pub const KEYSPACE_FLAG: u8 = 0x80;
+
 /// One operation of a batch, borrowed from the batch's (or a log record's) bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchOp<'a> {
+    /// The keyspace's id (0: the default keyspace).
+    pub keyspace: u32,
     /// Put or delete.
     pub kind: ValueKind,
     /// The user key.
@@ -90,17 +97,47 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
-    /// Adds "set `key` to `value`".
+    /// Adds "set `key` to `value`" (in the default keyspace).
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
+        self.put_to(0, key.as_ref(), value.as_ref());
+    }
+
+    /// Adds "set `key` to `value`" in `keyspace`.
+    pub fn put_in(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) {
+        self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
+    }
+
+    /// Adds "delete `key`" in `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &crate::Keyspace, key: impl AsRef<[u8]>) {
+        self.delete_from(keyspace.id(), key.as_ref());
+    }
+
+    /// The kind byte of an operation of `kind` in keyspace `keyspace`, and
+    /// the keyspace id after it.
+    fn push_kind(&mut self, kind: ValueKind, keyspace: u32) {
+        if keyspace == 0 {
+            self.ops.push(kind as u8);
+        } else {
+            self.ops.push(kind as u8 | KEYSPACE_FLAG);
+            put_varint(&mut self.ops, u64::from(keyspace));
+        }
+    }
+
+    /// Adds "set `key` to `value`" in keyspace `keyspace` (by id).
+    pub fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
         // One growth for the whole operation, not one per piece.
         self.ops.reserve(
-            1 + varint_len(key.len() as u64)
+            6 + varint_len(key.len() as u64)
                 + key.len()
                 + varint_len(value.len() as u64)
                 + value.len(),
         );
-        self.ops.push(ValueKind::Put as u8);
+        self.push_kind(ValueKind::Put, keyspace);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
         put_varint(&mut self.ops, value.len() as u64);
@@ -110,12 +147,16 @@ impl WriteBatch {
         self.largest_value = self.largest_value.max(value.len());
     }
 
-    /// Adds "delete `key`".
+    /// Adds "delete `key`" (in the default keyspace).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
+        self.delete_from(0, key.as_ref());
+    }
+
+    /// Adds "delete `key`" in keyspace `keyspace` (by id).
+    pub fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
         self.ops
-            .reserve(1 + varint_len(key.len() as u64) + key.len());
-        self.ops.push(ValueKind::Delete as u8);
+            .reserve(6 + varint_len(key.len() as u64) + key.len());
+        self.push_kind(ValueKind::Delete, keyspace);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
         self.count += 1;
@@ -224,8 +265,8 @@ impl<'a> FromIterator<BatchOp<'a>> for WriteBatch {
         let mut batch = WriteBatch::new();
         for op in ops {
             match op.kind {
-                ValueKind::Put => batch.put(op.key, op.value),
-                ValueKind::Delete => batch.delete(op.key),
+                ValueKind::Put => batch.put_to(op.keyspace, op.key, op.value),
+                ValueKind::Delete => batch.delete_from(op.keyspace, op.key),
             }
         }
         batch
@@ -271,8 +312,22 @@ enum Lengths {
 /// One operation.
 fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<'a>> {
     let kind_byte = reader.u8()?;
-    let kind = ValueKind::from_u8(kind_byte)
+    let kind = ValueKind::from_u8(kind_byte & !KEYSPACE_FLAG)
         .ok_or_else(|| Error::corruption(WHAT, format!("unknown operation kind {kind_byte}")))?;
+    let keyspace = if kind_byte & KEYSPACE_FLAG == 0 {
+        0
+    } else {
+        // Never 0 after the flag: one encoding per operation.
+        match u32::try_from(reader.varint(u64::from(u32::MAX))?) {
+            Ok(id) if id != 0 => id,
+            _ => {
+                return Err(Error::corruption(
+                    WHAT,
+                    "keyspace flag with keyspace id 0".to_string(),
+                ))
+            }
+        }
+    };
     let mut field = |max: usize| match lengths {
         Lengths::Limited => reader.varint_prefixed(max as u64),
         Lengths::Unlimited => reader.varint_prefixed(u64::MAX),
@@ -282,7 +337,12 @@ fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<
         ValueKind::Put => field(MAX_VALUE_LEN)?,
         ValueKind::Delete => &[],
     };
-    Ok(BatchOp { kind, key, value })
+    Ok(BatchOp {
+        keyspace,
+        kind,
+        key,
+        value,
+    })
 }
 
 /// A batch decoded from a log record payload; the operations borrow the payload.
@@ -383,6 +443,7 @@ mod tests {
         assert_eq!(
             ops[0],
             BatchOp {
+                keyspace: 0,
                 kind: ValueKind::Put,
                 key: b"k1",
                 value: b"v1"
@@ -391,6 +452,7 @@ mod tests {
         assert_eq!(
             ops[1],
             BatchOp {
+                keyspace: 0,
                 kind: ValueKind::Delete,
                 key: b"k2",
                 value: b""

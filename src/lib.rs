@@ -65,7 +65,10 @@ mod wal;
 #[cfg(feature = "tokio")]
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, FilterBuildStats, RecoveryReport, Snapshot, Stats};
+pub use db::{
+    Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats, RecoveryReport,
+    Snapshot, Stats,
+};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -11,15 +11,20 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic "SMAN"
-//! 4       4     format version (u32 LE, 2)
+//! 4       4     format version (u32 LE, 3)
 //! 8       8     next file number
 //! 16      8     last sequence
-//! 24      8     log number
+//! 24      8     log number (the oldest log any keyspace needs)
 //! 32      8     closed log number (0: none)
 //! 40      8     closed log length
-//! 48      4     table count T
-//! 52      ...   T table records:
-//!               level u32, file number u64, file size u64, entries u64,
+//! 48      4     next keyspace id
+//! 52      4     keyspace count K
+//! 56      ...   K keyspace records:
+//!               id u32, log number u64, name (u8 length + bytes)
+//! ...     4     table count T
+//! ...     ...   T table records:
+//!               keyspace id u32, level u32, file number u64,
+//!               file size u64, entries u64,
 //!               min seq u64, max seq u64,
 //!               smallest internal key (u32 length + bytes),
 //!               largest internal key (u32 length + bytes)
@@ -38,19 +43,49 @@ use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, 
 
 /// The four bytes every manifest starts with.
 pub const MAGIC: [u8; 4] = *b"SMAN";
-/// The one format version this code reads and writes (2: the clean close
-/// of the last session's log; version 1, without it, is not read).
-pub const FORMAT_VERSION: u32 = 2;
+/// The one format version this code reads and writes (3: keyspaces;
+/// versions 1 and 2, without them, are not read).
+pub const FORMAT_VERSION: u32 = 3;
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
-/// Bytes of the fixed fields before the table records.
-pub const HEADER_LEN: usize = 52;
+/// Bytes of the fixed fields before the keyspace records.
+pub const HEADER_LEN: usize = 56;
 /// Bytes of one table record with both keys empty (real keys add at least 16).
-pub const MIN_TABLE_RECORD_LEN: usize = 4 + 5 * 8 + 4 + 4;
+pub const MIN_TABLE_RECORD_LEN: usize = 4 + 4 + 5 * 8 + 4 + 4;
+/// Bytes of one keyspace record with an empty name (real names add 1-255).
+pub const MIN_KEYSPACE_RECORD_LEN: usize = 4 + 8 + 1;
+/// The id of the keyspace named `default`, which every database has.
+pub const DEFAULT_KEYSPACE_ID: u32 = 0;
+/// The name of keyspace [`DEFAULT_KEYSPACE_ID`].
+pub const DEFAULT_KEYSPACE_NAME: &str = "default";
+/// The longest keyspace name, in bytes.
+pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
+
+/// Whether `name` may name a keyspace: 1 to 255 bytes of `[A-Za-z0-9_.-]`.
+pub fn valid_keyspace_name(name: &str) -> bool {
+    (1..=MAX_KEYSPACE_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// One keyspace, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyspaceRecord {
+    /// Its id, in table records and log records; never reused.
+    pub id: u32,
+    /// Its name (see [`valid_keyspace_name`]).
+    pub name: String,
+    /// The oldest log that may hold records of this keyspace not yet in
+    /// its tables: replay skips its records in older logs.
+    pub log_number: u64,
+}
 
 /// One live table, as the manifest records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableRecord {
+    /// The keyspace the table belongs to.
+    pub keyspace: u32,
     /// The level the table belongs to (`0..MAX_LEVELS`).
     pub level: u32,
     /// The number in its file name (`NNNNNN.sst`).
@@ -96,6 +131,11 @@ pub struct ManifestState {
     /// The newest log, when the last session ended with a clean close (and
     /// no session has opened the database since).
     pub closed_log: Option<ClosedLog>,
+    /// Larger than every keyspace id ever given (ids are never reused,
+    /// so a dropped keyspace's records in a log are known for dropped).
+    pub next_keyspace_id: u32,
+    /// Every keyspace, the default one included.
+    pub keyspaces: Vec<KeyspaceRecord>,
     /// Every live table.
     pub tables: Vec<TableRecord>,
 }
@@ -129,10 +169,29 @@ impl ManifestState {
                 ));
             }
         }
+        let mut ids = HashSet::with_capacity(self.keyspaces.len());
+        let mut names = HashSet::with_capacity(self.keyspaces.len());
+        for keyspace in &self.keyspaces {
+            check_keyspace(self, keyspace).map_err(|reason| {
+                format!("keyspace {} ({:?}): {reason}", keyspace.id, keyspace.name)
+            })?;
+            if !ids.insert(keyspace.id) || !names.insert(keyspace.name.as_str()) {
+                return Err(format!(
+                    "keyspace {} ({:?}) listed twice",
+                    keyspace.id, keyspace.name
+                ));
+            }
+        }
         let mut seen = HashSet::with_capacity(self.tables.len());
         for (index, table) in self.tables.iter().enumerate() {
             check_table(self, table)
                 .map_err(|reason| format!("table {index} ({}): {reason}", table.file_number))?;
+            if !ids.contains(&table.keyspace) {
+                return Err(format!(
+                    "table {index} ({}): keyspace {} is not listed",
+                    table.file_number, table.keyspace
+                ));
+            }
             if !seen.insert(table.file_number) {
                 return Err(format!(
                     "table {index}: file number {} listed twice",
@@ -142,6 +201,35 @@ impl ManifestState {
         }
         Ok(())
     }
+}
+
+fn check_keyspace(
+    state: &ManifestState,
+    keyspace: &KeyspaceRecord,
+) -> std::result::Result<(), String> {
+    if keyspace.id >= state.next_keyspace_id {
+        return Err(format!(
+            "id is not below the next keyspace id {}",
+            state.next_keyspace_id
+        ));
+    }
+    if !valid_keyspace_name(&keyspace.name) {
+        return Err("the name is not 1-255 bytes of [A-Za-z0-9_.-]".to_string());
+    }
+    if (keyspace.id == DEFAULT_KEYSPACE_ID) != (keyspace.name == DEFAULT_KEYSPACE_NAME) {
+        return Err(format!(
+            "only keyspace {DEFAULT_KEYSPACE_ID} is named {DEFAULT_KEYSPACE_NAME:?}"
+        ));
+    }
+    if keyspace.log_number < state.log_number
+        || (keyspace.log_number != 0 && keyspace.log_number >= state.next_file_number)
+    {
+        return Err(format!(
+            "log number {} is not within the log number {} and the next file number {}",
+            keyspace.log_number, state.log_number, state.next_file_number
+        ));
+    }
+    Ok(())
 }
 
 fn check_table(state: &ManifestState, table: &TableRecord) -> std::result::Result<(), String> {
@@ -181,9 +269,14 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
         .tables
         .iter()
         .map(|t| t.smallest.len() + t.largest.len())
-        .sum();
+        .sum::<usize>()
+        + state
+            .keyspaces
+            .iter()
+            .map(|k| MIN_KEYSPACE_RECORD_LEN + k.name.len())
+            .sum::<usize>();
     let mut out =
-        Vec::with_capacity(HEADER_LEN + state.tables.len() * MIN_TABLE_RECORD_LEN + keys + 4);
+        Vec::with_capacity(HEADER_LEN + 4 + state.tables.len() * MIN_TABLE_RECORD_LEN + keys + 4);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&state.next_file_number.to_le_bytes());
@@ -192,9 +285,22 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
     let (closed_number, closed_len) = state.closed_log.map_or((0, 0), |c| (c.number, c.len));
     out.extend_from_slice(&closed_number.to_le_bytes());
     out.extend_from_slice(&closed_len.to_le_bytes());
+    out.extend_from_slice(&state.next_keyspace_id.to_le_bytes());
+    let count = u32::try_from(state.keyspaces.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&count.to_le_bytes());
+    for keyspace in &state.keyspaces {
+        out.extend_from_slice(&keyspace.id.to_le_bytes());
+        out.extend_from_slice(&keyspace.log_number.to_le_bytes());
+        // `check` bounds a name to 255 bytes; a longer one (refused by
+        // `write_manifest`) is cut so the encoding stays well formed.
+        let name = &keyspace.name.as_bytes()[..keyspace.name.len().min(MAX_KEYSPACE_NAME_LEN)];
+        out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(name);
+    }
     let count = u32::try_from(state.tables.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&count.to_le_bytes());
     for table in &state.tables {
+        out.extend_from_slice(&table.keyspace.to_le_bytes());
         out.extend_from_slice(&table.level.to_le_bytes());
         out.extend_from_slice(&table.file_number.to_le_bytes());
         out.extend_from_slice(&table.file_size.to_le_bytes());
@@ -256,6 +362,33 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
         }
         (number, len) => Some(ClosedLog { number, len }),
     };
+    let next_keyspace_id = reader.u32()?;
+    let count = reader.u32()? as usize;
+    if count > reader.remaining() / MIN_KEYSPACE_RECORD_LEN {
+        return Err(Error::corruption(
+            "manifest",
+            format!(
+                "{count} keyspaces cannot fit in the {} bytes that remain",
+                reader.remaining()
+            ),
+        ));
+    }
+    let mut keyspaces = Vec::with_capacity(count);
+    for _ in 0..count {
+        let id = reader.u32()?;
+        let log_number = reader.u64()?;
+        let len = usize::from(reader.u8()?);
+        let name = std::str::from_utf8(reader.take(len)?)
+            .map_err(|_| {
+                Error::corruption("manifest", format!("keyspace {id}: name is not UTF-8"))
+            })?
+            .to_string();
+        keyspaces.push(KeyspaceRecord {
+            id,
+            name,
+            log_number,
+        });
+    }
     let count = reader.u32()? as usize;
     if count > reader.remaining() / MIN_TABLE_RECORD_LEN {
         return Err(Error::corruption(
@@ -269,6 +402,7 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
     let mut tables = Vec::with_capacity(count);
     for _ in 0..count {
         tables.push(TableRecord {
+            keyspace: reader.u32()?,
             level: reader.u32()?,
             file_number: reader.u64()?,
             file_size: reader.u64()?,
@@ -285,6 +419,8 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
         last_sequence,
         log_number,
         closed_log,
+        next_keyspace_id,
+        keyspaces,
         tables,
     };
     state
@@ -342,6 +478,7 @@ mod tests {
 
     fn table(level: u32, number: u64, low: &[u8], high: &[u8]) -> TableRecord {
         TableRecord {
+            keyspace: u32::from(number % 2 == 1),
             level,
             file_number: number,
             file_size: 4096 * number,
@@ -362,6 +499,19 @@ mod tests {
                 number: 19,
                 len: 4242,
             }),
+            next_keyspace_id: 3,
+            keyspaces: vec![
+                KeyspaceRecord {
+                    id: DEFAULT_KEYSPACE_ID,
+                    name: DEFAULT_KEYSPACE_NAME.to_string(),
+                    log_number: 18,
+                },
+                KeyspaceRecord {
+                    id: 1,
+                    name: "raft.log-1_A".to_string(),
+                    log_number: 19,
+                },
+            ],
             tables: vec![
                 table(0, 12, b"a", b"m"),
                 table(1, 7, b"b", b"b"),
@@ -388,17 +538,37 @@ mod tests {
             last_sequence: SeqNo(3),
             log_number: 1,
             closed_log: None,
+            next_keyspace_id: 1,
+            keyspaces: vec![],
             tables: vec![],
         };
         let bytes = encode(&state);
-        assert_eq!(bytes.len(), HEADER_LEN + 4);
+        assert_eq!(bytes.len(), HEADER_LEN + 4 + 4);
         assert_eq!(&bytes[..4], b"SMAN");
-        assert_eq!(&bytes[4..8], &[2, 0, 0, 0]);
+        assert_eq!(&bytes[4..8], &[3, 0, 0, 0]);
         assert_eq!(bytes[8], 2);
         assert_eq!(bytes[16], 3);
         assert_eq!(bytes[24], 1);
         assert_eq!(&bytes[32..48], &[0; 16]);
-        assert_eq!(&bytes[48..52], &[0, 0, 0, 0]);
+        assert_eq!(&bytes[48..52], &[1, 0, 0, 0]);
+        assert_eq!(&bytes[52..60], &[0; 8]);
+        let named = encode(&ManifestState {
+            keyspaces: vec![KeyspaceRecord {
+                id: 0,
+                name: "default".to_string(),
+                log_number: 1,
+            }],
+            ..state.clone()
+        });
+        assert_eq!(
+            named.len(),
+            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + 4
+        );
+        assert_eq!(&named[52..56], &[1, 0, 0, 0]);
+        assert_eq!(named[56..60], [0; 4]);
+        assert_eq!(named[60], 1);
+        assert_eq!(named[68], 7);
+        assert_eq!(&named[69..76], b"default");
         let closed = encode(&ManifestState {
             closed_log: Some(ClosedLog { number: 1, len: 47 }),
             ..state.clone()
@@ -406,10 +576,19 @@ mod tests {
         assert_eq!(closed[32], 1);
         assert_eq!(closed[40], 47);
         let one = encode(&ManifestState {
-            tables: vec![table(0, 1, b"k", b"k")],
+            tables: vec![table(0, 2, b"k", b"k")],
+            next_file_number: 3,
+            keyspaces: vec![KeyspaceRecord {
+                id: 0,
+                name: "default".to_string(),
+                log_number: 1,
+            }],
             ..state
         });
-        assert_eq!(one.len(), HEADER_LEN + MIN_TABLE_RECORD_LEN + 2 * 9 + 4);
+        assert_eq!(
+            one.len(),
+            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + MIN_TABLE_RECORD_LEN + 2 * 9 + 4
+        );
     }
 
     #[test]
@@ -453,8 +632,8 @@ mod tests {
             b.truncate(b.len() - 4);
             b
         };
-        // Version 1 (before the closed log) is not read.
-        for version in [1u8, 3] {
+        // Versions 1 and 2 (before keyspaces) are not read.
+        for version in [1u8, 2, 4] {
             let mut wrong_version = body(&sample());
             wrong_version[4] = version;
             let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
@@ -462,7 +641,7 @@ mod tests {
         }
 
         let mut huge_count = body(&sample());
-        huge_count[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge_count[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
         let err = decode(&sealed(huge_count), "M").unwrap_err().to_string();
         assert!(err.contains("cannot fit"), "{err}");
 
@@ -507,6 +686,26 @@ mod tests {
         }
         let mut s = sample();
         s.last_sequence = SeqNo(u64::MAX);
+        bad_states.push(s);
+        // Keyspaces: an id at or past the next id, a bad or doubled name, a
+        // default keyspace under another name, a table of an unlisted
+        // keyspace, a log number below the database's.
+        let mut s = sample();
+        s.keyspaces[1].id = 3;
+        bad_states.push(s);
+        for name in ["", "a/b", "sp ace", "default"] {
+            let mut s = sample();
+            s.keyspaces[1].name = name.to_string();
+            bad_states.push(s);
+        }
+        let mut s = sample();
+        s.keyspaces[0].name = "main".to_string();
+        bad_states.push(s);
+        let mut s = sample();
+        s.tables[0].keyspace = 2;
+        bad_states.push(s);
+        let mut s = sample();
+        s.keyspaces[1].log_number = 17;
         bad_states.push(s);
         for state in bad_states {
             assert!(state.check().is_err(), "{state:?}");

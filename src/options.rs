@@ -64,6 +64,9 @@ pub struct Options {
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
     pub(crate) whole_key_filtering: bool,
     pub(crate) range_filter_bits_per_key: f64,
+    /// The keyspace these options are a keyspace's options of (set by the
+    /// keyspace, never by the application): recorded in its tables.
+    pub(crate) keyspace: Option<TableKeyspace>,
 }
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
@@ -95,6 +98,7 @@ impl Default for Options {
             prefix_extractor: None,
             whole_key_filtering: true,
             range_filter_bits_per_key: 0.0,
+            keyspace: None,
         }
     }
 }
@@ -455,6 +459,16 @@ impl WriteOptions {
     pub(crate) fn sync_or(self, default: bool) -> bool {
         self.sync.unwrap_or(default)
     }
+}
+
+/// The keyspace a table belongs to (properties field 4); a table without
+/// it is the default keyspace's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableKeyspace {
+    /// The keyspace's id (never 0: the default keyspace writes no field).
+    pub id: u32,
+    /// Its name when the table was written.
+    pub name: String,
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 //! `lost/`), or run beside a writer (it takes the directory lock).
 
 use std::cmp::Ordering;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -50,13 +50,16 @@ use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind,
 use crate::fs::FileSystem;
 use crate::inspect::check_is_database;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
-use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
+use crate::manifest::{
+    read_manifest, write_manifest, KeyspaceRecord, ManifestState, TableRecord, DEFAULT_KEYSPACE_ID,
+    DEFAULT_KEYSPACE_NAME,
+};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::format::FOOTER_LEN;
 use crate::table::{
-    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
-    TableSalvager,
+    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableKeyspace,
+    TableOptions, TableSalvager,
 };
 use crate::wal::{replay, replay_batches, salvage, LostRecord};
 
@@ -244,7 +247,10 @@ impl RepairReport {
 
 /// A key range whose entries older than `max_seq` may have been shadowed by
 /// something lost.
+#[derive(Clone)]
 struct Zone {
+    /// The keyspace of the damaged table: the loss shadows only its keys.
+    keyspace: u32,
     lo: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
     max_seq: SeqNo,
@@ -267,9 +273,11 @@ impl Zone {
 }
 
 /// True when some zone shadows `internal_key`.
-fn shadowed(zones: &[Zone], internal_key: &[u8]) -> bool {
+fn shadowed(zones: &[Zone], keyspace: u32, internal_key: &[u8]) -> bool {
     match parse_internal_key(internal_key) {
-        Ok(parsed) => zones.iter().any(|z| z.shadows(parsed.user_key, parsed.seq)),
+        Ok(parsed) => zones
+            .iter()
+            .any(|z| z.keyspace == keyspace && z.shadows(parsed.user_key, parsed.seq)),
         Err(_) => true,
     }
 }
@@ -294,6 +302,9 @@ struct Examined {
     max_seq: Option<SeqNo>,
     /// The table, when its footer, index and filter are intact.
     filtered: Option<Table>,
+    /// Its keyspace: the manifest's word, else its properties' (the
+    /// default keyspace when neither says).
+    keyspace: TableKeyspace,
 }
 
 struct Repair<'a> {
@@ -429,6 +440,28 @@ fn refuse_other_versions(
     Ok(())
 }
 
+/// Keyspace `id` of `state`, with its name (its tables record it).
+fn keyspace_of(state: &ManifestState, id: u32) -> TableKeyspace {
+    TableKeyspace {
+        id,
+        name: state
+            .keyspaces
+            .iter()
+            .find(|k| k.id == id)
+            .map_or_else(|| recovered_keyspace_name(id), |k| k.name.clone()),
+    }
+}
+
+/// The name repair gives a keyspace whose name nothing records (only its
+/// records in a log survived).
+fn recovered_keyspace_name(id: u32) -> String {
+    if id == DEFAULT_KEYSPACE_ID {
+        DEFAULT_KEYSPACE_NAME.to_string()
+    } else {
+        format!("recovered-{id}")
+    }
+}
+
 /// The user key of an internal key.
 fn user(internal_key: &[u8]) -> Vec<u8> {
     user_key_of(internal_key).to_vec()
@@ -458,6 +491,10 @@ impl Repair<'_> {
             user_range: record_range.clone(),
             max_seq: record.as_ref().map(|r| r.max_seq),
             filtered: None,
+            keyspace: TableKeyspace {
+                id: record.as_ref().map_or(DEFAULT_KEYSPACE_ID, |r| r.keyspace),
+                name: String::new(),
+            },
             candidate,
         };
         let name = examined.candidate.name.clone();
@@ -484,6 +521,11 @@ impl Repair<'_> {
         match salvager.table() {
             Some(table) => {
                 let p = table.properties();
+                if record.is_none() {
+                    if let Some(keyspace) = &p.keyspace {
+                        examined.keyspace = keyspace.clone();
+                    }
+                }
                 examined.min_seq = p.min_seq;
                 examined.max_seq = Some(examined.max_seq.map_or(p.max_seq, |m| m.max(p.max_seq)));
                 lo = lo.or_else(|| Some(user(&p.smallest)));
@@ -553,12 +595,15 @@ impl Repair<'_> {
     /// others are reported as uncertain.
     fn zones(&mut self, examined: &[Examined]) -> Vec<Zone> {
         let mut zones = Vec::new();
-        let lost = examined
-            .iter()
-            .flat_map(|e| e.lost.iter().map(move |range| (range, &e.filtered)));
-        for (range, filtered) in lost {
+        let lost = examined.iter().flat_map(|e| {
+            e.lost
+                .iter()
+                .map(move |range| (range, &e.filtered, e.keyspace.id))
+        });
+        for (range, filtered, keyspace) in lost {
             match range.max_sequence {
                 Some(max) => zones.push(Zone {
+                    keyspace,
                     lo: range.first_key.clone(),
                     hi: range.last_key.clone(),
                     max_seq: SeqNo(max),
@@ -583,20 +628,25 @@ impl Repair<'_> {
         self.replaced.push(name.to_string());
     }
 
-    /// Starts a new table file (none in a dry run).
-    fn new_table(&mut self) -> Result<NewTable> {
+    /// Starts a new table file of `keyspace` (none in a dry run).
+    fn new_table(&mut self, keyspace: &TableKeyspace) -> Result<NewTable> {
         let number = self.new_number();
         let builder = if self.dry_run {
             None
         } else {
+            let options = TableOptions {
+                keyspace: (keyspace.id != DEFAULT_KEYSPACE_ID).then(|| keyspace.clone()),
+                ..TableOptions::from(self.opts)
+            };
             Some(TableBuilder::create(
                 self.fs,
                 &self.path(&table_file_name(number)),
-                &TableOptions::from(self.opts),
+                &options,
             )?)
         };
         Ok(NewTable {
             number,
+            keyspace: keyspace.id,
             builder,
             entries: 0,
             range: None,
@@ -611,6 +661,7 @@ impl Repair<'_> {
         let record = match (table.builder, table.range) {
             (_, None) => None,
             (None, Some((smallest, largest, min_seq, max_seq))) => Some(TableRecord {
+                keyspace: table.keyspace,
                 level,
                 file_number: table.number,
                 file_size: 0,
@@ -624,7 +675,10 @@ impl Repair<'_> {
                 let info = builder.finish().inspect_err(|_| {
                     let _ = self.fs.remove(&path);
                 })?;
-                Some(table_record(table.number, level, &info))
+                Some(TableRecord {
+                    keyspace: table.keyspace,
+                    ..table_record(table.number, level, &info)
+                })
             }
         };
         if record.is_some() {
@@ -679,10 +733,11 @@ impl Repair<'_> {
                 compare_internal_keys(&smallest, key) != Ordering::Greater
                     && compare_internal_keys(key, &largest) != Ordering::Greater
             };
-            let keep = |key: &[u8]| in_record(key) && !shadowed(&zones, key);
+            let keep = |key: &[u8]| in_record(key) && !shadowed(&zones, record.keyspace, key);
             let may_be_shadowed = e.user_range.as_ref().is_none_or(|(lo, hi)| {
                 zones.iter().any(|z| {
-                    e.min_seq < z.max_seq
+                    z.keyspace == record.keyspace
+                        && e.min_seq < z.max_seq
                         && z.lo.as_deref().is_none_or(|zlo| zlo <= hi.as_slice())
                         && z.hi.as_deref().is_none_or(|zhi| lo.as_slice() <= zhi)
                 })
@@ -715,7 +770,8 @@ impl Repair<'_> {
                 continue;
             }
             changed = true;
-            let mut out = self.new_table()?;
+            let keyspace = keyspace_of(state, record.keyspace);
+            let mut out = self.new_table(&keyspace)?;
             let (mut kept, mut dropped) = (0u64, 0u64);
             let written = self.each_entry(&e.candidate.name, |key, value| {
                 if keep(&key) {
@@ -753,7 +809,15 @@ impl Repair<'_> {
             .map(|&(_, n)| n)
             .collect();
         logs.sort_unstable();
-        let recovered = Memtable::new();
+        // Records of a dropped keyspace, or of a log its tables already
+        // hold, are not brought back.
+        let keyspaces = state.keyspaces.clone();
+        let mut recovered = Recovered {
+            keep: Some(Box::new(move |id, log, _| {
+                keyspaces.iter().any(|k| k.id == id && log >= k.log_number)
+            })),
+            ..Recovered::default()
+        };
         let mut intact = Vec::new();
         for &number in &logs {
             let name = wal_file_name(number);
@@ -774,7 +838,7 @@ impl Repair<'_> {
                 });
             if let Some(lost) = cut {
                 changed = true;
-                let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                let max = self.salvage_log(number, &bytes, LogAction::Replaced, &mut recovered);
                 last_sequence = last_sequence.max(max);
                 self.report.uncertain.push(format!(
                     "{name}: {}; which keys those writes held is unknown, so a key they deleted \
@@ -800,7 +864,7 @@ impl Repair<'_> {
                 Some((records, torn_tail)) => intact.push((number, records, torn_tail)),
                 None => {
                     changed = true;
-                    let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                    let max = self.salvage_log(number, &bytes, LogAction::Replaced, &mut recovered);
                     last_sequence = last_sequence.max(max);
                     self.replace(&name);
                 }
@@ -813,7 +877,7 @@ impl Repair<'_> {
             if torn_tail.is_some() && Some(number) != newest {
                 changed = true;
                 let bytes = self.fs.read_all(&self.path(&name))?;
-                let max = self.salvage_log(&name, &bytes, LogAction::Replaced, &recovered);
+                let max = self.salvage_log(number, &bytes, LogAction::Replaced, &mut recovered);
                 last_sequence = last_sequence.max(max);
                 self.replace(&name);
                 continue;
@@ -826,9 +890,9 @@ impl Repair<'_> {
                 torn_tail,
             });
         }
-        if !recovered.is_empty() {
-            let mut out = self.new_table()?;
-            for (key, value) in recovered.iter() {
+        for (id, memtable) in std::mem::take(&mut recovered.mems) {
+            let mut out = self.new_table(&keyspace_of(state, id))?;
+            for (key, value) in memtable.iter() {
                 if let Err(err) = out.add(key, value) {
                     self.abandon(out);
                     return Err(err);
@@ -854,6 +918,8 @@ impl Repair<'_> {
             last_sequence,
             log_number: state.log_number,
             closed_log: state.closed_log.filter(|c| kept(c.number)),
+            next_keyspace_id: state.next_keyspace_id,
+            keyspaces: state.keyspaces.clone(),
             tables,
         };
         // Originals are copied into `lost/` before the manifest that stops
@@ -886,26 +952,35 @@ impl Repair<'_> {
             }
         }
         let zones = self.zones(&examined);
-        // Logs whose every record is at or below the newest sequence in
-        // the tables were flushed before the manifest was lost (memtables
-        // are flushed oldest first).
-        let in_tables = examined.iter().filter_map(|e| e.max_seq).max();
-        let recovered = Memtable::new();
+        // Per keyspace, the newest sequence number in its tables: its
+        // records at or below it in a log were flushed before the manifest
+        // was lost (a keyspace's memtables are flushed oldest first).
+        let mut in_tables: BTreeMap<u32, SeqNo> = BTreeMap::new();
+        for e in &examined {
+            if let Some(max) = e.max_seq {
+                let newest = in_tables.entry(e.keyspace.id).or_insert(max);
+                *newest = (*newest).max(max);
+            }
+        }
+        let flushed = in_tables.clone();
+        let keep = move |id: u32, _log: u64, seq: SeqNo| flushed.get(&id).is_none_or(|&t| seq > t);
         let mut logs: Vec<u64> = numbered
             .iter()
             .filter(|&&(kind, _)| kind == FileKind::Wal)
             .map(|&(_, n)| n)
             .collect();
         logs.sort_unstable();
-        let mut last_sequence = in_tables.unwrap_or(SeqNo(0));
+        let mut last_sequence = in_tables.values().copied().max().unwrap_or(SeqNo(0));
+        let mut recovered = Recovered::default();
         for number in logs {
             let name = wal_file_name(number);
             let bytes = self.fs.read_all(&self.path(&name))?;
             let log = salvage(&bytes);
-            let newest = log.batches.iter().filter_map(|(_, b)| b.last_seq()).max();
-            let obsolete = !log.batches.is_empty()
-                && log.lost.is_empty()
-                && newest.is_some_and(|n| in_tables.is_some_and(|t| n <= t));
+            let unflushed = log.batches.iter().any(|(_, b)| {
+                b.ops_with_seq()
+                    .any(|(seq, op)| keep(op.keyspace, number, seq))
+            });
+            let obsolete = !log.batches.is_empty() && log.lost.is_empty() && !unflushed;
             if obsolete {
                 self.report.logs.push(LogReport {
                     file: name.clone(),
@@ -915,87 +990,71 @@ impl Repair<'_> {
                     torn_tail: None,
                 });
             } else {
-                let max = self.salvage_log(&name, &bytes, LogAction::Merged, &recovered);
+                recovered.keep = Some(Box::new(keep.clone()));
+                let max = self.salvage_log(number, &bytes, LogAction::Merged, &mut recovered);
                 last_sequence = last_sequence.max(max);
             }
             self.replace(&name);
         }
 
-        // One merge of every source (the database's merging iterator),
-        // newest version of each key only. Tables whose key ranges do not
-        // meet are read one after another as one source (as the engine
-        // reads a sorted level): the merge compares one key per run, not
-        // one per table — a database's deeper levels make few runs.
-        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
-        // Per run, the examined table its current entry comes from.
-        let mut run_tables = Vec::new();
-        for run in disjoint_runs(&examined) {
-            let mut tables = VecDeque::with_capacity(run.len());
-            for at in run {
-                if let Some(e) = examined.get(at) {
-                    let path = self.path(&e.candidate.name);
-                    if self.fs.exists(&path) {
-                        tables.push_back((at, TableSalvager::open(&self.context, &path)?));
-                    }
-                }
+        // Every keyspace found: in a table's properties, or only in a log.
+        let mut keyspaces: BTreeMap<u32, String> = BTreeMap::new();
+        keyspaces.insert(DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME.to_string());
+        for e in &examined {
+            if e.keyspace.id != DEFAULT_KEYSPACE_ID {
+                keyspaces
+                    .entry(e.keyspace.id)
+                    .or_insert_with(|| e.keyspace.name.clone());
             }
-            let current = Arc::new(AtomicUsize::new(usize::MAX));
-            run_tables.push(Arc::clone(&current));
-            sources.push(Box::new(SalvagedRun::new(tables, current)));
         }
-        sources.push(Box::new(MemSource::new(Arc::new(recovered))));
-        let mut merge = MergingIter::new(sources);
-        merge.seek_to_first();
-        let mut counts = vec![(0u64, 0u64); examined.len()];
-        let target = self.opts.table_target_bytes;
-        let mut out = self.new_table()?;
-        let mut records = Vec::new();
-        let mut previous_user: Option<Vec<u8>> = None;
-        let merged = (|| -> Result<()> {
-            while merge.valid() {
-                let (key, value) = (merge.key().to_vec(), merge.value());
-                let source = merge
-                    .current_source()
-                    .and_then(|s| run_tables.get(s))
-                    .map(|table| table.load(AtomicOrdering::Relaxed));
-                merge.next();
-                let user_key = user_key_of(&key);
-                let newer_seen = previous_user.as_deref() == Some(user_key);
-                let counted = source.and_then(|s| counts.get_mut(s));
-                if newer_seen {
-                    continue;
-                }
-                previous_user = Some(user_key.to_vec());
-                if shadowed(&zones, &key) {
-                    if let Some(c) = counted {
-                        c.1 += 1;
-                    }
-                    continue;
-                }
-                if let Some(c) = counted {
-                    c.0 += 1;
-                }
-                // The only level: a tombstone shadows nothing below it.
-                let tombstone = parse_internal_key(&key).is_ok_and(|p| p.kind == ValueKind::Delete);
-                if tombstone {
-                    continue;
-                }
-                out.add(&key, &value)?;
-                if out.estimated_size() >= target {
-                    let full = std::mem::replace(&mut out, self.new_table()?);
-                    records.extend(self.finish(full, bottom_level())?);
-                }
+        for &id in recovered.mems.keys() {
+            keyspaces
+                .entry(id)
+                .or_insert_with(|| recovered_keyspace_name(id));
+        }
+        // Two keyspaces under one name (one recreated after a drop whose
+        // tables survived): the older keeps the name.
+        let mut names_taken = std::collections::HashSet::new();
+        for (id, name) in keyspaces.iter_mut() {
+            if !crate::manifest::valid_keyspace_name(name) || !names_taken.insert(name.clone()) {
+                *name = recovered_keyspace_name(*id);
+                names_taken.insert(name.clone());
             }
-            merge.status()
+        }
+
+        let runs = disjoint_runs(&examined);
+        let mut counts = vec![(0u64, 0u64); examined.len()];
+        let mut records = Vec::new();
+        let mut out = None;
+        let merged = (|| -> Result<()> {
+            for (&id, name) in &keyspaces {
+                let keyspace = TableKeyspace {
+                    id,
+                    name: name.clone(),
+                };
+                let memtable = recovered.mems.remove(&id).unwrap_or_default();
+                self.merge_keyspace(
+                    &keyspace,
+                    &examined,
+                    &runs,
+                    memtable,
+                    &zones,
+                    &mut counts,
+                    &mut records,
+                    &mut out,
+                )?;
+            }
+            Ok(())
         })();
         if let Err(err) = merged {
-            self.abandon(out);
+            if let Some(out) = out {
+                self.abandon(out);
+            }
             for r in &records {
                 let _ = self.fs.remove(&self.path(&table_file_name(r.file_number)));
             }
             return Err(err);
         }
-        records.extend(self.finish(out, bottom_level())?);
         for (e, (kept, dropped)) in examined.into_iter().zip(counts) {
             self.report.tables.push(TableReport {
                 file: e.candidate.name.clone(),
@@ -1020,6 +1079,15 @@ impl Repair<'_> {
             last_sequence,
             log_number,
             closed_log: None,
+            next_keyspace_id: keyspaces.keys().max().map_or(1, |&id| id + 1),
+            keyspaces: keyspaces
+                .into_iter()
+                .map(|(id, name)| KeyspaceRecord {
+                    id,
+                    name,
+                    log_number,
+                })
+                .collect(),
             tables: records,
         };
         // The new tables hold everything read; the originals go before the
@@ -1032,19 +1100,110 @@ impl Repair<'_> {
         self.write_manifest(&new_state)
     }
 
+    /// One merge of every source of `keyspace` (the database's merging
+    /// iterator), newest version of each key only, into tables of the
+    /// bottom level appended to `records`. Its tables whose key ranges do
+    /// not meet are read one after another as one source (as the engine
+    /// reads a sorted level): the merge compares one key per run, not one
+    /// per table — a database's deeper levels make few runs. `out` holds
+    /// the table being written, for the caller to abandon on an error.
+    #[expect(clippy::too_many_arguments, reason = "one merge's inputs and outputs")]
+    fn merge_keyspace(
+        &mut self,
+        keyspace: &TableKeyspace,
+        examined: &[Examined],
+        runs: &[Vec<usize>],
+        recovered: Memtable,
+        zones: &[Zone],
+        counts: &mut [(u64, u64)],
+        records: &mut Vec<TableRecord>,
+        out: &mut Option<NewTable>,
+    ) -> Result<()> {
+        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+        // Per run, the examined table its current entry comes from.
+        let mut run_tables = Vec::new();
+        for run in runs {
+            let mut tables = VecDeque::with_capacity(run.len());
+            for &at in run {
+                if let Some(e) = examined.get(at).filter(|e| e.keyspace.id == keyspace.id) {
+                    let path = self.path(&e.candidate.name);
+                    if self.fs.exists(&path) {
+                        tables.push_back((at, TableSalvager::open(&self.context, &path)?));
+                    }
+                }
+            }
+            if tables.is_empty() {
+                continue;
+            }
+            let current = Arc::new(AtomicUsize::new(usize::MAX));
+            run_tables.push(Arc::clone(&current));
+            sources.push(Box::new(SalvagedRun::new(tables, current)));
+        }
+        sources.push(Box::new(MemSource::new(Arc::new(recovered))));
+        let mut merge = MergingIter::new(sources);
+        merge.seek_to_first();
+        let target = self.opts.table_target_bytes;
+        let mut previous_user: Option<Vec<u8>> = None;
+        while merge.valid() {
+            let (key, value) = (merge.key().to_vec(), merge.value());
+            let source = merge
+                .current_source()
+                .and_then(|s| run_tables.get(s))
+                .map(|table| table.load(AtomicOrdering::Relaxed));
+            merge.next();
+            let user_key = user_key_of(&key);
+            let newer_seen = previous_user.as_deref() == Some(user_key);
+            let counted = source.and_then(|s| counts.get_mut(s));
+            if newer_seen {
+                continue;
+            }
+            previous_user = Some(user_key.to_vec());
+            if shadowed(zones, keyspace.id, &key) {
+                if let Some(c) = counted {
+                    c.1 += 1;
+                }
+                continue;
+            }
+            if let Some(c) = counted {
+                c.0 += 1;
+            }
+            // The only level: a tombstone shadows nothing below it.
+            let tombstone = parse_internal_key(&key).is_ok_and(|p| p.kind == ValueKind::Delete);
+            if tombstone {
+                continue;
+            }
+            let table = match out {
+                Some(table) => table,
+                None => out.insert(self.new_table(keyspace)?),
+            };
+            table.add(&key, &value)?;
+            if table.estimated_size() >= target {
+                if let Some(full) = out.take() {
+                    records.extend(self.finish(full, bottom_level())?);
+                }
+            }
+        }
+        merge.status()?;
+        if let Some(last) = out.take() {
+            records.extend(self.finish(last, bottom_level())?);
+        }
+        Ok(())
+    }
+
     /// Reads what can be read of a log into `recovered`; returns the
     /// largest sequence number replayed.
     fn salvage_log(
         &mut self,
-        name: &str,
+        number: u64,
         bytes: &[u8],
         action: LogAction,
-        recovered: &Memtable,
+        recovered: &mut Recovered,
     ) -> SeqNo {
+        let name = wal_file_name(number);
         let log = salvage(bytes);
         let mut max = SeqNo(0);
         for (_, batch) in &log.batches {
-            max = max.max(apply(batch, recovered));
+            max = max.max(recovered.apply(batch, number));
         }
         if !log.lost.is_empty() {
             self.report.uncertain.push(format!(
@@ -1149,22 +1308,47 @@ fn bottom_level() -> u32 {
     u32::try_from(LEVELS - 1).unwrap_or(1)
 }
 
-/// Inserts every operation of `batch`; returns its last sequence number.
-fn apply(batch: &DecodedBatch<'_>, recovered: &Memtable) -> SeqNo {
-    let mut seq = batch.first_seq;
-    for op in &batch.ops {
-        // Refused only for a (key, sequence) pair already inserted, whose
-        // first value stays, or a key or value over 4 GiB, which no record
-        // whose checksum held can carry: repair keeps what it can read.
-        let _ = recovered.insert(op.key, seq, op.kind, op.value);
-        seq = seq.next();
+/// What logs hold that tables do not, per keyspace id.
+#[derive(Default)]
+struct Recovered {
+    mems: BTreeMap<u32, Memtable>,
+    /// Which operations to keep, by (keyspace id, log number, sequence
+    /// number); `None`: all. With a manifest: not those of a dropped
+    /// keyspace or of a log whose records of their keyspace its tables
+    /// hold; without: not those at or below the newest sequence number in
+    /// their keyspace's tables (each keyspace flushes its memtables oldest
+    /// first, so those are in its tables, or were compacted away).
+    keep: Option<Box<dyn Fn(u32, u64, SeqNo) -> bool>>,
+}
+
+impl Recovered {
+    /// Inserts every operation of `batch` from log `log` (of the keyspaces
+    /// kept); returns its last sequence number.
+    fn apply(&mut self, batch: &DecodedBatch<'_>, log: u64) -> SeqNo {
+        let mut seq = batch.first_seq;
+        for op in &batch.ops {
+            if self
+                .keep
+                .as_ref()
+                .is_none_or(|keep| keep(op.keyspace, log, seq))
+            {
+                // Refused only for a (key, sequence) pair already inserted,
+                // whose first value stays, or a key or value over 4 GiB,
+                // which no record whose checksum held can carry: repair
+                // keeps what it can read.
+                let memtable = self.mems.entry(op.keyspace).or_default();
+                let _ = memtable.insert(op.key, seq, op.kind, op.value);
+            }
+            seq = seq.next();
+        }
+        batch.last_seq().unwrap_or(SeqNo(0))
     }
-    batch.last_seq().unwrap_or(SeqNo(0))
 }
 
 /// A table being written by repair (or counted, in a dry run).
 struct NewTable {
     number: u64,
+    keyspace: u32,
     builder: Option<TableBuilder>,
     entries: u64,
     /// (smallest, largest, min seq, max seq) of what was added.
@@ -1360,6 +1544,10 @@ mod tests {
             user_range: range.map(|(lo, hi)| (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())),
             max_seq: None,
             filtered: None,
+            keyspace: TableKeyspace {
+                id: 0,
+                name: String::new(),
+            },
         }
     }
 

@@ -15,7 +15,7 @@ use siftdb_testkit::SplitMix64;
 use std::path::{Path, PathBuf};
 
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
-use siftdb::internals::manifest::{self, ManifestState, TableRecord};
+use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord};
 use siftdb::internals::wal::{encode_close_record, encode_file_header, encode_record_into};
 use siftdb::WriteBatch;
 use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
@@ -78,9 +78,17 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
     closed_flipped_last[three.len() - 3] ^= 0x10;
     let mut close_torn = closed.clone();
     close_torn.truncate(closed.len() - 9);
+    // One batch across keyspaces (ids 0, 5 and 300).
+    let mut keyspaces = encode_file_header(8).to_vec();
+    let mut batch = WriteBatch::new();
+    batch.put(b"apple", b"red");
+    batch.put_to(5, b"apple", b"green");
+    batch.delete_from(300, b"pear");
+    encode_record_into(&mut keyspaces, &batch.encode_record(SeqNo(9))).unwrap();
     vec![
         ("header_only", log(1, &[])),
         ("three_batches", three),
+        ("keyspaces", keyspaces),
         ("torn_tail", torn),
         ("zero_tail", zero_tail),
         ("flipped_middle", flipped),
@@ -93,6 +101,7 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
 
 fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
     let table = |level, number: u64, low: &[u8], high: &[u8]| TableRecord {
+        keyspace: u32::try_from(number % 2).unwrap(),
         level,
         file_number: number,
         file_size: 1000 + number,
@@ -107,6 +116,19 @@ fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
         last_sequence: SeqNo(50),
         log_number: 9,
         closed_log: None,
+        next_keyspace_id: 2,
+        keyspaces: vec![
+            KeyspaceRecord {
+                id: 0,
+                name: "default".to_string(),
+                log_number: 9,
+            },
+            KeyspaceRecord {
+                id: 1,
+                name: "logs".to_string(),
+                log_number: 9,
+            },
+        ],
         tables: vec![table(0, 8, b"a", b"q"), table(1, 3, b"b", b"c")],
     };
     let bytes = manifest::encode(&full);

@@ -32,7 +32,9 @@ use std::path::Path;
 use siftdb::internals::filename::table_file_name;
 use siftdb::internals::fs::FileSystem;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
-use siftdb::internals::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
+use siftdb::internals::manifest::{
+    read_manifest, write_manifest, KeyspaceRecord, ManifestState, TableRecord,
+};
 use siftdb::{Db, Error, Options, WriteBatch};
 
 const DB: &str = "/db";
@@ -794,6 +796,7 @@ fn the_lock_holds_until_close_or_power_loss() {
 /// A manifest naming three tables (12, 7 and 3) on three levels.
 fn manifest_sample() -> ManifestState {
     let table = |level: u32, number: u64, low: &[u8], high: &[u8]| TableRecord {
+        keyspace: 0,
         level,
         file_number: number,
         file_size: 4096 * number,
@@ -808,6 +811,12 @@ fn manifest_sample() -> ManifestState {
         last_sequence: SeqNo(1000),
         log_number: 19,
         closed_log: None,
+        next_keyspace_id: 1,
+        keyspaces: vec![KeyspaceRecord {
+            id: 0,
+            name: "default".to_string(),
+            log_number: 19,
+        }],
         tables: vec![
             table(0, 12, b"a", b"m"),
             table(1, 7, b"b", b"b"),

@@ -559,12 +559,23 @@ fn write_format_v7_fixture() {
         std::fs::remove_dir_all(&fixture).unwrap();
     }
     let db = Db::open_with(&fixture, Options::default()).unwrap();
+    // Every write lands in the default keyspace and, in the same batch,
+    // in keyspace "events" (value prefixed "e-").
+    let events = db.keyspace("events").unwrap();
     for step in format_v7_steps() {
         for (key, value) in step.writes {
+            let mut batch = siftdb::WriteBatch::new();
             match value {
-                Some(value) => db.put(key, value).unwrap(),
-                None => db.delete(key).unwrap(),
+                Some(value) => {
+                    batch.put(&key, &value);
+                    batch.put_in(&events, &key, format!("e-{value}"));
+                }
+                None => {
+                    batch.delete(&key);
+                    batch.delete_in(&events, &key);
+                }
             }
+            db.write(batch).unwrap();
         }
         match step.then {
             AfterStep::Compact => db.compact().unwrap(),
@@ -579,8 +590,8 @@ fn write_format_v7_fixture() {
 }
 
 /// The one fixture of the format this build writes: tests/data/format_v7_db
-/// (tables of format 7 in level 0 and below it, a log of format 4 holding
-/// the last writes), made by `write_format_v7_fixture`. Until the first
+/// (tables of format 7 in level 0 and below it, in two keyspaces, a log
+/// of format 5 holding the last writes), made by `write_format_v7_fixture`. Until the first
 /// release a format change replaces the format and this fixture with it;
 /// from the first release on every format change keeps reading the
 /// previous ones, and this fixture (never rewritten) checks that it does.
@@ -614,7 +625,15 @@ fn the_format_v7_fixture_opens_and_reads_every_key() {
         panic!("{logs:?}");
     };
     let log_bytes = std::fs::read(log).unwrap();
-    assert_eq!(&log_bytes[4..8], &4u32.to_le_bytes());
+    assert_eq!(&log_bytes[4..8], &5u32.to_le_bytes());
+    assert_eq!(
+        state
+            .keyspaces
+            .iter()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>(),
+        ["default", "events"]
+    );
     let replayed = siftdb::internals::wal::replay(&log_bytes, "log").unwrap();
     assert!(replayed.closed_cleanly && !replayed.records.is_empty());
     assert!(verify_dir(dir.path()).unwrap().is_clean());
@@ -638,6 +657,19 @@ fn the_format_v7_fixture_opens_and_reads_every_key() {
             })
             .collect();
         assert_eq!(scanned, want);
+        let events = db.keyspace("events").unwrap();
+        let scanned: BTreeMap<Vec<u8>, Vec<u8>> = events
+            .iter()
+            .map(|entry| {
+                let (key, value) = entry.unwrap();
+                (key.to_vec(), value.to_vec())
+            })
+            .collect();
+        let want_events: BTreeMap<Vec<u8>, Vec<u8>> = want
+            .iter()
+            .map(|(k, v)| (k.clone(), [&b"e-"[..], v].concat()))
+            .collect();
+        assert_eq!(scanned, want_events);
     };
     let db = Db::open_with(dir.path(), Options::default()).unwrap();
     assert!(db.recovery_report().records_replayed > 0);
@@ -756,7 +788,7 @@ fn assert_refused_by_repair_and_verify(
 /// naming the log, its version and the one this build reads.
 #[test]
 fn a_database_with_a_log_of_another_format_version_is_refused() {
-    for found in [3u32, 1, 5] {
+    for found in [4u32, 1, 6] {
         let dir = copy_of_fixture("format_v7_db");
         let log = std::fs::read_dir(dir.path())
             .unwrap()

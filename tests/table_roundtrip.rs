@@ -176,6 +176,11 @@ fn random_tables_round_trip() {
             prefix_extractor: (round % 4 == 1).then(|| PrefixExtractor::fixed(2).unwrap()),
             whole_key_filtering: round % 8 != 5,
             range_filter_bits_per_key: [0.0, 16.0, 4.0][round % 3],
+            // A keyspace's tables record it in their properties.
+            keyspace: (round % 5 == 3).then(|| siftdb::internals::table::TableKeyspace {
+                id: 7,
+                name: "seven".to_string(),
+            }),
         };
         // Two tables carry 1 MiB values.
         let big_values = if round == 5 || round == 14 { 3 } else { 0 };

@@ -86,8 +86,6 @@ pub(crate) struct BgState {
     resume_done: [u64; 2],
     full_requested: u64,
     full_done: u64,
-    /// Per level, the largest key of the last table compacted out of it.
-    pub compact_pointer: Vec<Vec<u8>>,
 }
 
 impl BgState {
@@ -163,12 +161,11 @@ fn next_work(
         return Err(None);
     }
     let now = Instant::now();
-    let sv = inner.current.load();
     if lane == Lane::Flush {
         return match &st.flush_failure {
             Some(f) if f.due(now) => Ok((Work::Recover, true)),
             Some(f) => Err(f.retry_at.map(|at| at.saturating_duration_since(now))),
-            None if !sv.imm.is_empty() => Ok((Work::Flush, false)),
+            None if any_immutable(inner) => Ok((Work::Flush, false)),
             None => Err(None),
         };
     }
@@ -181,7 +178,7 @@ fn next_work(
     if st.full_requested > st.full_done {
         return Ok((Work::Full(st.full_requested), retry));
     }
-    if compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some() {
+    if compaction::pick_any(inner).is_some() {
         return Ok((Work::Compact, retry));
     }
     // Due for a retry, but nothing is left to compact.
@@ -387,7 +384,9 @@ fn seal_failed_log(inner: &DbInner) {
     // Sealed even when empty: its flush writes no table but the manifest
     // that moves past the failed log, which must happen before the new
     // log exists (a torn record is allowed only in the newest log).
-    inner.seal_memtable(log_number);
+    for tree in inner.trees.load().iter() {
+        tree.seal_memtable(log_number);
+    }
     drop(versions);
     writer.pending_log = Some(log_number);
 }
@@ -404,6 +403,7 @@ fn open_pending_log(inner: &DbInner) -> Result<()> {
         .and_then(|wal| inner.fs.sync_dir(&inner.dir).map(|()| wal));
     match created {
         Ok(wal) => {
+            inner.versions.lock().logs.push(log_number);
             writer.wal = wal;
             writer.log_number = log_number;
             writer.pending_log = None;
@@ -442,12 +442,12 @@ fn remove_orphans(inner: &DbInner) {
     let Ok(names) = fs.list(&inner.dir) else {
         return;
     };
-    let sv = inner.current.load();
-    let live: Vec<u64> = sv
-        .version
-        .records()
+    let live: Vec<u64> = inner
+        .trees
+        .load()
         .iter()
-        .chain(&durable.tables)
+        .flat_map(|t| t.current.load().version.records())
+        .chain(durable.tables)
         .map(|r| r.file_number)
         .collect();
     let oldest_log = durable.log_number.min(versions.log_number);
@@ -556,6 +556,15 @@ fn check_open(st: &BgState) -> Result<()> {
     }
 }
 
+/// Whether any keyspace has an immutable memtable waiting for a flush.
+fn any_immutable(inner: &DbInner) -> bool {
+    inner
+        .trees
+        .load()
+        .iter()
+        .any(|t| !t.current.load().imm.is_empty())
+}
+
 /// Waits until no immutable memtable is left.
 pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
     let mut st = inner.bg.lock();
@@ -563,7 +572,7 @@ pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
     loop {
         check_open(&st)?;
         failed(&st.flush_failure)?;
-        if inner.current.load().imm.is_empty() {
+        if !any_immutable(inner) {
             return Ok(());
         }
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
@@ -578,10 +587,9 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
         check_open(&st)?;
         failed(&st.flush_failure)?;
         failed(&st.compaction_failure)?;
-        let sv = inner.current.load();
-        let pending = !sv.imm.is_empty()
+        let pending = any_immutable(inner)
             || st.full_requested > st.full_done
-            || compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_some();
+            || compaction::pick_any(inner).is_some();
         if !pending && st.idle() {
             return Ok(());
         }
@@ -602,12 +610,12 @@ pub(crate) fn wait_for_idle(inner: &DbInner) -> Result<()> {
 pub(crate) fn wait_for_level0_at_open(inner: &DbInner) {
     let level0 = || {
         inner
-            .current
+            .trees
             .load()
-            .version
-            .levels
-            .first()
-            .map_or(0, Vec::len)
+            .iter()
+            .map(|t| t.current.load().version.levels.first().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0)
     };
     if level0() < inner.opts.level0_stop_writes {
         return;
@@ -622,8 +630,7 @@ pub(crate) fn wait_for_level0_at_open(inner: &DbInner) {
         {
             return;
         }
-        let sv = inner.current.load();
-        if st.idle() && compaction::pick(&sv.version, &inner.opts, &st.compact_pointer).is_none() {
+        if st.idle() && compaction::pick_any(inner).is_none() {
             return;
         }
         inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));

@@ -26,7 +26,7 @@ use crate::db::flush::{
 };
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
-use crate::db::{DbInner, SuperVersion, LEVELS};
+use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
@@ -66,6 +66,13 @@ fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
 /// an error that names the table, rather than stalled for good.
 pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Pick> {
     let level0 = version.levels.first()?;
+    let (_, level) = most_urgent(version, opts)?;
+    pick_in(version, opts, pointers, level0, level)
+}
+
+/// The level most over its budget, with its score (above 1), if any.
+fn most_urgent(version: &Version, opts: &Options) -> Option<(f64, usize)> {
+    let level0 = version.levels.first()?;
     let mut best: Option<(f64, usize)> = None;
     if level0.len() >= opts.level0_compaction_trigger {
         best = Some((
@@ -79,7 +86,16 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
             best = Some((score, level));
         }
     }
-    let (_, level) = best?;
+    best
+}
+
+fn pick_in(
+    version: &Version,
+    opts: &Options,
+    pointers: &[Vec<u8>],
+    level0: &[Arc<LiveTable>],
+    level: usize,
+) -> Option<Pick> {
     let with_overlaps = |mut inputs: Vec<Arc<LiveTable>>| {
         let (lo, hi) = key_range(&inputs)?;
         inputs.extend(version.overlapping(level + 1, &lo, &hi));
@@ -96,7 +112,7 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
         let healthy = level0.get(older..).unwrap_or_default().to_vec();
         match with_overlaps(healthy).filter(readable) {
             Some(inputs) => Some(inputs),
-            None if level0.len() >= opts.level0_stop_writes => with_overlaps(level0.clone()),
+            None if level0.len() >= opts.level0_stop_writes => with_overlaps(level0.to_vec()),
             None => None,
         }
     } else {
@@ -131,47 +147,66 @@ pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> O
     })
 }
 
-/// Runs the most urgent compaction, if any.
+/// The keyspace whose tree most needs a compaction, with what to compact.
+pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>, Pick)> {
+    let mut best: Option<(f64, Arc<Tree>, Arc<SuperVersion>, Pick)> = None;
+    for tree in inner.trees.load().iter() {
+        let sv = tree.current.load_full();
+        let opts = tree.opts.load();
+        let Some((score, _)) = most_urgent(&sv.version, &opts) else {
+            continue;
+        };
+        if best.as_ref().is_some_and(|(s, ..)| *s >= score) {
+            continue;
+        }
+        let picked = pick(&sv.version, &opts, &tree.compact_pointer.lock());
+        if let Some(picked) = picked {
+            best = Some((score, Arc::clone(tree), sv, picked));
+        }
+    }
+    best.map(|(_, tree, sv, picked)| (tree, sv, picked))
+}
+
+/// Runs the most urgent compaction of any keyspace, if any.
 pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
-    let sv = inner.current.load_full();
-    let picked = {
-        let st = inner.bg.lock();
-        pick(&sv.version, &inner.opts, &st.compact_pointer)
-    };
-    let Some(pick) = picked else {
+    let Some((tree, sv, pick)) = pick_any(inner) else {
         return Ok(());
     };
     if let Some((_, hi)) = key_range(&pick.inputs) {
-        let mut st = inner.bg.lock();
+        let mut pointers = tree.compact_pointer.lock();
         let level = pick.output_level - 1;
-        if st.compact_pointer.len() <= level {
-            st.compact_pointer.resize(level + 1, Vec::new());
+        if pointers.len() <= level {
+            pointers.resize(level + 1, Vec::new());
         }
-        if let Some(slot) = st.compact_pointer.get_mut(level) {
+        if let Some(slot) = pointers.get_mut(level) {
             *slot = hi;
         }
     }
-    run(inner, &sv.version, pick)
+    run(inner, &tree, &sv.version, pick)
 }
 
-/// Compacts every table into one sorted run at the deepest level in use.
+/// Compacts every table of every keyspace into one sorted run per keyspace
+/// at the deepest level it uses.
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
-    let sv = inner.current.load_full();
-    let inputs: Vec<_> = sv.version.levels.iter().flatten().cloned().collect();
-    if inputs.is_empty() {
-        return Ok(());
+    for tree in inner.trees.load().iter() {
+        let sv = tree.current.load_full();
+        let inputs: Vec<_> = sv.version.levels.iter().flatten().cloned().collect();
+        if inputs.is_empty() {
+            continue;
+        }
+        let deepest = sv
+            .version
+            .levels
+            .iter()
+            .rposition(|l| !l.is_empty())
+            .unwrap_or(0);
+        let pick = Pick {
+            inputs,
+            output_level: deepest.max(1),
+        };
+        run(inner, tree, &sv.version, pick)?;
     }
-    let deepest = sv
-        .version
-        .levels
-        .iter()
-        .rposition(|l| !l.is_empty())
-        .unwrap_or(0);
-    let pick = Pick {
-        inputs,
-        output_level: deepest.max(1),
-    };
-    run(inner, &sv.version, pick)
+    Ok(())
 }
 
 /// True when no table below `output_level` (outside the inputs) overlaps
@@ -281,7 +316,8 @@ fn level_number(level: usize) -> u32 {
     u32::try_from(level).unwrap_or(u32::MAX)
 }
 
-fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
+fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()> {
+    let opts = tree.opts.load();
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
     };
@@ -295,7 +331,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
             let moved = Arc::new(LiveTable::new(record, only.table.clone()));
-            return install(inner, &[only.file_number()], vec![moved], &[]);
+            return install(inner, tree, &[only.file_number()], vec![moved], &[]);
         }
     }
 
@@ -324,11 +360,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
         value: Bytes::new(),
     };
 
-    let options = table_options_for(
-        &inner.opts,
-        &tree_after(version, &pick, &inner.opts),
-        pick.output_level,
-    );
+    let options = table_options_for(&opts, &tree_after(version, &pick, &opts), pick.output_level);
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
     let built = (|| {
         // Until the stream runs dry (`build_table` then writes nothing; the
@@ -342,7 +374,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
                 &options,
                 number,
                 &mut entries,
-                Some(inner.opts.table_target_bytes),
+                Some(opts.table_target_bytes),
             )?
             else {
                 break;
@@ -367,7 +399,7 @@ fn run(inner: &DbInner, version: &Version, pick: Pick) -> Result<()> {
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
     let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
     let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
-    install(inner, &removed, outputs, &pick.inputs)?;
+    install(inner, tree, &removed, outputs, &pick.inputs)?;
     let c = &inner.counters;
     c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
     c.compaction_bytes_written
@@ -385,17 +417,16 @@ fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
 /// tables' files removed once no reader holds them.
 fn install(
     inner: &DbInner,
+    tree: &Tree,
     removed: &[u64],
     added: Vec<Arc<LiveTable>>,
     obsolete: &[Arc<LiveTable>],
 ) -> Result<()> {
     let mut versions = inner.versions.lock();
-    let current = inner.current.load_full();
+    let current = tree.current.load_full();
     let version = Arc::new(current.version.apply(removed, added));
-    let last = crate::key::SeqNo(inner.last_visible.load(Ordering::Acquire));
-    let log_number = versions.log_number;
-    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last, log_number)?;
-    inner.current.store(Arc::new(SuperVersion {
+    inner.persist(&mut versions, Some((tree, &version, current.oldest_log())))?;
+    tree.current.store(Arc::new(SuperVersion {
         mem: current.mem.clone(),
         imm: current.imm.clone(),
         version,

@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::filter::LevelTables;
 use crate::fs::FileSystem;
-use crate::key::SeqNo;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -172,6 +171,8 @@ fn write_table(
 /// finished it.
 pub(crate) fn table_record(number: u64, level: u32, info: &TableInfo) -> TableRecord {
     TableRecord {
+        // Set to the table's keyspace when the manifest is written.
+        keyspace: 0,
         level,
         file_number: number,
         file_size: info.file_size,
@@ -243,9 +244,23 @@ impl Drop for PendingOutputs<'_> {
     }
 }
 
-/// Flushes the oldest immutable memtable, if any. Returns whether it did.
+/// Flushes the oldest immutable memtable of any keyspace (the one whose
+/// log is oldest, so logs go as early as they can), if any. Returns
+/// whether it did.
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
-    let sv = inner.current.load_full();
+    let oldest = inner
+        .trees
+        .load()
+        .iter()
+        .filter_map(|tree| {
+            let sv = tree.current.load_full();
+            let log = sv.imm.last()?.log_number;
+            Some((log, Arc::clone(tree), sv))
+        })
+        .min_by_key(|(log, ..)| *log);
+    let Some((_, tree, sv)) = oldest else {
+        return Ok(false);
+    };
     let Some(oldest) = sv.imm.last().cloned() else {
         return Ok(false);
     };
@@ -254,7 +269,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let table = write_level0_table(
         &inner.tables,
         &inner.dir,
-        &inner.opts,
+        &tree.opts.load(),
         &sv.version,
         number,
         &oldest.mem,
@@ -269,38 +284,46 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
 
     let written: u64 = added.iter().map(|t| t.record.file_size).sum();
     let mut versions = inner.versions.lock();
-    let current = inner.current.load_full();
+    let current = tree.current.load_full();
     let version = Arc::new(current.version.apply(&[], added));
-    // Logs older than the next memtable's are now fully in tables.
     let remaining: Vec<_> = current
         .imm
         .iter()
         .filter(|m| !Arc::ptr_eq(&m.mem, &oldest.mem))
         .cloned()
         .collect();
-    let next_log = remaining
-        .last()
-        .map_or(current.mem.log_number, |m| m.log_number);
-    let last = SeqNo(inner.last_visible.load(Ordering::Acquire));
-    versions.persist(inner.fs.as_ref(), &inner.dir, &version, last, next_log)?;
-    inner.current.store(Arc::new(SuperVersion {
+    let flushed = SuperVersion {
         mem: current.mem.clone(),
         imm: remaining,
         version,
-    }));
+    };
+    inner.persist(
+        &mut versions,
+        Some((&tree, &flushed.version, flushed.oldest_log())),
+    )?;
+    tree.current.store(Arc::new(flushed));
+    // Logs older than every keyspace's oldest memtable are now fully in
+    // tables; a log that cannot be removed now goes later.
+    let obsolete = versions.take_obsolete_logs();
     drop(versions);
-
-    // The flush is done; a log that cannot be removed now goes later.
-    let old_log = inner.path_of(&wal_file_name(oldest.log_number));
-    if inner.fs.exists(&old_log) {
-        let _ = inner.fs.remove(&old_log);
-    }
+    remove_logs(inner, &obsolete);
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
     inner
         .counters
         .flush_bytes_written
         .fetch_add(written, Ordering::Relaxed);
     Ok(true)
+}
+
+/// Removes the files of `logs` (best effort: what stays goes at the next
+/// open, or with the next orphan removal).
+pub(crate) fn remove_logs(inner: &DbInner, logs: &[u64]) {
+    for &number in logs {
+        let path = inner.path_of(&wal_file_name(number));
+        if inner.fs.exists(&path) {
+            let _ = inner.fs.remove(&path);
+        }
+    }
 }
 
 #[cfg(test)]

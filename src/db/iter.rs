@@ -10,18 +10,19 @@
 //! see a table vanish under it (it holds the version it started with).
 
 use std::cmp::Ordering;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::db::version::{LiveTable, Version};
-use crate::db::{DbInner, SuperVersion};
+use crate::db::{DbInner, SuperVersion, Tree};
 use crate::error::{Error, Result};
 use crate::key::{
     compare_internal_keys, internal_key, lookup_key, parse_internal_key, SeqNo, ValueKind,
 };
 use crate::memtable::{Memtable, MemtableIter};
+use crate::options::Options;
 use crate::table::scan_filters::{PrefixProbe, ScanFilters};
 use crate::table::{ScanMode, TableIter};
 
@@ -519,14 +520,21 @@ pub struct DbIterator {
 /// One source of a scan, before it is opened: what a merge in either
 /// direction is built from.
 enum SourceSpec {
+    /// A scan that cannot start (its keyspace was dropped): every read of
+    /// it, in either direction, is this error.
+    Failed(Error),
     Mem(Arc<Memtable>),
     Table(Arc<LiveTable>),
-    Level { level: usize, picked: Positions },
+    Level {
+        level: usize,
+        picked: Positions,
+    },
 }
 
 impl SourceSpec {
     fn open(&self, version: &Arc<Version>) -> Box<dyn InternalIterator> {
         match self {
+            SourceSpec::Failed(error) => Box::new(FailedSource(error.duplicate())),
             SourceSpec::Mem(mem) => Box::new(MemSource::new(Arc::clone(mem))),
             SourceSpec::Table(table) => {
                 Box::new(TableSource::new(Arc::clone(table), ScanMode::Cached))
@@ -541,20 +549,48 @@ impl SourceSpec {
     }
 }
 
+/// A source with nothing in it but an error.
+struct FailedSource(Error);
+
+impl InternalIterator for FailedSource {
+    fn seek_to_first(&mut self) {}
+    fn seek(&mut self, _target: &[u8]) {}
+    fn valid(&self) -> bool {
+        false
+    }
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> Bytes {
+        Bytes::new()
+    }
+    fn next(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek_for_prev(&mut self, _target: &[u8]) {}
+    fn prev(&mut self) {}
+    fn status(&self) -> Result<()> {
+        Err(self.0.duplicate())
+    }
+}
+
 fn merge_of(specs: &[SourceSpec], version: &Arc<Version>) -> MergingIter {
     MergingIter::new(specs.iter().map(|s| s.open(version)).collect())
 }
 
 impl DbIterator {
-    pub(crate) fn new(inner: &DbInner, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
+    pub(crate) fn new(
+        inner: &DbInner,
+        tree: &Tree,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> DbIterator {
         // The super-version first, then the snapshot: every table in `sv`
         // then holds only writes at or below the snapshot, so no compaction
         // can have dropped a version the snapshot needs in favour of a newer
         // one (taken the other way round, a flush and a compaction in
         // between make a key vanish from the scan).
-        let sv = inner.current.load_full();
+        let sv = tree.current.load_full();
         let snapshot = inner.snapshot();
-        DbIterator::at(inner, sv, snapshot, range)
+        DbIterator::at(inner, &tree.opts.load(), sv, snapshot, range)
     }
 
     /// A scan of `range` in the super-version `sv` at `snapshot` (taken
@@ -564,14 +600,14 @@ impl DbIterator {
     /// database's extractor), or its range filter the range.
     pub(crate) fn at(
         inner: &DbInner,
+        opts: &Options,
         sv: Arc<SuperVersion>,
         snapshot: SeqNo,
         (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIterator {
         let (lo, hi) = (bound_key(&start), bound_key(&end));
         let (start_ref, end_ref) = (borrowed(&start), borrowed(&end));
-        let probe = inner
-            .opts
+        let probe = opts
             .prefix_extractor
             .as_ref()
             .and_then(|e| PrefixProbe::for_bounds(e, start_ref, end_ref));
@@ -641,6 +677,26 @@ impl DbIterator {
             snapshot,
             start,
             end,
+            started: false,
+            finished: false,
+            last_user_key: None,
+            specs,
+            back: None,
+            back_finished: false,
+            back_user_key: None,
+            pinned: sv,
+        }
+    }
+
+    /// A scan whose every read, in either direction, is `error` (once).
+    pub(crate) fn failed(error: Error) -> DbIterator {
+        let specs = vec![SourceSpec::Failed(error)];
+        let sv = Arc::new(SuperVersion::empty());
+        DbIterator {
+            merged: merge_of(&specs, &sv.version),
+            snapshot: SeqNo(0),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
             started: false,
             finished: false,
             last_user_key: None,
@@ -844,3 +900,24 @@ impl DoubleEndedIterator for DbIterator {
 }
 
 impl std::iter::FusedIterator for DbIterator {}
+
+/// `range` with owned bounds.
+pub(crate) fn owned_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: R,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The keys starting with `prefix`, as bounds.
+pub(crate) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match crate::prefix::successor(prefix) {
+        Some(end) => Bound::Excluded(end),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}

@@ -16,6 +16,7 @@ mod background;
 mod compaction;
 mod flush;
 mod iter;
+mod keyspace;
 mod open;
 mod read;
 mod read_only;
@@ -41,10 +42,13 @@ use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
+use version::LiveTable;
 
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
+pub(crate) use keyspace::Tree;
+pub use keyspace::{Keyspace, KeyspaceOptions};
 pub use open::RecoveryReport;
 pub(crate) use open::LOCK_FILE;
 pub(crate) use open::{closed_log_missing, cut_short};
@@ -63,12 +67,37 @@ pub(crate) struct LoggedMemtable {
     pub log_number: u64,
 }
 
-/// Everything a read needs, swapped as one.
+/// Everything a read of one keyspace needs, swapped as one.
 pub(crate) struct SuperVersion {
+    /// The active memtable; its log number is the first log that may hold
+    /// its records (a memtable may span logs: another keyspace's rotation
+    /// starts a new log without sealing it).
     pub mem: LoggedMemtable,
     /// Immutable memtables waiting for a flush, newest first.
     pub imm: Vec<LoggedMemtable>,
     pub version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// A keyspace with nothing in it.
+    pub fn empty() -> SuperVersion {
+        SuperVersion {
+            mem: LoggedMemtable {
+                mem: Arc::new(Memtable::new()),
+                log_number: 0,
+            },
+            imm: Vec::new(),
+            version: Arc::new(Version::with_levels(LEVELS)),
+        }
+    }
+
+    /// The oldest log that may hold records of this keyspace not yet in
+    /// its tables.
+    pub fn oldest_log(&self) -> u64 {
+        self.imm
+            .last()
+            .map_or(self.mem.log_number, |m| m.log_number)
+    }
 }
 
 /// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
@@ -162,7 +191,13 @@ pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: Options,
     pub fs: SharedFs,
-    pub current: ArcSwap<SuperVersion>,
+    /// The keyspace named `default` (also first in `trees`), kept apart so
+    /// the methods of `Db` reach it without a lookup.
+    pub default: Arc<Tree>,
+    /// Every keyspace, `default` first, then in creation order. Replaced
+    /// whole (under the writer and version locks) when one is created or
+    /// dropped.
+    pub trees: ArcSwap<Vec<Arc<Tree>>>,
     /// Highest sequence number whose write is complete and visible.
     pub last_visible: AtomicU64,
     pub writer: Mutex<write::WriterState>,
@@ -198,22 +233,50 @@ impl DbInner {
         self.dir.join(name)
     }
 
-    /// Makes the active memtable the newest immutable one and starts an
-    /// empty memtable for log `log_number`. The caller holds the writer and
-    /// version locks (so no write and no flush publishes meanwhile).
-    pub fn seal_memtable(&self, log_number: u64) {
-        let old = self.current.load_full();
-        let mut imm = Vec::with_capacity(old.imm.len() + 1);
-        imm.push(old.mem.clone());
-        imm.extend(old.imm.iter().cloned());
-        self.current.store(Arc::new(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::with_key_filter(self.opts.memtable_bytes)),
-                log_number,
-            },
-            imm,
-            version: Arc::clone(&old.version),
-        }));
+    /// The live keyspace named `name`.
+    pub fn tree_named(&self, name: &str) -> Option<Arc<Tree>> {
+        self.trees.load().iter().find(|t| t.name == name).cloned()
+    }
+
+    /// The live keyspace with id `id`.
+    pub fn tree_by_id(&self, id: u32) -> Option<Arc<Tree>> {
+        if id == self.default.id {
+            return Some(Arc::clone(&self.default));
+        }
+        self.trees.load().iter().find(|t| t.id == id).cloned()
+    }
+
+    /// Makes the keyspaces as published durable, but `change`'s tree with
+    /// its new version and oldest needed log. The caller holds the version
+    /// lock (so no other publication happens meanwhile).
+    pub fn persist(
+        &self,
+        versions: &mut open::VersionSet,
+        change: Option<(&Tree, &Version, u64)>,
+    ) -> Result<()> {
+        let trees = self.trees.load();
+        let published: Vec<Arc<SuperVersion>> =
+            trees.iter().map(|t| t.current.load_full()).collect();
+        let parts: Vec<open::TreeState<'_>> = trees
+            .iter()
+            .zip(&published)
+            .map(|(tree, sv)| match change {
+                Some((changed, version, log_number)) if changed.id == tree.id => open::TreeState {
+                    id: tree.id,
+                    name: &tree.name,
+                    version,
+                    log_number,
+                },
+                _ => open::TreeState {
+                    id: tree.id,
+                    name: &tree.name,
+                    version: &sv.version,
+                    log_number: sv.oldest_log(),
+                },
+            })
+            .collect();
+        let last = SeqNo(self.last_visible.load(Ordering::Acquire));
+        versions.persist(self.fs.as_ref(), &self.dir, &parts, last)
     }
 }
 
@@ -369,6 +432,26 @@ pub struct Stats {
     pub range_filter_skips: u64,
     /// Bytes of memory the range filters of open tables hold.
     pub range_filter_bytes: u64,
+    /// Each keyspace's shape, the default first.
+    pub keyspaces: Vec<KeyspaceStats>,
+}
+
+/// The shape of one keyspace (see [`Stats::keyspaces`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyspaceStats {
+    /// The keyspace's name.
+    pub name: String,
+    /// Its live tables.
+    pub table_count: usize,
+    /// Its live tables per level.
+    pub level_tables: Vec<usize>,
+    /// Bytes of its live tables per level.
+    pub level_bytes: Vec<u64>,
+    /// Its immutable memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Approximate bytes in its active memtable.
+    pub memtable_bytes: usize,
 }
 
 impl Stats {
@@ -390,6 +473,14 @@ fn check_key(key: &[u8]) -> Result<()> {
             key.len(),
             crate::key::MAX_KEY_LEN
         )));
+    }
+    Ok(())
+}
+
+/// `ReadOnly` when the database was opened read-only.
+fn check_writable(inner: &DbInner) -> Result<()> {
+    if inner.opts.read_only {
+        return Err(read_only::refusal());
     }
     Ok(())
 }
@@ -449,10 +540,7 @@ impl Db {
 
     /// `ReadOnly` when the database was opened read-only.
     fn check_writable(&self) -> Result<()> {
-        if self.inner.opts.read_only {
-            return Err(read_only::refusal());
-        }
-        Ok(())
+        check_writable(&self.inner)
     }
 
     /// Stores `value` under `key`.
@@ -469,7 +557,8 @@ impl Db {
         self.write(batch)
     }
 
-    /// Applies every operation of `batch`, in order, atomically.
+    /// Applies every operation of `batch`, in order, atomically (across
+    /// keyspaces too: see [`WriteBatch::put_in`]).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_with(batch, WriteOptions::new())
     }
@@ -478,21 +567,40 @@ impl Db {
     /// [`WriteOptions::sync`]`(true)` the batch is on disk before this
     /// returns, whatever [`Options::sync_writes`] says.
     pub fn write_with(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
-        self.check_writable()?;
+        Db::write_batch(&self.inner, batch, options)
+    }
+
+    /// What [`Db::write_with`] does, for `Db` and its keyspaces.
+    pub(crate) fn write_batch(
+        inner: &DbInner,
+        batch: WriteBatch,
+        options: WriteOptions,
+    ) -> Result<()> {
+        check_writable(inner)?;
+        let mut known = inner.default.id;
         for op in batch.iter() {
             check_key(op.key)?;
             check_value(op.value)?;
+            if op.keyspace != known {
+                // A batch's keyspaces are few: each is looked up when it
+                // first follows another.
+                let tree = inner.tree_by_id(op.keyspace).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "the batch writes to keyspace id {}, which this database does not \
+                         have (dropped, or a keyspace of another database)",
+                        op.keyspace
+                    ))
+                })?;
+                tree.check_live()?;
+                known = op.keyspace;
+            }
         }
-        let sync = options.sync_or(self.inner.opts.sync_writes);
+        let sync = options.sync_or(inner.opts.sync_writes);
         if batch.is_empty() {
             // Nothing to log; a sync asked for still covers the writes before.
-            return if sync {
-                write::persist(&self.inner)
-            } else {
-                Ok(())
-            };
+            return if sync { write::persist(inner) } else { Ok(()) };
         }
-        write::write(&self.inner, batch, sync)
+        write::write(inner, batch, sync)
     }
 
     /// Makes every write acknowledged so far durable: the log is synced
@@ -508,7 +616,7 @@ impl Db {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         check_key(key)?;
-        read::get(&self.inner, key)
+        read::get(&self.inner, &self.inner.default, key)
     }
 
     /// The values of many keys as of one moment, in the order asked: for
@@ -520,25 +628,30 @@ impl Db {
         for key in &keys {
             check_key(key)?;
         }
-        read::multi_get(&self.inner, &keys)
+        read::multi_get(&self.inner, &self.inner.default, &keys)
     }
 
     /// Every entry, in ascending key order, as of now.
     pub fn iter(&self) -> DbIterator {
         iter::DbIterator::new(
             &self.inner,
+            &self.inner.default,
             (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
         )
     }
 
     /// Entries whose keys fall in `range`, ascending, as of now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        iter::DbIterator::new(&self.inner, snapshot::owned_range(range))
+        iter::DbIterator::new(&self.inner, &self.inner.default, iter::owned_range(range))
     }
 
     /// Entries whose keys start with `prefix`, ascending, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        iter::DbIterator::new(&self.inner, snapshot::prefix_range(prefix.as_ref()))
+        iter::DbIterator::new(
+            &self.inner,
+            &self.inner.default,
+            iter::prefix_range(prefix.as_ref()),
+        )
     }
 
     /// The entry with the smallest key, as of now (`None` when empty).
@@ -559,22 +672,25 @@ impl Db {
         Snapshot::new(&self.inner)
     }
 
-    /// Turns the memtable into a table now; returns when it is durable.
+    /// Turns the memtables of every keyspace into tables now; returns when
+    /// they are durable.
     pub fn flush(&self) -> Result<()> {
         self.check_writable()?;
         write::rotate_if_nonempty(&self.inner)?;
         background::wait_for_flushes(&self.inner)
     }
 
-    /// Flushes, then compacts every table into one sorted run at the deepest
-    /// level in use; returns when done. Refused with `Corruption` naming the
-    /// table while a table could not be opened (see
+    /// Flushes, then compacts every table of each keyspace into one sorted
+    /// run at the deepest level it uses; returns when done. Refused with
+    /// `Corruption` naming the table while a table could not be opened (see
     /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
-        let sv = self.inner.current.load();
-        if let Some(damaged) = sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
-            return damaged.readable().map(|_| ());
+        for tree in self.inner.trees.load().iter() {
+            let sv = tree.current.load();
+            if let Some(damaged) = sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
+                return damaged.readable().map(|_| ());
+            }
         }
         background::request_full_compaction(&self.inner)
     }
@@ -601,13 +717,74 @@ impl Db {
         background::resume(&self.inner)
     }
 
-    /// Counters and shape.
+    /// Counters and shape: the shape summed over every keyspace, and each
+    /// keyspace's own in [`Stats::keyspaces`].
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
-        let sv = inner.current.load();
         let reads = inner.tables.counters().snapshot();
         let c = &inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let svs: Vec<(Arc<Tree>, Arc<SuperVersion>)> = inner
+            .trees
+            .load()
+            .iter()
+            .map(|t| (Arc::clone(t), t.current.load_full()))
+            .collect();
+        let live = || {
+            svs.iter()
+                .flat_map(|(_, sv)| sv.version.levels.iter().enumerate())
+        };
+        let per_level = |f: &dyn Fn(&LiveTable) -> u64| {
+            let mut sums = vec![0u64; LEVELS];
+            for (level, tables) in live() {
+                if let Some(sum) = sums.get_mut(level) {
+                    *sum += tables.iter().map(|t| f(t)).sum::<u64>();
+                }
+            }
+            sums
+        };
+        let readable = |f: fn(&Table) -> u64| move |t: &LiveTable| t.table.as_ref().map_or(0, f);
+        let mut level_filters = vec![LevelFilterStats::default(); LEVELS];
+        for (level, tables) in live() {
+            if let Some(stats) = level_filters.get_mut(level) {
+                // A damaged table has no filter to count.
+                for table in tables.iter().filter_map(|t| t.table.as_ref().ok()) {
+                    let (negatives, false_positives) = table.filter_answers_since_open();
+                    stats.add_table(table, negatives, false_positives);
+                }
+            }
+        }
+        let keyspaces: Vec<KeyspaceStats> = svs
+            .iter()
+            .map(|(tree, sv)| KeyspaceStats {
+                name: tree.name.clone(),
+                table_count: sv.version.table_count(),
+                level_tables: sv.version.levels.iter().map(Vec::len).collect(),
+                level_bytes: (0..sv.version.levels.len())
+                    .map(|l| sv.version.level_bytes(l))
+                    .collect(),
+                immutable_memtables: sv.imm.len(),
+                memtable_bytes: sv.mem.mem.approximate_bytes(),
+            })
+            .collect();
+        let level_count = |f: fn(&KeyspaceStats) -> &Vec<u64>| {
+            let mut sums = vec![0u64; LEVELS];
+            for ks in &keyspaces {
+                for (sum, value) in sums.iter_mut().zip(f(ks)) {
+                    *sum += value;
+                }
+            }
+            sums
+        };
+        let level_tables = {
+            let mut sums = vec![0usize; LEVELS];
+            for ks in &keyspaces {
+                for (sum, value) in sums.iter_mut().zip(&ks.level_tables) {
+                    *sum += value;
+                }
+            }
+            sums
+        };
         Stats {
             filter_checks: reads.filter_checks,
             filter_skips: reads.filter_skips,
@@ -627,63 +804,26 @@ impl Db {
             scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
             filter_bytes: inner.tables.filter_bytes(),
             index_bytes: inner.tables.index_bytes(),
-            level_filter_bytes: sv
-                .version
-                .levels
-                .iter()
-                .map(|l| {
-                    l.iter()
-                        .filter_map(|t| t.table.as_ref().ok())
-                        .map(Table::filter_memory)
-                        .sum()
-                })
-                .collect(),
-            level_index_bytes: sv
-                .version
-                .levels
-                .iter()
-                .map(|l| {
-                    l.iter()
-                        .filter_map(|t| t.table.as_ref().ok())
-                        .map(Table::index_memory)
-                        .sum()
-                })
-                .collect(),
-            level_filters: sv
-                .version
-                .levels
-                .iter()
-                .map(|level| {
-                    let mut stats = LevelFilterStats::default();
-                    // A damaged table has no filter to count.
-                    for table in level.iter().filter_map(|t| t.table.as_ref().ok()) {
-                        let (negatives, false_positives) = table.filter_answers_since_open();
-                        stats.add_table(table, negatives, false_positives);
-                    }
-                    stats
-                })
-                .collect(),
+            level_filter_bytes: per_level(&readable(Table::filter_memory)),
+            level_index_bytes: per_level(&readable(Table::index_memory)),
+            level_filters,
             bloom_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.bloom),
             fuse_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.fuse),
             open_table_files: inner.tables.open_files(),
             gets: c.reads.iter().map(|t| load(&t.gets)).sum(),
             tables_consulted: c.reads.iter().map(|t| load(&t.tables_consulted)).sum(),
-            table_count: sv.version.table_count(),
-            damaged_tables: sv
-                .version
-                .levels
-                .iter()
-                .flatten()
+            table_count: keyspaces.iter().map(|k| k.table_count).sum(),
+            damaged_tables: live()
+                .flat_map(|(_, tables)| tables.iter())
                 .filter(|t| t.is_damaged())
                 .count(),
-            level_tables: sv.version.levels.iter().map(Vec::len).collect(),
-            level_bytes: (0..sv.version.levels.len())
-                .map(|l| sv.version.level_bytes(l))
-                .collect(),
-            immutable_memtables: sv.imm.len(),
-            memtable_bytes: sv.mem.mem.approximate_bytes(),
-            memtable_filter_bytes: std::iter::once(&sv.mem)
-                .chain(&sv.imm)
+            level_tables,
+            level_bytes: level_count(|k| &k.level_bytes),
+            immutable_memtables: keyspaces.iter().map(|k| k.immutable_memtables).sum(),
+            memtable_bytes: keyspaces.iter().map(|k| k.memtable_bytes).sum(),
+            memtable_filter_bytes: svs
+                .iter()
+                .flat_map(|(_, sv)| std::iter::once(&sv.mem).chain(&sv.imm))
                 .map(|m| m.mem.key_filter_bytes())
                 .sum(),
             flushes: load(&c.flushes),
@@ -700,6 +840,7 @@ impl Db {
             background_retries: load(&c.background_retries),
             background_error: background::current_failure(inner),
             last_sequence: inner.last_visible.load(Ordering::Acquire),
+            keyspaces,
         }
     }
 

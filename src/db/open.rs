@@ -17,9 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{
-    background, flush, write, DbCounters, DbInner, LoggedMemtable, SuperVersion, LEVELS,
-};
+use crate::db::{background, flush, write, DbCounters, DbInner, Tree, LEVELS};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
@@ -27,7 +25,10 @@ use crate::filename::{
 use crate::fs::{DirLock, FileSystem, SharedFs};
 use crate::inspect::check_is_database;
 use crate::key::SeqNo;
-use crate::manifest::{read_manifest, write_manifest, ClosedLog, ManifestState};
+use crate::manifest::{
+    read_manifest, write_manifest, ClosedLog, KeyspaceRecord, ManifestState, TableRecord,
+    DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
+};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
@@ -40,8 +41,12 @@ pub(crate) const LOCK_FILE: &str = "LOCK";
 /// publication of a new super-version.
 pub(crate) struct VersionSet {
     pub next_file_number: u64,
-    /// The oldest log whose records are not all in tables.
+    /// The oldest log whose records are not all in tables (of every keyspace).
     pub log_number: u64,
+    /// Larger than every keyspace id ever given.
+    pub next_keyspace_id: u32,
+    /// The logs created and not yet removed, oldest first.
+    pub logs: Vec<u64>,
     /// Per running flush or compaction, the first file number its outputs
     /// may have: a table numbered at or above the smallest may be one not
     /// installed yet, never an orphan.
@@ -51,12 +56,21 @@ pub(crate) struct VersionSet {
 impl VersionSet {
     /// The file numbers of a database opened at `next_file_number`, whose
     /// oldest needed log is `log_number`; no work running.
-    pub fn new(next_file_number: u64, log_number: u64) -> VersionSet {
+    pub fn new(next_file_number: u64, log_number: u64, next_keyspace_id: u32) -> VersionSet {
         VersionSet {
             next_file_number,
             log_number,
+            next_keyspace_id,
+            logs: Vec::new(),
             pending_outputs: Vec::new(),
         }
+    }
+
+    /// The logs no keyspace needs any more (older than `log_number`),
+    /// forgotten here: the caller removes their files.
+    pub fn take_obsolete_logs(&mut self) -> Vec<u64> {
+        let keep = self.logs.partition_point(|&n| n < self.log_number);
+        self.logs.drain(..keep).collect()
     }
 
     pub fn new_file_number(&mut self) -> u64 {
@@ -88,27 +102,58 @@ impl VersionSet {
             .unwrap_or(u64::MAX)
     }
 
-    /// Makes `version` (with `log_number`, `last_sequence`) the durable
-    /// state; the oldest needed log becomes `log_number` only once it is.
+    /// Makes `trees` (with `last_sequence`) the durable state; the oldest
+    /// needed log becomes the oldest any of them needs only once it is.
     pub fn persist(
         &mut self,
         fs: &dyn FileSystem,
         dir: &Path,
-        version: &Version,
+        trees: &[TreeState<'_>],
         last_sequence: SeqNo,
-        log_number: u64,
     ) -> Result<()> {
+        let log_number = trees
+            .iter()
+            .map(|t| t.log_number)
+            .min()
+            .unwrap_or(self.log_number);
         let state = ManifestState {
             next_file_number: self.next_file_number,
             last_sequence,
             log_number,
             closed_log: None,
-            tables: version.records(),
+            next_keyspace_id: self.next_keyspace_id,
+            keyspaces: trees
+                .iter()
+                .map(|t| KeyspaceRecord {
+                    id: t.id,
+                    name: t.name.to_string(),
+                    log_number: t.log_number,
+                })
+                .collect(),
+            tables: trees
+                .iter()
+                .flat_map(|t| {
+                    let mut records = t.version.records();
+                    for record in &mut records {
+                        record.keyspace = t.id;
+                    }
+                    records
+                })
+                .collect(),
         };
         write_manifest(fs, dir, &state)?;
         self.log_number = log_number;
         Ok(())
     }
+}
+
+/// One keyspace as the next manifest records it.
+pub(crate) struct TreeState<'a> {
+    pub id: u32,
+    pub name: &'a str,
+    pub version: &'a Version,
+    /// The oldest log that may hold records of it not in its tables.
+    pub log_number: u64,
 }
 
 /// What recovery found, for callers who want to know.
@@ -179,18 +224,20 @@ pub(crate) fn repair_hint(error: Error, dir: &Path) -> Error {
     }
 }
 
-/// After a failed open: removes the recovered table unless the manifest on
-/// disk names it (a manifest whose rename took effect though a later sync
-/// failed), and the new log.
-fn remove_unnamed(fs: &dyn FileSystem, dir: &Path, table: Option<u64>, log: &Path) {
-    if let Some(number) = table {
+/// After a failed open: removes the recovered tables the manifest on disk
+/// does not name (one whose rename took effect though a later sync failed
+/// names them), and the new log.
+fn remove_unnamed(fs: &dyn FileSystem, dir: &Path, tables: &[u64], log: Option<&Path>) {
+    if !tables.is_empty() {
         if let Ok(Some(state)) = read_manifest(fs, dir) {
-            if !state.tables.iter().any(|t| t.file_number == number) {
-                let _ = fs.remove(&dir.join(table_file_name(number)));
+            for &number in tables {
+                if !state.tables.iter().any(|t| t.file_number == number) {
+                    let _ = fs.remove(&dir.join(table_file_name(number)));
+                }
             }
         }
     }
-    if fs.exists(log) {
+    if let Some(log) = log.filter(|log| fs.exists(log)) {
         let _ = fs.remove(log);
     }
 }
@@ -205,12 +252,12 @@ pub(crate) fn open_tables(
     tables: &Arc<ReadContext>,
     dir: &Path,
     opts: &Options,
-    state: &ManifestState,
+    records: &[&TableRecord],
     report: &mut RecoveryReport,
     open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
 ) -> Result<Version> {
-    let mut live = Vec::with_capacity(state.tables.len());
-    for record in &state.tables {
+    let mut live = Vec::with_capacity(records.len());
+    for &record in records {
         let name = table_file_name(record.file_number);
         match flush::open_live_table_with(tables, dir, record.clone(), open_table) {
             Ok(table) => {
@@ -305,20 +352,22 @@ pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
     )
 }
 
-/// Replays `logs` (see [`logs_from`]), their bytes from `read`, into
-/// `recovered`; returns the last sequence number seen (at least
+/// Replays `logs` (see [`logs_from`]), their bytes from `read`, into the
+/// memtables `route` gives for (keyspace id, log number) — `None` skips the
+/// operation: its keyspace was dropped, or its tables already hold that
+/// log's records; returns the last sequence number seen (at least
 /// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
 /// the newest log) is `Corruption` naming the log and `siftdb repair`. The
 /// log the manifest records as closed cleanly (`closed`) must be as the
 /// close left it: if not, the loss is reported (`log_cut_short`; see
 /// [`refuse_cut_short`]).
-pub(crate) fn replay_logs(
+pub(crate) fn replay_logs<'a>(
     dir: &Path,
     logs: &[u64],
     read: impl Fn(u64) -> Result<Bytes>,
     last_sequence: SeqNo,
     closed: Option<ClosedLog>,
-    recovered: &Memtable,
+    route: &dyn Fn(u32, u64) -> Option<&'a Memtable>,
     report: &mut RecoveryReport,
 ) -> Result<SeqNo> {
     if let Some(closed) = closed.filter(|c| !logs.contains(&c.number)) {
@@ -370,9 +419,11 @@ pub(crate) fn replay_logs(
             let mut seq = batch.first_seq;
             for op in &batch.ops {
                 // Sequence numbers never repeat in intact logs.
-                recovered
-                    .insert(op.key, seq, op.kind, op.value)
-                    .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
+                if let Some(recovered) = route(op.keyspace, number) {
+                    recovered
+                        .insert(op.key, seq, op.kind, op.value)
+                        .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
+                }
                 last_seq = last_seq.max(seq);
                 seq = seq.next();
             }
@@ -392,6 +443,81 @@ pub(crate) fn refuse_cut_short(opts: &Options, report: &RecoveryReport, dir: &Pa
         )),
         _ => Ok(()),
     }
+}
+
+/// The keyspaces of `state`: every one it records, the default first (a
+/// state without one — never written by this code — gets it).
+pub(crate) fn keyspaces_of(state: &ManifestState) -> Vec<KeyspaceRecord> {
+    let mut keyspaces = state.keyspaces.clone();
+    keyspaces.sort_by_key(|k| k.id != DEFAULT_KEYSPACE_ID);
+    if keyspaces
+        .first()
+        .is_none_or(|k| k.id != DEFAULT_KEYSPACE_ID)
+    {
+        keyspaces.insert(
+            0,
+            KeyspaceRecord {
+                id: DEFAULT_KEYSPACE_ID,
+                name: DEFAULT_KEYSPACE_NAME.to_string(),
+                log_number: state.log_number,
+            },
+        );
+    }
+    keyspaces
+}
+
+/// One keyspace as an open recovers it.
+pub(crate) struct RecoveredTree {
+    pub record: KeyspaceRecord,
+    pub version: Version,
+    /// The records the logs hold for it that its tables do not.
+    pub recovered: Memtable,
+}
+
+/// Opens the tables of every keyspace of `state` and replays the logs
+/// among `names` into one memtable per keyspace; returns them with the
+/// last sequence number seen.
+pub(crate) fn recover_trees(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    opts: &Options,
+    state: &ManifestState,
+    names: &[String],
+    read: impl Fn(u64) -> Result<Bytes>,
+    report: &mut RecoveryReport,
+    open_table: fn(&Arc<ReadContext>, &Path) -> Result<Table>,
+) -> Result<(Vec<RecoveredTree>, SeqNo)> {
+    let mut trees = Vec::new();
+    for record in keyspaces_of(state) {
+        let records: Vec<&TableRecord> = state
+            .tables
+            .iter()
+            .filter(|t| t.keyspace == record.id)
+            .collect();
+        let version = open_tables(tables, dir, opts, &records, report, open_table)?;
+        trees.push(RecoveredTree {
+            record,
+            version,
+            recovered: Memtable::new(),
+        });
+    }
+    let route = |keyspace: u32, log: u64| {
+        trees
+            .iter()
+            .find(|t| t.record.id == keyspace)
+            .filter(|t| log >= t.record.log_number)
+            .map(|t| &t.recovered)
+    };
+    let last_seq = replay_logs(
+        dir,
+        &logs_from(names, state.log_number),
+        read,
+        state.last_sequence,
+        state.closed_log,
+        &route,
+        report,
+    )?;
+    Ok((trees, last_seq))
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
@@ -414,6 +540,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                 last_sequence: SeqNo(0),
                 log_number: 1,
                 closed_log: None,
+                next_keyspace_id: DEFAULT_KEYSPACE_ID + 1,
+                keyspaces: vec![KeyspaceRecord {
+                    id: DEFAULT_KEYSPACE_ID,
+                    name: DEFAULT_KEYSPACE_NAME.to_string(),
+                    log_number: 1,
+                }],
                 tables: Vec::new(),
             };
             write_manifest(fs.as_ref(), dir, &state)?;
@@ -428,37 +560,46 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         .map(|(_, number)| number)
         .max()
         .unwrap_or(0);
-    let mut versions = VersionSet {
-        next_file_number: state.next_file_number.max(highest_file + 1),
-        log_number: state.log_number,
-        pending_outputs: Vec::new(),
-    };
+    let mut versions = VersionSet::new(
+        state.next_file_number.max(highest_file + 1),
+        state.log_number,
+        state.next_keyspace_id,
+    );
 
     let tables = ReadContext::for_options(&opts, ReadCounters::new());
     let mut report = RecoveryReport::default();
-    let mut version = open_tables(&tables, dir, &opts, &state, &mut report, Table::open)?;
-
-    let recovered = Memtable::new();
-    let last_seq = replay_logs(
+    let (mut trees, last_seq) = recover_trees(
+        &tables,
         dir,
-        &logs_from(&names, state.log_number),
+        &opts,
+        &state,
+        &names,
         |number| fs.read_all(&dir.join(wal_file_name(number))),
-        state.last_sequence,
-        state.closed_log,
-        &recovered,
         &mut report,
+        Table::open,
     )?;
     refuse_cut_short(&opts, &report, dir)?;
 
-    // Recovered writes become a level-0 table, so the old logs can go.
-    // (`write_level0_table` removes its file again if it fails.)
-    let mut recovered_table = None;
-    if !recovered.is_empty() {
+    // Recovered writes become a level-0 table per keyspace, so the old logs
+    // can go. (`write_level0_table` removes its file again if it fails.)
+    let mut recovered_tables = Vec::new();
+    for tree in &mut trees {
+        if tree.recovered.is_empty() {
+            continue;
+        }
         let number = versions.new_file_number();
-        let built = flush::write_level0_table(&tables, dir, &opts, &version, number, &recovered)?;
-        if let Some((table, _)) = built {
-            version = version.apply(&[], vec![table]);
-            recovered_table = Some(number);
+        let built =
+            flush::write_level0_table(&tables, dir, &opts, &tree.version, number, &tree.recovered);
+        match built {
+            Ok(Some((table, _))) => {
+                tree.version = tree.version.apply(&[], vec![table]);
+                recovered_tables.push(number);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                remove_unnamed(fs.as_ref(), dir, &recovered_tables, None);
+                return Err(e);
+            }
         }
     }
     // The manifest moves past the replayed logs before the new log exists:
@@ -467,8 +608,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // refuse that torn tail as damage in the middle of the logs.
     let log_number = versions.new_file_number();
     let log_path = dir.join(wal_file_name(log_number));
+    let parts: Vec<TreeState<'_>> = trees
+        .iter()
+        .map(|t| TreeState {
+            id: t.record.id,
+            name: &t.record.name,
+            version: &t.version,
+            log_number,
+        })
+        .collect();
     let started = versions
-        .persist(fs.as_ref(), dir, &version, last_seq, log_number)
+        .persist(fs.as_ref(), dir, &parts, last_seq)
         .and_then(|()| WalWriter::create(fs.as_ref(), &log_path, log_number))
         .and_then(|wal| fs.sync_dir(dir).map(|()| wal));
     let wal = match started {
@@ -476,14 +626,19 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         Err(e) => {
             // A failed open leaves nothing new behind, so retries do not
             // pile up tables (or hold the space that ran out).
-            remove_unnamed(fs.as_ref(), dir, recovered_table, &log_path);
+            remove_unnamed(fs.as_ref(), dir, &recovered_tables, Some(&log_path));
             return Err(e);
         }
     };
+    versions.logs.push(log_number);
 
     // The manifest is durable: files it does not name are garbage (what
     // cannot be removed now goes at a later open).
-    let live_tables: Vec<u64> = version.records().iter().map(|r| r.file_number).collect();
+    let live_tables: Vec<u64> = trees
+        .iter()
+        .flat_map(|t| t.version.records())
+        .map(|r| r.file_number)
+        .collect();
     for name in fs.list(dir).unwrap_or_default() {
         let obsolete = match parse_file_name(&name) {
             Some((FileKind::Wal, n)) => n < log_number,
@@ -495,9 +650,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
 
+    let trees = trees
+        .into_iter()
+        .map(|t| PartTree {
+            record: t.record,
+            version: t.version,
+            mem: Memtable::with_key_filter(opts.memtable_bytes),
+        })
+        .collect();
     Ok(Parts {
-        version,
-        mem: Memtable::with_key_filter(opts.memtable_bytes),
+        trees,
         wal,
         last_seq,
         versions,
@@ -509,12 +671,19 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     .into_inner(dir, opts))
 }
 
-/// What an open (read-write or read-only) hands over to the database.
-pub(crate) struct Parts {
+/// One keyspace as an open hands it over.
+pub(crate) struct PartTree {
+    pub record: KeyspaceRecord,
     pub version: Version,
     /// The active memtable: empty after a read-write open (the logs went
     /// into a table), the replayed logs after a read-only one.
     pub mem: Memtable,
+}
+
+/// What an open (read-write or read-only) hands over to the database.
+pub(crate) struct Parts {
+    /// Every keyspace, the default first.
+    pub trees: Vec<PartTree>,
     pub wal: WalWriter,
     pub last_seq: SeqNo,
     pub versions: VersionSet,
@@ -528,17 +697,27 @@ pub(crate) struct Parts {
 impl Parts {
     pub fn into_inner(self, dir: &Path, opts: Options) -> DbInner {
         let log_number = self.wal.log_number();
+        let trees: Vec<Arc<Tree>> = self
+            .trees
+            .into_iter()
+            .map(|t| {
+                Arc::new(Tree::with_memtable(
+                    t.record.id,
+                    t.record.name,
+                    opts.clone(),
+                    t.version,
+                    t.mem,
+                    log_number,
+                ))
+            })
+            .collect();
+        // `keyspaces_of` puts the default keyspace first.
+        let default = Arc::clone(&trees[0]);
         DbInner {
             dir: dir.to_path_buf(),
             fs: Arc::clone(&opts.fs),
-            current: ArcSwap::from_pointee(SuperVersion {
-                mem: LoggedMemtable {
-                    mem: Arc::new(self.mem),
-                    log_number,
-                },
-                imm: Vec::new(),
-                version: Arc::new(self.version),
-            }),
+            default,
+            trees: ArcSwap::from_pointee(trees),
             last_visible: AtomicU64::new(self.last_seq.0),
             writer: Mutex::new(write::WriterState {
                 wal: self.wal,

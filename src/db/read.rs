@@ -13,16 +13,16 @@
 use bytes::Bytes;
 
 use crate::db::version::{sorted_candidate, LiveTable};
-use crate::db::{DbInner, SuperVersion};
+use crate::db::{DbInner, SuperVersion, Tree};
 use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
 use crate::table::{LookupKey, TableValue};
 
-pub(crate) fn get(inner: &DbInner, key: &[u8]) -> Result<Option<Bytes>> {
+pub(crate) fn get(inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Bytes>> {
     // Super-version before snapshot, as in `DbIterator::new` (see there):
     // the other order lets a compaction drop the version this read needs.
-    let sv = inner.current.load();
+    let sv = tree.current.load();
     let snapshot = inner.snapshot();
     get_at(inner, &sv, snapshot, key)
 }
@@ -127,8 +127,12 @@ struct Scratch {
 /// first; the rest visit the candidate tables in `get`'s order (level 0
 /// newest first, then one table per deeper level), each table asking its
 /// filter for all of its keys at once.
-pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
-    let sv = inner.current.load();
+pub(crate) fn multi_get(
+    inner: &DbInner,
+    tree: &Tree,
+    keys: &[&[u8]],
+) -> Result<Vec<Option<Bytes>>> {
+    let sv = tree.current.load();
     let snapshot = inner.snapshot();
     multi_get_at(inner, &sv, snapshot, keys)
 }

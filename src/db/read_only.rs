@@ -19,7 +19,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::open::{
-    logs_from, open_tables, refuse_cut_short, repair_hint, replay_logs, Parts, RecoveryReport,
+    logs_from, recover_trees, refuse_cut_short, repair_hint, PartTree, Parts, RecoveryReport,
     VersionSet,
 };
 use crate::db::DbInner;
@@ -28,7 +28,6 @@ use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
 use crate::inspect::check_is_database;
 use crate::manifest::{read_manifest, ManifestState};
-use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Table};
 use crate::wal::WalWriter;
@@ -120,7 +119,30 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
     } else {
         Table::open
     };
-    let version = open_tables(&tables, dir, opts, &state, &mut report, open_table)?;
+    let numbers: Vec<u64> = logs.iter().map(|(number, _)| *number).collect();
+    let names: Vec<String> = numbers.iter().map(|&n| wal_file_name(n)).collect();
+    let read = |number: u64| -> Result<Bytes> {
+        let file = logs
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, file)| file)
+            .ok_or_else(|| Error::invalid(format!("log {number} was not opened")))?;
+        let len = usize::try_from(file.len())
+            .map_err(|_| Error::invalid(format!("log {number} does not fit in memory")))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        Ok(Bytes::from(bytes))
+    };
+    let (trees, last_seq) = recover_trees(
+        &tables,
+        dir,
+        opts,
+        &state,
+        &names,
+        read,
+        &mut report,
+        open_table,
+    )?;
     if !report.damaged_tables.is_empty() {
         // A table a compaction removed looks missing: only the current
         // manifest tells it from damage.
@@ -134,38 +156,21 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
             return Ok(None);
         }
     }
-
-    let mem = Memtable::new();
-    let numbers: Vec<u64> = logs.iter().map(|(number, _)| *number).collect();
-    let read = |number: u64| -> Result<Bytes> {
-        let file = logs
-            .iter()
-            .find(|(n, _)| *n == number)
-            .map(|(_, file)| file)
-            .ok_or_else(|| Error::invalid(format!("log {number} was not opened")))?;
-        let len = usize::try_from(file.len())
-            .map_err(|_| Error::invalid(format!("log {number} does not fit in memory")))?;
-        let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, 0)?;
-        Ok(Bytes::from(bytes))
-    };
-    let last_seq = replay_logs(
-        dir,
-        &numbers,
-        read,
-        state.last_sequence,
-        state.closed_log,
-        &mem,
-        &mut report,
-    )?;
     refuse_cut_short(opts, &report, dir)?;
     let log_number = state.log_number;
+    let trees = trees
+        .into_iter()
+        .map(|t| PartTree {
+            record: t.record,
+            version: t.version,
+            mem: t.recovered,
+        })
+        .collect();
     Ok(Some(Parts {
-        version,
-        mem,
+        trees,
         wal: WalWriter::refusing(&dir.join(wal_file_name(log_number)), log_number),
         last_seq,
-        versions: VersionSet::new(state.next_file_number, log_number),
+        versions: VersionSet::new(state.next_file_number, log_number, state.next_keyspace_id),
         tables,
         report,
         lock: Box::new(NoLock),

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::iter::DbIterator;
-use crate::db::{check_key, read, DbInner, SuperVersion};
+use crate::db::iter::{owned_range, prefix_range, DbIterator};
+use crate::db::{check_key, read, DbInner, Keyspace, SuperVersion, Tree};
 use crate::error::Result;
 use crate::key::SeqNo;
 
@@ -26,18 +26,24 @@ use crate::key::SeqNo;
 /// snapshots before reopening the database.
 pub struct Snapshot {
     inner: Arc<DbInner>,
-    sv: Arc<SuperVersion>,
+    /// Every keyspace at the snapshot, the default first.
+    trees: Vec<(Arc<Tree>, Arc<SuperVersion>)>,
     sequence: SeqNo,
 }
 
 impl Snapshot {
     pub(crate) fn new(inner: &Arc<DbInner>) -> Snapshot {
-        // Super-version first, then the sequence number (see DbIterator::new).
-        let sv = inner.current.load_full();
+        // Super-versions first, then the sequence number (see DbIterator::new).
+        let trees = inner
+            .trees
+            .load()
+            .iter()
+            .map(|t| (Arc::clone(t), t.current.load_full()))
+            .collect();
         let sequence = inner.snapshot();
         Snapshot {
             inner: Arc::clone(inner),
-            sv,
+            trees,
             sequence,
         }
     }
@@ -47,11 +53,36 @@ impl Snapshot {
         self.sequence.0
     }
 
+    /// The default keyspace's super-version.
+    fn default_sv(&self) -> &Arc<SuperVersion> {
+        // `Snapshot::new` takes every keyspace, and the default is first.
+        &self.trees[0].1
+    }
+
+    /// `keyspace` as of the snapshot: `None` when it was created after it.
+    fn sv_of(&self, keyspace: &Keyspace) -> Option<(&Tree, &Arc<SuperVersion>)> {
+        self.trees
+            .iter()
+            .find(|(tree, _)| Arc::ptr_eq(tree, keyspace.tree()))
+            .map(|(tree, sv)| (tree.as_ref(), sv))
+    }
+
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         check_key(key)?;
-        read::get_at(&self.inner, &self.sv, self.sequence, key)
+        read::get_at(&self.inner, self.default_sv(), self.sequence, key)
+    }
+
+    /// The value of `key` in `keyspace` as of the snapshot (`None` in a
+    /// keyspace created after it).
+    pub fn get_in(&self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        match self.sv_of(keyspace) {
+            Some((_, sv)) => read::get_at(&self.inner, sv, self.sequence, key),
+            None => Ok(None),
+        }
     }
 
     /// The values of many keys as of the snapshot (see [`crate::Db::multi_get`]).
@@ -60,22 +91,61 @@ impl Snapshot {
         for key in &keys {
             check_key(key)?;
         }
-        read::multi_get_at(&self.inner, &self.sv, self.sequence, &keys)
+        read::multi_get_at(&self.inner, self.default_sv(), self.sequence, &keys)
+    }
+
+    /// The values of many keys of `keyspace` as of the snapshot.
+    pub fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        keyspace: &Keyspace,
+        keys: &[K],
+    ) -> Result<Vec<Option<Bytes>>> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        for key in &keys {
+            check_key(key)?;
+        }
+        match self.sv_of(keyspace) {
+            Some((_, sv)) => read::multi_get_at(&self.inner, sv, self.sequence, &keys),
+            None => Ok(vec![None; keys.len()]),
+        }
     }
 
     /// Every entry as of the snapshot, in ascending key order.
     pub fn iter(&self) -> DbIterator {
-        self.scan((Bound::Unbounded, Bound::Unbounded))
+        self.scan(&self.trees[0].0, self.default_sv(), unbounded())
     }
 
     /// Entries whose keys fall in `range`, as of the snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        self.scan(owned_range(range))
+        self.scan(&self.trees[0].0, self.default_sv(), owned_range(range))
     }
 
     /// Entries whose keys start with `prefix`, as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        self.scan(prefix_range(prefix.as_ref()))
+        self.scan(
+            &self.trees[0].0,
+            self.default_sv(),
+            prefix_range(prefix.as_ref()),
+        )
+    }
+
+    /// Every entry of `keyspace` as of the snapshot, in ascending key order.
+    pub fn iter_in(&self, keyspace: &Keyspace) -> DbIterator {
+        self.scan_in(keyspace, unbounded())
+    }
+
+    /// Entries of `keyspace` whose keys fall in `range`, as of the snapshot.
+    pub fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> DbIterator {
+        self.scan_in(keyspace, owned_range(range))
+    }
+
+    /// Entries of `keyspace` whose keys start with `prefix`, as of the snapshot.
+    pub fn prefix_in(&self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) -> DbIterator {
+        self.scan_in(keyspace, prefix_range(prefix.as_ref()))
     }
 
     /// The entry with the smallest key, as of the snapshot.
@@ -88,9 +158,32 @@ impl Snapshot {
         self.iter().next_back().transpose()
     }
 
-    fn scan(&self, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
-        DbIterator::at(&self.inner, Arc::clone(&self.sv), self.sequence, range)
+    fn scan(
+        &self,
+        tree: &Tree,
+        sv: &Arc<SuperVersion>,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> DbIterator {
+        DbIterator::at(
+            &self.inner,
+            &tree.opts.load(),
+            Arc::clone(sv),
+            self.sequence,
+            range,
+        )
     }
+
+    fn scan_in(&self, keyspace: &Keyspace, range: (Bound<Vec<u8>>, Bound<Vec<u8>>)) -> DbIterator {
+        match self.sv_of(keyspace) {
+            Some((tree, sv)) => self.scan(tree, sv, range),
+            // Created after the snapshot: empty at it.
+            None => self.scan(keyspace.tree(), &Arc::new(SuperVersion::empty()), range),
+        }
+    }
+}
+
+fn unbounded() -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    (Bound::Unbounded, Bound::Unbounded)
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -99,25 +192,4 @@ impl std::fmt::Debug for Snapshot {
             .field("sequence", &self.sequence.0)
             .finish_non_exhaustive()
     }
-}
-
-/// `range` with owned bounds.
-pub(crate) fn owned_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
-    range: R,
-) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let own = |b: Bound<&K>| match b {
-        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (own(range.start_bound()), own(range.end_bound()))
-}
-
-/// The keys starting with `prefix`, as bounds.
-pub(crate) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let end = match crate::prefix::successor(prefix) {
-        Some(end) => Bound::Excluded(end),
-        None => Bound::Unbounded,
-    };
-    (Bound::Included(prefix.to_vec()), end)
 }

@@ -18,11 +18,14 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::batch::{encode_group_into, WriteBatch};
 use crate::db::background::{self, Blocked};
-use crate::db::{DbInner, MAX_IMMUTABLE};
+use crate::db::flush;
+use crate::db::version::Version;
+use crate::db::{DbInner, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
+use crate::options::Options;
 use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
 /// A group takes batches behind its leader only while all of its batches
@@ -193,17 +196,33 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
         return Err(e);
     }
 
-    let sv = inner.current.load();
+    // The group's keyspaces, each loaded once: nearly every operation is
+    // the default keyspace's, or the one before it's.
+    let default_sv = inner.default.current.load();
+    let mut other: Option<(u32, Option<Arc<SuperVersion>>)> = None;
     let mut seq = first_seq;
     let mut user_bytes = 0;
     for op in batches.flat_map(WriteBatch::iter) {
         user_bytes += op.key.len() + op.value.len();
+        let mem = if op.keyspace == inner.default.id {
+            Some(&default_sv.mem.mem)
+        } else {
+            if other.as_ref().is_none_or(|(id, _)| *id != op.keyspace) {
+                let sv = inner.tree_by_id(op.keyspace).map(|t| t.current.load_full());
+                other = Some((op.keyspace, sv));
+            }
+            // A keyspace dropped after its batch was checked: the drop
+            // came after the write, and took the write's records with it.
+            other
+                .as_ref()
+                .and_then(|(_, sv)| sv.as_ref().map(|sv| &sv.mem.mem))
+        };
         // Cannot fail: sequence numbers are handed out once (under the
         // writer lock) and a batch's keys and values fit its u32 lengths.
         // Should it fail anyway (a bug), the memtable no longer matches the
         // log: the batch is not made visible and writes stop as after a log
         // failure, with this error as the cause.
-        if let Err(e) = sv.mem.mem.insert(op.key, seq, op.kind, op.value) {
+        if let Some(Err(e)) = mem.map(|mem| mem.insert(op.key, seq, op.kind, op.value)) {
             writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
             log_failed(inner, &mut writer, &e);
             return Err(e);
@@ -242,32 +261,38 @@ fn log_failed(inner: &DbInner, writer: &mut WriterState, error: &Error) {
     background::log_failed(inner, error);
 }
 
-/// Rotates the memtable when it is full (or when `force` and it holds
-/// anything), first waiting while background work is too far behind.
-/// While flushes fail it refuses instead: a sealed memtable could not be
-/// flushed either.
+/// Rotates the log when a keyspace's memtable is full (or when `force`
+/// and any holds anything), first waiting while background work of a
+/// full keyspace is too far behind. While flushes fail it refuses instead:
+/// a sealed memtable could not be flushed either.
 fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<()> {
-    let sv = inner.current.load();
-    let full = sv.mem.mem.approximate_bytes() >= inner.opts.memtable_bytes;
-    if !(full || (force && !sv.mem.mem.is_empty())) {
+    let trees = inner.trees.load();
+    let must_seal = |tree: &Tree| {
+        let sv = tree.current.load();
+        let full = sv.mem.mem.approximate_bytes() >= tree.opts.load().memtable_bytes;
+        full || (force && !sv.mem.mem.is_empty())
+    };
+    if !trees.iter().any(|t| must_seal(t)) {
         return Ok(());
     }
     if let Some(refused) = background::rotation_refused(inner) {
         return Err(refused);
     }
     let blocked = || {
-        let sv = inner.current.load();
-        let level0 = sv.version.levels.first().map_or(0, Vec::len);
-        if sv.imm.len() >= MAX_IMMUTABLE {
-            Blocked::OnFlush
-        } else if level0 >= inner.opts.level0_stop_writes {
-            Blocked::OnCompaction
-        } else {
-            Blocked::No
+        let mut blocked = Blocked::No;
+        for tree in trees.iter().filter(|t| must_seal(t)) {
+            let sv = tree.current.load();
+            let level0 = sv.version.levels.first().map_or(0, Vec::len);
+            if sv.imm.len() >= MAX_IMMUTABLE {
+                return Blocked::OnFlush;
+            } else if level0 >= inner.opts.level0_stop_writes {
+                blocked = Blocked::OnCompaction;
+            }
         }
+        blocked
     };
     // Only this writer (holding the writer lock) changes the active
-    // memtable, so it is still full after the wait.
+    // memtables, so they are still full after the wait.
     if blocked() != Blocked::No {
         inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -282,11 +307,20 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
             .fetch_add(micros, Ordering::Relaxed);
         waited?;
     }
-    rotate(inner, writer)
+    rotate(inner, writer, &|tree: &Tree| must_seal(tree))
 }
 
-/// Seals the active memtable (its log synced), starts a new log and memtable.
-fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
+/// Starts a new log (the old one synced) and seals the memtables of the
+/// keyspaces `must_seal` names, and with them every other non-empty
+/// memtable that began in a log older than the one now left: so no
+/// memtable spans more than two logs, and a keyspace written rarely does
+/// not keep old logs (and their replay at the next open) alive for long.
+/// An empty memtable moves to the new log.
+fn rotate(
+    inner: &DbInner,
+    writer: &mut WriterState,
+    must_seal: &dyn Fn(&Tree) -> bool,
+) -> Result<()> {
     let mut created = None;
     let result = (|| {
         writer.wal.sync()?;
@@ -296,9 +330,18 @@ fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
         created = Some(path.clone());
         let wal = WalWriter::create(inner.fs.as_ref(), &path, log_number)?;
         inner.fs.sync_dir(&inner.dir)?;
+        versions.logs.push(log_number);
+        let old_log = writer.log_number;
         writer.wal = wal;
         writer.log_number = log_number;
-        inner.seal_memtable(log_number);
+        for tree in inner.trees.load().iter() {
+            let sv = tree.current.load();
+            if sv.mem.mem.is_empty() {
+                tree.move_empty_memtable(log_number);
+            } else if must_seal(tree) || sv.mem.log_number < old_log {
+                tree.seal_memtable(log_number);
+            }
+        }
         drop(versions);
         Ok(())
     })();
@@ -311,6 +354,76 @@ fn rotate(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
     }
     background::notify(inner);
     result
+}
+
+/// Creates the keyspace `name` (with `opts`), empty, durably: it is in
+/// the manifest before it is returned. Under the writer lock, so no batch
+/// is logged meanwhile (its memtable starts at the active log).
+pub(crate) fn create_keyspace(inner: &DbInner, name: &str, opts: Options) -> Result<Arc<Tree>> {
+    let writer = inner.writer.lock();
+    check_writable(inner, &writer)?;
+    let mut versions = inner.versions.lock();
+    // Created meanwhile by another thread.
+    if let Some(tree) = inner.tree_named(name) {
+        return Ok(tree);
+    }
+    let id = versions.next_keyspace_id;
+    versions.next_keyspace_id = id.checked_add(1).ok_or_else(|| {
+        Error::invalid("every keyspace id has been given out (2^32 keyspaces created)")
+    })?;
+    let tree = Arc::new(Tree::new(
+        id,
+        name.to_string(),
+        opts,
+        Version::with_levels(LEVELS),
+        writer.log_number,
+    ));
+    let before = inner.trees.load_full();
+    let mut with = before.as_ref().clone();
+    with.push(Arc::clone(&tree));
+    inner.trees.store(Arc::new(with));
+    if let Err(e) = inner.persist(&mut versions, None) {
+        // The id stays given out: an id is never handed out twice.
+        inner.trees.store(before);
+        return Err(e);
+    }
+    Ok(tree)
+}
+
+/// Drops the keyspace of `tree`: gone from the manifest (durably) before
+/// this returns; its tables' files go once no reader holds them.
+pub(crate) fn drop_keyspace(inner: &DbInner, tree: &Arc<Tree>) -> Result<()> {
+    let writer = inner.writer.lock();
+    check_writable(inner, &writer)?;
+    let mut versions = inner.versions.lock();
+    let before = inner.trees.load_full();
+    if !before.iter().any(|t| Arc::ptr_eq(t, tree)) {
+        return Ok(());
+    }
+    let without: Vec<Arc<Tree>> = before
+        .iter()
+        .filter(|t| !Arc::ptr_eq(t, tree))
+        .cloned()
+        .collect();
+    inner.trees.store(Arc::new(without));
+    if let Err(e) = inner.persist(&mut versions, None) {
+        inner.trees.store(before);
+        return Err(e);
+    }
+    tree.dropped.store(true, Ordering::Release);
+    let obsolete = versions.take_obsolete_logs();
+    drop(versions);
+    drop(writer);
+    flush::remove_logs(inner, &obsolete);
+    // Scans and snapshots may still read its tables: each file goes when
+    // the last handle on its table does.
+    let sv = tree.current.load();
+    for table in sv.version.levels.iter().flatten() {
+        if let Ok(table) = &table.table {
+            table.remove_file_when_unused();
+        }
+    }
+    Ok(())
 }
 
 /// Rotates the memtable if it holds anything (for an explicit flush).

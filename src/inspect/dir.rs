@@ -357,6 +357,7 @@ mod tests {
     #[test]
     fn roles_follow_the_manifest() {
         let record = TableRecord {
+            keyspace: 0,
             level: 2,
             file_number: 7,
             file_size: 1,

@@ -327,13 +327,20 @@ fn check_table(
     }
 }
 
-/// Below level 0 a lookup asks one table per level: their key ranges must
-/// not meet.
+/// Below level 0 a lookup asks one table per level of its keyspace: their
+/// key ranges must not meet.
 fn check_levels(state: &ManifestState, report: &mut VerifyReport) {
     let deepest = state.tables.iter().map(|t| t.level).max().unwrap_or(0);
-    for level in 1..=deepest {
-        let mut tables: Vec<&TableRecord> =
-            state.tables.iter().filter(|t| t.level == level).collect();
+    for (keyspace, level) in state
+        .keyspaces
+        .iter()
+        .flat_map(|k| (1..=deepest).map(move |level| (k.id, level)))
+    {
+        let mut tables: Vec<&TableRecord> = state
+            .tables
+            .iter()
+            .filter(|t| t.level == level && t.keyspace == keyspace)
+            .collect();
         tables.sort_by(|a, b| user_key_of(&a.smallest).cmp(user_key_of(&b.smallest)));
         for pair in tables.windows(2) {
             if let [a, b] = pair {

@@ -288,6 +288,7 @@ impl TableBuilder {
             largest: Bytes::from(std::mem::take(&mut self.last_key)),
             prefix_filter: written.prefixes,
             range_filter,
+            keyspace: self.options.keyspace.clone(),
         };
         // Every table is written in the one format this code reads.
         let format = TableFormat::CURRENT;

@@ -65,7 +65,7 @@ pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
 pub use get::TableValue;
 pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
-pub use properties::TableProperties;
+pub use properties::{TableKeyspace, TableProperties};
 pub use reader::{FilterStatus, Table};
 pub use salvage::{LostBlock, Salvaged, SalvagedBlock, TableSalvager};
 pub use verify::{Severity, VerifyProblem};
@@ -107,6 +107,10 @@ pub struct TableOptions {
     pub whole_key_filtering: bool,
     /// Range filter bits per distinct user key; 0 writes none. Default 0.
     pub range_filter_bits_per_key: f64,
+    /// The keyspace the table belongs to, recorded in its properties so
+    /// repair can put it back without a manifest; `None` for the default
+    /// keyspace (recorded as nothing).
+    pub keyspace: Option<TableKeyspace>,
 }
 
 impl Default for TableOptions {
@@ -121,6 +125,7 @@ impl Default for TableOptions {
             prefix_extractor: None,
             whole_key_filtering: true,
             range_filter_bits_per_key: 0.0,
+            keyspace: None,
         }
     }
 }
@@ -134,6 +139,7 @@ impl From<&Options> for TableOptions {
             prefix_extractor: options.prefix_extractor.clone(),
             whole_key_filtering: options.whole_key_filtering,
             range_filter_bits_per_key: options.range_filter_bits_per_key,
+            keyspace: options.keyspace.clone(),
             ..TableOptions::default()
         }
     }

@@ -16,7 +16,9 @@
 //! 72      4+n   smallest internal key (u32 length, bytes)
 //! 76+n    4+m   largest internal key (u32 length, bytes)
 //! 80+n+m  ...   tagged fields (tag u16, length u32, bytes),
-//!               tags strictly increasing — 1: prefix filter, 2: range filter
+//!               tags strictly increasing — 1: prefix filter, 2: range
+//!               filter, 4: keyspace (id u32, name u8 length + bytes;
+//!               absent for the default keyspace)
 //! ```
 //!
 //! Owns: [`TableProperties`] and its encoding.
@@ -39,6 +41,8 @@ use crate::table::format::{BlockHandle, BlockLocation, TableFormat};
 pub const TAG_PREFIX_FILTER: u16 = 1;
 /// Tag of the range filter field.
 pub const TAG_RANGE_FILTER: u16 = 2;
+/// Tag of the keyspace field.
+pub const TAG_KEYSPACE: u16 = 4;
 /// Tags at or above this may be skipped by a reader that does not know
 /// them; an unknown tag below it is `Corruption` (the table needs a newer
 /// reader to be read correctly).
@@ -67,6 +71,8 @@ pub struct RangeFilterInfo {
     /// Bits per key the builder was asked for.
     pub bits_per_key: f64,
 }
+
+pub use crate::options::TableKeyspace;
 
 /// Table-wide facts from the properties block.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +105,8 @@ pub struct TableProperties {
     pub prefix_filter: Option<PrefixFilterInfo>,
     /// The range filter block (field 2).
     pub range_filter: Option<RangeFilterInfo>,
+    /// The keyspace (field 4); `None`: the default keyspace.
+    pub keyspace: Option<TableKeyspace>,
 }
 
 impl TableProperties {
@@ -120,6 +128,7 @@ impl TableProperties {
             largest: Bytes::new(),
             prefix_filter: None,
             range_filter: None,
+            keyspace: None,
         }
     }
 
@@ -179,6 +188,15 @@ impl TableProperties {
             field.extend_from_slice(&range.bits_per_key.to_bits().to_le_bytes());
             put_field(&mut out, TAG_RANGE_FILTER, &field);
         }
+        if let Some(keyspace) = &self.keyspace {
+            let name = keyspace.name.as_bytes();
+            let name = name.get(..usize::from(u8::MAX)).unwrap_or(name);
+            let mut field = Vec::with_capacity(5 + name.len());
+            field.extend_from_slice(&keyspace.id.to_le_bytes());
+            field.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+            field.extend_from_slice(name);
+            put_field(&mut out, TAG_KEYSPACE, &field);
+        }
         out
     }
 
@@ -208,6 +226,7 @@ impl TableProperties {
             largest: Bytes::copy_from_slice(r.len_prefixed()?),
             prefix_filter: None,
             range_filter: None,
+            keyspace: None,
         };
         properties.decode_tagged(&mut r)?;
         r.finish()?;
@@ -253,6 +272,19 @@ impl TableProperties {
                     self.range_filter = Some(RangeFilterInfo {
                         handle,
                         bits_per_key,
+                    });
+                }
+                TAG_KEYSPACE => {
+                    let id = f.u32()?;
+                    let name_len = usize::from(f.u8()?);
+                    let name = std::str::from_utf8(f.take(name_len)?)
+                        .map_err(|_| field_error("keyspace name is not UTF-8"))?;
+                    if id == 0 {
+                        return Err(field_error("keyspace field of the default keyspace"));
+                    }
+                    self.keyspace = Some(TableKeyspace {
+                        id,
+                        name: name.to_string(),
                     });
                 }
                 tag if tag >= FIRST_SKIPPABLE_TAG => continue,
@@ -375,6 +407,7 @@ mod tests {
             largest: internal_key(b"z", SeqNo(40), ValueKind::Delete).into(),
             prefix_filter: None,
             range_filter: None,
+            keyspace: None,
         }
     }
 

@@ -10,7 +10,7 @@
 //! ```text
 //! file header (20 bytes)
 //! 0   4  magic "SWAL"
-//! 4   4  format version (u32 LE, 4: the only one read; any other is
+//! 4   4  format version (u32 LE, 5: the only one read; any other is
 //!        `Error::UnsupportedVersion`)
 //! 8   8  log number (u64 LE; the number in the file name)
 //! 16  4  crc32 of bytes 0..16

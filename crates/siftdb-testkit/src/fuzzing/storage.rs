@@ -20,7 +20,7 @@
 
 use siftdb::internals::batch::{decode_record, WriteBatch};
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
-use siftdb::internals::manifest::{self, ManifestState, TableRecord, MAX_LEVELS};
+use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord, MAX_LEVELS};
 use siftdb::internals::wal::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len, replay,
     replay_batches, FILE_HEADER_LEN,
@@ -327,6 +327,29 @@ fn manifest_recipe(data: &[u8]) {
     let next_file_number = u64::from(recipe.u16()) + 1;
     let last_sequence = u64::from(recipe.u16());
     let log_number = u64::from(recipe.u16()) % next_file_number;
+    // Keyspaces: the default one, and up to two more with ids and log
+    // numbers from the recipe.
+    let mut keyspaces = vec![KeyspaceRecord {
+        id: 0,
+        name: "default".to_string(),
+        log_number,
+    }];
+    for name in ["a", "b.c-d_1"]
+        .into_iter()
+        .take(usize::from(recipe.byte() % 3))
+    {
+        let id = u32::from(recipe.byte()) + 1;
+        if keyspaces.iter().any(|k| k.id == id) {
+            continue;
+        }
+        let log = log_number + u64::from(recipe.u16()) % (next_file_number - log_number);
+        keyspaces.push(KeyspaceRecord {
+            id,
+            name: name.to_string(),
+            log_number: log,
+        });
+    }
+    let next_keyspace_id = keyspaces.iter().map(|k| k.id).max().unwrap_or(0) + 1;
     let mut tables = Vec::new();
     for _ in 0..recipe.byte() % 5 {
         let file_number = u64::from(recipe.u16()) % next_file_number;
@@ -343,7 +366,9 @@ fn manifest_recipe(data: &[u8]) {
         }
         let max_seq = u64::from(recipe.u16()) % (last_sequence + 1);
         let min_seq = u64::from(recipe.u16()) % (max_seq + 1);
+        let keyspace = keyspaces[usize::from(recipe.byte()) % keyspaces.len()].id;
         tables.push(TableRecord {
+            keyspace,
             level: u32::from(recipe.byte()) % MAX_LEVELS,
             file_number,
             file_size: u64::from(recipe.u16()),
@@ -359,6 +384,8 @@ fn manifest_recipe(data: &[u8]) {
         last_sequence: SeqNo(last_sequence),
         log_number,
         closed_log: None,
+        next_keyspace_id,
+        keyspaces,
         tables,
     };
     assert_eq!(state.check(), Ok(()), "the recipe builds valid states only");

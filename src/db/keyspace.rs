@@ -1,0 +1,455 @@
+//! Keyspaces: named, separate sets of keys in one database.
+//!
+//! Owns: [`Tree`] (one keyspace's memtables and tables: its own
+//! super-version, compaction pointers and options), the public
+//! [`Keyspace`] handle and [`KeyspaceOptions`], and creating, listing and
+//! dropping keyspaces.
+//! Must never: let one keyspace's keys reach another's memtable or tables,
+//! hand out a keyspace id twice (a dropped keyspace's records in an old log
+//! would come back under the new one), or let a handle of a dropped
+//! keyspace read or write anything.
+//!
+//! Every keyspace shares the database's one log and one sequence of
+//! sequence numbers, so a [`WriteBatch`] across keyspaces is one log
+//! record: whole or absent after a crash. Each has its own memtable, levels
+//! and tables; a log goes only once every keyspace with records in it has
+//! flushed them (see `write::rotate` and `docs/design.md`, "Keyspaces").
+
+use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::batch::WriteBatch;
+use crate::db::iter::DbIterator;
+use crate::db::version::Version;
+use crate::db::{check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion};
+use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
+use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
+use crate::memtable::Memtable;
+use crate::options::{Compression, Options, WriteOptions};
+use crate::prefix::PrefixExtractor;
+use crate::table::TableKeyspace;
+
+/// One keyspace's tree: what reads and background work of the keyspace use.
+pub(crate) struct Tree {
+    pub id: u32,
+    pub name: String,
+    /// The database's options with the keyspace's own settings applied
+    /// (replaced by `Db::keyspace_with`).
+    pub opts: ArcSwap<Options>,
+    /// The keyspace's memtables and tables, swapped as one.
+    pub current: ArcSwap<SuperVersion>,
+    /// Per level, the largest key of the last table compacted out of it.
+    pub compact_pointer: Mutex<Vec<Vec<u8>>>,
+    /// Set when the keyspace is dropped: its handles are refused from then on.
+    pub dropped: AtomicBool,
+}
+
+impl Tree {
+    /// A tree of `version` with an empty memtable for log `log_number`.
+    pub fn new(id: u32, name: String, opts: Options, version: Version, log_number: u64) -> Tree {
+        let mem = Memtable::with_key_filter(opts.memtable_bytes);
+        Tree::with_memtable(id, name, opts, version, mem, log_number)
+    }
+
+    /// A tree of `version` whose active memtable is `mem` (records of logs
+    /// from `log_number` on).
+    pub fn with_memtable(
+        id: u32,
+        name: String,
+        opts: Options,
+        version: Version,
+        mem: Memtable,
+        log_number: u64,
+    ) -> Tree {
+        let opts = Tree::own_options(id, &name, opts);
+        Tree {
+            id,
+            name,
+            opts: ArcSwap::from_pointee(opts),
+            current: ArcSwap::from_pointee(SuperVersion {
+                mem: LoggedMemtable {
+                    mem: Arc::new(mem),
+                    log_number,
+                },
+                imm: Vec::new(),
+                version: Arc::new(version),
+            }),
+            compact_pointer: Mutex::new(Vec::new()),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// `opts` as this keyspace's: its tables record the keyspace.
+    fn own_options(id: u32, name: &str, mut opts: Options) -> Options {
+        opts.keyspace = (id != DEFAULT_KEYSPACE_ID).then(|| TableKeyspace {
+            id,
+            name: name.to_string(),
+        });
+        opts
+    }
+
+    /// Replaces the keyspace's settings (for tables written from now on).
+    pub fn set_options(&self, opts: Options) {
+        self.opts
+            .store(Arc::new(Tree::own_options(self.id, &self.name, opts)));
+    }
+
+    /// Makes the active memtable the newest immutable one and starts an
+    /// empty memtable for log `log_number`. The caller holds the writer and
+    /// version locks (so no write and no flush publishes meanwhile).
+    pub fn seal_memtable(&self, log_number: u64) {
+        let old = self.current.load_full();
+        let mut imm = Vec::with_capacity(old.imm.len() + 1);
+        imm.push(old.mem.clone());
+        imm.extend(old.imm.iter().cloned());
+        self.current.store(Arc::new(SuperVersion {
+            mem: LoggedMemtable {
+                mem: Arc::new(Memtable::with_key_filter(self.opts.load().memtable_bytes)),
+                log_number,
+            },
+            imm,
+            version: Arc::clone(&old.version),
+        }));
+    }
+
+    /// An empty active memtable now belongs to log `log_number` (it holds
+    /// no record of an older one). Same locks as [`Tree::seal_memtable`].
+    pub fn move_empty_memtable(&self, log_number: u64) {
+        let old = self.current.load_full();
+        self.current.store(Arc::new(SuperVersion {
+            mem: LoggedMemtable {
+                mem: Arc::clone(&old.mem.mem),
+                log_number,
+            },
+            imm: old.imm.clone(),
+            version: Arc::clone(&old.version),
+        }));
+    }
+
+    /// `InvalidArgument` once the keyspace was dropped.
+    pub fn check_live(&self) -> Result<()> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::invalid(format!(
+                "keyspace {:?} was dropped; open it again with Db::keyspace for a new, empty one",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Settings of one keyspace that belong to its data: how its tables are
+/// built and filtered, and its memtable's size. Unset fields take the
+/// database's [`Options`].
+///
+/// They are not stored in the database: give the same settings each time
+/// the keyspace is opened (a table keeps the settings it was built with,
+/// so a change applies to tables written after it).
+#[derive(Clone, Default)]
+pub struct KeyspaceOptions {
+    filter_policy: Option<FilterPolicy>,
+    block_size: Option<usize>,
+    compression: Option<Compression>,
+    prefix_extractor: Option<PrefixExtractor>,
+    whole_key_filtering: Option<bool>,
+    range_filter_bits_per_key: Option<f64>,
+    memtable_bytes: Option<usize>,
+}
+
+impl KeyspaceOptions {
+    /// The database's settings, unchanged.
+    pub fn new() -> KeyspaceOptions {
+        KeyspaceOptions::default()
+    }
+
+    /// See [`Options::filter_policy`].
+    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
+        self.filter_policy = Some(policy);
+        self
+    }
+
+    /// See [`Options::bloom_bits_per_key`].
+    pub fn bloom_bits_per_key(self, bits: f64) -> Self {
+        self.filter_policy(FilterPolicy::bits_per_key(bits))
+    }
+
+    /// See [`Options::block_size`].
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = Some(bytes);
+        self
+    }
+
+    /// See [`Options::compression`].
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
+    }
+
+    /// See [`Options::prefix_extractor`].
+    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
+    /// See [`Options::whole_key_filtering`].
+    pub fn whole_key_filtering(mut self, whole_keys: bool) -> Self {
+        self.whole_key_filtering = Some(whole_keys);
+        self
+    }
+
+    /// See [`Options::range_filter_bits_per_key`].
+    pub fn range_filter_bits_per_key(mut self, bits: f64) -> Self {
+        self.range_filter_bits_per_key = Some(bits);
+        self
+    }
+
+    /// See [`Options::memtable_bytes`].
+    pub fn memtable_bytes(mut self, bytes: usize) -> Self {
+        self.memtable_bytes = Some(bytes);
+        self
+    }
+
+    /// `base` with these settings applied, checked as [`Options::validate`] does.
+    pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
+        let mut opts = base.clone();
+        if let Some(policy) = &self.filter_policy {
+            opts = opts.filter_policy(policy.clone());
+        }
+        if let Some(bytes) = self.block_size {
+            opts = opts.block_size(bytes);
+        }
+        if let Some(compression) = self.compression {
+            opts = opts.compression(compression);
+        }
+        if let Some(extractor) = &self.prefix_extractor {
+            opts = opts.prefix_extractor(extractor.clone());
+        }
+        if let Some(whole) = self.whole_key_filtering {
+            opts = opts.whole_key_filtering(whole);
+        }
+        if let Some(bits) = self.range_filter_bits_per_key {
+            opts = opts.range_filter_bits_per_key(bits);
+        }
+        if let Some(bytes) = self.memtable_bytes {
+            opts = opts.memtable_bytes(bytes);
+        }
+        opts.validate()?;
+        Ok(opts)
+    }
+}
+
+impl std::fmt::Debug for KeyspaceOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyspaceOptions")
+            .field("block_size", &self.block_size)
+            .field("compression", &self.compression)
+            .field("memtable_bytes", &self.memtable_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A named keyspace of a [`Db`]: its own keys, memtable and tables, in the
+/// database's one log. `Clone + Send + Sync`; cheap to clone.
+///
+/// ```
+/// use siftdb::{Db, WriteBatch};
+///
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path())?;
+/// let users = db.keyspace("users")?;
+/// let index = db.keyspace("users-by-email")?;
+/// // One batch across keyspaces: whole or absent after a crash.
+/// let mut batch = WriteBatch::new();
+/// batch.put_in(&users, b"u1", b"ann@example.com");
+/// batch.put_in(&index, b"ann@example.com", b"u1");
+/// db.write(batch)?;
+/// assert_eq!(index.get(b"ann@example.com")?.as_deref(), Some(&b"u1"[..]));
+/// assert_eq!(db.get(b"u1")?, None); // the default keyspace is another one
+/// assert_eq!(db.keyspaces(), ["default", "users", "users-by-email"]);
+/// # Ok::<(), siftdb::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Keyspace {
+    inner: Arc<DbInner>,
+    tree: Arc<Tree>,
+}
+
+impl Keyspace {
+    pub(crate) fn id(&self) -> u32 {
+        self.tree.id
+    }
+
+    pub(crate) fn tree(&self) -> &Arc<Tree> {
+        &self.tree
+    }
+
+    /// The keyspace's name.
+    pub fn name(&self) -> &str {
+        &self.tree.name
+    }
+
+    /// Stores `value` under `key` in this keyspace.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_in(self, key, value);
+        self.write(batch)
+    }
+
+    /// Removes `key` from this keyspace (a no-op when absent).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_in(self, key);
+        self.write(batch)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.tree.check_live()?;
+        Db::write_batch(&self.inner, batch, WriteOptions::new())
+    }
+
+    /// The latest value of `key` in this keyspace, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.tree.check_live()?;
+        read::get(&self.inner, &self.tree, key)
+    }
+
+    /// The values of many keys of this keyspace as of one moment (see
+    /// [`Db::multi_get`]).
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        for key in &keys {
+            check_key(key)?;
+        }
+        self.tree.check_live()?;
+        read::multi_get(&self.inner, &self.tree, &keys)
+    }
+
+    /// Every entry of this keyspace, in ascending key order (reverse it
+    /// with `.rev()`), as of now.
+    pub fn iter(&self) -> DbIterator {
+        self.scan((std::ops::Bound::Unbounded, std::ops::Bound::Unbounded))
+    }
+
+    /// Entries of this keyspace whose keys fall in `range`, as of now.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        self.scan(iter::owned_range(range))
+    }
+
+    /// Entries of this keyspace whose keys start with `prefix`, as of now.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        self.scan(iter::prefix_range(prefix.as_ref()))
+    }
+
+    /// The entry with the smallest key, as of now (`None` when empty).
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the largest key, as of now (`None` when empty).
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        self.iter().next_back().transpose()
+    }
+
+    fn scan(&self, range: (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>)) -> DbIterator {
+        match self.tree.check_live() {
+            Ok(()) => DbIterator::new(&self.inner, &self.tree, range),
+            Err(e) => DbIterator::failed(e),
+        }
+    }
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyspace")
+            .field("name", &self.tree.name)
+            .field("id", &self.tree.id)
+            .finish()
+    }
+}
+
+impl Db {
+    /// Opens the keyspace `name`, creating it (empty) if the database has
+    /// none of that name, with the database's settings. Names are 1 to 255
+    /// bytes of `[A-Za-z0-9_.-]`; `default` is the keyspace the methods of
+    /// `Db` itself act on.
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        self.open_keyspace(name, &self.inner.opts)
+    }
+
+    /// [`Db::keyspace`] with settings of the keyspace's own, which apply
+    /// from now on to the keyspace (already existing or not) until the
+    /// database is closed: give them at each open.
+    pub fn keyspace_with(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
+        let opts = options.apply(&self.inner.opts)?;
+        let keyspace = self.open_keyspace(name, &opts)?;
+        keyspace.tree.set_options(opts);
+        Ok(keyspace)
+    }
+
+    fn open_keyspace(&self, name: &str, opts: &Options) -> Result<Keyspace> {
+        if !valid_keyspace_name(name) {
+            return Err(Error::invalid(format!(
+                "keyspace name {name:?} is not 1-255 bytes of [A-Za-z0-9_.-]"
+            )));
+        }
+        let inner = &self.inner;
+        if let Some(tree) = inner.tree_named(name) {
+            return Ok(Keyspace {
+                inner: Arc::clone(inner),
+                tree,
+            });
+        }
+        self.check_writable()?;
+        let opts = opts.clone();
+        let tree = write::create_keyspace(inner, name, opts)?;
+        Ok(Keyspace {
+            inner: Arc::clone(inner),
+            tree,
+        })
+    }
+
+    /// The names of every keyspace, `default` first, then in the order
+    /// they were created.
+    pub fn keyspaces(&self) -> Vec<String> {
+        self.inner
+            .trees
+            .load()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    /// Drops the keyspace `name` and everything in it: durable when this
+    /// returns (a crash after it never brings the keys back); its files go
+    /// once no scan or snapshot reads them. Handles of it are refused from
+    /// then on; [`Db::keyspace`] with the same name makes a new, empty one.
+    /// The `default` keyspace cannot be dropped; an unknown name is
+    /// `InvalidArgument`.
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        if name == DEFAULT_KEYSPACE_NAME {
+            return Err(Error::invalid("the default keyspace cannot be dropped"));
+        }
+        let Some(tree) = self.inner.tree_named(name) else {
+            return Err(Error::invalid(format!("no keyspace is named {name:?}")));
+        };
+        debug_assert_ne!(tree.id, DEFAULT_KEYSPACE_ID);
+        write::drop_keyspace(&self.inner, &tree)
+    }
+
+    /// The default keyspace as a [`Keyspace`] (what `Db`'s own methods act on).
+    pub fn default_keyspace(&self) -> Keyspace {
+        Keyspace {
+            inner: Arc::clone(&self.inner),
+            tree: Arc::clone(&self.inner.default),
+        }
+    }
+}
