@@ -293,7 +293,8 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
         out.extend_from_slice(&keyspace.log_number.to_le_bytes());
         // `check` bounds a name to 255 bytes; a longer one (refused by
         // `write_manifest`) is cut so the encoding stays well formed.
-        let name = &keyspace.name.as_bytes()[..keyspace.name.len().min(MAX_KEYSPACE_NAME_LEN)];
+        let name = keyspace.name.as_bytes();
+        let name = name.get(..MAX_KEYSPACE_NAME_LEN).unwrap_or(name);
         out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
         out.extend_from_slice(name);
     }

@@ -1318,8 +1318,11 @@ struct Recovered {
     /// hold; without: not those at or below the newest sequence number in
     /// their keyspace's tables (each keyspace flushes its memtables oldest
     /// first, so those are in its tables, or were compacted away).
-    keep: Option<Box<dyn Fn(u32, u64, SeqNo) -> bool>>,
+    keep: Option<KeepOp>,
 }
+
+/// Whether to keep an operation of (keyspace id, log number, sequence number).
+type KeepOp = Box<dyn Fn(u32, u64, SeqNo) -> bool>;
 
 impl Recovered {
     /// Inserts every operation of `batch` from log `log` (of the keyspaces

@@ -219,7 +219,7 @@ impl KeyspaceOptions {
     pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
         let mut opts = base.clone();
         if let Some(policy) = &self.filter_policy {
-            opts = opts.filter_policy(policy.clone());
+            opts = opts.filter_policy(*policy);
         }
         if let Some(bytes) = self.block_size {
             opts = opts.block_size(bytes);
@@ -256,6 +256,11 @@ impl std::fmt::Debug for KeyspaceOptions {
 
 /// A named keyspace of a [`Db`]: its own keys, memtable and tables, in the
 /// database's one log. `Clone + Send + Sync`; cheap to clone.
+///
+/// Like a [`crate::Snapshot`], it keeps the database's directory (and its
+/// lock) while it lives: drop it before opening the database again. Once
+/// the `Db` is closed or dropped its writes are refused with
+/// [`Error::Closed`]; its reads go on.
 ///
 /// ```
 /// use siftdb::{Db, WriteBatch};

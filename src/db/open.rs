@@ -477,6 +477,10 @@ pub(crate) struct RecoveredTree {
 /// Opens the tables of every keyspace of `state` and replays the logs
 /// among `names` into one memtable per keyspace; returns them with the
 /// last sequence number seen.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "what both opens (read-write and read-only) pass differently"
+)]
 pub(crate) fn recover_trees(
     tables: &Arc<ReadContext>,
     dir: &Path,
@@ -697,7 +701,7 @@ pub(crate) struct Parts {
 impl Parts {
     pub fn into_inner(self, dir: &Path, opts: Options) -> DbInner {
         let log_number = self.wal.log_number();
-        let trees: Vec<Arc<Tree>> = self
+        let mut trees: Vec<Arc<Tree>> = self
             .trees
             .into_iter()
             .map(|t| {
@@ -712,7 +716,20 @@ impl Parts {
             })
             .collect();
         // `keyspaces_of` puts the default keyspace first.
-        let default = Arc::clone(&trees[0]);
+        let default = match trees.first() {
+            Some(first) if first.id == DEFAULT_KEYSPACE_ID => Arc::clone(first),
+            _ => {
+                let default = Arc::new(Tree::new(
+                    DEFAULT_KEYSPACE_ID,
+                    DEFAULT_KEYSPACE_NAME.to_string(),
+                    opts.clone(),
+                    Version::with_levels(LEVELS),
+                    log_number,
+                ));
+                trees.insert(0, Arc::clone(&default));
+                default
+            }
+        };
         DbInner {
             dir: dir.to_path_buf(),
             fs: Arc::clone(&opts.fs),
@@ -725,6 +742,7 @@ impl Parts {
                 last_seq: self.last_seq,
                 log_failure: self.log_failure,
                 pending_log: None,
+                closed: false,
             }),
             queue: Mutex::new(write::WriteQueue::default()),
             queue_cv: Condvar::new(),

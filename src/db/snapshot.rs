@@ -26,7 +26,9 @@ use crate::key::SeqNo;
 /// snapshots before reopening the database.
 pub struct Snapshot {
     inner: Arc<DbInner>,
-    /// Every keyspace at the snapshot, the default first.
+    /// The default keyspace at the snapshot (also in `trees`).
+    default: (Arc<Tree>, Arc<SuperVersion>),
+    /// Every keyspace at the snapshot.
     trees: Vec<(Arc<Tree>, Arc<SuperVersion>)>,
     sequence: SeqNo,
 }
@@ -34,15 +36,25 @@ pub struct Snapshot {
 impl Snapshot {
     pub(crate) fn new(inner: &Arc<DbInner>) -> Snapshot {
         // Super-versions first, then the sequence number (see DbIterator::new).
-        let trees = inner
+        let trees: Vec<_> = inner
             .trees
             .load()
             .iter()
             .map(|t| (Arc::clone(t), t.current.load_full()))
             .collect();
+        let default = trees
+            .iter()
+            .find(|(t, _)| Arc::ptr_eq(t, &inner.default))
+            .cloned()
+            .unwrap_or_else(|| {
+                let tree = Arc::clone(&inner.default);
+                let sv = tree.current.load_full();
+                (tree, sv)
+            });
         let sequence = inner.snapshot();
         Snapshot {
             inner: Arc::clone(inner),
+            default,
             trees,
             sequence,
         }
@@ -55,8 +67,7 @@ impl Snapshot {
 
     /// The default keyspace's super-version.
     fn default_sv(&self) -> &Arc<SuperVersion> {
-        // `Snapshot::new` takes every keyspace, and the default is first.
-        &self.trees[0].1
+        &self.default.1
     }
 
     /// `keyspace` as of the snapshot: `None` when it was created after it.
@@ -112,18 +123,18 @@ impl Snapshot {
 
     /// Every entry as of the snapshot, in ascending key order.
     pub fn iter(&self) -> DbIterator {
-        self.scan(&self.trees[0].0, self.default_sv(), unbounded())
+        self.scan(&self.default.0, self.default_sv(), unbounded())
     }
 
     /// Entries whose keys fall in `range`, as of the snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        self.scan(&self.trees[0].0, self.default_sv(), owned_range(range))
+        self.scan(&self.default.0, self.default_sv(), owned_range(range))
     }
 
     /// Entries whose keys start with `prefix`, as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         self.scan(
-            &self.trees[0].0,
+            &self.default.0,
             self.default_sv(),
             prefix_range(prefix.as_ref()),
         )

@@ -64,6 +64,9 @@ pub(crate) struct WriterState {
     /// The number of the log recovery will start once every memtable is
     /// flushed (the sealed failed log's successor; the file does not exist yet).
     pub pending_log: Option<u64>,
+    /// The database was closed: the log ended (with its close record), and
+    /// no write may follow.
+    pub closed: bool,
 }
 
 struct Pending {
@@ -246,6 +249,10 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 
 /// Refuses writes the database cannot take now.
 fn check_writable(inner: &DbInner, writer: &WriterState) -> Result<()> {
+    if writer.closed {
+        // A keyspace handle or an AsyncDb outliving the `Db`.
+        return Err(Error::Closed);
+    }
     if let Some(cause) = &writer.log_failure {
         return Err(Error::read_only(cause));
     }
@@ -455,6 +462,7 @@ pub(crate) fn persist(inner: &DbInner) -> Result<()> {
 /// it.
 pub(crate) fn close_log(inner: &DbInner) -> Result<()> {
     let mut writer = inner.writer.lock();
+    writer.closed = true;
     if writer.log_failure.is_some() || writer.pending_log.is_some() {
         return writer.wal.sync();
     }

@@ -55,6 +55,23 @@ pub struct LevelSummary {
     pub filters: LevelFilterStats,
 }
 
+/// One keyspace and the totals of its tables.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyspaceSummary {
+    /// Its id.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// The oldest log that may hold records of it not in its tables.
+    pub log_number: u64,
+    /// Its live tables.
+    pub tables: usize,
+    /// Bytes of their files.
+    pub file_bytes: u64,
+    /// Their entries.
+    pub entries: u64,
+}
+
 /// One table the manifest names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveTableSummary {
@@ -112,7 +129,10 @@ pub struct DirSummary {
     pub dir: PathBuf,
     /// The manifest's counters.
     pub manifest: ManifestSummary,
-    /// Totals per level, from level 0 to the deepest level in use.
+    /// Every keyspace, with the totals of its tables.
+    pub keyspaces: Vec<KeyspaceSummary>,
+    /// Totals per level (every keyspace), from level 0 to the deepest
+    /// level in use.
     pub levels: Vec<LevelSummary>,
     /// Every table the manifest names: by level, level 0 newest first,
     /// deeper levels in key order.
@@ -255,8 +275,24 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
 
+    let keyspaces = state
+        .keyspaces
+        .iter()
+        .map(|k| {
+            let own = state.tables.iter().filter(|t| t.keyspace == k.id);
+            KeyspaceSummary {
+                id: k.id,
+                name: k.name.clone(),
+                log_number: k.log_number,
+                tables: own.clone().count(),
+                file_bytes: own.clone().map(|t| t.file_size).sum(),
+                entries: own.map(|t| t.entries).sum(),
+            }
+        })
+        .collect();
     Ok(DirSummary {
         dir: dir.to_path_buf(),
+        keyspaces,
         manifest: ManifestSummary {
             next_file_number: state.next_file_number,
             last_sequence: state.last_sequence,

@@ -40,7 +40,7 @@ mod table;
 mod verify;
 
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
-pub use dir::{LiveTableSummary, ManifestSummary};
+pub use dir::{KeyspaceSummary, LiveTableSummary, ManifestSummary};
 pub(crate) use identify::check_is_database;
 pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};
 pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};

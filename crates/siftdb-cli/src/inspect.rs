@@ -322,11 +322,37 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
             s.manifest.next_file_number, s.manifest.last_sequence.0, s.manifest.log_number
         ),
         String::new(),
+        format!(
+            "  {:<24}{:>6}{:>8}{:>16}{:>13}{:>12}",
+            "keyspace", "id", "tables", "bytes", "entries", "log number"
+        ),
     ];
+    for k in &s.keyspaces {
+        lines.push(format!(
+            "  {:<24}{:>6}{:>8}{:>16}{:>13}{:>12}",
+            k.name,
+            k.id,
+            k.tables,
+            group_digits(k.file_bytes),
+            group_digits(k.entries),
+            k.log_number
+        ));
+    }
+    lines.push(String::new());
     lines.extend(level_lines(s));
+    let keyspace_name = |id: u32| {
+        s.keyspaces
+            .iter()
+            .find(|k| k.id == id)
+            .map_or_else(|| id.to_string(), |k| k.name.clone())
+    };
     for t in &s.tables {
         lines.push(String::new());
-        lines.push(format!("  level {}", t.record.level));
+        lines.push(format!(
+            "  level {}, keyspace {}",
+            t.record.level,
+            keyspace_name(t.record.keyspace)
+        ));
         match &t.table {
             Ok(summary) => lines.extend(table_lines(summary, "  ")),
             Err(reason) => lines.push(format!(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use siftdb::internals::filename::MANIFEST_FILE;
-use siftdb::Db;
+use siftdb::{Db, Keyspace};
 
 use crate::text::{parse_arg, print_lines, show};
 
@@ -33,6 +33,9 @@ pub struct GetArgs {
     /// KEY is hex, and the value is printed as hex.
     #[arg(long)]
     hex: bool,
+    /// The keyspace to read.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    keyspace: String,
 }
 
 /// Flags of `siftdb put`.
@@ -48,6 +51,9 @@ pub struct PutArgs {
     /// KEY and VALUE are hex.
     #[arg(long)]
     hex: bool,
+    /// The keyspace to write (created when missing).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    keyspace: String,
 }
 
 /// Flags of `siftdb delete`.
@@ -61,6 +67,9 @@ pub struct DeleteArgs {
     /// KEY is hex.
     #[arg(long)]
     hex: bool,
+    /// The keyspace to delete from.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    keyspace: String,
 }
 
 /// Opens the database in `dir` (taking its lock and recovering, like any
@@ -89,11 +98,26 @@ pub fn open_for_reading(dir: &Path) -> Result<Db, String> {
     Db::open_read_only(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))
 }
 
+/// The keyspace `name` of `db`; unless `create`, one the database does
+/// not have is an error.
+pub fn keyspace(db: &Db, name: &str, create: bool) -> Result<Keyspace, String> {
+    if !create && !db.keyspaces().iter().any(|k| k == name) {
+        return Err(format!(
+            "{} has no keyspace {name:?} (it has {})",
+            db.path().display(),
+            db.keyspaces().join(", ")
+        ));
+    }
+    db.keyspace(name)
+        .map_err(|e| format!("keyspace {name:?}: {e}"))
+}
+
 /// Runs `siftdb get`.
 pub fn get(args: &GetArgs) -> Result<ExitCode, String> {
     let key = parse_arg(&args.key, args.hex, "key")?;
     let db = open_for_reading(&args.dir)?;
-    match db.get(&key).map_err(|e| format!("get failed: {e}"))? {
+    let keyspace = keyspace(&db, &args.keyspace, false)?;
+    match keyspace.get(&key).map_err(|e| format!("get failed: {e}"))? {
         Some(value) => {
             // Escaped: a value must not drive the terminal (ESC sequences).
             print_lines(&[show(&value, args.hex)])?;
@@ -111,7 +135,8 @@ pub fn put(args: &PutArgs) -> Result<ExitCode, String> {
     let key = parse_arg(&args.key, args.hex, "key")?;
     let value = parse_arg(&args.value, args.hex, "value")?;
     let db = open_db(&args.dir, true)?;
-    db.put(&key, &value)
+    keyspace(&db, &args.keyspace, true)?
+        .put(&key, &value)
         .map_err(|e| format!("put failed: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -120,6 +145,8 @@ pub fn put(args: &PutArgs) -> Result<ExitCode, String> {
 pub fn delete(args: &DeleteArgs) -> Result<ExitCode, String> {
     let key = parse_arg(&args.key, args.hex, "key")?;
     let db = open_db(&args.dir, false)?;
-    db.delete(&key).map_err(|e| format!("delete failed: {e}"))?;
+    keyspace(&db, &args.keyspace, false)?
+        .delete(&key)
+        .map_err(|e| format!("delete failed: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }

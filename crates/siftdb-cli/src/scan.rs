@@ -39,6 +39,12 @@ pub struct ScanArgs {
     /// P, A and B are hex, and keys and values are printed as hex.
     #[arg(long)]
     hex: bool,
+    /// Descending key order (the last N entries with --limit).
+    #[arg(long)]
+    reverse: bool,
+    /// The keyspace to scan.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    keyspace: String,
 }
 
 /// Runs `siftdb scan`.
@@ -58,9 +64,15 @@ pub fn run(args: &ScanArgs) -> Result<ExitCode, String> {
     let to = bound(&args.to, "--to", Bound::Excluded)?;
 
     let db = open_for_reading(&args.dir)?;
+    let keyspace = crate::point::keyspace(&db, &args.keyspace, false)?;
     let entries: DbIterator = match prefix {
-        Some(prefix) => db.prefix(prefix),
-        None => db.range::<Vec<u8>, _>((from, to)),
+        Some(prefix) => keyspace.prefix(prefix),
+        None => keyspace.range::<Vec<u8>, _>((from, to)),
+    };
+    let entries: Box<dyn Iterator<Item = siftdb::Result<_>>> = if args.reverse {
+        Box::new(entries.rev())
+    } else {
+        Box::new(entries)
     };
     let limit = args.limit.unwrap_or(u64::MAX);
     let mut out = Out::new();

@@ -366,7 +366,9 @@ fn manifest_recipe(data: &[u8]) {
         }
         let max_seq = u64::from(recipe.u16()) % (last_sequence + 1);
         let min_seq = u64::from(recipe.u16()) % (max_seq + 1);
-        let keyspace = keyspaces[usize::from(recipe.byte()) % keyspaces.len()].id;
+        let keyspace = keyspaces
+            .get(usize::from(recipe.byte()) % keyspaces.len())
+            .map_or(0, |k| k.id);
         tables.push(TableRecord {
             keyspace,
             level: u32::from(recipe.byte()) % MAX_LEVELS,
