@@ -1156,7 +1156,7 @@ fn apply(batch: &DecodedBatch<'_>, recovered: &Memtable) -> SeqNo {
         // Refused only for a (key, sequence) pair already inserted, whose
         // first value stays, or a key or value over 4 GiB, which no record
         // whose checksum held can carry: repair keeps what it can read.
-        let _ = recovered.insert(op.key, seq, op.kind, op.value);
+        let _ = recovered.apply(op, seq);
         seq = seq.next();
     }
     batch.last_seq().unwrap_or(SeqNo(0))

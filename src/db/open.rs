@@ -371,7 +371,7 @@ pub(crate) fn replay_logs(
             for op in &batch.ops {
                 // Sequence numbers never repeat in intact logs.
                 recovered
-                    .insert(op.key, seq, op.kind, op.value)
+                    .apply(op, seq)
                     .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
                 last_seq = last_seq.max(seq);
                 seq = seq.next();
