@@ -279,7 +279,7 @@ fn a_level0_tombstone_hides_level3_keys_whatever_the_filter_says() {
         db.close().unwrap();
     }
     move_tables_to_level(dir.path(), 3);
-    let db = Db::open_with(dir.path(), opts).unwrap();
+    let db = Db::open_with(dir.path(), opts.clone()).unwrap();
     assert!(
         db.stats().level_tables[3] > 0,
         "{:?}",
@@ -328,12 +328,25 @@ fn a_level0_tombstone_hides_level3_keys_whatever_the_filter_says() {
     let after = db.stats();
     assert_eq!(after.range_tombstone_hits, before.range_tombstone_hits);
 
-    // Compaction of level 0 into level 1 carries the tombstone (level 3
-    // below still holds the keys), and drops the older level-0 key.
-    db.compact().unwrap();
-    check(&db, &model);
     check_snapshot(&between, &between_model);
     drop(between);
+
+    // Compaction of level 0 into level 1 carries the tombstone (level 3
+    // below still holds the keys it deletes), and drops the older level-0
+    // key under it.
+    drop(db);
+    let db = Db::open_with(dir.path(), opts.clone().level0_compaction_trigger(2)).unwrap();
+    db.wait_for_background().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.level_tables[0], 0, "{stats:?}");
+    assert!(
+        stats.level_tables[1] > 0 && stats.level_tables[3] > 0,
+        "{stats:?}"
+    );
+    assert_eq!(stats.range_tombstone_tables, 1);
+    check(&db, &model);
+
+    // A compaction to the bottom drops it with the keys it deleted.
     db.compact().unwrap();
     check(&db, &model);
     assert_eq!(db.stats().range_tombstone_tables, 0);
