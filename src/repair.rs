@@ -49,14 +49,17 @@ use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
 use crate::inspect::check_is_database;
-use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::key::{
+    compare_internal_keys, internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
+};
 use crate::manifest::{read_manifest, write_manifest, ManifestState, TableRecord};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::range_tombstone::{inclusive_upper_bound, key_successor, FragmentedTombstones};
 use crate::table::format::FOOTER_LEN;
 use crate::table::{
-    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableOptions,
-    TableSalvager,
+    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, SalvagedTombstones, Table,
+    TableBuilder, TableOptions, TableSalvager,
 };
 use crate::wal::{replay, replay_batches, salvage, LostRecord};
 
@@ -294,6 +297,9 @@ struct Examined {
     max_seq: Option<SeqNo>,
     /// The table, when its footer, index and filter are intact.
     filtered: Option<Table>,
+    /// Its range tombstones, read from the table or found past its damage
+    /// (when they cannot be told, its whole range is a lost range).
+    range_tombstones: Option<FragmentedTombstones>,
 }
 
 struct Repair<'a> {
@@ -458,6 +464,7 @@ impl Repair<'_> {
             user_range: record_range.clone(),
             max_seq: record.as_ref().map(|r| r.max_seq),
             filtered: None,
+            range_tombstones: None,
             candidate,
         };
         let name = examined.candidate.name.clone();
@@ -506,6 +513,7 @@ impl Repair<'_> {
                         .into_iter()
                         .map(|p| format!("{} block at offset {}: {}", p.block, p.offset, p.detail)),
                 );
+                examined.range_tombstones = table.range_tombstones().map(|l| (**l).clone());
                 if examined.problems.is_empty() {
                     return Ok(examined);
                 }
@@ -545,6 +553,20 @@ impl Repair<'_> {
         }
         if examined.user_range.is_none() {
             examined.user_range = read_range;
+        }
+        match salvager.range_tombstones() {
+            SalvagedTombstones::None => {}
+            SalvagedTombstones::Found(list) => examined.range_tombstones = Some(list),
+            // A range tombstone lost may have deleted older keys anywhere
+            // in the table's range: they are treated as a lost range's.
+            SalvagedTombstones::Unknown(why) => examined.lost.push(LostRange {
+                file: name,
+                offset: None,
+                first_key: lo,
+                last_key: hi,
+                max_sequence: examined.max_seq.map(|s| s.0),
+                reason: format!("its range tombstones cannot be read: {why}"),
+            }),
         }
         Ok(examined)
     }
@@ -600,6 +622,7 @@ impl Repair<'_> {
             builder,
             entries: 0,
             range: None,
+            range_tombstones: None,
         })
     }
 
@@ -608,7 +631,8 @@ impl Repair<'_> {
     fn finish(&mut self, table: NewTable, level: u32) -> Result<Option<TableRecord>> {
         let name = table_file_name(table.number);
         let path = self.path(&name);
-        let record = match (table.builder, table.range) {
+        let range = table.dry_run_range();
+        let record = match (table.builder, range) {
             (_, None) => None,
             (None, Some((smallest, largest, min_seq, max_seq))) => Some(TableRecord {
                 level,
@@ -716,6 +740,13 @@ impl Repair<'_> {
             }
             changed = true;
             let mut out = self.new_table()?;
+            if let Some(list) = &e.range_tombstones {
+                // Within the record's range, which the level's other
+                // tables do not meet.
+                let (lo, hi) = (user(&record.smallest), user(&record.largest));
+                let end = key_successor(&hi);
+                out.set_range_tombstones(list.clipped(&lo, end.as_deref()), Some(hi));
+            }
             let (mut kept, mut dropped) = (0u64, 0u64);
             let written = self.each_entry(&e.candidate.name, |key, value| {
                 if keep(&key) {
@@ -828,6 +859,9 @@ impl Repair<'_> {
         }
         if !recovered.is_empty() {
             let mut out = self.new_table()?;
+            if let Some(list) = recovered.range_tombstones() {
+                out.set_range_tombstones((*list).clone(), None);
+            }
             for (key, value) in recovered.iter() {
                 if let Err(err) = out.add(key, value) {
                     self.abandon(out);
@@ -943,6 +977,14 @@ impl Repair<'_> {
             run_tables.push(Arc::clone(&current));
             sources.push(Box::new(SalvagedRun::new(tables, current)));
         }
+        // Every range tombstone read deletes the older entries it covers;
+        // in the one sorted run written, nothing is left for it to delete.
+        let lists: Vec<FragmentedTombstones> = examined
+            .iter()
+            .filter_map(|e| e.range_tombstones.clone())
+            .chain(recovered.range_tombstones().map(|l| (*l).clone()))
+            .collect();
+        let range_tombstones = FragmentedTombstones::merged(&lists);
         sources.push(Box::new(MemSource::new(Arc::new(recovered))));
         let mut merge = MergingIter::new(sources);
         merge.seek_to_first();
@@ -976,8 +1018,14 @@ impl Repair<'_> {
                     c.0 += 1;
                 }
                 // The only level: a tombstone shadows nothing below it.
-                let tombstone = parse_internal_key(&key).is_ok_and(|p| p.kind == ValueKind::Delete);
-                if tombstone {
+                let parsed = parse_internal_key(&key).ok();
+                let tombstone = parsed.is_some_and(|p| p.kind == ValueKind::Delete);
+                let range_deleted = parsed.is_some_and(|p| {
+                    range_tombstones
+                        .covering_seq(p.user_key, SeqNo::MAX)
+                        .is_some_and(|deleted_at| deleted_at > p.seq)
+                });
+                if tombstone || range_deleted {
                     continue;
                 }
                 out.add(&key, &value)?;
@@ -1169,9 +1217,50 @@ struct NewTable {
     entries: u64,
     /// (smallest, largest, min seq, max seq) of what was added.
     range: Option<(Vec<u8>, Vec<u8>, SeqNo, SeqNo)>,
+    /// Range tombstones it carries (see `TableBuilder::set_range_tombstones`).
+    range_tombstones: Option<(FragmentedTombstones, Option<Vec<u8>>)>,
 }
 
 impl NewTable {
+    fn set_range_tombstones(&mut self, list: FragmentedTombstones, largest_limit: Option<Vec<u8>>) {
+        if list.is_empty() {
+            return;
+        }
+        if let Some(builder) = &mut self.builder {
+            builder.set_range_tombstones(list.clone(), largest_limit.clone());
+        }
+        self.range_tombstones = Some((list, largest_limit));
+    }
+
+    /// What a dry run's record says of the table: its entries' range
+    /// widened to its range tombstones', as the builder would.
+    fn dry_run_range(&self) -> Option<(Vec<u8>, Vec<u8>, SeqNo, SeqNo)> {
+        let Some((list, limit)) = &self.range_tombstones else {
+            return self.range.clone();
+        };
+        let (low, high) = list.seq_range()?;
+        let start = list.smallest_key()?;
+        let mut upper = inclusive_upper_bound(list.end()?);
+        if let Some(limit) = limit.as_ref().filter(|l| upper > **l) {
+            upper.clone_from(limit);
+        }
+        let (smallest, largest, min, max) = self.range.clone().unwrap_or_else(|| {
+            let first = internal_key(start, high, ValueKind::Delete);
+            (first.clone(), first, high, high)
+        });
+        let smallest = if start < user_key_of(&smallest) {
+            internal_key(start, high, ValueKind::Put)
+        } else {
+            smallest
+        };
+        let largest = if upper.as_slice() > user_key_of(&largest) {
+            internal_key(&upper, SeqNo(0), ValueKind::Delete)
+        } else {
+            largest
+        };
+        Some((smallest, largest, min.min(low), max.max(high)))
+    }
+
     fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if let Some(builder) = &mut self.builder {
             builder.add(key, value)?;
@@ -1360,6 +1449,7 @@ mod tests {
             user_range: range.map(|(lo, hi)| (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())),
             max_seq: None,
             filtered: None,
+            range_tombstones: None,
         }
     }
 
