@@ -78,8 +78,16 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
     closed_flipped_last[three.len() - 3] ^= 0x10;
     let mut close_torn = closed.clone();
     close_torn.truncate(closed.len() - 9);
+    // A record with range deletes (operation kind 2), bounded and not.
+    let mut ranged = encode_file_header(8).to_vec();
+    let mut batch = WriteBatch::new();
+    batch.put("apple", "red");
+    batch.delete_range("b".."m");
+    batch.delete_range("x"..);
+    encode_record_into(&mut ranged, &batch.encode_record(SeqNo(9))).unwrap();
     vec![
         ("header_only", log(1, &[])),
+        ("range_deletes", ranged),
         ("three_batches", three),
         ("torn_tail", torn),
         ("zero_tail", zero_tail),
