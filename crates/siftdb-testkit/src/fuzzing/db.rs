@@ -3,7 +3,8 @@
 //! checked against a `BTreeMap`.
 //!
 //! Owns: the op decoding and the invariants — every `get` and every scan
-//! (bounded both ways, or not) agrees with the model; an iterator keeps its
+//! (bounded both ways, or not; forward, then backward) agrees with the
+//! model, range deletes included; an iterator keeps its
 //! snapshot while writes, flushes and compactions go on; a clean reopen
 //! loses nothing; and after a crash armed by an op — the process killed at
 //! its n-th file operation (an append may be left torn), or the power cut
@@ -36,8 +37,14 @@ pub const MAX_OPS: usize = 128;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// A put (`Some(value)`) or a delete (`None`).
-type Op = (Vec<u8>, Option<Vec<u8>>);
+/// One write of a batch.
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Every key within the bounds (never reversed).
+    DeleteRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
+}
 
 struct Input<'a> {
     rest: &'a [u8],
@@ -85,11 +92,29 @@ impl Input<'_> {
         v
     }
 
+    /// A put, a delete (kind byte a multiple of 4), or a range delete
+    /// (kind byte 16 more than a multiple of 32; its two bounds follow).
     fn write_op(&mut self, op_index: usize) -> Op {
         let kind = self.byte();
+        if kind % 32 == 16 {
+            let (mut lo, mut hi) = (self.bound(), self.bound());
+            if let (
+                Bound::Included(a) | Bound::Excluded(a),
+                Bound::Included(b) | Bound::Excluded(b),
+            ) = (&mut lo, &mut hi)
+            {
+                if a > b {
+                    std::mem::swap(a, b);
+                }
+            }
+            return Op::DeleteRange(lo, hi);
+        }
         let key = self.key();
-        let value = (!kind.is_multiple_of(4)).then(|| self.value(op_index));
-        (key, value)
+        if kind.is_multiple_of(4) {
+            Op::Delete(key)
+        } else {
+            Op::Put(key, self.value(op_index))
+        }
     }
 
     fn bound(&mut self) -> Bound<Vec<u8>> {
@@ -162,20 +187,26 @@ fn options(flags: u8, disk: &FaultFs) -> Options {
 }
 
 fn apply(model: &mut Model, ops: &[Op]) {
-    for (key, value) in ops {
-        match value {
-            Some(v) => model.insert(key.clone(), v.clone()),
-            None => model.remove(key),
-        };
+    for op in ops {
+        match op {
+            Op::Put(key, value) => {
+                model.insert(key.clone(), value.clone());
+            }
+            Op::Delete(key) => {
+                model.remove(key);
+            }
+            Op::DeleteRange(lo, hi) => model.retain(|key, _| !in_range(key, lo, hi)),
+        }
     }
 }
 
 fn batch_of(ops: &[Op]) -> WriteBatch {
     let mut batch = WriteBatch::new();
-    for (key, value) in ops {
-        match value {
-            Some(v) => batch.put(key, v),
-            None => batch.delete(key),
+    for op in ops {
+        match op {
+            Op::Put(key, value) => batch.put(key, value),
+            Op::Delete(key) => batch.delete(key),
+            Op::DeleteRange(lo, hi) => batch.delete_range::<Vec<u8>, _>((lo.clone(), hi.clone())),
         }
     }
     batch
@@ -447,6 +478,43 @@ impl Run {
     }
 }
 
+impl Run {
+    /// [`Run::scan`] read backwards (`next_back`): the same entries in
+    /// descending order.
+    fn scan_back(
+        &mut self,
+        iter: siftdb::DbIterator,
+        want: &Model,
+        (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
+        from_boot: u64,
+        what: &str,
+    ) {
+        let process_gone = from_boot != self.boot;
+        let got: siftdb::Result<Vec<(Vec<u8>, Vec<u8>)>> = iter
+            .rev()
+            .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect();
+        match got {
+            Ok(got) => {
+                let want: Vec<(Vec<u8>, Vec<u8>)> = want
+                    .iter()
+                    .rev()
+                    .filter(|(k, _)| in_range(k, lo, hi))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert!(
+                    got == want,
+                    "{what}: reverse scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    keys_of(got.iter().map(|(k, _)| k)),
+                    keys_of(want.iter().map(|(k, _)| k))
+                );
+            }
+            Err(_) if process_gone => {}
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+}
+
 /// Target `db_ops`. See the module docs for the input format.
 pub fn db_ops(data: &[u8]) {
     let mut input = Input { rest: data };
@@ -495,6 +563,11 @@ pub fn db_ops(data: &[u8]) {
                 let model = run.model.clone();
                 let boot = run.boot;
                 run.scan(iter, &model, (&lo, &hi), boot, &what);
+                // The same range backwards (no further input bytes).
+                if run.db.is_some() && run.boot == boot {
+                    let iter = run.db().range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                    run.scan_back(iter, &model, (&lo, &hi), boot, &what);
+                }
             }
             5 => {
                 let result = run.db().flush();
