@@ -647,6 +647,15 @@ mod tests {
     }
 
     #[test]
+    fn the_block_layout_is_as_documented() {
+        let list = FragmentedTombstones::new([t("a", Some("m"), 5), t("f", None, 9)]);
+        let expected = [
+            3, 1, b'a', 2, b'f', 1, 5, 1, b'f', 2, b'm', 2, 9, 4, 1, b'm', 0, 1, 9,
+        ];
+        assert_eq!(list.encode(), expected);
+    }
+
+    #[test]
     fn damaged_blocks_are_refused() {
         let list = FragmentedTombstones::new([t("a", Some("c"), 7), t("b", None, 9)]);
         let bytes = list.encode();

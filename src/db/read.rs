@@ -7,8 +7,15 @@
 //! which asks the same sources in the same order for many keys (the
 //! version's candidate search), table by table, so each table's filter
 //! answers all of its keys in one batched call.
-//! Must never: take a lock, allocate per table in `get`, or read a table's
-//! data before its filter was asked.
+//! Each source answers for its own range tombstones (`Memtable::get`,
+//! `Table::get_covered`; `multi_get` asks a table's after its batched
+//! filter pass), so the first source with an answer wins, as for point
+//! tombstones.
+//! Must never: take a lock (but the first read of a memtable after a range
+//! delete went into it, which fragments its tombstones once under the
+//! memtable's own lock), allocate per table in `get`, or read a table's
+//! data before its filter was asked — except to learn that one of its range
+//! tombstones covers the key, which needs no data block.
 
 use bytes::Bytes;
 

@@ -1,6 +1,10 @@
-//! The point lookup of one table, in one place: filter → index → one data
-//! block. [`Table::get`] checks the key range (the version does it once,
-//! from the manifest's bounds, and calls [`Table::get_covered`]), asks the
+//! The point lookup of one table, in one place: range tombstones → filter
+//! → index → one data block. [`Table::get`] checks the key range (the
+//! version does it once, from the manifest's bounds, and calls
+//! [`Table::get_covered`]); a table with range tombstones asks them first,
+//! and one that covers the key at the snapshot makes the table answer
+//! "deleted" unless a newer point version is found, whatever the filter
+//! says (the filter's "absent" then only spares the block); then it asks the
 //! point filter the hash it holds for the key (the key's own, or its
 //! prefix's when the table kept prefixes only: `point_hash`) and stops on
 //! "absent", then binary-searches the decoded index for the one data block
@@ -14,7 +18,8 @@
 //! Owns: [`TableValue`], the `Table` methods of a get (and the questions
 //! asked of the point filter alone, with their counters), the hash a get
 //! asks the point filter with, and the search inside the one data block.
-//! Must never: miss a present key — a filter that cannot answer for a key
+//! Must never: let a filter's "absent" hide a range tombstone of the
+//! table, miss a present key — a filter that cannot answer for a key
 //! (no usable filter, or prefixes kept by an extractor this database does
 //! not trust) is not asked — or return a value from a block whose checksum
 //! failed (the block read is `reader.rs`'s).
