@@ -342,6 +342,25 @@ impl FragmentedTombstones {
         FragmentedTombstones { fragments }
     }
 
+    /// The fragments holding any key from `lo` to `hi` (both included;
+    /// `None`: no limit), whole (not clipped): found by binary search.
+    pub fn overlapping(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> FragmentedTombstones {
+        // Fragments are disjoint and in order: their ends increase too.
+        let first = lo.map_or(0, |lo| {
+            self.fragments
+                .partition_point(|f| f.end.as_deref().is_some_and(|end| end <= lo))
+        });
+        let past = hi.map_or(self.fragments.len(), |hi| {
+            self.fragments.partition_point(|f| f.start.as_slice() <= hi)
+        });
+        let fragments = self
+            .fragments
+            .get(first..past.max(first))
+            .unwrap_or_default()
+            .to_vec();
+        FragmentedTombstones { fragments }
+    }
+
     /// True when tombstones newer than `above` cover every key from
     /// `smallest` to `largest` (both included): then every entry of a table
     /// of that key range whose sequence numbers are at most `above` is
@@ -525,6 +544,10 @@ mod tests {
         )
     }
 
+    fn snapshot_max() -> u64 {
+        SeqNo::MAX.0
+    }
+
     /// The newest seq ≤ snapshot covering `key`, from the tombstones as given.
     fn brute(tombstones: &[RangeTombstone], key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
         tombstones
@@ -577,6 +600,14 @@ mod tests {
                         list.visible_at(SeqNo(snapshot))
                             .covering_seq(&k, SeqNo::MAX),
                         brute(&tombstones, &k, SeqNo(snapshot))
+                    );
+                }
+                let near = list.overlapping(Some(b"c"), Some(b"p"));
+                let in_near = k.as_slice() >= b"c".as_slice() && k.as_slice() <= b"p".as_slice();
+                if in_near {
+                    assert_eq!(
+                        near.covering_seq(&k, SeqNo(snapshot_max())),
+                        list.covering_seq(&k, SeqNo(snapshot_max()))
                     );
                 }
                 let clipped = list.clipped(b"c", Some(b"p"));

@@ -56,3 +56,25 @@ async fn many_tasks_share_one_database() {
     assert_eq!(got[1], None);
     assert_eq!(got[2].as_deref(), Some(&199u32.to_le_bytes()[..]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_deletes_through_the_facade() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = AsyncDb::open_with(dir.path(), Options::default())
+        .await
+        .unwrap();
+    for i in 0..10u32 {
+        db.put(format!("k{i}"), "v").await.unwrap();
+    }
+    db.delete_range("k2".."k5").await.unwrap();
+    db.delete_range("k7"..="k7").await.unwrap();
+    // Empty: nothing written; reversed: refused before any work.
+    db.delete_range("k9".."k9").await.unwrap();
+    assert!(db.delete_range("k9".."k1").await.is_err());
+    for i in 0..10u32 {
+        let deleted = (2..5).contains(&i) || i == 7;
+        let got = db.get(format!("k{i}")).await.unwrap();
+        assert_eq!(got.is_none(), deleted, "k{i}");
+    }
+    assert_eq!(db.stats().writes, 12);
+}

@@ -197,7 +197,16 @@ fn range_deletes_hide_keys_in_memtables_tables_and_after_reopen() {
     check(&db, &model);
     // Compaction at the bottom dropped the tombstones with what they deleted.
     assert_eq!(db.stats().range_tombstone_tables, 0);
+    db.delete_range(key(1400)..key(1450)).unwrap();
+    model_delete_range(
+        &mut model,
+        (Bound::Included(key(1400)), Bound::Excluded(key(1450))),
+    );
     drop(db);
+    // A read-only open replays the last range delete from the log.
+    let reader = Db::open_read_only(dir.path()).unwrap();
+    check(&reader, &model);
+    drop(reader);
     let db = Db::open_with(dir.path(), options()).unwrap();
     check(&db, &model);
 }

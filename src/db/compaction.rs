@@ -405,7 +405,7 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
     let mut cuts = range_tombstones
         .clone()
         .filter(|_| !bottom)
-        .map(TombstoneCuts::new);
+        .map(|list| TombstoneCuts::new(list, Some(hi.clone())));
     let mut entries = NewestOnly {
         merged: MergingIter::new(sources),
         bottom,

@@ -126,13 +126,18 @@ pub(crate) struct TombstoneCuts {
     list: FragmentedTombstones,
     /// Where the next table's share starts (`None`: nothing remains).
     from: Option<Vec<u8>>,
+    /// The largest key the last table's bounds may claim (a compaction's:
+    /// the largest key of its inputs, past which the level's next table
+    /// may start).
+    last_limit: Option<Vec<u8>>,
 }
 
 impl TombstoneCuts {
-    pub(crate) fn new(list: FragmentedTombstones) -> TombstoneCuts {
+    pub(crate) fn new(list: FragmentedTombstones, last_limit: Option<Vec<u8>>) -> TombstoneCuts {
         TombstoneCuts {
             list,
             from: Some(Vec::new()),
+            last_limit,
         }
     }
 
@@ -146,7 +151,11 @@ impl TombstoneCuts {
         let until = last_user_key.and_then(key_successor);
         let share = self.list.clipped(&from, until.as_deref());
         self.from = until;
-        (share, last_user_key.map(<[u8]>::to_vec))
+        let limit = match last_user_key {
+            Some(last) => Some(last.to_vec()),
+            None => self.last_limit.clone(),
+        };
+        (share, limit)
     }
 }
 
@@ -267,7 +276,7 @@ pub(crate) fn write_level0_table(
     let mut entries = MemtableEntries(mem.iter(), std::marker::PhantomData);
     let mut tombstones = mem
         .range_tombstones()
-        .map(|list| TombstoneCuts::new(FragmentedTombstones::clone(&list)));
+        .map(|list| TombstoneCuts::new(FragmentedTombstones::clone(&list), None));
     let built = build_table(
         tables.fs.as_ref(),
         dir,

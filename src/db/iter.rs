@@ -676,7 +676,7 @@ impl DbIterator {
                 specs.push(SourceSpec::Level { level, picked });
             }
         }
-        let range_tombstones = gather_range_tombstones(&sv, snapshot, &in_range);
+        let range_tombstones = gather_range_tombstones(&sv, snapshot, &in_range, (lo, hi));
         let tally = inner.counters.reads.local();
         tally.bump(|t| &t.scans);
         tally.add(|t| &t.scan_tables, overlapping);
@@ -759,6 +759,7 @@ fn gather_range_tombstones(
     sv: &SuperVersion,
     snapshot: SeqNo,
     in_range: &dyn Fn(&LiveTable) -> bool,
+    (lo, hi): (Option<&[u8]>, Option<&[u8]>),
 ) -> Option<FragmentedTombstones> {
     let mut lists: Vec<Arc<FragmentedTombstones>> = Vec::new();
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
@@ -772,10 +773,16 @@ fn gather_range_tombstones(
                 .filter_map(|t| t.table.as_ref().ok()?.range_tombstones().cloned()),
         );
     }
-    if lists.is_empty() {
-        return None;
-    }
-    let visible = FragmentedTombstones::merged(lists.iter().map(|l| &**l)).visible_at(snapshot);
+    // Only the fragments that meet the scan's keys (a binary search in
+    // each list), so a scan of a short range pays for the few tombstones
+    // over it, not for every tombstone of the tree.
+    let mut near: Vec<FragmentedTombstones> = lists.iter().map(|l| l.overlapping(lo, hi)).collect();
+    near.retain(|l| !l.is_empty());
+    let visible = match near.as_slice() {
+        [] => return None,
+        [one] => one.visible_at(snapshot),
+        _ => FragmentedTombstones::merged(&near).visible_at(snapshot),
+    };
     (!visible.is_empty()).then_some(visible)
 }
 
