@@ -107,6 +107,9 @@ enum Job {
 pub struct LogStore {
     shared: Arc<Shared>,
     queue: mpsc::Sender<Job>,
+    /// Joined on drop, so the database is closed when the store is gone
+    /// (and can be opened again at once).
+    writer: Option<std::thread::JoinHandle<()>>,
     /// First entry present, when any.
     first_index: Option<u64>,
     /// Last entry present, when any.
@@ -200,14 +203,15 @@ impl LogStore {
             timings,
         });
         let (queue, jobs) = mpsc::channel();
-        let writer = Arc::clone(&shared);
-        std::thread::Builder::new()
+        let writer_shared = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
             .name("siftdb-raft-log".into())
-            .spawn(move || write_loop(&writer, &jobs))
+            .spawn(move || write_loop(&writer_shared, &jobs))
             .map_err(|e| Error::io_in("starting the log writer thread", e))?;
         Ok(LogStore {
             shared,
             queue,
+            writer: Some(writer),
             first_index,
             last_present,
             last_purged,
@@ -259,6 +263,19 @@ impl Shared {
         self.db
             .write_with(batch, WriteOptions::new().sync(true))
             .map_err(Error::from)
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        // The writer ends once its queue is closed, after the jobs queued.
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.queue, closed));
+        if let Some(writer) = self.writer.take() {
+            if writer.join().is_err() {
+                tracing::warn!("the log writer thread panicked");
+            }
+        }
     }
 }
 

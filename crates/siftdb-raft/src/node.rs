@@ -24,7 +24,7 @@ use crate::types::MAX_PAYLOAD_ENTRIES;
 
 /// How long a leader waits for the answer to a snapshot chunk, in ms. The
 /// answer to the last chunk waits for the whole install (the state loaded
-/// into a fresh database and flushed), which takes seconds for a large
+/// into a fresh keyspace and the switch synced), which takes seconds for a large
 /// state; openraft's default (200 ms) would time out and resend it.
 pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
