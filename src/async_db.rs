@@ -61,6 +61,21 @@ impl AsyncDb {
         blocking(move || db.delete(key)).await
     }
 
+    /// See [`Db::delete_range`]. The range is checked before anything runs
+    /// on the blocking pool.
+    pub async fn delete_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(range);
+        batch.check_limits()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.write(batch).await
+    }
+
     /// See [`Db::write`].
     pub async fn write(&self, batch: WriteBatch) -> Result<()> {
         let db = Arc::clone(&self.db);

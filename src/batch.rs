@@ -1,5 +1,6 @@
-//! The write batch: a group of puts and deletes applied atomically, and its
-//! encoding as the payload of one write-ahead-log record.
+//! The write batch: a group of puts, deletes and range deletes applied
+//! atomically, and its encoding as the payload of one write-ahead-log
+//! record.
 //!
 //! Owns: [`WriteBatch`] (the public type applications fill), the batch
 //! payload layout documented in `docs/format.md` ("Write-ahead log", batch
@@ -11,8 +12,8 @@
 //!
 //! ```
 //! use siftdb::WriteBatch;
-//! use siftdb::internals::batch::decode_record;
-//! use siftdb::internals::key::{SeqNo, ValueKind};
+//! use siftdb::internals::batch::{decode_record, OpKind};
+//! use siftdb::internals::key::SeqNo;
 //!
 //! let mut batch = WriteBatch::new();
 //! batch.put(b"apple", b"red");
@@ -21,13 +22,16 @@
 //! let decoded = decode_record(&payload)?;
 //! assert_eq!(decoded.first_seq, SeqNo(7));
 //! let ops: Vec<_> = decoded.ops_with_seq().map(|(seq, op)| (seq, op.kind, op.key)).collect();
-//! assert_eq!(ops, [(SeqNo(7), ValueKind::Put, &b"apple"[..]), (SeqNo(8), ValueKind::Delete, &b"pear"[..])]);
+//! assert_eq!(ops, [(SeqNo(7), OpKind::Put, &b"apple"[..]), (SeqNo(8), OpKind::Delete, &b"pear"[..])]);
 //! # Ok::<(), siftdb::Error>(())
 //! ```
 
+use std::ops::RangeBounds;
+
 use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
-use crate::key::{SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::key::{SeqNo, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::range_tombstone::normalize_range;
 
 /// The most bytes before the first operation in a batch payload: the first
 /// sequence number (a varint of at most 56 bits: 8 bytes) and the operation
@@ -43,6 +47,32 @@ const WHAT: &str = "write batch";
 /// key (its kind and a length).
 const MIN_OP_LEN: usize = 2;
 
+/// What one operation of a batch does; its byte in the payload (the low 7
+/// bits of the kind byte; bit 7 is [`KEYSPACE_FLAG`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpKind {
+    /// Delete one key.
+    Delete = 0,
+    /// Set one key's value.
+    Put = 1,
+    /// Delete every key in `[key, value)` (an empty `value`: no upper
+    /// bound).
+    DeleteRange = 2,
+}
+
+impl OpKind {
+    /// Decodes a kind byte.
+    pub fn from_u8(byte: u8) -> Option<OpKind> {
+        match byte {
+            0 => Some(OpKind::Delete),
+            1 => Some(OpKind::Put),
+            2 => Some(OpKind::DeleteRange),
+            _ => None,
+        }
+    }
+}
+
 /// Set in an operation's kind byte when a keyspace id (a varint of at most
 /// 32 bits, never 0) follows it; without it the operation is the default
 /// keyspace's, which so pays no byte for keyspaces.
@@ -53,16 +83,25 @@ pub const KEYSPACE_FLAG: u8 = 0x80;
 pub struct BatchOp<'a> {
     /// The keyspace's id (0: the default keyspace).
     pub keyspace: u32,
-    /// Put or delete.
-    pub kind: ValueKind,
-    /// The user key.
+    /// Put, delete or range delete.
+    pub kind: OpKind,
+    /// The user key; a range delete's start (included).
     pub key: &'a [u8],
-    /// The value; empty for a delete.
+    /// The value; empty for a delete; a range delete's end (excluded),
+    /// empty for a range without an upper bound (an empty end would be an
+    /// empty range, which is never written).
     pub value: &'a [u8],
 }
 
-/// Puts and deletes that the database applies atomically, in insertion order,
-/// with consecutive sequence numbers.
+impl BatchOp<'_> {
+    /// A range delete's end: `None` for no upper bound (and for other kinds).
+    pub fn range_end(&self) -> Option<&[u8]> {
+        (self.kind == OpKind::DeleteRange && !self.value.is_empty()).then_some(self.value)
+    }
+}
+
+/// Puts, deletes and range deletes that the database applies atomically, in
+/// insertion order, with consecutive sequence numbers.
 ///
 /// The operations are stored already encoded, in one buffer, exactly as they
 /// appear in the log record, so logging a batch is one copy.
@@ -89,6 +128,9 @@ pub struct WriteBatch {
     count: usize,
     largest_key: usize,
     largest_value: usize,
+    /// Why a range added was refused (reversed, or a bound over the key
+    /// limit): [`WriteBatch::check_limits`], and so `Db::write`, report it.
+    invalid_range: Option<String>,
 }
 
 impl WriteBatch {
@@ -119,7 +161,7 @@ impl WriteBatch {
 
     /// The kind byte of an operation of `kind` in keyspace `keyspace`, and
     /// the keyspace id after it.
-    fn push_kind(&mut self, kind: ValueKind, keyspace: u32) {
+    fn push_kind(&mut self, kind: OpKind, keyspace: u32) {
         if keyspace == 0 {
             self.ops.push(kind as u8);
         } else {
@@ -137,7 +179,7 @@ impl WriteBatch {
                 + varint_len(value.len() as u64)
                 + value.len(),
         );
-        self.push_kind(ValueKind::Put, keyspace);
+        self.push_kind(OpKind::Put, keyspace);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
         put_varint(&mut self.ops, value.len() as u64);
@@ -156,11 +198,83 @@ impl WriteBatch {
     pub fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
         self.ops
             .reserve(6 + varint_len(key.len() as u64) + key.len());
-        self.push_kind(ValueKind::Delete, keyspace);
+        self.push_kind(OpKind::Delete, keyspace);
         put_varint(&mut self.ops, key.len() as u64);
         self.ops.extend_from_slice(key);
         self.count += 1;
         self.largest_key = self.largest_key.max(key.len());
+    }
+
+    /// Adds "delete every key in `range`" (any [`RangeBounds`]: `a..b`,
+    /// `a..=b`, `a..`, `..b`, `..`, or a pair of [`std::ops::Bound`]s). A
+    /// range holding no key (`a..a`) adds nothing. A reversed range (`b..a`)
+    /// or a bound longer than [`MAX_KEY_LEN`] adds nothing and makes the
+    /// batch fail [`WriteBatch::check_limits`] (so `Db::write` refuses it
+    /// with `InvalidArgument`).
+    ///
+    /// ```
+    /// use siftdb::{Db, WriteBatch};
+    ///
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path())?;
+    /// db.put("log/0001", "a")?;
+    /// db.put("log/0002", "b")?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.delete_range("log/0000".."log/0002");
+    /// batch.put("log/0003", "c");
+    /// db.write(batch)?;
+    /// assert_eq!(db.get("log/0001")?, None);
+    /// assert_eq!(db.iter().count(), 2);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) {
+        match normalize_range(&range) {
+            Ok(Some((start, end))) => {
+                self.push_range_delete(0, &start, end.as_deref());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.invalid_range.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    /// Appends a range delete of `[start, end)` (`end: None`: unbounded)
+    /// in keyspace `keyspace` (by id), already in half-open form and not
+    /// empty.
+    pub fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>) {
+        let end = end.unwrap_or_default();
+        self.ops.reserve(
+            6 + varint_len(start.len() as u64)
+                + start.len()
+                + varint_len(end.len() as u64)
+                + end.len(),
+        );
+        self.push_kind(OpKind::DeleteRange, keyspace);
+        put_varint(&mut self.ops, start.len() as u64);
+        self.ops.extend_from_slice(start);
+        put_varint(&mut self.ops, end.len() as u64);
+        self.ops.extend_from_slice(end);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(start.len()).max(end.len());
+    }
+
+    /// Adds "delete every key in `range`" in `keyspace` (see
+    /// [`WriteBatch::delete_range`]).
+    pub fn delete_range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        range: R,
+    ) {
+        match normalize_range(&range) {
+            Ok(Some((start, end))) => {
+                self.push_range_delete(keyspace.id(), &start, end.as_deref());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.invalid_range.get_or_insert_with(|| e.to_string());
+            }
+        }
     }
 
     /// Appends every operation of `other`, after this batch's own (for group commit).
@@ -169,6 +283,9 @@ impl WriteBatch {
         self.count += other.count;
         self.largest_key = self.largest_key.max(other.largest_key);
         self.largest_value = self.largest_value.max(other.largest_value);
+        if self.invalid_range.is_none() {
+            self.invalid_range.clone_from(&other.invalid_range);
+        }
     }
 
     /// Number of operations.
@@ -187,6 +304,7 @@ impl WriteBatch {
         self.count = 0;
         self.largest_key = 0;
         self.largest_value = 0;
+        self.invalid_range = None;
     }
 
     /// The size of the batch's log record payload, in bytes, at most (its
@@ -204,8 +322,10 @@ impl WriteBatch {
     }
 
     /// `InvalidArgument` unless every key is at most [`MAX_KEY_LEN`], every
-    /// value at most [`MAX_VALUE_LEN`], and the payload fits one log record.
+    /// value at most [`MAX_VALUE_LEN`], every range added was valid, and the
+    /// payload fits one log record.
     pub fn check_limits(&self) -> Result<()> {
+        self.check_ranges()?;
         if self.largest_key > MAX_KEY_LEN {
             return Err(Error::invalid(format!(
                 "key longer than the {MAX_KEY_LEN}-byte limit"
@@ -223,6 +343,15 @@ impl WriteBatch {
             )));
         }
         Ok(())
+    }
+
+    /// `InvalidArgument` when a range added was refused (reversed, or a
+    /// bound longer than [`MAX_KEY_LEN`]).
+    pub fn check_ranges(&self) -> Result<()> {
+        match &self.invalid_range {
+            Some(reason) => Err(Error::invalid(reason.clone())),
+            None => Ok(()),
+        }
     }
 
     /// The log record payload for this batch when its first operation gets
@@ -265,8 +394,11 @@ impl<'a> FromIterator<BatchOp<'a>> for WriteBatch {
         let mut batch = WriteBatch::new();
         for op in ops {
             match op.kind {
-                ValueKind::Put => batch.put_to(op.keyspace, op.key, op.value),
-                ValueKind::Delete => batch.delete_from(op.keyspace, op.key),
+                OpKind::Put => batch.put_to(op.keyspace, op.key, op.value),
+                OpKind::Delete => batch.delete_from(op.keyspace, op.key),
+                OpKind::DeleteRange => {
+                    batch.push_range_delete(op.keyspace, op.key, op.range_end());
+                }
             }
         }
         batch
@@ -312,7 +444,7 @@ enum Lengths {
 /// One operation.
 fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<'a>> {
     let kind_byte = reader.u8()?;
-    let kind = ValueKind::from_u8(kind_byte & !KEYSPACE_FLAG)
+    let kind = OpKind::from_u8(kind_byte & !KEYSPACE_FLAG)
         .ok_or_else(|| Error::corruption(WHAT, format!("unknown operation kind {kind_byte}")))?;
     let keyspace = if kind_byte & KEYSPACE_FLAG == 0 {
         0
@@ -334,8 +466,18 @@ fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<
     };
     let key = field(MAX_KEY_LEN)?;
     let value = match kind {
-        ValueKind::Put => field(MAX_VALUE_LEN)?,
-        ValueKind::Delete => &[],
+        OpKind::Put => field(MAX_VALUE_LEN)?,
+        OpKind::Delete => &[],
+        OpKind::DeleteRange => {
+            let end = field(MAX_KEY_LEN)?;
+            if !end.is_empty() && end <= key {
+                return Err(Error::corruption(
+                    WHAT,
+                    "a range delete whose end does not sort after its start",
+                ));
+            }
+            end
+        }
     };
     Ok(BatchOp {
         keyspace,
@@ -444,7 +586,7 @@ mod tests {
             ops[0],
             BatchOp {
                 keyspace: 0,
-                kind: ValueKind::Put,
+                kind: OpKind::Put,
                 key: b"k1",
                 value: b"v1"
             }
@@ -453,7 +595,7 @@ mod tests {
             ops[1],
             BatchOp {
                 keyspace: 0,
-                kind: ValueKind::Delete,
+                kind: OpKind::Delete,
                 key: b"k2",
                 value: b""
             }
@@ -576,5 +718,42 @@ mod tests {
         let d = decode_record(&p).unwrap();
         assert!(d.ops.is_empty());
         assert_eq!(d.last_seq(), None);
+    }
+
+    #[test]
+    fn range_deletes_encode_start_then_end_and_empty_ranges_add_nothing() {
+        let mut b = WriteBatch::new();
+        b.delete_range(&b"ab"[..]..&b"c"[..]);
+        b.delete_range(&b"x"[..]..);
+        b.delete_range(&b"k"[..]..=&b"k"[..]);
+        b.delete_range(&b"q"[..]..&b"q"[..]);
+        assert_eq!(b.len(), 3);
+        let p = b.encode_record(SeqNo(1));
+        let expected = [
+            1, 3, 2, 2, b'a', b'b', 1, b'c', 2, 1, b'x', 0, 2, 1, b'k', 2, b'k', 0,
+        ];
+        assert_eq!(p, expected);
+        let d = decode_record(&p).unwrap();
+        assert_eq!(d.ops[1].range_end(), None);
+        assert_eq!(d.ops[2].range_end(), Some(&b"k\0"[..]));
+        assert_eq!(d.to_write_batch(), b);
+        b.check_limits().unwrap();
+        // A reversed range makes the batch invalid; an end that does not
+        // sort after the start is refused by the decoder.
+        let mut reversed = WriteBatch::new();
+        reversed.delete_range(&b"b"[..]..&b"a"[..]);
+        assert!(reversed.is_empty());
+        assert!(matches!(
+            reversed.check_limits(),
+            Err(Error::InvalidArgument(_))
+        ));
+        for bad in [[1, 1, 2, 1, b'b', 1, b'a'], [1, 1, 2, 1, b'b', 1, b'b']] {
+            assert!(decode_record(&bad).unwrap_err().is_corruption());
+        }
+        // The keyspace flag (0x80) with keyspace id 0 is refused: one
+        // encoding per operation.
+        assert!(decode_record(&[1, 1, 0x81, 0, 1, b'a', 0])
+            .unwrap_err()
+            .is_corruption());
     }
 }

@@ -58,6 +58,7 @@ mod memtable;
 mod options;
 mod prefetch;
 mod prefix;
+mod range_tombstone;
 mod repair;
 mod table;
 mod wal;
@@ -127,6 +128,10 @@ pub mod internals {
     /// Prefix helpers.
     pub mod prefix {
         pub use crate::prefix::*;
+    }
+    /// Range tombstones, their fragments and block encoding.
+    pub mod range_tombstone {
+        pub use crate::range_tombstone::*;
     }
     /// Repair's parts.
     pub mod repair {

@@ -49,17 +49,20 @@ use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::FileSystem;
 use crate::inspect::check_is_database;
-use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::key::{
+    compare_internal_keys, internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
+};
 use crate::manifest::{
     read_manifest, write_manifest, KeyspaceRecord, ManifestState, TableRecord, DEFAULT_KEYSPACE_ID,
     DEFAULT_KEYSPACE_NAME,
 };
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::range_tombstone::{inclusive_upper_bound, key_successor, FragmentedTombstones};
 use crate::table::format::FOOTER_LEN;
 use crate::table::{
-    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, Table, TableBuilder, TableKeyspace,
-    TableOptions, TableSalvager,
+    Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, SalvagedTombstones, Table,
+    TableBuilder, TableKeyspace, TableOptions, TableSalvager,
 };
 use crate::wal::{replay, replay_batches, salvage, LostRecord};
 
@@ -305,6 +308,9 @@ struct Examined {
     /// Its keyspace: the manifest's word, else its properties' (the
     /// default keyspace when neither says).
     keyspace: TableKeyspace,
+    /// Its range tombstones, read from the table or found past its damage
+    /// (when they cannot be told, its whole range is a lost range).
+    range_tombstones: Option<FragmentedTombstones>,
 }
 
 struct Repair<'a> {
@@ -495,6 +501,7 @@ impl Repair<'_> {
                 id: record.as_ref().map_or(DEFAULT_KEYSPACE_ID, |r| r.keyspace),
                 name: String::new(),
             },
+            range_tombstones: None,
             candidate,
         };
         let name = examined.candidate.name.clone();
@@ -548,6 +555,7 @@ impl Repair<'_> {
                         .into_iter()
                         .map(|p| format!("{} block at offset {}: {}", p.block, p.offset, p.detail)),
                 );
+                examined.range_tombstones = table.range_tombstones().map(|l| (**l).clone());
                 if examined.problems.is_empty() {
                     return Ok(examined);
                 }
@@ -587,6 +595,20 @@ impl Repair<'_> {
         }
         if examined.user_range.is_none() {
             examined.user_range = read_range;
+        }
+        match salvager.range_tombstones() {
+            SalvagedTombstones::None => {}
+            SalvagedTombstones::Found(list) => examined.range_tombstones = Some(list),
+            // A range tombstone lost may have deleted older keys anywhere
+            // in the table's range: they are treated as a lost range's.
+            SalvagedTombstones::Unknown(why) => examined.lost.push(LostRange {
+                file: name,
+                offset: None,
+                first_key: lo,
+                last_key: hi,
+                max_sequence: examined.max_seq.map(|s| s.0),
+                reason: format!("its range tombstones cannot be read: {why}"),
+            }),
         }
         Ok(examined)
     }
@@ -650,6 +672,7 @@ impl Repair<'_> {
             builder,
             entries: 0,
             range: None,
+            range_tombstones: None,
         })
     }
 
@@ -658,7 +681,8 @@ impl Repair<'_> {
     fn finish(&mut self, table: NewTable, level: u32) -> Result<Option<TableRecord>> {
         let name = table_file_name(table.number);
         let path = self.path(&name);
-        let record = match (table.builder, table.range) {
+        let range = table.dry_run_range();
+        let record = match (table.builder, range) {
             (_, None) => None,
             (None, Some((smallest, largest, min_seq, max_seq))) => Some(TableRecord {
                 keyspace: table.keyspace,
@@ -772,6 +796,13 @@ impl Repair<'_> {
             changed = true;
             let keyspace = keyspace_of(state, record.keyspace);
             let mut out = self.new_table(&keyspace)?;
+            if let Some(list) = &e.range_tombstones {
+                // Within the record's range, which the level's other
+                // tables do not meet.
+                let (lo, hi) = (user(&record.smallest), user(&record.largest));
+                let end = key_successor(&hi);
+                out.set_range_tombstones(list.clipped(&lo, end.as_deref()), Some(hi));
+            }
             let (mut kept, mut dropped) = (0u64, 0u64);
             let written = self.each_entry(&e.candidate.name, |key, value| {
                 if keep(&key) {
@@ -892,6 +923,9 @@ impl Repair<'_> {
         }
         for (id, memtable) in std::mem::take(&mut recovered.mems) {
             let mut out = self.new_table(&keyspace_of(state, id))?;
+            if let Some(list) = memtable.range_tombstones() {
+                out.set_range_tombstones((*list).clone(), None);
+            }
             for (key, value) in memtable.iter() {
                 if let Err(err) = out.add(key, value) {
                     self.abandon(out);
@@ -1139,6 +1173,15 @@ impl Repair<'_> {
             run_tables.push(Arc::clone(&current));
             sources.push(Box::new(SalvagedRun::new(tables, current)));
         }
+        // Every range tombstone read deletes the older entries it covers;
+        // in the one sorted run written, nothing is left for it to delete.
+        let lists: Vec<FragmentedTombstones> = examined
+            .iter()
+            .filter(|e| e.keyspace.id == keyspace.id)
+            .filter_map(|e| e.range_tombstones.clone())
+            .chain(recovered.range_tombstones().map(|l| (*l).clone()))
+            .collect();
+        let range_tombstones = FragmentedTombstones::merged(&lists);
         sources.push(Box::new(MemSource::new(Arc::new(recovered))));
         let mut merge = MergingIter::new(sources);
         merge.seek_to_first();
@@ -1168,8 +1211,14 @@ impl Repair<'_> {
                 c.0 += 1;
             }
             // The only level: a tombstone shadows nothing below it.
-            let tombstone = parse_internal_key(&key).is_ok_and(|p| p.kind == ValueKind::Delete);
-            if tombstone {
+            let parsed = parse_internal_key(&key).ok();
+            let tombstone = parsed.is_some_and(|p| p.kind == ValueKind::Delete);
+            let range_deleted = parsed.is_some_and(|p| {
+                range_tombstones
+                    .covering_seq(p.user_key, SeqNo::MAX)
+                    .is_some_and(|deleted_at| deleted_at > p.seq)
+            });
+            if tombstone || range_deleted {
                 continue;
             }
             let table = match out {
@@ -1340,7 +1389,7 @@ impl Recovered {
                 // which no record whose checksum held can carry: repair
                 // keeps what it can read.
                 let memtable = self.mems.entry(op.keyspace).or_default();
-                let _ = memtable.insert(op.key, seq, op.kind, op.value);
+                let _ = memtable.apply(op, seq);
             }
             seq = seq.next();
         }
@@ -1356,9 +1405,50 @@ struct NewTable {
     entries: u64,
     /// (smallest, largest, min seq, max seq) of what was added.
     range: Option<(Vec<u8>, Vec<u8>, SeqNo, SeqNo)>,
+    /// Range tombstones it carries (see `TableBuilder::set_range_tombstones`).
+    range_tombstones: Option<(FragmentedTombstones, Option<Vec<u8>>)>,
 }
 
 impl NewTable {
+    fn set_range_tombstones(&mut self, list: FragmentedTombstones, largest_limit: Option<Vec<u8>>) {
+        if list.is_empty() {
+            return;
+        }
+        if let Some(builder) = &mut self.builder {
+            builder.set_range_tombstones(list.clone(), largest_limit.clone());
+        }
+        self.range_tombstones = Some((list, largest_limit));
+    }
+
+    /// What a dry run's record says of the table: its entries' range
+    /// widened to its range tombstones', as the builder would.
+    fn dry_run_range(&self) -> Option<(Vec<u8>, Vec<u8>, SeqNo, SeqNo)> {
+        let Some((list, limit)) = &self.range_tombstones else {
+            return self.range.clone();
+        };
+        let (low, high) = list.seq_range()?;
+        let start = list.smallest_key()?;
+        let mut upper = inclusive_upper_bound(list.end()?);
+        if let Some(limit) = limit.as_ref().filter(|l| upper > **l) {
+            upper.clone_from(limit);
+        }
+        let (smallest, largest, min, max) = self.range.clone().unwrap_or_else(|| {
+            let first = internal_key(start, high, ValueKind::Delete);
+            (first.clone(), first, high, high)
+        });
+        let smallest = if start < user_key_of(&smallest) {
+            internal_key(start, high, ValueKind::Put)
+        } else {
+            smallest
+        };
+        let largest = if upper.as_slice() > user_key_of(&largest) {
+            internal_key(&upper, SeqNo(0), ValueKind::Delete)
+        } else {
+            largest
+        };
+        Some((smallest, largest, min.min(low), max.max(high)))
+    }
+
     fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if let Some(builder) = &mut self.builder {
             builder.add(key, value)?;
@@ -1551,6 +1641,7 @@ mod tests {
                 id: 0,
                 name: String::new(),
             },
+            range_tombstones: None,
         }
     }
 

@@ -225,7 +225,7 @@ fn layer(module: &[String]) -> Option<u32> {
         "" => 9, // lib.rs: the crate root re-exports everything
         "error" | "filename" | "counter" | "prefetch" => 0,
         "codec" | "key" | "fs" | "prefix" => 1,
-        "filter" => 2,
+        "filter" | "range_tombstone" => 2,
         "options" | "batch" | "memtable" | "manifest" | "cache" => 3,
         "wal" | "table" => 4,
         "db" | "inspect" | "repair" => 5,

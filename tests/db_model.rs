@@ -1,6 +1,8 @@
 //! Model-based test: random operation sequences against a `BTreeMap`,
 //! interleaved with flushes, compactions and reopenings; point reads by
-//! `get` and by `multi_get`.
+//! `get` and by `multi_get`; range deletes with every kind of bound (alone
+//! and in batches); scans forward, backward and in mixed directions, live
+//! and at snapshots.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,15 +13,30 @@
 )]
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use proptest::prelude::*;
 use siftdb::{Db, Options, WriteBatch};
+
+/// A range's bounds: which key and 0 included, 1 excluded, 2 unbounded.
+type Bounds = ((u8, u8), (u8, u8));
+
+#[derive(Debug, Clone)]
+enum BatchEntry {
+    Put(u8, Vec<u8>),
+    Delete(u8),
+    DeleteRange(Bounds),
+}
 
 #[derive(Debug, Clone)]
 enum Op {
     Put(u8, Vec<u8>),
     Delete(u8),
-    Batch(Vec<(u8, Option<Vec<u8>>)>),
+    DeleteRange(Bounds),
+    Batch(Vec<BatchEntry>),
+    /// A scan of a range read by `next` (true) and `next_back` (false) in
+    /// this order, then to its end forward; live and at the snapshot.
+    Mixed(Bounds, Vec<bool>),
     Get(u8),
     MultiGet(Vec<u8>),
     Snapshot,
@@ -36,12 +53,93 @@ fn key(k: u8) -> Vec<u8> {
     format!("key{:02}", k % 64).into_bytes()
 }
 
+fn bounds() -> impl Strategy<Value = Bounds> {
+    ((any::<u8>(), 0u8..3), (any::<u8>(), 0u8..3))
+}
+
+fn bound(side: (u8, u8)) -> Bound<Vec<u8>> {
+    match side.1 {
+        0 => Bound::Included(key(side.0)),
+        1 => Bound::Excluded(key(side.0)),
+        _ => Bound::Unbounded,
+    }
+}
+
+fn range_of(b: Bounds) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    (bound(b.0), bound(b.1))
+}
+
+/// True when `b`'s start sorts after its end (`delete_range` refuses it).
+fn reversed(b: Bounds) -> bool {
+    let (start, end) = range_of(b);
+    match (start, end) {
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => s > e,
+        _ => false,
+    }
+}
+
+fn in_range(b: Bounds, k: &[u8]) -> bool {
+    let (start, end) = range_of(b);
+    let after_start = match &start {
+        Bound::Included(s) => k >= s.as_slice(),
+        Bound::Excluded(s) => k > s.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let before_end = match &end {
+        Bound::Included(e) => k <= e.as_slice(),
+        Bound::Excluded(e) => k < e.as_slice(),
+        Bound::Unbounded => true,
+    };
+    after_start && before_end
+}
+
+fn model_delete_range(model: &mut Model, b: Bounds) {
+    model.retain(|k, _| !in_range(b, k));
+}
+
+/// The scan `directions` describe (see `Op::Mixed`) against the model:
+/// each step takes from its end, the ends meet without repeat or gap.
+fn check_mixed(mut scan: siftdb::DbIterator, model: &Model, b: Bounds, directions: &[bool]) {
+    let mut want: std::collections::VecDeque<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .filter(|(k, _)| in_range(b, k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let owned = |item: Option<siftdb::Result<(bytes::Bytes, bytes::Bytes)>>| {
+        item.map(|r| {
+            let (k, v) = r.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+    };
+    for &forward in directions {
+        if forward {
+            assert_eq!(owned(scan.next()), want.pop_front(), "next in {b:?}");
+        } else {
+            assert_eq!(
+                owned(scan.next_back()),
+                want.pop_back(),
+                "next_back in {b:?}"
+            );
+        }
+    }
+    let rest: Vec<_> = scan.map(|r| owned(Some(r)).unwrap()).collect();
+    assert_eq!(rest, Vec::from(want), "the rest of {b:?}");
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let value = proptest::collection::vec(any::<u8>(), 0..300);
+    let entry = prop_oneof![
+        3 => (any::<u8>(), value.clone()).prop_map(|(k, v)| BatchEntry::Put(k, v)),
+        1 => any::<u8>().prop_map(BatchEntry::Delete),
+        1 => bounds().prop_map(BatchEntry::DeleteRange),
+    ];
     prop_oneof![
         6 => (any::<u8>(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         2 => any::<u8>().prop_map(Op::Delete),
-        2 => proptest::collection::vec((any::<u8>(), proptest::option::of(value)), 0..6).prop_map(Op::Batch),
+        2 => bounds().prop_map(Op::DeleteRange),
+        2 => proptest::collection::vec(entry, 0..6).prop_map(Op::Batch),
+        2 => (bounds(), proptest::collection::vec(any::<bool>(), 0..12))
+            .prop_map(|(b, d)| Op::Mixed(b, d)),
         4 => any::<u8>().prop_map(Op::Get),
         2 => proptest::collection::vec(any::<u8>(), 0..24).prop_map(Op::MultiGet),
         1 => Just(Op::Snapshot),
@@ -72,13 +170,23 @@ fn check_scan(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: Vec<u8>, hi: Vec<
         .collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = if lo < hi {
         model
-            .range(lo..hi)
+            .range(lo.clone()..hi.clone())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     } else {
         Vec::new()
     };
     assert_eq!(got, want);
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range(lo..hi)
+        .rev()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect();
+    back.reverse();
+    assert_eq!(back, want);
 }
 
 proptest! {
@@ -101,21 +209,51 @@ proptest! {
                     db.delete(key(k)).unwrap();
                     model.remove(&key(k));
                 }
+                Op::DeleteRange(b) => {
+                    let result = db.delete_range(range_of(b));
+                    if reversed(b) {
+                        prop_assert!(result.is_err());
+                    } else {
+                        result.unwrap();
+                        model_delete_range(&mut model, b);
+                    }
+                }
                 Op::Batch(ops) => {
                     let mut batch = WriteBatch::new();
-                    for (k, v) in ops {
-                        match v {
-                            Some(v) => {
+                    let mut after = model.clone();
+                    let mut refused = false;
+                    for entry in ops {
+                        match entry {
+                            BatchEntry::Put(k, v) => {
                                 batch.put(key(k), &v);
-                                model.insert(key(k), v);
+                                after.insert(key(k), v);
                             }
-                            None => {
+                            BatchEntry::Delete(k) => {
                                 batch.delete(key(k));
-                                model.remove(&key(k));
+                                after.remove(&key(k));
+                            }
+                            BatchEntry::DeleteRange(b) => {
+                                batch.delete_range(range_of(b));
+                                refused |= reversed(b);
+                                model_delete_range(&mut after, b);
                             }
                         }
                     }
-                    db.write(batch).unwrap();
+                    let result = db.write(batch);
+                    if refused {
+                        prop_assert!(result.is_err());
+                    } else {
+                        result.unwrap();
+                        model = after;
+                    }
+                }
+                Op::Mixed(b, directions) => {
+                    if !reversed(b) {
+                        check_mixed(db.range(range_of(b)), &model, b, &directions);
+                        if let Some((snap, then)) = &frozen {
+                            check_mixed(snap.range(range_of(b)), then, b, &directions);
+                        }
+                    }
                 }
                 Op::Get(k) => {
                     let got = db.get(key(k)).unwrap().map(|b| b.to_vec());
@@ -129,7 +267,14 @@ proptest! {
                     if let Some((snap, then)) = frozen.take() {
                         let all: Vec<Vec<u8>> = snap.iter().map(|r| r.unwrap().0.to_vec()).collect();
                         let want: Vec<Vec<u8>> = then.keys().cloned().collect();
-                        prop_assert_eq!(all, want);
+                        prop_assert_eq!(all, want.clone());
+                        let mut back: Vec<Vec<u8>> = snap.iter().rev().map(|r| r.unwrap().0.to_vec()).collect();
+                        back.reverse();
+                        prop_assert_eq!(back, want);
+                        let keys: Vec<Vec<u8>> = (0..64).map(key).collect();
+                        let got: Vec<Option<Vec<u8>>> = snap.multi_get(&keys).unwrap().into_iter().map(|v| v.map(|b| b.to_vec())).collect();
+                        let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| then.get(k).cloned()).collect();
+                        prop_assert_eq!(got, want);
                     }
                     frozen = Some((db.snapshot(), model.clone()));
                 }

@@ -17,10 +17,20 @@ use siftdb_testkit::fuzzing::db::db_ops;
 
 const GENERATED_INPUTS: usize = 400;
 
-/// Appends one write operand group (kind, key, and a value unless a delete).
+/// Appends one write operand group (kind, key, and a value unless a
+/// delete; one in eight a range delete: kind, then two bounds).
 fn write_op(rng: &mut SplitMix64, out: &mut Vec<u8>) {
+    if rng.next().is_multiple_of(8) {
+        out.push(16 + 32 * (rng.byte() % 8));
+        out.extend([rng.byte(), rng.byte(), rng.byte(), rng.byte()]);
+        return;
+    }
     let kind = rng.byte();
     out.push(kind);
+    if kind % 32 == 16 {
+        out.extend([rng.byte(), rng.byte(), rng.byte(), rng.byte()]);
+        return;
+    }
     out.push(rng.byte());
     if !kind.is_multiple_of(4) {
         out.push(rng.byte());

@@ -85,8 +85,17 @@ fn seed_logs() -> Vec<(&'static str, Vec<u8>)> {
     batch.put_to(5, b"apple", b"green");
     batch.delete_from(300, b"pear");
     encode_record_into(&mut keyspaces, &batch.encode_record(SeqNo(9))).unwrap();
+    // A record with range deletes, one in keyspace 5 (operation kind 2), bounded and not.
+    let mut ranged = encode_file_header(8).to_vec();
+    let mut batch = WriteBatch::new();
+    batch.put("apple", "red");
+    batch.delete_range("b".."m");
+    batch.delete_range("x"..);
+    batch.push_range_delete(5, b"c", Some(b"d"));
+    encode_record_into(&mut ranged, &batch.encode_record(SeqNo(9))).unwrap();
     vec![
         ("header_only", log(1, &[])),
+        ("range_deletes", ranged),
         ("three_batches", three),
         ("keyspaces", keyspaces),
         ("torn_tail", torn),

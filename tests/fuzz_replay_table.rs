@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use siftdb::filter::FingerprintBits;
 use siftdb::internals::fs::OsFileSystem;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
+use siftdb::internals::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use siftdb::internals::table::block::Block;
 use siftdb::internals::table::compression::compress_block;
 use siftdb::internals::table::{ReadCounters, Table, TableBuilder, TableFormat, TableOptions};
@@ -47,9 +48,30 @@ fn seed_table(n: u64, options: &TableOptions) -> Vec<u8> {
 
 /// [`seed_table`] with values from `value_of`.
 fn seed_table_with(n: u64, options: &TableOptions, value_of: fn(u64) -> String) -> Vec<u8> {
+    seed_table_full(n, options, value_of, None)
+}
+
+/// [`seed_table`] with range tombstones over some of its keys (format 8).
+fn seed_table_with_range_tombstones(n: u64, options: &TableOptions) -> Vec<u8> {
+    let tombstones = FragmentedTombstones::new([
+        RangeTombstone::new(b"k002".to_vec(), Some(b"k007".to_vec()), SeqNo(50)),
+        RangeTombstone::new(b"k005".to_vec(), None, SeqNo(60)),
+    ]);
+    seed_table_full(n, options, |i| format!("v{i}"), Some(tombstones))
+}
+
+fn seed_table_full(
+    n: u64,
+    options: &TableOptions,
+    value_of: fn(u64) -> String,
+    tombstones: Option<FragmentedTombstones>,
+) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seed.sst");
     let mut builder = TableBuilder::create(&OsFileSystem, &path, options).unwrap();
+    if let Some(tombstones) = tombstones {
+        builder.set_range_tombstones(tombstones, None);
+    }
     for i in 0..n {
         let user_key = format!("k{i:03}");
         if i % 3 == 0 {
@@ -123,6 +145,7 @@ fn seed_tables() -> Vec<Vec<u8>> {
         seed_table(12, &scan_filters),
         seed_table(40, &prefixes_only),
         seed_table(30, &fuse_scan_filters),
+        seed_table_with_range_tombstones(12, &small),
     ]
 }
 

@@ -1,6 +1,6 @@
 //! Cross-keyspace batches under SIGKILL: a child process writes batches
 //! that each put the same key and value in three keyspaces (and a `last`
-//! marker in each), printing every acknowledged batch; the parent kills it
+//! marker in each; some also delete a key or a range in each), printing every acknowledged batch; the parent kills it
 //! at a random moment, reopens, and checks that every acknowledged batch
 //! is there and that no batch is there in part — in a loop, with synced
 //! writes and without (a killed process loses nothing the OS has).
@@ -66,10 +66,18 @@ fn child_process() {
             batch.put_in(space, key(i), &value);
             batch.put_in(space, "last", &value);
         }
-        // Every 7th batch also deletes a key in every keyspace.
+        // Every 7th batch also deletes a key in every keyspace, and every
+        // 11th three keys with one range delete in every keyspace.
         if i % 7 == 0 {
             for space in &spaces {
                 batch.delete_in(space, key(i + 3));
+            }
+        }
+        if i % 11 == 0 {
+            let start = (i + 5) % KEYS;
+            let (lo, hi) = (format!("key{start:04}"), format!("key{:04}", start + 3));
+            for space in &spaces {
+                batch.delete_range_in(space, lo.as_str()..hi.as_str());
             }
         }
         db.write_with(batch, WriteOptions::new().sync(sync))

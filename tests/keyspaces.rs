@@ -25,8 +25,10 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 enum Op {
     Put(usize, u8, Vec<u8>),
     Delete(usize, u8),
-    /// One batch across keyspaces: (keyspace, key, value or delete).
-    Batch(Vec<(usize, u8, Option<Vec<u8>>)>),
+    /// `Keyspace::delete_range(key(a)..key(b))` (reversed: refused).
+    DeleteRange(usize, u8, u8),
+    /// One batch across keyspaces: (keyspace, key, what).
+    Batch(Vec<(usize, u8, Write)>),
     Get(usize, u8),
     MultiGet(usize, Vec<u8>),
     Scan(usize, u8, u8, Direction),
@@ -37,6 +39,14 @@ enum Op {
     Reopen,
     /// Drops keyspace 1 or 2 and creates it again, empty.
     DropAndRecreate(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Vec<u8>),
+    Delete,
+    /// A range delete from the key to `key(end)`.
+    DeleteRange(u8),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,8 +72,17 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (ks.clone(), any::<u8>(), value.clone()).prop_map(|(s, k, v)| Op::Put(s, k, v)),
         2 => (ks.clone(), any::<u8>()).prop_map(|(s, k)| Op::Delete(s, k)),
+        1 => (ks.clone(), any::<u8>(), any::<u8>()).prop_map(|(s, a, b)| Op::DeleteRange(s, a, b)),
         4 => proptest::collection::vec(
-            (ks.clone(), any::<u8>(), proptest::option::of(value)),
+            (
+                ks.clone(),
+                any::<u8>(),
+                prop_oneof![
+                    4 => value.prop_map(Write::Put),
+                    1 => Just(Write::Delete),
+                    1 => any::<u8>().prop_map(Write::DeleteRange),
+                ],
+            ),
             0..8
         )
         .prop_map(Op::Batch),
@@ -201,20 +220,45 @@ fn run(ops: Vec<Op>) {
                 u.handles[s].delete(key(k)).unwrap();
                 models[s].remove(&key(k));
             }
+            Op::DeleteRange(s, a, b) => {
+                let (lo, hi) = (key(a), key(b));
+                let done = u.handles[s].delete_range(lo.clone()..hi.clone());
+                if lo > hi {
+                    assert!(matches!(done, Err(Error::InvalidArgument(_))), "{done:?}");
+                } else {
+                    done.unwrap();
+                    models[s].retain(|k, _| k < &lo || k >= &hi);
+                }
+            }
             Op::Batch(writes) => {
+                // Reversed ranges would refuse the whole batch: left out.
+                let writes: Vec<_> = writes
+                    .into_iter()
+                    .filter(|(_, k, w)| !matches!(w, Write::DeleteRange(e) if key(*e) < key(*k)))
+                    .collect();
                 let mut batch = WriteBatch::new();
-                for (s, k, v) in &writes {
-                    match v {
-                        Some(v) => batch.put_in(&u.handles[*s], key(*k), v),
-                        None => batch.delete_in(&u.handles[*s], key(*k)),
+                for (s, k, w) in &writes {
+                    let handle = &u.handles[*s];
+                    match w {
+                        Write::Put(v) => batch.put_in(handle, key(*k), v),
+                        Write::Delete => batch.delete_in(handle, key(*k)),
+                        Write::DeleteRange(e) => batch.delete_range_in(handle, key(*k)..key(*e)),
                     }
                 }
                 u.db.write(batch).unwrap();
-                for (s, k, v) in writes {
-                    match v {
-                        Some(v) => models[s].insert(key(k), v),
-                        None => models[s].remove(&key(k)),
-                    };
+                for (s, k, w) in writes {
+                    match w {
+                        Write::Put(v) => {
+                            models[s].insert(key(k), v);
+                        }
+                        Write::Delete => {
+                            models[s].remove(&key(k));
+                        }
+                        Write::DeleteRange(e) => {
+                            let (lo, hi) = (key(k), key(e));
+                            models[s].retain(|k, _| k < &lo || k >= &hi);
+                        }
+                    }
                 }
             }
             Op::Get(s, k) => {

@@ -377,7 +377,8 @@ fn compressed_and_raw_tables_round_trip_and_damage_is_corruption() {
             assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, compressible));
         }
         drop(db);
-        assert!(verify_dir(dir.path()).unwrap().is_clean());
+        let report = verify_dir(dir.path()).unwrap();
+        assert!(report.is_clean(), "{report:?}");
         if compressed == 0 {
             continue;
         }
@@ -476,10 +477,12 @@ fn copy_of_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// One step of the writes that made tests/data/format_v7_db: puts (a
-/// value) and deletes (none), then what the database did after them.
+/// One step of the writes that made tests/data/format_v8_db: puts (a
+/// value) and deletes (none), then range deletes (`[start, end)`), then what
+/// the database did after them.
 struct FixtureStep {
     writes: Vec<(String, Option<String>)>,
+    range_deletes: Vec<(String, String)>,
     then: AfterStep,
 }
 
@@ -493,15 +496,16 @@ enum AfterStep {
     StayInLog,
 }
 
-/// The writes of tests/data/format_v7_db, in order.
-fn format_v7_steps() -> Vec<FixtureStep> {
-    let key = |i: u32| format!("v7key{i:04}");
+/// The writes of tests/data/format_v8_db, in order.
+fn format_v8_steps() -> Vec<FixtureStep> {
+    let key = |i: u32| format!("v8key{i:04}");
     let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
     vec![
         FixtureStep {
             writes: (0..300)
                 .map(|i| put(i, "compacted below level 0"))
                 .collect(),
+            range_deletes: Vec::new(),
             then: AfterStep::Compact,
         },
         FixtureStep {
@@ -510,12 +514,14 @@ fn format_v7_steps() -> Vec<FixtureStep> {
                 .map(|i| put(i, "rewritten in level 0"))
                 .chain((1..300).step_by(10).map(|i| (key(i), None)))
                 .collect(),
+            range_deletes: vec![(key(40), key(60))],
             then: AfterStep::Flush,
         },
         FixtureStep {
             writes: (300..350)
                 .map(|i| put(i, "in a second level-0 table"))
                 .collect(),
+            range_deletes: Vec::new(),
             then: AfterStep::Flush,
         },
         FixtureStep {
@@ -524,37 +530,43 @@ fn format_v7_steps() -> Vec<FixtureStep> {
                 .map(|i| put(i, "in the log"))
                 .chain([(key(2), None), (key(349), None)])
                 .collect(),
+            range_deletes: vec![(key(320), key(331))],
             then: AfterStep::StayInLog,
         },
     ]
 }
 
-/// What tests/data/format_v7_db holds: the steps applied to a map.
-fn format_v7_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// What tests/data/format_v8_db holds: the steps applied to a map.
+fn format_v8_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut model = BTreeMap::new();
-    for step in format_v7_steps() {
+    for step in format_v8_steps() {
         for (key, value) in step.writes {
             match value {
                 Some(value) => model.insert(key.into_bytes(), value.into_bytes()),
                 None => model.remove(key.as_bytes()),
             };
         }
+        for (start, end) in step.range_deletes {
+            model.retain(|key, _| {
+                key.as_slice() < start.as_bytes() || key.as_slice() >= end.as_bytes()
+            });
+        }
     }
     model
 }
 
-/// Writes tests/data/format_v7_db anew with today's code (run by hand,
+/// Writes tests/data/format_v8_db anew with today's code (run by hand,
 /// `SIFTDB_WRITE_FIXTURE=1 cargo test -p siftdb --test read_path --
-/// --ignored write_format_v7_fixture`, only when the format's version
+/// --ignored write_format_v8_fixture`, only when the format's version
 /// changes before the first release: from then on a fixture is never
 /// rewritten, a new one is added beside it).
 #[test]
 #[ignore = "writes the fixture in the source tree; run by hand"]
-fn write_format_v7_fixture() {
+fn write_format_v8_fixture() {
     if std::env::var("SIFTDB_WRITE_FIXTURE").as_deref() != Ok("1") {
         return;
     }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v7_db");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v8_db");
     if fixture.exists() {
         std::fs::remove_dir_all(&fixture).unwrap();
     }
@@ -562,7 +574,7 @@ fn write_format_v7_fixture() {
     // Every write lands in the default keyspace and, in the same batch,
     // in keyspace "events" (value prefixed "e-").
     let events = db.keyspace("events").unwrap();
-    for step in format_v7_steps() {
+    for step in format_v8_steps() {
         for (key, value) in step.writes {
             let mut batch = siftdb::WriteBatch::new();
             match value {
@@ -577,6 +589,12 @@ fn write_format_v7_fixture() {
             }
             db.write(batch).unwrap();
         }
+        for (start, end) in step.range_deletes {
+            let mut batch = siftdb::WriteBatch::new();
+            batch.delete_range(start.as_str()..end.as_str());
+            batch.delete_range_in(&events, start.as_str()..end.as_str());
+            db.write(batch).unwrap();
+        }
         match step.then {
             AfterStep::Compact => db.compact().unwrap(),
             AfterStep::Flush => db.flush().unwrap(),
@@ -584,27 +602,33 @@ fn write_format_v7_fixture() {
         }
     }
     db.wait_for_background().unwrap();
-    drop(db);
+    drop((db, events));
     // The lock file is no part of the database.
     let _ = std::fs::remove_file(fixture.join("LOCK"));
 }
 
-/// The one fixture of the format this build writes: tests/data/format_v7_db
-/// (tables of format 7 in level 0 and below it, in two keyspaces, a log
-/// of format 5 holding the last writes), made by `write_format_v7_fixture`. Until the first
+/// The one fixture of the format this build writes: tests/data/format_v8_db
+/// (tables of format 8 in level 0 and below it, one with a range
+/// tombstone, in two keyspaces, a log of format 5 holding the last writes and a range delete), made by `write_format_v8_fixture`. Until the first
 /// release a format change replaces the format and this fixture with it;
 /// from the first release on every format change keeps reading the
 /// previous ones, and this fixture (never rewritten) checks that it does.
 #[test]
-fn the_format_v7_fixture_opens_and_reads_every_key() {
-    let dir = copy_of_fixture("format_v7_db");
+fn the_format_v8_fixture_opens_and_reads_every_key() {
+    let dir = copy_of_fixture("format_v8_db");
     let tables = tables_in(dir.path());
     assert!(tables.len() >= 3, "{tables:?}");
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-        assert_eq!(format.version(), 7);
+        assert_eq!(format.version(), 8);
     }
+    assert!(
+        tables
+            .iter()
+            .any(|p| Table::open_path(p).unwrap().range_tombstones().is_some()),
+        "no table of the fixture holds a range tombstone"
+    );
     let state = siftdb::internals::manifest::read_manifest(
         &siftdb::internals::fs::OsFileSystem,
         dir.path(),
@@ -636,12 +660,13 @@ fn the_format_v7_fixture_opens_and_reads_every_key() {
     );
     let replayed = siftdb::internals::wal::replay(&log_bytes, "log").unwrap();
     assert!(replayed.closed_cleanly && !replayed.records.is_empty());
-    assert!(verify_dir(dir.path()).unwrap().is_clean());
+    let report = verify_dir(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
 
-    let want = format_v7_contents();
+    let want = format_v8_contents();
     let check = |db: &Db| {
         for i in 0..360 {
-            let key = format!("v7key{i:04}");
+            let key = format!("v8key{i:04}");
             let got = db.get(&key).unwrap();
             assert_eq!(
                 got.as_deref(),
@@ -723,14 +748,14 @@ fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supporte
     );
 }
 
-/// A database one of whose tables carries an older format version (6, the
+/// A database one of whose tables carries an older format version (7, the
 /// one before this build's) or an unknown later one is refused at open,
 /// naming the table, its version and the one this build reads — by a
 /// read-write and a read-only open alike, and by `Table::open`.
 #[test]
 fn a_database_with_a_table_of_another_format_version_is_refused() {
-    for found in [6u32, 1, 8] {
-        let dir = copy_of_fixture("format_v7_db");
+    for found in [7u32, 1, 9] {
+        let dir = copy_of_fixture("format_v8_db");
         let table = tables_in(dir.path()).pop().unwrap();
         let mut bytes = std::fs::read(&table).unwrap();
         with_table_version(&mut bytes, found);
@@ -783,13 +808,13 @@ fn assert_refused_by_repair_and_verify(
     );
 }
 
-/// A database whose log carries an older format version (3, the last of
+/// A database whose log carries an older format version (4, the last of
 /// the wide record headers) or an unknown later one is refused at open,
 /// naming the log, its version and the one this build reads.
 #[test]
 fn a_database_with_a_log_of_another_format_version_is_refused() {
     for found in [4u32, 1, 6] {
-        let dir = copy_of_fixture("format_v7_db");
+        let dir = copy_of_fixture("format_v8_db");
         let log = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -973,5 +998,6 @@ fn the_bottom_holds_sequence_number_zero_and_reads_stay_right() {
     }
     let db = Db::open_with(dir.path(), options).unwrap();
     check(&db, &model);
-    assert!(verify_dir(dir.path()).unwrap().is_clean());
+    let report = verify_dir(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
 }

@@ -11,10 +11,16 @@
 //! table instead of three or four. Every reader that can see the new table
 //! took its snapshot after the write (snapshots pin the tables they read),
 //! and any newer version, anywhere, still sorts before it.
-//! Must never: drop the newest version of a key, drop a tombstone while an
-//! older version may live deeper, zero a sequence number where an older
-//! version of the key may remain, or delete an input before a durable
-//! manifest stopped naming it.
+//! Range tombstones: the inputs' tombstones, merged, delete every entry
+//! they cover that is older than them (an input table they cover whole, key
+//! range and sequence numbers, is not read at all); above the bottom they
+//! go into the outputs, each output taking the part from the previous
+//! output's last key to its own (`TombstoneCuts`), at the bottom they are
+//! dropped with the entries they deleted.
+//! Must never: drop the newest version of a key, drop a tombstone (point
+//! or range) while an older version may live deeper, zero a sequence
+//! number where an older version of the key may remain, or delete an input
+//! before a durable manifest stopped naming it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,7 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::db::flush::{
-    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs,
+    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs, TombstoneCuts,
 };
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
@@ -32,6 +38,7 @@ use crate::filename::table_file_name;
 use crate::filter::LevelTables;
 use crate::key::{encode_internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::options::Options;
+use crate::range_tombstone::FragmentedTombstones;
 use crate::table::ScanMode;
 
 /// What one compaction reads and where it writes.
@@ -242,6 +249,9 @@ struct NewestOnly {
     value: Bytes,
     /// The key last yielded at the bottom, its sequence number zeroed.
     zeroed: Vec<u8>,
+    /// The inputs' range tombstones, merged: an entry older than one
+    /// covering it is dropped.
+    range_tombstones: Option<FragmentedTombstones>,
 }
 
 impl EntrySource for NewestOnly {
@@ -267,11 +277,19 @@ impl EntrySource for NewestOnly {
                 return None;
             }
             let key = self.merged.key();
-            let kind = match parse_internal_key(key) {
-                Ok(parsed) => parsed.kind,
+            let (kind, seq) = match parse_internal_key(key) {
+                Ok(parsed) => (parsed.kind, parsed.seq),
                 Err(e) => return Some(Err(e)),
             };
             if kind == ValueKind::Delete && self.bottom {
+                continue;
+            }
+            let deleted = self.range_tombstones.as_ref().is_some_and(|list| {
+                list.covering_seq(user_key_of(key), SeqNo::MAX)
+                    .is_some_and(|deleted_at| deleted_at > seq)
+            });
+            if deleted {
+                // Its older versions are older than the tombstone too.
                 continue;
             }
             self.value = self.merged.value();
@@ -335,6 +353,27 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
         }
     }
 
+    // Every input's range tombstones, merged (their tables are open, the
+    // tombstones in memory): they delete what they cover of the others.
+    let tombstone_lists: Vec<_> = pick
+        .inputs
+        .iter()
+        .filter_map(|t| t.table.as_ref().ok()?.range_tombstones().cloned())
+        .collect();
+    let range_tombstones = (!tombstone_lists.is_empty())
+        .then(|| FragmentedTombstones::merged(tombstone_lists.iter().map(|l| &**l)));
+    // An input whose whole key range a newer tombstone covers holds nothing
+    // that survives: it is not read at all.
+    let wholly_deleted = |t: &LiveTable| {
+        range_tombstones.as_ref().is_some_and(|list| {
+            list.covers_range(
+                t.smallest_user_key(),
+                t.largest_user_key(),
+                t.record.max_seq,
+            )
+        })
+    };
+    let mut skipped = 0u64;
     // Inputs are read once, whole: in spans, past the block cache. The
     // merge compares the current key of every source at each step, so the
     // inputs from the output level (sorted and disjoint) are one source,
@@ -342,8 +381,17 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
     let (below, above): (Vec<_>, Vec<_>) = pick
         .inputs
         .iter()
+        .filter(|t| {
+            let read = !wholly_deleted(t);
+            skipped += u64::from(!read);
+            read
+        })
         .cloned()
         .partition(|t| t.record.level as usize == pick.output_level);
+    inner
+        .counters
+        .compaction_tables_deleted
+        .fetch_add(skipped, Ordering::Relaxed);
     let mut sources: Vec<Box<dyn InternalIterator>> = above
         .into_iter()
         .map(|t| Box::new(TableSource::new(t, ScanMode::Sequential)) as Box<dyn InternalIterator>)
@@ -351,13 +399,21 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
     if !below.is_empty() {
         sources.push(Box::new(TableSource::run(below, ScanMode::Sequential)));
     }
+    let bottom = is_bottom(version, &pick, &lo, &hi);
+    // Above the bottom the tombstones go on down with the outputs, for
+    // what they cover deeper; at the bottom nothing is left for them.
+    let mut cuts = range_tombstones
+        .clone()
+        .filter(|_| !bottom)
+        .map(TombstoneCuts::new);
     let mut entries = NewestOnly {
         merged: MergingIter::new(sources),
-        bottom: is_bottom(version, &pick, &lo, &hi),
+        bottom,
         zeroed: Vec::new(),
         started: false,
         last: Vec::new(),
         value: Bytes::new(),
+        range_tombstones,
     };
 
     let options = table_options_for(&opts, &tree_after(version, &pick, &opts), pick.output_level);
@@ -375,6 +431,7 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
                 number,
                 &mut entries,
                 Some(opts.table_target_bytes),
+                cuts.as_mut(),
             )?
             else {
                 break;

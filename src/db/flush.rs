@@ -19,6 +19,7 @@ use crate::fs::FileSystem;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::range_tombstone::{key_successor, FragmentedTombstones};
 use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
 
 /// The options a table written to `level` is built with: the database's,
@@ -116,11 +117,44 @@ impl<'a, I: Iterator<Item = (&'a [u8], &'a [u8])>> EntrySource for MemtableEntri
     }
 }
 
+/// Range tombstones to hand out to the tables a stream of entries is cut
+/// into: each table takes the fragments from where the previous one's
+/// stopped up to the successor of its own last key (the last table: all
+/// that remain), so together the tables cover every tombstone, with no gap
+/// between two tables' key ranges for a key to fall into.
+pub(crate) struct TombstoneCuts {
+    list: FragmentedTombstones,
+    /// Where the next table's share starts (`None`: nothing remains).
+    from: Option<Vec<u8>>,
+}
+
+impl TombstoneCuts {
+    pub(crate) fn new(list: FragmentedTombstones) -> TombstoneCuts {
+        TombstoneCuts {
+            list,
+            from: Some(Vec::new()),
+        }
+    }
+
+    /// The share of a table whose last key is `last_user_key`, and the
+    /// largest key its bounds may claim; `None`: the last table, which
+    /// takes what remains.
+    fn take(&mut self, last_user_key: Option<&[u8]>) -> (FragmentedTombstones, Option<Vec<u8>>) {
+        let Some(from) = self.from.take() else {
+            return (FragmentedTombstones::default(), None);
+        };
+        let until = last_user_key.and_then(key_successor);
+        let share = self.list.clipped(&from, until.as_deref());
+        self.from = until;
+        (share, last_user_key.map(<[u8]>::to_vec))
+    }
+}
+
 /// Streams sorted `(internal key, value)` entries into table `number`,
 /// stopping after `stop_after_bytes` (callers that split output must hold one
-/// version per user key, so a cut never separates a key's versions); returns
-/// its manifest record (level left at 0) and what its builder reported, or
-/// `None` when empty.
+/// version per user key, so a cut never separates a key's versions), with
+/// its share of `tombstones`; returns its manifest record (level left at 0)
+/// and what its builder reported, or `None` when it would be empty.
 ///
 /// A failure removes the partial file: it must not hold the space that ran
 /// out, nor linger until the next open.
@@ -131,9 +165,18 @@ pub(crate) fn build_table(
     number: u64,
     entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
+    tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
-    let built = write_table(fs, &path, options, number, entries, stop_after_bytes);
+    let built = write_table(
+        fs,
+        &path,
+        options,
+        number,
+        entries,
+        stop_after_bytes,
+        tombstones,
+    );
     if built.is_err() && fs.exists(&path) {
         let _ = fs.remove(&path);
     }
@@ -147,8 +190,10 @@ fn write_table(
     number: u64,
     entries: &mut dyn EntrySource,
     stop_after_bytes: Option<u64>,
+    tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let mut builder: Option<TableBuilder> = None;
+    let mut cut = false;
     while let Some(entry) = entries.next_entry() {
         let (key, value) = entry?;
         let builder = match &mut builder {
@@ -157,7 +202,22 @@ fn write_table(
         };
         builder.add(key, value)?;
         if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
+            cut = true;
             break;
+        }
+    }
+    if let Some(tombstones) = tombstones {
+        let last = builder
+            .as_ref()
+            .filter(|_| cut)
+            .map(|b| b.last_user_key().to_vec());
+        let (share, largest_limit) = tombstones.take(last.as_deref());
+        if !share.is_empty() {
+            let builder = match &mut builder {
+                Some(b) => b,
+                None => builder.insert(TableBuilder::create(fs, path, options)?),
+            };
+            builder.set_range_tombstones(share, largest_limit);
         }
     }
     let Some(builder) = builder else {
@@ -205,6 +265,9 @@ pub(crate) fn write_level0_table(
     }
     let options = table_options_for(opts, &tree, 0);
     let mut entries = MemtableEntries(mem.iter(), std::marker::PhantomData);
+    let mut tombstones = mem
+        .range_tombstones()
+        .map(|list| TombstoneCuts::new(FragmentedTombstones::clone(&list)));
     let built = build_table(
         tables.fs.as_ref(),
         dir,
@@ -212,6 +275,7 @@ pub(crate) fn write_level0_table(
         number,
         &mut entries,
         None,
+        tombstones.as_mut(),
     )?;
     let Some((record, info)) = built else {
         return Ok(None);

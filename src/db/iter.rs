@@ -5,7 +5,10 @@
 //! range, then the tables' prefix and range filters), the merge (whose
 //! seek first hints every source's block read, so reads that reach the
 //! device overlap), and [`DbIterator`], which hides older versions,
-//! tombstones and writes newer than its snapshot.
+//! tombstones, the versions a range tombstone the snapshot sees deletes
+//! (gathered once per scan from every memtable and every table whose key
+//! range meets the scan's, before any filter rules a table out), and
+//! writes newer than its snapshot.
 //! Must never: show part of a batch (it reads at one sequence number), or
 //! see a table vanish under it (it holds the version it started with).
 
@@ -23,6 +26,7 @@ use crate::key::{
 };
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::Options;
+use crate::range_tombstone::FragmentedTombstones;
 use crate::table::scan_filters::{PrefixProbe, ScanFilters};
 use crate::table::{ScanMode, TableIter};
 
@@ -514,6 +518,9 @@ pub struct DbIterator {
     /// The last user key the backward side took: the forward side stops
     /// at it (shared with the key it returned, not copied again).
     back_user_key: Option<Bytes>,
+    /// The range tombstones the snapshot sees, one sequence number per
+    /// fragment; `None` when there are none (the common case costs a test).
+    range_tombstones: Option<FragmentedTombstones>,
     pinned: Arc<SuperVersion>,
 }
 
@@ -669,6 +676,7 @@ impl DbIterator {
                 specs.push(SourceSpec::Level { level, picked });
             }
         }
+        let range_tombstones = gather_range_tombstones(&sv, snapshot, &in_range);
         let tally = inner.counters.reads.local();
         tally.bump(|t| &t.scans);
         tally.add(|t| &t.scan_tables, overlapping);
@@ -684,6 +692,7 @@ impl DbIterator {
             back: None,
             back_finished: false,
             back_user_key: None,
+            range_tombstones,
             pinned: sv,
         }
     }
@@ -705,7 +714,15 @@ impl DbIterator {
             back_finished: false,
             back_user_key: None,
             pinned: sv,
+            range_tombstones: None,
         }
+    }
+
+    /// True when a range tombstone the snapshot sees deletes the version of
+    /// `user_key` at `seq`.
+    #[inline]
+    fn deleted_by_range(&self, user_key: &[u8], seq: SeqNo) -> bool {
+        deleted_by(self.range_tombstones.as_ref(), user_key, seq)
     }
 
     fn past_end(&self, user_key: &[u8]) -> bool {
@@ -722,6 +739,44 @@ impl DbIterator {
     fn before_start(&self, user_key: &[u8]) -> bool {
         before_start_of(&self.start, user_key)
     }
+}
+
+/// True when `visible` (range tombstones seen at a scan's snapshot)
+/// deletes the version of `user_key` at `seq`.
+#[inline]
+fn deleted_by(visible: Option<&FragmentedTombstones>, user_key: &[u8], seq: SeqNo) -> bool {
+    visible.is_some_and(|list| {
+        list.covering_seq(user_key, SeqNo::MAX)
+            .is_some_and(|deleted_at| deleted_at > seq)
+    })
+}
+
+/// The range tombstones a scan at `snapshot` must honour: those of every
+/// memtable and of every table `in_range` says meets the scan's range —
+/// filters or not, since a table a filter rules out for its own keys may
+/// still delete older keys of other tables — seen at the snapshot.
+fn gather_range_tombstones(
+    sv: &SuperVersion,
+    snapshot: SeqNo,
+    in_range: &dyn Fn(&LiveTable) -> bool,
+) -> Option<FragmentedTombstones> {
+    let mut lists: Vec<Arc<FragmentedTombstones>> = Vec::new();
+    for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+        lists.extend(logged.mem.range_tombstones());
+    }
+    if sv.version.range_tombstone_tables() > 0 {
+        let tables = sv.version.levels.iter().flatten();
+        lists.extend(
+            tables
+                .filter(|t| in_range(t))
+                .filter_map(|t| t.table.as_ref().ok()?.range_tombstones().cloned()),
+        );
+    }
+    if lists.is_empty() {
+        return None;
+    }
+    let visible = FragmentedTombstones::merged(lists.iter().map(|l| &**l)).visible_at(snapshot);
+    (!visible.is_empty()).then_some(visible)
 }
 
 fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
@@ -805,7 +860,9 @@ impl Iterator for DbIterator {
             let last = self.last_user_key.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(parsed.user_key);
-            if parsed.kind == ValueKind::Delete {
+            if parsed.kind == ValueKind::Delete
+                || self.deleted_by_range(parsed.user_key, parsed.seq)
+            {
                 self.merged.next();
                 continue;
             }
@@ -867,12 +924,12 @@ impl DoubleEndedIterator for DbIterator {
             // Backwards, a key's versions come oldest first: the newest one
             // the snapshot sees is the last at or below it before the key
             // changes.
-            let mut newest: Option<(ValueKind, Bytes)> = None;
+            let mut newest: Option<(ValueKind, SeqNo, Bytes)> = None;
             loop {
                 match parse_internal_key(back.key()) {
                     Ok(p) if p.user_key == user_key.as_slice() => {
                         if p.seq <= self.snapshot {
-                            newest = Some((p.kind, back.value()));
+                            newest = Some((p.kind, p.seq, back.value()));
                         }
                     }
                     Ok(_) => break,
@@ -892,8 +949,10 @@ impl DoubleEndedIterator for DbIterator {
             }
             let key = Bytes::from(user_key);
             self.back_user_key = Some(key.clone());
-            if let Some((ValueKind::Put, value)) = newest {
-                return Some(Ok((key, value)));
+            if let Some((ValueKind::Put, seq, value)) = newest {
+                if !deleted_by(self.range_tombstones.as_ref(), &key, seq) {
+                    return Some(Ok((key, value)));
+                }
             }
         }
     }

@@ -313,6 +313,15 @@ impl Keyspace {
         self.write(batch)
     }
 
+    /// Deletes every key of this keyspace in `range` with one range
+    /// tombstone (see [`Db::delete_range`]).
+    pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range_in(self, range);
+        // A reversed range is refused by the write, an empty one is a no-op.
+        self.write(batch)
+    }
+
     fn write(&self, batch: WriteBatch) -> Result<()> {
         self.tree.check_live()?;
         Db::write_batch(&self.inner, batch, WriteOptions::new())

@@ -107,6 +107,9 @@ pub(crate) struct DbCounters {
     /// different cores write no common cache line.
     pub reads: Sharded<QueryTally>,
     pub flushes: AtomicU64,
+    /// Compaction inputs not read because a newer range tombstone deleted
+    /// all of them.
+    pub compaction_tables_deleted: AtomicU64,
     pub compactions: AtomicU64,
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
@@ -432,6 +435,15 @@ pub struct Stats {
     pub range_filter_skips: u64,
     /// Bytes of memory the range filters of open tables hold.
     pub range_filter_bytes: u64,
+    /// Lookups a table answered from one of its range tombstones (the
+    /// table is asked whatever its point filter says; see
+    /// [`Db::delete_range`]).
+    pub range_tombstone_hits: u64,
+    /// Live tables that hold range tombstones.
+    pub range_tombstone_tables: usize,
+    /// Compaction inputs dropped without reading a block, because a newer
+    /// range tombstone covered their whole key range.
+    pub compaction_tables_deleted: u64,
     /// Each keyspace's shape, the default first.
     pub keyspaces: Vec<KeyspaceStats>,
 }
@@ -557,6 +569,44 @@ impl Db {
         self.write(batch)
     }
 
+    /// Deletes every key in `range` (any [`RangeBounds`]: `a..b`, `a..=b`,
+    /// `a..`, `..b`, `..`, or a pair of [`std::ops::Bound`]s) with one range
+    /// tombstone: one log record and one sequence number, whatever the
+    /// number of keys. Gets, `multi_get`, scans in both directions and
+    /// snapshots taken after it see none of the keys; a snapshot taken
+    /// before it still sees them, and keys written after it are not
+    /// deleted. Compaction later drops the keys it covers.
+    ///
+    /// A range holding no key (`a..a`) is a no-op; a reversed range (`b..a`)
+    /// or a bound longer than [`crate::MAX_KEY_LEN`] is `InvalidArgument`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// for i in 0..10 {
+    ///     db.put(format!("user:{i}"), "x")?;
+    /// }
+    /// let before = db.snapshot();
+    /// db.delete_range("user:3".."user:7")?;
+    /// assert_eq!(db.get("user:5")?, None);
+    /// assert_eq!(db.iter().count(), 6);
+    /// assert!(db.get("user:7")?.is_some());
+    /// assert!(before.get("user:5")?.is_some()); // the snapshot still sees it
+    /// assert!(db.delete_range("b".."a").is_err()); // reversed
+    /// db.delete_range("a".."a")?; // empty: nothing to do
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        match crate::range_tombstone::normalize_range(&range)? {
+            None => Ok(()),
+            Some((start, end)) => {
+                let mut batch = WriteBatch::new();
+                batch.push_range_delete(0, &start, end.as_deref());
+                self.write(batch)
+            }
+        }
+    }
+
     /// Applies every operation of `batch`, in order, atomically (across
     /// keyspaces too: see [`WriteBatch::put_in`]).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
@@ -578,6 +628,7 @@ impl Db {
     ) -> Result<()> {
         check_writable(inner)?;
         let mut known = inner.default.id;
+        batch.check_ranges()?;
         for op in batch.iter() {
             check_key(op.key)?;
             check_value(op.value)?;
@@ -800,6 +851,12 @@ impl Db {
             range_filter_checks: reads.range_filter_checks,
             range_filter_skips: reads.range_filter_skips,
             range_filter_bytes: inner.tables.range_filter_bytes(),
+            range_tombstone_hits: reads.range_tombstone_hits,
+            range_tombstone_tables: svs
+                .iter()
+                .map(|(_, sv)| sv.version.range_tombstone_tables())
+                .sum(),
+            compaction_tables_deleted: load(&c.compaction_tables_deleted),
             scans: c.reads.iter().map(|t| load(&t.scans)).sum(),
             scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
             filter_bytes: inner.tables.filter_bytes(),

@@ -421,7 +421,7 @@ pub(crate) fn replay_logs<'a>(
                 // Sequence numbers never repeat in intact logs.
                 if let Some(recovered) = route(op.keyspace, number) {
                     recovered
-                        .insert(op.key, seq, op.kind, op.value)
+                        .apply(op, seq)
                         .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
                 }
                 last_seq = last_seq.max(seq);

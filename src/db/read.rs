@@ -237,10 +237,26 @@ fn ask_table(
         scratch.maybe.resize(scratch.asked.len(), true);
     }
     for (&i, &maybe) in scratch.asked.iter().zip(&scratch.maybe) {
-        let Some(p) = pending.get_mut(i).filter(|_| maybe) else {
+        let Some(p) = pending.get_mut(i) else {
             continue;
         };
-        if let Some(found) = readable.get_past_filter(&p.lookup)? {
+        // A range tombstone of the table answers whatever the filter said
+        // (as in `Table::get_covered`); a point version newer than it wins.
+        let deleted_at = readable.range_tombstone_seq(&p.lookup);
+        if !maybe && deleted_at.is_none() {
+            continue;
+        }
+        let found = if maybe {
+            readable.get_past_filter_versioned(&p.lookup)?
+        } else {
+            None
+        };
+        let found = match (found, deleted_at) {
+            (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
+            (_, Some(_)) => Some(TableValue::Deleted),
+            (found, None) => found.map(|(value, _)| value),
+        };
+        if let Some(found) = found {
             if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
                 *answer = Some(value);
             }

@@ -112,6 +112,13 @@ impl LiveTable {
         })
     }
 
+    /// True when the table holds range tombstones.
+    pub fn has_range_tombstones(&self) -> bool {
+        self.table
+            .as_ref()
+            .is_ok_and(|t| t.range_tombstones().is_some())
+    }
+
     pub fn is_damaged(&self) -> bool {
         self.table.is_err()
     }
@@ -176,13 +183,23 @@ fn sorted_candidate_head(
 #[derive(Clone, Default)]
 pub(crate) struct Version {
     pub levels: Vec<Vec<Arc<LiveTable>>>,
+    /// How many of the tables hold range tombstones (counted by
+    /// [`Version::sort`], which every change of `levels` ends with): a scan
+    /// of a version without any gathers none.
+    range_tombstone_tables: usize,
 }
 
 impl Version {
     pub fn with_levels(count: usize) -> Version {
         Version {
             levels: vec![Vec::new(); count],
+            range_tombstone_tables: 0,
         }
+    }
+
+    /// Tables holding range tombstones.
+    pub fn range_tombstone_tables(&self) -> usize {
+        self.range_tombstone_tables
     }
 
     pub fn table_count(&self) -> usize {
@@ -285,6 +302,12 @@ impl Version {
     }
 
     pub fn sort(&mut self) {
+        self.range_tombstone_tables = self
+            .levels
+            .iter()
+            .flatten()
+            .filter(|t| t.has_range_tombstones())
+            .count();
         let mut levels = self.levels.iter_mut();
         if let Some(level0) = levels.next() {
             level0.sort_by(|a, b| {

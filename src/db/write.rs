@@ -225,7 +225,7 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
         // Should it fail anyway (a bug), the memtable no longer matches the
         // log: the batch is not made visible and writes stop as after a log
         // failure, with this error as the cause.
-        if let Some(Err(e)) = mem.map(|mem| mem.insert(op.key, seq, op.kind, op.value)) {
+        if let Some(Err(e)) = mem.map(|mem| mem.apply(&op, seq)) {
             writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
             log_failed(inner, &mut writer, &e);
             return Err(e);

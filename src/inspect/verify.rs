@@ -291,11 +291,30 @@ fn check_table(
             );
         }
         let p = table.properties();
-        let agrees = p.entries == record.entries
-            && p.min_seq == record.min_seq
-            && p.max_seq == record.max_seq
-            && p.smallest.as_ref() == record.smallest.as_slice()
-            && p.largest.as_ref() == record.largest.as_slice();
+        let agrees = match table.range_tombstones() {
+            None => {
+                p.entries == record.entries
+                    && p.min_seq == record.min_seq
+                    && p.max_seq == record.max_seq
+                    && p.smallest.as_ref() == record.smallest.as_slice()
+                    && p.largest.as_ref() == record.largest.as_slice()
+            }
+            // The record's bounds and sequence range also cover the range
+            // tombstones (the largest key may stop at the last point key
+            // where a compaction cut the tombstones there).
+            Some(tombstones) => {
+                let (low, high) = tombstones.seq_range().unwrap_or((p.min_seq, p.max_seq));
+                let first = tombstones
+                    .smallest_key()
+                    .unwrap_or_default()
+                    .min(user_key_of(&p.smallest));
+                p.entries == record.entries
+                    && p.min_seq.min(low) == record.min_seq
+                    && p.max_seq.max(high) == record.max_seq
+                    && user_key_of(&record.smallest) == first
+                    && user_key_of(&record.largest) >= user_key_of(&p.largest)
+            }
+        };
         if !agrees {
             report.problem(
                 name,

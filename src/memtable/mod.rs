@@ -3,12 +3,15 @@
 //!
 //! Owns: [`Memtable`] (internal key → value in a lock-free skiplist over an
 //! arena: `skiplist.rs`, `arena.rs`; for the database's memtables a key
-//! filter that lets a get skip the search: `key_filter.rs`) and
-//! [`MemtableIter`], the cursor that keeps its memtable alive.
+//! filter that lets a get skip the search: `key_filter.rs`; beside the
+//! skiplist, the range tombstones written to it, kept in a list under a
+//! lock and read in fragmented form, with a flag so that a memtable
+//! without any costs a get one relaxed load) and [`MemtableIter`], the
+//! cursor that keeps its memtable alive.
 //! Must never: show a version newer than the reader's snapshot, order two
 //! versions of one key other than newest first
 //! ([`compare_internal_keys`](crate::key::compare_internal_keys)), or let
-//! its filter hide a key it holds.
+//! its filter hide a key it holds or a range tombstone that covers one.
 //!
 //! ```
 //! use siftdb::internals::key::{SeqNo, ValueKind};
@@ -27,14 +30,18 @@ mod arena;
 mod key_filter;
 mod skiplist;
 
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
+use parking_lot::Mutex;
 
+use crate::batch::{BatchOp, OpKind};
 use crate::error::{Error, Result};
 use crate::filter::hash_key;
 use crate::key::{tag, SeqNo, ValueKind, TAG_LEN};
+use crate::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use key_filter::KeyFilter;
 use skiplist::{Cursor, Entry, InsertError, Probe, SkipList};
 
@@ -59,6 +66,17 @@ pub struct Memtable {
     /// Which user keys it may hold (`key_filter.rs`); none for memtables
     /// made without a capacity (recovery, tools), which always search.
     key_filter: Option<KeyFilter>,
+    /// Set (before the first range tombstone is readable) once a range
+    /// tombstone was inserted: until then a get pays one relaxed load.
+    has_range_tombstones: AtomicBool,
+    /// Every range tombstone inserted, in insertion order.
+    range_tombstones: Mutex<Vec<RangeTombstone>>,
+    /// The fragments of `range_tombstones`, built by the first read after
+    /// an insert (inserts only clear it: many range deletes in a row cost
+    /// one fragmenting, not one each).
+    fragmented: ArcSwapOption<FragmentedTombstones>,
+    /// Bytes of the range tombstones' keys and their bookkeeping.
+    range_tombstone_bytes: AtomicUsize,
 }
 
 /// The probe for an encoded internal key (a key shorter than its tag reads
@@ -126,9 +144,64 @@ impl Memtable {
         }
     }
 
+    /// Records that every key in `[start, end)` (`end: None`: unbounded)
+    /// was deleted at `seq`. Safe to call from many threads at once.
+    pub fn insert_range_tombstone(&self, start: &[u8], end: Option<&[u8]>, seq: SeqNo) {
+        let tombstone = RangeTombstone::new(start.to_vec(), end.map(<[u8]>::to_vec), seq);
+        let bytes =
+            std::mem::size_of::<RangeTombstone>() + start.len() + end.map_or(0, <[u8]>::len);
+        let mut list = self.range_tombstones.lock();
+        list.push(tombstone);
+        self.fragmented.store(None);
+        self.has_range_tombstones
+            .store(true, AtomicOrdering::Release);
+        drop(list);
+        self.range_tombstone_bytes
+            .fetch_add(bytes, AtomicOrdering::Relaxed);
+        self.max_seq.fetch_max(seq.0, AtomicOrdering::AcqRel);
+    }
+
+    /// Applies one operation of a batch at `seq` (see [`Memtable::insert`]
+    /// and [`Memtable::insert_range_tombstone`]).
+    pub fn apply(&self, op: &BatchOp<'_>, seq: SeqNo) -> Result<()> {
+        match op.kind {
+            OpKind::Put => self.insert(op.key, seq, ValueKind::Put, op.value),
+            OpKind::Delete => self.insert(op.key, seq, ValueKind::Delete, b""),
+            OpKind::DeleteRange => {
+                self.insert_range_tombstone(op.key, op.range_end(), seq);
+                Ok(())
+            }
+        }
+    }
+
+    /// True once a range tombstone was inserted.
+    #[inline]
+    pub fn has_range_tombstones(&self) -> bool {
+        self.has_range_tombstones.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Every range tombstone inserted, fragmented; `None` when there is none.
+    pub fn range_tombstones(&self) -> Option<Arc<FragmentedTombstones>> {
+        if !self.has_range_tombstones() {
+            return None;
+        }
+        if let Some(built) = self.fragmented.load_full() {
+            return Some(built);
+        }
+        let list = self.range_tombstones.lock();
+        // Another reader may have built it while this one waited.
+        if let Some(built) = self.fragmented.load_full() {
+            return Some(built);
+        }
+        let built = Arc::new(FragmentedTombstones::new(list.iter().cloned()));
+        self.fragmented.store(Some(Arc::clone(&built)));
+        Some(built)
+    }
+
     /// The newest version of `user_key` with a sequence number at most
-    /// `snapshot`, or `None` when the memtable holds no such version. A
-    /// value is copied out of the memtable.
+    /// `snapshot`, or `None` when the memtable holds no such version (a
+    /// range tombstone of the memtable newer than the newest point version
+    /// is a tombstone). A value is copied out of the memtable.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemValue> {
         self.get_hashed(user_key, hash_key(user_key), snapshot)
     }
@@ -142,6 +215,38 @@ impl Memtable {
         snapshot: SeqNo,
     ) -> Option<MemValue> {
         debug_assert_eq!(hash, hash_key(user_key));
+        if self.has_range_tombstones() {
+            return self.get_under_range_tombstones(user_key, hash, snapshot);
+        }
+        self.get_point(user_key, hash, snapshot)
+            .map(|(value, _)| value)
+    }
+
+    /// [`Memtable::get_hashed`] in a memtable with range tombstones: the
+    /// newest covering tombstone the snapshot sees deletes the key unless a
+    /// point version is newer.
+    #[cold]
+    fn get_under_range_tombstones(
+        &self,
+        user_key: &[u8],
+        hash: u64,
+        snapshot: SeqNo,
+    ) -> Option<MemValue> {
+        let point = self.get_point(user_key, hash, snapshot);
+        let deleted_at = self
+            .range_tombstones()
+            .and_then(|list| list.covering_seq(user_key, snapshot));
+        match (point, deleted_at) {
+            (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
+            (_, Some(_)) => Some(MemValue::Deleted),
+            (point, None) => point.map(|(value, _)| value),
+        }
+    }
+
+    /// The newest point version (no range tombstone asked), with its
+    /// sequence number.
+    #[inline]
+    fn get_point(&self, user_key: &[u8], hash: u64, snapshot: SeqNo) -> Option<(MemValue, SeqNo)> {
         // A small memtable's search stays in the CPU's caches and costs
         // less than the filter line it would save (after a flush the active
         // memtable is empty while every get passes through it).
@@ -165,10 +270,11 @@ impl Memtable {
         if key != user_key {
             return None;
         }
-        Some(match kind_of(tag) {
+        let found = match kind_of(tag) {
             ValueKind::Put => MemValue::Put(Bytes::copy_from_slice(value)),
             ValueKind::Delete => MemValue::Deleted,
-        })
+        };
+        Some((found, SeqNo(tag >> 8)))
     }
 
     /// Every entry at or after the internal key `from`, in internal-key
@@ -186,10 +292,10 @@ impl Memtable {
         entries(self.list.first())
     }
 
-    /// Bytes the entries take in the memtable's arena: keys, values and
-    /// each entry's links and lengths.
+    /// Bytes the entries take in the memtable's arena (keys, values and
+    /// each entry's links and lengths), and its range tombstones.
     pub fn approximate_bytes(&self) -> usize {
-        self.list.bytes()
+        self.list.bytes() + self.range_tombstone_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Bytes of the key filter (0 without one), beside the arena.
@@ -202,12 +308,13 @@ impl Memtable {
         self.list.len()
     }
 
-    /// True when nothing was inserted.
+    /// True when nothing was inserted (no entry, no range tombstone).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == 0 && !self.has_range_tombstones()
     }
 
-    /// The largest sequence number inserted (`SeqNo(0)` when empty).
+    /// The largest sequence number inserted, range tombstones included
+    /// (`SeqNo(0)` when empty).
     pub fn max_seq(&self) -> SeqNo {
         SeqNo(self.max_seq.load(AtomicOrdering::Acquire))
     }

@@ -21,9 +21,10 @@ use crate::filter::range::RangeFilterBuilder;
 use crate::filter::{BloomFilter, FilterKind, FuseFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
-    compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind, MAX_KEY_LEN,
-    MAX_VALUE_LEN,
+    compare_internal_keys, internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
+    MAX_KEY_LEN, MAX_VALUE_LEN,
 };
+use crate::range_tombstone::{inclusive_upper_bound, FragmentedTombstones};
 use crate::table::block::BlockBuilder;
 use crate::table::compression::CompressionSampler;
 use crate::table::format::{
@@ -41,13 +42,15 @@ pub struct TableInfo {
     pub file_size: u64,
     /// Number of entries (versions and tombstones).
     pub entries: u64,
-    /// The first internal key.
+    /// The first internal key, or one before it for the start of the
+    /// first range tombstone (see [`TableBuilder::set_range_tombstones`]).
     pub smallest: Bytes,
-    /// The last internal key.
+    /// The last internal key, or one after it for the end of the last
+    /// range tombstone.
     pub largest: Bytes,
-    /// Smallest sequence number of any entry.
+    /// Smallest sequence number of any entry or range tombstone.
     pub min_seq: SeqNo,
-    /// Largest sequence number of any entry.
+    /// Largest sequence number of any entry or range tombstone.
     pub max_seq: SeqNo,
     /// The filter written (`None`: no filter).
     pub filter_kind: Option<FilterKind>,
@@ -110,6 +113,9 @@ pub struct TableBuilder {
     out: Vec<u8>,
     /// Set when a write failed: the file's content is unknown.
     failed: bool,
+    /// The table's range tombstones (written in their own block), with the
+    /// largest key its bounds may claim for them.
+    range_tombstones: Option<(FragmentedTombstones, Option<Vec<u8>>)>,
 }
 
 impl std::fmt::Debug for TableBuilder {
@@ -158,6 +164,7 @@ impl TableBuilder {
             handle_bytes: Vec::new(),
             out: Vec::new(),
             failed: false,
+            range_tombstones: None,
         })
     }
 
@@ -229,6 +236,30 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Gives the table `tombstones` (fragmented; empty: none), written in a
+    /// range tombstone block by `finish`. The table's bounds (its
+    /// [`TableInfo`]'s smallest and largest keys, which the manifest
+    /// records) then cover them: from the first fragment's start to the key
+    /// before the last fragment's end ([`inclusive_upper_bound`]), but not
+    /// past `largest_limit` when given (a compaction that cut the
+    /// tombstones at the successor of the table's last key passes that key:
+    /// the next table's range starts right after it). A table of
+    /// tombstones only gets one point entry, a delete of the first
+    /// fragment's start at its newest sequence number, which that fragment
+    /// deletes anyway: every table holds at least one entry in one block.
+    pub fn set_range_tombstones(
+        &mut self,
+        tombstones: FragmentedTombstones,
+        largest_limit: Option<Vec<u8>>,
+    ) {
+        self.range_tombstones = (!tombstones.is_empty()).then_some((tombstones, largest_limit));
+    }
+
+    /// The user key of the last entry added (empty before the first).
+    pub fn last_user_key(&self) -> &[u8] {
+        user_key_of(&self.last_key)
+    }
+
     /// Entries added so far.
     pub fn entries(&self) -> u64 {
         self.entries
@@ -254,6 +285,15 @@ impl TableBuilder {
     /// empty table is never written; the caller removes the empty file).
     pub fn finish(mut self) -> Result<TableInfo> {
         self.check_usable()?;
+        if let (0, Some((tombstones, _))) = (self.entries, &self.range_tombstones) {
+            let first = tombstones
+                .fragments()
+                .first()
+                .map(|f| internal_key(&f.start, f.newest(), ValueKind::Delete));
+            if let Some(first) = first {
+                self.add(&first, b"")?;
+            }
+        }
         if self.entries == 0 {
             return Err(Error::invalid(format!(
                 "table {} has no entries; an empty table is not written",
@@ -267,6 +307,13 @@ impl TableBuilder {
 
         let written = self.write_filter()?;
         let range_filter = self.write_range_filter()?;
+        let range_tombstones = self.range_tombstones.take();
+        let tombstones_handle = match &range_tombstones {
+            Some((list, _)) => {
+                Some(self.write_block(&list.encode(), BlockKind::RangeTombstones, Codec::Raw, 0)?)
+            }
+            None => None,
+        };
         let index_bytes = self.index_block.finish();
         let index = self.write_block(&index_bytes, BlockKind::Index, Codec::Raw, 0)?;
         let mut properties = TableProperties {
@@ -288,6 +335,7 @@ impl TableBuilder {
             largest: Bytes::from(std::mem::take(&mut self.last_key)),
             prefix_filter: written.prefixes,
             range_filter,
+            range_tombstones: tombstones_handle,
             keyspace: self.options.keyspace.clone(),
         };
         // Every table is written in the one format this code reads.
@@ -303,13 +351,35 @@ impl TableBuilder {
         };
         self.append(&footer.encode())?;
         self.file.sync().inspect_err(|_| self.failed = true)?;
+        let (mut smallest, mut largest) = (properties.smallest, properties.largest);
+        let (mut min_seq, mut max_seq) = (properties.min_seq, properties.max_seq);
+        if let Some((list, limit)) = &range_tombstones {
+            // The manifest's bounds cover the tombstones too, so that every
+            // lookup and compaction in their range finds the table.
+            if let Some((low, high)) = list.seq_range() {
+                min_seq = min_seq.min(low);
+                max_seq = max_seq.max(high);
+            }
+            if let Some(start) = list.smallest_key().filter(|s| *s < user_key_of(&smallest)) {
+                smallest = Bytes::from(internal_key(start, max_seq, ValueKind::Put));
+            }
+            if let Some(end) = list.end() {
+                let mut upper = inclusive_upper_bound(end);
+                if let Some(limit) = limit.as_ref().filter(|l| upper > **l) {
+                    upper.clone_from(limit);
+                }
+                if upper.as_slice() > user_key_of(&largest) {
+                    largest = Bytes::from(internal_key(&upper, SeqNo(0), ValueKind::Delete));
+                }
+            }
+        }
         Ok(TableInfo {
             file_size: self.offset,
             entries: properties.entries,
-            smallest: properties.smallest,
-            largest: properties.largest,
-            min_seq: properties.min_seq,
-            max_seq: properties.max_seq,
+            smallest,
+            largest,
+            min_seq,
+            max_seq,
             filter_kind: written.kind,
             filter_keys: written.entries,
             filter_build_time: written.build_time,

@@ -45,6 +45,8 @@ pub(crate) struct ReadTally {
     pub range_filter_checks: AtomicU64,
     /// See [`ReadStats::range_filter_skips`].
     pub range_filter_skips: AtomicU64,
+    /// See [`ReadStats::range_tombstone_hits`].
+    pub range_tombstone_hits: AtomicU64,
 }
 
 /// A plain copy of [`ReadCounters`] at one moment.
@@ -80,6 +82,9 @@ pub struct ReadStats {
     pub range_filter_checks: u64,
     /// Of those, the tables the range filter found empty in the range.
     pub range_filter_skips: u64,
+    /// Gets a table answered from one of its range tombstones, whatever
+    /// its point filter said (the filter then only spared the data block).
+    pub range_tombstone_hits: u64,
 }
 
 impl ReadCounters {
@@ -105,6 +110,7 @@ impl ReadCounters {
             sum.prefix_filter_skips += get(&t.prefix_filter_skips);
             sum.range_filter_checks += get(&t.range_filter_checks);
             sum.range_filter_skips += get(&t.range_filter_skips);
+            sum.range_tombstone_hits += get(&t.range_tombstone_hits);
         }
         sum
     }
@@ -152,6 +158,9 @@ impl ReadStats {
             range_filter_skips: self
                 .range_filter_skips
                 .saturating_sub(earlier.range_filter_skips),
+            range_tombstone_hits: self
+                .range_tombstone_hits
+                .saturating_sub(earlier.range_tombstone_hits),
         }
     }
 }

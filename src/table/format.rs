@@ -18,9 +18,10 @@ use crate::error::{Error, Result};
 /// block's largest key, the range filter block, varint entry headers with
 /// each tag stored apart and packed, `varint64(seq << 1 | kind)`, in data
 /// and index blocks, index entries' handles as two varints, and block
-/// checksums that cover the version. Until the first release a format
-/// change replaces the format (see `docs/format.md`).
-pub const FORMAT_VERSION: u32 = 7;
+/// checksums that cover the version, and a range tombstone block (from
+/// version 8). Until the first release a format change replaces the format
+/// (see `docs/format.md`).
+pub const FORMAT_VERSION: u32 = 8;
 /// What [`crate::Error::UnsupportedVersion`] calls a table file.
 pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
@@ -52,6 +53,8 @@ pub enum BlockKind {
     Footer = 5,
     /// The table's range filter over user keys.
     RangeFilter = 6,
+    /// The table's range tombstones, fragmented (`range_tombstone.rs`).
+    RangeTombstones = 7,
 }
 
 impl BlockKind {
@@ -63,6 +66,7 @@ impl BlockKind {
             3 => Some(BlockKind::Filter),
             4 => Some(BlockKind::Properties),
             6 => Some(BlockKind::RangeFilter),
+            7 => Some(BlockKind::RangeTombstones),
             _ => None,
         }
     }
@@ -76,6 +80,7 @@ impl BlockKind {
             BlockKind::Properties => "properties",
             BlockKind::Footer => "footer",
             BlockKind::RangeFilter => "range filter",
+            BlockKind::RangeTombstones => "range tombstone",
         }
     }
 }
@@ -472,7 +477,7 @@ mod tests {
     /// file and both versions.
     #[test]
     fn an_older_or_unknown_version_is_refused_naming_it() {
-        for found in [0, 1, 6, 8, u32::MAX] {
+        for found in [0, 1, 7, 9, u32::MAX] {
             let (mut file, _) = sample_file(TableFormat::CURRENT);
             let at = file.len() - FOOTER_LEN + 48;
             file[at..at + 4].copy_from_slice(&found.to_le_bytes());
@@ -491,11 +496,11 @@ mod tests {
             };
             assert_eq!(
                 (path.to_str(), *kind, *named, *supported),
-                (Some("t.sst"), "table", u64::from(found), 7)
+                (Some("t.sst"), "table", u64::from(found), 8)
             );
             assert_eq!(
                 err.to_string(),
-                format!("table t.sst has format version {found}; this build reads version 7 only")
+                format!("table t.sst has format version {found}; this build reads version 8 only")
             );
         }
     }

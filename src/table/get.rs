@@ -48,15 +48,48 @@ impl Table {
     /// The newest version of the lookup's user key with sequence ≤ its
     /// snapshot, or `None` when the table holds no such version.
     pub fn get(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        if !self.covers(key.user_key()) {
+        if !self.covers(key.user_key()) && self.inner.range_tombstones.is_none() {
             return Ok(None);
         }
         self.get_covered(key)
     }
 
     /// [`Table::get`] for a key the caller already found within the table's
-    /// range: the filter, then the index and one data block.
+    /// range: the table's range tombstones when it has any, then the
+    /// filter, the index and one data block.
     pub fn get_covered(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
+        if let Some(deleted_at) = self.range_tombstone_seq(key) {
+            return self.get_under_range_tombstone(key, deleted_at);
+        }
+        self.get_point(key)
+    }
+
+    /// The lookup of a key a range tombstone of this table deletes at
+    /// `deleted_at`: whatever the filter says, the table answers (at least
+    /// "deleted"); a filter's "absent" only spares the data block. A point
+    /// version newer than the tombstone answers instead.
+    #[cold]
+    fn get_under_range_tombstone(
+        &self,
+        key: &LookupKey<'_>,
+        deleted_at: SeqNo,
+    ) -> Result<Option<TableValue>> {
+        let newer = match self.get_point_versioned(key)? {
+            Some((value, seq)) if seq > deleted_at => value,
+            _ => TableValue::Deleted,
+        };
+        Ok(Some(newer))
+    }
+
+    /// The point entries' answer alone: the filter, then the index and one
+    /// data block.
+    fn get_point(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
+        Ok(self.get_point_versioned(key)?.map(|(value, _)| value))
+    }
+
+    /// [`Table::get_point`] with the sequence number of the version found.
+    #[inline]
+    fn get_point_versioned(&self, key: &LookupKey<'_>) -> Result<Option<(TableValue, SeqNo)>> {
         if let Some((filter, hash)) = self.point_filter_probe(key) {
             let inner = &*self.inner;
             let counters = inner.context().counters.local();
@@ -67,7 +100,19 @@ impl Table {
                 return Ok(None);
             }
         }
-        self.get_past_filter(key)
+        self.get_past_filter_versioned(key)
+    }
+
+    /// The newest sequence number at most the lookup's snapshot of a range
+    /// tombstone of this table that covers its key (counted as a hit).
+    /// Without range tombstones, one test of a field.
+    #[inline]
+    pub(crate) fn range_tombstone_seq(&self, key: &LookupKey<'_>) -> Option<SeqNo> {
+        let tombstones = self.inner.range_tombstones.as_ref()?;
+        let seq = tombstones.covering_seq(key.user_key(), key.snapshot())?;
+        let counters = self.inner.context().counters.local();
+        counters.bump(|c| &c.range_tombstone_hits);
+        Some(seq)
     }
 
     /// The filter's answers for many key hashes at once, into `maybe`
@@ -94,6 +139,15 @@ impl Table {
     /// [`Table::get`] for a key whose filter answer was already "maybe"
     /// (see [`Table::filter_answers`]): the index and the data block.
     pub fn get_past_filter(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
+        Ok(self.get_past_filter_versioned(key)?.map(|(value, _)| value))
+    }
+
+    /// [`Table::get_past_filter`] with the sequence number of the version
+    /// found (range tombstones not asked).
+    pub(crate) fn get_past_filter_versioned(
+        &self,
+        key: &LookupKey<'_>,
+    ) -> Result<Option<(TableValue, SeqNo)>> {
         let inner = &*self.inner;
         let counters = inner.context().counters.local();
         let found = match inner.index.block_for(key.head(), key.internal_key()) {
@@ -179,7 +233,11 @@ pub(crate) fn point_hash(scan: &ScanFilters, user_key: &[u8], whole: u64) -> Opt
 impl TableInner {
     /// The answer of data block `block_no` for `key`: the first entry ≥ its
     /// internal lookup key, when it is a version of its user key.
-    fn find_in_block(&self, block_no: usize, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
+    fn find_in_block(
+        &self,
+        block_no: usize,
+        key: &LookupKey<'_>,
+    ) -> Result<Option<(TableValue, SeqNo)>> {
         let block = self.data_block(block_no)?;
         KEY_SCRATCH.with(|scratch| {
             // A get nested in another on this thread (none today) would find
@@ -198,10 +256,11 @@ impl TableInner {
                 }
                 let parsed =
                     parse_internal_key(entries.key()).map_err(|e| self.locate(block_no, e))?;
-                Ok(Some(match parsed.kind {
+                let value = match parsed.kind {
                     ValueKind::Put => TableValue::Put(entries.value()),
                     ValueKind::Delete => TableValue::Deleted,
-                }))
+                };
+                Ok(Some((value, parsed.seq)))
             })();
             if let Ok(mut b) = scratch.try_borrow_mut() {
                 *b = entries.into_key_buffer();

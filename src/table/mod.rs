@@ -67,7 +67,7 @@ pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
 pub use properties::{TableKeyspace, TableProperties};
 pub use reader::{FilterStatus, Table};
-pub use salvage::{LostBlock, Salvaged, SalvagedBlock, TableSalvager};
+pub use salvage::{LostBlock, Salvaged, SalvagedBlock, SalvagedTombstones, TableSalvager};
 pub use verify::{Severity, VerifyProblem};
 
 use crate::error::{Error, Result};

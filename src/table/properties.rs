@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     format version (u32: 7, the footer's)
+//! 0       4     format version (u32: 8, the footer's)
 //! 4       8     entries
 //! 12      8     deletions (entries whose kind is delete)
 //! 20      8     distinct user keys
@@ -17,8 +17,8 @@
 //! 76+n    4+m   largest internal key (u32 length, bytes)
 //! 80+n+m  ...   tagged fields (tag u16, length u32, bytes),
 //!               tags strictly increasing — 1: prefix filter, 2: range
-//!               filter, 4: keyspace (id u32, name u8 length + bytes;
-//!               absent for the default keyspace)
+//!               filter, 3: range tombstone block, 4: keyspace (id u32,
+//!               name u8 length + bytes; absent for the default keyspace)
 //! ```
 //!
 //! Owns: [`TableProperties`] and its encoding.
@@ -41,6 +41,8 @@ use crate::table::format::{BlockHandle, BlockLocation, TableFormat};
 pub const TAG_PREFIX_FILTER: u16 = 1;
 /// Tag of the range filter field.
 pub const TAG_RANGE_FILTER: u16 = 2;
+/// Tag of the range tombstone field: the block's handle.
+pub const TAG_RANGE_TOMBSTONES: u16 = 3;
 /// Tag of the keyspace field.
 pub const TAG_KEYSPACE: u16 = 4;
 /// Tags at or above this may be skipped by a reader that does not know
@@ -105,6 +107,9 @@ pub struct TableProperties {
     pub prefix_filter: Option<PrefixFilterInfo>,
     /// The range filter block (field 2).
     pub range_filter: Option<RangeFilterInfo>,
+    /// The range tombstone block (field 3), when the table has range
+    /// tombstones. The fields above count point entries only.
+    pub range_tombstones: Option<BlockHandle>,
     /// The keyspace (field 4); `None`: the default keyspace.
     pub keyspace: Option<TableKeyspace>,
 }
@@ -128,6 +133,7 @@ impl TableProperties {
             largest: Bytes::new(),
             prefix_filter: None,
             range_filter: None,
+            range_tombstones: None,
             keyspace: None,
         }
     }
@@ -188,6 +194,11 @@ impl TableProperties {
             field.extend_from_slice(&range.bits_per_key.to_bits().to_le_bytes());
             put_field(&mut out, TAG_RANGE_FILTER, &field);
         }
+        if let Some(handle) = &self.range_tombstones {
+            let mut field = Vec::with_capacity(16);
+            handle.encode_to(&mut field);
+            put_field(&mut out, TAG_RANGE_TOMBSTONES, &field);
+        }
         if let Some(keyspace) = &self.keyspace {
             let name = keyspace.name.as_bytes();
             let name = name.get(..usize::from(u8::MAX)).unwrap_or(name);
@@ -226,6 +237,7 @@ impl TableProperties {
             largest: Bytes::copy_from_slice(r.len_prefixed()?),
             prefix_filter: None,
             range_filter: None,
+            range_tombstones: None,
             keyspace: None,
         };
         properties.decode_tagged(&mut r)?;
@@ -273,6 +285,9 @@ impl TableProperties {
                         handle,
                         bits_per_key,
                     });
+                }
+                TAG_RANGE_TOMBSTONES => {
+                    self.range_tombstones = Some(BlockHandle::decode(&mut f)?);
                 }
                 TAG_KEYSPACE => {
                     let id = f.u32()?;
@@ -407,6 +422,7 @@ mod tests {
             largest: internal_key(b"z", SeqNo(40), ValueKind::Delete).into(),
             prefix_filter: None,
             range_filter: None,
+            range_tombstones: None,
             keyspace: None,
         }
     }
@@ -426,6 +442,10 @@ mod tests {
                     len: 77,
                 },
                 bits_per_key: 16.0,
+            }),
+            range_tombstones: Some(BlockHandle {
+                offset: 4180,
+                len: 12,
             }),
             ..sample()
         }
@@ -521,9 +541,9 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 8, "version"),
+            (|p| p.format_version = 9, "version"),
             (|p| p.format_version = 0, "version"),
-            (|p| p.format_version = 6, "version"),
+            (|p| p.format_version = 7, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),

@@ -37,6 +37,7 @@ use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::key::user_key_of;
+use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
@@ -138,6 +139,10 @@ pub(crate) struct TableInner {
     properties: TableProperties,
     filter: Option<AnyFilterView<AlignedBytes>>,
     filter_status: FilterStatus,
+    /// The table's range tombstones, when it has any: read and checked at
+    /// open like the index (a table whose tombstones cannot be read does
+    /// not open, since it could not say what it deletes).
+    pub(crate) range_tombstones: Option<Arc<FragmentedTombstones>>,
     /// Prefix trust and the range filter (`scan_filters.rs`).
     pub(crate) scan: ScanFilters,
     /// Lookups this table's filter answered "absent", and lookups it let
@@ -335,6 +340,11 @@ impl Table {
         &self.inner.footer
     }
 
+    /// The table's range tombstones, fragmented; `None` when it has none.
+    pub fn range_tombstones(&self) -> Option<&Arc<FragmentedTombstones>> {
+        self.inner.range_tombstones.as_ref()
+    }
+
     /// The handle of every data block, in key order.
     pub fn data_block_handles(&self) -> &[BlockHandle] {
         self.inner.index.handles()
@@ -379,6 +389,7 @@ impl TableInner {
             properties: TableProperties::placeholder(),
             filter: None,
             filter_status: FilterStatus::Missing,
+            range_tombstones: None,
             scan: ScanFilters::none(),
             filter_answers: Sharded::default(),
             filter_bytes: 0,
@@ -410,6 +421,9 @@ impl TableInner {
         let index = Index::decode(&index_block, &index_at, &properties)?;
         drop(index_block);
 
+        if let Some(handle) = properties.range_tombstones {
+            table.range_tombstones = Some(Arc::new(table.read_range_tombstones(handle)?));
+        }
         table.open_filter(&properties);
         if table.filter_status.is_unusable() {
             context.counters.local().bump(|c| &c.filter_fallbacks);
@@ -489,6 +503,26 @@ impl TableInner {
         }
         let (block, _) = self.read_checked(info.handle, BlockKind::RangeFilter)?;
         Ok(block.to_vec())
+    }
+
+    /// The range tombstone block at `handle`, checked (bounds, trailer,
+    /// then the fragments' own order): `Corruption` naming the block when
+    /// any check fails.
+    fn read_range_tombstones(&self, handle: BlockHandle) -> Result<FragmentedTombstones> {
+        let location = self.location(BlockKind::RangeTombstones, handle.offset);
+        let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
+        if handle.end_with_trailer().is_none_or(|end| end > blocks_end) {
+            return Err(location.corruption(format!(
+                "handle (offset {}, length {}) runs past the blocks at {blocks_end}",
+                handle.offset, handle.len
+            )));
+        }
+        let (block, _) = self.read_checked(handle, BlockKind::RangeTombstones)?;
+        let list = FragmentedTombstones::decode(&block).map_err(|e| location.relocate(e))?;
+        if list.is_empty() {
+            return Err(location.corruption("a range tombstone block without a tombstone"));
+        }
+        Ok(list)
     }
 
     /// Reads the filter into an aligned buffer, or records why there is none.

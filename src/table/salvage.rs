@@ -13,6 +13,11 @@
 //! the format version — holds; the chain of such
 //! blocks is salvaged up to the first that cannot be found, and what
 //! follows is reported lost unless the filter or index block starts there.
+//! The range tombstone block is read from the table when it opens, else
+//! found by walking the metadata blocks that follow the data (filter, range
+//! filter, range tombstones, index: each where the one before ends): a walk
+//! that reaches the index without meeting it says the table had none, a
+//! walk that breaks off says nothing ([`SalvagedTombstones::Unknown`]).
 //!
 //! Owns: reading a table past damage.
 //! Must never: hand out an entry from a block whose checksum failed, or
@@ -27,10 +32,15 @@ use bytes::Bytes;
 use crate::error::Error;
 use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
+use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
-use crate::table::format::{BlockKind, Codec, FILTER_ALIGN, FORMAT_VERSION, PAGE, TRAILER_LEN};
+use crate::table::format::{
+    check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FILTER_ALIGN, FOOTER_LEN,
+    FORMAT_VERSION, PAGE, TRAILER_LEN,
+};
+use crate::table::properties::TableProperties;
 use crate::table::reader::Table;
 
 /// A data block read whole: its entries in order.
@@ -66,12 +76,28 @@ pub enum Salvaged {
     Lost(LostBlock),
 }
 
+/// What a salvage knows of a table's range tombstones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SalvagedTombstones {
+    /// The table has none.
+    None,
+    /// Its range tombstone block, read whole and checked.
+    Found(FragmentedTombstones),
+    /// Whether it had any, and which, cannot be told: why.
+    Unknown(String),
+}
+
 enum Walk {
     /// Through the index of a table that opened.
     Indexed { table: Table, next: usize },
     /// Scanning the bytes of a table that did not; `next` is where the next
-    /// block may start (`None` once the walk has ended).
-    Scanned { bytes: Bytes, next: Option<u64> },
+    /// block may start (`None` once the walk has ended); `metadata` where
+    /// the metadata blocks start once the data blocks ended whole.
+    Scanned {
+        bytes: Bytes,
+        next: Option<u64>,
+        metadata: Option<u64>,
+    },
 }
 
 /// Walks a table's data blocks past damage; see the module docs.
@@ -189,6 +215,7 @@ impl TableSalvager {
                 let walk = Walk::Scanned {
                     bytes,
                     next: Some(0),
+                    metadata: None,
                 };
                 (walk, Some(e.to_string()))
             }
@@ -219,6 +246,31 @@ impl TableSalvager {
         self.open_error.as_deref()
     }
 
+    /// The table's range tombstones: from the table when it opened; else,
+    /// once [`TableSalvager::next_block`] walked the data blocks to their
+    /// whole end, from the metadata blocks that follow them.
+    pub fn range_tombstones(&self) -> SalvagedTombstones {
+        match &self.walk {
+            Walk::Indexed { table, .. } => match table.range_tombstones() {
+                Some(list) => SalvagedTombstones::Found(FragmentedTombstones::clone(list)),
+                None => SalvagedTombstones::None,
+            },
+            Walk::Scanned {
+                metadata, bytes, ..
+            } => {
+                if let Some(said) = tombstones_by_properties(&self.name, bytes) {
+                    return said;
+                }
+                match metadata {
+                    Some(start) => metadata_tombstones(bytes, *start),
+                    None => SalvagedTombstones::Unknown(
+                        "the data blocks do not end where a metadata block starts".into(),
+                    ),
+                }
+            }
+        }
+    }
+
     /// The next data block, or the next stretch of lost data; `None` at the end.
     pub fn next_block(&mut self) -> Option<Salvaged> {
         let found = match &mut self.walk {
@@ -246,7 +298,11 @@ impl TableSalvager {
                     }),
                 }
             }
-            Walk::Scanned { bytes, next } => {
+            Walk::Scanned {
+                bytes,
+                next,
+                metadata,
+            } => {
                 let start = (*next)?;
                 match scan_block(bytes, start) {
                     Some((block, end)) => {
@@ -256,6 +312,7 @@ impl TableSalvager {
                     None => {
                         *next = None;
                         if metadata_follows(bytes, start) {
+                            *metadata = Some(start);
                             return None;
                         }
                         Err(LostBlock {
@@ -344,11 +401,84 @@ fn scan_block(bytes: &[u8], start: u64) -> Option<(SalvagedBlock, u64)> {
 /// True when the filter or index block starts at `start` (or after the
 /// filter's alignment padding): the data blocks ended there whole.
 fn metadata_follows(bytes: &[u8], start: u64) -> bool {
-    let kinds = [BlockKind::Filter, BlockKind::Index];
+    let kinds = [
+        BlockKind::Filter,
+        BlockKind::RangeFilter,
+        BlockKind::RangeTombstones,
+        BlockKind::Index,
+    ];
     [start, align_up(start, FILTER_ALIGN)]
         .into_iter()
         .filter_map(|at| usize::try_from(at).ok())
         .any(|at| find_block(bytes, at, &kinds, |_, _| true).is_some())
+}
+
+/// The range tombstones the footer and properties block of a table that
+/// did not open say it has, when both are intact (the index may be what
+/// failed): `None` when they cannot tell.
+fn tombstones_by_properties(name: &str, bytes: &[u8]) -> Option<SalvagedTombstones> {
+    let len = bytes.len() as u64;
+    let tail = bytes.get(bytes.len().checked_sub(FOOTER_LEN)?..)?;
+    let footer = Footer::decode(tail, len, name).ok()?;
+    let stored = |handle: BlockHandle, kind: BlockKind| {
+        let start = usize::try_from(handle.offset).ok()?;
+        let end = start.checked_add(handle.stored_len()?)?;
+        let location = BlockLocation::new(name, kind, handle.offset);
+        let (block, _) = check_block(bytes.get(start..end)?, &location).ok()?;
+        Some((block, location))
+    };
+    let (block, location) = stored(footer.properties, BlockKind::Properties)?;
+    let properties = TableProperties::decode(block, &location).ok()?;
+    let Some(handle) = properties.range_tombstones else {
+        return Some(SalvagedTombstones::None);
+    };
+    Some(match stored(handle, BlockKind::RangeTombstones) {
+        Some((block, _)) => match FragmentedTombstones::decode(block) {
+            Ok(list) if !list.is_empty() => SalvagedTombstones::Found(list),
+            Ok(_) => SalvagedTombstones::Unknown("an empty range tombstone block".into()),
+            Err(e) => SalvagedTombstones::Unknown(e.to_string()),
+        },
+        None => SalvagedTombstones::Unknown(format!(
+            "the range tombstone block at offset {} is damaged",
+            handle.offset
+        )),
+    })
+}
+
+/// The range tombstones of the metadata blocks from `start` on (see
+/// [`TableSalvager::range_tombstones`]).
+fn metadata_tombstones(bytes: &[u8], start: u64) -> SalvagedTombstones {
+    let kinds = [
+        BlockKind::Filter,
+        BlockKind::RangeFilter,
+        BlockKind::RangeTombstones,
+        BlockKind::Index,
+    ];
+    let mut at = start;
+    loop {
+        let found = [at, align_up(at, FILTER_ALIGN)]
+            .into_iter()
+            .find_map(|begin| {
+                let begin_at = usize::try_from(begin).ok()?;
+                let end = find_block(bytes, begin_at, &kinds, |_, codec| codec == Codec::Raw)?;
+                Some((begin_at, end))
+            });
+        let Some((begin, end)) = found else {
+            return SalvagedTombstones::Unknown(format!("no metadata block starts at offset {at}"));
+        };
+        match bytes.get(end).copied().and_then(BlockKind::from_u8) {
+            Some(BlockKind::Index) => return SalvagedTombstones::None,
+            Some(BlockKind::RangeTombstones) => {
+                let block = bytes.get(begin..end).unwrap_or_default();
+                return match FragmentedTombstones::decode(block) {
+                    Ok(list) if !list.is_empty() => SalvagedTombstones::Found(list),
+                    Ok(_) => SalvagedTombstones::Unknown("an empty range tombstone block".into()),
+                    Err(e) => SalvagedTombstones::Unknown(e.to_string()),
+                };
+            }
+            _ => at = (end + TRAILER_LEN) as u64,
+        }
+    }
 }
 
 #[cfg(test)]

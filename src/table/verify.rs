@@ -173,6 +173,10 @@ fn verify_table(table: &Table) -> Vec<VerifyProblem> {
         (BlockKind::Properties, Some(footer.properties)),
         (BlockKind::Filter, footer.filter),
         (BlockKind::RangeFilter, range_filter),
+        (
+            BlockKind::RangeTombstones,
+            inner.properties().range_tombstones,
+        ),
     ];
     for (kind, handle) in metadata {
         let Some(handle) = handle else { continue };

@@ -21,7 +21,8 @@ pub const MAGIC: [u8; 4] = *b"SWAL";
 /// The format version this code writes, and the only one it reads
 /// (compact record headers: a varint length and a 16-bit length check;
 /// batch payloads in varints, each operation naming its keyspace unless
-/// it is the default one; a close record after a clean close).
+/// it is the default one; range deletes, operation kind 2; a close record
+/// after a clean close).
 pub const FORMAT_VERSION: u32 = 5;
 /// What [`crate::Error::UnsupportedVersion`] calls a log file.
 pub const FILE_KIND: &str = "write-ahead log";

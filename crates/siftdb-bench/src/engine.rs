@@ -80,6 +80,13 @@ pub trait Engine: Sync {
     /// flush or compaction is pending or running.
     fn flush_and_wait(&self) -> Result<(), String>;
 
+    /// Deletes every key in `[start, end)` (the deleterange phase). An
+    /// engine without range deletes refuses, and the phase fails.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        let _ = (start, end);
+        Err(format!("{} does not implement range deletes", self.name()))
+    }
+
     /// The engine's own counters, if it keeps any. Called only outside
     /// timed sections, before and after each phase; reports show each
     /// counter's change, that change per operation (so a running total of

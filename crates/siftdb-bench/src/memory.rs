@@ -52,6 +52,13 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        self.map
+            .write()
+            .retain(|key, _| key.as_slice() < start || key.as_slice() >= end);
+        Ok(())
+    }
+
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         match self.map.read().get(key) {

@@ -35,6 +35,9 @@ pub const PREFIX_LEN: usize = 14;
 /// Key numbers one seekprefix prefix covers: `10^(KEY_LEN - PREFIX_LEN)`.
 pub const KEYS_PER_PREFIX: u64 = 100;
 
+/// Range deletes the deleterange phase makes (fewer below N = 10,000).
+pub const DELETE_RANGES: u64 = 1000;
+
 /// In the mixed phase, op `o` is a put when `o % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1`.
 pub const MIXED_PUT_EVERY: u64 = 20;
 
@@ -65,11 +68,15 @@ pub enum Phase {
     SeekEmpty,
     /// M operations, 95% get / 5% put, keys from a Zipfian(0.99).
     Mixed,
+    /// 10% of the present keys deleted in 1,000 range deletes (before the
+    /// clock starts), then M gets of present keys in read order: a deleted
+    /// key must be absent, every other key present.
+    DeleteRange,
 }
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 9] = [
+    pub const ALL: [Phase; 10] = [
         Phase::FillRandom,
         Phase::ReadRandom,
         Phase::ReadMissing,
@@ -79,10 +86,12 @@ impl Phase {
         Phase::SeekPrefix,
         Phase::SeekEmpty,
         Phase::Mixed,
+        Phase::DeleteRange,
     ];
 
     /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
-    /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`.
+    /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
+    /// `deleterange`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
@@ -94,6 +103,7 @@ impl Phase {
             Phase::SeekPrefix => "seekprefix",
             Phase::SeekEmpty => "seekempty",
             Phase::Mixed => "mixed",
+            Phase::DeleteRange => "deleterange",
         }
     }
 
@@ -249,8 +259,8 @@ impl Workload {
     }
 
     /// Operations `phase` performs (scans count one each): N puts for
-    /// fillrandom, M for readrandom, readmissing, readhot, seekempty and
-    /// mixed, and M/10 rounded up (at least one scan) for seekrandom and
+    /// fillrandom, M for readrandom, readmissing, readhot, seekempty,
+    /// mixed and deleterange (its range deletes not counted), and M/10 rounded up (at least one scan) for seekrandom and
     /// seekprefix.
     pub fn phase_ops(&self, phase: Phase) -> u64 {
         match phase {
@@ -262,7 +272,8 @@ impl Workload {
             | Phase::ReadMissing
             | Phase::ReadHot
             | Phase::SeekEmpty
-            | Phase::Mixed => self.ops,
+            | Phase::Mixed
+            | Phase::DeleteRange => self.ops,
         }
     }
 
@@ -274,6 +285,33 @@ impl Workload {
             Phase::Mixed => self.ops - self.ops / MIXED_PUT_EVERY,
             _ => self.phase_ops(phase),
         }
+    }
+
+    /// The ranges deleterange deletes, as present-item ranges `[first,
+    /// past)` (present key `2i` for item `i`): `R = min(1000, max(1,
+    /// N/10))` ranges, range `r` the first `D = max(1, N/(10·R))` items of
+    /// stride `r·S`, `S = N/R` — at N = 1M, 1,000 ranges of 100 keys, every
+    /// 1,000th item starting one: 10% of the keys.
+    pub fn delete_ranges(&self) -> Vec<(u64, u64)> {
+        let (ranges, stride, width) = self.delete_geometry();
+        (0..ranges)
+            .map(|r| (r * stride, (r * stride + width).min(self.n)))
+            .collect()
+    }
+
+    /// `(R, S, D)` of [`Workload::delete_ranges`].
+    fn delete_geometry(&self) -> (u64, u64, u64) {
+        let ranges = (self.n / 10).clamp(1, DELETE_RANGES);
+        let stride = (self.n / ranges).max(1);
+        let width = (self.n / (10 * ranges)).max(1).min(stride);
+        (ranges, stride, width)
+    }
+
+    /// True when deleterange's range deletes removed present item `i`.
+    #[inline]
+    pub fn is_range_deleted(&self, item: u64) -> bool {
+        let (ranges, stride, width) = self.delete_geometry();
+        item < ranges * stride && item % stride < width
     }
 
     /// Item numbers in the order fillrandom puts them (present key `2i`):
@@ -421,6 +459,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn deleterange_deletes_a_tenth_in_a_thousand_ranges() {
+        let w = Workload::new(1_000_000).unwrap();
+        let ranges = w.delete_ranges();
+        assert_eq!(ranges.len(), 1000);
+        assert!(ranges.iter().all(|&(a, b)| b - a == 100));
+        let deleted = (0..1_000_000).filter(|&i| w.is_range_deleted(i)).count();
+        assert_eq!(deleted, 100_000);
+        for (a, b) in ranges {
+            assert!(w.is_range_deleted(a) && w.is_range_deleted(b - 1) && !w.is_range_deleted(b));
+        }
+        for n in [1, 9, 10, 999, 12_345] {
+            let w = Workload::new(n).unwrap();
+            let by_ranges: u64 = w.delete_ranges().iter().map(|(a, b)| b - a).sum();
+            let by_rule = (0..n).filter(|&i| w.is_range_deleted(i)).count() as u64;
+            assert_eq!(by_ranges, by_rule, "n = {n}");
+            assert!(by_rule >= 1 && by_rule < n.max(2), "n = {n}: {by_rule}");
+        }
+    }
+
+    #[test]
     fn phase_names_round_trip_in_spec_order() {
         let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
         assert_eq!(
@@ -434,7 +492,8 @@ mod tests {
                 "seekrandom-rev",
                 "seekprefix",
                 "seekempty",
-                "mixed"
+                "mixed",
+                "deleterange"
             ]
         );
         for p in Phase::ALL {

@@ -7,6 +7,7 @@
 //! one-in-eight latency sample (keys and expected values are built on the
 //! stack, buffers are reused), or let a wrong answer become a figure.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -212,6 +213,29 @@ pub fn run_phase<E: Engine + ?Sized>(
             return report;
         }
     };
+    // deleterange: the versions mixed leaves (the latest put per key, if
+    // mixed ran before), then the range deletes, timed apart from the gets.
+    let mut latest_versions: HashMap<u64, u64> = HashMap::new();
+    if phase == Phase::DeleteRange {
+        for op in mixed_ops.iter().filter(|op| op.is_put) {
+            latest_versions.insert(op.key_index, op.version);
+        }
+        progress.stage("range deletes");
+        let started = Instant::now();
+        for (first, past) in workload.delete_ranges() {
+            if let Err(message) = engine.delete_range(&key(2 * first), &key(2 * past)) {
+                report.errors.record(format!(
+                    "deleterange: delete of items {first}..{past} failed: {message}"
+                ));
+            }
+        }
+        report.puts_elapsed = Some(started.elapsed());
+    }
+    let mixed_ops = if phase == Phase::DeleteRange {
+        Vec::new()
+    } else {
+        mixed_ops
+    };
     let mixed_lanes = mixed_lanes(&mixed_ops, threads);
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
@@ -284,6 +308,12 @@ pub fn run_phase<E: Engine + ?Sized>(
                 empty_scan_op(engine, workload, g, &mut buf, sampler)
             })
         }),
+        Phase::DeleteRange => split_across_threads(ops, threads, |range| {
+            let mut buf = Vec::new();
+            drive(range, progress, |g, sampler| {
+                after_delete_op(engine, workload, &latest_versions, g, &mut buf, sampler)
+            })
+        }),
         Phase::Mixed => across_threads(mixed_lanes, |lane| {
             let mut buf = Vec::new();
             let mut at = lane.iter();
@@ -330,7 +360,8 @@ pub fn run_phase<E: Engine + ?Sized>(
 fn prepare(workload: &Workload, phase: Phase) -> Result<(Vec<u64>, Vec<MixedOp>), String> {
     Ok(match phase {
         Phase::FillRandom => (workload.load_order()?, Vec::new()),
-        Phase::Mixed => (Vec::new(), workload.mixed_ops()?),
+        // deleterange needs mixed's puts: the values its gets may find.
+        Phase::Mixed | Phase::DeleteRange => (Vec::new(), workload.mixed_ops()?),
         _ => (Vec::new(), Vec::new()),
     })
 }
@@ -398,6 +429,54 @@ fn read_op<E: Engine + ?Sized>(
         ));
     }
     Ok(())
+}
+
+/// deleterange's get `g`: the present key at read-order position `g`,
+/// absent when a range delete covered it, else present with `value(j)` or
+/// the version mixed left it at.
+fn after_delete_op<E: Engine + ?Sized>(
+    engine: &E,
+    workload: &Workload,
+    latest_versions: &HashMap<u64, u64>,
+    g: u64,
+    buf: &mut Vec<u8>,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some(j) = workload.read_key_index(g) else {
+        return Err(format!("deleterange op {g}: no such read-order position"));
+    };
+    let k = key(j);
+    buf.clear();
+    let found = sampler
+        .time(g, || engine.get(&k, buf))
+        .map_err(|e| format!("deleterange op {g}: get {} failed: {e}", show(&k)))?;
+    let deleted = workload.is_range_deleted(j / 2);
+    match (deleted, found) {
+        (true, false) => Ok(()),
+        (true, true) => Err(format!(
+            "deleterange op {g}: get {} returned a value; a range delete covered it",
+            show(&k)
+        )),
+        (false, false) => Err(format!(
+            "deleterange op {g}: get {} found nothing; no range delete covered it",
+            show(&k)
+        )),
+        (false, true) => {
+            let latest = latest_versions.get(&j).copied();
+            if is_versioned_value(buf, j, 0)
+                || latest.is_some_and(|v| is_versioned_value(buf, j, v))
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "deleterange op {g}: get {} returned a {}-byte value that is not value({j}) \
+                     nor its latest version",
+                    show(&k),
+                    buf.len()
+                ))
+            }
+        }
+    }
 }
 
 fn missing_op<E: Engine + ?Sized>(

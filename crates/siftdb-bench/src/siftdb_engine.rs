@@ -172,6 +172,10 @@ impl Engine for SiftdbEngine {
         fill(self.db.range(start..end), limit, out)
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        self.db.delete_range(start..end).map_err(|e| e.to_string())
+    }
+
     fn flush_and_wait(&self) -> Result<(), String> {
         self.db.flush().map_err(|e| e.to_string())?;
         self.db.wait_for_background().map_err(|e| e.to_string())

@@ -53,8 +53,8 @@ fn every_phase_passes_on_a_correct_engine() {
         assert!(json["ops_per_sec"].as_f64().unwrap() > 0.0);
     }
     assert!(reports[0].puts_elapsed.unwrap() <= reports[0].elapsed);
-    // N keys were loaded and mixed added none.
-    assert_eq!(engine.len() as u64, N);
+    // N keys were loaded, mixed added none and deleterange took a tenth.
+    assert_eq!(engine.len() as u64, N - N / 10);
 }
 
 #[test]
@@ -177,11 +177,23 @@ enum Fault {
     RevScanSkipsStart,
     /// Reverse scans come back in ascending order.
     RevScanAscending,
+    /// Range deletes stop one present key short of their end.
+    RangeDeleteShort,
 }
 
 impl Engine for Faulty {
     fn name(&self) -> String {
         "faulty".into()
+    }
+
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        if self.fault == Fault::RangeDeleteShort {
+            // The last present key before `end`: two key numbers below it.
+            let digits = std::str::from_utf8(&end[1..]).unwrap();
+            let short = key(digits.parse::<u64>().unwrap() - 2);
+            return self.inner.delete_range(start, &short);
+        }
+        self.inner.delete_range(start, end)
     }
 
     fn put(&self, k: &[u8], v: &[u8]) -> Result<(), String> {
@@ -387,6 +399,11 @@ fn a_corrupt_value_fails_readrandom() {
 }
 
 #[test]
+fn a_range_delete_that_stops_short_fails_deleterange() {
+    assert_eq!(failing_phases(Fault::RangeDeleteShort), ["deleterange"]);
+}
+
+#[test]
 fn a_phantom_key_fails_readmissing() {
     assert_eq!(failing_phases(Fault::PhantomKey), ["readmissing"]);
 }
@@ -420,7 +437,16 @@ fn a_wrong_value_in_a_scan_fails_seekrandom() {
 #[test]
 fn engine_errors_fail_the_phase_and_every_op_is_counted() {
     let failed = failing_phases(Fault::GetFails);
-    assert_eq!(failed, ["readrandom", "readmissing", "readhot", "mixed"]);
+    assert_eq!(
+        failed,
+        [
+            "readrandom",
+            "readmissing",
+            "readhot",
+            "mixed",
+            "deleterange"
+        ]
+    );
     let workload = Workload::new(N).unwrap();
     let engine = Faulty {
         inner: MemoryEngine::new(),

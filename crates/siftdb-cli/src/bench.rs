@@ -55,11 +55,12 @@ pub struct BenchArgs {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed.
+    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
+    /// deleterange.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed,deleterange"
     )]
     phases: Vec<Phase>,
 

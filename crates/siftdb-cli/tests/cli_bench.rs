@@ -66,7 +66,8 @@ fn bench_runs_every_phase_and_writes_one_json_object_per_phase() {
             "seekrandom-rev",
             "seekprefix",
             "seekempty",
-            "mixed"
+            "mixed",
+            "deleterange",
         ]
     );
     for r in &reports {
@@ -263,6 +264,7 @@ fn ops_sets_the_operations_of_every_read_phase() {
         ("seekprefix", 30, 30),
         ("seekempty", 300, 300),
         ("mixed", 300, 285),
+        ("deleterange", 300, 300),
     ];
     let expected: Vec<(String, u64, u64)> = expected
         .iter()

@@ -84,6 +84,17 @@ impl Engine for FjallEngine {
         self.keyspace.insert(key, value).map_err(|e| e.to_string())
     }
 
+    /// fjall 3 has no range delete (its open epic #13): every key in the
+    /// range is read and deleted, in one batch — what an application does.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        let mut batch = self.db.batch();
+        for entry in self.keyspace.range(start..end) {
+            let key = entry.key().map_err(|e| e.to_string())?;
+            batch.remove(&self.keyspace, key);
+        }
+        batch.commit().map_err(|e| e.to_string())
+    }
+
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
         match self.keyspace.get(key).map_err(|e| e.to_string())? {
             Some(found) => {

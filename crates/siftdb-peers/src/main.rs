@@ -64,11 +64,12 @@ struct Args {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed.
+    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
+    /// deleterange (last: it deletes 10% of the keys).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed"
+        default_value = "fillrandom,readrandom,readmissing,readhot,seekrandom,seekrandom-rev,seekprefix,seekempty,mixed,deleterange"
     )]
     phases: Vec<Phase>,
 

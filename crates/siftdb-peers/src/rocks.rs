@@ -138,6 +138,13 @@ impl Engine for RocksEngine {
         self.db.put(key, value).map_err(|e| e.to_string())
     }
 
+    /// `DeleteRange`: one range tombstone.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.delete_range(start, end);
+        self.db.write(batch).map_err(|e| e.to_string())
+    }
+
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
         match self.db.get_pinned(key).map_err(|e| e.to_string())? {
             Some(found) => {

@@ -3,7 +3,9 @@
 //! checked against a `BTreeMap`.
 //!
 //! Owns: the op decoding and the invariants — every `get` and every scan
-//! (bounded both ways, or not) agrees with the model; an iterator keeps its
+//! (bounded both ways, or not; forward, then backward) agrees with the
+//! model, range deletes included, in two keyspaces (`default` and `ks1`,
+//! batches across both); an iterator keeps its
 //! snapshot while writes, flushes and compactions go on; a clean reopen
 //! loses nothing; and after a crash armed by an op — the process killed at
 //! its n-th file operation (an append may be left torn), or the power cut
@@ -17,11 +19,14 @@
 //!
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
 //! filters); then each op is an opcode byte followed by its operands; bytes
-//! past the end read as zero, and at most [`MAX_OPS`] ops run.
+//! past the end read as zero, and at most [`MAX_OPS`] ops run. A write's
+//! kind byte with bit 6 set writes to keyspace `ks1`; reads alternate
+//! between the keyspaces by op number.
 #![expect(
     clippy::panic,
     clippy::expect_used,
-    reason = "a fuzz target reports a broken invariant by panicking, which libFuzzer and the replay tests catch"
+    clippy::indexing_slicing,
+    reason = "a fuzz target reports a broken invariant by panicking, which libFuzzer and the replay tests catch; keyspace indexes are below KEYSPACES.len() by construction"
 )]
 
 use std::collections::BTreeMap;
@@ -29,15 +34,32 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use crate::{FaultFs, FaultMode, PowerLoss};
-use siftdb::{Db, Options, WriteBatch};
+use siftdb::{Db, Keyspace, Options, WriteBatch};
 
 /// Ops run per input at most.
 pub const MAX_OPS: usize = 128;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+/// The keyspaces: index 0 is `default`.
+const KEYSPACES: [&str; 2] = ["default", "ks1"];
 
-/// A put (`Some(value)`) or a delete (`None`).
-type Op = (Vec<u8>, Option<Vec<u8>>);
+/// What a database holds, per keyspace.
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+type Models = [Model; 2];
+
+/// One write of a batch, in keyspace `ks` (an index into [`KEYSPACES`]).
+#[derive(Debug, Clone)]
+struct Op {
+    ks: usize,
+    write: Write,
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Every key within the bounds (never reversed).
+    DeleteRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
+}
 
 struct Input<'a> {
     rest: &'a [u8],
@@ -85,11 +107,37 @@ impl Input<'_> {
         v
     }
 
+    /// A put, a delete (kind byte a multiple of 4), or a range delete
+    /// (kind byte 16 more than a multiple of 32; its two bounds follow).
     fn write_op(&mut self, op_index: usize) -> Op {
         let kind = self.byte();
+        let ks = usize::from(kind & 0x40 != 0);
+        Op {
+            ks,
+            write: self.write_of_kind(kind, op_index),
+        }
+    }
+
+    fn write_of_kind(&mut self, kind: u8, op_index: usize) -> Write {
+        if kind % 32 == 16 {
+            let (mut lo, mut hi) = (self.bound(), self.bound());
+            if let (
+                Bound::Included(a) | Bound::Excluded(a),
+                Bound::Included(b) | Bound::Excluded(b),
+            ) = (&mut lo, &mut hi)
+            {
+                if a > b {
+                    std::mem::swap(a, b);
+                }
+            }
+            return Write::DeleteRange(lo, hi);
+        }
         let key = self.key();
-        let value = (!kind.is_multiple_of(4)).then(|| self.value(op_index));
-        (key, value)
+        if kind.is_multiple_of(4) {
+            Write::Delete(key)
+        } else {
+            Write::Put(key, self.value(op_index))
+        }
     }
 
     fn bound(&mut self) -> Bound<Vec<u8>> {
@@ -161,21 +209,35 @@ fn options(flags: u8, disk: &FaultFs) -> Options {
         .file_system(disk.shared())
 }
 
-fn apply(model: &mut Model, ops: &[Op]) {
-    for (key, value) in ops {
-        match value {
-            Some(v) => model.insert(key.clone(), v.clone()),
-            None => model.remove(key),
+fn apply(models: &mut Models, ops: &[Op]) {
+    for op in ops {
+        let Some(model) = models.get_mut(op.ks) else {
+            continue;
         };
+        match &op.write {
+            Write::Put(key, value) => {
+                model.insert(key.clone(), value.clone());
+            }
+            Write::Delete(key) => {
+                model.remove(key);
+            }
+            Write::DeleteRange(lo, hi) => model.retain(|key, _| !in_range(key, lo, hi)),
+        }
     }
 }
 
-fn batch_of(ops: &[Op]) -> WriteBatch {
+fn batch_of(ops: &[Op], spaces: &[Keyspace]) -> WriteBatch {
     let mut batch = WriteBatch::new();
-    for (key, value) in ops {
-        match value {
-            Some(v) => batch.put(key, v),
-            None => batch.delete(key),
+    for op in ops {
+        let Some(space) = spaces.get(op.ks) else {
+            continue;
+        };
+        match &op.write {
+            Write::Put(key, value) => batch.put_in(space, key, value),
+            Write::Delete(key) => batch.delete_in(space, key),
+            Write::DeleteRange(lo, hi) => {
+                batch.delete_range_in::<Vec<u8>, _>(space, (lo.clone(), hi.clone()));
+            }
         }
     }
     batch
@@ -215,6 +277,8 @@ struct Run {
     dir: PathBuf,
     flags: u8,
     db: Option<Db>,
+    /// The open database's keyspaces, in [`KEYSPACES`] order.
+    spaces: Vec<Keyspace>,
     /// The boot and the injected-fault count the open database started with:
     /// when either moved, its process is dead.
     boot: u64,
@@ -222,9 +286,9 @@ struct Run {
     /// Power losses before the open database started.
     power_losses: u64,
     /// What the database must hold: `durable` plus `since` applied.
-    model: Model,
+    model: Models,
     /// The state a crash can no longer take away.
-    durable: Model,
+    durable: Models,
     /// Acknowledged writes since `durable`, in order.
     since: Vec<Vec<Op>>,
     /// Armed by a crash op: the recovery after the next crash crashes too.
@@ -247,8 +311,25 @@ impl Run {
         self.boot = self.disk.boot();
         self.faults = self.disk.faults_injected();
         self.power_losses = self.disk.power_losses();
-        Db::open_with(&self.dir, options(self.flags, &self.disk))
-            .unwrap_or_else(|e| panic!("{what}: open failed without a crash: {e}"))
+        let db = Db::open_with(&self.dir, options(self.flags, &self.disk))
+            .unwrap_or_else(|e| panic!("{what}: open failed without a crash: {e}"));
+        // `ks1` was made by the first open (before any crash was armed):
+        // every later open finds it.
+        self.spaces = KEYSPACES
+            .iter()
+            .map(|name| {
+                db.keyspace(name)
+                    .unwrap_or_else(|e| panic!("{what}: keyspace {name}: {e}"))
+            })
+            .collect();
+        db
+    }
+
+    /// The open database's keyspace `ks`.
+    fn space(&self, ks: usize) -> &Keyspace {
+        self.spaces
+            .get(ks)
+            .expect("two keyspaces while the database is open")
     }
 
     /// True when the open database's process died (killed or power cut).
@@ -267,6 +348,8 @@ impl Run {
     /// armed — and checks the result against the model. `failed` is a
     /// write that returned an error: it may be in, whole.
     fn restart(&mut self, failed: Option<&[Op]>, what: &str) {
+        // The handles hold the database (and its lock) too.
+        self.spaces.clear();
         drop(self.db.take());
         let crashed = self.dead();
         self.disk.clear_faults();
@@ -293,8 +376,11 @@ impl Run {
         // Unsynced writes are lost to a power cut, here or in the recovery.
         let power_lost = self.disk.power_losses() != self.power_losses;
         let db = self.open(what);
-        let found = collect(db.iter())
-            .unwrap_or_else(|e| panic!("{what}: scan after reopening failed: {e}"));
+        let mut found = Models::default();
+        for (model, space) in found.iter_mut().zip(&self.spaces) {
+            *model = collect(space.iter())
+                .unwrap_or_else(|e| panic!("{what}: scan after reopening failed: {e}"));
+        }
 
         // The states the database may be in: the durable one plus a prefix
         // of the later writes (the failed one last).
@@ -321,26 +407,32 @@ impl Run {
                 "{what}: after {}, the database holds keys {:?}; expected the state after \
                  {shortest}..={} of the {} writes since the last durable point (all: keys {:?})",
                 if crashed { "a crash" } else { "a clean close" },
-                keys_of(found.keys()),
+                found.iter().map(|m| keys_of(m.keys())).collect::<Vec<_>>(),
                 writes.len(),
                 writes.len(),
-                keys_of(self.model.keys())
+                self.model
+                    .iter()
+                    .map(|m| keys_of(m.keys()))
+                    .collect::<Vec<_>>()
             )
         };
         let mut state = self.durable.clone();
         for ops in writes.iter().take(k) {
             apply(&mut state, ops);
         }
-        for (key, value) in &state {
-            let got = db
-                .get(key)
-                .unwrap_or_else(|e| panic!("{what}: get {} after reopening: {e}", show(key)));
-            assert_eq!(
-                got.as_deref(),
-                Some(value.as_slice()),
-                "{what}: get {}",
-                show(key)
-            );
+        for (model, space) in state.iter().zip(&self.spaces) {
+            for (key, value) in model {
+                let got = space
+                    .get(key)
+                    .unwrap_or_else(|e| panic!("{what}: get {} after reopening: {e}", show(key)));
+                assert_eq!(
+                    got.as_deref(),
+                    Some(value.as_slice()),
+                    "{what}: get {} in {}",
+                    show(key),
+                    space.name()
+                );
+            }
         }
         self.model = state;
         // Recovery wrote every record it replayed into a synced table.
@@ -350,7 +442,7 @@ impl Run {
 
     /// Writes `ops` as one batch; an error must come from a crash.
     fn write(&mut self, ops: &[Op], what: &str) {
-        match self.db().write(batch_of(ops)) {
+        match self.db().write(batch_of(ops, &self.spaces)) {
             Ok(()) => {
                 apply(&mut self.model, ops);
                 if self.sync_writes() {
@@ -384,26 +476,27 @@ impl Run {
         self.restart(None, what);
     }
 
-    fn get(&mut self, key: &[u8], what: &str) {
-        match self.db().get(key) {
+    fn get(&mut self, ks: usize, key: &[u8], what: &str) {
+        match self.space(ks).get(key) {
             Ok(got) => assert_eq!(
                 got.as_deref(),
-                self.model.get(key).map(Vec::as_slice),
-                "{what}: get {}",
-                show(key)
+                self.model[ks].get(key).map(Vec::as_slice),
+                "{what}: get {} in {}",
+                show(key),
+                KEYSPACES[ks]
             ),
             Err(e) => self.read_failed(&e, what),
         }
     }
 
-    fn multi_get(&mut self, keys: &[Vec<u8>], what: &str) {
-        match self.db().multi_get(keys) {
+    fn multi_get(&mut self, ks: usize, keys: &[Vec<u8>], what: &str) {
+        match self.space(ks).multi_get(keys) {
             Ok(got) => {
                 assert_eq!(got.len(), keys.len(), "{what}: multi_get answers");
                 for (key, got) in keys.iter().zip(got) {
                     assert_eq!(
                         got.as_deref(),
-                        self.model.get(key).map(Vec::as_slice),
+                        self.model[ks].get(key).map(Vec::as_slice),
                         "{what}: multi_get {}",
                         show(key)
                     );
@@ -447,6 +540,43 @@ impl Run {
     }
 }
 
+impl Run {
+    /// [`Run::scan`] read backwards (`next_back`): the same entries in
+    /// descending order.
+    fn scan_back(
+        &mut self,
+        iter: siftdb::DbIterator,
+        want: &Model,
+        (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
+        from_boot: u64,
+        what: &str,
+    ) {
+        let process_gone = from_boot != self.boot;
+        let got: siftdb::Result<Vec<(Vec<u8>, Vec<u8>)>> = iter
+            .rev()
+            .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect();
+        match got {
+            Ok(got) => {
+                let want: Vec<(Vec<u8>, Vec<u8>)> = want
+                    .iter()
+                    .rev()
+                    .filter(|(k, _)| in_range(k, lo, hi))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert!(
+                    got == want,
+                    "{what}: reverse scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    keys_of(got.iter().map(|(k, _)| k)),
+                    keys_of(want.iter().map(|(k, _)| k))
+                );
+            }
+            Err(_) if process_gone => {}
+            Err(e) => self.read_failed(&e, what),
+        }
+    }
+}
+
 /// Target `db_ops`. See the module docs for the input format.
 pub fn db_ops(data: &[u8]) {
     let mut input = Input { rest: data };
@@ -456,11 +586,12 @@ pub fn db_ops(data: &[u8]) {
         dir: Path::new("/db").to_path_buf(),
         flags,
         db: None,
+        spaces: Vec::new(),
         boot: 0,
         faults: 0,
         power_losses: 0,
-        model: Model::new(),
-        durable: Model::new(),
+        model: Models::default(),
+        durable: Models::default(),
         since: Vec::new(),
         recovery_crash: None,
     };
@@ -472,6 +603,8 @@ pub fn db_ops(data: &[u8]) {
             break;
         }
         let what = format!("op {op_index}");
+        // The keyspace reads of this op look at.
+        let ks = op_index % KEYSPACES.len();
         match input.byte() % 10 {
             0 | 1 => {
                 let op = input.write_op(op_index);
@@ -484,17 +617,25 @@ pub fn db_ops(data: &[u8]) {
             }
             3 => {
                 let key = input.key();
-                run.get(&key, &what);
+                run.get(ks, &key, &what);
                 // The same key through `multi_get`, repeated, among fixed ones
                 // (no further input bytes, so the corpus keeps its meaning).
-                run.multi_get(&[key.clone(), b"k00".to_vec(), key, b"k17".to_vec()], &what);
+                if run.db.is_some() {
+                    let keys = [key.clone(), b"k00".to_vec(), key, b"k17".to_vec()];
+                    run.multi_get(ks, &keys, &what);
+                }
             }
             4 => {
                 let (lo, hi) = (input.bound(), input.bound());
-                let iter = run.db().range::<Vec<u8>, _>((lo.clone(), hi.clone()));
-                let model = run.model.clone();
+                let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                let model = run.model[ks].clone();
                 let boot = run.boot;
                 run.scan(iter, &model, (&lo, &hi), boot, &what);
+                // The same range backwards (no further input bytes).
+                if run.db.is_some() && run.boot == boot {
+                    let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                    run.scan_back(iter, &model, (&lo, &hi), boot, &what);
+                }
             }
             5 => {
                 let result = run.db().flush();
@@ -508,9 +649,9 @@ pub fn db_ops(data: &[u8]) {
             8 => {
                 // An iterator keeps its snapshot across writes and maintenance
                 // (across a crash and reopen too, as far as it can still read).
-                let before = run.model.clone();
+                let before = run.model[ks].clone();
                 let boot = run.boot;
-                let iter = run.db().iter();
+                let iter = run.space(ks).iter();
                 let ops = [input.write_op(op_index), input.write_op(op_index)];
                 run.write(&ops, &what);
                 if input.byte().is_multiple_of(2) {

@@ -9,6 +9,7 @@ pub mod db;
 pub mod filter;
 pub mod fuse;
 pub mod range_filter;
+pub mod range_tombstone;
 pub mod storage;
 pub mod table;
 

@@ -4,7 +4,7 @@
 //!
 //! Owns: the invariants the fuzzer checks. Beyond "no panic, no hang, no
 //! unchecked allocation": a table that [`Table::verify`] finds free of
-//! errors must answer every get from its own entries, and a scan error must
+//! errors must answer every get from its own entries and range tombstones, and a scan error must
 //! be one that `verify` reports; a block whose structure checks out must
 //! seek exactly like a linear scan.
 //! Must never: panic on anything but a broken invariant.
@@ -111,8 +111,16 @@ pub fn table_open(data: &[u8]) {
             .iter()
             .find(|(k, _)| parse_internal_key(k).is_ok_and(|p| p.seq <= parsed.seq))
             .expect("the entry itself qualifies");
-        let want = match parse_internal_key(want_key).map(|p| p.kind) {
-            Ok(ValueKind::Put) => TableValue::Put(want_value.clone()),
+        // A range tombstone of the table newer than that version, which
+        // the get's snapshot sees, deletes it.
+        let deleted_at = table
+            .range_tombstones()
+            .and_then(|list| list.covering_seq(parsed.user_key, parsed.seq));
+        let want = match parse_internal_key(want_key).map(|p| (p.kind, p.seq)) {
+            Ok((_, seq)) if deleted_at.is_some_and(|deleted_at| deleted_at > seq) => {
+                TableValue::Deleted
+            }
+            Ok((ValueKind::Put, _)) => TableValue::Put(want_value.clone()),
             _ => TableValue::Deleted,
         };
         let got = table
