@@ -32,11 +32,12 @@
 //! waits until the queue is written ("all write I/O serialized"), then is
 //! written synced itself.
 //!
-//! A truncation or a purge is a batch of point deletes over the known index
-//! range, bounded by the entries present (the bounds are kept in memory, so
-//! no scan is needed); the big-endian keys make every read of a range of
-//! indexes one ordered scan that seeks past purged entries, and the last
-//! entry at open one backward step. The committed index is a hint openraft
+//! A truncation or a purge is one range delete (a single range tombstone,
+//! whatever the number of entries) in a synced batch; the big-endian keys
+//! make a range of indexes a range of keys, every read of a range of
+//! indexes one ordered scan, and the last entry at open one backward step.
+//! The bounds of the log are kept in memory, so no scan is needed to answer
+//! openraft's log state. The committed index is a hint openraft
 //! re-applies up to at start: it is written without fsync (it would add an
 //! fsync to the commit path), reaches the disk with the next synced write,
 //! and a stale value after a power cut only means fewer entries re-applied
@@ -374,17 +375,6 @@ fn read_bounds(log: &Keyspace) -> Result<(Option<u64>, Option<LogId<NodeId>>)> {
     Ok((Some(first), Some(entry.log_id)))
 }
 
-/// Adds to `batch` the removal of the entries `from..=to` of `log` (every
-/// one present lies in that range: the caller bounds it by the log's
-/// first and last entry).
-fn delete_entries(batch: &mut WriteBatch, log: &Keyspace, from: u64, to: u64) {
-    // TODO(range delete): one delete_range_in(log, log_key(from)..=log_key(to))
-    // once siftdb has range deletes, instead of a tombstone per entry.
-    for index in from..=to {
-        batch.delete_in(log, log_key(index));
-    }
-}
-
 fn decode_entry(index: u64, value: &[u8]) -> Result<Entry<TypeConfig>> {
     let entry: Entry<TypeConfig> = decode(value, "raft log entry")?;
     if entry.log_id.index != index {
@@ -602,7 +592,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let from = log_id.index.max(first);
         let mut batch = WriteBatch::new();
-        delete_entries(&mut batch, &self.shared.log, from, last.index);
+        // One range tombstone for every entry from `from` on.
+        batch.delete_range_in(&self.shared.log, log_key(from)..);
         // After the queue is written, nothing is pending: the truncation
         // applies to the database alone.
         self.write_after_queue(batch, |t| &t.log_other)
@@ -648,14 +639,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             codec::KEY_PURGED,
             encode(&log_id, "last purged log id").map_err(err)?,
         );
-        if let (Some(first), Some(last)) = (self.first_index, self.last_present) {
-            delete_entries(
-                &mut batch,
-                &self.shared.log,
-                first,
-                log_id.index.min(last.index),
-            );
-        }
+        // One range tombstone for every entry up to the purged one,
+        // however many: no per-entry cost.
+        batch.delete_range_in(&self.shared.log, ..=log_key(log_id.index));
         self.write_after_queue(batch, |t| &t.log_other)
             .await
             .map_err(err)?;

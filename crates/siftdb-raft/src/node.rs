@@ -85,8 +85,8 @@ impl NodeConfig {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_logs,
             snapshot_max_chunk_size: self.snapshot_chunk_bytes,
-            // Purge right after each snapshot: the purge is one batch of
-            // deletes, however many entries it covers.
+            // Purge right after each snapshot: the purge is one range
+            // delete, however many entries it covers.
             purge_batch_size: 1,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
             install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
