@@ -772,3 +772,80 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    /// A snapshot file of `records` ending at log index `index`.
+    fn snapshot_bytes(index: u64, records: &[(&[u8], &[u8])]) -> (Meta, Vec<u8>) {
+        let meta = Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), index)),
+            last_membership: Membership::default(),
+            snapshot_id: format!("test-{index}"),
+        };
+        let mut writer = snapshot_file::Writer::new(Vec::new(), &meta).unwrap();
+        for (key, value) in records {
+            writer.record(key, value).unwrap();
+        }
+        (meta, writer.finish().unwrap())
+    }
+
+    async fn install(sm: &mut StateMachine, meta: &Meta, bytes: &[u8]) {
+        let received = sm.begin_receiving_snapshot().await.unwrap();
+        let mut file = received.into_std().await;
+        file.write_all(bytes).unwrap();
+        sm.install_snapshot(meta, Box::new(tokio::fs::File::from_std(file)))
+            .await
+            .unwrap();
+    }
+
+    /// A reader that took the live generation before an install keeps
+    /// reading it; its keyspace is dropped when that reader lets go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_generation_is_dropped_after_its_last_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        install(&mut sm, &meta, &bytes).await;
+        let held = Arc::clone(&sm.shared.live.read().generation);
+        assert_eq!(held.number, 2);
+
+        let (meta, bytes) = snapshot_bytes(9, &[(b"k", b"two")]);
+        install(&mut sm, &meta, &bytes).await;
+        assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"two"[..]));
+        // Retired but held: still there, still read.
+        assert!(sm.shared.db.keyspaces().contains(&state_keyspace(2)));
+        assert_eq!(
+            held.keyspace.get(data_key(b"k")).unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        drop(held);
+        assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(2)));
+        assert!(sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+    }
+
+    /// A snapshot file that fails its checks leaves the old state live and
+    /// no keyspace of the failed install behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_damaged_snapshot_leaves_the_old_state_and_no_keyspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        install(&mut sm, &meta, &bytes).await;
+        let (meta, mut bytes) = snapshot_bytes(9, &[(b"k", b"two"), (b"l", b"x")]);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let received = sm.begin_receiving_snapshot().await.unwrap();
+        let mut file = received.into_std().await;
+        file.write_all(&bytes).unwrap();
+        let result = sm
+            .install_snapshot(&meta, Box::new(tokio::fs::File::from_std(file)))
+            .await;
+        assert!(result.is_err());
+        assert_eq!(sm.reader().stats().generation, 2);
+        assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"one"[..]));
+        assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+    }
+}
