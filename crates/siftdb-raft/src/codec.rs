@@ -1,9 +1,9 @@
-//! How values and keys of the raft databases are encoded, and the crate's
+//! How values and keys of the raft database are encoded, and the crate's
 //! error type.
 //!
 //! Owns: the one value encoding (a format-version byte, then the postcard
-//! encoding of the value), the key layouts of the log and state-machine
-//! databases, [`Error`] and its conversion into openraft's `StorageError`.
+//! encoding of the value), the keyspace names and key layouts of a node's
+//! database, [`Error`] and its conversion into openraft's `StorageError`.
 //! Must never: trust bytes it did not check — a wrong version byte, trailing
 //! bytes or a failed decode is a corruption error, never a panic.
 
@@ -110,43 +110,58 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
     Ok(value)
 }
 
-/// First byte of every log-entry key of the log database.
-pub const LOG_PREFIX: u8 = b'l';
-/// The vote, in the log database.
-pub const KEY_VOTE: &[u8] = b"m/vote";
-/// The last purged log id, in the log database.
-pub const KEY_PURGED: &[u8] = b"m/purged";
-/// The committed log id, in the soft-state database.
-pub const KEY_COMMITTED: &[u8] = b"m/committed";
+/// The keyspace of the raft log: one entry per key.
+pub const KEYSPACE_LOG: &str = "raft.log";
+/// The keyspace of the node's small raft records: the vote, the last purged
+/// log id, the committed log id and which state generation is live.
+pub const KEYSPACE_META: &str = "raft.meta";
+/// Every state-machine keyspace is named this and its generation number.
+pub const STATE_KEYSPACE_PREFIX: &str = "state.";
+/// The vote, in the meta keyspace.
+pub const KEY_VOTE: &[u8] = b"vote";
+/// The last purged log id, in the meta keyspace.
+pub const KEY_PURGED: &[u8] = b"purged";
+/// The committed log id, in the meta keyspace.
+pub const KEY_COMMITTED: &[u8] = b"committed";
+/// Which state generation and which snapshot file are live
+/// ([`crate::pointer::Pointer`]), in the meta keyspace.
+pub const KEY_LIVE: &[u8] = b"live";
 
-/// The log database's key of entry `index`: the prefix and the index big
-/// endian, so key order is index order and a range of indexes is a range of
-/// keys.
-pub fn log_key(index: u64) -> [u8; 9] {
-    let mut key = [LOG_PREFIX; 9];
-    let (_, tail) = key.split_at_mut(1);
-    tail.copy_from_slice(&index.to_be_bytes());
-    key
+/// The name of the state-machine keyspace of generation `generation`.
+pub fn state_keyspace(generation: u64) -> String {
+    format!("{STATE_KEYSPACE_PREFIX}{generation}")
 }
 
-/// The index a log key names, or `None` for any other key.
-pub fn log_index(key: &[u8]) -> Option<u64> {
-    let (&prefix, tail) = key.split_first()?;
-    if prefix != LOG_PREFIX {
+/// The generation a state-machine keyspace's name says, or `None` for any
+/// other name.
+pub fn state_generation(keyspace: &str) -> Option<u64> {
+    let digits = keyspace.strip_prefix(STATE_KEYSPACE_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let bytes: [u8; 8] = tail.try_into().ok()?;
+    digits.parse().ok()
+}
+
+/// The log keyspace's key of entry `index`: the index big endian, so key
+/// order is index order and a range of indexes is a range of keys.
+pub fn log_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+/// The index a log key names, or `None` for a key that is not 8 bytes.
+pub fn log_index(key: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = key.try_into().ok()?;
     Some(u64::from_be_bytes(bytes))
 }
 
-/// First byte of every user key in a state-machine database.
+/// First byte of every user key in a state-machine keyspace.
 pub const DATA_PREFIX: u8 = b'd';
-/// The last applied log id, in a state-machine database.
+/// The last applied log id, in a state-machine keyspace.
 pub const KEY_APPLIED: &[u8] = b"m/applied";
-/// The last applied membership, in a state-machine database.
+/// The last applied membership, in a state-machine keyspace.
 pub const KEY_MEMBERSHIP: &[u8] = b"m/membership";
 
-/// The state-machine database's key of user key `key`.
+/// The state-machine keyspace's key of user key `key`.
 pub fn data_key(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 1);
     out.push(DATA_PREFIX);
@@ -177,9 +192,19 @@ mod tests {
         keys.sort();
         let back: Vec<_> = keys.iter().map(|k| log_index(k).unwrap()).collect();
         assert_eq!(back, vec![0, 1, 5, 255, 256, u64::MAX]);
-        assert_eq!(log_index(b"m/vote"), None);
-        assert_eq!(log_index(&[LOG_PREFIX, 1, 2]), None);
-        assert!(log_key(u64::MAX).as_slice() < KEY_VOTE);
+        assert_eq!(log_index(b"vote"), None);
+        assert_eq!(log_index(&[1, 2, 3, 4, 5, 6, 7, 8, 9]), None);
+    }
+
+    #[test]
+    fn state_keyspace_names_round_trip() {
+        assert_eq!(state_keyspace(7), "state.7");
+        assert_eq!(state_generation(&state_keyspace(u64::MAX)), Some(u64::MAX));
+        assert_eq!(state_generation("state."), None);
+        assert_eq!(state_generation("state.-1"), None);
+        assert_eq!(state_generation("state.1x"), None);
+        assert_eq!(state_generation(KEYSPACE_LOG), None);
+        assert_eq!(state_generation("default"), None);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! # siftdb-raft
 //!
 //! siftdb as the storage of an [openraft](https://docs.rs/openraft/0.9)
-//! cluster (openraft 0.9, storage v2): the replicated log, the vote and the
-//! committed index in one siftdb database ([`log_store`]), the key-value
-//! state machine and its snapshots in another ([`state_machine`]), a small
+//! cluster (openraft 0.9, storage v2): one siftdb database per node, with
+//! one write-ahead log, holding the replicated log, the vote and the
+//! committed index ([`log_store`]) and the key-value state machine
+//! ([`state_machine`]) in keyspaces of their own, the state machine's
+//! snapshot files beside it; a small
 //! HTTP network layer ([`network`], [`api`]), a node ([`node`]) and a client
 //! that follows the leader ([`client`]). The `siftdb-raft` binary runs a node
 //! and talks to a cluster.
@@ -32,15 +34,25 @@ pub use log_store::LogStore;
 pub use state_machine::{StateMachine, StateReader};
 pub use types::{Command, NodeId, Op, Proposal, Response, TypeConfig};
 
-/// Opens (creating when missing) a node's storage under `dir`: the log in
-/// `dir/log`, the committed index in `dir/log-soft`, the state machine and
-/// its snapshots under `dir/sm`; both time their siftdb calls into the
-/// returned [`timings::Timings`].
+/// The node directory's siftdb database.
+pub const DB_DIR: &str = "db";
+
+/// Opens (creating when missing) a node's storage under `dir`: one siftdb
+/// database in `dir/db` (keyspaces `raft.log`, `raft.meta` and the state
+/// machine's `state.<n>`), the snapshot files in `dir/snapshots`; both
+/// halves time their siftdb calls into the returned [`timings::Timings`].
 pub fn open_storage(
     dir: &std::path::Path,
 ) -> codec::Result<(LogStore, StateMachine, std::sync::Arc<timings::Timings>)> {
-    let timings = std::sync::Arc::new(timings::Timings::default());
-    let log = LogStore::open(dir, std::sync::Arc::clone(&timings))?;
-    let sm = StateMachine::open(&dir.join("sm"), std::sync::Arc::clone(&timings))?;
+    use std::sync::Arc;
+    let timings = Arc::new(timings::Timings::default());
+    // Not synced by default: each write says whether it is (appends, the
+    // vote and the live pointer are; applies and the committed index not).
+    let db = Arc::new(siftdb::Db::open_with(
+        dir.join(DB_DIR),
+        siftdb::Options::default().sync_writes(false),
+    )?);
+    let log = LogStore::open(Arc::clone(&db), Arc::clone(&timings))?;
+    let sm = StateMachine::open(db, dir, Arc::clone(&timings))?;
     Ok((log, sm, timings))
 }

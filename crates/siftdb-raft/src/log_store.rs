@@ -1,19 +1,26 @@
 //! The raft log, the vote and the committed index in siftdb (openraft's
 //! `RaftLogStorage` + `RaftLogReader`, storage v2).
 //!
-//! Owns: two databases of a node directory — `log/`, opened with
-//! `sync_writes`, holding every entry under `l` + its index big-endian, the
-//! vote and the last purged log id; `log-soft/`, not synced, holding the
-//! committed log id — the log writer thread and its queue, the entries
-//! appended but not yet written (readable meanwhile), and the in-memory
-//! bounds of the log (first and last present entry, last purged id), read
-//! back once at open.
+//! Owns: two keyspaces of the node's one database — `raft.log`, every
+//! entry under its index big-endian, and `raft.meta`'s `vote`, `purged`
+//! (the last purged log id) and `committed` — the log writer thread and
+//! its queue, the entries appended but not yet written (readable
+//! meanwhile), and the in-memory bounds of the log (first and last present
+//! entry, last purged id), read back once at open.
 //! Must never: call an append's callback before the batch holding its
 //! entries is on disk; leave a hole in the log (entries reach the database
 //! in append order, in whole appends, and a truncation and a purge are each
 //! one atomic batch written after every earlier append, so a crash leaves
 //! the log before or after each, never between); return an entry whose
 //! stored index differs from its key.
+//!
+//! Durability per write, in the one write-ahead log the node's keyspaces
+//! share: appends, the vote, truncations and purges are written synced
+//! (`WriteOptions::sync(true)`); the committed index and the state
+//! machine's applies are not. A synced write also makes every write logged
+//! before it durable (the log is synced in order), which is what lets a
+//! purge go without a flush of the state machine first: the applies it
+//! relies on precede it in the log.
 //!
 //! Appends are group-committed. `append` puts the entries in the pending
 //! map (so they are readable when it returns, as openraft requires) and
@@ -25,38 +32,40 @@
 //! waits until the queue is written ("all write I/O serialized"), then is
 //! written synced itself.
 //!
-//! siftdb has no range delete: a truncation or a purge is a batch of point
-//! deletes over the known index range, bounded by the entries present (the
-//! bounds are kept in memory, so no scan is needed), and the big-endian keys
-//! make every read of a range of indexes one ordered scan that seeks past
-//! purged entries. The committed index is a hint openraft re-applies up to
-//! at start: it is written without fsync (it would add an fsync to the
-//! commit path), reaches the disk with the next synced write or flush, and
-//! a stale value after a power cut only means fewer entries re-applied
+//! A truncation or a purge is one range delete (a single range tombstone,
+//! whatever the number of entries) in a synced batch; the big-endian keys
+//! make a range of indexes a range of keys, every read of a range of
+//! indexes one ordered scan, and the last entry at open one backward step.
+//! The bounds of the log are kept in memory, so no scan is needed to answer
+//! openraft's log state. The committed index is a hint openraft
+//! re-applies up to at start: it is written without fsync (it would add an
+//! fsync to the commit path), reaches the disk with the next synced write,
+//! and a stale value after a power cut only means fewer entries re-applied
 //! before the leader's next message.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, RaftLogReader, StorageError, Vote};
 use parking_lot::RwLock;
-use siftdb::{Db, Options, WriteBatch};
+use siftdb::{Db, Keyspace, KeyspaceOptions, WriteBatch, WriteOptions};
 use tokio::sync::watch;
 
 use crate::codec::{self, decode, encode, log_index, log_key, Error, Result};
 use crate::timings::{Counter, Timings};
 use crate::types::{NodeId, TypeConfig};
 
-/// The log database's memtable: entries are purged soon after a snapshot,
+/// The log keyspace's memtable: entries are purged soon after a snapshot,
 /// so most of them should die before they are flushed.
 const LOG_MEMTABLE_BYTES: usize = 16 << 20;
-/// The soft-state database holds one key.
-const SOFT_MEMTABLE_BYTES: usize = 1 << 20;
+/// The meta keyspace holds four keys, overwritten (the committed index at
+/// every commit): small, yet large enough that it is never the keyspace
+/// whose full memtable rotates the shared log.
+const META_MEMTABLE_BYTES: usize = 4 << 20;
 /// The writer groups queued appends up to this many bytes per fsync.
 const GROUP_BYTES: usize = 64 << 20;
 
@@ -73,7 +82,11 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 /// What the log's reader and writer share.
 struct Shared {
-    db: Db,
+    db: Arc<Db>,
+    /// `raft.log`: entry index (big-endian) → entry.
+    log: Keyspace,
+    /// `raft.meta`: vote, last purged id, committed id.
+    meta: Keyspace,
     /// Appended, not yet written: index → entry.
     pending: RwLock<BTreeMap<u64, Entry<TypeConfig>>>,
     timings: Arc<Timings>,
@@ -94,8 +107,10 @@ enum Job {
 /// The log storage of one node.
 pub struct LogStore {
     shared: Arc<Shared>,
-    soft: Arc<Db>,
     queue: mpsc::Sender<Job>,
+    /// Joined on drop, so the database is closed when the store is gone
+    /// (and can be opened again at once).
+    writer: Option<std::thread::JoinHandle<()>>,
     /// First entry present, when any.
     first_index: Option<u64>,
     /// Last entry present, when any.
@@ -156,25 +171,23 @@ pub struct LogReader {
 }
 
 impl LogStore {
-    /// Opens (creating when missing) the log under `node_dir` (`log/` and
-    /// `log-soft/`), reads back its bounds and starts its writer thread; its
-    /// siftdb calls are timed into `timings`.
-    pub fn open(node_dir: &Path, timings: Arc<Timings>) -> Result<LogStore> {
-        let db = Db::open_with(
-            node_dir.join("log"),
-            Options::default()
-                .sync_writes(true)
-                .memtable_bytes(LOG_MEMTABLE_BYTES),
+    /// Opens (creating when missing) the log and meta keyspaces of `db`,
+    /// reads back the log's bounds and starts its writer thread; its siftdb
+    /// calls are timed into `timings`.
+    pub fn open(db: Arc<Db>, timings: Arc<Timings>) -> Result<LogStore> {
+        let log = db.keyspace_with(
+            codec::KEYSPACE_LOG,
+            KeyspaceOptions::new().memtable_bytes(LOG_MEMTABLE_BYTES),
         )?;
-        let soft = Db::open_with(
-            node_dir.join("log-soft"),
-            Options::default().memtable_bytes(SOFT_MEMTABLE_BYTES),
+        let meta = db.keyspace_with(
+            codec::KEYSPACE_META,
+            KeyspaceOptions::new().memtable_bytes(META_MEMTABLE_BYTES),
         )?;
-        let last_purged = match db.get(codec::KEY_PURGED)? {
+        let last_purged = match meta.get(codec::KEY_PURGED)? {
             Some(v) => Some(decode::<LogId<NodeId>>(&v, "last purged log id")?),
             None => None,
         };
-        let (first_index, last_present) = scan_bounds(&db)?;
+        let (first_index, last_present) = read_bounds(&log)?;
         if let (Some(first), Some(purged)) = (first_index, &last_purged) {
             if first <= purged.index {
                 return Err(Error::corruption(
@@ -185,19 +198,21 @@ impl LogStore {
         }
         let shared = Arc::new(Shared {
             db,
+            log,
+            meta,
             pending: RwLock::new(BTreeMap::new()),
             timings,
         });
         let (queue, jobs) = mpsc::channel();
-        let writer = Arc::clone(&shared);
-        std::thread::Builder::new()
+        let writer_shared = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
             .name("siftdb-raft-log".into())
-            .spawn(move || write_loop(&writer, &jobs))
-            .map_err(|e| Error::io(node_dir, e))?;
+            .spawn(move || write_loop(&writer_shared, &jobs))
+            .map_err(|e| Error::io_in("starting the log writer thread", e))?;
         Ok(LogStore {
             shared,
-            soft: Arc::new(soft),
             queue,
+            writer: Some(writer),
             first_index,
             last_present,
             last_purged,
@@ -237,9 +252,31 @@ impl LogStore {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _timer = which(&shared.timings).start();
-            shared.db.write(batch).map_err(Error::from)
+            shared.write_synced(batch)
         })
         .await
+    }
+}
+
+impl Shared {
+    /// Writes `batch` and syncs the log before returning.
+    fn write_synced(&self, batch: WriteBatch) -> Result<()> {
+        self.db
+            .write_with(batch, WriteOptions::new().sync(true))
+            .map_err(Error::from)
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        // The writer ends once its queue is closed, after the jobs queued.
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.queue, closed));
+        if let Some(writer) = self.writer.take() {
+            if writer.join().is_err() {
+                tracing::warn!("the log writer thread panicked");
+            }
+        }
     }
 }
 
@@ -284,7 +321,7 @@ fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
             Ok(())
         } else {
             let _timer = shared.timings.log_append.start();
-            shared.db.write(group).map_err(Error::from)
+            shared.write_synced(group)
         };
         match &result {
             Ok(()) => {
@@ -319,31 +356,23 @@ fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
     }
 }
 
-/// The first and last entry of the log, read once at open: one ordered
-/// scan, checking that the indexes are consecutive (no hole).
-fn scan_bounds(db: &Db) -> Result<(Option<u64>, Option<LogId<NodeId>>)> {
-    let mut first = None;
-    let mut last: Option<(u64, bytes::Bytes)> = None;
-    for item in db.prefix([codec::LOG_PREFIX]) {
-        let (key, value) = item?;
-        let index = log_index(&key)
-            .ok_or_else(|| Error::corruption("raft log", "a log key is not 9 bytes"))?;
-        if let Some((prev, _)) = &last {
-            if prev.checked_add(1) != Some(index) {
-                return Err(Error::corruption(
-                    "raft log",
-                    format!("hole between entries {prev} and {index}"),
-                ));
-            }
-        }
-        first.get_or_insert(index);
-        last = Some((index, value));
-    }
-    let last = match last {
-        Some((index, value)) => Some(decode_entry(index, &value)?.log_id),
-        None => None,
+/// The first and last entry of the log, read once at open: one step from
+/// each end. No hole can lie between them (see the module's "Must never"),
+/// so nothing in between is read.
+fn read_bounds(log: &Keyspace) -> Result<(Option<u64>, Option<LogId<NodeId>>)> {
+    let index_of = |key: &[u8]| {
+        log_index(key).ok_or_else(|| Error::corruption("raft log", "a log key is not 8 bytes"))
     };
-    Ok((first, last))
+    let Some((first_key, _)) = log.first_key_value()? else {
+        return Ok((None, None));
+    };
+    let first = index_of(&first_key)?;
+    let (last_key, last_value) = log
+        .last_key_value()?
+        .ok_or_else(|| Error::corruption("raft log", "a first entry but no last one"))?;
+    let last = index_of(&last_key)?;
+    let entry = decode_entry(last, &last_value)?;
+    Ok((Some(first), Some(entry.log_id)))
 }
 
 fn decode_entry(index: u64, value: &[u8]) -> Result<Entry<TypeConfig>> {
@@ -391,10 +420,10 @@ fn read_range(
         .range(start..=end)
         .map(|(&i, e)| (i, e.clone()))
         .collect();
-    for item in shared.db.range(log_key(start)..=log_key(end)) {
+    for item in shared.log.range(log_key(start)..=log_key(end)) {
         let (key, value) = item?;
         let index = log_index(&key)
-            .ok_or_else(|| Error::corruption("raft log", "a log key is not 9 bytes"))?;
+            .ok_or_else(|| Error::corruption("raft log", "a log key is not 8 bytes"))?;
         if let std::collections::btree_map::Entry::Vacant(slot) = out.entry(index) {
             slot.insert(decode_entry(index, &value)?);
         }
@@ -453,7 +482,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
         let err = |e: Error| e.storage(ErrorSubject::Vote, ErrorVerb::Write);
         let mut batch = WriteBatch::new();
-        batch.put(codec::KEY_VOTE, encode(vote, "vote").map_err(err)?);
+        batch.put_in(
+            &self.shared.meta,
+            codec::KEY_VOTE,
+            encode(vote, "vote").map_err(err)?,
+        );
         // Synced, after every earlier append: on disk before openraft acts
         // on it.
         self.write_after_queue(batch, |t| &t.log_other)
@@ -465,7 +498,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let err = |e: Error| e.storage(ErrorSubject::Vote, ErrorVerb::Read);
         match self
             .shared
-            .db
+            .meta
             .get(codec::KEY_VOTE)
             .map_err(|e| err(e.into()))?
         {
@@ -476,12 +509,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
         let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Write);
-        let value = encode(&committed, "committed log id").map_err(err)?;
-        let soft = Arc::clone(&self.soft);
+        let mut batch = WriteBatch::new();
+        batch.put_in(
+            &self.shared.meta,
+            codec::KEY_COMMITTED,
+            encode(&committed, "committed log id").map_err(err)?,
+        );
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _timer = shared.timings.committed.start();
-            soft.put(codec::KEY_COMMITTED, value).map_err(Error::from)
+            // Not synced: a hint (see the module documentation).
+            shared
+                .db
+                .write_with(batch, WriteOptions::new().sync(false))
+                .map_err(Error::from)
         })
         .await
         .map_err(err)
@@ -490,7 +531,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
         let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Read);
         match self
-            .soft
+            .shared
+            .meta
             .get(codec::KEY_COMMITTED)
             .map_err(|e| err(e.into()))?
         {
@@ -509,7 +551,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::new();
         let mut ids = Vec::with_capacity(entries.len());
         for entry in &entries {
-            batch.put(
+            batch.put_in(
+                &self.shared.log,
                 log_key(entry.log_id.index),
                 encode(entry, "raft log entry").map_err(err)?,
             );
@@ -549,9 +592,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let from = log_id.index.max(first);
         let mut batch = WriteBatch::new();
-        for index in from..=last.index {
-            batch.delete(log_key(index));
-        }
+        // One range tombstone for every entry from `from` on.
+        batch.delete_range_in(&self.shared.log, log_key(from)..);
         // After the queue is written, nothing is pending: the truncation
         // applies to the database alone.
         self.write_after_queue(batch, |t| &t.log_other)
@@ -561,7 +603,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let prev = from - 1;
             let entry = match self
                 .shared
-                .db
+                .log
                 .get(log_key(prev))
                 .map_err(|e| err(e.into()))?
             {
@@ -592,15 +634,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // The purged id and the deletes in one batch: after a crash the
         // log starts right after the purged id, never with a gap.
         let mut batch = WriteBatch::new();
-        batch.put(
+        batch.put_in(
+            &self.shared.meta,
             codec::KEY_PURGED,
             encode(&log_id, "last purged log id").map_err(err)?,
         );
-        if let (Some(first), Some(last)) = (self.first_index, self.last_present) {
-            for index in first..=log_id.index.min(last.index) {
-                batch.delete(log_key(index));
-            }
-        }
+        // One range tombstone for every entry up to the purged one,
+        // however many: no per-entry cost.
+        batch.delete_range_in(&self.shared.log, ..=log_key(log_id.index));
         self.write_after_queue(batch, |t| &t.log_other)
             .await
             .map_err(err)?;

@@ -230,7 +230,7 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16) -> Result<(), String>
     println!("Ctrl-C stops the cluster");
     shutdown_signal().await;
     for child in &mut children {
-        // SIGTERM: each node shuts raft down and closes its databases.
+        // SIGTERM: each node shuts raft down and closes its database.
         if let Some(pid) = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()))

@@ -24,7 +24,7 @@ use crate::types::MAX_PAYLOAD_ENTRIES;
 
 /// How long a leader waits for the answer to a snapshot chunk, in ms. The
 /// answer to the last chunk waits for the whole install (the state loaded
-/// into a fresh database and flushed), which takes seconds for a large
+/// into a fresh keyspace and the switch synced), which takes seconds for a large
 /// state; openraft's default (200 ms) would time out and resend it.
 pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
@@ -85,8 +85,8 @@ impl NodeConfig {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_logs,
             snapshot_max_chunk_size: self.snapshot_chunk_bytes,
-            // Purge right after each snapshot: the purge is one batch of
-            // deletes, however many entries it covers.
+            // Purge right after each snapshot: the purge is one range
+            // delete, however many entries it covers.
             purge_batch_size: 1,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
             install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,

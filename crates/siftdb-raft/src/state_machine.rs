@@ -1,33 +1,35 @@
 //! The key-value state machine and its snapshots in siftdb (openraft's
 //! `RaftStateMachine` and `RaftSnapshotBuilder`).
 //!
-//! Owns: the state-machine directory of a node —
-//! `CURRENT` (which state directory and which snapshot file are live, see
-//! [`crate::pointer`]), `gen-<n>/` (the live siftdb database: user keys
-//! under `d`, the last applied log id and membership under `m/`), and
-//! `snapshots/snap-<n>.snap` (the live snapshot file, see
-//! [`crate::snapshot_file`]) — and the in-memory copy of the last applied
-//! log id and membership.
+//! Owns: the state keyspaces `state.<n>` of the node's database (user keys
+//! under `d`, the last applied log id and membership under `m/`), the
+//! pointer to the live one and to the live snapshot file (`live` in
+//! `raft.meta`, see [`crate::pointer`]), the node's `snapshots/` directory
+//! (`snap-<n>.snap`, the live snapshot file, see [`crate::snapshot_file`]),
+//! and the in-memory copy of the last applied log id and membership.
 //! Must never: apply part of an entry, or an entry without the last applied
 //! log id that covers it (each siftdb batch carries whole entries and the
 //! applied id and membership they end at, so a crash leaves a prefix of the
 //! log applied and the id saying which); let a crash during an install
 //! leave anything but the old state or the new one; stop writes while a
-//! snapshot is built.
+//! snapshot is built; drop a state keyspace a reader still uses.
+//!
+//! Applies are not synced: a process kill loses nothing (siftdb has logged
+//! them), and after a power cut openraft re-applies from the log what the
+//! unsynced tail lost. The log store's purges are synced writes to the same
+//! write-ahead log, after the applies they rely on, so a purge is durable
+//! only with the state it purges behind: a snapshot build needs no flush.
 //!
 //! Snapshots. A build reads a `Db::snapshot()` taken when openraft asks for
 //! the builder (between two applies), so applies go on while the file is
-//! written; the database is flushed first so that everything up to the
-//! snapshot point is durable before openraft purges the log behind it (the
-//! state database is not synced per write: a process kill loses nothing,
-//! and after a power cut openraft re-applies from the log what the unsynced
-//! tail lost). An install builds the new state in a fresh directory
-//! `gen-<n+1>` while reading and checking the received file (and copying it
-//! to the new live snapshot file), flushes it, and only then replaces
-//! `CURRENT` (temporary file, fsync, rename, directory fsync): a crash
-//! before the rename keeps the old state, and open removes whatever the
-//! interrupted install left. The old state directory is removed when its
-//! last reader (a client read, a snapshot build) lets go of it.
+//! written. An install builds the new state in a fresh keyspace
+//! `state.<n+1>` of the same database while reading and checking the
+//! received file (and copying it to the new live snapshot file), then
+//! writes the pointer naming it, synced: that one write is the commit
+//! point, and makes the new keyspace's writes (earlier in the same log)
+//! durable with it. A crash before it keeps the old state (open drops the
+//! half-built keyspace), after it the new one. The old keyspace is dropped
+//! when its last reader (a client read, a snapshot build) lets go of it.
 
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -42,9 +44,9 @@ use openraft::{
     StoredMembership,
 };
 use parking_lot::{Mutex, RwLock};
-use siftdb::{Db, Options, WriteBatch};
+use siftdb::{Db, Keyspace, WriteBatch, WriteOptions};
 
-use crate::codec::{self, data_key, decode, encode, user_key, Error, Result};
+use crate::codec::{self, data_key, decode, encode, state_keyspace, user_key, Error, Result};
 use crate::log_store::{blocking, Applied, PurgeGate};
 use crate::pointer::{sync_dir, Pointer};
 use crate::snapshot_file::{self, Meta};
@@ -61,32 +63,30 @@ const APPLY_BATCH_BYTES: usize = 32 << 20;
 const INSTALL_BATCH_BYTES: usize = 8 << 20;
 const SNAPSHOTS: &str = "snapshots";
 
-/// One state directory and its open database.
+/// One state keyspace.
 struct Generation {
     number: u64,
-    db: Db,
-    /// Declared after `db`, so it runs once the database is closed.
-    remover: DirRemover,
+    keyspace: Keyspace,
+    /// When set, the keyspace is dropped once the last handle on this
+    /// generation goes: set while it is being built (a failed install
+    /// leaves nothing) and once an install has replaced it.
+    discard: AtomicBool,
+    db: Arc<Db>,
 }
 
-/// Removes a state directory when dropped, if it was marked obsolete.
-struct DirRemover {
-    dir: PathBuf,
-    obsolete: AtomicBool,
-}
-
-impl Drop for DirRemover {
+impl Drop for Generation {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
-            // Best effort: open removes any directory CURRENT does not name.
-            if let Err(e) = fs::remove_dir_all(&self.dir) {
-                tracing::warn!("removing old state {}: {e}", self.dir.display());
+        if self.discard.load(Ordering::Acquire) {
+            // Best effort: open drops every state keyspace the pointer does
+            // not name.
+            if let Err(e) = self.db.drop_keyspace(self.keyspace.name()) {
+                tracing::warn!("dropping old state {}: {e}", self.keyspace.name());
             }
         }
     }
 }
 
-/// What reads see: the live database and the applied position.
+/// What reads see: the live state and the applied position.
 struct Live {
     generation: Arc<Generation>,
     last_applied: Option<LogId<NodeId>>,
@@ -102,7 +102,11 @@ struct Files {
 }
 
 struct Shared {
+    /// The node directory (its `snapshots/`).
     dir: PathBuf,
+    db: Arc<Db>,
+    /// `raft.meta`, where the live pointer is.
+    meta: Keyspace,
     live: RwLock<Live>,
     files: Mutex<Files>,
     next_receive: AtomicU64,
@@ -134,12 +138,8 @@ pub struct SmStats {
     pub snapshots_built: u64,
     /// Snapshots installed since open.
     pub snapshots_installed: u64,
-    /// The live state directory's number.
+    /// The live state keyspace's generation (`state.<generation>`).
     pub generation: u64,
-}
-
-fn state_dir(dir: &Path, generation: u64) -> PathBuf {
-    dir.join(format!("gen-{generation}"))
 }
 
 fn snapshot_path(dir: &Path, number: u64) -> PathBuf {
@@ -150,46 +150,37 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-fn state_options() -> Options {
-    // Not synced per write: see the module documentation.
-    Options::default()
-}
-
-fn open_generation(dir: &Path, number: u64) -> Result<Generation> {
-    let path = state_dir(dir, number);
-    let db = Db::open_with(&path, state_options())?;
+/// Opens (creating when missing) the state keyspace of `number`;
+/// `discard` as [`Generation::discard`].
+fn open_generation(db: &Arc<Db>, number: u64, discard: bool) -> Result<Generation> {
+    let keyspace = db.keyspace(&state_keyspace(number))?;
     Ok(Generation {
         number,
-        db,
-        remover: DirRemover {
-            dir: path,
-            obsolete: AtomicBool::new(false),
-        },
+        keyspace,
+        discard: AtomicBool::new(discard),
+        db: Arc::clone(db),
     })
 }
 
-fn read_applied(db: &Db) -> Result<(Option<LogId<NodeId>>, Membership)> {
-    let applied = match db.get(codec::KEY_APPLIED)? {
+fn read_applied(state: &Keyspace) -> Result<(Option<LogId<NodeId>>, Membership)> {
+    let applied = match state.get(codec::KEY_APPLIED)? {
         Some(v) => decode::<Option<LogId<NodeId>>>(&v, "last applied log id")?,
         None => None,
     };
-    let membership = match db.get(codec::KEY_MEMBERSHIP)? {
+    let membership = match state.get(codec::KEY_MEMBERSHIP)? {
         Some(v) => decode::<Membership>(&v, "last membership")?,
         None => Membership::default(),
     };
     Ok((applied, membership))
 }
 
-/// Removes what no pointer names: other state directories, other snapshot
+/// Drops what the pointer does not name: other state keyspaces (what an
+/// interrupted install or a retired generation left), other snapshot
 /// files, temporary and partly received files.
-fn remove_unreferenced(dir: &Path, pointer: &Pointer) -> Result<()> {
-    let live_gen = format!("gen-{}", pointer.generation);
-    for entry in fs::read_dir(dir).map_err(io(dir))? {
-        let entry = entry.map_err(io(dir))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("gen-") && name != live_gen {
-            fs::remove_dir_all(entry.path()).map_err(io(&entry.path()))?;
+fn remove_unreferenced(db: &Db, dir: &Path, pointer: &Pointer) -> Result<()> {
+    for name in db.keyspaces() {
+        if codec::state_generation(&name).is_some_and(|n| n != pointer.generation) {
+            db.drop_keyspace(&name)?;
         }
     }
     let snaps = dir.join(SNAPSHOTS);
@@ -204,29 +195,24 @@ fn remove_unreferenced(dir: &Path, pointer: &Pointer) -> Result<()> {
 }
 
 impl StateMachine {
-    /// Opens (creating when missing) the state machine in `dir`: reads
-    /// `CURRENT`, removes what an interrupted build or install left, opens
-    /// the live state and reads the live snapshot's header.
-    pub fn open(dir: &Path, timings: Arc<Timings>) -> Result<StateMachine> {
+    /// Opens (creating when missing) the state machine in `db`, its
+    /// snapshot files under `dir/snapshots`: reads the live pointer, drops
+    /// what an interrupted build or install left, opens the live state and
+    /// reads the live snapshot's header.
+    pub fn open(db: Arc<Db>, dir: &Path, timings: Arc<Timings>) -> Result<StateMachine> {
         fs::create_dir_all(dir.join(SNAPSHOTS)).map_err(io(dir))?;
-        let pointer = match Pointer::read(dir)? {
-            Some(p) => p,
-            None => {
-                let fresh = Pointer {
-                    generation: 1,
-                    snapshot: 0,
-                };
-                // A crash during an earlier first open may have left a
-                // state directory; CURRENT not naming it, it goes first.
-                remove_unreferenced(dir, &fresh)?;
-                drop(open_generation(dir, fresh.generation)?);
-                fresh.store(dir)?;
-                fresh
-            }
-        };
-        remove_unreferenced(dir, &pointer)?;
-        let generation = open_generation(dir, pointer.generation)?;
-        let (last_applied, membership) = read_applied(&generation.db)?;
+        let meta = db.keyspace(codec::KEYSPACE_META)?;
+        let stored = Pointer::read(&meta)?;
+        let pointer = stored.unwrap_or(Pointer {
+            generation: 1,
+            snapshot: 0,
+        });
+        remove_unreferenced(&db, dir, &pointer)?;
+        let generation = open_generation(&db, pointer.generation, false)?;
+        if stored.is_none() {
+            pointer.store(&db, &meta)?;
+        }
+        let (last_applied, membership) = read_applied(&generation.keyspace)?;
         let snapshot_meta = if pointer.snapshot == 0 {
             None
         } else {
@@ -244,10 +230,12 @@ impl StateMachine {
                 }
             }
         };
-        sync_dir(dir)?;
+        sync_dir(&dir.join(SNAPSHOTS))?;
         Ok(StateMachine {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),
+                db,
+                meta,
                 live: RwLock::new(Live {
                     generation: Arc::new(generation),
                     last_applied,
@@ -294,7 +282,7 @@ impl StateReader {
     /// applied entry).
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let generation = Arc::clone(&self.shared.live.read().generation);
-        Ok(generation.db.get(data_key(key))?)
+        Ok(generation.keyspace.get(data_key(key))?)
     }
 
     /// Every user key and value of the local state starting with `prefix`,
@@ -302,7 +290,7 @@ impl StateReader {
     pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         let generation = Arc::clone(&self.shared.live.read().generation);
         let mut out = Vec::new();
-        for item in generation.db.prefix(data_key(prefix)) {
+        for item in generation.keyspace.prefix(data_key(prefix)) {
             let (key, value) = item?;
             if user_key(&key).is_some() {
                 out.push((key.slice(1..), value));
@@ -326,17 +314,17 @@ impl StateReader {
     }
 }
 
-/// Adds `cmd`'s writes to `batch`, or says why it is rejected (then nothing
-/// is added, on any node).
-fn add_command(batch: &mut WriteBatch, cmd: &Command) -> Response {
+/// Adds `cmd`'s writes to `batch` in `state`, or says why it is rejected
+/// (then nothing is added, on any node).
+fn add_command(batch: &mut WriteBatch, state: &Keyspace, cmd: &Command) -> Response {
     if let Err(reason) = cmd.validate() {
         return Response::Rejected { reason };
     }
     let ops = cmd.ops();
     for op in &ops {
         match *op {
-            OpRef::Put(key, value) => batch.put(data_key(key), value),
-            OpRef::Delete(key) => batch.delete(data_key(key)),
+            OpRef::Put(key, value) => batch.put_in(state, data_key(key), value),
+            OpRef::Delete(key) => batch.delete_in(state, data_key(key)),
         }
     }
     Response::Applied { ops: ops.len() }
@@ -352,19 +340,24 @@ impl Shared {
         applied: LogId<NodeId>,
         membership: &Membership,
     ) -> Result<()> {
-        batch.put(
+        let state = &generation.keyspace;
+        batch.put_in(
+            state,
             codec::KEY_APPLIED,
             encode(&Some(applied), "last applied log id")?,
         );
-        batch.put(
+        batch.put_in(
+            state,
             codec::KEY_MEMBERSHIP,
             encode(membership, "last membership")?,
         );
-        let gen = Arc::clone(generation);
+        let db = Arc::clone(&self.db);
         let timings = Arc::clone(&self.timings);
         blocking(move || {
             let _timer = timings.apply.start();
-            gen.db.write(batch).map_err(Error::from)
+            // Not synced: see the module documentation.
+            db.write_with(batch, WriteOptions::new().sync(false))
+                .map_err(Error::from)
         })
         .await?;
         let mut live = self.live.write();
@@ -395,7 +388,7 @@ impl Shared {
             generation,
             snapshot: number,
         };
-        pointer.store(&self.dir)?;
+        pointer.store(&self.db, &self.meta)?;
         files.pointer = pointer;
         files.snapshot_meta = Some(meta.clone());
         if old != 0 {
@@ -419,8 +412,8 @@ pub struct SnapshotBuilder {
 }
 
 struct BuilderInner {
-    /// Declared before `generation`: the view closes before the database
-    /// it reads could be dropped.
+    /// The whole database at the builder's moment; it reads the state
+    /// keyspace even if an install drops it meanwhile.
     view: siftdb::Snapshot,
     generation: Arc<Generation>,
     last_applied: Option<LogId<NodeId>>,
@@ -433,14 +426,17 @@ impl BuilderInner {
     /// returns the file opened for reading.
     fn build(&self, number: u64, meta: &Meta) -> Result<File> {
         let _timer = self.shared.timings.snapshot_build.start();
-        // Durable up to the snapshot point before openraft purges the log
-        // behind it.
-        self.generation.db.flush()?;
+        // No flush first: the purge openraft makes behind this snapshot is
+        // a synced write to the same log as the applies it covers, later,
+        // so it is durable only with them (see the module documentation).
         let path = snapshot_path(&self.shared.dir, number);
         let tmp = path.with_extension("snap.tmp");
         let file = File::create(&tmp).map_err(io(&tmp))?;
         let mut writer = snapshot_file::Writer::new(BufWriter::with_capacity(1 << 20, file), meta)?;
-        for item in self.view.prefix([codec::DATA_PREFIX]) {
+        for item in self
+            .view
+            .prefix_in(&self.generation.keyspace, [codec::DATA_PREFIX])
+        {
             let (key, value) = item?;
             if let Some(user) = user_key(&key) {
                 writer.record(user, &value)?;
@@ -521,7 +517,8 @@ impl<R: Read, W: Write> Read for Tee<R, W> {
 impl Shared {
     /// Builds generation `number` from the snapshot file `input` (checked
     /// against `meta`), copying the file to snapshot `snap_number`; returns
-    /// the new generation, durable but not yet live.
+    /// the new generation, not yet live (its writes not yet synced: the
+    /// pointer's synced write makes them durable).
     fn build_generation(
         &self,
         input: File,
@@ -529,11 +526,15 @@ impl Shared {
         number: u64,
         snap_number: u64,
     ) -> Result<Generation> {
-        let new_dir = state_dir(&self.dir, number);
-        if new_dir.exists() {
-            fs::remove_dir_all(&new_dir).map_err(io(&new_dir))?;
+        let name = state_keyspace(number);
+        if self.db.keyspaces().contains(&name) {
+            // Left by an install whose keyspace could not be dropped.
+            self.db.drop_keyspace(&name)?;
         }
-        let generation = open_generation(&self.dir, number)?;
+        // Discarded (dropped) if anything below fails.
+        let generation = open_generation(&self.db, number, true)?;
+        let state = &generation.keyspace;
+        let write = |batch: WriteBatch| self.db.write_with(batch, WriteOptions::new().sync(false));
         let snap = snapshot_path(&self.dir, snap_number);
         let tmp = snap.with_extension("snap.tmp");
         let copy = File::create(&tmp).map_err(io(&tmp))?;
@@ -544,9 +545,9 @@ impl Shared {
         let mut batch = WriteBatch::new();
         let mut write_error = None;
         let read = snapshot_file::read(&mut tee, |key, value| {
-            batch.put(data_key(key), value);
+            batch.put_in(state, data_key(key), value);
             if batch.approximate_bytes() >= INSTALL_BATCH_BYTES {
-                if let Err(e) = generation.db.write(std::mem::take(&mut batch)) {
+                if let Err(e) = write(std::mem::take(&mut batch)) {
                     write_error = Some(e);
                     return Err(Error::corruption("snapshot install", "write failed"));
                 }
@@ -563,16 +564,17 @@ impl Shared {
                 format!("header says {file_meta}, the leader sent {meta}"),
             ));
         }
-        batch.put(
+        batch.put_in(
+            state,
             codec::KEY_APPLIED,
             encode(&meta.last_log_id, "last applied log id")?,
         );
-        batch.put(
+        batch.put_in(
+            state,
             codec::KEY_MEMBERSHIP,
             encode(&meta.last_membership, "last membership")?,
         );
-        generation.db.write(batch)?;
-        generation.db.flush()?;
+        write(batch)?;
         let copy = tee
             .copy
             .into_inner()
@@ -581,20 +583,23 @@ impl Shared {
         drop(copy);
         fs::rename(&tmp, &snap).map_err(io(&snap))?;
         sync_dir(&self.dir.join(SNAPSHOTS))?;
-        sync_dir(&self.dir)?;
         Ok(generation)
     }
 
-    /// Makes `generation` and snapshot `snap_number` live in one pointer
-    /// replacement, then retires the old generation and snapshot files.
+    /// Makes `generation` and snapshot `snap_number` live in one synced
+    /// pointer write, then retires the old generation and snapshot files.
     fn switch_to(&self, generation: Generation, snap_number: u64, meta: &Meta) -> Result<()> {
         let mut files = self.files.lock();
         let pointer = Pointer {
             generation: generation.number,
             snapshot: snap_number,
         };
+        // Kept from here on even if the write fails: its outcome is then
+        // unknown, and open drops whichever generation the pointer does
+        // not name.
+        generation.discard.store(false, Ordering::Release);
         // The commit point of the install.
-        pointer.store(&self.dir)?;
+        pointer.store(&self.db, &self.meta)?;
         files.pointer = pointer;
         files.snapshot_meta = Some(meta.clone());
         let old = {
@@ -604,7 +609,8 @@ impl Shared {
             live.membership = meta.last_membership.clone();
             old
         };
-        old.remover.obsolete.store(true, Ordering::Release);
+        // Dropped now, or when its last reader lets go.
+        old.discard.store(true, Ordering::Release);
         drop(old);
         drop(files);
         self.applied.send_modify(|a| a.last = meta.last_log_id);
@@ -655,7 +661,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 EntryPayload::Normal(proposal) => proposal
                     .commands
                     .iter()
-                    .map(|cmd| add_command(&mut batch, cmd))
+                    .map(|cmd| add_command(&mut batch, &generation.keyspace, cmd))
                     .collect(),
                 EntryPayload::Membership(m) => {
                     membership = StoredMembership::new(Some(entry.log_id), m.clone());
@@ -687,7 +693,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let live = self.shared.live.read();
         SnapshotBuilder {
             inner: Arc::new(BuilderInner {
-                view: live.generation.db.snapshot(),
+                view: self.shared.db.snapshot(),
                 generation: Arc::clone(&live.generation),
                 last_applied: live.last_applied,
                 membership: live.membership.clone(),
@@ -764,5 +770,82 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta,
             snapshot: Box::new(tokio::fs::File::from_std(file)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    /// A snapshot file of `records` ending at log index `index`.
+    fn snapshot_bytes(index: u64, records: &[(&[u8], &[u8])]) -> (Meta, Vec<u8>) {
+        let meta = Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), index)),
+            last_membership: Membership::default(),
+            snapshot_id: format!("test-{index}"),
+        };
+        let mut writer = snapshot_file::Writer::new(Vec::new(), &meta).unwrap();
+        for (key, value) in records {
+            writer.record(key, value).unwrap();
+        }
+        (meta, writer.finish().unwrap())
+    }
+
+    async fn install(sm: &mut StateMachine, meta: &Meta, bytes: &[u8]) {
+        let received = sm.begin_receiving_snapshot().await.unwrap();
+        let mut file = received.into_std().await;
+        file.write_all(bytes).unwrap();
+        sm.install_snapshot(meta, Box::new(tokio::fs::File::from_std(file)))
+            .await
+            .unwrap();
+    }
+
+    /// A reader that took the live generation before an install keeps
+    /// reading it; its keyspace is dropped when that reader lets go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_generation_is_dropped_after_its_last_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        install(&mut sm, &meta, &bytes).await;
+        let held = Arc::clone(&sm.shared.live.read().generation);
+        assert_eq!(held.number, 2);
+
+        let (meta, bytes) = snapshot_bytes(9, &[(b"k", b"two")]);
+        install(&mut sm, &meta, &bytes).await;
+        assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"two"[..]));
+        // Retired but held: still there, still read.
+        assert!(sm.shared.db.keyspaces().contains(&state_keyspace(2)));
+        assert_eq!(
+            held.keyspace.get(data_key(b"k")).unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        drop(held);
+        assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(2)));
+        assert!(sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+    }
+
+    /// A snapshot file that fails its checks leaves the old state live and
+    /// no keyspace of the failed install behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_damaged_snapshot_leaves_the_old_state_and_no_keyspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        install(&mut sm, &meta, &bytes).await;
+        let (meta, mut bytes) = snapshot_bytes(9, &[(b"k", b"two"), (b"l", b"x")]);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let received = sm.begin_receiving_snapshot().await.unwrap();
+        let mut file = received.into_std().await;
+        file.write_all(&bytes).unwrap();
+        let result = sm
+            .install_snapshot(&meta, Box::new(tokio::fs::File::from_std(file)))
+            .await;
+        assert!(result.is_err());
+        assert_eq!(sm.reader().stats().generation, 2);
+        assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"one"[..]));
+        assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(3)));
     }
 }

@@ -62,9 +62,9 @@ pub struct Timings {
     pub log_read: Counter,
     /// State-machine batches (apply).
     pub apply: Counter,
-    /// Snapshot builds (flush + dump + fsync).
+    /// Snapshot builds (dump + fsync + the synced pointer).
     pub snapshot_build: Counter,
-    /// Snapshot installs (load + flush + switch).
+    /// Snapshot installs (load + the synced switch).
     pub snapshot_install: Counter,
 }
 
