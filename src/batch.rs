@@ -228,9 +228,14 @@ impl WriteBatch {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) {
-        match normalize_range(&range) {
+        self.delete_range_to(0, &range);
+    }
+
+    /// [`WriteBatch::delete_range`] in keyspace `keyspace` (by id).
+    fn delete_range_to<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, keyspace: u32, range: &R) {
+        match normalize_range(range) {
             Ok(Some((start, end))) => {
-                self.push_range_delete(0, &start, end.as_deref());
+                self.push_range_delete(keyspace, &start, end.as_deref());
             }
             Ok(None) => {}
             Err(e) => {
@@ -266,15 +271,7 @@ impl WriteBatch {
         keyspace: &crate::Keyspace,
         range: R,
     ) {
-        match normalize_range(&range) {
-            Ok(Some((start, end))) => {
-                self.push_range_delete(keyspace.id(), &start, end.as_deref());
-            }
-            Ok(None) => {}
-            Err(e) => {
-                self.invalid_range.get_or_insert_with(|| e.to_string());
-            }
-        }
+        self.delete_range_to(keyspace.id(), &range);
     }
 
     /// Appends every operation of `other`, after this batch's own (for group commit).

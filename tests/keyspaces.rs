@@ -364,16 +364,7 @@ fn keyspaces_are_separate_and_share_one_log() {
         stats.table_count,
         stats.keyspaces.iter().map(|k| k.table_count).sum::<usize>()
     );
-    let logs = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "wal")
-        })
-        .count();
+    let logs = files_named(dir.path(), "wal");
     assert_eq!(logs, 1, "every keyspace flushed: one log left");
 }
 
@@ -389,16 +380,7 @@ fn a_rarely_written_keyspace_does_not_pin_old_logs() {
         db.put(format!("k{i:05}"), [7u8; 64]).unwrap();
     }
     db.wait_for_background().unwrap();
-    let logs = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "wal")
-        })
-        .count();
+    let logs = files_named(dir.path(), "wal");
     assert!(logs <= 3, "{logs} logs alive");
     assert_eq!(rare.get("once").unwrap().as_deref(), Some(&b"v"[..]));
     drop(db);
@@ -409,6 +391,20 @@ fn a_rarely_written_keyspace_does_not_pin_old_logs() {
     let db = Db::open_with(dir.path(), options()).unwrap();
     let rare = db.keyspace("rare").unwrap();
     assert_eq!(rare.get("once").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// Files in `dir` whose extension is `extension`.
+fn files_named(dir: &std::path::Path, extension: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == extension)
+        })
+        .count()
 }
 
 fn assert_invalid(result: siftdb::Result<impl std::fmt::Debug>, what: &str) {
@@ -499,18 +495,7 @@ fn a_dropped_keyspace_leaves_no_files_and_stays_dropped() {
     db.put("keep", "me").unwrap();
     db.flush().unwrap();
     db.wait_for_background().unwrap();
-    let tables = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "sst")
-            })
-            .count()
-    };
+    let tables = |dir: &std::path::Path| files_named(dir, "sst");
     let before = tables(dir.path());
     let snapshot = db.snapshot();
     db.drop_keyspace("temp").unwrap();

@@ -680,6 +680,25 @@ impl DbIterator {
         let tally = inner.counters.reads.local();
         tally.bump(|t| &t.scans);
         tally.add(|t| &t.scan_tables, overlapping);
+        DbIterator::over(specs, sv, snapshot, (start, end), range_tombstones)
+    }
+
+    /// A scan whose every read, in either direction, is `error` (once).
+    pub(crate) fn failed(error: Error) -> DbIterator {
+        let specs = vec![SourceSpec::Failed(error)];
+        let sv = Arc::new(SuperVersion::empty());
+        let unbounded = (Bound::Unbounded, Bound::Unbounded);
+        DbIterator::over(specs, sv, SeqNo(0), unbounded, None)
+    }
+
+    /// A scan of `specs` (in `sv`) at `snapshot`, not started.
+    fn over(
+        specs: Vec<SourceSpec>,
+        sv: Arc<SuperVersion>,
+        snapshot: SeqNo,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        range_tombstones: Option<FragmentedTombstones>,
+    ) -> DbIterator {
         DbIterator {
             merged: merge_of(&specs, &sv.version),
             snapshot,
@@ -694,27 +713,6 @@ impl DbIterator {
             back_user_key: None,
             range_tombstones,
             pinned: sv,
-        }
-    }
-
-    /// A scan whose every read, in either direction, is `error` (once).
-    pub(crate) fn failed(error: Error) -> DbIterator {
-        let specs = vec![SourceSpec::Failed(error)];
-        let sv = Arc::new(SuperVersion::empty());
-        DbIterator {
-            merged: merge_of(&specs, &sv.version),
-            snapshot: SeqNo(0),
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-            started: false,
-            finished: false,
-            last_user_key: None,
-            specs,
-            back: None,
-            back_finished: false,
-            back_user_key: None,
-            pinned: sv,
-            range_tombstones: None,
         }
     }
 
