@@ -115,8 +115,8 @@ struct Args {
     /// first, then each round opens every engine again and runs the read
     /// phases, the engines' order rotated by one per round; the figures and
     /// ratios are each engine's median round per phase, and a table gives
-    /// siftdb ÷ the best peer in every round. mixed runs in the last round
-    /// only (it overwrites values).
+    /// siftdb ÷ the best peer in every round. mixed and deleterange run in
+    /// the last round only (they overwrite and delete keys).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
     rounds: u16,
 
@@ -460,7 +460,12 @@ fn run_rounds(
             .phases
             .iter()
             .copied()
-            .filter(|&p| p != Phase::FillRandom && (p != Phase::Mixed || round + 1 == rounds))
+            .filter(|&p| {
+                // mixed overwrites values and deleterange deletes keys: the
+                // rounds after them would read another database.
+                let changes_data = matches!(p, Phase::Mixed | Phase::DeleteRange);
+                p != Phase::FillRandom && (!changes_data || round + 1 == rounds)
+            })
             .collect();
         if reads.is_empty() {
             break;
