@@ -506,67 +506,44 @@ impl Run {
         }
     }
 
-    /// Checks a scan against `want`. `from_boot`: the boot of the process
-    /// the iterator was made in — when that process has died since (and the
-    /// database was reopened), the iterator reads through its dead
-    /// process's file handles, so an error is expected; entries it does
-    /// return must still match.
+    /// Checks a scan against `want`, read forward (`next`) or backward
+    /// (`next_back`, the same entries in descending order). `from_boot`:
+    /// the boot of the process the iterator was made in — when that
+    /// process has died since (and the database was reopened), the
+    /// iterator reads through its dead process's file handles, so an error
+    /// is expected; entries it does return must still match.
     fn scan(
         &mut self,
         iter: siftdb::DbIterator,
         want: &Model,
         (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
         from_boot: u64,
+        backward: bool,
         what: &str,
     ) {
         let process_gone = from_boot != self.boot;
-        match collect(iter) {
-            Ok(got) => {
-                let want: Model = want
-                    .iter()
-                    .filter(|(k, _)| in_range(k, lo, hi))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                assert!(
-                    got == want,
-                    "{what}: scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
-                    keys_of(got.keys()),
-                    keys_of(want.keys())
-                );
-            }
-            Err(_) if process_gone => {}
-            Err(e) => self.read_failed(&e, what),
-        }
-    }
-}
-
-impl Run {
-    /// [`Run::scan`] read backwards (`next_back`): the same entries in
-    /// descending order.
-    fn scan_back(
-        &mut self,
-        iter: siftdb::DbIterator,
-        want: &Model,
-        (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
-        from_boot: u64,
-        what: &str,
-    ) {
-        let process_gone = from_boot != self.boot;
-        let got: siftdb::Result<Vec<(Vec<u8>, Vec<u8>)>> = iter
-            .rev()
-            .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect();
+        let entry = |item: siftdb::Result<(bytes::Bytes, bytes::Bytes)>| {
+            item.map(|(k, v)| (k.to_vec(), v.to_vec()))
+        };
+        let got: siftdb::Result<Vec<(Vec<u8>, Vec<u8>)>> = if backward {
+            iter.rev().map(entry).collect()
+        } else {
+            iter.map(entry).collect()
+        };
         match got {
             Ok(got) => {
-                let want: Vec<(Vec<u8>, Vec<u8>)> = want
+                let mut want: Vec<(Vec<u8>, Vec<u8>)> = want
                     .iter()
-                    .rev()
                     .filter(|(k, _)| in_range(k, lo, hi))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
+                if backward {
+                    want.reverse();
+                }
                 assert!(
                     got == want,
-                    "{what}: reverse scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    "{what}: {}scan of {lo:?}..{hi:?} disagrees with the model\n got keys {:?}\nwant keys {:?}",
+                    if backward { "reverse " } else { "" },
                     keys_of(got.iter().map(|(k, _)| k)),
                     keys_of(want.iter().map(|(k, _)| k))
                 );
@@ -630,11 +607,11 @@ pub fn db_ops(data: &[u8]) {
                 let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
                 let model = run.model[ks].clone();
                 let boot = run.boot;
-                run.scan(iter, &model, (&lo, &hi), boot, &what);
+                run.scan(iter, &model, (&lo, &hi), boot, false, &what);
                 // The same range backwards (no further input bytes).
                 if run.db.is_some() && run.boot == boot {
                     let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
-                    run.scan_back(iter, &model, (&lo, &hi), boot, &what);
+                    run.scan(iter, &model, (&lo, &hi), boot, true, &what);
                 }
             }
             5 => {
@@ -659,7 +636,7 @@ pub fn db_ops(data: &[u8]) {
                     run.maintain(result, &what);
                 }
                 let all = (&Bound::Unbounded, &Bound::Unbounded);
-                run.scan(iter, &before, all, boot, &what);
+                run.scan(iter, &before, all, boot, false, &what);
             }
             _ => {
                 let crash = input.crash(op_index);
