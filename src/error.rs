@@ -101,6 +101,12 @@ pub enum Error {
     /// The database is closing: its background work has stopped.
     #[error("the database is closing")]
     Closed,
+
+    /// A transaction's commit was refused: a key it wrote (or, when
+    /// serializable, a key or range it read) was written by a commit after
+    /// its snapshot. Nothing of it was written; run it again.
+    #[error("transaction conflict: a key it touched was written after its snapshot; retry it")]
+    Conflict,
 }
 
 /// What happens to a failure of background work or of the log.
@@ -189,6 +195,7 @@ impl Error {
             },
             Error::Panicked(m) => Error::Panicked(m.clone()),
             Error::Closed => Error::Closed,
+            Error::Conflict => Error::Conflict,
         }
     }
 

@@ -67,8 +67,8 @@ mod wal;
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
 pub use db::{
-    Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats, RecoveryReport,
-    Snapshot, Stats,
+    CompareAndSwap, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats,
+    RecoveryReport, Snapshot, Stats, Transaction, TransactionIter, TransactionOptions,
 };
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;

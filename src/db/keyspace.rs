@@ -294,6 +294,18 @@ impl Keyspace {
         &self.tree
     }
 
+    pub(crate) fn inner(&self) -> &Arc<DbInner> {
+        &self.inner
+    }
+
+    /// The default keyspace of the database `inner`.
+    pub(crate) fn default_of(inner: &Arc<DbInner>) -> Keyspace {
+        Keyspace {
+            inner: Arc::clone(inner),
+            tree: Arc::clone(&inner.default),
+        }
+    }
+
     /// The keyspace's name.
     pub fn name(&self) -> &str {
         &self.tree.name
@@ -461,9 +473,6 @@ impl Db {
 
     /// The default keyspace as a [`Keyspace`] (what `Db`'s own methods act on).
     pub fn default_keyspace(&self) -> Keyspace {
-        Keyspace {
-            inner: Arc::clone(&self.inner),
-            tree: Arc::clone(&self.inner.default),
-        }
+        Keyspace::default_of(&self.inner)
     }
 }

@@ -14,15 +14,20 @@
 
 mod background;
 mod compaction;
+mod compare_and_swap;
 mod flush;
 mod iter;
 mod keyspace;
 mod open;
+mod oracle;
 mod read;
 mod read_only;
 mod snapshot;
+mod transaction;
+mod transaction_scan;
 mod version;
 mod write;
+mod write_set;
 
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
@@ -44,6 +49,7 @@ use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 use version::LiveTable;
 
+pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
@@ -53,6 +59,8 @@ pub use open::RecoveryReport;
 pub(crate) use open::LOCK_FILE;
 pub(crate) use open::{closed_log_missing, cut_short};
 pub use snapshot::Snapshot;
+pub use transaction::{Transaction, TransactionOptions};
+pub use transaction_scan::TransactionIter;
 use version::Version;
 
 /// Number of levels, level 0 included.
@@ -115,6 +123,9 @@ pub(crate) struct DbCounters {
     pub writes: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_stall_micros: AtomicU64,
+    /// Transactions committed, and refused with `Error::Conflict`.
+    pub transaction_commits: AtomicU64,
+    pub transaction_conflicts: AtomicU64,
     /// Keys and values of acknowledged writes, in bytes.
     pub user_bytes_written: AtomicU64,
     pub flush_bytes_written: AtomicU64,
@@ -212,6 +223,10 @@ pub(crate) struct DbInner {
     /// Batches queued so far: what a leader watches while it waits for a
     /// batch to join its group (see `write::write`).
     pub writes_queued: AtomicU64,
+    /// Live transactions' snapshots and recent commits' keys, for the
+    /// conflict check at commit. Taken under the writer lock, never the
+    /// other way round.
+    pub oracle: Mutex<oracle::Oracle>,
     /// Serialises manifest writes and super-version publication.
     pub versions: Mutex<open::VersionSet>,
     pub bg: Mutex<background::BgState>,
@@ -444,6 +459,13 @@ pub struct Stats {
     /// Compaction inputs dropped without reading a block, because a newer
     /// range tombstone covered their whole key range.
     pub compaction_tables_deleted: u64,
+    /// Transactions committed since open (compare-and-swaps included).
+    pub transaction_commits: u64,
+    /// Transaction commits refused with `Error::Conflict` since open.
+    pub transaction_conflicts: u64,
+    /// Bytes of memory the transaction oracle holds now (recent commits'
+    /// key hashes and keys above the oldest live transaction's snapshot).
+    pub oracle_bytes: u64,
     /// Each keyspace's shape, the default first.
     pub keyspaces: Vec<KeyspaceStats>,
 }
@@ -626,6 +648,17 @@ impl Db {
         batch: WriteBatch,
         options: WriteOptions,
     ) -> Result<()> {
+        Db::write_checked(inner, batch, options, None)
+    }
+
+    /// [`Db::write_batch`] of a transaction's commit, written only if the
+    /// oracle finds no conflict with `check`.
+    fn write_checked(
+        inner: &DbInner,
+        batch: WriteBatch,
+        options: WriteOptions,
+        check: Option<oracle::ConflictCheck>,
+    ) -> Result<()> {
         check_writable(inner)?;
         let mut known = inner.default.id;
         batch.check_ranges()?;
@@ -651,7 +684,7 @@ impl Db {
             // Nothing to log; a sync asked for still covers the writes before.
             return if sync { write::persist(inner) } else { Ok(()) };
         }
-        write::write(inner, batch, sync)
+        write::write(inner, batch, sync, check)
     }
 
     /// Makes every write acknowledged so far durable: the log is synced
@@ -897,6 +930,9 @@ impl Db {
             background_retries: load(&c.background_retries),
             background_error: background::current_failure(inner),
             last_sequence: inner.last_visible.load(Ordering::Acquire),
+            transaction_commits: load(&c.transaction_commits),
+            transaction_conflicts: load(&c.transaction_conflicts),
+            oracle_bytes: inner.oracle.lock().memory_bytes(),
             keyspaces,
         }
     }

@@ -748,6 +748,7 @@ impl Parts {
             queue_cv: Condvar::new(),
             write_groups_finished: AtomicU64::new(0),
             writes_queued: AtomicU64::new(0),
+            oracle: Mutex::new(crate::db::oracle::Oracle::default()),
             versions: Mutex::new(self.versions),
             bg: Mutex::new(background::BgState::default()),
             bg_cv: Condvar::new(),

@@ -10,7 +10,7 @@
 //! active memtable is full).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::batch::{encode_group_into, WriteBatch};
 use crate::db::background::{self, Blocked};
 use crate::db::flush;
+use crate::db::oracle::ConflictCheck;
 use crate::db::version::Version;
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
@@ -73,7 +74,25 @@ struct Pending {
     batch: WriteBatch,
     /// The batch must be on disk before it is acknowledged.
     sync: bool,
+    /// A transaction's commit: written only if the oracle finds no conflict.
+    check: Option<ConflictCheck>,
+    /// The oracle refused the batch: it is not written, its writer gets
+    /// `Error::Conflict`.
+    rejected: AtomicBool,
     done: Mutex<Option<Result<()>>>,
+}
+
+impl Pending {
+    /// The batch's outcome, given its group's.
+    fn outcome(&self, group: &Result<()>) -> Result<()> {
+        if self.rejected.load(Ordering::Acquire) {
+            return Err(Error::Conflict);
+        }
+        match group {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e.duplicate()),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -84,10 +103,17 @@ pub(crate) struct WriteQueue {
     writers_met: bool,
 }
 
-pub(crate) fn write(inner: &DbInner, batch: WriteBatch, sync: bool) -> Result<()> {
+pub(crate) fn write(
+    inner: &DbInner,
+    batch: WriteBatch,
+    sync: bool,
+    check: Option<ConflictCheck>,
+) -> Result<()> {
     let me = Arc::new(Pending {
         batch,
         sync,
+        check,
+        rejected: AtomicBool::new(false),
         done: Mutex::new(None),
     });
     let mut queue = inner.queue.lock();
@@ -159,16 +185,41 @@ pub(crate) fn write(inner: &DbInner, batch: WriteBatch, sync: bool) -> Result<()
     for pending in &group {
         queue.waiting.pop_front();
         if !Arc::ptr_eq(pending, &me) {
-            let copy = match &result {
-                Ok(()) => Ok(()),
-                Err(e) => Err(e.duplicate()),
-            };
-            *pending.done.lock() = Some(copy);
+            *pending.done.lock() = Some(pending.outcome(&result));
         }
     }
     inner.write_groups_finished.fetch_add(1, Ordering::Release);
     inner.queue_cv.notify_all();
-    result
+    me.outcome(&result)
+}
+
+/// Checks the group's transactions against the oracle (refusing those in
+/// conflict) and registers every batch written: under the writer lock, so
+/// no other commit comes between a check and the sequence numbers it
+/// leads to. Returns how many operations the group writes.
+fn check_and_register(inner: &DbInner, group: &[Arc<Pending>], first_seq: SeqNo) -> u64 {
+    let mut oracle = inner.oracle.lock();
+    let visible = inner.last_visible.load(Ordering::Acquire);
+    let mut count = 0u64;
+    for pending in group {
+        if let Some(check) = &pending.check {
+            if !oracle.validate(check) {
+                pending.rejected.store(true, Ordering::Release);
+                inner
+                    .counters
+                    .transaction_conflicts
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            inner
+                .counters
+                .transaction_commits
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        count += pending.batch.len() as u64;
+        oracle.register(&pending.batch, first_seq.0 + count - 1, visible);
+    }
+    count
 }
 
 fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
@@ -177,8 +228,15 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     make_room(inner, &mut writer, false)?;
 
     let first_seq = writer.last_seq.next();
-    let count: u64 = group.iter().map(|p| p.batch.len() as u64).sum();
-    let batches = group.iter().map(|p| &p.batch);
+    let count = check_and_register(inner, group, first_seq);
+    if count == 0 {
+        // Every batch was refused.
+        return Ok(());
+    }
+    let batches = group
+        .iter()
+        .filter(|p| !p.rejected.load(Ordering::Acquire))
+        .map(|p| &p.batch);
     // The group's record is built in the log's own buffer: no merged batch,
     // no record allocated per group.
     // One fsync covers the group: a batch that did not ask for one is

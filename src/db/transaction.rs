@@ -1,0 +1,351 @@
+//! Optimistic transactions: reads at a snapshot, writes buffered, one
+//! checked batch at commit.
+//!
+//! Owns: [`Transaction`], [`TransactionOptions`], and the public
+//! `Db::transaction` / `Db::transaction_with`.
+//! Must never: write part of a transaction, commit one whose checked keys
+//! (see `oracle.rs`) were written after its snapshot, or outlive its
+//! registration in the oracle (the horizon would pass its snapshot).
+//!
+//! Snapshot isolation checks the keys (and ranges) the transaction wrote
+//! and the keys read with `get_for_update`: first committer wins. A
+//! serializable transaction also checks every key and range it read; its
+//! commit is then equivalent to running it at its commit point (backward
+//! validation), so the committed transactions are serializable in commit
+//! order. A transaction that wrote nothing commits without a check: it
+//! read one consistent snapshot.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::db::iter::{owned_range, prefix_range};
+use crate::db::oracle::{ConflictCheck, KeyRange};
+use crate::db::transaction_scan::TransactionIter;
+use crate::db::write_set::{OwnRead, WriteSet};
+use crate::db::{check_key, check_value, check_writable, Db, DbInner, Keyspace, Snapshot};
+use crate::error::{Error, Result};
+use crate::options::WriteOptions;
+
+/// How a [`Transaction`] is isolated and how its commit is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransactionOptions {
+    serializable: bool,
+    write: WriteOptions,
+}
+
+impl TransactionOptions {
+    /// Snapshot isolation (the default): the commit fails with
+    /// [`Error::Conflict`] when a key it wrote, or read with
+    /// [`Transaction::get_for_update`], was written after its snapshot.
+    pub fn new() -> TransactionOptions {
+        TransactionOptions::default()
+    }
+
+    /// Serializable snapshot isolation: the commit also fails when any key
+    /// or range the transaction read was written after its snapshot.
+    pub fn serializable() -> TransactionOptions {
+        TransactionOptions {
+            serializable: true,
+            ..TransactionOptions::default()
+        }
+    }
+
+    /// How the commit's batch is written (see [`WriteOptions::sync`]).
+    pub fn write_options(mut self, write: WriteOptions) -> TransactionOptions {
+        self.write = write;
+        self
+    }
+}
+
+/// Keys and ranges read, to check at commit.
+#[derive(Default)]
+struct ReadSet {
+    keys: Vec<(u32, Vec<u8>)>,
+    ranges: Vec<KeyRange>,
+}
+
+/// The transaction's snapshot, registered in the oracle until dropped.
+struct LiveSnapshot {
+    inner: Arc<DbInner>,
+    sequence: u64,
+}
+
+impl Drop for LiveSnapshot {
+    fn drop(&mut self) {
+        self.inner.oracle.lock().end(self.sequence);
+    }
+}
+
+/// An optimistic transaction (see [`Db::transaction`]): it reads the
+/// database as of its start and sees its own writes; [`Transaction::commit`]
+/// writes them as one atomic batch, or fails with [`Error::Conflict`] and
+/// writes nothing. Dropping it (or [`Transaction::rollback`]) discards it.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = siftdb::Db::open(dir.path())?;
+/// db.put("alice", "100")?;
+/// db.put("bob", "0")?;
+/// loop {
+///     let mut txn = db.transaction();
+///     let alice: u64 = txn.get_for_update("alice")?.map_or(0, |v| parse(&v));
+///     let bob: u64 = txn.get_for_update("bob")?.map_or(0, |v| parse(&v));
+///     txn.put("alice", (alice - 30).to_string())?;
+///     txn.put("bob", (bob + 30).to_string())?;
+///     match txn.commit() {
+///         Err(siftdb::Error::Conflict) => continue, // someone else won: retry
+///         other => break other?,
+///     }
+/// }
+/// assert_eq!(db.get("bob")?.as_deref(), Some(&b"30"[..]));
+/// # fn parse(v: &[u8]) -> u64 { std::str::from_utf8(v).unwrap().parse().unwrap() }
+/// # Ok::<(), siftdb::Error>(())
+/// ```
+pub struct Transaction {
+    inner: Arc<DbInner>,
+    default: Keyspace,
+    snapshot: Snapshot,
+    options: TransactionOptions,
+    writes: WriteSet,
+    /// `get_for_update` keys, and with serializable every read.
+    reads: Mutex<ReadSet>,
+    /// Declared last: dropped after the snapshot it registered.
+    _live: LiveSnapshot,
+}
+
+impl Db {
+    /// Starts a transaction with snapshot isolation (see [`Transaction`]).
+    pub fn transaction(&self) -> Transaction {
+        self.transaction_with(TransactionOptions::new())
+    }
+
+    /// Starts a transaction with `options` (e.g.
+    /// [`TransactionOptions::serializable`]).
+    pub fn transaction_with(&self, options: TransactionOptions) -> Transaction {
+        Transaction::begin(&self.inner, options)
+    }
+}
+
+impl Transaction {
+    pub(crate) fn begin(inner: &Arc<DbInner>, options: TransactionOptions) -> Transaction {
+        // The snapshot is taken under the oracle's lock: a batch registered
+        // before is in it, or above it and kept (see `oracle.rs`).
+        let mut oracle = inner.oracle.lock();
+        let snapshot = Snapshot::new(inner);
+        oracle.begin(snapshot.sequence());
+        drop(oracle);
+        Transaction {
+            _live: LiveSnapshot {
+                inner: Arc::clone(inner),
+                sequence: snapshot.sequence(),
+            },
+            inner: Arc::clone(inner),
+            default: Keyspace::default_of(inner),
+            snapshot,
+            options,
+            writes: WriteSet::default(),
+            reads: Mutex::new(ReadSet::default()),
+        }
+    }
+
+    /// The sequence number of the snapshot it reads.
+    pub fn snapshot_sequence(&self) -> u64 {
+        self.snapshot.sequence()
+    }
+
+    fn record_key(&self, keyspace: u32, key: &[u8], for_update: bool) {
+        if for_update || self.options.serializable {
+            self.reads.lock().keys.push((keyspace, key.to_vec()));
+        }
+    }
+
+    /// The value of `key` as this transaction sees it.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.read(&self.default, key.as_ref(), false)
+    }
+
+    /// The value of `key` in `keyspace` as this transaction sees it.
+    pub fn get_in(&self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.read(keyspace, key.as_ref(), false)
+    }
+
+    /// [`Transaction::get`], and the key joins the keys checked at commit
+    /// under snapshot isolation too: the commit fails if another commit
+    /// wrote it after this transaction's snapshot.
+    pub fn get_for_update(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.read(&self.default, key.as_ref(), true)
+    }
+
+    /// [`Transaction::get_for_update`] in `keyspace`.
+    pub fn get_for_update_in(
+        &self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Bytes>> {
+        self.read(keyspace, key.as_ref(), true)
+    }
+
+    /// The values of many keys, in the order asked.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    fn read(&self, keyspace: &Keyspace, key: &[u8], for_update: bool) -> Result<Option<Bytes>> {
+        check_key(key)?;
+        self.record_key(keyspace.id(), key, for_update);
+        match self.writes.read(keyspace.id(), key) {
+            OwnRead::Value(value) => Ok(value),
+            OwnRead::Snapshot => self.snapshot.get_in(keyspace, key),
+        }
+    }
+
+    /// Entries whose keys fall in `range`, as this transaction sees them.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> TransactionIter {
+        self.scan(&self.default, owned_range(range))
+    }
+
+    /// Entries whose keys start with `prefix`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> TransactionIter {
+        self.scan(&self.default, prefix_range(prefix.as_ref()))
+    }
+
+    /// Every entry, ascending.
+    pub fn iter(&self) -> TransactionIter {
+        self.scan(&self.default, (Bound::Unbounded, Bound::Unbounded))
+    }
+
+    /// Entries of `keyspace` whose keys fall in `range`.
+    pub fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> TransactionIter {
+        self.scan(keyspace, owned_range(range))
+    }
+
+    /// Entries of `keyspace` whose keys start with `prefix`.
+    pub fn prefix_in(&self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) -> TransactionIter {
+        self.scan(keyspace, prefix_range(prefix.as_ref()))
+    }
+
+    /// Every entry of `keyspace`, ascending.
+    pub fn iter_in(&self, keyspace: &Keyspace) -> TransactionIter {
+        self.scan(keyspace, (Bound::Unbounded, Bound::Unbounded))
+    }
+
+    fn scan(
+        &self,
+        keyspace: &Keyspace,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> TransactionIter {
+        let range = KeyRange {
+            keyspace: keyspace.id(),
+            start: bounds.0.clone(),
+            end: bounds.1.clone(),
+        };
+        let own = self.writes.points_in(&range);
+        let deleted = self.writes.ranges_of(keyspace.id());
+        if self.options.serializable {
+            self.reads.lock().ranges.push(range);
+        }
+        let snapshot = self.snapshot.range_in(keyspace, bounds);
+        TransactionIter::new(snapshot, own, deleted, keyspace.id())
+    }
+
+    /// Stores `value` under `key` when the transaction commits.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let default = self.default.clone();
+        self.put_in(&default, key, value)
+    }
+
+    /// Stores `value` under `key` in `keyspace` when the transaction commits.
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        check_key(key)?;
+        check_value(value)?;
+        keyspace.tree().check_live()?;
+        self.writes
+            .put(keyspace.id(), key, Some(Bytes::copy_from_slice(value)));
+        Ok(())
+    }
+
+    /// Removes `key` when the transaction commits.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let default = self.default.clone();
+        self.delete_in(&default, key)
+    }
+
+    /// Removes `key` from `keyspace` when the transaction commits.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        check_key(key)?;
+        keyspace.tree().check_live()?;
+        self.writes.put(keyspace.id(), key, None);
+        Ok(())
+    }
+
+    /// Deletes every key of `keyspace` in `range` when the transaction
+    /// commits (see [`Db::delete_range`]); its own earlier writes in the
+    /// range are deleted too, its later ones stay.
+    pub fn delete_range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> Result<()> {
+        keyspace.tree().check_live()?;
+        if let Some((start, end)) = crate::range_tombstone::normalize_range(&range)? {
+            self.writes.delete_range(keyspace.id(), start, end);
+        }
+        Ok(())
+    }
+
+    /// Writes the transaction's writes as one atomic batch, or fails with
+    /// [`Error::Conflict`] (nothing written) when a checked key or range
+    /// was written after its snapshot. Other errors (a dropped keyspace, a
+    /// batch over the size limit, a failed log) write nothing either.
+    pub fn commit(self) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        check_writable(&self.inner)?;
+        if self.writes.bytes() > crate::batch::MAX_BATCH_PAYLOAD {
+            return Err(Error::invalid(format!(
+                "the transaction wrote {} bytes, over the {}-byte batch limit",
+                self.writes.bytes(),
+                crate::batch::MAX_BATCH_PAYLOAD
+            )));
+        }
+        let batch = self.writes.to_batch();
+        batch.check_limits()?;
+        let (mut keys, mut ranges) = self.writes.written();
+        let reads = std::mem::take(&mut *self.reads.lock());
+        keys.extend(reads.keys);
+        ranges.extend(reads.ranges);
+        let check = ConflictCheck {
+            snapshot: self.snapshot.sequence(),
+            keys,
+            ranges,
+        };
+        Db::write_checked(&self.inner, batch, self.options.write, Some(check))
+    }
+
+    /// Discards the transaction (as dropping it does).
+    pub fn rollback(self) {}
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("snapshot", &self.snapshot.sequence())
+            .field("serializable", &self.options.serializable)
+            .finish_non_exhaustive()
+    }
+}

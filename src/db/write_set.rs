@@ -1,0 +1,128 @@
+//! A transaction's own writes, before its commit.
+//!
+//! Owns: [`WriteSet`] — the transaction's puts, deletes and range deletes by
+//! keyspace, what its reads see of them, and the batch its commit writes.
+//! Must never: let a read of the transaction miss one of its own writes, or
+//! let the batch apply them in another order than the transaction made them
+//! (a put after a range delete over its key survives it).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use crate::batch::WriteBatch;
+use crate::db::oracle::KeyRange;
+
+/// What the transaction says of one key: `Some(value)`, `None` (deleted),
+/// or nothing (the snapshot's answer stands).
+pub(crate) enum OwnRead {
+    Value(Option<Bytes>),
+    Snapshot,
+}
+
+/// A transaction's writes.
+#[derive(Default)]
+pub(crate) struct WriteSet {
+    /// (keyspace, key) -> the value put, or `None` for a delete. A point
+    /// write is always newer than every range delete (a range delete
+    /// removes the points it covers from here).
+    points: BTreeMap<(u32, Vec<u8>), Option<Bytes>>,
+    /// Range deletes, `[start, end)` per keyspace.
+    ranges: Vec<KeyRange>,
+    /// Bytes of keys and values held (for the size limit).
+    bytes: usize,
+}
+
+impl WriteSet {
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty() && self.ranges.is_empty()
+    }
+
+    pub fn put(&mut self, keyspace: u32, key: &[u8], value: Option<Bytes>) {
+        self.bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
+        self.points.insert((keyspace, key.to_vec()), value);
+    }
+
+    /// Deletes `[start, end)` of `keyspace`: the points already written in
+    /// it go (the range deletes them), later ones stay.
+    pub fn delete_range(&mut self, keyspace: u32, start: Vec<u8>, end: Option<Vec<u8>>) {
+        let range = KeyRange::half_open(keyspace, start, end);
+        self.points.retain(|(ks, key), _| !range.contains(*ks, key));
+        self.bytes += range.bytes();
+        self.ranges.push(range);
+    }
+
+    /// What the transaction itself says of `key`.
+    pub fn read(&self, keyspace: u32, key: &[u8]) -> OwnRead {
+        if let Some(value) = self.points.get(&(keyspace, key.to_vec())) {
+            return OwnRead::Value(value.clone());
+        }
+        if self.covers(keyspace, key) {
+            return OwnRead::Value(None);
+        }
+        OwnRead::Snapshot
+    }
+
+    /// Whether one of the transaction's range deletes covers `key`.
+    pub fn covers(&self, keyspace: u32, key: &[u8]) -> bool {
+        self.ranges.iter().any(|r| r.contains(keyspace, key))
+    }
+
+    /// The point writes of `keyspace` in `range`, ascending.
+    pub fn points_in(&self, range: &KeyRange) -> Vec<(Bytes, Option<Bytes>)> {
+        let lower = match &range.start {
+            Bound::Included(k) => Bound::Included((range.keyspace, k.clone())),
+            Bound::Excluded(k) => Bound::Excluded((range.keyspace, k.clone())),
+            Bound::Unbounded => Bound::Included((range.keyspace, Vec::new())),
+        };
+        self.points
+            .range((lower, Bound::Unbounded))
+            .take_while(|((ks, _), _)| *ks == range.keyspace)
+            .filter(|((ks, key), _)| range.contains(*ks, key))
+            .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
+            .collect()
+    }
+
+    /// The range deletes of `keyspace`.
+    pub fn ranges_of(&self, keyspace: u32) -> Vec<KeyRange> {
+        self.ranges
+            .iter()
+            .filter(|r| r.keyspace == keyspace)
+            .cloned()
+            .collect()
+    }
+
+    /// Keys and ranges written: what snapshot isolation checks at commit.
+    pub fn written(&self) -> (Vec<(u32, Vec<u8>)>, Vec<KeyRange>) {
+        let keys = self.points.keys().cloned().collect();
+        (keys, self.ranges.clone())
+    }
+
+    /// Bytes of keys and values held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The commit's batch: range deletes first, then the points (which are
+    /// newer than any of them), so each write keeps its effect.
+    pub fn to_batch(&self) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        for range in &self.ranges {
+            if let Bound::Included(start) = &range.start {
+                let end = match &range.end {
+                    Bound::Excluded(end) => Some(end.as_slice()),
+                    _ => None,
+                };
+                batch.push_range_delete(range.keyspace, start, end);
+            }
+        }
+        for ((keyspace, key), value) in &self.points {
+            match value {
+                Some(value) => batch.put_to(*keyspace, key, value),
+                None => batch.delete_from(*keyspace, key),
+            }
+        }
+        batch
+    }
+}
