@@ -6,7 +6,8 @@
 //! process-kill crash test ([`stress`]) behind `siftdb stress`; the logic of
 //! every fuzz target ([`fuzzing`]), shared by `fuzz/` and the corpus replay
 //! tests; [`SplitMix64`], the one random generator of the tests and the
-//! benchmark workloads; [`numbered_key`], the filter tests' keys; and
+//! benchmark workloads; [`elle`], the list-append history checker of the
+//! transaction tests; [`numbered_key`], the filter tests' keys; and
 //! [`files`], real files in tests (snapshots, damage, unwritable
 //! directories, unprivileged child processes).
 //!
@@ -14,6 +15,7 @@
 //! Must never: be a dependency of the `siftdb` library itself (only a
 //! dev-dependency), or reach into it past its public API.
 
+pub mod elle;
 mod fault;
 pub mod files;
 pub mod fuzzing;
