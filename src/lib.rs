@@ -67,8 +67,8 @@ mod wal;
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
 pub use db::{
-    Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats, RecoveryReport,
-    Snapshot, Stats,
+    CheckpointInfo, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats,
+    RecoveryReport, Snapshot, Stats,
 };
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;

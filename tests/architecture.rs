@@ -506,6 +506,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use AsyncDb",
         "use WriteBatch",
         "use Db",
+        "use CheckpointInfo",
         "use DbIterator",
         "use FilterBuildStats",
         "use RecoveryReport",

@@ -1,7 +1,7 @@
 //! The `siftdb` command line.
 //!
 //! Owns: argument parsing and dispatch to one module per subcommand
-//! (`bench.rs` for `siftdb bench`, `inspect.rs`, `verify.rs`, `repair.rs`,
+//! (`bench.rs` for `siftdb bench`, `checkpoint.rs`, `inspect.rs`, `verify.rs`, `repair.rs`,
 //! `scan.rs`, and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
 //! arguments and output), and turning an error into one line on stderr and
 //! an exit code.
@@ -9,6 +9,7 @@
 //! a message and a non-zero exit code.
 
 mod bench;
+mod checkpoint;
 mod inspect;
 mod point;
 mod repair;
@@ -33,6 +34,8 @@ struct Cli {
 enum Command {
     /// Run the benchmark workloads (crates/siftdb-bench/WORKLOADS.md) and check every answer.
     Bench(bench::BenchArgs),
+    /// Write an openable copy of a database at one sequence number.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Show what a table file or a database directory holds, filters included.
     Inspect(inspect::InspectArgs),
     /// Check every checksum of every live file, without opening the database.
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Repair(args) => repair::run(&args),
