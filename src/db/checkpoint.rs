@@ -173,7 +173,7 @@ pub(crate) fn checkpoint(inner: &Arc<DbInner>, dir: &Path) -> Result<(Checkpoint
 
 /// Removes the unfinished checkpoint at `temp` (one holding the marker);
 /// refuses to touch a directory there without it.
-fn remove_partial(fs: &dyn FileSystem, temp: &Path) -> Result<()> {
+pub(crate) fn remove_partial(fs: &dyn FileSystem, temp: &Path) -> Result<()> {
     if !fs.exists(temp) {
         return Ok(());
     }

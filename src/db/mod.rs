@@ -46,6 +46,7 @@ use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 use version::LiveTable;
 
 pub use checkpoint::CheckpointInfo;
+pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
