@@ -85,6 +85,23 @@ pub trait FileSystem: Send + Sync + 'static {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Makes `to` a second name of the file `from` (a hard link), failing
+    /// when `to` exists or the two are on different file systems. The
+    /// default says it is unsupported: callers then copy.
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        let _ = from;
+        Err(Error::io(
+            to,
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "no hard links here"),
+        ))
+    }
+    /// Removes an empty directory. The default says it is unsupported.
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        Err(Error::io(
+            dir,
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "cannot remove directories"),
+        ))
+    }
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Creates a directory and its parents, durably: each new directory's
@@ -244,6 +261,14 @@ impl FileSystem for OsFileSystem {
 
     fn remove(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|e| Error::io(to, e))
+    }
+
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::remove_dir(dir).map_err(|e| Error::io(dir, e))
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {

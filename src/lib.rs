@@ -33,7 +33,8 @@
 //! The public API is what an application embeds: [`Db`] (with [`Snapshot`]
 //! and [`DbIterator`]), [`WriteBatch`], [`Options`] and its enums,
 //! [`Error`]/[`Result`], [`Stats`], [`FilterPolicy`], [`PrefixExtractor`],
-//! [`repair()`], `AsyncDb` (feature `tokio`), the size limits
+//! [`repair()`], [`backup`] (numbered, incremental backups), `AsyncDb`
+//! (feature `tokio`), the size limits
 //! [`MAX_KEY_LEN`] and [`MAX_VALUE_LEN`], and the [`filter`] library.
 //! The filter is a library of its own: see [`filter`].
 //!
@@ -43,6 +44,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_db;
+pub mod backup;
 mod batch;
 mod codec;
 mod counter;
@@ -67,8 +69,9 @@ mod wal;
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
 pub use db::{
-    CompareAndSwap, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats,
-    RecoveryReport, Snapshot, Stats, Transaction, TransactionIter, TransactionOptions,
+    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions,
+    KeyspaceStats, RecoveryReport, Snapshot, Stats, Transaction, TransactionIter,
+    TransactionOptions,
 };
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;

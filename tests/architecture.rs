@@ -229,7 +229,7 @@ fn layer(module: &[String]) -> Option<u32> {
         "options" | "batch" | "memtable" | "manifest" | "cache" => 3,
         "wal" | "table" => 4,
         "db" | "inspect" | "repair" => 5,
-        "async_db" => 6,
+        "async_db" | "backup" => 6,
         _ => return None,
     })
 }
@@ -506,6 +506,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use AsyncDb",
         "use WriteBatch",
         "use Db",
+        "use CheckpointInfo",
         "use DbIterator",
         "use FilterBuildStats",
         "use RecoveryReport",
@@ -538,6 +539,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use MAX_KEY_LEN",
         "use MAX_VALUE_LEN",
         "mod filter",
+        "mod backup",
         "mod internals",
     ]
     .into_iter()

@@ -10,9 +10,10 @@
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only).
+//! reads only), `checkpoint.rs` (consistent copies of a live database).
 
 mod background;
+mod checkpoint;
 mod compaction;
 mod compare_and_swap;
 mod flush;
@@ -49,6 +50,8 @@ use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 use version::LiveTable;
 
+pub use checkpoint::CheckpointInfo;
+pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use iter::DbIterator;

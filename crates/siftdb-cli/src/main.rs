@@ -1,14 +1,16 @@
 //! The `siftdb` command line.
 //!
 //! Owns: argument parsing and dispatch to one module per subcommand
-//! (`bench.rs` for `siftdb bench`, `inspect.rs`, `verify.rs`, `repair.rs`,
+//! (`bench.rs` for `siftdb bench`, `backup.rs`, `checkpoint.rs`, `inspect.rs`, `verify.rs`, `repair.rs`,
 //! `scan.rs`, and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
 //! arguments and output), and turning an error into one line on stderr and
 //! an exit code.
 //! Must never: panic on bad input or a failed operation — every failure is
 //! a message and a non-zero exit code.
 
+mod backup;
 mod bench;
+mod checkpoint;
 mod inspect;
 mod point;
 mod repair;
@@ -33,6 +35,10 @@ struct Cli {
 enum Command {
     /// Run the benchmark workloads (crates/siftdb-bench/WORKLOADS.md) and check every answer.
     Bench(bench::BenchArgs),
+    /// Numbered, incremental, verified backups: create, list, verify, restore, purge.
+    Backup(backup::BackupArgs),
+    /// Write an openable copy of a database at one sequence number.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Show what a table file or a database directory holds, filters included.
     Inspect(inspect::InspectArgs),
     /// Check every checksum of every live file, without opening the database.
@@ -61,6 +67,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Backup(args) => backup::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Repair(args) => repair::run(&args),

@@ -1,0 +1,563 @@
+//! Backups: numbered, incremental, verified copies of a database in a
+//! directory of their own.
+//!
+//! Owns: [`BackupEngine`], the backup directory's layout and its
+//! metadata files (their format is in `docs/format.md`, "Backup
+//! metadata").
+//! Must never: name a file in a backup's metadata before the file is
+//! durable, remove a file a remaining backup names, or restore from a file
+//! whose checksum does not match.
+//!
+//! Layout of a backup directory:
+//!
+//! ```text
+//! shared/NNNNNN_CRC_SIZE.sst  tables, shared by every backup that holds them
+//! private/ID/                 one backup's logs and manifest
+//! meta/ID                     one backup's metadata: what it holds, checksums
+//! tmp/                        a backup or restore being made (removed at the next one)
+//! ```
+//!
+//! A backup is a [`Db::checkpoint`] taken into `tmp/`, whose tables are then
+//! moved into `shared/` (a table already there — same number, checksum and
+//! size — is not stored again) and whose other files into `private/ID/`.
+//! The metadata is written last (beside, synced, renamed): a backup exists
+//! once its `meta/ID` does, and a crash before leaves only files that the
+//! next [`BackupEngine::purge_old`] removes. A table's name carries its
+//! checksum so a database restored from an older backup, whose file
+//! numbers start again below those of later backups, cannot collide with
+//! them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::codec::crc32_of;
+use crate::db::{remove_partial, temp_dir_of, Db, CHECKPOINT_PARTIAL_FILE};
+use crate::error::{Error, Result};
+use crate::filename::{parse_file_name, FileKind};
+use crate::fs::{OsFileSystem, SharedFs};
+use crate::inspect::verify_dir_with;
+
+/// The first line of every metadata file.
+const META_HEADER: &str = "siftdb-backup 1";
+const SHARED_DIR: &str = "shared";
+const PRIVATE_DIR: &str = "private";
+const META_DIR: &str = "meta";
+const TMP_DIR: &str = "tmp";
+/// Bytes read and written per step of a copy or a checksum.
+const CHUNK: usize = 1 << 20;
+
+/// One file of a backup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupFile {
+    /// Its path in the backup directory (`shared/...` or `private/ID/...`).
+    pub stored: String,
+    /// Its name in a restored database.
+    pub name: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// The CRC-32 of its bytes.
+    pub crc32: u32,
+}
+
+/// One backup, as its metadata records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackupInfo {
+    /// Its number: backups are numbered 1, 2, ... in the order made.
+    pub id: u64,
+    /// The database's state it holds: the writes up to this sequence number.
+    pub sequence: u64,
+    /// When it was made, in seconds since the Unix epoch.
+    pub created_unix_secs: u64,
+    /// Its files.
+    pub files: Vec<BackupFile>,
+    /// Bytes this backup stored that no earlier backup had (its new
+    /// tables, logs and manifest), at its creation.
+    pub new_bytes: u64,
+}
+
+impl BackupInfo {
+    /// Bytes of all of its files (shared ones included).
+    pub fn size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Numbered backups of a database in a directory: incremental by table,
+/// each checked against its checksums when made and by [`verify`], and
+/// restored into a new directory by [`restore`].
+///
+/// ```
+/// use siftdb::backup::BackupEngine;
+///
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = siftdb::Db::open(dir.path().join("db"))?;
+/// let backups = BackupEngine::open(dir.path().join("backups"))?;
+/// db.put(b"k", b"v1")?;
+/// let first = backups.create(&db)?;
+/// db.put(b"k", b"v2")?;
+/// backups.create(&db)?;
+/// backups.restore(first.id, dir.path().join("restored"))?;
+/// let restored = siftdb::Db::open(dir.path().join("restored"))?;
+/// assert_eq!(restored.get(b"k")?.as_deref(), Some(&b"v1"[..]));
+/// # Ok::<(), siftdb::Error>(())
+/// ```
+///
+/// [`verify`]: BackupEngine::verify
+/// [`restore`]: BackupEngine::restore
+pub struct BackupEngine {
+    dir: PathBuf,
+    fs: SharedFs,
+}
+
+impl std::fmt::Debug for BackupEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupEngine")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl BackupEngine {
+    /// Opens (creating it when missing) the backup directory `dir`.
+    /// One engine per directory at a time: two making backups into the
+    /// same directory at once may number theirs alike.
+    pub fn open(dir: impl AsRef<Path>) -> Result<BackupEngine> {
+        let engine = BackupEngine {
+            dir: dir.as_ref().to_path_buf(),
+            fs: OsFileSystem::shared(),
+        };
+        for sub in [SHARED_DIR, PRIVATE_DIR, META_DIR] {
+            engine.fs.create_dir_all(&engine.dir.join(sub))?;
+        }
+        Ok(engine)
+    }
+
+    /// The backup directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Makes a new backup of `db` (as of one sequence number, while writes
+    /// go on) and verifies it; returns what it holds.
+    pub fn create(&self, db: &Db) -> Result<BackupInfo> {
+        let fs = self.fs.as_ref();
+        let id = self.list()?.last().map_or(1, |b| b.id + 1);
+        let tmp = self.dir.join(TMP_DIR);
+        self.remove_tree(&tmp)?;
+        fs.create_dir_all(&tmp)?;
+        let checkpoint_dir = tmp.join("checkpoint");
+        let checkpoint = db.checkpoint(&checkpoint_dir)?;
+        // Every block of every table, the logs and the manifest checked
+        // before anything is stored.
+        let report = verify_dir_with(&self.fs, &checkpoint_dir)?;
+        if let Some(problem) = report.errors().next() {
+            return Err(Error::corruption(
+                "the database's files",
+                format!("not backed up: {problem}"),
+            ));
+        }
+        let private = format!("{PRIVATE_DIR}/{id}");
+        self.remove_tree(&self.dir.join(&private))?;
+        fs.create_dir_all(&self.dir.join(&private))?;
+        let mut files = Vec::new();
+        let mut new_bytes = 0;
+        for name in fs.list(&checkpoint_dir)? {
+            let from = checkpoint_dir.join(&name);
+            let (size, crc32) = checksum(fs, &from)?;
+            let stored = match parse_file_name(&name) {
+                Some((FileKind::Table, number)) => {
+                    format!("{SHARED_DIR}/{number:06}_{crc32:08x}_{size}.sst")
+                }
+                _ => format!("{private}/{name}"),
+            };
+            let to = self.dir.join(&stored);
+            if fs.exists(&to) {
+                // Already backed up: checked as any stored file is.
+                check_file(fs, &to, &stored, size, crc32)?;
+                fs.remove(&from)?;
+            } else {
+                fs.rename(&from, &to)?;
+                new_bytes += size;
+            }
+            files.push(BackupFile {
+                stored,
+                name,
+                size,
+                crc32,
+            });
+        }
+        for sub in [SHARED_DIR, private.as_str()] {
+            fs.sync_dir(&self.dir.join(sub))?;
+        }
+        let info = BackupInfo {
+            id,
+            sequence: checkpoint.sequence,
+            created_unix_secs: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            files,
+            new_bytes,
+        };
+        self.write_meta(&info)?;
+        self.remove_tree(&tmp)?;
+        // Verified as stored: what `restore` will read.
+        self.verify(id)?;
+        Ok(info)
+    }
+
+    /// Every backup, oldest first. A metadata file that fails its checksum
+    /// is an error naming it.
+    pub fn list(&self) -> Result<Vec<BackupInfo>> {
+        let mut ids: Vec<u64> = self
+            .fs
+            .list(&self.dir.join(META_DIR))?
+            .iter()
+            .filter_map(|name| name.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        ids.into_iter().map(|id| self.read_meta(id)).collect()
+    }
+
+    /// Checks every file of backup `id` against its size and checksum:
+    /// `Corruption` naming the first that differs, or is missing.
+    pub fn verify(&self, id: u64) -> Result<BackupInfo> {
+        let info = self.read_meta(id)?;
+        for file in &info.files {
+            check_file(
+                self.fs.as_ref(),
+                &self.dir.join(&file.stored),
+                &file.stored,
+                file.size,
+                file.crc32,
+            )?;
+        }
+        Ok(info)
+    }
+
+    /// Restores backup `id` into `dir` (which must not exist): every file
+    /// is checked against its checksum first, and a backup that fails is
+    /// refused before anything is written. `dir` appears whole or not at
+    /// all: it is written as `DIR.checkpoint-tmp`, which a marker file
+    /// keeps `Db::open` from opening until it is whole, and renamed.
+    /// Files are copied, never linked: the restored database shares no
+    /// file with the backup.
+    pub fn restore(&self, id: u64, dir: impl AsRef<Path>) -> Result<BackupInfo> {
+        let dir = dir.as_ref();
+        let fs = self.fs.as_ref();
+        if fs.exists(dir) {
+            return Err(Error::invalid(format!(
+                "restore directory {} already exists",
+                dir.display()
+            )));
+        }
+        let info = self.verify(id)?;
+        let temp = temp_dir_of(dir)?;
+        remove_partial(fs, &temp)?;
+        fs.create_dir_all(&temp)?;
+        let mut marker = fs.create(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
+        marker.sync()?;
+        drop(marker);
+        fs.sync_dir(&temp)?;
+        for file in &info.files {
+            let copied = copy_checked(fs, &self.dir.join(&file.stored), &temp.join(&file.name))?;
+            if copied != (file.size, file.crc32) {
+                return Err(Error::corruption(
+                    format!("backup file {}", file.stored),
+                    "changed while it was restored",
+                ));
+            }
+        }
+        fs.sync_dir(&temp)?;
+        fs.remove(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
+        fs.sync_dir(&temp)?;
+        fs.rename(&temp, dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent)?;
+        }
+        Ok(info)
+    }
+
+    /// Removes all but the newest `keep` backups, and every stored file no
+    /// remaining backup names (files a crashed `create` left included).
+    /// Returns the ids removed.
+    pub fn purge_old(&self, keep: usize) -> Result<Vec<u64>> {
+        let fs = self.fs.as_ref();
+        let backups = self.list()?;
+        let cut = backups.len().saturating_sub(keep);
+        let (gone, kept) = backups.split_at(cut);
+        // The metadata first: a backup is gone once it is, and a crash
+        // after that leaves files the next purge removes.
+        for backup in gone {
+            fs.remove(&self.dir.join(META_DIR).join(backup.id.to_string()))?;
+        }
+        fs.sync_dir(&self.dir.join(META_DIR))?;
+        let needed: BTreeSet<&str> = kept
+            .iter()
+            .flat_map(|b| b.files.iter().map(|f| f.stored.as_str()))
+            .collect();
+        for name in fs.list(&self.dir.join(SHARED_DIR))? {
+            if !needed.contains(format!("{SHARED_DIR}/{name}").as_str()) {
+                fs.remove(&self.dir.join(SHARED_DIR).join(name))?;
+            }
+        }
+        let kept_ids: BTreeSet<String> = kept.iter().map(|b| b.id.to_string()).collect();
+        for name in fs.list(&self.dir.join(PRIVATE_DIR))? {
+            if !kept_ids.contains(&name) {
+                self.remove_tree(&self.dir.join(PRIVATE_DIR).join(name))?;
+            }
+        }
+        for sub in [SHARED_DIR, PRIVATE_DIR] {
+            fs.sync_dir(&self.dir.join(sub))?;
+        }
+        Ok(gone.iter().map(|b| b.id).collect())
+    }
+
+    /// Removes `dir` and what it holds (files, and directories one level
+    /// down: a checkpoint in `tmp/`), if it exists.
+    fn remove_tree(&self, dir: &Path) -> Result<()> {
+        let fs = self.fs.as_ref();
+        if !fs.exists(dir) {
+            return Ok(());
+        }
+        for name in fs.list(dir)? {
+            let path = dir.join(name);
+            if fs.is_dir(&path) {
+                self.remove_tree(&path)?;
+            } else {
+                fs.remove(&path)?;
+            }
+        }
+        fs.remove_dir(dir)
+    }
+
+    fn meta_path(&self, id: u64) -> PathBuf {
+        self.dir.join(META_DIR).join(id.to_string())
+    }
+
+    /// Writes backup `info`'s metadata beside its place, synced, and renames
+    /// it there (the directory synced).
+    fn write_meta(&self, info: &BackupInfo) -> Result<()> {
+        let fs = self.fs.as_ref();
+        let bytes = encode_meta(info);
+        let temp = self.dir.join(META_DIR).join(format!("{}.tmp", info.id));
+        let mut file = fs.create(&temp)?;
+        file.append(&bytes)?;
+        file.sync()?;
+        drop(file);
+        fs.rename(&temp, &self.meta_path(info.id))?;
+        fs.sync_dir(&self.dir.join(META_DIR))
+    }
+
+    fn read_meta(&self, id: u64) -> Result<BackupInfo> {
+        let path = self.meta_path(id);
+        if !self.fs.exists(&path) {
+            return Err(Error::invalid(format!(
+                "no backup {id} in {}",
+                self.dir.display()
+            )));
+        }
+        let bytes = self.fs.read_all(&path)?;
+        decode_meta(&bytes, id).map_err(|detail| {
+            Error::corruption(format!("backup metadata {}", path.display()), detail)
+        })
+    }
+}
+
+/// The metadata's text (see `docs/format.md`, "Backup metadata").
+fn encode_meta(info: &BackupInfo) -> Vec<u8> {
+    let mut text = format!(
+        "{META_HEADER}\nid {}\nsequence {}\ncreated {}\nnew_bytes {}\n",
+        info.id, info.sequence, info.created_unix_secs, info.new_bytes
+    );
+    for f in &info.files {
+        text.push_str(&format!(
+            "file {} {} {} {:08x}\n",
+            f.stored, f.name, f.size, f.crc32
+        ));
+    }
+    let crc = crc32_of(&[text.as_bytes()]);
+    text.push_str(&format!("crc32 {crc:08x}\n"));
+    text.into_bytes()
+}
+
+/// Parses metadata, its checksum checked first; the reason it is refused.
+fn decode_meta(bytes: &[u8], id: u64) -> std::result::Result<BackupInfo, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    let body_end = text
+        .trim_end_matches('\n')
+        .rfind('\n')
+        .map(|i| i + 1)
+        .ok_or("too short")?;
+    let (body, last) = text.split_at(body_end);
+    let stored_crc = last
+        .trim_end()
+        .strip_prefix("crc32 ")
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("no crc32 line at its end")?;
+    if crc32_of(&[body.as_bytes()]) != stored_crc {
+        return Err("checksum mismatch".to_string());
+    }
+    let mut lines = body.lines();
+    if lines.next() != Some(META_HEADER) {
+        return Err(format!("does not start with {META_HEADER:?}"));
+    }
+    let mut field = |name: &str| -> std::result::Result<u64, String> {
+        lines
+            .next()
+            .and_then(|l| l.strip_prefix(name))
+            .and_then(|v| v.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .ok_or(format!("no {name} line"))
+    };
+    let info_id = field("id")?;
+    let sequence = field("sequence")?;
+    let created_unix_secs = field("created")?;
+    let new_bytes = field("new_bytes")?;
+    if info_id != id {
+        return Err(format!("holds backup {info_id}, not {id}"));
+    }
+    let mut files = Vec::new();
+    for line in lines {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [kind, stored, name, size, crc] = parts.as_slice() else {
+            return Err(format!("bad line {line:?}"));
+        };
+        let size = size.parse().ok();
+        let crc = u32::from_str_radix(crc, 16).ok();
+        match (*kind, size, crc) {
+            ("file", Some(size), Some(crc32)) if safe_name(stored) && safe_name(name) => {
+                files.push(BackupFile {
+                    stored: stored.to_string(),
+                    name: name.to_string(),
+                    size,
+                    crc32,
+                });
+            }
+            _ => return Err(format!("bad line {line:?}")),
+        }
+    }
+    Ok(BackupInfo {
+        id,
+        sequence,
+        created_unix_secs,
+        files,
+        new_bytes,
+    })
+}
+
+/// A relative path without `..` or an absolute start: it stays inside the
+/// directory it is joined to.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('/')
+        && name.split('/').all(|p| !p.is_empty() && p != "..")
+}
+
+/// The size and CRC-32 of the file at `path`.
+fn checksum(fs: &dyn crate::fs::FileSystem, path: &Path) -> Result<(u64, u32)> {
+    stream(fs, path, |_| Ok(()))
+}
+
+/// Reads the file at `path` in chunks, handing each to `each`; returns its
+/// size and CRC-32.
+fn stream(
+    fs: &dyn crate::fs::FileSystem,
+    path: &Path,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<(u64, u32)> {
+    let file = fs.open_read(path)?;
+    let size = file.len();
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = usize::try_from(size - offset).map_or(CHUNK, |left| left.min(CHUNK));
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        file.read_exact_at(chunk, offset)?;
+        hasher.update(chunk);
+        each(chunk)?;
+        offset += n as u64;
+    }
+    Ok((size, hasher.finalize()))
+}
+
+/// Copies `from` to a new file `to` (synced); returns the size and CRC-32
+/// of what was copied.
+fn copy_checked(fs: &dyn crate::fs::FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
+    let mut out = fs.create(to)?;
+    let sums = stream(fs, from, |chunk| out.append(chunk))?;
+    out.sync()?;
+    Ok(sums)
+}
+
+/// `Corruption` naming `stored` unless the file at `path` has `size` bytes
+/// whose CRC-32 is `crc32`.
+fn check_file(
+    fs: &dyn crate::fs::FileSystem,
+    path: &Path,
+    stored: &str,
+    size: u64,
+    crc32: u32,
+) -> Result<()> {
+    let what = || format!("backup file {stored}");
+    if !fs.exists(path) {
+        return Err(Error::corruption(what(), "missing"));
+    }
+    let (got_size, got_crc) = checksum(fs, path)?;
+    if got_size != size {
+        return Err(Error::corruption(
+            what(),
+            format!("{got_size} bytes, the backup recorded {size}"),
+        ));
+    }
+    if got_crc != crc32 {
+        return Err(Error::corruption(
+            what(),
+            format!("checksum {got_crc:08x}, the backup recorded {crc32:08x}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_refuses_any_flipped_byte() {
+        let info = BackupInfo {
+            id: 7,
+            sequence: 1234,
+            created_unix_secs: 1_700_000_000,
+            files: vec![BackupFile {
+                stored: "shared/000012_0badf00d_4096.sst".to_string(),
+                name: "000012.sst".to_string(),
+                size: 4096,
+                crc32: 0x0bad_f00d,
+            }],
+            new_bytes: 4096,
+        };
+        let bytes = encode_meta(&info);
+        assert_eq!(decode_meta(&bytes, 7), Ok(info));
+        assert!(decode_meta(&bytes, 8).is_err());
+        for at in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            if let Some(b) = flipped.get_mut(at) {
+                *b ^= 0x10;
+            }
+            assert!(decode_meta(&flipped, 7).is_err(), "flip at {at} accepted");
+        }
+        assert!(decode_meta(b"", 7).is_err());
+        assert!(decode_meta(b"\n\n", 7).is_err());
+    }
+
+    #[test]
+    fn names_that_leave_the_directory_are_refused() {
+        for bad in ["", "/etc/passwd", "../x", "a/../b", "a//b"] {
+            assert!(!safe_name(bad), "{bad}");
+        }
+        assert!(safe_name("private/3/MANIFEST"));
+    }
+}
