@@ -37,21 +37,82 @@ fn encode(list: &[u64]) -> Vec<u8> {
     list.iter().flat_map(|e| e.to_be_bytes()).collect()
 }
 
+/// What a list-append transaction runs on: a siftdb transaction, or (the
+/// checker's control) a snapshot read and a batch written without a check.
+trait ListTxn {
+    fn get(&self, key: &str) -> siftdb::Result<Option<bytes::Bytes>>;
+    fn prefix(&self, prefix: &str) -> Vec<(bytes::Bytes, bytes::Bytes)>;
+    fn put(&mut self, key: &str, value: Vec<u8>);
+    /// `Ok(false)`: refused with a conflict.
+    fn commit(self) -> siftdb::Result<bool>;
+}
+
+impl ListTxn for Transaction {
+    fn get(&self, key: &str) -> siftdb::Result<Option<bytes::Bytes>> {
+        Transaction::get(self, key)
+    }
+    fn prefix(&self, prefix: &str) -> Vec<(bytes::Bytes, bytes::Bytes)> {
+        Transaction::prefix(self, prefix)
+            .collect::<siftdb::Result<_>>()
+            .unwrap()
+    }
+    fn put(&mut self, key: &str, value: Vec<u8>) {
+        Transaction::put(self, key, value).unwrap();
+    }
+    fn commit(self) -> siftdb::Result<bool> {
+        match Transaction::commit(self) {
+            Err(Error::Conflict) => Ok(false),
+            other => other.map(|()| true),
+        }
+    }
+}
+
+/// Reads at a snapshot, writes one batch, checks nothing: what the
+/// checker must catch.
+struct Unchecked<'a> {
+    db: &'a Db,
+    snapshot: siftdb::Snapshot,
+    batch: siftdb::WriteBatch,
+    written: std::collections::HashMap<String, Vec<u8>>,
+}
+
+impl ListTxn for Unchecked<'_> {
+    fn get(&self, key: &str) -> siftdb::Result<Option<bytes::Bytes>> {
+        match self.written.get(key) {
+            Some(v) => Ok(Some(bytes::Bytes::copy_from_slice(v))),
+            None => self.snapshot.get(key),
+        }
+    }
+    fn prefix(&self, prefix: &str) -> Vec<(bytes::Bytes, bytes::Bytes)> {
+        let mut entries: Vec<_> = self
+            .snapshot
+            .prefix(prefix)
+            .collect::<siftdb::Result<_>>()
+            .unwrap();
+        for (k, v) in &self.written {
+            entries.retain(|(key, _)| key.as_ref() != k.as_bytes());
+            entries.push((bytes::Bytes::from(k.clone()), bytes::Bytes::from(v.clone())));
+        }
+        entries
+    }
+    fn put(&mut self, key: &str, value: Vec<u8>) {
+        self.batch.put(key, &value);
+        self.written.insert(key.to_string(), value);
+    }
+    fn commit(self) -> siftdb::Result<bool> {
+        self.db.write(self.batch).map(|()| true)
+    }
+}
+
 /// One random transaction: its recorded operations, and whether it committed.
-fn run_one(txn: &mut Transaction, rng: &mut SplitMix64, elements: &AtomicU64) -> Vec<Op> {
+fn run_one(txn: &mut impl ListTxn, rng: &mut SplitMix64, elements: &AtomicU64) -> Vec<Op> {
     let mut ops = Vec::new();
     for _ in 0..1 + rng.below(4) {
         let k = rng.below(KEYS);
         match rng.below(10) {
             0 => {
                 // A scan of every list, forward or backward.
-                let forward = rng.below(2) == 0;
-                let scan = txn.prefix("list");
-                let mut entries: Vec<_> = if forward {
-                    scan.collect::<siftdb::Result<_>>().unwrap()
-                } else {
-                    scan.rev().collect::<siftdb::Result<_>>().unwrap()
-                };
+                let mut entries = txn.prefix("list");
                 entries.sort();
                 for k in 0..KEYS {
                     let found = entries
@@ -65,13 +126,13 @@ fn run_one(txn: &mut Transaction, rng: &mut SplitMix64, elements: &AtomicU64) ->
             }
             1..=4 => ops.push(Op::Read {
                 key: k,
-                list: decode(txn.get(key(k)).unwrap()),
+                list: decode(txn.get(&key(k)).unwrap()),
             }),
             _ => {
                 let element = elements.fetch_add(1, Ordering::Relaxed);
-                let mut list = decode(txn.get(key(k)).unwrap());
+                let mut list = decode(txn.get(&key(k)).unwrap());
                 list.push(element);
-                txn.put(key(k), encode(&list)).unwrap();
+                txn.put(&key(k), encode(&list));
                 ops.push(Op::Append { key: k, element });
             }
         }
@@ -81,7 +142,7 @@ fn run_one(txn: &mut Transaction, rng: &mut SplitMix64, elements: &AtomicU64) ->
 
 fn phase(
     db: &Arc<Db>,
-    options: TransactionOptions,
+    options: Option<TransactionOptions>,
     seed: u64,
     elements: &Arc<AtomicU64>,
     history: &Arc<Mutex<Vec<Txn>>>,
@@ -93,11 +154,22 @@ fn phase(
             std::thread::spawn(move || {
                 let mut rng = SplitMix64::new(seed ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
                 for i in 0..TXNS_PER_THREAD_PER_PHASE {
-                    let mut txn = db.transaction_with(options);
-                    let ops = run_one(&mut txn, &mut rng, &elements);
-                    let committed = match txn.commit() {
-                        Err(Error::Conflict) => false,
-                        other => other.map(|()| true).unwrap(),
+                    let (ops, committed) = match options {
+                        Some(options) => {
+                            let mut txn = db.transaction_with(options);
+                            let ops = run_one(&mut txn, &mut rng, &elements);
+                            (ops, ListTxn::commit(txn).unwrap())
+                        }
+                        None => {
+                            let mut txn = Unchecked {
+                                db: &db,
+                                snapshot: db.snapshot(),
+                                batch: siftdb::WriteBatch::new(),
+                                written: std::collections::HashMap::new(),
+                            };
+                            let ops = run_one(&mut txn, &mut rng, &elements);
+                            (ops, ListTxn::commit(txn).unwrap())
+                        }
                     };
                     history.lock().unwrap().push(Txn { ops, committed });
                     if t == 0 && i % 40 == 39 {
@@ -116,7 +188,7 @@ fn phase(
     }
 }
 
-fn run(options: TransactionOptions, seed: u64) -> Report {
+fn run(options: Option<TransactionOptions>, seed: u64) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::default()
         .memtable_bytes(16 << 10)
@@ -165,12 +237,21 @@ fn run(options: TransactionOptions, seed: u64) -> Report {
 
 #[test]
 fn snapshot_isolation_histories_show_no_anomaly_it_forbids() {
-    let report = run(TransactionOptions::new(), 0x5149);
+    let report = run(Some(TransactionOptions::new()), 0x5149);
     assert_eq!(report.snapshot_isolation_anomalies(), 0, "{report:?}");
 }
 
 #[test]
 fn serializable_histories_show_no_anomaly() {
-    let report = run(TransactionOptions::serializable(), 0x5e71);
+    let report = run(Some(TransactionOptions::serializable()), 0x5e71);
     assert_eq!(report.serializable_anomalies(), 0, "{report:?}");
+}
+
+/// The control: the same workload without conflict checks loses updates,
+/// and the checker says so.
+#[test]
+fn unchecked_read_modify_writes_show_lost_updates() {
+    let report = run(None, 0xc0de);
+    assert!(report.lost_update > 0, "{report:?}");
+    assert!(report.snapshot_isolation_anomalies() > 0);
 }

@@ -246,6 +246,27 @@ fn concurrent_increments_lose_no_update() {
 }
 
 #[test]
+fn a_transaction_moves_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<siftdb::Transaction>();
+    assert_send::<siftdb::TransactionIter>();
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut txn = db.transaction();
+    txn.put("k", "v").unwrap();
+    let txn = std::thread::spawn(move || txn).join().unwrap();
+    txn.commit().unwrap();
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    // A refused commit is not counted as a write.
+    let before = db.stats().writes;
+    let mut t = db.transaction();
+    t.put("k", "w").unwrap();
+    db.put("k", "x").unwrap();
+    assert!(t.commit().is_err());
+    assert_eq!(db.stats().writes, before + 1);
+}
+
+#[test]
 fn compare_and_swap_swaps_only_the_expected_value() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(open(dir.path()));

@@ -298,10 +298,15 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
         .counters
         .user_bytes_written
         .fetch_add(user_bytes as u64, Ordering::Relaxed);
+    // The batches written: those the oracle refused are not.
+    let written = group
+        .iter()
+        .filter(|p| !p.rejected.load(Ordering::Acquire))
+        .count();
     inner
         .counters
         .writes
-        .fetch_add(group.len() as u64, Ordering::Relaxed);
+        .fetch_add(written as u64, Ordering::Relaxed);
     Ok(())
 }
 

@@ -87,6 +87,15 @@ pub trait Engine: Sync {
         Err(format!("{} does not implement range deletes", self.name()))
     }
 
+    /// In one optimistic transaction, reads `a` and `b`, writes both back
+    /// changed (a missing one gets a value), and commits; on a conflict
+    /// starts again. Returns the conflicts met before the commit (the txn
+    /// phases). An engine without optimistic transactions refuses.
+    fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
+        let _ = (a, b);
+        Err(format!("{} does not implement transactions", self.name()))
+    }
+
     /// The engine's own counters, if it keeps any. Called only outside
     /// timed sections, before and after each phase; reports show each
     /// counter's change, that change per operation (so a running total of
@@ -99,6 +108,21 @@ pub trait Engine: Sync {
     /// stalled ([`WRITE_STALL_MICROS`]).
     fn counters(&self) -> Option<Counters> {
         None
+    }
+}
+
+/// The value a txn phase writes back for `old` (`None`: the key was
+/// absent): its first byte changed, so every engine writes the same bytes.
+pub fn changed_value(old: Option<&[u8]>) -> Vec<u8> {
+    match old {
+        Some(old) => {
+            let mut new = old.to_vec();
+            if let Some(first) = new.first_mut() {
+                *first = first.wrapping_add(1);
+            }
+            new
+        }
+        None => b"txn".to_vec(),
     }
 }
 

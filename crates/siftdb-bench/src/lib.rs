@@ -49,7 +49,9 @@ pub use data::{
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
 pub use device::{fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS, READ_BYTES};
-pub use engine::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
+pub use engine::{
+    changed_value, Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
+};
 pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;

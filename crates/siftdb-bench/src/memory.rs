@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use super::engine::{Counters, Engine, ScanBuffer};
+use super::engine::{changed_value, Counters, Engine, ScanBuffer};
 
 /// A sorted map in memory, shared between threads through a `RwLock`.
 #[derive(Debug, Default)]
@@ -50,6 +50,18 @@ impl Engine for MemoryEngine {
         self.puts.fetch_add(1, Ordering::Relaxed);
         self.map.write().insert(key.to_vec(), value.to_vec());
         Ok(())
+    }
+
+    /// Under the map's write lock: never a conflict.
+    fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
+        let mut map = self.map.write();
+        self.gets.fetch_add(2, Ordering::Relaxed);
+        self.puts.fetch_add(2, Ordering::Relaxed);
+        for key in [a, b] {
+            let new = changed_value(map.get(key).map(Vec::as_slice));
+            map.insert(key.to_vec(), new);
+        }
+        Ok(0)
     }
 
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {

@@ -20,6 +20,8 @@ pub const LOAD_ORDER_SEED: u64 = 42;
 
 /// Seed of the shuffle that orders every read phase.
 pub const READ_ORDER_SEED: u64 = 7;
+/// Seed of the txn phases' key pairs.
+const TXN_SEED: u64 = 0x7478_6e73;
 
 /// Entries one seekrandom scan asks for.
 pub const SCAN_LENGTH: u64 = SCAN_ENTRIES as u64;
@@ -72,11 +74,16 @@ pub enum Phase {
     /// clock starts), then M gets of present keys in read order: a deleted
     /// key must be absent, every other key present.
     DeleteRange,
+    /// M transactions, each reading two keys drawn Zipfian(0.99), writing
+    /// both back changed and committing, retried on conflict.
+    Txn,
+    /// The txn phase with its two keys drawn uniformly.
+    TxnUniform,
 }
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 10] = [
+    pub const ALL: [Phase; 12] = [
         Phase::FillRandom,
         Phase::ReadRandom,
         Phase::ReadMissing,
@@ -87,11 +94,13 @@ impl Phase {
         Phase::SeekEmpty,
         Phase::Mixed,
         Phase::DeleteRange,
+        Phase::Txn,
+        Phase::TxnUniform,
     ];
 
     /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
     /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
-    /// `deleterange`.
+    /// `deleterange`, `txn`, `txn-uniform`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
@@ -104,6 +113,8 @@ impl Phase {
             Phase::SeekEmpty => "seekempty",
             Phase::Mixed => "mixed",
             Phase::DeleteRange => "deleterange",
+            Phase::Txn => "txn",
+            Phase::TxnUniform => "txn-uniform",
         }
     }
 
@@ -273,7 +284,9 @@ impl Workload {
             | Phase::ReadHot
             | Phase::SeekEmpty
             | Phase::Mixed
-            | Phase::DeleteRange => self.ops,
+            | Phase::DeleteRange
+            | Phase::Txn
+            | Phase::TxnUniform => self.ops,
         }
     }
 
@@ -449,6 +462,30 @@ impl Workload {
         Ok(ops)
     }
 
+    /// The txn phases' key pairs: per transaction two distinct present
+    /// keys' numbers `2i`, items drawn Zipfian(0.99) (txn) or uniformly
+    /// (txn-uniform) from a seed of their own.
+    pub fn txn_pairs(&self, phase: Phase) -> Result<Vec<(u64, u64)>, String> {
+        let zipf = (phase == Phase::Txn).then(|| Zipfian::new(self.n, YCSB_ZIPFIAN_CONSTANT));
+        let count = usize::try_from(self.ops).map_err(|_| self.cannot_draw())?;
+        let mut pairs = Vec::new();
+        pairs
+            .try_reserve_exact(count)
+            .map_err(|_| self.cannot_draw())?;
+        let mut rng = SplitMix64::new(TXN_SEED);
+        let mut draw = || match &zipf {
+            Some(zipf) => zipf.sample(rng.next_unit()),
+            None => rng.below(self.n),
+        };
+        for _ in 0..self.ops {
+            let a = draw();
+            // Two distinct keys (one key alone when N = 1).
+            let b = (0..64).map(|_| draw()).find(|&b| b != a).unwrap_or(a);
+            pairs.push((2 * a, 2 * b));
+        }
+        Ok(pairs)
+    }
+
     fn cannot_draw(&self) -> String {
         format!("cannot allocate the mixed phase's {} operations", self.ops)
     }
@@ -493,7 +530,9 @@ mod tests {
                 "seekprefix",
                 "seekempty",
                 "mixed",
-                "deleterange"
+                "deleterange",
+                "txn",
+                "txn-uniform"
             ]
         );
         for p in Phase::ALL {

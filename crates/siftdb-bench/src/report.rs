@@ -60,6 +60,10 @@ pub struct CounterChange {
     pub end: u64,
 }
 
+/// The counter under which a txn phase reports the conflicts its
+/// transactions met and retried (the harness's own count, for every engine).
+pub const TXN_CONFLICTS: &str = "txn_conflicts";
+
 /// Counter changes between two snapshots; a counter missing from `before`
 /// started at 0.
 pub fn counter_changes(before: &Counters, after: &Counters) -> BTreeMap<String, CounterChange> {
@@ -341,8 +345,17 @@ impl PhaseReport {
     }
 }
 
+impl PhaseReport {
+    /// Conflicts met per committed transaction (txn phases only).
+    pub fn conflicts_per_txn(&self) -> Option<f64> {
+        let conflicts = self.counters.as_ref()?.get(TXN_CONFLICTS)?;
+        (self.ops > 0).then(|| conflicts.end as f64 / self.ops as f64)
+    }
+}
+
 /// One line per phase: ops/s, p50, p99, data blocks read from files per
-/// get, peak resident memory, and the verdict.
+/// get, peak resident memory, and the verdict (with the conflict rate of
+/// a txn phase).
 pub fn summary_table(reports: &[PhaseReport]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -360,7 +373,10 @@ pub fn summary_table(reports: &[PhaseReport]) -> String {
             .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
         let peak = r.peak_rss_bytes.map_or_else(|| "-".to_string(), fmt_mib);
         let verdict = if r.passed() {
-            "ok".to_string()
+            match r.conflicts_per_txn() {
+                Some(rate) => format!("ok, {rate:.4} conflicts per committed txn"),
+                None => "ok".to_string(),
+            }
         } else {
             format!("FAILED ({} errors)", group_digits(r.errors.count))
         };

@@ -7,8 +7,9 @@
 //! one-in-eight latency sample (keys and expected values are built on the
 //! stack, buffers are reused), or let a wrong answer become a figure.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cold::ColdCache;
@@ -17,7 +18,7 @@ use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, PREFIX_LEN, SCAN_ENTRIES};
-use super::report::{counter_changes, ErrorLog, PhaseReport};
+use super::report::{counter_changes, CounterChange, ErrorLog, PhaseReport, TXN_CONFLICTS};
 use super::resident;
 use super::written;
 
@@ -237,6 +238,19 @@ pub fn run_phase<E: Engine + ?Sized>(
         mixed_ops
     };
     let mixed_lanes = mixed_lanes(&mixed_ops, threads);
+    // The txn phases' key pairs, drawn before the clock starts.
+    let txn_pairs = if matches!(phase, Phase::Txn | Phase::TxnUniform) {
+        match workload.txn_pairs(phase) {
+            Ok(pairs) => pairs,
+            Err(message) => {
+                report.errors.record(format!("{phase}: {message}"));
+                return report;
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let conflicts = AtomicU64::new(0);
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
     let written_before = written::bytes_written();
@@ -314,6 +328,11 @@ pub fn run_phase<E: Engine + ?Sized>(
                 after_delete_op(engine, workload, &latest_versions, g, &mut buf, sampler)
             })
         }),
+        Phase::Txn | Phase::TxnUniform => split_across_threads(ops, threads, |range| {
+            drive(range, progress, |o, sampler| {
+                txn_op(engine, &txn_pairs, o, &conflicts, sampler)
+            })
+        }),
         Phase::Mixed => across_threads(mixed_lanes, |lane| {
             let mut buf = Vec::new();
             let mut at = lane.iter();
@@ -350,9 +369,39 @@ pub fn run_phase<E: Engine + ?Sized>(
         (None, Some(after)) => Some(counter_changes(&Default::default(), &after)),
         _ => None,
     };
+    if !txn_pairs.is_empty() {
+        // Conflicts met (and retried) by the phase's transactions.
+        let conflicts = conflicts.load(Ordering::Relaxed);
+        let change = CounterChange {
+            delta: i64::try_from(conflicts).unwrap_or(i64::MAX),
+            end: conflicts,
+        };
+        report
+            .counters
+            .get_or_insert_with(BTreeMap::new)
+            .insert(TXN_CONFLICTS.to_string(), change);
+    }
     report.latency = outcome.sampler.summary();
     report.errors = outcome.errors;
     report
+}
+
+/// One transaction of a txn phase: its latency includes its retries.
+fn txn_op<E: Engine + ?Sized>(
+    engine: &E,
+    pairs: &[(u64, u64)],
+    o: u64,
+    conflicts: &AtomicU64,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some(&(a, b)) = usize::try_from(o).ok().and_then(|o| pairs.get(o)) else {
+        return Err(format!("txn op {o}: no such pair was drawn"));
+    };
+    let met = sampler
+        .time(o, || engine.read_modify_write(&key(a), &key(b)))
+        .map_err(|e| format!("txn op {o}: keys {a} and {b}: {e}"))?;
+    conflicts.fetch_add(met, Ordering::Relaxed);
+    Ok(())
 }
 
 /// What a phase needs before its clock starts: fillrandom's load order,

@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use crate::{Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS};
+use crate::{
+    changed_value, Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
+};
 use siftdb::{Db, DbIterator, FilterPolicy, Options, PrefixExtractor};
 
 /// How siftdb is opened beyond its defaults (each shows in `settings`).
@@ -176,6 +178,22 @@ impl Engine for SiftdbEngine {
         self.db.delete_range(start..end).map_err(|e| e.to_string())
     }
 
+    fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
+        let mut conflicts = 0;
+        loop {
+            let mut txn = self.db.transaction();
+            for key in [a, b] {
+                let old = txn.get(key).map_err(|e| e.to_string())?;
+                txn.put(key, changed_value(old.as_deref()))
+                    .map_err(|e| e.to_string())?;
+            }
+            match txn.commit() {
+                Err(siftdb::Error::Conflict) => conflicts += 1,
+                other => return other.map(|()| conflicts).map_err(|e| e.to_string()),
+            }
+        }
+    }
+
     fn flush_and_wait(&self) -> Result<(), String> {
         self.db.flush().map_err(|e| e.to_string())?;
         self.db.wait_for_background().map_err(|e| e.to_string())
@@ -219,6 +237,9 @@ impl Engine for SiftdbEngine {
                 s.flush_bytes_written + s.compaction_bytes_written,
             ),
             (WRITE_STALL_MICROS, s.write_stall_micros),
+            ("transaction_commits", s.transaction_commits),
+            ("transaction_conflicts", s.transaction_conflicts),
+            ("oracle_bytes", s.oracle_bytes),
         ];
         let mut c: Counters = figures
             .into_iter()

@@ -56,7 +56,9 @@ pub struct BenchArgs {
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
     /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
-    /// deleterange.
+    /// deleterange, txn, txn-uniform (the txn phases, not run by default: M
+    /// transactions reading two keys, Zipfian or uniform, and writing both
+    /// back, retried on conflict; the summary gives conflicts per commit).
     #[arg(
         long,
         value_delimiter = ',',
