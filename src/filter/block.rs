@@ -24,10 +24,9 @@
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
 use crate::filter::batch::{self, LineLookup};
-use crate::filter::bloom::{
-    allocate_lines, hash_key, hash_key_seeded, line_index, BloomFilter, Line, LINE_BYTES,
-};
+use crate::filter::bloom::{allocate_lines, BloomFilter, Line, LINE_BYTES};
 use crate::filter::kernel::LineTest;
+use crate::filter::line::filter_hash;
 use crate::filter::probe::Layout;
 use crate::filter::theory::MAX_PROBES;
 
@@ -229,12 +228,9 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     /// table filters use seed 0, i.e. [`crate::filter::hash_key`]).
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
-        let index = line_index(hash, self.header.lines);
-        match self.lines().get(index) {
-            Some(line) => self.test.test(line, hash),
-            // Unreachable after parse; failing open keeps it safe regardless.
-            None => true,
-        }
+        // The line's index and address inside the kernel's one call (the
+        // count of `lines()`, which parse checked against the header's).
+        self.test.contains_hash(self.lines(), hash)
     }
 
     /// False when `key` was certainly never inserted.
@@ -246,12 +242,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     /// This filter's hash of `key`.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        // Seed 0, every table's, as `BloomFilter::hash`: the plain hash.
-        if self.header.seed == 0 {
-            hash_key(key)
-        } else {
-            hash_key_seeded(key, self.header.seed)
-        }
+        filter_hash(key, self.header.seed)
     }
 
     /// [`FilterView::contains_hash`] for each hash, in order, with the

@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
-use crate::filter::line::line_ones;
+use crate::filter::line::{filter_hash, line_ones};
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
 use crate::filter::probe::Layout;
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
@@ -211,13 +211,7 @@ impl BloomFilter {
     /// The hash this filter uses for `key`.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
-        // Seed 0 (every table's) is the plain hash, whose constants the
-        // compiler folds: fewer instructions per key than the seeded one.
-        if self.seed == 0 {
-            hash_key(key)
-        } else {
-            hash_key_seeded(key, self.seed)
-        }
+        filter_hash(key, self.seed)
     }
 
     /// Adds a key.
@@ -229,11 +223,8 @@ impl BloomFilter {
     /// Adds a key by its hash (see [`BloomFilter::hash`]).
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
-        let index = line_index(hash, self.lines.len() as u64);
-        // `line_index` is below the line count: the line always exists.
-        if let Some(line) = self.lines.get_mut(index) {
-            self.test.add(&mut line.0, hash);
-        }
+        // The line's index and address inside the kernel's one call.
+        self.test.insert_hash(&mut self.lines, hash);
     }
 
     /// Adds every hash of `hashes` (the same bits as one
@@ -277,11 +268,8 @@ impl BloomFilter {
     /// False when no key with this hash was ever inserted.
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
-        let index = line_index(hash, self.lines.len() as u64);
-        match self.lines.get(index) {
-            Some(line) => self.test.test(&line.0, hash),
-            None => true,
-        }
+        // The line's index and address inside the kernel's one call.
+        self.test.contains_hash(self.line_arrays(), hash)
     }
 
     /// [`BloomFilter::contains_hash`] for each hash, in order. Faster than

@@ -1,7 +1,7 @@
 //! The probe kernel a filter runs, chosen once per filter.
 //!
-//! Owns: [`LineTest`] — for a probe count, the query and insert of one line
-//! and of a group, run with the instruction set detected when the filter
+//! Owns: [`LineTest`] — for a probe count, the query and insert of one key's
+//! hash in a filter's lines and of a group, run with the instruction set detected when the filter
 //! was made ([`crate::filter::simd::Isa`]) — and the only calls of the
 //! target-feature kernels.
 //! Must never: run a kernel this CPU cannot run (the vector kernels are
@@ -13,6 +13,7 @@
 )]
 
 use crate::filter::line::{Line, LINE_BYTES};
+use crate::filter::probe::Probes;
 use crate::filter::simd::{self, Isa};
 
 /// The kernels for one probe count on this CPU. A query matches on the
@@ -20,7 +21,7 @@ use crate::filter::simd::{self, Isa};
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LineTest {
     isa: Isa,
-    probes: u32,
+    probes: Probes,
 }
 
 impl LineTest {
@@ -31,36 +32,41 @@ impl LineTest {
     /// The kernels of `isa`, which must be one [`Isa::detected`] returns or
     /// below it.
     pub(crate) fn with_isa(isa: Isa, probes: u32) -> LineTest {
-        LineTest { isa, probes }
+        LineTest {
+            isa,
+            probes: Probes::new(probes),
+        }
     }
 
-    /// True when every bit `hash` probes is set in `line`.
+    /// Whether a key of this hash may be in the filter of `lines`: the
+    /// line's index, its address and its test in one call of the kernel.
     #[inline(always)]
-    pub(crate) fn test(&self, line: &[u8; LINE_BYTES], hash: u64) -> bool {
+    pub(crate) fn contains_hash(&self, lines: &[[u8; LINE_BYTES]], hash: u64) -> bool {
         let k = self.probes;
         match self.isa {
             // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { simd::test_avx512(line, hash, k) },
-            // SAFETY: as above.
+            Isa::Avx512 => unsafe { simd::contains_hash_avx512(lines, hash, k) },
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { simd::test_avx2(line, hash, k) },
-            _ => simd::test_scalar(line, hash, k),
+            Isa::Avx2 => unsafe { simd::contains_hash_avx2(lines, hash, k) },
+            _ => simd::contains_hash_scalar(lines, hash, k),
         }
     }
 
-    /// Sets every bit `hash` probes in `line`.
+    /// Sets the probes of a hash in its line of `lines`, in one call of
+    /// the kernel.
     #[inline(always)]
-    pub(crate) fn add(&self, line: &mut [u8; LINE_BYTES], hash: u64) {
+    pub(crate) fn insert_hash(&self, lines: &mut [Line], hash: u64) {
         let k = self.probes;
         match self.isa {
-            // SAFETY: as in `test`.
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { simd::add_avx512(line, hash, k) },
-            // SAFETY: as in `test`.
+            Isa::Avx512 => unsafe { simd::insert_hash_avx512(lines, hash, k) },
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { simd::add_avx2(line, hash, k) },
-            _ => simd::add_scalar(line, hash, k),
+            Isa::Avx2 => unsafe { simd::insert_hash_avx2(lines, hash, k) },
+            _ => simd::insert_hash_scalar(lines, hash, k),
         }
     }
 
@@ -70,10 +76,10 @@ impl LineTest {
     pub(crate) fn add_group(&self, lines: &mut [Line], hashes: &[u64]) {
         let k = self.probes;
         match self.isa {
-            // SAFETY: as in `test`.
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => unsafe { simd::add_group_avx512(lines, hashes, k) },
-            // SAFETY: as in `test`.
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { simd::add_group_avx2(lines, hashes, k) },
             _ => simd::add_group_scalar(lines, hashes, k),
@@ -91,10 +97,10 @@ impl LineTest {
     ) {
         let k = self.probes;
         match self.isa {
-            // SAFETY: as in `test`.
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => unsafe { simd::group_avx512(lines, hashes, found, k) },
-            // SAFETY: as in `test`.
+            // SAFETY: `isa` is this CPU's (or one it also runs).
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { simd::group_avx2(lines, hashes, found, k) },
             _ => simd::group_scalar(lines, hashes, found, k),

@@ -38,6 +38,15 @@ pub fn hash_key(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// A filter's hash of `key`: [`hash_key_seeded`], which for seed 0 (every
+/// table's) is [`hash_key`]. One hash, not a branch on the seed between
+/// two: for short keys the seed costs an add and a subtract, and one copy
+/// of xxh3 is what lets a caller's loop inline it.
+#[inline(always)]
+pub(crate) fn filter_hash(key: &[u8], seed: u64) -> u64 {
+    hash_key_seeded(key, seed)
+}
+
 /// The line a hash maps to, for a filter of `lines` lines (`1 ≤ lines ≤ 2^32`).
 #[inline]
 pub fn line_index(hash: u64, lines: u64) -> usize {
@@ -83,6 +92,32 @@ pub(crate) fn add_each(
         if let Some(line) = lines.get_mut(line_index(hash, count)) {
             set(&mut line.0, hash);
         }
+    }
+}
+
+/// The single-key query every kernel runs, written once: the hash's line
+/// and `test`, in the kernel's one call (the line's index and address are
+/// worked out inside it, so the caller passes the lines and the hash only).
+#[inline(always)]
+pub(crate) fn answer_hash(
+    lines: &[[u8; LINE_BYTES]],
+    hash: u64,
+    test: impl Fn(&[u8; LINE_BYTES], u64) -> bool,
+) -> bool {
+    match lines.get(line_index(hash, lines.len() as u64)) {
+        Some(line) => test(line, hash),
+        // Unreachable for a non-empty filter; failing open keeps it safe.
+        None => true,
+    }
+}
+
+/// The single-key insert every kernel runs, written once (as
+/// [`answer_hash`]): the hash's line and `set`.
+#[inline(always)]
+pub(crate) fn add_hash(lines: &mut [Line], hash: u64, set: impl Fn(&mut [u8; LINE_BYTES], u64)) {
+    let count = lines.len() as u64;
+    if let Some(line) = lines.get_mut(line_index(hash, count)) {
+        set(&mut line.0, hash);
     }
 }
 

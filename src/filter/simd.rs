@@ -2,8 +2,9 @@
 //! ([`crate::filter::probe`]) compiled for each x86-64 instruction set.
 //!
 //! Owns: [`Isa`], the instruction set this CPU offers (detected once per
-//! process), and for each the query of one line, the insert of one line and
-//! the group query and insert (the loops of [`crate::filter::line`] with the
+//! process), and for each the single-key query and insert of a filter's
+//! lines (the line's index, its address and its test in one call) and the
+//! group query and insert (the loops of [`crate::filter::line`] with the
 //! kernel inlined).
 //! Must never: test or set a different bit than the scalar definition
 //! ([`crate::filter::probe::sectored_mask`]) — the probe tests compare every
@@ -18,9 +19,13 @@
 //!
 //! Single-key calls are direct: a filter keeps the [`Isa`] it detected at
 //! construction and [`crate::filter::kernel::LineTest`] matches on it, so a
-//! query pays one predicted branch and one direct call, not an indirect one,
-//! and the kernel takes the probe count as an argument (one round for
-//! `k ≤ 8`, a loop beyond) rather than a function pointer per count.
+//! query pays one predicted branch and one direct call, not an indirect one;
+//! the caller hashes the key inline (one xxh3, no branch on the seed) and
+//! the kernel takes the filter's lines, the hash and the probe count
+//! ([`crate::filter::probe::Probes`]: one round for `k ≤ 8`, a loop beyond,
+//! the first round's word mask one rotate) — the line's index and load are
+//! the kernel's first instructions, so the load starts before the mask is
+//! computed.
 
 #![cfg_attr(
     target_arch = "x86_64",
@@ -36,8 +41,8 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::filter::line::{add_each, answer_each, Line, LINE_BYTES};
-use crate::filter::probe::{line_add_mask, line_has_mask, sectored_mask};
+use crate::filter::line::{add_each, add_hash, answer_each, answer_hash, Line, LINE_BYTES};
+use crate::filter::probe::{line_add_mask, line_has_mask, sectored_mask, Probes};
 #[cfg(target_arch = "x86_64")]
 use crate::filter::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIERS};
 
@@ -105,30 +110,39 @@ impl Isa {
 #[cfg(target_arch = "x86_64")]
 static DETECTED: AtomicU8 = AtomicU8::new(0);
 
-/// The query of one line in the portable build. Never inlined into a
-/// filter's query: a caller that may also call a vector kernel would carry
-/// its registers (saved and restored on every query) for nothing.
+/// The single-key query of a filter's lines in the portable build. Never
+/// inlined into a filter's query: a caller that may also call a vector
+/// kernel would carry its registers (saved and restored on every query)
+/// for nothing.
 #[inline(never)]
-pub(crate) fn test_scalar(line: &[u8; LINE_BYTES], hash: u64, k: u32) -> bool {
-    line_has_mask(line, &sectored_mask(hash, k))
+pub(crate) fn contains_hash_scalar(lines: &[[u8; LINE_BYTES]], hash: u64, k: Probes) -> bool {
+    answer_hash(lines, hash, |line, hash| {
+        line_has_mask(line, &sectored_mask(hash, k))
+    })
 }
 
-/// The insert into one line in the portable build (not inlined, as
-/// [`test_scalar`]).
+/// The single-key insert into a filter's lines in the portable build.
 #[inline(never)]
-pub(crate) fn add_scalar(line: &mut [u8; LINE_BYTES], hash: u64, k: u32) {
-    line_add_mask(line, &sectored_mask(hash, k));
+pub(crate) fn insert_hash_scalar(lines: &mut [Line], hash: u64, k: Probes) {
+    add_hash(lines, hash, |line, hash| {
+        line_add_mask(line, &sectored_mask(hash, k))
+    });
 }
 
 /// The group query in the portable build.
-pub(crate) fn group_scalar(lines: &[[u8; LINE_BYTES]], hashes: &[u64], found: &mut [bool], k: u32) {
+pub(crate) fn group_scalar(
+    lines: &[[u8; LINE_BYTES]],
+    hashes: &[u64],
+    found: &mut [bool],
+    k: Probes,
+) {
     answer_each(lines, hashes, found, |line, hash| {
         line_has_mask(line, &sectored_mask(hash, k))
     });
 }
 
 /// The group insert in the portable build.
-pub(crate) fn add_group_scalar(lines: &mut [Line], hashes: &[u64], k: u32) {
+pub(crate) fn add_group_scalar(lines: &mut [Line], hashes: &[u64], k: Probes) {
     add_each(lines, hashes, |line, hash| {
         line_add_mask(line, &sectored_mask(hash, k))
     });
@@ -138,22 +152,28 @@ pub(crate) fn add_group_scalar(lines: &mut [Line], hashes: &[u64], k: u32) {
 /// line query and line insert.
 #[cfg(target_arch = "x86_64")]
 macro_rules! kernels_for {
-    ($features:literal, $test:ident, $add:ident, $group:ident, $add_group:ident,
+    ($features:literal, $contains_hash:ident, $insert_hash:ident,
+     $group:ident, $add_group:ident,
      |$line:ident, $hash:ident, $k:ident| $test_body:expr, $add_body:expr) => {
-        /// The query of one line.
+        /// The single-key query of a filter's lines: the hash's line and
+        /// its test in this one call (see [`answer_hash`]).
         /// # Safety
         /// The CPU must support the features named in `target_feature`.
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $test($line: &[u8; LINE_BYTES], $hash: u64, $k: u32) -> bool {
-            $test_body
+        pub(crate) unsafe fn $contains_hash(
+            lines: &[[u8; LINE_BYTES]],
+            $hash: u64,
+            $k: Probes,
+        ) -> bool {
+            answer_hash(lines, $hash, |$line, $hash| $test_body)
         }
 
-        /// The insert into one line.
+        /// The single-key insert into a filter's lines (see [`add_hash`]).
         /// # Safety
         /// As the query's.
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $add($line: &mut [u8; LINE_BYTES], $hash: u64, $k: u32) {
-            $add_body
+        pub(crate) unsafe fn $insert_hash(lines: &mut [Line], $hash: u64, $k: Probes) {
+            add_hash(lines, $hash, |$line, $hash| $add_body);
         }
 
         /// The group query (see [`answer_each`]).
@@ -164,7 +184,7 @@ macro_rules! kernels_for {
             lines: &[[u8; LINE_BYTES]],
             hashes: &[u64],
             found: &mut [bool],
-            $k: u32,
+            $k: Probes,
         ) {
             answer_each(lines, hashes, found, |$line, $hash| $test_body);
         }
@@ -173,7 +193,7 @@ macro_rules! kernels_for {
         /// # Safety
         /// As the query's.
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $add_group(lines: &mut [Line], hashes: &[u64], $k: u32) {
+        pub(crate) unsafe fn $add_group(lines: &mut [Line], hashes: &[u64], $k: Probes) {
             add_each(lines, hashes, |$line, $hash| $add_body);
         }
     };
@@ -182,8 +202,8 @@ macro_rules! kernels_for {
 #[cfg(target_arch = "x86_64")]
 kernels_for!(
     "avx2",
-    test_avx2,
-    add_avx2,
+    contains_hash_avx2,
+    insert_hash_avx2,
     group_avx2,
     add_group_avx2,
     |line, hash, k| line_has_mask_avx2(line, sectored_mask_avx2(hash, k)),
@@ -250,13 +270,13 @@ fn sectored_round_avx2(spread: __m256i, row: &[u32; 8], words: u8) -> [__m256i; 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-fn sectored_mask_avx2(hash: u64, k: u32) -> [__m256i; 2] {
-    let x = low_half(hash);
+fn sectored_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
+    let (x, k) = (low_half(hash), probes.count());
     let start = sector_start(x);
     // The lanes multiply modulo 2³²: the sign the cast gives is no matter.
     let spread = _mm256_set1_epi32(x as i32);
     let [first, later @ ..] = &AVX2_LANES;
-    let mut mask = sectored_round_avx2(spread, first, round_words(k.min(8), start));
+    let mut mask = sectored_round_avx2(spread, first, probes.first_round_words(start));
     if k > 8 {
         for (done, row) in (8u32..).step_by(8).zip(later) {
             if done >= k {
@@ -311,8 +331,8 @@ fn line_add_mask_avx2(line: &mut [u8; LINE_BYTES], mask: [__m256i; 2]) {
 #[cfg(target_arch = "x86_64")]
 kernels_for!(
     "avx512f,avx512vl",
-    test_avx512,
-    add_avx512,
+    contains_hash_avx512,
+    insert_hash_avx512,
     group_avx512,
     add_group_avx512,
     |line, hash, k| line_has_mask_avx512(line, sectored_mask_avx512(hash, k)),
@@ -363,12 +383,12 @@ fn sectored_round_avx512(spread: __m512i, row: &[u64; 8], words: u8) -> __m512i 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
-fn sectored_mask_avx512(hash: u64, k: u32) -> __m512i {
-    let x = low_half(hash);
+fn sectored_mask_avx512(hash: u64, probes: Probes) -> __m512i {
+    let (x, k) = (low_half(hash), probes.count());
     let start = sector_start(x);
     let spread = _mm512_set1_epi64(i64::from(x));
     let [first, later @ ..] = &SECTOR_LANES;
-    let mut mask = sectored_round_avx512(spread, first, round_words(k.min(8), start));
+    let mut mask = sectored_round_avx512(spread, first, probes.first_round_words(start));
     if k > 8 {
         for (done, row) in (8u32..).step_by(8).zip(later) {
             if done >= k {
