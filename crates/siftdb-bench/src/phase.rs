@@ -51,6 +51,9 @@ pub enum Phase {
     FillRandom,
     /// M gets of present keys in read order (M = N unless `--ops` says).
     ReadRandom,
+    /// readrandom's M keys asked in `multi_get` batches of `--batch` keys
+    /// (consecutive read-order positions; the last batch may be shorter).
+    MultiGetRandom,
     /// M gets of absent keys in read order.
     ReadMissing,
     /// M gets of present keys from the first 1% of the read order's used part.
@@ -76,9 +79,10 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 10] = [
+    pub const ALL: [Phase; 11] = [
         Phase::FillRandom,
         Phase::ReadRandom,
+        Phase::MultiGetRandom,
         Phase::ReadMissing,
         Phase::ReadHot,
         Phase::SeekRandom,
@@ -89,13 +93,14 @@ impl Phase {
         Phase::DeleteRange,
     ];
 
-    /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
+    /// The phase's name: `fillrandom`, `readrandom`, `multigetrandom`, `readmissing`, `readhot`,
     /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
     /// `deleterange`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
             Phase::ReadRandom => "readrandom",
+            Phase::MultiGetRandom => "multigetrandom",
             Phase::ReadMissing => "readmissing",
             Phase::ReadHot => "readhot",
             Phase::SeekRandom => "seekrandom",
@@ -121,6 +126,7 @@ impl Phase {
         matches!(
             self,
             Phase::ReadRandom
+                | Phase::MultiGetRandom
                 | Phase::ReadMissing
                 | Phase::ReadHot
                 | Phase::SeekRandom
@@ -269,6 +275,7 @@ impl Workload {
                 self.ops.div_ceil(SCAN_LENGTH)
             }
             Phase::ReadRandom
+            | Phase::MultiGetRandom
             | Phase::ReadMissing
             | Phase::ReadHot
             | Phase::SeekEmpty
@@ -486,6 +493,7 @@ mod tests {
             [
                 "fillrandom",
                 "readrandom",
+                "multigetrandom",
                 "readmissing",
                 "readhot",
                 "seekrandom",
