@@ -51,7 +51,14 @@ impl RocksEngine {
         if let Some(len) = prefix_len {
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
         }
-        let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
+        // The default column family opened by name, with these options (as
+        // `DB::open` does), so batched MultiGet has a handle to ask with.
+        let db = DB::open_cf_with_opts(
+            &opts,
+            dir,
+            [(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone())],
+        )
+        .map_err(|e| e.to_string())?;
         let version = library_version(dir).unwrap_or_else(|| "unknown".to_string());
         Ok(RocksEngine {
             db,
