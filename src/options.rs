@@ -57,6 +57,9 @@ pub struct Options {
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
+    pub(crate) multi_get_in_flight: usize,
+    pub(crate) multi_get_batch: usize,
+    pub(crate) io_uring: bool,
     pub(crate) retry_interval: Duration,
     pub(crate) read_only: bool,
     pub(crate) paranoid_checks: bool,
@@ -71,6 +74,12 @@ pub struct Options {
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
+/// Data-block reads a `multi_get` keeps in flight by default (see
+/// [`Options::multi_get_in_flight`]).
+pub const DEFAULT_MULTI_GET_IN_FLIGHT: usize = 32;
+/// Keys a `multi_get` walks the tables with at once by default (see
+/// [`Options::multi_get_batch`]).
+pub const DEFAULT_MULTI_GET_BATCH: usize = 256;
 /// Table files kept open at most by default, when the process's open-file
 /// limit allows it (see [`Options::max_open_files`]).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1000;
@@ -91,6 +100,9 @@ impl Default for Options {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             max_open_files: None,
             mmap_reads: false,
+            multi_get_in_flight: DEFAULT_MULTI_GET_IN_FLIGHT,
+            multi_get_batch: DEFAULT_MULTI_GET_BATCH,
+            io_uring: true,
             retry_interval: Duration::from_secs(1),
             read_only: false,
             paranoid_checks: false,
@@ -119,6 +131,9 @@ impl fmt::Debug for Options {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
+            .field("multi_get_in_flight", &self.multi_get_in_flight)
+            .field("multi_get_batch", &self.multi_get_batch)
+            .field("io_uring", &self.io_uring)
             .field("retry_interval", &self.retry_interval)
             .field("prefix_extractor", &self.prefix_extractor)
             .field("whole_key_filtering", &self.whole_key_filtering)
@@ -267,6 +282,39 @@ impl Options {
         self
     }
 
+    /// Data-block reads one `multi_get` keeps in flight at once. After its
+    /// batched filter probes, the blocks of all the keys of one step of its
+    /// walk (a level-0 table, or a deeper level) that miss the block cache
+    /// are read together — one read per distinct block, through io_uring
+    /// where the kernel allows it (see [`Options::io_uring`]), else on a
+    /// small pool of reader threads — so a batch waits about one device
+    /// latency instead of one per block. 1 reads them one after another,
+    /// as `get` does. Default 32 ([`DEFAULT_MULTI_GET_IN_FLIGHT`]); at most
+    /// 64 are in flight on io_uring and 16 on the pool whatever is set.
+    pub fn multi_get_in_flight(mut self, reads: usize) -> Self {
+        self.multi_get_in_flight = reads;
+        self
+    }
+
+    /// Keys one `multi_get` walks the tables with at once: a longer list
+    /// is answered in batches of this many, in order (bounding the memory
+    /// of one walk). Default 256 ([`DEFAULT_MULTI_GET_BATCH`]); at least 1.
+    pub fn multi_get_batch(mut self, keys: usize) -> Self {
+        self.multi_get_batch = keys;
+        self
+    }
+
+    /// Lets `multi_get` read its overlapped blocks through an io_uring ring
+    /// of the calling thread. Default true; where the kernel or a seccomp
+    /// filter refuses the ring, or the file system has no file descriptors
+    /// (a wrapping `FileSystem`), the reads go to the thread pool and
+    /// [`crate::Stats::overlapped_reads_pool`] counts them. False always
+    /// uses the pool.
+    pub fn io_uring(mut self, enabled: bool) -> Self {
+        self.io_uring = enabled;
+        self
+    }
+
     /// [`Options::max_open_files`] as set, or its default under the current
     /// open-file limit.
     pub fn effective_max_open_files(&self) -> usize {
@@ -394,6 +442,12 @@ impl Options {
         }
         if self.level_size_ratio < 2 {
             return Err(Error::invalid("level_size_ratio must be at least 2"));
+        }
+        if self.multi_get_in_flight == 0 {
+            return Err(Error::invalid("multi_get_in_flight must be at least 1"));
+        }
+        if self.multi_get_batch == 0 {
+            return Err(Error::invalid("multi_get_batch must be at least 1"));
         }
         if self.max_open_files == Some(0) {
             return Err(Error::invalid("max_open_files must be at least 1"));

@@ -459,6 +459,15 @@ pub struct Stats {
     pub range_tombstone_hits: u64,
     /// Live tables that hold range tombstones.
     pub range_tombstone_tables: usize,
+    /// Batches of data-block reads `multi_get` issued together (two or more
+    /// blocks missing from the block cache in one step of its walk).
+    pub overlapped_batches: u64,
+    /// Data blocks those batches read through io_uring.
+    pub overlapped_reads_uring: u64,
+    /// Data blocks those batches read on the read pool's threads (io_uring
+    /// refused by the kernel, off by `Options::io_uring`, or a file system
+    /// without file descriptors).
+    pub overlapped_reads_pool: u64,
     /// Compaction inputs dropped without reading a block, because a newer
     /// range tombstone covered their whole key range.
     pub compaction_tables_deleted: u64,
@@ -888,6 +897,9 @@ impl Db {
             range_filter_skips: reads.range_filter_skips,
             range_filter_bytes: inner.tables.range_filter_bytes(),
             range_tombstone_hits: reads.range_tombstone_hits,
+            overlapped_batches: reads.overlapped_batches,
+            overlapped_reads_uring: reads.overlapped_reads_uring,
+            overlapped_reads_pool: reads.overlapped_reads_pool,
             range_tombstone_tables: svs
                 .iter()
                 .map(|(_, sv)| sv.version.range_tombstone_tables())
