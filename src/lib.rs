@@ -69,8 +69,8 @@ mod wal;
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
 pub use db::{
-    CheckpointInfo, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions, KeyspaceStats,
-    RecoveryReport, Snapshot, Stats,
+    CheckpointInfo, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace, KeyspaceOptions,
+    KeyspaceStats, RecoveryReport, Snapshot, Stats, TableWriter,
 };
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;

@@ -507,6 +507,8 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use WriteBatch",
         "use Db",
         "use CheckpointInfo",
+        "use IngestOptions",
+        "use TableWriter",
         "use DbIterator",
         "use FilterBuildStats",
         "use RecoveryReport",

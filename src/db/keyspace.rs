@@ -294,6 +294,10 @@ impl Keyspace {
         &self.tree
     }
 
+    pub(crate) fn inner(&self) -> &Arc<DbInner> {
+        &self.inner
+    }
+
     /// The keyspace's name.
     pub fn name(&self) -> &str {
         &self.tree.name
