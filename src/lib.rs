@@ -75,7 +75,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
-pub use options::{Compression, Options, WriteOptions};
+pub use options::{CompactionDecision, CompactionFilter, Compression, Options, WriteOptions};
 pub use prefix::PrefixExtractor;
 pub use repair::{
     repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,

@@ -522,6 +522,8 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use FilterPolicy",
         "use Compression",
         "use Options",
+        "use CompactionDecision",
+        "use CompactionFilter",
         "use WriteOptions",
         "use PrefixExtractor",
         "use repair",

@@ -73,7 +73,15 @@ impl TableWriter {
     /// block size, compression and filter policy (as for the deepest level).
     pub fn create(path: impl AsRef<Path>, options: &Options) -> Result<TableWriter> {
         let fs = OsFileSystem::shared();
-        let tree = vec![LevelTables { tables: 1, keys: 0 }; LEVELS];
+        // A tree of this one table at the deepest level: it gets the whole
+        // budget of bits per key, as a compaction output there would.
+        let mut tree = vec![LevelTables::default(); LEVELS];
+        if let Some(last) = tree.last_mut() {
+            *last = LevelTables {
+                tables: 1,
+                keys: 1 << 20,
+            };
+        }
         let table_options = table_options_for(options, &tree, LEVELS - 1);
         Ok(TableWriter {
             builder: TableBuilder::create(fs.as_ref(), path.as_ref(), &table_options)?,
