@@ -29,11 +29,7 @@ const KEYSPACES: [&str; 3] = ["default", "users", "orders"];
 
 fn options() -> Options {
     // Small memtables: rotations, flushes and compactions while it runs.
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .level0_compaction_trigger(2)
-        .level1_bytes(64 << 10)
-        .table_target_bytes(32 << 10)
+    siftdb_testkit::busy_tree_options()
 }
 
 type Contents = BTreeMap<Bytes, Bytes>;

@@ -56,11 +56,7 @@ fn contents(iter: siftdb::DbIterator) -> Model {
 }
 
 fn options() -> Options {
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .level0_compaction_trigger(2)
-        .level1_bytes(64 << 10)
-        .table_target_bytes(32 << 10)
+    siftdb_testkit::busy_tree_options()
 }
 
 #[test]
