@@ -209,3 +209,128 @@ fn an_ingest_beside_concurrent_writes_keeps_both() {
         assert_eq!(all.get(k), Some(v));
     }
 }
+
+#[test]
+fn files_load_into_a_keyspace_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("db"), options()).unwrap();
+    let events = db.keyspace("events").unwrap();
+    let mut model = Model::new();
+    let path = file(dir.path(), "e.sst");
+    write_file(&path, 0..1000, 1, "e", &mut model);
+    events.ingest(&[&path], IngestOptions::new()).unwrap();
+    assert!(path.exists());
+    let got: Model = events
+        .iter()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<siftdb::Result<_>>()
+        .unwrap();
+    assert_eq!(got, model);
+    assert_eq!(contents(&db), Model::new(), "the default keyspace got keys");
+}
+
+/// Set (to the database directory) in the child process of the kill test.
+const CHILD_ENV: &str = "SIFTDB_INGEST_CRASH_CHILD";
+const KEYS_PER_FILE: u64 = 2000;
+
+fn round_key(round: u64, i: u64) -> String {
+    format!("r{round:05}-{i:05}")
+}
+
+/// The body of the child process (does nothing in the parent): ingests a
+/// file per round (every other round over a key written just before, so
+/// both the linked and the rewritten paths run) and prints each round once
+/// its ingest returned, until killed.
+#[test]
+fn child_process() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let db = Db::open_with(dir.join("db"), options()).unwrap();
+    let first = (0..)
+        .find(|r| db.get(round_key(*r, 1)).unwrap().is_none())
+        .unwrap();
+    for round in first.. {
+        let path = dir.join(format!("f{round}.sst"));
+        let mut writer = TableWriter::create(&path, &options()).unwrap();
+        for i in 0..KEYS_PER_FILE {
+            writer
+                .put(round_key(round, i), format!("file-{round}"))
+                .unwrap();
+        }
+        writer.finish().unwrap();
+        if round % 2 == 0 {
+            db.put(round_key(round, 0), "put").unwrap();
+        }
+        db.ingest(&[&path], IngestOptions::new().move_files(round % 3 == 0))
+            .unwrap();
+        println!("ingested {round}");
+    }
+}
+
+#[test]
+fn a_killed_ingest_is_all_or_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = siftdb_testkit::SplitMix64::new(0x696e_6765_7374);
+    let mut acked: Option<u64> = None;
+    for _ in 0..5 {
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "child_process",
+                "--test-threads",
+                "1",
+                "--quiet",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = stdout.lines();
+        // A few ingests, then a kill at a random moment.
+        let mut seen = 0;
+        while seen < 3 {
+            let line = lines.next().unwrap().unwrap();
+            if let Some(round) = line.strip_prefix("ingested ") {
+                acked = Some(round.parse().unwrap());
+                seen += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(rng.next() % 20));
+        child.kill().unwrap();
+        for line in lines.map_while(Result::ok) {
+            if let Some(round) = line.strip_prefix("ingested ") {
+                acked = Some(round.parse().unwrap());
+            }
+        }
+        child.wait().unwrap();
+        let db = Db::open_with(dir.path().join("db"), options()).unwrap();
+        let last = acked.unwrap();
+        for round in 0..=last + 1 {
+            let from_file = (0..KEYS_PER_FILE)
+                .filter(|i| {
+                    db.get(round_key(round, *i)).unwrap().as_deref()
+                        == Some(format!("file-{round}").as_bytes())
+                })
+                .count() as u64;
+            assert!(
+                from_file == 0 || from_file == KEYS_PER_FILE,
+                "round {round}: {from_file} of {KEYS_PER_FILE} keys ingested"
+            );
+            if round <= last {
+                assert_eq!(from_file, KEYS_PER_FILE, "acknowledged round {round} lost");
+            }
+        }
+    }
+}

@@ -17,7 +17,9 @@
 //! rewritten with the next sequence number (one above every write; the
 //! writer lock is held meanwhile) and placed at the deepest level above
 //! every level it overlaps. When it overlaps a memtable, the memtables are
-//! flushed first (reads ask the memtable before any table).
+//! flushed first (reads ask the memtable before any table). Into a
+//! keyspace other than the default one a file is rewritten too (at its
+//! sequence number), so that its table records the keyspace.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -31,7 +33,7 @@ use crate::filename::table_file_name;
 use crate::filter::LevelTables;
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
-use crate::manifest::TableRecord;
+use crate::manifest::{TableRecord, DEFAULT_KEYSPACE_ID};
 use crate::options::Options;
 use crate::table::{ScanMode, Severity, Table, TableBuilder};
 
@@ -259,7 +261,10 @@ fn ingest<P: AsRef<Path>>(
             };
             let number = inner.versions.lock().new_file_number();
             let to = inner.path_of(&table_file_name(number));
-            if seq == SeqNo(0) {
+            // A TableWriter file records the default keyspace: into another
+            // one it is rewritten, so its table records the keyspace (what
+            // `repair` goes by when the manifest is lost).
+            if seq == SeqNo(0) && tree.id == DEFAULT_KEYSPACE_ID {
                 place_file(&inner.fs, &file.path, &to, options.move_files)?;
             } else {
                 rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
@@ -313,7 +318,7 @@ fn ingest<P: AsRef<Path>>(
     }));
     drop(versions);
     drop(writer);
-    if options.move_files && seq != SeqNo(0) {
+    if options.move_files && (seq != SeqNo(0) || tree.id != DEFAULT_KEYSPACE_ID) {
         for file in &checked {
             let _ = std::fs::remove_file(&file.path);
         }
