@@ -232,6 +232,9 @@ fn ingest<P: AsRef<Path>>(
     let _pending = PendingOutputs::begin(inner);
     let mut writer = inner.writer.lock();
     write::check_writable(inner, &writer)?;
+    // Held until the install: no flush or compaction publishes meanwhile,
+    // so the levels chosen against `sv` are still free of overlaps then.
+    let mut versions = inner.versions.lock();
     let sv = tree.current.load_full();
     if checked.iter().any(|c| memtables_overlap(&sv, c)) {
         return Err(Error::invalid(
@@ -259,7 +262,7 @@ fn ingest<P: AsRef<Path>>(
             } else {
                 LEVELS - 1
             };
-            let number = inner.versions.lock().new_file_number();
+            let number = versions.new_file_number();
             let to = inner.path_of(&table_file_name(number));
             // A TableWriter file records the default keyspace: into another
             // one it is rewritten, so its table records the keyspace (what
@@ -303,8 +306,7 @@ fn ingest<P: AsRef<Path>>(
         writer.last_seq = seq;
         inner.last_visible.store(seq.0, Ordering::Release);
     }
-    let mut versions = inner.versions.lock();
-    let current = tree.current.load_full();
+    let current = sv;
     let version = Arc::new(current.version.apply(&[], added.clone()));
     if let Err(e) = inner.persist(&mut versions, Some((tree, &version, current.oldest_log()))) {
         drop(versions);
