@@ -272,30 +272,16 @@ fn child_process() {
 #[test]
 fn a_killed_ingest_is_all_or_nothing() {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
 
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut rng = siftdb_testkit::SplitMix64::new(0x696e_6765_7374);
     let mut acked: Option<u64> = None;
     for _ in 0..5 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_process",
-                "--test-threads",
-                "1",
-                "--quiet",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child =
+            siftdb_testkit::files::spawn_test_child("child_process", CHILD_ENV, dir.path());
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut lines = stdout.lines();
         // A few ingests, then a kill at a random moment.
