@@ -5,6 +5,7 @@
 //! `validate` turns nonsense into `InvalidArgument` before anything opens.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -70,6 +71,31 @@ pub struct Options {
     /// The keyspace these options are a keyspace's options of (set by the
     /// keyspace, never by the application): recorded in its tables.
     pub(crate) keyspace: Option<TableKeyspace>,
+    pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+}
+
+/// What a [`CompactionFilter`] decides for a key's newest value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionDecision {
+    /// The value stays as it is.
+    Keep,
+    /// The key is removed (as by a delete at the value's sequence number).
+    Remove,
+    /// The value is replaced by this one.
+    Change(Vec<u8>),
+}
+
+/// A callback compaction asks about the newest value of each key it
+/// rewrites (see [`Options::compaction_filter`]). Called from background
+/// threads, so `Send + Sync`; it must be quick and must not call into the
+/// database. It is asked only about values (a deleted key is not shown),
+/// only when compaction rewrites them (a table moved down a level, or data
+/// still in memtables, is not seen), and may be asked again about a value
+/// it kept.
+pub trait CompactionFilter: Send + Sync {
+    /// The decision for `key`, whose newest value is `value`, in a
+    /// compaction writing into `level`.
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> CompactionDecision;
 }
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
@@ -111,6 +137,7 @@ impl Default for Options {
             whole_key_filtering: true,
             range_filter_bits_per_key: 0.0,
             keyspace: None,
+            compaction_filter: None,
         }
     }
 }
@@ -140,6 +167,7 @@ impl fmt::Debug for Options {
             .field("range_filter_bits_per_key", &self.range_filter_bits_per_key)
             .field("read_only", &self.read_only)
             .field("paranoid_checks", &self.paranoid_checks)
+            .field("compaction_filter", &self.compaction_filter.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -170,6 +198,18 @@ impl Options {
     /// get of a key it does not hold skips its search.
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
+        self
+    }
+
+    /// A callback that sees the newest value of each key compaction
+    /// rewrites and keeps it, removes the key or replaces the value: to
+    /// expire records (see `examples/ttl.rs`) or rewrite them lazily.
+    /// A [`crate::Snapshot`] (or iterator) taken before a compaction still
+    /// sees what the filter removed or changed: it reads the tables it
+    /// pinned, which the compaction does not change. Per keyspace with
+    /// [`crate::KeyspaceOptions::compaction_filter`].
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
         self
     }
 

@@ -10,13 +10,15 @@
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only), `checkpoint.rs` (consistent copies of a live database).
+//! reads only), `checkpoint.rs` (consistent copies of a live database),
+//! `ingest.rs` (bulk load of sorted table files).
 
 mod background;
 mod checkpoint;
 mod compaction;
 mod compare_and_swap;
 mod flush;
+mod ingest;
 mod iter;
 mod keyspace;
 mod open;
@@ -54,6 +56,7 @@ pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
+pub use ingest::{IngestOptions, TableWriter};
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub(crate) use keyspace::Tree;

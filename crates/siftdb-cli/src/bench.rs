@@ -67,6 +67,13 @@ pub struct BenchArgs {
     )]
     phases: Vec<Phase>,
 
+    /// Instead of the phases: the bulkload comparison — the N keys loaded by
+    /// fillrandom's puts into one database and by TableWriter + ingest into
+    /// another (keys/s of each), then M random gets on each (the filled one
+    /// compacted first).
+    #[arg(long)]
+    bulkload: bool,
+
     /// Threads sharing every phase's operations (mixed: by key, so each
     /// key's operations stay in order).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -228,6 +235,25 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
     }
 }
 
+/// `--bulkload`: the bulk-load comparison instead of the phases.
+fn run_bulkload_comparison(args: &BenchArgs, ops: u64) -> Result<ExitCode, String> {
+    let dir = BenchDir::prepare(args.dir.as_deref(), true)?;
+    let mut options = siftdb::Options::default().filter_policy(args.filter_policy());
+    if let Some(bytes) = args.memtable_bytes {
+        options = options.memtable_bytes(bytes);
+    }
+    if let Some(bytes) = args.level1_bytes {
+        options = options
+            .level1_bytes(bytes)
+            .table_target_bytes((bytes / 2).max(1));
+    }
+    let report = siftdb_bench::run_bulkload(dir.path(), args.n, ops, &options)?;
+    for line in report.to_lines() {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The directory the engine works in for this run.
 enum BenchDir {
     Temporary(tempfile::TempDir),
@@ -333,6 +359,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         eprintln!(
             "note: no fillrandom in --phases: the read phases expect the N keys to be loaded already"
         );
+    }
+    if args.bulkload {
+        return run_bulkload_comparison(args, ops);
     }
     let workload = Workload::with_ops(args.n, ops)?;
     let mut json = match &args.json {
