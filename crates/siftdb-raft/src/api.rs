@@ -27,9 +27,9 @@ use crate::proposer::Proposer;
 pub use crate::proposer::WriteReply;
 use crate::state_machine::{SmStats, StateReader};
 use crate::timings::{Timings, TimingsReport};
-use crate::types::{Command, NodeId, TypeConfig, MAX_COMMAND_BYTES};
+use crate::types::{Command, NodeId, Request, TypeConfig, MAX_COMMAND_BYTES};
 
-/// Path of a write (postcard [`Command`] → [`WriteReply`]).
+/// Path of a write (postcard [`Request`] → [`WriteReply`]).
 pub const WRITE: &str = "/api/write";
 /// Path of a linearizable read (postcard key → [`ReadReply`]).
 pub const READ: &str = "/api/read";
@@ -99,11 +99,11 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    async fn write(&self, cmd: Command) -> WriteReply {
-        if let Err(reason) = cmd.validate() {
+    async fn write(&self, req: Request) -> WriteReply {
+        if let Err(reason) = req.command.validate() {
             return WriteReply::Rejected { reason };
         }
-        self.proposer.propose(cmd).await
+        self.proposer.propose(req).await
     }
 
     async fn read(&self, key: &[u8]) -> ReadReply {
@@ -153,8 +153,8 @@ impl ApiState {
 }
 
 async fn write(State(api): State<ApiState>, body: Bytes) -> Response {
-    match decode_body::<Command>(&body) {
-        Ok(cmd) => encode_body(&api.write(cmd).await),
+    match decode_body::<Request>(&body) {
+        Ok(req) => encode_body(&api.write(req).await),
         Err(e) => bad_body(e),
     }
 }
@@ -253,19 +253,19 @@ async fn kv_get(
 
 async fn kv_put(State(api): State<ApiState>, Path(key): Path<String>, body: Bytes) -> Response {
     write_response(
-        api.write(Command::Put {
+        api.write(Request::unsessioned(Command::Put {
             key: key.into_bytes(),
             value: body.to_vec(),
-        })
+        }))
         .await,
     )
 }
 
 async fn kv_delete(State(api): State<ApiState>, Path(key): Path<String>) -> Response {
     write_response(
-        api.write(Command::Delete {
+        api.write(Request::unsessioned(Command::Delete {
             key: key.into_bytes(),
-        })
+        }))
         .await,
     )
 }

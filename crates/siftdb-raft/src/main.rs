@@ -119,6 +119,11 @@ struct ServeArgs {
     /// Every node, `ID=host:port`, repeated (this one included).
     #[arg(long = "peer", value_parser = parse_peer, required = true)]
     peers: Vec<(NodeId, String)>,
+    /// `ID=host:port`, repeated: send this node's raft messages for node
+    /// ID to this address instead of the node's own (a proxy in the
+    /// partition tests); clients and the membership keep the node's own.
+    #[arg(long = "route", value_parser = parse_peer)]
+    routes: Vec<(NodeId, String)>,
     /// Heartbeat interval in ms (also how long a leader waits for the answer
     /// to an append-entries message).
     #[arg(long, default_value_t = 100)]
@@ -169,6 +174,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         dir: args.dir,
         listen: args.listen,
         peers: args.peers.into_iter().collect(),
+        routes: args.routes.into_iter().collect(),
         heartbeat_ms: args.heartbeat_ms,
         election_ms: (args.election_min_ms, args.election_max_ms),
         snapshot_every: args.snapshot_every,

@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     /// Every node of the cluster, this one included: id → `host:port`.
     pub peers: BTreeMap<NodeId, String>,
+    /// Where this node sends raft messages for a node, when not to the
+    /// node's own address (a fault proxy in tests): id → `host:port`.
+    pub routes: BTreeMap<NodeId, String>,
     /// Heartbeat interval, ms.
     pub heartbeat_ms: u64,
     /// Election timeout range, ms.
@@ -150,8 +153,8 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))??;
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
-    let network =
-        Network::new(Duration::from_millis(500)).map_err(|e| NodeError::Raft(e.to_string()))?;
+    let network = Network::new(Duration::from_millis(500), cfg.routes.clone())
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
