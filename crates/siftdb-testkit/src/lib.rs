@@ -8,7 +8,9 @@
 //! tests; [`SplitMix64`], the one random generator of the tests and the
 //! benchmark workloads; [`numbered_key`], the filter tests' keys; and
 //! [`files`], real files in tests (snapshots, damage, unwritable
-//! directories, unprivileged child processes).
+//! directories, unprivileged child processes); [`linearizability`], a
+//! checker of concurrent histories (Porcupine's algorithm) with a
+//! register / compare-and-swap model, for the replication tests.
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
@@ -18,6 +20,7 @@ mod fault;
 pub mod files;
 pub mod fuzzing;
 mod keys;
+pub mod linearizability;
 mod rng;
 pub mod stress;
 pub mod tables;
