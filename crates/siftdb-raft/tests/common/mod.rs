@@ -169,3 +169,4 @@ impl Drop for KeptIfFailed {
         }
     }
 }
+pub mod proxy;
