@@ -19,7 +19,9 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::api::{self, NodeStatus, ReadReply, WriteReply};
+use crate::api::{
+    self, Members, MembershipChange, MembershipReply, NodeStatus, ReadReply, WriteReply,
+};
 use crate::types::{Command, Request, Response, Session};
 
 /// Errors of a client call.
@@ -252,6 +254,60 @@ impl Client {
             }
         })
         .await
+    }
+
+    /// Makes `change` to the cluster's members through its leader.
+    pub async fn change_membership(
+        &self,
+        change: &MembershipChange,
+    ) -> Result<Members, ClientError> {
+        self.with_leader(|addr| async move {
+            let reply = self
+                .post::<_, MembershipReply>(&addr, api::MEMBERSHIP, change, self.deadline)
+                .await;
+            Ok(match reply {
+                Ok(MembershipReply::Done(members)) => Attempt::Done(members),
+                Ok(MembershipReply::NotLeader { leader }) => Attempt::NotLeader(leader),
+                Ok(MembershipReply::Failed { error }) => {
+                    Attempt::Failed(format!("{addr}: {error}"))
+                }
+                Err(e) => Attempt::Failed(e),
+            })
+        })
+        .await
+    }
+
+    /// The members the node at `addr` knows.
+    pub async fn members(&self, addr: &str) -> Result<Members, ClientError> {
+        let resp = self
+            .http
+            .get(format!("http://{addr}{}", api::MEMBERS))
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))?;
+        resp.json()
+            .await
+            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))
+    }
+
+    /// A linearizable read of `key` served by the node at `addr`, leader or
+    /// follower (a follower asks the leader for its read index and waits
+    /// until it has applied that far); one attempt.
+    pub async fn read_at(&self, addr: &str, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        match self
+            .post::<_, ReadReply>(addr, api::READ, &key.to_vec(), self.request_timeout)
+            .await
+        {
+            Ok(ReadReply::Value(v)) => Ok(v),
+            Ok(ReadReply::NotLeader { leader }) => Err(ClientError::Node(format!(
+                "{addr}: no leader to ask for a read index (leader {leader:?})"
+            ))),
+            Ok(ReadReply::Unavailable { error }) => {
+                Err(ClientError::Node(format!("{addr}: {error}")))
+            }
+            Err(e) => Err(ClientError::Node(e)),
+        }
     }
 
     /// The status of the node at `addr`.

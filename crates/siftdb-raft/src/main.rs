@@ -1,5 +1,5 @@
 //! The `siftdb-raft` binary: run a node, start a local cluster, talk to a
-//! cluster (init, put, get, delete, status) and measure replicated write
+//! cluster (init, put, get, delete, status, membership changes) and measure replicated write
 //! throughput (bench).
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
+use siftdb_raft::api::MembershipChange;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
 use siftdb_raft::timings::TimingsReport;
@@ -68,6 +69,39 @@ enum Cmd {
         cluster: ClusterArg,
         /// The key.
         key: String,
+    },
+    /// Adds node ID at ADDR as a learner and waits until it caught up
+    /// (start it first: `serve --id ID --listen ADDR --peer ID=ADDR`).
+    AddLearner {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The new node's id.
+        #[arg(long)]
+        id: NodeId,
+        /// Its address, host:port.
+        #[arg(long)]
+        addr: String,
+    },
+    /// Makes learner ID a voter.
+    Promote {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The learner.
+        #[arg(long)]
+        id: NodeId,
+    },
+    /// Removes node ID (voter or learner) from the cluster.
+    Remove {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The node.
+        #[arg(long)]
+        id: NodeId,
+    },
+    /// Prints the members as each node knows them, JSON lines.
+    Members {
+        #[command(flatten)]
+        cluster: ClusterArg,
     },
     /// Prints every node's status as JSON lines.
     Status {
@@ -183,6 +217,19 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         snapshot_chunk_bytes: args.snapshot_chunk_kib.clamp(1, 64 << 10) * 1024,
     };
     run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
+}
+
+/// Makes `change` through the cluster's leader; prints the members after.
+async fn change(cluster: ClusterArg, change: MembershipChange) -> Result<ExitCode, String> {
+    let members = client(cluster)?
+        .change_membership(&change)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "{}",
+        serde_json::to_string(&members).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn client(cluster: ClusterArg) -> Result<Client, String> {
@@ -431,6 +478,24 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             }
             None => Ok(ExitCode::FAILURE),
         },
+        Cmd::AddLearner { cluster, id, addr } => {
+            change(cluster, MembershipChange::AddLearner { id, addr }).await
+        }
+        Cmd::Promote { cluster, id } => change(cluster, MembershipChange::Promote { id }).await,
+        Cmd::Remove { cluster, id } => change(cluster, MembershipChange::Remove { id }).await,
+        Cmd::Members { cluster } => {
+            let c = client(cluster)?;
+            for addr in c.nodes() {
+                match c.members(addr).await {
+                    Ok(m) => println!(
+                        "{{\"addr\":{addr:?},\"members\":{}}}",
+                        serde_json::to_string(&m).map_err(|e| e.to_string())?
+                    ),
+                    Err(e) => println!("{{\"addr\":{addr:?},\"error\":{:?}}}", e.to_string()),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Status { cluster } => {
             let c = client(cluster)?;
             for addr in c.nodes() {

@@ -146,6 +146,14 @@ pub async fn run(
             cfg.id
         )));
     }
+    if cfg.dir.join(api::RETIRED_FILE).exists() {
+        return Err(NodeError::Config(format!(
+            "node {} was removed from the cluster ({} in {}); start a node with a fresh directory instead",
+            cfg.id,
+            api::RETIRED_FILE,
+            cfg.dir.display()
+        )));
+    }
     let config = Arc::new(cfg.raft_config()?);
     let dir = cfg.dir.clone();
     let (mut log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
@@ -160,11 +168,17 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))?;
     let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1)).merge(
         api::routes(ApiState {
+            id: cfg.id,
             raft: raft.clone(),
             reader,
             peers: cfg.nodes(),
             timings,
             proposer: Proposer::start(raft.clone()),
+            dir: cfg.dir.clone(),
+            retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            http: reqwest::Client::new(),
+            routes: cfg.routes.clone(),
+            read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
         }),
     );
     let listener = bind(cfg.listen).await?;
@@ -175,8 +189,9 @@ pub async fn run(
             addr: cfg.listen,
             source,
         });
-    raft.shutdown()
-        .await
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    // Already stopped when the node was removed.
+    if let Err(e) = raft.shutdown().await {
+        tracing::warn!("raft shutdown: {e}");
+    }
     served
 }

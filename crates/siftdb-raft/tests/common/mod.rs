@@ -30,6 +30,9 @@ pub struct Cluster {
     options: Vec<String>,
     /// Per node, `--route` options (its peer traffic through a proxy).
     pub routes: BTreeMap<u64, Vec<String>>,
+    /// Each node started knowing only itself (`init` through node 1 makes
+    /// a one-node cluster; the others join by membership changes).
+    pub solo: bool,
 }
 
 impl Cluster {
@@ -48,6 +51,7 @@ impl Cluster {
             starts: 0,
             options: options.iter().map(|s| s.to_string()).collect(),
             routes: BTreeMap::new(),
+            solo: false,
         }
     }
 
@@ -90,7 +94,9 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(log);
         for (peer, addr) in &self.addrs {
-            cmd.arg("--peer").arg(format!("{peer}={addr}"));
+            if !self.solo || *peer == id {
+                cmd.arg("--peer").arg(format!("{peer}={addr}"));
+            }
         }
         let child = cmd.spawn().unwrap();
         assert!(self.children.insert(id, child).is_none());
