@@ -279,9 +279,18 @@ impl Client {
 
     /// The members the node at `addr` knows.
     pub async fn members(&self, addr: &str) -> Result<Members, ClientError> {
+        self.get_json(addr, api::MEMBERS).await
+    }
+
+    /// The JSON document at `path` of the node at `addr`.
+    async fn get_json<T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+    ) -> Result<T, ClientError> {
         let resp = self
             .http
-            .get(format!("http://{addr}{}", api::MEMBERS))
+            .get(format!("http://{addr}{path}"))
             .timeout(self.request_timeout)
             .send()
             .await
@@ -312,16 +321,7 @@ impl Client {
 
     /// The status of the node at `addr`.
     pub async fn status(&self, addr: &str) -> Result<NodeStatus, ClientError> {
-        let resp = self
-            .http
-            .get(format!("http://{addr}{}", api::METRICS))
-            .timeout(self.request_timeout)
-            .send()
-            .await
-            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))?;
-        resp.json()
-            .await
-            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))
+        self.get_json(addr, api::METRICS).await
     }
 
     /// Every key and value starting with `prefix` in the local state of the

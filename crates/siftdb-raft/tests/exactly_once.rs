@@ -26,7 +26,7 @@ use std::time::Duration;
 use siftdb_raft::client::{new_client_id, Client};
 use siftdb_raft::{Command, Request, Response, Session};
 
-use common::{find_leader, Cluster, KeptIfFailed};
+use common::{find_leader, Cluster};
 
 const WRITERS: u64 = 8;
 const INCREMENTS: u64 = 60;
@@ -37,17 +37,15 @@ fn counter_key(w: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retried_increments_apply_once_across_leader_kills() {
-    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
-    let path = dir.0.as_ref().unwrap().path().to_path_buf();
-    tokio::time::timeout(Duration::from_secs(300), run(&path))
-        .await
-        .expect("the exactly-once test did not finish in five minutes");
+    common::in_test_dir(
+        Duration::from_secs(300),
+        |path| async move { run(&path).await },
+    )
+    .await;
 }
 
 async fn run(dir: &std::path::Path) {
-    let options = Cluster::fast_options(50, 10);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let mut cluster = Cluster::new(dir, 3, &options);
+    let mut cluster = Cluster::new(dir, 3, 50, 10);
     for id in 1..=3 {
         cluster.start(id);
     }

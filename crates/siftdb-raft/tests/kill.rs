@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use siftdb_raft::client::Client;
 use siftdb_raft::{Command, Op};
 
-use common::{find_leader, Cluster, KeptIfFailed};
+use common::{find_leader, Cluster};
 
 const NODES: u64 = 3;
 const WRITERS: u64 = 16;
@@ -73,19 +73,16 @@ async fn wait_for(total: &AtomicU64, at_least: u64, failed: &AtomicBool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs three node processes for 20-40 s; .ci/run runs it with --ignored"]
 async fn leader_killed_ten_times_during_ten_thousand_writes() {
-    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
-    let path = dir.0.as_ref().unwrap().path().to_path_buf();
     // Stops by itself: a hang (a bug) fails after ten minutes.
-    tokio::time::timeout(Duration::from_secs(600), kill_test(&path))
-        .await
-        .expect("the kill test did not finish in ten minutes");
+    common::in_test_dir(Duration::from_secs(600), |path| async move {
+        kill_test(&path).await;
+    })
+    .await;
 }
 
 async fn kill_test(dir: &Path) {
     let started = Instant::now();
-    let options = Cluster::fast_options(SNAPSHOT_EVERY, KEEP_LOGS);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let mut cluster = Cluster::new(dir, NODES, &options);
+    let mut cluster = Cluster::new(dir, NODES, SNAPSHOT_EVERY, KEEP_LOGS);
     for id in 1..=NODES {
         cluster.start(id);
     }

@@ -25,7 +25,7 @@ use siftdb_raft::api::MembershipChange;
 use siftdb_raft::client::Client;
 use siftdb_raft::Command;
 
-use common::{Cluster, KeptIfFailed};
+use common::Cluster;
 
 fn key(i: u64) -> Vec<u8> {
     format!("k-{i:06}").into_bytes()
@@ -33,11 +33,11 @@ fn key(i: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grow_replace_and_shrink_while_writing() {
-    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
-    let path = dir.0.as_ref().unwrap().path().to_path_buf();
-    tokio::time::timeout(Duration::from_secs(300), run(&path))
-        .await
-        .expect("the membership test did not finish in five minutes");
+    common::in_test_dir(
+        Duration::from_secs(300),
+        |path| async move { run(&path).await },
+    )
+    .await;
 }
 
 async fn add(admin: &Client, cluster: &Cluster, id: u64) {
@@ -69,9 +69,7 @@ async fn remove(admin: &Client, id: u64) {
 async fn run(dir: &std::path::Path) {
     // Snapshots every 100 entries, 10 kept: a late joiner catches up by a
     // snapshot.
-    let options = Cluster::fast_options(100, 10);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let mut cluster = Cluster::new(dir, 6, &options);
+    let mut cluster = Cluster::new(dir, 6, 100, 10);
     cluster.solo = true;
     cluster.start(1);
     let nodes: Vec<String> = cluster.addrs.values().cloned().collect();

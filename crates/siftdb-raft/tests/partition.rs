@@ -46,7 +46,7 @@ use siftdb_testkit::linearizability::{
 use siftdb_testkit::SplitMix64;
 
 use common::proxy::{Proxy, Rules};
-use common::{find_leader, Cluster, KeptIfFailed};
+use common::{find_leader, Cluster};
 
 const NODES: u64 = 3;
 const CLIENTS: u64 = 6;
@@ -62,21 +62,18 @@ fn decode(v: Option<Vec<u8>>) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_and_kills_keep_histories_linearizable() {
-    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
-    let path = dir.0.as_ref().unwrap().path().to_path_buf();
     let hold = std::env::var("SIFTDB_PARTITION_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2u64);
-    tokio::time::timeout(Duration::from_secs(300 + 12 * hold), run(&path, hold))
-        .await
-        .expect("the partition test did not finish");
+    common::in_test_dir(Duration::from_secs(300 + 12 * hold), |path| async move {
+        run(&path, hold).await;
+    })
+    .await;
 }
 
 async fn run(dir: &std::path::Path, hold: u64) {
-    let options = Cluster::fast_options(200, 50);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let mut cluster = Cluster::new(dir, NODES, &options);
+    let mut cluster = Cluster::new(dir, NODES, 200, 50);
     let proxy = Proxy::start(&cluster.addrs).await;
     for id in 1..=NODES {
         cluster.routes.insert(id, proxy.routes(id));

@@ -36,9 +36,10 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `nodes` nodes in `dir`, started with `options` (see
-    /// [`Cluster::kill_test_options`]).
-    pub fn new(dir: &Path, nodes: u64, options: &[&str]) -> Cluster {
+    /// `nodes` nodes in `dir` with fast elections, a snapshot every
+    /// `snapshot_every` entries with `keep_logs` kept behind it, small
+    /// snapshot chunks.
+    pub fn new(dir: &Path, nodes: u64, snapshot_every: u64, keep_logs: u64) -> Cluster {
         let ports = free_ports(nodes as usize);
         let addrs = (1..=nodes)
             .zip(ports)
@@ -49,15 +50,13 @@ impl Cluster {
             addrs,
             children: BTreeMap::new(),
             starts: 0,
-            options: options.iter().map(|s| s.to_string()).collect(),
+            options: Cluster::fast_options(snapshot_every, keep_logs),
             routes: BTreeMap::new(),
             solo: false,
         }
     }
 
-    /// Fast elections, a snapshot every `snapshot_every` entries with
-    /// `keep_logs` kept behind it, small snapshot chunks.
-    pub fn fast_options(snapshot_every: u64, keep_logs: u64) -> Vec<String> {
+    fn fast_options(snapshot_every: u64, keep_logs: u64) -> Vec<String> {
         [
             "--heartbeat-ms",
             "50",
@@ -156,6 +155,20 @@ pub async fn find_leader(client: &Client, cluster: &Cluster) -> u64 {
             return id;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `test` on a fresh directory (kept if it fails), failing it after
+/// `limit`.
+pub async fn in_test_dir<F, Fut>(limit: Duration, test: F)
+where
+    F: FnOnce(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
+    let path = dir.0.as_ref().unwrap().path().to_path_buf();
+    if tokio::time::timeout(limit, test(path)).await.is_err() {
+        panic!("the test did not finish in {limit:?}");
     }
 }
 
