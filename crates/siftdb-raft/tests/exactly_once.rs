@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use siftdb_raft::client::{new_client_id, Client};
+use siftdb_raft::client::new_client_id;
 use siftdb_raft::{Command, Request, Response, Session};
 
 use common::{find_leader, Cluster};
@@ -49,18 +49,9 @@ async fn run(dir: &std::path::Path) {
     for id in 1..=3 {
         cluster.start(id);
     }
-    let nodes: Vec<String> = cluster.addrs.values().cloned().collect();
-    let patient = Arc::new(
-        Client::new(
-            nodes.clone(),
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        )
-        .unwrap(),
-    );
+    let patient = Arc::new(cluster.client(Duration::from_secs(60), Duration::from_secs(5)));
     // Sends once and gives up: the answer is lost.
-    let lossy =
-        Arc::new(Client::new(nodes, Duration::from_millis(3), Duration::from_millis(3)).unwrap());
+    let lossy = Arc::new(cluster.client(Duration::from_millis(3), Duration::from_millis(3)));
     patient.init(cluster.addr(1)).await.unwrap();
 
     let acked = Arc::new(AtomicU64::new(0));

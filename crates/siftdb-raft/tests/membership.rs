@@ -72,27 +72,14 @@ async fn run(dir: &std::path::Path) {
     let mut cluster = Cluster::new(dir, 6, 100, 10);
     cluster.solo = true;
     cluster.start(1);
-    let nodes: Vec<String> = cluster.addrs.values().cloned().collect();
-    let admin = Arc::new(
-        Client::new(
-            nodes.clone(),
-            Duration::from_secs(60),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
+    let admin = Arc::new(cluster.client(Duration::from_secs(60), Duration::from_secs(10)));
     admin.init(cluster.addr(1)).await.unwrap();
 
     let acked = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
-        let client = Client::new(
-            nodes.clone(),
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let client = cluster.client(Duration::from_secs(60), Duration::from_secs(5));
         tokio::spawn(async move {
             let mut i = 0;
             while !stop.load(Ordering::SeqCst) {

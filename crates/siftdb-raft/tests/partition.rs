@@ -38,7 +38,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use siftdb_raft::client::Client;
 use siftdb_raft::{Command, Response};
 use siftdb_testkit::linearizability::{
     check_registers, summary, KeyedOperation, Operation, RegisterInput, RegisterOutput, Verdict,
@@ -80,14 +79,7 @@ async fn run(dir: &std::path::Path, hold: u64) {
         cluster.start(id);
     }
     let nodes: Vec<String> = cluster.addrs.values().cloned().collect();
-    let admin = Arc::new(
-        Client::new(
-            nodes.clone(),
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        )
-        .unwrap(),
-    );
+    let admin = Arc::new(cluster.client(Duration::from_secs(60), Duration::from_secs(5)));
     admin.init(cluster.addr(1)).await.unwrap();
     admin
         .write(&Command::Put {
@@ -105,12 +97,7 @@ async fn run(dir: &std::path::Path, hold: u64) {
     for c in 0..CLIENTS {
         // Short deadlines: a client stuck behind a partition gives up
         // (indeterminate) and goes on.
-        let client = Client::new(
-            nodes.clone(),
-            Duration::from_secs(2),
-            Duration::from_millis(700),
-        )
-        .unwrap();
+        let client = cluster.client(Duration::from_secs(2), Duration::from_millis(700));
         // Clients 4 and 5 read at any node, followers included (ReadIndex).
         let any_node = (c >= 4).then(|| nodes.clone());
         let (history, stop, next_value) = (
@@ -273,12 +260,7 @@ async fn run(dir: &std::path::Path, hold: u64) {
     proxy.heal();
     let healed = Instant::now();
     // The cluster recovers: a write is taken within 60 s.
-    let recovery = Client::new(
-        nodes.clone(),
-        Duration::from_secs(60),
-        Duration::from_secs(2),
-    )
-    .unwrap();
+    let recovery = cluster.client(Duration::from_secs(60), Duration::from_secs(2));
     let recovered = recovery
         .write(&Command::Put {
             key: b"recovered".to_vec(),

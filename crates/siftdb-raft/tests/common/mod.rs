@@ -108,6 +108,16 @@ impl Cluster {
         child.wait().unwrap();
     }
 
+    /// A client of every node of the cluster.
+    pub fn client(&self, deadline: Duration, request_timeout: Duration) -> Client {
+        Client::new(
+            self.addrs.values().cloned().collect(),
+            deadline,
+            request_timeout,
+        )
+        .unwrap()
+    }
+
     pub fn addr(&self, id: u64) -> &str {
         &self.addrs[&id]
     }
