@@ -15,7 +15,7 @@ use siftdb_raft::api::MembershipChange;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
 use siftdb_raft::timings::TimingsReport;
-use siftdb_raft::{Command, NodeId, Op};
+use siftdb_raft::{Command, NodeId, Op, Request};
 
 #[derive(Parser)]
 #[command(name = "siftdb-raft", about = "siftdb replicated with openraft")]
@@ -125,6 +125,10 @@ enum Cmd {
         /// Bytes per value.
         #[arg(long, default_value_t = 100)]
         value_size: usize,
+        /// Send writes without a client session (applied each time they
+        /// are committed; no exactly-once), to measure what sessions cost.
+        #[arg(long)]
+        sessionless: bool,
     },
 }
 
@@ -348,6 +352,7 @@ async fn bench(
     batch: u64,
     clients: u64,
     value_size: usize,
+    sessionless: bool,
 ) -> Result<(), String> {
     let c = Arc::new(client(cluster)?);
     // A node that does not answer (stopped, restarting) has no breakdown.
@@ -384,9 +389,13 @@ async fn bench(
                         value: value.clone(),
                     })
                     .collect();
-                c.write(&Command::Batch(ops))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let cmd = Command::Batch(ops);
+                if sessionless {
+                    c.write_request(&Request::unsessioned(cmd)).await
+                } else {
+                    c.write(&cmd).await
+                }
+                .map_err(|e| e.to_string())?;
             }
         }));
     }
@@ -397,7 +406,8 @@ async fn bench(
     let after = statuses(Arc::clone(&c)).await;
     let commands = writes.div_ceil(batch.max(1));
     println!(
-        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
+        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values, {}) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
+        if sessionless { "no sessions" } else { "client sessions" },
         wall.as_secs_f64(),
         writes as f64 / wall.as_secs_f64(),
         commands as f64 / wall.as_secs_f64()
@@ -512,9 +522,17 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             batch,
             clients,
             value_size,
-        } => bench(cluster, writes, batch.max(1), clients.max(1), value_size)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+            sessionless,
+        } => bench(
+            cluster,
+            writes,
+            batch.max(1),
+            clients.max(1),
+            value_size,
+            sessionless,
+        )
+        .await
+        .map(|()| ExitCode::SUCCESS),
     }
 }
 
