@@ -43,14 +43,15 @@ pub trait Model {
     type Output;
     /// The state before any operation.
     fn init(&self) -> Self::State;
-    /// The state after `input` in `state` if it could have answered
-    /// `output` there (`None` recorded: any answer), else `None`.
+    /// Every state `input` in `state` can lead to while answering `output`
+    /// (`None` recorded: an indeterminate operation, which may also have
+    /// had no effect); empty when it could not have answered so.
     fn step(
         &self,
         state: &Self::State,
         input: &Self::Input,
         output: Option<&Self::Output>,
-    ) -> Option<Self::State>;
+    ) -> Vec<Self::State>;
 }
 
 /// One operation of a history.
@@ -229,17 +230,23 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Input, M::Output>], budget
         let e = events.get(here);
         let op = ops.get(e.op);
         if e.is_call {
-            let next_state = op.and_then(|op| model.step(&state, &op.input, op.output.as_ref()));
-            if let Some(next_state) = next_state {
-                let mut with = linearized.clone();
-                with.flip(e.op);
-                if seen.insert((with.clone(), next_state.clone())) {
-                    stack.push((here, std::mem::replace(&mut state, next_state)));
-                    linearized = with;
-                    events.lift(here);
-                    at = events.get(HEAD).next;
-                    continue;
-                }
+            let candidates = op.map_or_else(Vec::new, |op| {
+                model.step(&state, &op.input, op.output.as_ref())
+            });
+            let mut with = linearized.clone();
+            with.flip(e.op);
+            // The first outcome not explored yet with this set (after a
+            // backtrack to this call, the next one).
+            let fresh = candidates
+                .into_iter()
+                .find(|next| !seen.contains(&(with.clone(), next.clone())));
+            if let Some(next_state) = fresh {
+                seen.insert((with.clone(), next_state.clone()));
+                stack.push((here, std::mem::replace(&mut state, next_state)));
+                linearized = with;
+                events.lift(here);
+                at = events.get(HEAD).next;
+                continue;
             }
             at = e.next;
         } else {
@@ -251,7 +258,8 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Input, M::Output>], budget
             state = before;
             linearized.flip(events.get(call).op);
             events.unlift(call);
-            at = events.get(call).next;
+            // The same call again: its other outcomes, then what follows.
+            at = Some(call);
         }
     }
     Verdict::Linearizable
@@ -301,23 +309,35 @@ impl Model for Register {
         state: &Option<u64>,
         input: &RegisterInput,
         output: Option<&RegisterOutput>,
-    ) -> Option<Option<u64>> {
+    ) -> Vec<Option<u64>> {
         match (input, output) {
-            (RegisterInput::Read, None) => Some(*state),
-            (RegisterInput::Read, Some(RegisterOutput::Read(v))) => (v == state).then_some(*state),
-            (RegisterInput::Write(v), None | Some(RegisterOutput::Written)) => Some(*v),
-            // An unknown outcome: it swapped iff the value was as expected.
+            (RegisterInput::Read, None) => vec![*state],
+            (RegisterInput::Read, Some(RegisterOutput::Read(v))) => {
+                if v == state {
+                    vec![*state]
+                } else {
+                    vec![]
+                }
+            }
+            (RegisterInput::Write(v), Some(RegisterOutput::Written)) => vec![*v],
+            // Written, or lost.
+            (RegisterInput::Write(v), None) => vec![*v, *state],
+            // Swapped (only if the value was as expected), or lost.
             (RegisterInput::Cas { expected, new }, None) => {
-                Some(if state == expected { *new } else { *state })
+                if state == expected {
+                    vec![*new, *state]
+                } else {
+                    vec![*state]
+                }
             }
             (RegisterInput::Cas { expected, new }, Some(RegisterOutput::Cas(swapped))) => {
                 match (state == expected, swapped) {
-                    (true, true) => Some(*new),
-                    (false, false) => Some(*state),
-                    _ => None,
+                    (true, true) => vec![*new],
+                    (false, false) => vec![*state],
+                    _ => vec![],
                 }
             }
-            _ => None,
+            _ => vec![],
         }
     }
 }
@@ -559,6 +579,33 @@ mod tests {
         );
         assert_eq!(
             verdict(&[write(1, 0, 1), timed_out(c, 2), read(Some(3), 5, 6)]),
+            Verdict::Illegal
+        );
+    }
+
+    /// An indeterminate operation with a bound on its return: it took
+    /// effect before the bound or never.
+    #[test]
+    fn a_bounded_indeterminate_write_happened_before_its_bound_or_never() {
+        let lost = |call, ret| Operation {
+            input: RegisterInput::Write(Some(5)),
+            output: None,
+            call,
+            ret: Some(ret),
+        };
+        // Never took effect.
+        assert_eq!(
+            verdict(&[write(1, 0, 1), lost(2, 4), read(Some(1), 6, 7)]),
+            Verdict::Linearizable
+        );
+        // Took effect before its bound.
+        assert_eq!(
+            verdict(&[write(1, 0, 1), lost(2, 4), read(Some(5), 6, 7)]),
+            Verdict::Linearizable
+        );
+        // Not after the bound: once 7 was written after it, 5 cannot show.
+        assert_eq!(
+            verdict(&[lost(0, 2), write(7, 3, 4), read(Some(5), 5, 6)]),
             Verdict::Illegal
         );
     }
