@@ -30,6 +30,14 @@ use crate::types::{
 /// Proposals in flight at once.
 pub const IN_FLIGHT: usize = 2;
 
+/// How long a proposal may wait for its entry to be applied before its
+/// callers are answered `Unavailable` (outcome unknown; a retry under the
+/// same client session applies at most once) and its slot is freed. Without
+/// it, a `client_write` that never resolves (seen after long partitions:
+/// the leader of a long-gone term) holds a slot for good, and with every
+/// slot held the node takes no write again.
+pub const PROPOSAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Bytes of keys and values queued or in flight at most (a command counts
 /// at least one byte); a caller past that waits for room: back pressure on
 /// the HTTP handlers instead of unbounded memory. At least one command of
@@ -145,9 +153,23 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
             let time_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            let result = raft.client_write(Proposal { time_ms, requests }).await;
+            let result = tokio::time::timeout(
+                PROPOSAL_TIMEOUT,
+                raft.client_write(Proposal { time_ms, requests }),
+            )
+            .await;
             drop(permit);
             drop(room);
+            let Ok(result) = result else {
+                for tx in waiters {
+                    let _ = tx.send(WriteReply::Unavailable {
+                        error: format!(
+                            "not applied within {PROPOSAL_TIMEOUT:?}; the outcome is unknown"
+                        ),
+                    });
+                }
+                return;
+            };
             match result {
                 Ok(resp) if resp.data.len() == count => {
                     let index = resp.log_id.index;
