@@ -4,9 +4,12 @@
 //! Owns: the request and reply types of `/api/*` (postcard bodies, for
 //! [`crate::client`]), the plain `/kv/{key}` routes for curl, and the
 //! status document `/api/metrics` (JSON).
-//! Must never: answer a read from the state machine before
-//! `ensure_linearizable` has confirmed leadership and waited for the apply
-//! (unless the caller asked for a local read); propose a command that fails
+//! Must never: answer a read from the state machine before leadership was
+//! confirmed by a majority after the read arrived and the state applied
+//! up to the read index — on the leader by `ensure_linearizable`, on a
+//! follower by the leader's read index ([`READ_INDEX`]) and its own apply
+//! reaching it — unless the caller asked for a local read; serve anything
+//! once this node was removed; propose a command that fails
 //! [`Command::validate`].
 
 use std::collections::BTreeMap;
@@ -27,9 +30,9 @@ use crate::proposer::Proposer;
 pub use crate::proposer::WriteReply;
 use crate::state_machine::{SmStats, StateReader};
 use crate::timings::{Timings, TimingsReport};
-use crate::types::{Command, NodeId, TypeConfig, MAX_COMMAND_BYTES};
+use crate::types::{Command, NodeId, Request, TypeConfig, MAX_COMMAND_BYTES};
 
-/// Path of a write (postcard [`Command`] → [`WriteReply`]).
+/// Path of a write (postcard [`Request`] → [`WriteReply`]).
 pub const WRITE: &str = "/api/write";
 /// Path of a linearizable read (postcard key → [`ReadReply`]).
 pub const READ: &str = "/api/read";
@@ -39,6 +42,94 @@ pub const DUMP: &str = "/api/dump";
 pub const METRICS: &str = "/api/metrics";
 /// Path that initialises the cluster with every configured peer as voter.
 pub const INIT: &str = "/api/init";
+/// Path of a membership change (postcard [`MembershipChange`] →
+/// [`MembershipReply`]), on the leader.
+pub const MEMBERSHIP: &str = "/api/membership";
+/// Path of the membership this node knows (JSON [`Members`]).
+pub const MEMBERS: &str = "/api/members";
+/// Path the leader calls on a node it has just removed (postcard node id,
+/// which must be the node's own): the node stops raft, refuses to serve
+/// from then on, and refuses to start again ([`RETIRED_FILE`]).
+pub const RETIRE: &str = "/api/retire";
+/// Path of the leader's read index (empty body → postcard
+/// [`ReadIndexReply`]): a follower's linearizable read asks it, then waits
+/// until it has applied that far.
+pub const READ_INDEX: &str = "/api/read-index";
+
+/// What the leader answers a follower's read-index request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ReadIndexReply {
+    /// Leadership confirmed by a majority after the request arrived; a
+    /// read that sees the state applied up to this index is linearizable.
+    Index(Option<u64>),
+    /// Not the leader; the leader's address when known.
+    NotLeader {
+        /// Address of the leader.
+        leader: Option<String>,
+    },
+    /// Leadership could not be confirmed.
+    Unavailable {
+        /// Why.
+        error: String,
+    },
+}
+
+/// The file in a node directory that says the node was removed.
+pub const RETIRED_FILE: &str = "RETIRED";
+
+/// A change of the cluster's members.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum MembershipChange {
+    /// Adds node `id` at `addr` as a learner and waits until it has caught
+    /// up with the leader's log (by a snapshot when the entries it needs
+    /// were purged).
+    AddLearner {
+        /// The new node's id.
+        id: NodeId,
+        /// Its address, `host:port`.
+        addr: String,
+    },
+    /// Makes learner `id` a voter (a joint configuration, then the new
+    /// one, each committed by a majority).
+    Promote {
+        /// The learner.
+        id: NodeId,
+    },
+    /// Removes node `id` (a voter or a learner) from the cluster.
+    Remove {
+        /// The node.
+        id: NodeId,
+    },
+}
+
+/// The members of a cluster, as one node knows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Members {
+    /// The voters (of the last configuration; during a joint change, of
+    /// both).
+    pub voters: Vec<NodeId>,
+    /// The learners.
+    pub learners: Vec<NodeId>,
+    /// Every member's address.
+    pub nodes: BTreeMap<NodeId, String>,
+}
+
+/// What a membership change answered.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum MembershipReply {
+    /// Committed; the members now.
+    Done(Members),
+    /// This node is not the leader; the leader's address when known.
+    NotLeader {
+        /// Address of the leader.
+        leader: Option<String>,
+    },
+    /// The change was refused or could not be made.
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
 
 /// What a linearizable read answered.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -86,6 +177,8 @@ pub struct NodeStatus {
 /// What the client routes share.
 #[derive(Clone)]
 pub struct ApiState {
+    /// This node's id.
+    pub id: NodeId,
     /// This node's raft.
     pub raft: Raft<TypeConfig>,
     /// Its state machine.
@@ -96,22 +189,157 @@ pub struct ApiState {
     pub timings: Arc<Timings>,
     /// The queue that batches concurrent writes into proposals.
     pub proposer: Proposer,
+    /// The node directory (where [`RETIRED_FILE`] goes).
+    pub dir: std::path::PathBuf,
+    /// Set once this node was told it was removed.
+    pub retired: Arc<std::sync::atomic::AtomicBool>,
+    /// For the retire call to a removed node and a follower's read-index
+    /// request.
+    pub http: reqwest::Client,
+    /// Where this node sends messages for a node, when not to the node's
+    /// own address (`serve --route`): a follower's read-index request goes
+    /// the way its raft messages go.
+    pub routes: BTreeMap<NodeId, String>,
+    /// How long a follower's read waits for the leader's answer and then
+    /// for its own apply to reach the read index.
+    pub read_wait: std::time::Duration,
 }
 
 impl ApiState {
-    async fn write(&self, cmd: Command) -> WriteReply {
-        if let Err(reason) = cmd.validate() {
+    /// `Some(why)` once this node has been removed from the cluster: it
+    /// then serves no reads or writes (its state stops at its removal).
+    fn removed(&self) -> Option<String> {
+        if self.retired.load(std::sync::atomic::Ordering::SeqCst) {
+            return Some(format!("node {} was removed from the cluster", self.id));
+        }
+        let metrics = self.raft.metrics().borrow().clone();
+        let config = &metrics.membership_config;
+        let initialized = config.log_id().is_some();
+        let member = config.membership().nodes().any(|(id, _)| *id == self.id);
+        (initialized && !member).then(|| format!("node {} was removed from the cluster", self.id))
+    }
+
+    fn members(&self) -> Members {
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        Members {
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            nodes: membership
+                .nodes()
+                .map(|(id, node)| (*id, node.addr.clone()))
+                .collect(),
+        }
+    }
+
+    async fn change(&self, change: MembershipChange) -> MembershipReply {
+        use openraft::error::ClientWriteError;
+        use openraft::ChangeMembers;
+        use std::collections::BTreeSet;
+        let result = match change {
+            MembershipChange::AddLearner { id, addr } => {
+                self.raft.add_learner(id, BasicNode::new(addr), true).await
+            }
+            MembershipChange::Promote { id } => {
+                self.raft
+                    .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+                    .await
+            }
+            MembershipChange::Remove { id } => {
+                let members = self.members();
+                let change = if members.voters.contains(&id) {
+                    ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+                } else {
+                    ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+                };
+                let result = self.raft.change_membership(change, false).await;
+                if result.is_ok() {
+                    if let Some(addr) = members.nodes.get(&id) {
+                        self.retire(id, addr).await;
+                    }
+                }
+                result
+            }
+        };
+        match result {
+            Ok(_) => MembershipReply::Done(self.members()),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                MembershipReply::NotLeader {
+                    leader: f.leader_node.map(|n| n.addr),
+                }
+            }
+            Err(e) => MembershipReply::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+
+    /// Tells removed node `id` at `addr` so (best effort: a node that is
+    /// down then must be wiped, not restarted; docs/replication.md).
+    async fn retire(&self, id: NodeId, addr: &str) {
+        let Ok(body) = postcard::to_allocvec(&id) else {
+            return;
+        };
+        let sent = self
+            .http
+            .post(format!("http://{addr}{RETIRE}"))
+            .timeout(std::time::Duration::from_secs(2))
+            .body(body)
+            .send()
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!("telling removed node {id} at {addr}: {e}");
+        }
+    }
+
+    /// This node was removed: marks its directory (synced), then stops
+    /// raft.
+    async fn retired(&self) -> Result<(), String> {
+        let dir = self.dir.clone();
+        let write = tokio::task::spawn_blocking(move || {
+            std::fs::File::create(dir.join(RETIRED_FILE))?.sync_all()?;
+            // The file's name is durable with its directory.
+            std::fs::File::open(&dir)?.sync_all()
+        });
+        write
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        self.retired
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let raft = self.raft.clone();
+        tokio::spawn(async move {
+            if let Err(e) = raft.shutdown().await {
+                tracing::warn!("stopping raft after removal: {e}");
+            }
+        });
+        Ok(())
+    }
+
+    async fn write(&self, req: Request) -> WriteReply {
+        if let Some(error) = self.removed() {
+            return WriteReply::Unavailable { error };
+        }
+        if let Err(reason) = req.command.validate() {
             return WriteReply::Rejected { reason };
         }
-        self.proposer.propose(cmd).await
+        self.proposer.propose(req).await
     }
 
     async fn read(&self, key: &[u8]) -> ReadReply {
+        if let Some(error) = self.removed() {
+            return ReadReply::Unavailable { error };
+        }
         match self.raft.ensure_linearizable().await {
             Ok(_) => {}
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                return ReadReply::NotLeader {
-                    leader: f.leader_node.map(|n| n.addr),
+                let (Some(id), Some(node)) = (f.leader_id, f.leader_node) else {
+                    return ReadReply::NotLeader { leader: None };
+                };
+                // A follower: ReadIndex through the leader.
+                let via = self.routes.get(&id).unwrap_or(&node.addr).clone();
+                if let Err(reply) = self.follower_wait(&via).await {
+                    return reply;
                 }
             }
             Err(e) => {
@@ -126,7 +354,59 @@ impl ApiState {
         }
     }
 
+    /// Asks the leader (at `addr`) for its read index and waits until this
+    /// node has applied that far.
+    async fn follower_wait(&self, addr: &str) -> Result<(), ReadReply> {
+        let unavailable = |error: String| ReadReply::Unavailable { error };
+        let resp = self
+            .http
+            .post(format!("http://{addr}{READ_INDEX}"))
+            .timeout(self.read_wait)
+            .send()
+            .await
+            .map_err(|e| unavailable(format!("read index from {addr}: {e}")))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| unavailable(format!("read index from {addr}: {e}")))?;
+        let reply = decode_body::<ReadIndexReply>(&body)
+            .map_err(|e| unavailable(format!("read index from {addr}: {e}")))?;
+        match reply {
+            ReadIndexReply::Index(index) => {
+                self.raft
+                    .wait(Some(self.read_wait))
+                    .applied_index_at_least(index, "read index")
+                    .await
+                    .map_err(|e| unavailable(format!("applying up to the read index: {e}")))?;
+                Ok(())
+            }
+            ReadIndexReply::NotLeader { leader } => Err(ReadReply::NotLeader { leader }),
+            ReadIndexReply::Unavailable { error } => Err(unavailable(error)),
+        }
+    }
+
+    /// The leader's side of [`Self::follower_wait`].
+    async fn read_index(&self) -> ReadIndexReply {
+        if let Some(error) = self.removed() {
+            return ReadIndexReply::Unavailable { error };
+        }
+        match self.raft.get_read_log_id().await {
+            Ok((read, _applied)) => ReadIndexReply::Index(read.map(|l| l.index)),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                ReadIndexReply::NotLeader {
+                    leader: f.leader_node.map(|n| n.addr),
+                }
+            }
+            Err(e) => ReadIndexReply::Unavailable {
+                error: e.to_string(),
+            },
+        }
+    }
+
     async fn local_get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, String> {
+        if let Some(error) = self.removed() {
+            return Err(error);
+        }
         let reader = self.reader.clone();
         tokio::task::spawn_blocking(move || reader.get(&key))
             .await
@@ -153,8 +433,8 @@ impl ApiState {
 }
 
 async fn write(State(api): State<ApiState>, body: Bytes) -> Response {
-    match decode_body::<Command>(&body) {
-        Ok(cmd) => encode_body(&api.write(cmd).await),
+    match decode_body::<Request>(&body) {
+        Ok(req) => encode_body(&api.write(req).await),
         Err(e) => bad_body(e),
     }
 }
@@ -171,6 +451,9 @@ async fn dump(State(api): State<ApiState>, body: Bytes) -> Response {
         Ok(p) => p,
         Err(e) => return bad_body(e),
     };
+    if let Some(error) = api.removed() {
+        return (StatusCode::GONE, error).into_response();
+    }
     let reader = api.reader.clone();
     let scanned = tokio::task::spawn_blocking(move || reader.scan(&prefix)).await;
     match scanned {
@@ -184,6 +467,36 @@ async fn dump(State(api): State<ApiState>, body: Bytes) -> Response {
         Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+async fn membership(State(api): State<ApiState>, body: Bytes) -> Response {
+    match decode_body::<MembershipChange>(&body) {
+        Ok(change) => encode_body(&api.change(change).await),
+        Err(e) => bad_body(e),
+    }
+}
+
+async fn read_index(State(api): State<ApiState>) -> Response {
+    encode_body(&api.read_index().await)
+}
+
+async fn retire(State(api): State<ApiState>, body: Bytes) -> Response {
+    match decode_body::<NodeId>(&body) {
+        Ok(id) if id == api.id => match api.retired().await {
+            Ok(()) => (StatusCode::OK, "retired\n").into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+        },
+        Ok(id) => (
+            StatusCode::BAD_REQUEST,
+            format!("this is node {}, not node {id}\n", api.id),
+        )
+            .into_response(),
+        Err(e) => bad_body(e),
+    }
+}
+
+async fn members(State(api): State<ApiState>) -> Json<Members> {
+    Json(api.members())
 }
 
 async fn metrics(State(api): State<ApiState>) -> Json<NodeStatus> {
@@ -253,19 +566,19 @@ async fn kv_get(
 
 async fn kv_put(State(api): State<ApiState>, Path(key): Path<String>, body: Bytes) -> Response {
     write_response(
-        api.write(Command::Put {
+        api.write(Request::unsessioned(Command::Put {
             key: key.into_bytes(),
             value: body.to_vec(),
-        })
+        }))
         .await,
     )
 }
 
 async fn kv_delete(State(api): State<ApiState>, Path(key): Path<String>) -> Response {
     write_response(
-        api.write(Command::Delete {
+        api.write(Request::unsessioned(Command::Delete {
             key: key.into_bytes(),
-        })
+        }))
         .await,
     )
 }
@@ -278,6 +591,10 @@ pub fn routes(state: ApiState) -> Router {
         .route(DUMP, post(dump))
         .route(METRICS, get(metrics))
         .route(INIT, post(init))
+        .route(MEMBERSHIP, post(membership))
+        .route(MEMBERS, get(members))
+        .route(RETIRE, post(retire))
+        .route(READ_INDEX, post(read_index))
         .route("/kv/{key}", get(kv_get).put(kv_put).delete(kv_delete))
         // A command is at most MAX_COMMAND_BYTES of keys and values; its
         // encoding adds a few bytes per op.

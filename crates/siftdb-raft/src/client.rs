@@ -2,12 +2,15 @@
 //! reads are sent to the node it believes leads, redirected by a node that
 //! knows better, and retried elsewhere while no leader answers.
 //!
-//! Owns: [`Client`] and its retry loop, and the per-node calls the tests
-//! and the bench use (status, local dump, init).
+//! Owns: [`Client`] and its retry loop, its client sessions (each write
+//! carries a session id and sequence number, and every retry of it the
+//! same pair, so the cluster applies it once however many copies arrive),
+//! and the per-node calls the tests and the bench use (status, local dump,
+//! init).
 //! Must never: report a write as acknowledged that the leader did not
-//! answer `Applied` for; retry past its deadline. A write retried after a
-//! lost answer may be applied twice: commands are idempotent puts and
-//! deletes, and a caller that needs exactly-once carries its own ids.
+//! answer for; retry past its deadline; send a command under a session
+//! with another in flight under the same session (the state machine keeps
+//! one answer per session).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -16,8 +19,10 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::api::{self, NodeStatus, ReadReply, WriteReply};
-use crate::types::{Command, Response};
+use crate::api::{
+    self, Members, MembershipChange, MembershipReply, NodeStatus, ReadReply, WriteReply,
+};
+use crate::types::{Command, Request, Response, Session};
 
 /// Errors of a client call.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +55,23 @@ pub struct Client {
     next: AtomicUsize,
     deadline: Duration,
     request_timeout: Duration,
+    /// Sessions not in use: (client id, next sequence number). A write
+    /// takes one (or opens a new one) and gives it back after.
+    sessions: Mutex<Vec<(u64, u64)>>,
+}
+
+/// A fresh client id: random (std's per-process random hash keys, the
+/// clock and a counter), so two clients never share one in practice.
+pub fn new_client_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish()
 }
 
 enum Attempt<T> {
@@ -78,6 +100,7 @@ impl Client {
             next: AtomicUsize::new(0),
             deadline,
             request_timeout,
+            sessions: Mutex::new(Vec::new()),
         })
     }
 
@@ -153,11 +176,47 @@ impl Client {
         Err(ClientError::Deadline(self.deadline, last))
     }
 
-    /// Proposes `cmd` and waits until it is committed and applied.
+    /// Proposes `cmd` under one of this client's sessions and waits until
+    /// it is committed and applied: applied once, however often it is
+    /// retried. An error means its outcome is unknown (applied once or not
+    /// at all).
     pub async fn write(&self, cmd: &Command) -> Result<Ack, ClientError> {
+        let mut fresh_tries = 0;
+        loop {
+            let taken = self.sessions.lock().pop();
+            let (client, seq) = taken.unwrap_or_else(|| (new_client_id(), 1));
+            let req = Request {
+                session: Some(Session { client, seq }),
+                command: cmd.clone(),
+            };
+            let result = self.write_request(&req).await;
+            if let Ok(Ack {
+                response: Response::SessionExpired,
+                ..
+            }) = result
+            {
+                // The session was forgotten while idle: this number was
+                // never applied under it (its retries all fit well within
+                // the expiry). Again under a new session.
+                fresh_tries += 1;
+                if fresh_tries < 3 {
+                    continue;
+                }
+            } else {
+                // After an error too: the next number makes a late copy
+                // of this one `Stale`, never applied.
+                self.sessions.lock().push((client, seq + 1));
+            }
+            return result;
+        }
+    }
+
+    /// Proposes `req` as it is (its session, if any, unchanged on every
+    /// retry) and waits until it is committed and applied.
+    pub async fn write_request(&self, req: &Request) -> Result<Ack, ClientError> {
         self.with_leader(|addr| async move {
             let reply = self
-                .post::<_, WriteReply>(&addr, api::WRITE, cmd, self.request_timeout)
+                .post::<_, WriteReply>(&addr, api::WRITE, req, self.request_timeout)
                 .await;
             Ok(match reply {
                 Ok(WriteReply::Applied { index, response }) => {
@@ -197,11 +256,41 @@ impl Client {
         .await
     }
 
-    /// The status of the node at `addr`.
-    pub async fn status(&self, addr: &str) -> Result<NodeStatus, ClientError> {
+    /// Makes `change` to the cluster's members through its leader.
+    pub async fn change_membership(
+        &self,
+        change: &MembershipChange,
+    ) -> Result<Members, ClientError> {
+        self.with_leader(|addr| async move {
+            let reply = self
+                .post::<_, MembershipReply>(&addr, api::MEMBERSHIP, change, self.deadline)
+                .await;
+            Ok(match reply {
+                Ok(MembershipReply::Done(members)) => Attempt::Done(members),
+                Ok(MembershipReply::NotLeader { leader }) => Attempt::NotLeader(leader),
+                Ok(MembershipReply::Failed { error }) => {
+                    Attempt::Failed(format!("{addr}: {error}"))
+                }
+                Err(e) => Attempt::Failed(e),
+            })
+        })
+        .await
+    }
+
+    /// The members the node at `addr` knows.
+    pub async fn members(&self, addr: &str) -> Result<Members, ClientError> {
+        self.get_json(addr, api::MEMBERS).await
+    }
+
+    /// The JSON document at `path` of the node at `addr`.
+    async fn get_json<T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+    ) -> Result<T, ClientError> {
         let resp = self
             .http
-            .get(format!("http://{addr}{}", api::METRICS))
+            .get(format!("http://{addr}{path}"))
             .timeout(self.request_timeout)
             .send()
             .await
@@ -209,6 +298,30 @@ impl Client {
         resp.json()
             .await
             .map_err(|e| ClientError::Node(format!("{addr}: {e}")))
+    }
+
+    /// A linearizable read of `key` served by the node at `addr`, leader or
+    /// follower (a follower asks the leader for its read index and waits
+    /// until it has applied that far); one attempt.
+    pub async fn read_at(&self, addr: &str, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        match self
+            .post::<_, ReadReply>(addr, api::READ, &key.to_vec(), self.request_timeout)
+            .await
+        {
+            Ok(ReadReply::Value(v)) => Ok(v),
+            Ok(ReadReply::NotLeader { leader }) => Err(ClientError::Node(format!(
+                "{addr}: no leader to ask for a read index (leader {leader:?})"
+            ))),
+            Ok(ReadReply::Unavailable { error }) => {
+                Err(ClientError::Node(format!("{addr}: {error}")))
+            }
+            Err(e) => Err(ClientError::Node(e)),
+        }
+    }
+
+    /// The status of the node at `addr`.
+    pub async fn status(&self, addr: &str) -> Result<NodeStatus, ClientError> {
+        self.get_json(addr, api::METRICS).await
     }
 
     /// Every key and value starting with `prefix` in the local state of the

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::types::NodeId;
 
 /// The version byte every encoded value starts with.
-pub const VALUE_VERSION: u8 = 1;
+pub const VALUE_VERSION: u8 = 2;
 
 /// Errors of the raft storage layer. File and corruption errors are the
 /// engine's own kinds (`siftdb::Error::Io`, `siftdb::Error::Corruption`),
@@ -156,6 +156,9 @@ pub fn log_index(key: &[u8]) -> Option<u64> {
 
 /// First byte of every user key in a state-machine keyspace.
 pub const DATA_PREFIX: u8 = b'd';
+/// First byte of every client-session key in a state-machine keyspace
+/// (then the client id, u64 big-endian).
+pub const SESSION_PREFIX: u8 = b's';
 /// The last applied log id, in a state-machine keyspace.
 pub const KEY_APPLIED: &[u8] = b"m/applied";
 /// The last applied membership, in a state-machine keyspace.
@@ -167,6 +170,22 @@ pub fn data_key(key: &[u8]) -> Vec<u8> {
     out.push(DATA_PREFIX);
     out.extend_from_slice(key);
     out
+}
+
+/// The state-machine keyspace's key of client `client`'s session.
+pub fn session_key(client: u64) -> [u8; 9] {
+    let mut out = [SESSION_PREFIX; 9];
+    for (slot, byte) in out.iter_mut().skip(1).zip(client.to_be_bytes()) {
+        *slot = byte;
+    }
+    out
+}
+
+/// Whether `key` of a state-machine keyspace is replicated state (a user
+/// key or a client session), which a snapshot carries, as opposed to the
+/// node's bookkeeping under `m/`.
+pub fn is_replicated_state(key: &[u8]) -> bool {
+    matches!(key.first(), Some(&DATA_PREFIX) | Some(&SESSION_PREFIX))
 }
 
 /// The user key of a state-machine data key.
@@ -225,41 +244,60 @@ mod tests {
     /// layout or in postcard fails here before it reaches a disk.
     #[test]
     fn encodings_are_pinned() {
-        use crate::types::{Command, Proposal};
+        use crate::types::{Command, Proposal, Request, Session};
         use openraft::{CommittedLeaderId, Entry, EntryPayload, Vote};
         let id = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 300);
-        assert_eq!(encode(&id, "t").unwrap(), [1, 3, 2, 0xac, 0x02]);
-        assert_eq!(encode(&Some(id), "t").unwrap(), [1, 1, 3, 2, 0xac, 0x02]);
-        assert_eq!(encode(&None::<LogId<NodeId>>, "t").unwrap(), [1, 0]);
+        assert_eq!(encode(&id, "t").unwrap(), [2, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&Some(id), "t").unwrap(), [2, 1, 3, 2, 0xac, 0x02]);
+        assert_eq!(encode(&None::<LogId<NodeId>>, "t").unwrap(), [2, 0]);
         assert_eq!(
             encode(&Vote::<NodeId>::new(5, 1), "t").unwrap(),
-            [1, 5, 1, 0]
+            [2, 5, 1, 0]
         );
         assert_eq!(
             encode(&Vote::<NodeId>::new_committed(5, 1), "t").unwrap(),
-            [1, 5, 1, 1]
+            [2, 5, 1, 1]
         );
         let at = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 7);
         let blank = Entry::<TypeConfig> {
             log_id: at,
             payload: EntryPayload::Blank,
         };
-        assert_eq!(encode(&blank, "t").unwrap(), [1, 3, 2, 7, 0]);
+        assert_eq!(encode(&blank, "t").unwrap(), [2, 3, 2, 7, 0]);
         let normal = Entry::<TypeConfig> {
             log_id: at,
             payload: EntryPayload::Normal(Proposal {
-                commands: vec![
-                    Command::Put {
+                time_ms: 300,
+                requests: vec![
+                    Request::unsessioned(Command::Put {
                         key: b"k".to_vec(),
                         value: b"v".to_vec(),
+                    }),
+                    Request {
+                        session: Some(Session { client: 9, seq: 1 }),
+                        command: Command::Delete { key: b"j".to_vec() },
                     },
-                    Command::Delete { key: b"j".to_vec() },
+                    Request::unsessioned(Command::CompareAndSwap {
+                        key: b"c".to_vec(),
+                        expected: None,
+                        new: Some(b"n".to_vec()),
+                    }),
+                    Request::unsessioned(Command::Increment {
+                        key: b"i".to_vec(),
+                        delta: 2,
+                    }),
                 ],
             }),
         };
         assert_eq!(
             encode(&normal, "t").unwrap(),
-            [1, 3, 2, 7, 1, 2, 0, 1, b'k', 1, b'v', 1, 1, b'j']
+            [
+                2, 3, 2, 7, 1, 0xac, 0x02, 4, // time 300, four requests
+                0, 0, 1, b'k', 1, b'v', // put k v
+                1, 9, 1, 1, 1, b'j', // session 9/1, delete j
+                0, 3, 1, b'c', 0, 1, 1, b'n', // cas c none -> n
+                0, 4, 1, b'i', 2, // increment i by 2
+            ]
         );
     }
 

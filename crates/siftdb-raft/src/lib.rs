@@ -32,7 +32,7 @@ pub mod types;
 
 pub use log_store::LogStore;
 pub use state_machine::{StateMachine, StateReader};
-pub use types::{Command, NodeId, Op, Proposal, Response, TypeConfig};
+pub use types::{Command, NodeId, Op, Proposal, Request, Response, Session, TypeConfig};
 
 /// The node directory's siftdb database.
 pub const DB_DIR: &str = "db";

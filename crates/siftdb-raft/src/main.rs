@@ -1,5 +1,5 @@
 //! The `siftdb-raft` binary: run a node, start a local cluster, talk to a
-//! cluster (init, put, get, delete, status) and measure replicated write
+//! cluster (init, put, get, delete, status, membership changes) and measure replicated write
 //! throughput (bench).
 
 use std::collections::BTreeMap;
@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
+use siftdb_raft::api::MembershipChange;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
 use siftdb_raft::timings::TimingsReport;
-use siftdb_raft::{Command, NodeId, Op};
+use siftdb_raft::{Command, NodeId, Op, Request};
 
 #[derive(Parser)]
 #[command(name = "siftdb-raft", about = "siftdb replicated with openraft")]
@@ -69,6 +70,39 @@ enum Cmd {
         /// The key.
         key: String,
     },
+    /// Adds node ID at ADDR as a learner and waits until it caught up
+    /// (start it first: `serve --id ID --listen ADDR --peer ID=ADDR`).
+    AddLearner {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The new node's id.
+        #[arg(long)]
+        id: NodeId,
+        /// Its address, host:port.
+        #[arg(long)]
+        addr: String,
+    },
+    /// Makes learner ID a voter.
+    Promote {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The learner.
+        #[arg(long)]
+        id: NodeId,
+    },
+    /// Removes node ID (voter or learner) from the cluster.
+    Remove {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The node.
+        #[arg(long)]
+        id: NodeId,
+    },
+    /// Prints the members as each node knows them, JSON lines.
+    Members {
+        #[command(flatten)]
+        cluster: ClusterArg,
+    },
     /// Prints every node's status as JSON lines.
     Status {
         #[command(flatten)]
@@ -91,6 +125,10 @@ enum Cmd {
         /// Bytes per value.
         #[arg(long, default_value_t = 100)]
         value_size: usize,
+        /// Send writes without a client session (applied each time they
+        /// are committed; no exactly-once), to measure what sessions cost.
+        #[arg(long)]
+        sessionless: bool,
     },
 }
 
@@ -119,6 +157,11 @@ struct ServeArgs {
     /// Every node, `ID=host:port`, repeated (this one included).
     #[arg(long = "peer", value_parser = parse_peer, required = true)]
     peers: Vec<(NodeId, String)>,
+    /// `ID=host:port`, repeated: send this node's raft messages for node
+    /// ID to this address instead of the node's own (a proxy in the
+    /// partition tests); clients and the membership keep the node's own.
+    #[arg(long = "route", value_parser = parse_peer)]
+    routes: Vec<(NodeId, String)>,
     /// Heartbeat interval in ms (also how long a leader waits for the answer
     /// to an append-entries message).
     #[arg(long, default_value_t = 100)]
@@ -169,6 +212,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         dir: args.dir,
         listen: args.listen,
         peers: args.peers.into_iter().collect(),
+        routes: args.routes.into_iter().collect(),
         heartbeat_ms: args.heartbeat_ms,
         election_ms: (args.election_min_ms, args.election_max_ms),
         snapshot_every: args.snapshot_every,
@@ -177,6 +221,19 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         snapshot_chunk_bytes: args.snapshot_chunk_kib.clamp(1, 64 << 10) * 1024,
     };
     run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
+}
+
+/// Makes `change` through the cluster's leader; prints the members after.
+async fn change(cluster: ClusterArg, change: MembershipChange) -> Result<ExitCode, String> {
+    let members = client(cluster)?
+        .change_membership(&change)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "{}",
+        serde_json::to_string(&members).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn client(cluster: ClusterArg) -> Result<Client, String> {
@@ -295,6 +352,7 @@ async fn bench(
     batch: u64,
     clients: u64,
     value_size: usize,
+    sessionless: bool,
 ) -> Result<(), String> {
     let c = Arc::new(client(cluster)?);
     // A node that does not answer (stopped, restarting) has no breakdown.
@@ -331,9 +389,13 @@ async fn bench(
                         value: value.clone(),
                     })
                     .collect();
-                c.write(&Command::Batch(ops))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let cmd = Command::Batch(ops);
+                if sessionless {
+                    c.write_request(&Request::unsessioned(cmd)).await
+                } else {
+                    c.write(&cmd).await
+                }
+                .map_err(|e| e.to_string())?;
             }
         }));
     }
@@ -344,7 +406,8 @@ async fn bench(
     let after = statuses(Arc::clone(&c)).await;
     let commands = writes.div_ceil(batch.max(1));
     println!(
-        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
+        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values, {}) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
+        if sessionless { "no sessions" } else { "client sessions" },
         wall.as_secs_f64(),
         writes as f64 / wall.as_secs_f64(),
         commands as f64 / wall.as_secs_f64()
@@ -425,6 +488,24 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             }
             None => Ok(ExitCode::FAILURE),
         },
+        Cmd::AddLearner { cluster, id, addr } => {
+            change(cluster, MembershipChange::AddLearner { id, addr }).await
+        }
+        Cmd::Promote { cluster, id } => change(cluster, MembershipChange::Promote { id }).await,
+        Cmd::Remove { cluster, id } => change(cluster, MembershipChange::Remove { id }).await,
+        Cmd::Members { cluster } => {
+            let c = client(cluster)?;
+            for addr in c.nodes() {
+                match c.members(addr).await {
+                    Ok(m) => println!(
+                        "{{\"addr\":{addr:?},\"members\":{}}}",
+                        serde_json::to_string(&m).map_err(|e| e.to_string())?
+                    ),
+                    Err(e) => println!("{{\"addr\":{addr:?},\"error\":{:?}}}", e.to_string()),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Status { cluster } => {
             let c = client(cluster)?;
             for addr in c.nodes() {
@@ -441,9 +522,17 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             batch,
             clients,
             value_size,
-        } => bench(cluster, writes, batch.max(1), clients.max(1), value_size)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+            sessionless,
+        } => bench(
+            cluster,
+            writes,
+            batch.max(1),
+            clients.max(1),
+            value_size,
+            sessionless,
+        )
+        .await
+        .map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -48,16 +48,25 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E
 #[derive(Clone)]
 pub struct Network {
     http: reqwest::Client,
+    routes: Arc<std::collections::BTreeMap<NodeId, String>>,
 }
 
 impl Network {
-    /// A network whose TCP connections time out after `connect_timeout`.
-    pub fn new(connect_timeout: Duration) -> Result<Network, reqwest::Error> {
+    /// A network whose TCP connections time out after `connect_timeout`,
+    /// sending the messages for a node in `routes` to the address there
+    /// instead of the node's own.
+    pub fn new(
+        connect_timeout: Duration,
+        routes: std::collections::BTreeMap<NodeId, String>,
+    ) -> Result<Network, reqwest::Error> {
         let http = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
             .build()?;
-        Ok(Network { http })
+        Ok(Network {
+            http,
+            routes: Arc::new(routes),
+        })
     }
 }
 
@@ -75,7 +84,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             http: self.http.clone(),
             target,
-            addr: node.addr.clone(),
+            addr: self.routes.get(&target).unwrap_or(&node.addr).clone(),
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     /// Every node of the cluster, this one included: id → `host:port`.
     pub peers: BTreeMap<NodeId, String>,
+    /// Where this node sends raft messages for a node, when not to the
+    /// node's own address (a fault proxy in tests): id → `host:port`.
+    pub routes: BTreeMap<NodeId, String>,
     /// Heartbeat interval, ms.
     pub heartbeat_ms: u64,
     /// Election timeout range, ms.
@@ -143,6 +146,14 @@ pub async fn run(
             cfg.id
         )));
     }
+    if cfg.dir.join(api::RETIRED_FILE).exists() {
+        return Err(NodeError::Config(format!(
+            "node {} was removed from the cluster ({} in {}); start a node with a fresh directory instead",
+            cfg.id,
+            api::RETIRED_FILE,
+            cfg.dir.display()
+        )));
+    }
     let config = Arc::new(cfg.raft_config()?);
     let dir = cfg.dir.clone();
     let (mut log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
@@ -150,18 +161,24 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))??;
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
-    let network =
-        Network::new(Duration::from_millis(500)).map_err(|e| NodeError::Raft(e.to_string()))?;
+    let network = Network::new(Duration::from_millis(500), cfg.routes.clone())
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
     let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1)).merge(
         api::routes(ApiState {
+            id: cfg.id,
             raft: raft.clone(),
             reader,
             peers: cfg.nodes(),
             timings,
             proposer: Proposer::start(raft.clone()),
+            dir: cfg.dir.clone(),
+            retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            http: reqwest::Client::new(),
+            routes: cfg.routes.clone(),
+            read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
         }),
     );
     let listener = bind(cfg.listen).await?;
@@ -172,8 +189,9 @@ pub async fn run(
             addr: cfg.listen,
             source,
         });
-    raft.shutdown()
-        .await
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    // Already stopped when the node was removed.
+    if let Err(e) = raft.shutdown().await {
+        tracing::warn!("raft shutdown: {e}");
+    }
     served
 }

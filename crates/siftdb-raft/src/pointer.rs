@@ -94,6 +94,6 @@ mod tests {
             generation: 3,
             snapshot: 300,
         };
-        assert_eq!(encode(&p, "t").unwrap(), [1, 3, 0xac, 0x02]);
+        assert_eq!(encode(&p, "t").unwrap(), [2, 3, 0xac, 0x02]);
     }
 }

@@ -24,11 +24,19 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::types::{
-    Command, Proposal, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
+    Proposal, Request, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
 };
 
 /// Proposals in flight at once.
 pub const IN_FLIGHT: usize = 2;
+
+/// How long a proposal may wait for its entry to be applied before its
+/// callers are answered `Unavailable` (outcome unknown; a retry under the
+/// same client session applies at most once) and its slot is freed. Without
+/// it, a `client_write` that never resolves (seen after long partitions:
+/// the leader of a long-gone term) holds a slot for good, and with every
+/// slot held the node takes no write again.
+pub const PROPOSAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Bytes of keys and values queued or in flight at most (a command counts
 /// at least one byte); a caller past that waits for room: back pressure on
@@ -65,7 +73,7 @@ pub enum WriteReply {
 
 /// A queued command, its answer and its share of [`QUEUE_BYTES`] (given
 /// back when its proposal is answered).
-type Waiter = (Command, oneshot::Sender<WriteReply>, OwnedSemaphorePermit);
+type Waiter = (Request, oneshot::Sender<WriteReply>, OwnedSemaphorePermit);
 
 /// The queue in front of a node's raft; clones share it.
 #[derive(Clone)]
@@ -85,10 +93,10 @@ impl Proposer {
         }
     }
 
-    /// Proposes `cmd` (already validated) and waits for its entry to be
-    /// applied, or for the reason it was not.
-    pub async fn propose(&self, cmd: Command) -> WriteReply {
-        let bytes = u32::try_from(cmd.payload_bytes())
+    /// Proposes `req` (its command already validated) and waits for its
+    /// entry to be applied, or for the reason it was not.
+    pub async fn propose(&self, req: Request) -> WriteReply {
+        let bytes = u32::try_from(req.command.payload_bytes())
             .unwrap_or(u32::MAX)
             .clamp(1, QUEUE_BYTES);
         let Ok(room) = Arc::clone(&self.room).acquire_many_owned(bytes).await else {
@@ -97,7 +105,7 @@ impl Proposer {
             };
         };
         let (tx, rx) = oneshot::channel();
-        if self.queue.send((cmd, tx, room)).is_err() {
+        if self.queue.send((req, tx, room)).is_err() {
             return WriteReply::Unavailable {
                 error: "proposer stopped".into(),
             };
@@ -118,12 +126,12 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
         let Some(first) = rx.recv().await else {
             return;
         };
-        let mut bytes = first.0.payload_bytes();
+        let mut bytes = first.0.command.payload_bytes();
         let mut group = vec![first];
         while bytes < MAX_PROPOSAL_BYTES && group.len() < MAX_PROPOSAL_COMMANDS {
             match rx.try_recv() {
                 Ok(next) => {
-                    bytes = bytes.saturating_add(next.0.payload_bytes());
+                    bytes = bytes.saturating_add(next.0.command.payload_bytes());
                     group.push(next);
                 }
                 Err(_) => break,
@@ -132,17 +140,36 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
         let raft = raft.clone();
         tokio::spawn(async move {
             let count = group.len();
-            let mut commands = Vec::with_capacity(count);
+            let mut requests = Vec::with_capacity(count);
             let mut waiters = Vec::with_capacity(count);
             let mut room = Vec::with_capacity(count);
-            for (command, waiter, bytes) in group {
-                commands.push(command);
+            for (request, waiter, bytes) in group {
+                requests.push(request);
                 waiters.push(waiter);
                 room.push(bytes);
             }
-            let result = raft.client_write(Proposal { commands }).await;
+            // The leader's clock, the one the state machine reads (session
+            // expiry): a clock before 1970 counts as 0.
+            let time_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let result = tokio::time::timeout(
+                PROPOSAL_TIMEOUT,
+                raft.client_write(Proposal { time_ms, requests }),
+            )
+            .await;
             drop(permit);
             drop(room);
+            let Ok(result) = result else {
+                for tx in waiters {
+                    let _ = tx.send(WriteReply::Unavailable {
+                        error: format!(
+                            "not applied within {PROPOSAL_TIMEOUT:?}; the outcome is unknown"
+                        ),
+                    });
+                }
+                return;
+            };
             match result {
                 Ok(resp) if resp.data.len() == count => {
                     let index = resp.log_id.index;

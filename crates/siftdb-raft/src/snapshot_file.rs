@@ -19,7 +19,7 @@ use crate::codec::{decode, encode, Error, Result};
 use crate::types::NodeId;
 
 const MAGIC: &[u8; 8] = b"SIFTSNAP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bound on the encoded metadata (a membership of many nodes stays far below).
 const MAX_META_BYTES: usize = 16 << 20;
 const TAG_RECORD: u8 = 0x01;
@@ -63,7 +63,8 @@ impl<W: Write> Writer<W> {
         })
     }
 
-    /// Appends one record (a user key and its value).
+    /// Appends one record (a state key — a user key or a client session,
+    /// its prefix byte included — and its value).
     pub fn record(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let too_long = |what: &str, len: usize| Error::Encode {
             what: format!("snapshot record {what}"),

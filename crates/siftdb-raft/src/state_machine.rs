@@ -2,7 +2,10 @@
 //! `RaftStateMachine` and `RaftSnapshotBuilder`).
 //!
 //! Owns: the state keyspaces `state.<n>` of the node's database (user keys
-//! under `d`, the last applied log id and membership under `m/`), the
+//! under `d`, client sessions under `s`, the last applied log id and
+//! membership under `m/`), how a request is applied (exactly once per
+//! client session and sequence number, a repeat answered with the first
+//! answer, idle sessions expired by the entries' clock), the
 //! pointer to the live one and to the live snapshot file (`live` in
 //! `raft.meta`, see [`crate::pointer`]), the node's `snapshots/` directory
 //! (`snap-<n>.snap`, the live snapshot file, see [`crate::snapshot_file`]),
@@ -51,7 +54,9 @@ use crate::log_store::{blocking, Applied, PurgeGate};
 use crate::pointer::{sync_dir, Pointer};
 use crate::snapshot_file::{self, Meta};
 use crate::timings::Timings;
-use crate::types::{Command, NodeId, OpRef, Response, TypeConfig};
+use crate::types::{
+    Command, NodeId, OpRef, Request, Response, TypeConfig, SESSION_EXPIRY_MS, SESSION_SWEEP_EVERY,
+};
 
 type StorageResult<T> = std::result::Result<T, StorageError<NodeId>>;
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
@@ -314,20 +319,160 @@ impl StateReader {
     }
 }
 
-/// Adds `cmd`'s writes to `batch` in `state`, or says why it is rejected
-/// (then nothing is added, on any node).
-fn add_command(batch: &mut WriteBatch, state: &Keyspace, cmd: &Command) -> Response {
-    if let Err(reason) = cmd.validate() {
-        return Response::Rejected { reason };
-    }
-    let ops = cmd.ops();
-    for op in &ops {
-        match *op {
-            OpRef::Put(key, value) => batch.put_in(state, data_key(key), value),
-            OpRef::Delete(key) => batch.delete_in(state, data_key(key)),
+/// A client session as the state keeps it: the last sequence number
+/// applied, the entry clock when it was, and what it answered.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct SessionRecord {
+    seq: u64,
+    last_used_ms: u64,
+    response: Response,
+}
+
+/// Applies the requests of one `apply` call into a siftdb batch; its reads
+/// (compare-and-swap, increment, sessions) see the writes of the requests
+/// before them, also those not yet written to the keyspace. Applies are
+/// serial (openraft calls `apply` one at a time), so a read-then-write is
+/// atomic.
+struct Applier<'a> {
+    state: &'a Keyspace,
+    batch: WriteBatch,
+    /// State keys written to `batch` (`None`: deleted), for reads.
+    written: std::collections::HashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<'a> Applier<'a> {
+    fn new(state: &'a Keyspace) -> Applier<'a> {
+        Applier {
+            state,
+            batch: WriteBatch::new(),
+            written: std::collections::HashMap::new(),
         }
     }
-    Response::Applied { ops: ops.len() }
+
+    /// The batch so far, to be written now (later reads go to the
+    /// keyspace).
+    fn take_batch(&mut self) -> WriteBatch {
+        self.written.clear();
+        std::mem::take(&mut self.batch)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(value) = self.written.get(key) {
+            return Ok(value.clone());
+        }
+        Ok(self.state.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: &[u8]) {
+        self.batch.put_in(self.state, &key, value);
+        self.written.insert(key, Some(value.to_vec()));
+    }
+
+    fn delete(&mut self, key: Vec<u8>) {
+        self.batch.delete_in(self.state, &key);
+        self.written.insert(key, None);
+    }
+
+    /// Applies `req` of an entry stamped `time_ms`: once per (client, seq).
+    fn request(&mut self, req: &Request, time_ms: u64) -> Result<Response> {
+        let Some(session) = req.session else {
+            return self.command(&req.command);
+        };
+        if session.seq == 0 {
+            return Ok(Response::Rejected {
+                reason: "sequence numbers start at 1".into(),
+            });
+        }
+        let key = codec::session_key(session.client);
+        let record = match self.get(&key)? {
+            Some(v) => Some(decode::<SessionRecord>(&v, "client session")?),
+            None => None,
+        };
+        match record {
+            // A repeat: the first answer, nothing applied.
+            Some(r) if r.seq == session.seq => return Ok(r.response),
+            Some(r) if r.seq > session.seq => return Ok(Response::Stale),
+            None if session.seq > 1 => return Ok(Response::SessionExpired),
+            _ => {}
+        }
+        let response = self.command(&req.command)?;
+        let record = SessionRecord {
+            seq: session.seq,
+            last_used_ms: time_ms,
+            response: response.clone(),
+        };
+        self.put(key.to_vec(), &encode(&record, "client session")?);
+        Ok(response)
+    }
+
+    /// Applies `cmd`, or says why it is rejected (then nothing is written,
+    /// on any node).
+    fn command(&mut self, cmd: &Command) -> Result<Response> {
+        if let Err(reason) = cmd.validate() {
+            return Ok(Response::Rejected { reason });
+        }
+        match cmd {
+            Command::CompareAndSwap { key, expected, new } => {
+                let key = data_key(key);
+                let current = self.get(&key)?;
+                if current != *expected {
+                    return Ok(Response::CasFailed { current });
+                }
+                match new {
+                    Some(value) => self.put(key, value),
+                    None => self.delete(key),
+                }
+                Ok(Response::Swapped)
+            }
+            Command::Increment { key, delta } => {
+                let key = data_key(key);
+                let old = match self.get(&key)? {
+                    None => 0,
+                    Some(v) => match <[u8; 8]>::try_from(v.as_slice()) {
+                        Ok(bytes) => u64::from_be_bytes(bytes),
+                        Err(_) => {
+                            return Ok(Response::Rejected {
+                                reason: format!("the value is {} bytes, not a counter", v.len()),
+                            })
+                        }
+                    },
+                };
+                let value = old.wrapping_add(*delta);
+                self.put(key, &value.to_be_bytes());
+                Ok(Response::Counter { value })
+            }
+            Command::Put { .. } | Command::Delete { .. } | Command::Batch(_) => {
+                let ops = cmd.ops();
+                for op in &ops {
+                    match *op {
+                        OpRef::Put(key, value) => self.put(data_key(key), value),
+                        OpRef::Delete(key) => self.delete(data_key(key)),
+                    }
+                }
+                Ok(Response::Applied { ops: ops.len() })
+            }
+        }
+    }
+
+    /// Removes the sessions idle for more than [`SESSION_EXPIRY_MS`] at
+    /// `time_ms` (by the entries' clock: every node removes the same).
+    fn sweep(&mut self, time_ms: u64) -> Result<()> {
+        let mut expired = Vec::new();
+        for item in self.state.prefix([codec::SESSION_PREFIX]) {
+            let (key, value) = item?;
+            if self.written.contains_key(key.as_ref()) {
+                continue;
+            }
+            let record = decode::<SessionRecord>(&value, "client session")?;
+            if record.last_used_ms.saturating_add(SESSION_EXPIRY_MS) < time_ms {
+                expired.push(key.to_vec());
+            }
+        }
+        for key in expired {
+            self.delete(key);
+        }
+        Ok(())
+    }
 }
 
 impl Shared {
@@ -433,13 +578,12 @@ impl BuilderInner {
         let tmp = path.with_extension("snap.tmp");
         let file = File::create(&tmp).map_err(io(&tmp))?;
         let mut writer = snapshot_file::Writer::new(BufWriter::with_capacity(1 << 20, file), meta)?;
-        for item in self
-            .view
-            .prefix_in(&self.generation.keyspace, [codec::DATA_PREFIX])
-        {
-            let (key, value) = item?;
-            if let Some(user) = user_key(&key) {
-                writer.record(user, &value)?;
+        // The user keys and the client sessions, each record under its
+        // state key (prefix byte included).
+        for prefix in [codec::DATA_PREFIX, codec::SESSION_PREFIX] {
+            for item in self.view.prefix_in(&self.generation.keyspace, [prefix]) {
+                let (key, value) = item?;
+                writer.record(&key, &value)?;
             }
         }
         let file = writer
@@ -545,7 +689,13 @@ impl Shared {
         let mut batch = WriteBatch::new();
         let mut write_error = None;
         let read = snapshot_file::read(&mut tee, |key, value| {
-            batch.put_in(state, data_key(key), value);
+            if !codec::is_replicated_state(key) {
+                return Err(Error::corruption(
+                    "snapshot file",
+                    "a record whose key is neither user data nor a client session",
+                ));
+            }
+            batch.put_in(state, key, value);
             if batch.approximate_bytes() >= INSTALL_BATCH_BYTES {
                 if let Err(e) = write(std::mem::take(&mut batch)) {
                     write_error = Some(e);
@@ -653,16 +803,21 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             (Arc::clone(&live.generation), live.membership.clone())
         };
         let mut responses = Vec::new();
-        let mut batch = WriteBatch::new();
+        let mut applier = Applier::new(&generation.keyspace);
         let mut last = None;
         for entry in entries {
             let response = match &entry.payload {
                 EntryPayload::Blank => Vec::new(),
-                EntryPayload::Normal(proposal) => proposal
-                    .commands
-                    .iter()
-                    .map(|cmd| add_command(&mut batch, &generation.keyspace, cmd))
-                    .collect(),
+                EntryPayload::Normal(proposal) => {
+                    let mut answers = Vec::with_capacity(proposal.requests.len());
+                    for req in &proposal.requests {
+                        answers.push(applier.request(req, proposal.time_ms).map_err(err)?);
+                    }
+                    if entry.log_id.index % SESSION_SWEEP_EVERY == 0 {
+                        applier.sweep(proposal.time_ms).map_err(err)?;
+                    }
+                    answers
+                }
                 EntryPayload::Membership(m) => {
                     membership = StoredMembership::new(Some(entry.log_id), m.clone());
                     Vec::new()
@@ -670,8 +825,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             };
             responses.push(response);
             last = Some(entry.log_id);
-            if batch.approximate_bytes() >= APPLY_BATCH_BYTES {
-                let full = std::mem::take(&mut batch);
+            if applier.batch.approximate_bytes() >= APPLY_BATCH_BYTES {
+                let full = applier.take_batch();
                 self.shared
                     .commit_batch(&generation, full, entry.log_id, &membership)
                     .await
@@ -679,8 +834,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
         }
         if let Some(last) = last {
+            let rest = applier.take_batch();
             self.shared
-                .commit_batch(&generation, batch, last, &membership)
+                .commit_batch(&generation, rest, last, &membership)
                 .await
                 .map_err(err)?;
         }
@@ -787,7 +943,7 @@ mod tests {
         };
         let mut writer = snapshot_file::Writer::new(Vec::new(), &meta).unwrap();
         for (key, value) in records {
-            writer.record(key, value).unwrap();
+            writer.record(&data_key(key), value).unwrap();
         }
         (meta, writer.finish().unwrap())
     }
@@ -847,5 +1003,194 @@ mod tests {
         assert_eq!(sm.reader().stats().generation, 2);
         assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"one"[..]));
         assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+    }
+
+    fn entry(index: u64, time_ms: u64, requests: Vec<Request>) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(crate::types::Proposal { time_ms, requests }),
+        }
+    }
+
+    fn incr(client: u64, seq: u64) -> Request {
+        Request {
+            session: Some(crate::types::Session { client, seq }),
+            command: Command::Increment {
+                key: b"n".to_vec(),
+                delta: 1,
+            },
+        }
+    }
+
+    fn counter(sm: &StateMachine) -> u64 {
+        let v = sm.reader().get(b"n").unwrap().unwrap();
+        u64::from_be_bytes(v.as_ref().try_into().unwrap())
+    }
+
+    /// A repeated (client, seq) is answered with the first answer and not
+    /// applied again, in the same entry, in a later entry and in a later
+    /// `apply` call; a lower seq is `Stale`; an unknown session above seq 1
+    /// is `SessionExpired`; requests without a session apply every time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repeated_request_is_applied_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let out = sm
+            .apply(vec![
+                entry(1, 10, vec![incr(7, 1), incr(7, 1), incr(8, 1)]),
+                entry(2, 10, vec![incr(7, 1), incr(7, 2)]),
+            ])
+            .await
+            .unwrap();
+        let c = |value| Response::Counter { value };
+        assert_eq!(out, vec![vec![c(1), c(1), c(2)], vec![c(1), c(3)]]);
+        let out = sm
+            .apply(vec![entry(
+                3,
+                11,
+                vec![
+                    incr(7, 2),
+                    incr(7, 1),
+                    incr(9, 5),
+                    Request::unsessioned(Command::Increment {
+                        key: b"n".to_vec(),
+                        delta: 1,
+                    }),
+                    Request::unsessioned(Command::Increment {
+                        key: b"n".to_vec(),
+                        delta: 1,
+                    }),
+                ],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![vec![
+                c(3),
+                Response::Stale,
+                Response::SessionExpired,
+                c(4),
+                c(5)
+            ]]
+        );
+        assert_eq!(counter(&sm), 5);
+    }
+
+    /// Compare-and-swap reads the writes of earlier requests of the same
+    /// `apply` call, and answers what it found when it fails.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compare_and_swap_sees_earlier_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let cas = |expected: Option<&[u8]>, new: Option<&[u8]>| {
+            Request::unsessioned(Command::CompareAndSwap {
+                key: b"r".to_vec(),
+                expected: expected.map(<[u8]>::to_vec),
+                new: new.map(<[u8]>::to_vec),
+            })
+        };
+        let out = sm
+            .apply(vec![
+                entry(1, 0, vec![cas(None, Some(b"a")), cas(None, Some(b"b"))]),
+                entry(2, 0, vec![cas(Some(b"a"), Some(b"c"))]),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                vec![
+                    Response::Swapped,
+                    Response::CasFailed {
+                        current: Some(b"a".to_vec())
+                    }
+                ],
+                vec![Response::Swapped]
+            ]
+        );
+        let out = sm
+            .apply(vec![entry(
+                3,
+                0,
+                vec![cas(Some(b"c"), None), cas(None, None)],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(out, vec![vec![Response::Swapped, Response::Swapped]]);
+        assert_eq!(sm.reader().get(b"r").unwrap(), None);
+    }
+
+    /// An idle session is removed by the sweep at an index that is a
+    /// multiple of `SESSION_SWEEP_EVERY` once the entries' clock passed its
+    /// expiry; a session used recently stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_sessions_expire_by_the_entries_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        sm.apply(vec![entry(1, 1_000, vec![incr(1, 1), incr(2, 1)])])
+            .await
+            .unwrap();
+        let late = 1_000 + SESSION_EXPIRY_MS + 1;
+        // Client 2 is used just before the sweep; client 1 is idle.
+        sm.apply(vec![
+            entry(SESSION_SWEEP_EVERY - 1, late, vec![incr(2, 2)]),
+            entry(SESSION_SWEEP_EVERY, late, vec![]),
+        ])
+        .await
+        .unwrap();
+        let out = sm
+            .apply(vec![entry(
+                SESSION_SWEEP_EVERY + 1,
+                late,
+                vec![incr(1, 2), incr(2, 3)],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![vec![
+                Response::SessionExpired,
+                Response::Counter { value: 4 }
+            ]]
+        );
+    }
+
+    /// Sessions travel in snapshots: a follower that installed one answers
+    /// a repeat with the first answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sessions_survive_a_snapshot_install() {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let (_log, mut leader, _) = crate::open_storage(leader_dir.path()).unwrap();
+        leader
+            .apply(vec![entry(1, 5, vec![incr(3, 1), incr(3, 2)])])
+            .await
+            .unwrap();
+        let snap = leader
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        let mut file = snap.snapshot.into_std().await;
+        file.seek(SeekFrom::Start(0)).unwrap();
+        file.read_to_end(&mut bytes).unwrap();
+
+        let follower_dir = tempfile::tempdir().unwrap();
+        let (_log, mut follower, _) = crate::open_storage(follower_dir.path()).unwrap();
+        install(&mut follower, &snap.meta, &bytes).await;
+        let out = follower
+            .apply(vec![entry(2, 6, vec![incr(3, 2), incr(3, 3)])])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![vec![
+                Response::Counter { value: 2 },
+                Response::Counter { value: 3 }
+            ]]
+        );
+        assert_eq!(counter(&follower), 3);
     }
 }

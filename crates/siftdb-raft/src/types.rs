@@ -1,8 +1,10 @@
 //! The replicated commands and openraft's type configuration.
 //!
 //! Owns: [`TypeConfig`], the command set a client sends ([`Command`],
-//! [`Op`]), what one raft entry carries ([`Proposal`]: the commands a leader
-//! gathered from concurrent clients), what applying a command answers
+//! [`Op`]), the client session a command may carry for exactly-once
+//! application ([`Session`], [`Request`]), what one raft entry carries
+//! ([`Proposal`]: the requests a leader gathered from concurrent clients and
+//! the leader's clock when it cut them), what applying a command answers
 //! ([`Response`]), and the size limits a command is checked against before
 //! it is proposed and again when applied.
 //! Must never: let a command that siftdb would refuse reach the log
@@ -80,14 +82,70 @@ pub enum Command {
     },
     /// Every op, in order, all or none.
     Batch(Vec<Op>),
+    /// Sets `key` to `new` (removes it when `None`) if its value is
+    /// `expected` (`None`: absent); answers [`Response::Swapped`] or
+    /// [`Response::CasFailed`] with the value found.
+    CompareAndSwap {
+        /// The key.
+        key: Vec<u8>,
+        /// The value it must have (`None`: it must be absent).
+        expected: Option<Vec<u8>>,
+        /// The value to store (`None`: remove the key).
+        new: Option<Vec<u8>>,
+    },
+    /// Adds `delta` (wrapping) to the counter under `key` (an 8-byte
+    /// big-endian u64, 0 when absent) and answers [`Response::Counter`]
+    /// with the new value; a key holding anything else is `Rejected`.
+    Increment {
+        /// The key.
+        key: Vec<u8>,
+        /// What to add.
+        delta: u64,
+    },
 }
 
-/// What one raft entry carries: commands of any number of clients, applied
-/// in order, each atomically (the whole entry is one siftdb batch).
+/// A client's session: a client id (random, chosen by the client) and the
+/// client's sequence number of this command (1, 2, ... one command at a
+/// time per id). The state machine applies each (client, seq) at most once
+/// and answers a repeat with the first answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// The client id.
+    pub client: u64,
+    /// The command's sequence number, from 1.
+    pub seq: u64,
+}
+
+/// A command as a client sends it: with a session for exactly-once, or
+/// without (applied each time it is committed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The session, if any.
+    pub session: Option<Session>,
+    /// The command.
+    pub command: Command,
+}
+
+impl Request {
+    /// `command` without a session.
+    pub fn unsessioned(command: Command) -> Request {
+        Request {
+            session: None,
+            command,
+        }
+    }
+}
+
+/// What one raft entry carries: requests of any number of clients, applied
+/// in order, each atomically (the whole entry is one siftdb batch), and the
+/// leader's wall clock when it cut the proposal: the only clock the state
+/// machine reads (session expiry), so every node applies alike.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
-    /// The commands.
-    pub commands: Vec<Command>,
+    /// The leader's clock, ms since the Unix epoch.
+    pub time_ms: u64,
+    /// The requests.
+    pub requests: Vec<Request>,
 }
 
 /// What applying a command answered.
@@ -103,10 +161,44 @@ pub enum Response {
         /// Why.
         reason: String,
     },
+    /// A compare-and-swap found the expected value and stored the new one.
+    Swapped,
+    /// A compare-and-swap found another value (`current`) and changed
+    /// nothing.
+    CasFailed {
+        /// The value found (`None`: absent).
+        current: Option<Vec<u8>>,
+    },
+    /// An increment stored this value.
+    Counter {
+        /// The counter's new value.
+        value: u64,
+    },
+    /// The request's sequence number is below its client's last applied
+    /// one: a late copy of a request the client has moved past; not
+    /// applied.
+    Stale,
+    /// The request names a client session that is unknown (expired after
+    /// [`SESSION_EXPIRY_MS`] idle, or never opened) with a sequence number
+    /// above 1: not applied; the client must open a new session (the
+    /// outcome of its earlier request with this number is unknown).
+    SessionExpired,
 }
 
+/// A client session idle (no command applied) for this long by the
+/// entries' clock is forgotten. Clocks of successive leaders must agree to
+/// well within this; a leader whose clock runs ahead expires sessions
+/// early (their clients then see [`Response::SessionExpired`]), never
+/// applies a command twice.
+pub const SESSION_EXPIRY_MS: u64 = 60 * 60 * 1000;
+
+/// Expired sessions are removed when an entry whose index is a multiple
+/// of this is applied.
+pub const SESSION_SWEEP_EVERY: u64 = 1024;
+
 impl Command {
-    /// Bytes of keys and values.
+    /// Bytes of keys and values (a compare-and-swap's expected value
+    /// included).
     pub fn payload_bytes(&self) -> usize {
         self.ops()
             .iter()
@@ -114,14 +206,32 @@ impl Command {
                 OpRef::Put(k, v) => k.len().saturating_add(v.len()),
                 OpRef::Delete(k) => k.len(),
             })
-            .fold(0, usize::saturating_add)
+            .fold(self.expected_bytes(), usize::saturating_add)
     }
 
-    /// The command's writes, in order.
+    fn expected_bytes(&self) -> usize {
+        match self {
+            Command::CompareAndSwap {
+                expected: Some(v), ..
+            } => v.len(),
+            _ => 0,
+        }
+    }
+
+    /// The command's writes, in order (a compare-and-swap's write as if it
+    /// succeeds, its expected value not counted; an increment as a put of
+    /// its 8 bytes).
     pub fn ops(&self) -> Vec<OpRef<'_>> {
         match self {
             Command::Put { key, value } => vec![OpRef::Put(key, value)],
             Command::Delete { key } => vec![OpRef::Delete(key)],
+            Command::CompareAndSwap {
+                key,
+                new: Some(value),
+                ..
+            } => vec![OpRef::Put(key, value)],
+            Command::CompareAndSwap { key, new: None, .. } => vec![OpRef::Delete(key)],
+            Command::Increment { key, .. } => vec![OpRef::Put(key, &[0; 8])],
             Command::Batch(ops) => ops
                 .iter()
                 .map(|op| match op {
@@ -135,7 +245,7 @@ impl Command {
     /// `Err(reason)` when a key is empty or longer than [`MAX_KEY_LEN`], or
     /// the keys and values sum to more than [`MAX_COMMAND_BYTES`].
     pub fn validate(&self) -> Result<(), String> {
-        let mut total = 0usize;
+        let mut total = self.expected_bytes();
         for op in self.ops() {
             let (key, value_len) = match op {
                 OpRef::Put(key, value) => (key, value.len()),

@@ -21,17 +21,18 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command as Process, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use siftdb_raft::client::Client;
 use siftdb_raft::{Command, Op};
+
+use common::{find_leader, Cluster};
 
 const NODES: u64 = 3;
 const WRITERS: u64 = 16;
@@ -43,95 +44,6 @@ const DOWN_FOR: u64 = 400;
 const SNAPSHOT_EVERY: u64 = 100;
 /// ...and keep this many entries behind it.
 const KEEP_LOGS: u64 = 10;
-
-/// The node processes; killed when dropped (a failing test leaves none).
-struct Cluster {
-    dir: PathBuf,
-    addrs: BTreeMap<u64, String>,
-    children: BTreeMap<u64, Child>,
-    starts: u64,
-}
-
-impl Cluster {
-    fn new(dir: &Path) -> Cluster {
-        let ports = free_ports(NODES as usize);
-        let addrs = (1..=NODES)
-            .zip(ports)
-            .map(|(id, port)| (id, format!("127.0.0.1:{port}")))
-            .collect();
-        Cluster {
-            dir: dir.to_path_buf(),
-            addrs,
-            children: BTreeMap::new(),
-            starts: 0,
-        }
-    }
-
-    fn start(&mut self, id: u64) {
-        self.starts += 1;
-        let log = File::create(self.dir.join(format!("node-{id}.{}.log", self.starts))).unwrap();
-        let mut cmd = Process::new(env!("CARGO_BIN_EXE_siftdb-raft"));
-        cmd.arg("serve")
-            .args(["--id", &id.to_string()])
-            .arg("--dir")
-            .arg(self.dir.join(format!("node-{id}")))
-            .args(["--listen", &self.addrs[&id]])
-            .args(["--heartbeat-ms", "50"])
-            .args(["--election-min-ms", "300"])
-            .args(["--election-max-ms", "600"])
-            .args(["--snapshot-every", &SNAPSHOT_EVERY.to_string()])
-            .args(["--keep-logs", &KEEP_LOGS.to_string()])
-            // Snapshots of this test's state (under 1 MB) go in dozens of
-            // chunks, so the multi-chunk receive path runs.
-            .args(["--snapshot-chunk-kib", "16"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log);
-        for (peer, addr) in &self.addrs {
-            cmd.arg("--peer").arg(format!("{peer}={addr}"));
-        }
-        let child = cmd.spawn().unwrap();
-        assert!(self.children.insert(id, child).is_none());
-    }
-
-    /// SIGKILL (std's `Child::kill` on Unix), then reap.
-    fn kill(&mut self, id: u64) {
-        let mut child = self.children.remove(&id).unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    fn addr(&self, id: u64) -> &str {
-        &self.addrs[&id]
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Ports below the ephemeral range (so no outgoing connection takes a dead
-/// node's port before it restarts), bindable now.
-fn free_ports(n: usize) -> Vec<u16> {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut ports = Vec::new();
-    while ports.len() < n {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let port = 20_000 + (state % 12_000) as u16;
-        if !ports.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            ports.push(port);
-        }
-    }
-    ports
-}
 
 fn key(writer: u64, i: u64) -> Vec<u8> {
     format!("w{writer:02}-{i:05}").into_bytes()
@@ -149,24 +61,6 @@ fn counter_key(writer: u64) -> Vec<u8> {
     format!("counter-{writer:02}").into_bytes()
 }
 
-/// The leader, as the alive node that says it leads in the highest term.
-async fn find_leader(client: &Client, cluster: &Cluster) -> u64 {
-    loop {
-        let mut best: Option<(u64, u64)> = None;
-        for &id in cluster.children.keys() {
-            if let Ok(s) = client.status(cluster.addr(id)).await {
-                if s.state == "Leader" && best.is_none_or(|(term, _)| s.term > term) {
-                    best = Some((s.term, id));
-                }
-            }
-        }
-        if let Some((_, id)) = best {
-            return id;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until `total` writes are acknowledged; stops the test if a writer
 /// failed.
 async fn wait_for(total: &AtomicU64, at_least: u64, failed: &AtomicBool) {
@@ -179,34 +73,16 @@ async fn wait_for(total: &AtomicU64, at_least: u64, failed: &AtomicBool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs three node processes for 20-40 s; .ci/run runs it with --ignored"]
 async fn leader_killed_ten_times_during_ten_thousand_writes() {
-    let dir = KeptIfFailed(Some(tempfile::tempdir().unwrap()));
-    let path = dir.0.as_ref().unwrap().path().to_path_buf();
     // Stops by itself: a hang (a bug) fails after ten minutes.
-    tokio::time::timeout(Duration::from_secs(600), kill_test(&path))
-        .await
-        .expect("the kill test did not finish in ten minutes");
-}
-
-/// The test's directory, removed after a pass but kept after a failure:
-/// the node logs in it are what explains the failure.
-struct KeptIfFailed(Option<tempfile::TempDir>);
-
-impl Drop for KeptIfFailed {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Some(dir) = self.0.take() {
-                eprintln!(
-                    "kill test failed: node directories and logs kept in {}",
-                    dir.keep().display()
-                );
-            }
-        }
-    }
+    common::in_test_dir(Duration::from_secs(600), |path| async move {
+        kill_test(&path).await;
+    })
+    .await;
 }
 
 async fn kill_test(dir: &Path) {
     let started = Instant::now();
-    let mut cluster = Cluster::new(dir);
+    let mut cluster = Cluster::new(dir, NODES, SNAPSHOT_EVERY, KEEP_LOGS);
     for id in 1..=NODES {
         cluster.start(id);
     }

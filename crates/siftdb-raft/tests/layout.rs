@@ -8,7 +8,7 @@ use bytes::Bytes;
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
 use siftdb_raft::codec;
-use siftdb_raft::types::Proposal;
+use siftdb_raft::types::{Proposal, Request};
 use siftdb_raft::{Command, TypeConfig};
 use tokio::io::AsyncWriteExt;
 
@@ -16,10 +16,11 @@ fn put_entry(index: u64, key: &str, value: &str) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload: EntryPayload::Normal(Proposal {
-            commands: vec![Command::Put {
+            time_ms: 0,
+            requests: vec![Request::unsessioned(Command::Put {
                 key: key.as_bytes().to_vec(),
                 value: value.as_bytes().to_vec(),
-            }],
+            })],
         }),
     }
 }

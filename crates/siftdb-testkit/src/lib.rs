@@ -9,8 +9,10 @@
 //! benchmark workloads; [`elle`], the list-append history checker of the
 //! transaction tests; [`numbered_key`], the filter tests' keys; and
 //! [`files`], real files in tests (snapshots, damage, unwritable
-//! directories, unprivileged child processes); and [`busy_tree_options`],
-//! options that make a few writes flush and compact.
+//! directories, unprivileged child processes); [`linearizability`], a
+//! checker of concurrent histories (Porcupine's algorithm) with a
+//! register / compare-and-swap model, for the replication tests; and
+//! [`busy_tree_options`], options that make a few writes flush and compact.
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
@@ -21,6 +23,7 @@ mod fault;
 pub mod files;
 pub mod fuzzing;
 mod keys;
+pub mod linearizability;
 mod options;
 mod rng;
 pub mod stress;
