@@ -220,6 +220,10 @@ fn peer_config(args: &Args) -> PeerConfig {
         siftdb_policy: Some(args.siftdb_filters.policy(args.bits_per_key)),
         prefix_len: args.prefix_len.map(usize::from),
         range_bits: args.range_bits,
+        transactions: args
+            .phases
+            .iter()
+            .any(|phase| matches!(phase, Phase::Txn | Phase::TxnUniform)),
     }
 }
 
