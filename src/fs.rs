@@ -53,6 +53,14 @@ pub trait RandomAccessFile: Send + Sync {
     fn will_need(&self, offset: u64, len: usize) {
         let _ = (offset, len);
     }
+    /// The file's descriptor, when reads may go straight to the kernel
+    /// (`multi_get`'s io_uring path reads through it; a file without one —
+    /// the default, and every wrapping file system such as fault
+    /// injection — is read with `read_exact_at` on the thread-pool path).
+    #[cfg(unix)]
+    fn raw_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// A lock held on a database directory until dropped; dropping it releases
@@ -177,6 +185,12 @@ impl RandomAccessFile for OsReadFile {
             // it) costs the overlap, never an answer.
             let _ = rustix::fs::fadvise(&self.file, offset, len, rustix::fs::Advice::WillNeed);
         }
+    }
+
+    #[cfg(unix)]
+    fn raw_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.file.as_fd())
     }
 }
 

@@ -69,14 +69,14 @@ mod wal;
 pub use async_db::AsyncDb;
 pub use batch::WriteBatch;
 pub use db::{
-    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, Keyspace, KeyspaceOptions,
-    KeyspaceStats, RecoveryReport, Snapshot, Stats, Transaction, TransactionIter,
-    TransactionOptions,
+    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
+    KeyspaceOptions, KeyspaceStats, RecoveryReport, Snapshot, Stats, TableWriter, Transaction,
+    TransactionIter, TransactionOptions,
 };
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
-pub use options::{Compression, Options, WriteOptions};
+pub use options::{CompactionDecision, CompactionFilter, Compression, Options, WriteOptions};
 pub use prefix::PrefixExtractor;
 pub use repair::{
     repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,

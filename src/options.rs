@@ -5,6 +5,7 @@
 //! `validate` turns nonsense into `InvalidArgument` before anything opens.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -57,6 +58,9 @@ pub struct Options {
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
+    pub(crate) multi_get_in_flight: usize,
+    pub(crate) multi_get_batch: usize,
+    pub(crate) io_uring: bool,
     pub(crate) retry_interval: Duration,
     pub(crate) read_only: bool,
     pub(crate) paranoid_checks: bool,
@@ -67,10 +71,41 @@ pub struct Options {
     /// The keyspace these options are a keyspace's options of (set by the
     /// keyspace, never by the application): recorded in its tables.
     pub(crate) keyspace: Option<TableKeyspace>,
+    pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+}
+
+/// What a [`CompactionFilter`] decides for a key's newest value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionDecision {
+    /// The value stays as it is.
+    Keep,
+    /// The key is removed (as by a delete at the value's sequence number).
+    Remove,
+    /// The value is replaced by this one.
+    Change(Vec<u8>),
+}
+
+/// A callback compaction asks about the newest value of each key it
+/// rewrites (see [`Options::compaction_filter`]). Called from background
+/// threads, so `Send + Sync`; it must be quick and must not call into the
+/// database. It is asked only about values (a deleted key is not shown),
+/// only when compaction rewrites them (a table moved down a level, or data
+/// still in memtables, is not seen), and may be asked again about a value
+/// it kept.
+pub trait CompactionFilter: Send + Sync {
+    /// The decision for `key`, whose newest value is `value`, in a
+    /// compaction writing into `level`.
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> CompactionDecision;
 }
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
+/// Data-block reads a `multi_get` keeps in flight by default (see
+/// [`Options::multi_get_in_flight`]).
+pub const DEFAULT_MULTI_GET_IN_FLIGHT: usize = 32;
+/// Keys a `multi_get` walks the tables with at once by default (see
+/// [`Options::multi_get_batch`]).
+pub const DEFAULT_MULTI_GET_BATCH: usize = 256;
 /// Table files kept open at most by default, when the process's open-file
 /// limit allows it (see [`Options::max_open_files`]).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1000;
@@ -91,6 +126,9 @@ impl Default for Options {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             max_open_files: None,
             mmap_reads: false,
+            multi_get_in_flight: DEFAULT_MULTI_GET_IN_FLIGHT,
+            multi_get_batch: DEFAULT_MULTI_GET_BATCH,
+            io_uring: true,
             retry_interval: Duration::from_secs(1),
             read_only: false,
             paranoid_checks: false,
@@ -99,6 +137,7 @@ impl Default for Options {
             whole_key_filtering: true,
             range_filter_bits_per_key: 0.0,
             keyspace: None,
+            compaction_filter: None,
         }
     }
 }
@@ -119,12 +158,16 @@ impl fmt::Debug for Options {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
+            .field("multi_get_in_flight", &self.multi_get_in_flight)
+            .field("multi_get_batch", &self.multi_get_batch)
+            .field("io_uring", &self.io_uring)
             .field("retry_interval", &self.retry_interval)
             .field("prefix_extractor", &self.prefix_extractor)
             .field("whole_key_filtering", &self.whole_key_filtering)
             .field("range_filter_bits_per_key", &self.range_filter_bits_per_key)
             .field("read_only", &self.read_only)
             .field("paranoid_checks", &self.paranoid_checks)
+            .field("compaction_filter", &self.compaction_filter.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -155,6 +198,18 @@ impl Options {
     /// get of a key it does not hold skips its search.
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
+        self
+    }
+
+    /// A callback that sees the newest value of each key compaction
+    /// rewrites and keeps it, removes the key or replaces the value: to
+    /// expire records (see `examples/ttl.rs`) or rewrite them lazily.
+    /// A [`crate::Snapshot`] (or iterator) taken before a compaction still
+    /// sees what the filter removed or changed: it reads the tables it
+    /// pinned, which the compaction does not change. Per keyspace with
+    /// [`crate::KeyspaceOptions::compaction_filter`].
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
         self
     }
 
@@ -264,6 +319,39 @@ impl Options {
     /// `MADV_RANDOM` (no read-ahead around each fault).
     pub fn mmap_reads(mut self, mmap: bool) -> Self {
         self.mmap_reads = mmap;
+        self
+    }
+
+    /// Data-block reads one `multi_get` keeps in flight at once. After its
+    /// batched filter probes, the blocks of all the keys of one step of its
+    /// walk (a level-0 table, or a deeper level) that miss the block cache
+    /// are read together — one read per distinct block, through io_uring
+    /// where the kernel allows it (see [`Options::io_uring`]), else on a
+    /// small pool of reader threads — so a batch waits about one device
+    /// latency instead of one per block. 1 reads them one after another,
+    /// as `get` does. Default 32 ([`DEFAULT_MULTI_GET_IN_FLIGHT`]); at most
+    /// 64 are in flight on io_uring and 16 on the pool whatever is set.
+    pub fn multi_get_in_flight(mut self, reads: usize) -> Self {
+        self.multi_get_in_flight = reads;
+        self
+    }
+
+    /// Keys one `multi_get` walks the tables with at once: a longer list
+    /// is answered in batches of this many, in order (bounding the memory
+    /// of one walk). Default 256 ([`DEFAULT_MULTI_GET_BATCH`]); at least 1.
+    pub fn multi_get_batch(mut self, keys: usize) -> Self {
+        self.multi_get_batch = keys;
+        self
+    }
+
+    /// Lets `multi_get` read its overlapped blocks through an io_uring ring
+    /// of the calling thread. Default true; where the kernel or a seccomp
+    /// filter refuses the ring, or the file system has no file descriptors
+    /// (a wrapping `FileSystem`), the reads go to the thread pool and
+    /// [`crate::Stats::overlapped_reads_pool`] counts them. False always
+    /// uses the pool.
+    pub fn io_uring(mut self, enabled: bool) -> Self {
+        self.io_uring = enabled;
         self
     }
 
@@ -394,6 +482,12 @@ impl Options {
         }
         if self.level_size_ratio < 2 {
             return Err(Error::invalid("level_size_ratio must be at least 2"));
+        }
+        if self.multi_get_in_flight == 0 {
+            return Err(Error::invalid("multi_get_in_flight must be at least 1"));
+        }
+        if self.multi_get_batch == 0 {
+            return Err(Error::invalid("multi_get_batch must be at least 1"));
         }
         if self.max_open_files == Some(0) {
             return Err(Error::invalid("max_open_files must be at least 1"));

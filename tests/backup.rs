@@ -18,11 +18,7 @@ use siftdb_testkit::SplitMix64;
 const KEYSPACES: [&str; 2] = ["default", "events"];
 
 fn options() -> Options {
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .level0_compaction_trigger(2)
-        .level1_bytes(64 << 10)
-        .table_target_bytes(32 << 10)
+    siftdb_testkit::busy_tree_options()
 }
 
 type Contents = Vec<BTreeMap<Bytes, Bytes>>;

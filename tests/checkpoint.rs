@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -29,11 +28,7 @@ const KEYSPACES: [&str; 3] = ["default", "users", "orders"];
 
 fn options() -> Options {
     // Small memtables: rotations, flushes and compactions while it runs.
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .level0_compaction_trigger(2)
-        .level1_bytes(64 << 10)
-        .table_target_bytes(32 << 10)
+    siftdb_testkit::busy_tree_options()
 }
 
 type Contents = BTreeMap<Bytes, Bytes>;
@@ -235,26 +230,13 @@ fn a_killed_checkpoint_leaves_nothing_that_opens_in_part() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
     let mut rng = SplitMix64::new(0x6b69_6c6c_636b_7074);
     let mut refused = 0;
     let mut complete = 0;
     for _round in 0..6 {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_process",
-                "--test-threads",
-                "1",
-                "--quiet",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child =
+            siftdb_testkit::files::spawn_test_child("child_process", CHILD_ENV, dir.path());
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {

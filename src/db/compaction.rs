@@ -37,7 +37,7 @@ use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
 use crate::key::{encode_internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
-use crate::options::Options;
+use crate::options::{CompactionDecision, CompactionFilter, Options};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::ScanMode;
 
@@ -252,6 +252,12 @@ struct NewestOnly {
     /// The inputs' range tombstones, merged: an entry older than one
     /// covering it is dropped.
     range_tombstones: Option<FragmentedTombstones>,
+    /// The application's filter, asked about each surviving value.
+    filter: Option<Arc<dyn CompactionFilter>>,
+    /// The level the outputs go to (told to the filter).
+    output_level: usize,
+    /// The tombstone a filter's removal writes above the bottom (reused).
+    removed: Vec<u8>,
 }
 
 impl EntrySource for NewestOnly {
@@ -293,6 +299,27 @@ impl EntrySource for NewestOnly {
                 continue;
             }
             self.value = self.merged.value();
+            if kind == ValueKind::Put {
+                if let Some(filter) = &self.filter {
+                    match filter.filter(self.output_level, user_key_of(key), &self.value) {
+                        CompactionDecision::Keep => {}
+                        CompactionDecision::Change(value) => self.value = Bytes::from(value),
+                        CompactionDecision::Remove if self.bottom => continue,
+                        CompactionDecision::Remove => {
+                            // Older versions may live deeper: a tombstone
+                            // at the value's sequence number hides them.
+                            self.removed.clear();
+                            encode_internal_key(
+                                &mut self.removed,
+                                user_key_of(key),
+                                seq,
+                                ValueKind::Delete,
+                            );
+                            return Some(Ok((&self.removed, &[])));
+                        }
+                    }
+                }
+            }
             if self.bottom {
                 // The only version of its key left in the tree (the older
                 // ones were skipped above and nothing deeper overlaps).
@@ -343,9 +370,9 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
 
     // A lone table with nothing to merge against moves down as it is: the
     // same open table (its filter and index already in memory) under a new
-    // record.
+    // record. Not with a compaction filter: it must see the values.
     if let [only] = pick.inputs.as_slice() {
-        if only.record.level as usize + 1 == pick.output_level {
+        if only.record.level as usize + 1 == pick.output_level && opts.compaction_filter.is_none() {
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
             let moved = Arc::new(LiveTable::new(record, only.table.clone()));
@@ -414,6 +441,9 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
         last: Vec::new(),
         value: Bytes::new(),
         range_tombstones,
+        filter: opts.compaction_filter.clone(),
+        output_level: pick.output_level,
+        removed: Vec::new(),
     };
 
     let options = table_options_for(&opts, &tree_after(version, &pick, &opts), pick.output_level);

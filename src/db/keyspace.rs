@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
 use crate::memtable::Memtable;
-use crate::options::{Compression, Options, WriteOptions};
+use crate::options::{CompactionFilter, Compression, Options, WriteOptions};
 use crate::prefix::PrefixExtractor;
 use crate::table::TableKeyspace;
 
@@ -160,6 +160,7 @@ pub struct KeyspaceOptions {
     whole_key_filtering: Option<bool>,
     range_filter_bits_per_key: Option<f64>,
     memtable_bytes: Option<usize>,
+    compaction_filter: Option<Arc<dyn CompactionFilter>>,
 }
 
 impl KeyspaceOptions {
@@ -215,6 +216,12 @@ impl KeyspaceOptions {
         self
     }
 
+    /// See [`Options::compaction_filter`]: this keyspace's.
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
+        self
+    }
+
     /// `base` with these settings applied, checked as [`Options::validate`] does.
     pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
         let mut opts = base.clone();
@@ -238,6 +245,9 @@ impl KeyspaceOptions {
         }
         if let Some(bytes) = self.memtable_bytes {
             opts = opts.memtable_bytes(bytes);
+        }
+        if let Some(filter) = &self.compaction_filter {
+            opts = opts.compaction_filter(Arc::clone(filter));
         }
         opts.validate()?;
         Ok(opts)

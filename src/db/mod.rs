@@ -10,13 +10,15 @@
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only), `checkpoint.rs` (consistent copies of a live database).
+//! reads only), `checkpoint.rs` (consistent copies of a live database),
+//! `ingest.rs` (bulk load of sorted table files).
 
 mod background;
 mod checkpoint;
 mod compaction;
 mod compare_and_swap;
 mod flush;
+mod ingest;
 mod iter;
 mod keyspace;
 mod open;
@@ -54,6 +56,7 @@ pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
+pub use ingest::{IngestOptions, TableWriter};
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub(crate) use keyspace::Tree;
@@ -459,6 +462,15 @@ pub struct Stats {
     pub range_tombstone_hits: u64,
     /// Live tables that hold range tombstones.
     pub range_tombstone_tables: usize,
+    /// Batches of data-block reads `multi_get` issued together (two or more
+    /// blocks missing from the block cache in one step of its walk).
+    pub overlapped_batches: u64,
+    /// Data blocks those batches read through io_uring.
+    pub overlapped_reads_uring: u64,
+    /// Data blocks those batches read on the read pool's threads (io_uring
+    /// refused by the kernel, off by `Options::io_uring`, or a file system
+    /// without file descriptors).
+    pub overlapped_reads_pool: u64,
     /// Compaction inputs dropped without reading a block, because a newer
     /// range tombstone covered their whole key range.
     pub compaction_tables_deleted: u64,
@@ -888,6 +900,9 @@ impl Db {
             range_filter_skips: reads.range_filter_skips,
             range_filter_bytes: inner.tables.range_filter_bytes(),
             range_tombstone_hits: reads.range_tombstone_hits,
+            overlapped_batches: reads.overlapped_batches,
+            overlapped_reads_uring: reads.overlapped_reads_uring,
+            overlapped_reads_pool: reads.overlapped_reads_pool,
             range_tombstone_tables: svs
                 .iter()
                 .map(|(_, sv)| sv.version.range_tombstone_tables())

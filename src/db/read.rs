@@ -24,7 +24,11 @@ use crate::db::{DbInner, SuperVersion, Tree};
 use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
-use crate::table::{LookupKey, TableValue};
+use crate::table::block::Block;
+use crate::table::overlapped::{read_overlapped, ReadRequest};
+use crate::table::reader::BlockOrRead;
+use crate::table::{LookupKey, ReadSettings, Table, TableValue};
+use std::time::Instant;
 
 pub(crate) fn get(inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Bytes>> {
     // Super-version before snapshot, as in `DbIterator::new` (see there):
@@ -120,20 +124,37 @@ struct Pending<'k> {
     done: bool,
 }
 
+/// A data block a key of a `multi_get` needs (its filter said "maybe"),
+/// deferred until every table of the step asked its filter, so the reads
+/// of the whole step go out together.
+struct BlockNeed<'t> {
+    table: &'t Table,
+    /// The block the index names, or `None` when it rules the key out.
+    block_no: Option<usize>,
+    /// The key's index in `pending`.
+    key: usize,
+    /// The newest range tombstone of the table covering the key.
+    deleted_at: Option<SeqNo>,
+}
+
 /// Buffers one `multi_get` reuses for every table it asks.
 #[derive(Default)]
-struct Scratch {
+struct Scratch<'t> {
     asked: Vec<usize>,
     hashes: Vec<u64>,
     maybe: Vec<bool>,
     order: Vec<(usize, usize)>,
+    needs: Vec<BlockNeed<'t>>,
 }
 
 /// The answers for `keys` at one snapshot, in order: for each key exactly
 /// what [`get`] answers at that snapshot. Keys the memtables answer drop out
 /// first; the rest visit the candidate tables in `get`'s order (level 0
 /// newest first, then one table per deeper level), each table asking its
-/// filter for all of its keys at once.
+/// filter for all of its keys at once; then the data blocks of every key a
+/// step (one level-0 table, or one deeper level) let through are read
+/// together ([`read_needed_blocks`]). A failed block read fails the call:
+/// no answer is returned for any key, so none can be wrong.
 pub(crate) fn multi_get(
     inner: &DbInner,
     tree: &Tree,
@@ -144,8 +165,27 @@ pub(crate) fn multi_get(
     multi_get_at(inner, &sv, snapshot, keys)
 }
 
-/// [`multi_get`] in the super-version `sv` at `snapshot` (see [`get_at`]).
+/// [`multi_get`] in the super-version `sv` at `snapshot` (see [`get_at`]),
+/// in batches of `Options::multi_get_batch` keys.
 pub(crate) fn multi_get_at(
+    inner: &DbInner,
+    sv: &SuperVersion,
+    snapshot: SeqNo,
+    keys: &[&[u8]],
+) -> Result<Vec<Option<Bytes>>> {
+    let batch = inner.tables.settings().multi_get_batch.max(1);
+    if keys.len() <= batch {
+        return multi_get_batch(inner, sv, snapshot, keys);
+    }
+    let mut answers = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(batch) {
+        answers.extend(multi_get_batch(inner, sv, snapshot, chunk)?);
+    }
+    Ok(answers)
+}
+
+/// One batch of [`multi_get_at`].
+fn multi_get_batch(
     inner: &DbInner,
     sv: &SuperVersion,
     snapshot: SeqNo,
@@ -175,6 +215,7 @@ pub(crate) fn multi_get_at(
     }
     tally.add(|t| &t.memtable_hits, memtable_hits);
 
+    let settings = inner.tables.settings();
     let mut scratch = Scratch::default();
     let mut consulted = 0u64;
     let (level0, deeper) = sv.version.split_level0();
@@ -188,6 +229,7 @@ pub(crate) fn multi_get_at(
                 .map(|(i, _)| i),
         );
         consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
+        read_needed_blocks(&settings, &mut scratch.needs, &mut pending, &mut answers)?;
         pending.retain(|p| !p.done);
     }
     for level in deeper {
@@ -208,6 +250,7 @@ pub(crate) fn multi_get_at(
             consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
         }
         scratch.order = order;
+        read_needed_blocks(&settings, &mut scratch.needs, &mut pending, &mut answers)?;
         pending.retain(|p| !p.done);
     }
     tally.add(|t| &t.tables_consulted, consulted);
@@ -215,14 +258,15 @@ pub(crate) fn multi_get_at(
 }
 
 /// Asks `table` for the pending keys at `scratch.asked` (all within its
-/// range): the filter for all of them in one batch, then the index and data
-/// for each "maybe". Marks the keys it answers `done`. Returns how many keys
-/// it was asked for.
-fn ask_table(
-    table: &LiveTable,
+/// range): the filter for all of them in one batch, then the index for
+/// each "maybe", whose data block goes on `scratch.needs`. Marks `done`
+/// the keys a range tombstone of the table answers without a block.
+/// Returns how many keys it was asked for.
+fn ask_table<'t>(
+    table: &'t LiveTable,
     pending: &mut [Pending<'_>],
     answers: &mut [Option<Bytes>],
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'t>,
 ) -> Result<u64> {
     if scratch.asked.is_empty() {
         return Ok(0);
@@ -250,25 +294,112 @@ fn ask_table(
         // A range tombstone of the table answers whatever the filter said
         // (as in `Table::get_covered`); a point version newer than it wins.
         let deleted_at = readable.range_tombstone_seq(&p.lookup);
-        if !maybe && deleted_at.is_none() {
-            continue;
-        }
-        let found = if maybe {
-            readable.get_past_filter_versioned(&p.lookup)?
-        } else {
-            None
-        };
-        let found = match (found, deleted_at) {
-            (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
-            (_, Some(_)) => Some(TableValue::Deleted),
-            (found, None) => found.map(|(value, _)| value),
-        };
-        if let Some(found) = found {
-            if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
-                *answer = Some(value);
-            }
-            p.done = true;
+        if maybe {
+            scratch.needs.push(BlockNeed {
+                table: readable,
+                block_no: readable.candidate_block(&p.lookup),
+                key: i,
+                deleted_at,
+            });
+        } else if deleted_at.is_some() {
+            settle(p, answers, Some(TableValue::Deleted));
         }
     }
     Ok(scratch.asked.len() as u64)
+}
+
+/// Records a table's answer for a pending key (`None`: the table holds
+/// nothing for it, and the key goes on to the next one).
+fn settle(p: &mut Pending<'_>, answers: &mut [Option<Bytes>], found: Option<TableValue>) {
+    if let Some(found) = found {
+        if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
+            *answer = Some(value);
+        }
+        p.done = true;
+    }
+}
+
+/// Answers every key of `needs` from its data block: each distinct block
+/// the block cache lacks is read once, all of them together
+/// (`overlapped::read_overlapped`: io_uring or the read pool, at most
+/// `multi_get_in_flight` at once) when there are two or more; a single
+/// missing block is read as `get` reads it. Empties `needs`.
+fn read_needed_blocks(
+    settings: &ReadSettings,
+    needs: &mut Vec<BlockNeed<'_>>,
+    pending: &mut [Pending<'_>],
+    answers: &mut [Option<Bytes>],
+) -> Result<()> {
+    if needs.is_empty() {
+        return Ok(());
+    }
+    // Keys sharing a block side by side: one read serves them all.
+    needs.sort_unstable_by_key(|n| (n.table.id(), n.block_no));
+    let same_block = |a: &BlockNeed<'_>, b: &BlockNeed<'_>| {
+        a.table.id() == b.table.id() && a.block_no == b.block_no
+    };
+    let mut blocks: Vec<Option<Block>> = Vec::new();
+    // The groups whose block is to be read, and their reads.
+    let mut read_groups: Vec<(&Table, usize, usize)> = Vec::new();
+    let mut requests: Vec<ReadRequest> = Vec::new();
+    for group in needs.chunk_by(same_block) {
+        let Some((table, block_no)) = group.first().and_then(|n| Some((n.table, n.block_no?)))
+        else {
+            blocks.push(None);
+            continue;
+        };
+        if settings.multi_get_in_flight <= 1 {
+            // One read at a time, each as `get` makes it.
+            blocks.push(Some(table.data_block(block_no)?));
+            continue;
+        }
+        match table.block_or_read(block_no)? {
+            BlockOrRead::Block(block) => blocks.push(Some(block)),
+            BlockOrRead::Read(request) => {
+                read_groups.push((table, block_no, blocks.len()));
+                requests.push(request);
+                blocks.push(None);
+            }
+        }
+    }
+    if let Some(&(table, _, _)) = read_groups.first() {
+        let started = Instant::now();
+        let results = if let [request] = requests.as_slice() {
+            vec![request.read_here()]
+        } else {
+            let (results, path) =
+                read_overlapped(&requests, settings.multi_get_in_flight, settings.io_uring);
+            table.note_overlapped_batch(path, requests.len() as u64);
+            results
+        };
+        table.note_file_read(started.elapsed());
+        for (&(table, block_no, group), stored) in read_groups.iter().zip(results) {
+            let block = table.finish_block_read(block_no, stored)?;
+            if let Some(slot) = blocks.get_mut(group) {
+                *slot = Some(block);
+            }
+        }
+    }
+    for (group, block) in needs.chunk_by(same_block).zip(blocks) {
+        for (n, need) in group.iter().enumerate() {
+            // Keys after the first of a block found it read: a cache hit,
+            // as the second of two gets of one block would.
+            if n > 0 && need.block_no.is_some() {
+                need.table.count_block_cache_hit();
+            }
+            let at_hand = block.clone().zip(need.block_no);
+            let Some(p) = pending.get_mut(need.key) else {
+                continue;
+            };
+            let found = need.table.get_in_block(at_hand, &p.lookup)?;
+            let found = match (found, need.deleted_at) {
+                (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
+                (_, Some(_)) => Some(TableValue::Deleted),
+                (found, None) => found.map(|(value, _)| value),
+            };
+            settle(p, answers, found);
+        }
+    }
+    needs.clear();
+    Ok(())
 }

@@ -311,7 +311,7 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
 }
 
 /// Refuses writes the database cannot take now.
-fn check_writable(inner: &DbInner, writer: &WriterState) -> Result<()> {
+pub(crate) fn check_writable(inner: &DbInner, writer: &WriterState) -> Result<()> {
     if writer.closed {
         // A keyspace handle or an AsyncDb outliving the `Db`.
         return Err(Error::Closed);

@@ -22,7 +22,10 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::fs::{RandomAccessFile, SharedFs};
-use crate::options::{Options, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_MAX_OPEN_FILES};
+use crate::options::{
+    Options, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_MULTI_GET_BATCH,
+    DEFAULT_MULTI_GET_IN_FLIGHT,
+};
 use crate::prefix::PrefixExtractor;
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
@@ -52,6 +55,14 @@ pub struct ReadSettings {
     pub max_open_files: usize,
     /// Read tables through memory maps (see `Options::mmap_reads`).
     pub mmap_reads: bool,
+    /// Data-block reads a `multi_get` keeps in flight at once; 1 reads
+    /// them one after another (see `Options::multi_get_in_flight`).
+    pub multi_get_in_flight: usize,
+    /// Keys a `multi_get` walks the tables with at once (see
+    /// `Options::multi_get_batch`).
+    pub multi_get_batch: usize,
+    /// Let `multi_get` read through io_uring (see `Options::io_uring`).
+    pub io_uring: bool,
 }
 
 impl Default for ReadSettings {
@@ -60,6 +71,9 @@ impl Default for ReadSettings {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             mmap_reads: false,
+            multi_get_in_flight: DEFAULT_MULTI_GET_IN_FLIGHT,
+            multi_get_batch: DEFAULT_MULTI_GET_BATCH,
+            io_uring: true,
         }
     }
 }
@@ -73,6 +87,7 @@ impl ReadSettings {
             block_cache_bytes: 0,
             max_open_files: 64,
             mmap_reads: false,
+            ..ReadSettings::default()
         }
     }
 }
@@ -83,6 +98,9 @@ impl From<&Options> for ReadSettings {
             block_cache_bytes: options.block_cache_bytes,
             max_open_files: options.effective_max_open_files(),
             mmap_reads: options.mmap_reads,
+            multi_get_in_flight: options.multi_get_in_flight,
+            multi_get_batch: options.multi_get_batch,
+            io_uring: options.io_uring,
         }
     }
 }

@@ -47,6 +47,12 @@ pub(crate) struct ReadTally {
     pub range_filter_skips: AtomicU64,
     /// See [`ReadStats::range_tombstone_hits`].
     pub range_tombstone_hits: AtomicU64,
+    /// See [`ReadStats::overlapped_batches`].
+    pub overlapped_batches: AtomicU64,
+    /// See [`ReadStats::overlapped_reads_uring`].
+    pub overlapped_reads_uring: AtomicU64,
+    /// See [`ReadStats::overlapped_reads_pool`].
+    pub overlapped_reads_pool: AtomicU64,
 }
 
 /// A plain copy of [`ReadCounters`] at one moment.
@@ -85,6 +91,14 @@ pub struct ReadStats {
     /// Gets a table answered from one of its range tombstones, whatever
     /// its point filter said (the filter then only spared the data block).
     pub range_tombstone_hits: u64,
+    /// Batches of data-block reads a `multi_get` issued together (two or
+    /// more blocks missing from the block cache in one step).
+    pub overlapped_batches: u64,
+    /// Data blocks those batches read through io_uring.
+    pub overlapped_reads_uring: u64,
+    /// Data blocks those batches read on the read pool (io_uring refused,
+    /// turned off by `Options::io_uring`, or a file without a descriptor).
+    pub overlapped_reads_pool: u64,
 }
 
 impl ReadCounters {
@@ -111,6 +125,9 @@ impl ReadCounters {
             sum.range_filter_checks += get(&t.range_filter_checks);
             sum.range_filter_skips += get(&t.range_filter_skips);
             sum.range_tombstone_hits += get(&t.range_tombstone_hits);
+            sum.overlapped_batches += get(&t.overlapped_batches);
+            sum.overlapped_reads_uring += get(&t.overlapped_reads_uring);
+            sum.overlapped_reads_pool += get(&t.overlapped_reads_pool);
         }
         sum
     }
@@ -161,6 +178,15 @@ impl ReadStats {
             range_tombstone_hits: self
                 .range_tombstone_hits
                 .saturating_sub(earlier.range_tombstone_hits),
+            overlapped_batches: self
+                .overlapped_batches
+                .saturating_sub(earlier.overlapped_batches),
+            overlapped_reads_uring: self
+                .overlapped_reads_uring
+                .saturating_sub(earlier.overlapped_reads_uring),
+            overlapped_reads_pool: self
+                .overlapped_reads_pool
+                .saturating_sub(earlier.overlapped_reads_pool),
         }
     }
 }

@@ -29,8 +29,10 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::table::block::Block;
 use crate::table::lookup::LookupKey;
-use crate::table::reader::{Table, TableInner};
+use crate::table::overlapped::IoPath;
+use crate::table::reader::{BlockOrRead, Table, TableInner};
 use crate::table::scan_filters::{prefix_hash, ScanFilters};
 
 thread_local! {
@@ -169,6 +171,95 @@ impl Table {
         Ok(found)
     }
 
+    /// The data block [`Table::get_past_filter_versioned`] would read for
+    /// `key` (counted as a data block read), or `None` when the index rules
+    /// the key out; a batched get reads the block itself and then asks
+    /// [`Table::get_in_block`].
+    pub(crate) fn candidate_block(&self, key: &LookupKey<'_>) -> Option<usize> {
+        let inner = &*self.inner;
+        let block_no = inner.index.block_for(key.head(), key.internal_key())?;
+        inner
+            .context()
+            .counters
+            .local()
+            .bump(|c| &c.data_block_reads);
+        Some(block_no)
+    }
+
+    /// The rest of [`Table::get_past_filter_versioned`] once the key's
+    /// candidate block is at hand (`None` for no candidate): the search in
+    /// `block`, and the false positive counted when nothing is found.
+    pub(crate) fn get_in_block(
+        &self,
+        block: Option<(Block, usize)>,
+        key: &LookupKey<'_>,
+    ) -> Result<Option<(TableValue, SeqNo)>> {
+        let inner = &*self.inner;
+        let found = match block {
+            Some((block, block_no)) => inner.search_block(block, block_no, key)?,
+            None => None,
+        };
+        if found.is_none() && self.point_filter_probe(key).is_some() {
+            inner
+                .context()
+                .counters
+                .local()
+                .bump(|c| &c.filter_false_positives);
+            inner.filter_answers.local().bump(|a| &a.false_positives);
+        }
+        Ok(found)
+    }
+
+    /// Data block `block_no` for a batched get: at hand (block cache, or
+    /// a mapped table), or the read that brings it in, to be finished by
+    /// [`Table::finish_block_read`].
+    pub(crate) fn block_or_read(&self, block_no: usize) -> Result<BlockOrRead> {
+        self.inner.cached_block_or_read(block_no)
+    }
+
+    /// Data block `block_no` from the bytes a batched read brought in:
+    /// checked, decoded and cached (or the read's error).
+    pub(crate) fn finish_block_read(
+        &self,
+        block_no: usize,
+        stored: Result<Bytes>,
+    ) -> Result<Block> {
+        self.inner.finish_block_read(block_no, stored)
+    }
+
+    /// Counts a data block a batched get found already read for another
+    /// key of its batch (a cache hit, as a second `get` would count it).
+    pub(crate) fn count_block_cache_hit(&self) {
+        let counters = self.inner.context().counters.local();
+        counters.bump(|c| &c.block_cache_hits);
+    }
+
+    /// Counts one batch of `reads` overlapped block reads that took `path`.
+    pub(crate) fn note_overlapped_batch(&self, path: IoPath, reads: u64) {
+        let counters = self.inner.context().counters.local();
+        counters.bump(|c| &c.overlapped_batches);
+        match path {
+            IoPath::Uring => counters.add(|c| &c.overlapped_reads_uring, reads),
+            IoPath::Pool => counters.add(|c| &c.overlapped_reads_pool, reads),
+        }
+    }
+
+    /// Feeds the average block read time that tells whether reads reach
+    /// the device (one sample per batch: about one device latency).
+    pub(crate) fn note_file_read(&self, elapsed: std::time::Duration) {
+        self.inner.context().note_file_read(elapsed);
+    }
+
+    /// Data block `block_no`, as a `get` reads it (cache, else its file).
+    pub(crate) fn data_block(&self, block_no: usize) -> Result<Block> {
+        self.inner.data_block(block_no)
+    }
+
+    /// Unique among the tables of one database (block cache key).
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id()
+    }
+
     /// [`Table::get`] of the newest version.
     pub fn get_key(&self, user_key: &[u8]) -> Result<Option<TableValue>> {
         self.get(&LookupKey::new(user_key, SeqNo::MAX))
@@ -243,7 +334,18 @@ impl TableInner {
         block_no: usize,
         key: &LookupKey<'_>,
     ) -> Result<Option<(TableValue, SeqNo)>> {
-        let block = self.data_block(block_no)?;
+        self.search_block(self.data_block(block_no)?, block_no, key)
+    }
+
+    /// The answer of `block` (data block `block_no`, already read) for
+    /// `key`: the first entry ≥ its internal lookup key, when it is a
+    /// version of its user key.
+    fn search_block(
+        &self,
+        block: Block,
+        block_no: usize,
+        key: &LookupKey<'_>,
+    ) -> Result<Option<(TableValue, SeqNo)>> {
         KEY_SCRATCH.with(|scratch| {
             // A get nested in another on this thread (none today) would find
             // the buffer borrowed: it then uses a fresh one.

@@ -46,6 +46,7 @@ use crate::table::format::{
     check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FOOTER_LEN,
 };
 use crate::table::index::Index;
+use crate::table::overlapped::ReadRequest;
 use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::scan_filters::ScanFilters;
 
@@ -164,6 +165,12 @@ pub(crate) struct TableInner {
 pub(crate) struct FilterAnswers {
     pub(crate) negatives: AtomicU64,
     pub(crate) false_positives: AtomicU64,
+}
+
+/// A data block a batched get has at hand, or the read it still needs.
+pub(crate) enum BlockOrRead {
+    Block(Block),
+    Read(ReadRequest),
 }
 
 /// The bytes of several consecutive data blocks read with one positioned
@@ -662,6 +669,55 @@ impl TableInner {
         let block = self.decode_data_block(stored, codec, handle)?;
         self.context.cache_block(self.id, handle.offset, &block);
         Ok(block)
+    }
+
+    /// Data block `block_no` for a batched get: the block when the block
+    /// cache holds it (counted as a hit) or the table is mapped, else the
+    /// read that brings it in (nothing counted yet: see
+    /// [`TableInner::finish_block_read`]).
+    pub(crate) fn cached_block_or_read(&self, block_no: usize) -> Result<BlockOrRead> {
+        if let Source::Mapped { .. } = &self.source {
+            return self.data_block(block_no).map(BlockOrRead::Block);
+        }
+        let handle = self.handle(block_no)?;
+        if let Some(block) = self.context.cached_block(self.id, handle.offset) {
+            let counters = self.context.counters.local();
+            counters.bump(|c| &c.block_cache_hits);
+            return Ok(BlockOrRead::Block(block));
+        }
+        let location = self.location(BlockKind::Data, handle.offset);
+        let len = self.stored_len(handle, &location)?;
+        Ok(BlockOrRead::Read(ReadRequest {
+            file: file_of(&self.context, self.id, &self.source)?,
+            offset: handle.offset,
+            len,
+        }))
+    }
+
+    /// The block a batched read of data block `block_no` brought in
+    /// (`stored`, its bytes with the trailer): counted as a cache miss and
+    /// a read from the file, checked, decoded and cached, as
+    /// [`TableInner::data_block`] does with its own read.
+    pub(crate) fn finish_block_read(
+        &self,
+        block_no: usize,
+        stored: Result<Bytes>,
+    ) -> Result<Block> {
+        let counters = self.context.counters.local();
+        counters.bump(|c| &c.block_cache_misses);
+        counters.bump(|c| &c.block_reads_from_file);
+        let handle = self.handle(block_no)?;
+        let location = self.location(BlockKind::Data, handle.offset);
+        let (stored, codec) = self.checked_stored(stored?, &location)?;
+        let block = self.decode_data_block(stored, codec, handle)?;
+        self.context.cache_block(self.id, handle.offset, &block);
+        Ok(block)
+    }
+
+    /// Unique within the database: what the block cache keys this table's
+    /// blocks by.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// A raw data block as a slice of the map, its checksum verified on its

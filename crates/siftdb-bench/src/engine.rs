@@ -47,6 +47,18 @@ pub trait Engine: Sync {
     /// returns `true`; returns `false` when the key is absent.
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String>;
 
+    /// Looks every key of `keys` up at one moment, answering in key order
+    /// into `values` (passed in empty): `Some(value)` or `None`. Engines
+    /// with a batched lookup override it; the default asks `get` per key.
+    fn multi_get(&self, keys: &[Vec<u8>], values: &mut Vec<Option<Vec<u8>>>) -> Result<(), String> {
+        for key in keys {
+            let mut value = Vec::new();
+            let found = self.get(key, &mut value)?;
+            values.push(found.then_some(value));
+        }
+        Ok(())
+    }
+
     /// Pushes onto `out` (passed in empty) the first `limit` entries whose
     /// key is `>= start`, in ascending key order, or all of them if fewer.
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String>;

@@ -5,13 +5,14 @@
 //! the [`Engine`] seam, the timed and checked runner ([`run_phase`]) and
 //! its [`PhaseReport`], the page-cache drop of cold runs ([`ColdCache`]),
 //! the process's peak memory and the bytes it wrote, the size checks made before a run
-//! ([`check_fits`]), and the SVG pictures of a run and of the filter's
-//! false-positive curve ([`plot`]). `siftdb bench`
+//! ([`check_fits`]), the SVG pictures of a run and of the filter's
+//! false-positive curve ([`plot`]), and the siftdb-only bulk-load
+//! comparison ([`run_bulkload`]). `siftdb bench`
 //! runs siftdb through it; the peers crate (crates/siftdb-peers/) runs RocksDB
 //! and fjall through the very same code, so the work is identical.
 //! Must never: depend on siftdb's storage engine — every engine, siftdb's
 //! own adapter ([`SiftdbEngine`]) included, is plugged in only through
-//! [`Engine`] — or let harness work (allocation, formatting,
+//! [`Engine`] (the bulk-load comparison, siftdb's own API, aside) — or let harness work (allocation, formatting,
 //! clock reads) weigh on the measured operations.
 //!
 //! ```
@@ -25,6 +26,7 @@
 //! # Ok::<(), String>(())
 //! ```
 
+mod bulkload;
 mod cold;
 pub mod cpu;
 mod data;
@@ -43,6 +45,7 @@ mod size;
 pub mod written;
 mod zipfian;
 
+pub use bulkload::{run_bulkload, BulkloadReport};
 pub use cold::{write_back_dirty_pages, ColdCache, DROP_CACHES};
 pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,

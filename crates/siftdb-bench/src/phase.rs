@@ -53,6 +53,9 @@ pub enum Phase {
     FillRandom,
     /// M gets of present keys in read order (M = N unless `--ops` says).
     ReadRandom,
+    /// readrandom's M keys asked in `multi_get` batches of `--batch` keys
+    /// (consecutive read-order positions; the last batch may be shorter).
+    MultiGetRandom,
     /// M gets of absent keys in read order.
     ReadMissing,
     /// M gets of present keys from the first 1% of the read order's used part.
@@ -83,9 +86,10 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 12] = [
+    pub const ALL: [Phase; 13] = [
         Phase::FillRandom,
         Phase::ReadRandom,
+        Phase::MultiGetRandom,
         Phase::ReadMissing,
         Phase::ReadHot,
         Phase::SeekRandom,
@@ -98,13 +102,14 @@ impl Phase {
         Phase::TxnUniform,
     ];
 
-    /// The phase's name: `fillrandom`, `readrandom`, `readmissing`, `readhot`,
+    /// The phase's name: `fillrandom`, `readrandom`, `multigetrandom`, `readmissing`, `readhot`,
     /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
     /// `deleterange`, `txn`, `txn-uniform`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
             Phase::ReadRandom => "readrandom",
+            Phase::MultiGetRandom => "multigetrandom",
             Phase::ReadMissing => "readmissing",
             Phase::ReadHot => "readhot",
             Phase::SeekRandom => "seekrandom",
@@ -132,6 +137,7 @@ impl Phase {
         matches!(
             self,
             Phase::ReadRandom
+                | Phase::MultiGetRandom
                 | Phase::ReadMissing
                 | Phase::ReadHot
                 | Phase::SeekRandom
@@ -280,6 +286,7 @@ impl Workload {
                 self.ops.div_ceil(SCAN_LENGTH)
             }
             Phase::ReadRandom
+            | Phase::MultiGetRandom
             | Phase::ReadMissing
             | Phase::ReadHot
             | Phase::SeekEmpty
@@ -523,6 +530,7 @@ mod tests {
             [
                 "fillrandom",
                 "readrandom",
+                "multigetrandom",
                 "readmissing",
                 "readhot",
                 "seekrandom",

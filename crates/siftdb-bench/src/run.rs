@@ -39,6 +39,8 @@ pub struct RunOptions {
     /// the engine's counters are read and the clock starts. A drop that
     /// fails fails the phase.
     pub cold: Option<ColdCache>,
+    /// Keys per `multi_get` in multigetrandom (at least 1).
+    pub batch: usize,
 }
 
 impl Default for RunOptions {
@@ -46,6 +48,7 @@ impl Default for RunOptions {
         RunOptions {
             threads: 1,
             cold: None,
+            batch: 32,
         }
     }
 }
@@ -276,6 +279,15 @@ pub fn run_phase<E: Engine + ?Sized>(
                 )
             })
         }),
+        Phase::MultiGetRandom => {
+            let batch = options.batch.max(1) as u64;
+            split_across_threads(ops.div_ceil(batch), threads, |range| {
+                drive(range, progress, |b, sampler| {
+                    let first = b * batch;
+                    multi_get_op(engine, workload, first..(first + batch).min(ops), sampler)
+                })
+            })
+        }
         Phase::ReadHot => split_across_threads(ops, threads, |range| {
             let mut buf = Vec::new();
             // `g mod hot` by counting, not dividing: a 64-bit division per
@@ -476,6 +488,57 @@ fn read_op<E: Engine + ?Sized>(
             show(&k),
             buf.len()
         ));
+    }
+    Ok(())
+}
+
+/// multigetrandom's batch: readrandom's keys for ops `gs`, in one
+/// `multi_get`, each answer checked as readrandom checks its get.
+fn multi_get_op<E: Engine + ?Sized>(
+    engine: &E,
+    workload: &Workload,
+    gs: Range<u64>,
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let phase = Phase::MultiGetRandom;
+    let first = gs.start;
+    let mut indexes = Vec::with_capacity(gs.clone().count());
+    for g in gs {
+        let j = workload
+            .read_key_index(g)
+            .ok_or_else(|| format!("{phase} op {g}: no such read-order position"))?;
+        indexes.push(j);
+    }
+    let keys: Vec<Vec<u8>> = indexes.iter().map(|&j| key(j).to_vec()).collect();
+    let mut values = Vec::with_capacity(keys.len());
+    sampler
+        .time(first, || engine.multi_get(&keys, &mut values))
+        .map_err(|e| format!("{phase} batch at op {first}: multi_get failed: {e}"))?;
+    if values.len() != keys.len() {
+        return Err(format!(
+            "{phase} batch at op {first}: {} answers for {} keys",
+            values.len(),
+            keys.len()
+        ));
+    }
+    for (&j, value) in indexes.iter().zip(&values) {
+        let k = key(j);
+        match value {
+            Some(v) if is_versioned_value(v, j, 0) => {}
+            Some(v) => {
+                return Err(format!(
+                    "{phase}: {} returned a {}-byte value that is not value({j})",
+                    show(&k),
+                    v.len()
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{phase}: {} found nothing; expected value({j})",
+                    show(&k)
+                ))
+            }
+        }
     }
     Ok(())
 }

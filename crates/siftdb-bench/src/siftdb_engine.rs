@@ -152,6 +152,12 @@ impl Engine for SiftdbEngine {
         }
     }
 
+    fn multi_get(&self, keys: &[Vec<u8>], values: &mut Vec<Option<Vec<u8>>>) -> Result<(), String> {
+        let found = self.db.multi_get(keys).map_err(|e| e.to_string())?;
+        values.extend(found.into_iter().map(|v| v.map(|v| v.to_vec())));
+        Ok(())
+    }
+
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
         fill(self.db.range(start..), limit, out)
     }
@@ -215,6 +221,10 @@ impl Engine for SiftdbEngine {
             ("block_cache_hits", s.block_cache_hits),
             ("block_cache_misses", s.block_cache_misses),
             ("block_cache_bytes", s.block_cache_bytes),
+            // multi_get's overlapped block reads, by the path they took.
+            ("overlapped_batches", s.overlapped_batches),
+            ("overlapped_reads_uring", s.overlapped_reads_uring),
+            ("overlapped_reads_pool", s.overlapped_reads_pool),
             ("filter_bytes", s.filter_bytes),
             ("range_filter_bytes", s.range_filter_bytes),
             ("scans", s.scans),

@@ -206,6 +206,7 @@ fn a_cold_read_phase_drops_the_page_cache_first() {
     let options = RunOptions {
         threads: 1,
         cold: Some(ColdCache::check(knob.path(), true).unwrap()),
+        ..RunOptions::default()
     };
     let workload = Workload::with_ops(500, 100).unwrap();
     let engine = MemoryEngine::new();
@@ -236,6 +237,7 @@ fn a_page_cache_that_cannot_be_dropped_fails_the_phase_before_any_op() {
     let options = RunOptions {
         threads: 1,
         cold: Some(ColdCache::check(&knob, true).unwrap()),
+        ..RunOptions::default()
     };
     std::fs::remove_file(&knob).unwrap();
     let workload = Workload::new(200).unwrap();

@@ -55,10 +55,11 @@ pub struct BenchArgs {
     cold: bool,
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
-    /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
-    /// deleterange, txn, txn-uniform (the txn phases, not run by default: M
-    /// transactions reading two keys, Zipfian or uniform, and writing both
-    /// back, retried on conflict; the summary gives conflicts per commit).
+    /// multigetrandom (not run by default), readmissing, readhot, seekrandom,
+    /// seekrandom-rev, seekprefix, seekempty, mixed, deleterange, txn,
+    /// txn-uniform (the txn phases, not run by default: M transactions reading
+    /// two keys, Zipfian or uniform, and writing both back, retried on
+    /// conflict; the summary gives conflicts per commit).
     #[arg(
         long,
         value_delimiter = ',',
@@ -66,10 +67,21 @@ pub struct BenchArgs {
     )]
     phases: Vec<Phase>,
 
+    /// Instead of the phases: the bulkload comparison — the N keys loaded by
+    /// fillrandom's puts into one database and by TableWriter + ingest into
+    /// another (keys/s of each), then M random gets on each (the filled one
+    /// compacted first).
+    #[arg(long)]
+    bulkload: bool,
+
     /// Threads sharing every phase's operations (mixed: by key, so each
     /// key's operations stay in order).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
+
+    /// Keys per `multi_get` call in the multigetrandom phase.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    batch: u16,
 
     /// Runs every read phase again with this many threads right after the
     /// run with --threads, on the same database, and prints the ratio of
@@ -223,6 +235,25 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
     }
 }
 
+/// `--bulkload`: the bulk-load comparison instead of the phases.
+fn run_bulkload_comparison(args: &BenchArgs, ops: u64) -> Result<ExitCode, String> {
+    let dir = BenchDir::prepare(args.dir.as_deref(), true)?;
+    let mut options = siftdb::Options::default().filter_policy(args.filter_policy());
+    if let Some(bytes) = args.memtable_bytes {
+        options = options.memtable_bytes(bytes);
+    }
+    if let Some(bytes) = args.level1_bytes {
+        options = options
+            .level1_bytes(bytes)
+            .table_target_bytes((bytes / 2).max(1));
+    }
+    let report = siftdb_bench::run_bulkload(dir.path(), args.n, ops, &options)?;
+    for line in report.to_lines() {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The directory the engine works in for this run.
 enum BenchDir {
     Temporary(tempfile::TempDir),
@@ -230,7 +261,9 @@ enum BenchDir {
 }
 
 impl BenchDir {
-    fn prepare(dir: Option<&Path>) -> Result<Self, String> {
+    /// `dir` must be empty when the run fills it; without fillrandom it
+    /// may hold the database a run with `--keep` left (read phases reuse it).
+    fn prepare(dir: Option<&Path>, fills: bool) -> Result<Self, String> {
         let Some(dir) = dir else {
             return tempfile::Builder::new()
                 .prefix("siftdb-bench-")
@@ -242,7 +275,7 @@ impl BenchDir {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let mut entries =
             std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-        if entries.next().is_some() {
+        if fills && entries.next().is_some() {
             return Err(format!(
                 "{} is not empty; the benchmark needs a fresh directory",
                 dir.display()
@@ -327,6 +360,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
             "note: no fillrandom in --phases: the read phases expect the N keys to be loaded already"
         );
     }
+    if args.bulkload {
+        return run_bulkload_comparison(args, ops);
+    }
     let workload = Workload::with_ops(args.n, ops)?;
     let mut json = match &args.json {
         Some(path) => Some(BufWriter::new(create_output(path)?)),
@@ -337,7 +373,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     }
     let filter_policy = args.filter_policy();
     filter_policy.validate().map_err(|e| e.to_string())?;
-    let dir = BenchDir::prepare(args.dir.as_deref())?;
+    let dir = BenchDir::prepare(
+        args.dir.as_deref(),
+        args.phases.contains(&Phase::FillRandom),
+    )?;
     let config = EngineConfig {
         dir: dir.path(),
         filter_policy,
@@ -352,6 +391,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     let options = RunOptions {
         threads: usize::from(args.threads),
         cold,
+        batch: usize::from(args.batch),
     };
     let show_progress = std::io::stderr().is_terminal();
     let mut reports = Vec::with_capacity(args.phases.len());
@@ -417,7 +457,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     }
     if let Some(device) = &device {
         println!();
-        print!("{}", device_fractions(&reports, device));
+        print!(
+            "{}",
+            device_fractions(&reports, device, usize::from(args.batch))
+        );
     }
     if args.engine == "siftdb" {
         print_filters(dir.path());
@@ -448,7 +491,9 @@ const DEVICE_SECONDS_PER_DEPTH: Duration = Duration::from_secs(3);
 
 /// Each read phase's data-block reads from files per second as a fraction
 /// of the device's reads per second at the phase's threads.
-fn device_fractions(reports: &[PhaseReport], device: &DeviceBaseline) -> String {
+/// multigetrandom keeps up to `batch` reads in flight per thread (at most
+/// `DEFAULT_MULTI_GET_IN_FLIGHT`): it is measured at that depth.
+fn device_fractions(reports: &[PhaseReport], device: &DeviceBaseline, batch: usize) -> String {
     let mut out = String::from(
         "of the device: data-block reads from files per second ÷ the device's reads per second at the phase's threads\n",
     );
@@ -459,7 +504,14 @@ fn device_fractions(reports: &[PhaseReport], device: &DeviceBaseline) -> String 
             .and_then(|c| c.get(BLOCKS_READ_FROM_FILE))
             .map(|c| c.delta.max(0).unsigned_abs());
         let line = match from_file
-            .and_then(|reads| fraction_of_device(reads, r.elapsed, r.threads, device).map(|f| (reads, f)))
+            .and_then(|reads| {
+                let in_flight = if r.phase == Phase::MultiGetRandom {
+                    r.threads * batch.min(siftdb::internals::options::DEFAULT_MULTI_GET_IN_FLIGHT)
+                } else {
+                    r.threads
+                };
+                fraction_of_device(reads, r.elapsed, in_flight, device).map(|f| (reads, f))
+            })
         {
             Some((reads, (depth, fraction))) => format!(
                 "  {:<14} {} threads: {} block reads from files, {:.3} of the device at {depth} in flight",

@@ -85,6 +85,11 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
 
+    /// Keys per `multi_get` call in the multigetrandom phase (RocksDB:
+    /// its batched MultiGet; fjall: a get per key).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    batch: u16,
+
     /// Bloom filter bits per key, the same for every engine.
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
@@ -523,6 +528,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let options = RunOptions {
         threads: usize::from(args.threads),
         cold,
+        batch: usize::from(args.batch),
     };
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -1,8 +1,9 @@
 //! Real files in tests: a directory's exact state, one byte changed, a
-//! directory made unwritable, and commands run as an unprivileged user.
+//! directory made unwritable, commands run as an unprivileged user, and
+//! the test binary run again as a child to kill.
 //!
-//! Owns: [`snapshot`], [`flip_byte`], [`Unwritable`] and
-//! [`as_unprivileged`].
+//! Owns: [`snapshot`], [`flip_byte`], [`Unwritable`],
+//! [`as_unprivileged`] and [`spawn_test_child`].
 //! Must never: leave a directory unwritable after a test (a temporary
 //! directory could then not be removed): [`Unwritable`] restores it when
 //! dropped.
@@ -112,4 +113,39 @@ pub fn as_unprivileged(command: &mut Command) -> &mut Command {
         command.uid(65534).gid(65534);
     }
     command
+}
+
+/// Starts this test binary again as a child process that runs only the
+/// test `name` (`--exact`, one thread, output not captured), with the
+/// environment variable `env` set to `value`: the subject of a test that
+/// kills it. Its stdout is piped (each line as the child prints it), its
+/// stderr discarded.
+///
+/// # Panics
+///
+/// When the binary cannot be found or started: a failed test.
+#[expect(
+    clippy::expect_used,
+    reason = "a test helper: a child that cannot start is a failed test"
+)]
+pub fn spawn_test_child(
+    name: &str,
+    env: &str,
+    value: impl AsRef<std::ffi::OsStr>,
+) -> std::process::Child {
+    let exe = std::env::current_exe().expect("the test binary is known");
+    Command::new(exe)
+        .args([
+            "--exact",
+            name,
+            "--test-threads",
+            "1",
+            "--quiet",
+            "--nocapture",
+        ])
+        .env(env, value)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the child test starts")
 }

@@ -9,7 +9,8 @@
 //! benchmark workloads; [`elle`], the list-append history checker of the
 //! transaction tests; [`numbered_key`], the filter tests' keys; and
 //! [`files`], real files in tests (snapshots, damage, unwritable
-//! directories, unprivileged child processes).
+//! directories, unprivileged child processes); and [`busy_tree_options`],
+//! options that make a few writes flush and compact.
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
@@ -20,10 +21,12 @@ mod fault;
 pub mod files;
 pub mod fuzzing;
 mod keys;
+mod options;
 mod rng;
 pub mod stress;
 pub mod tables;
 
 pub use fault::{FaultFs, FaultMode, PowerLoss};
 pub use keys::numbered_key;
+pub use options::busy_tree_options;
 pub use rng::{SplitMix64, GOLDEN_GAMMA};

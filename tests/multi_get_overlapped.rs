@@ -1,0 +1,233 @@
+//! `multi_get` with overlapped block reads (issue 36): answers against a
+//! BTreeMap model over random batches — duplicate keys, absent keys, keys
+//! in the memtable, level 0 and the deepest level — with a block cache of a
+//! few blocks, from 8 threads, on the io_uring path and the forced pool
+//! path; a failed block read fails the call, never mismatches an answer;
+//! a table truncated or removed under a live database gives an error or the
+//! right answers, never a wrong value, and returns.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test helpers"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use siftdb::internals::table::io_uring_available;
+use siftdb::{Db, Options};
+use siftdb_testkit::SplitMix64 as Rng;
+use siftdb_testkit::{FaultFs, FaultMode};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:07}").into_bytes()
+}
+
+fn value(i: u64, round: u64) -> Vec<u8> {
+    format!("value-{i}-{round}-{}", "x".repeat((i % 40) as usize)).into_bytes()
+}
+
+fn options() -> Options {
+    Options::default()
+        .memtable_bytes(64 << 10)
+        .block_size(512)
+        // A few blocks: most reads of a batch miss the cache.
+        .block_cache_bytes(4 * 1024)
+        .level1_bytes(256 << 10)
+        .table_target_bytes(64 << 10)
+}
+
+/// Writes keys that end in the deepest level (compacted), then level 0
+/// (flushed), then the memtable, with overwrites and deletes across them.
+fn fill(db: &Db, model: &mut Model, rng: &mut Rng) {
+    let stages: [(u64, u64, bool); 3] = [(4000, 0, true), (800, 1, false), (200, 2, false)];
+    for (count, round, compact) in stages {
+        for _ in 0..count {
+            let i = rng.below(6000);
+            if rng.below(10) == 0 {
+                db.delete(key(i)).unwrap();
+                model.remove(&key(i));
+            } else {
+                db.put(key(i), value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
+            }
+        }
+        if compact {
+            db.compact().unwrap();
+        } else if round == 1 {
+            db.flush().unwrap();
+        }
+    }
+}
+
+fn check_batches(db: &Arc<Db>, model: &Arc<Model>, threads: u64, batches: u64) {
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (db, model) = (Arc::clone(db), Arc::clone(model));
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(0x3600 + t);
+                for _ in 0..batches {
+                    let len = 1 + rng.below(150) as usize;
+                    let mut keys: Vec<Vec<u8>> = (0..len).map(|_| key(rng.below(6500))).collect();
+                    // Duplicates of keys already in the batch.
+                    for _ in 0..rng.below(8) {
+                        let again = keys[rng.below(keys.len() as u64) as usize].clone();
+                        keys.push(again);
+                    }
+                    let answers = db.multi_get(&keys).unwrap();
+                    assert_eq!(answers.len(), keys.len());
+                    for (k, answer) in keys.iter().zip(answers) {
+                        assert_eq!(
+                            answer.as_deref(),
+                            model.get(k).map(Vec::as_slice),
+                            "key {}",
+                            String::from_utf8_lossy(k)
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+}
+
+#[test]
+fn answers_match_a_model_on_both_io_paths_from_8_threads() {
+    for uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(dir.path(), options().io_uring(uring)).unwrap();
+        let mut model = Model::new();
+        fill(&db, &mut model, &mut Rng::new(36));
+        let stats = db.stats();
+        assert!(stats.level_tables[0] > 0, "{:?}", stats.level_tables);
+        assert!(stats.level_tables.iter().skip(1).any(|&n| n > 0));
+        let (db, model) = (Arc::new(db), Arc::new(model));
+        check_batches(&db, &model, 8, 40);
+        let stats = db.stats();
+        assert!(stats.overlapped_batches > 0, "{stats:?}");
+        if uring && io_uring_available() {
+            assert!(stats.overlapped_reads_uring > 0);
+            assert_eq!(stats.overlapped_reads_pool, 0);
+        } else {
+            assert!(stats.overlapped_reads_pool > 0);
+        }
+        if !uring {
+            assert_eq!(stats.overlapped_reads_uring, 0, "forced pool path");
+        }
+    }
+}
+
+#[test]
+fn one_read_at_a_time_gives_the_same_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path(),
+        options().multi_get_in_flight(1).multi_get_batch(7),
+    )
+    .unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(7));
+    let (db, model) = (Arc::new(db), Arc::new(model));
+    check_batches(&db, &model, 2, 20);
+    assert_eq!(db.stats().overlapped_batches, 0);
+}
+
+#[test]
+fn a_batch_in_the_cache_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), options().block_cache_bytes(64 << 20)).unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(8));
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| key(i * 29)).collect();
+    let first = db.multi_get(&keys).unwrap();
+    let before = db.stats();
+    assert_eq!(db.multi_get(&keys).unwrap(), first);
+    let after = db.stats();
+    assert_eq!(after.block_reads_from_file, before.block_reads_from_file);
+    assert_eq!(after.overlapped_batches, before.overlapped_batches);
+}
+
+#[test]
+fn a_failed_block_read_fails_the_call_and_mismatches_nothing() {
+    let fs = FaultFs::new();
+    let dir = std::path::PathBuf::from("/multi_get_faults");
+    let db = Db::open_with(&dir, options().file_system(fs.shared())).unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(9));
+    let mut rng = Rng::new(10);
+    let mut failed = 0;
+    for n in 1..40 {
+        let keys: Vec<Vec<u8>> = (0..100).map(|_| key(rng.below(6500))).collect();
+        fs.fail_reads_after(n % 7 + 1, FaultMode::Once);
+        match db.multi_get(&keys) {
+            Ok(answers) => {
+                for (k, answer) in keys.iter().zip(answers) {
+                    assert_eq!(answer.as_deref(), model.get(k).map(Vec::as_slice));
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains(".sst"), "{e}");
+            }
+        }
+        fs.clear_faults();
+        // The failure left nothing wrong behind (no cached block, no answer).
+        let answers = db.multi_get(&keys).unwrap();
+        for (k, answer) in keys.iter().zip(answers) {
+            assert_eq!(answer.as_deref(), model.get(k).map(Vec::as_slice));
+        }
+    }
+    assert!(failed > 0);
+    let stats = db.stats();
+    // A file system without descriptors reads on the pool.
+    assert!(stats.overlapped_reads_pool > 0, "{stats:?}");
+    assert_eq!(stats.overlapped_reads_uring, 0);
+}
+
+#[test]
+fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
+    for uring in [true, false] {
+        for remove in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let db =
+                Db::open_with(dir.path(), options().io_uring(uring).max_open_files(2)).unwrap();
+            let mut model = Model::new();
+            fill(&db, &mut model, &mut Rng::new(11));
+            for entry in std::fs::read_dir(dir.path()).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "sst") {
+                    if remove {
+                        std::fs::remove_file(&path).unwrap();
+                    } else {
+                        let len = std::fs::metadata(&path).unwrap().len();
+                        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                        file.set_len(len / 3).unwrap();
+                    }
+                }
+            }
+            let mut rng = Rng::new(12);
+            let mut errors = 0;
+            for _ in 0..30 {
+                let keys: Vec<Vec<u8>> = (0..120).map(|_| key(rng.below(6500))).collect();
+                match db.multi_get(&keys) {
+                    Ok(answers) => {
+                        for (k, answer) in keys.iter().zip(answers) {
+                            assert_eq!(answer.as_deref(), model.get(k).map(Vec::as_slice));
+                        }
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            // A removed file still open reads its old (right) bytes; a
+            // truncated one cannot hide its missing blocks.
+            assert!(remove || errors > 0, "uring {uring}");
+        }
+    }
+}
