@@ -229,7 +229,9 @@ fn fmt_float(r: Option<f64>) -> String {
 /// them: siftdb), the process's peak resident memory over the phase, for
 /// fillrandom the bytes the process wrote per byte put (log and tables:
 /// the same measure for every engine) and the seconds writers stalled
-/// (engines that count them: siftdb, RocksDB), and the verdict.
+/// (engines that count them: siftdb, RocksDB), and the verdict (with a txn
+/// phase's conflicts per committed transaction, every engine's counted by
+/// the runner alike).
 pub fn figures_table(runs: &[Vec<Measured>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -243,7 +245,10 @@ pub fn figures_table(runs: &[Vec<Measured>]) -> String {
         for m in runs.iter().flatten().filter(|m| m.report.phase == phase) {
             let report = &m.report;
             let verdict = if report.passed() {
-                "ok".to_string()
+                match report.conflicts_per_txn() {
+                    Some(rate) => format!("ok, {rate:.4} conflicts per committed txn"),
+                    None => "ok".to_string(),
+                }
             } else {
                 format!("FAILED ({} errors)", group_digits(report.errors.count))
             };
@@ -444,5 +449,19 @@ mod tests {
         let table = figures_table(&[vec![ours], vec![theirs.clone()]]);
         assert!(table.contains("FAILED (1 errors)"), "{table}");
         assert!(theirs.to_json().get("process_cpu_seconds").is_none());
+    }
+
+    #[test]
+    fn a_txn_phase_shows_its_conflict_rate() {
+        let workload = Workload::new(200).unwrap();
+        let engine = MemoryEngine::new();
+        let fill = run(&engine, &workload, Phase::FillRandom, 1.0);
+        let txn = run(&engine, &workload, Phase::Txn, 1.0);
+        let table = figures_table(&[vec![fill, txn]]);
+        assert!(
+            table.contains("| ok, 0.0000 conflicts per committed txn |"),
+            "{table}"
+        );
+        assert!(table.contains("| ok |"), "{table}");
     }
 }

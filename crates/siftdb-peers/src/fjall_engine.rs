@@ -3,14 +3,18 @@
 //! Owns: the fjall configuration of the run — fjall's defaults, except that
 //! every level's tables get a Bloom filter of the run's bits per key — and
 //! the adapter from the workload seam to one fjall keyspace.
+//! For a run with the txn phases the database is opened as an
+//! `OptimisticTxDatabase` (serializable snapshot isolation; the plain
+//! `Database` has no transactions), for every phase of that run;
+//! `settings` says so.
 //! Must never: tune fjall beyond the filter; anything set here that
 //! differs from fjall's defaults must appear in `settings`.
 
 use std::path::Path;
 
 use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
-use siftdb_bench::{Counters, Engine, ScanBuffer};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OptimisticTxDatabase, Readable};
+use siftdb_bench::{changed_value, Counters, Engine, ScanBuffer};
 
 use crate::quiesce::wait_until;
 
@@ -27,6 +31,9 @@ pub struct FjallEngine {
     // Field order is drop order: the keyspace before its database.
     keyspace: Keyspace,
     db: Database,
+    /// The transactional database `db` belongs to, when opened with
+    /// transactions.
+    tx: Option<OptimisticTxDatabase>,
     bits_per_key: f64,
 }
 
@@ -34,23 +41,38 @@ impl FjallEngine {
     /// Opens a fresh database in `dir` with default settings (journal on;
     /// each write reaches the OS, `PersistMode::Buffer`, no fsync) and one
     /// keyspace whose filter policy is `bits_per_key` on every level.
-    pub fn open(dir: &Path, bits_per_key: f64) -> Result<FjallEngine, String> {
-        let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
+    /// With `transactions`, as an `OptimisticTxDatabase` (same settings):
+    /// transactions go through it; everything else (plain writes, reads,
+    /// scans, flushes, counters) through its underlying `Database` and
+    /// `Keyspace` (fjall's `inner()` handles, which it documents as the way
+    /// out of the transactional context), so every phase but the txn ones
+    /// runs the very code of the plain engine.
+    pub fn open(dir: &Path, bits_per_key: f64, transactions: bool) -> Result<FjallEngine, String> {
         #[expect(
             clippy::cast_possible_truncation,
             reason = "fjall takes bits per key as f32; 10.0 is exact"
         )]
         let bits = bits_per_key as f32;
-        let keyspace = db
-            .keyspace(KEYSPACE, || {
-                KeyspaceCreateOptions::default().filter_policy(FilterPolicy::all(
-                    FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits)),
-                ))
-            })
-            .map_err(|e| e.to_string())?;
+        let options = || {
+            KeyspaceCreateOptions::default().filter_policy(FilterPolicy::all(
+                FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits)),
+            ))
+        };
+        let (db, keyspace, tx) = if transactions {
+            let tx = OptimisticTxDatabase::builder(dir)
+                .open()
+                .map_err(|e| e.to_string())?;
+            let keyspace = tx.keyspace(KEYSPACE, options).map_err(|e| e.to_string())?;
+            (tx.inner().clone(), keyspace.inner().clone(), Some(tx))
+        } else {
+            let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
+            let keyspace = db.keyspace(KEYSPACE, options).map_err(|e| e.to_string())?;
+            (db, keyspace, None)
+        };
         Ok(FjallEngine {
             keyspace,
             db,
+            tx,
             bits_per_key,
         })
     }
@@ -71,13 +93,41 @@ impl Engine for FjallEngine {
     }
 
     fn settings(&self) -> Vec<(String, String)> {
-        vec![(
+        let mut settings = vec![(
             "filter_policy".to_string(),
             format!(
                 "Bloom {} bits/key on every level (default: false-positive rate 1e-4 on L0, 10 bits/key below)",
                 self.bits_per_key
             ),
-        )]
+        )];
+        if self.tx.is_some() {
+            settings.push((
+                "database".to_string(),
+                "OptimisticTxDatabase (the run has txn phases; every phase runs on it); a transaction is write_tx, get, insert, commit, retried on Conflict".to_string(),
+            ));
+        }
+        settings
+    }
+
+    /// An optimistic transaction (`write_tx`): `get` both keys (each read
+    /// joins the conflict set), `insert` both changed, `commit`; a
+    /// `Conflict` starts again.
+    fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
+        let Some(db) = &self.tx else {
+            return Err("fjall was opened without transactions".to_string());
+        };
+        let mut conflicts = 0;
+        loop {
+            let mut tx = db.write_tx().map_err(|e| e.to_string())?;
+            for key in [a, b] {
+                let old = tx.get(&self.keyspace, key).map_err(|e| e.to_string())?;
+                tx.insert(&self.keyspace, key, changed_value(old.as_deref()));
+            }
+            match tx.commit().map_err(|e| e.to_string())? {
+                Ok(()) => return Ok(conflicts),
+                Err(fjall::Conflict) => conflicts += 1,
+            }
+        }
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {

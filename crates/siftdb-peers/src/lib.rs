@@ -58,6 +58,10 @@ pub struct PeerConfig {
     pub prefix_len: Option<usize>,
     /// Range filter bits per key (siftdb only: no peer has range filters).
     pub range_bits: Option<f64>,
+    /// Open the peers' transactional database types (RocksDB's
+    /// `OptimisticTransactionDB`, fjall's `OptimisticTxDatabase`), which
+    /// the txn phases need; siftdb has transactions on every `Db`.
+    pub transactions: bool,
 }
 
 /// Opens engine `name` in the fresh directory `dir`, every table carrying a
@@ -81,10 +85,12 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
             dir,
             config.bits_per_key,
             config.prefix_len,
+            config.transactions,
         )?)),
         "fjall" => Ok(Box::new(fjall_engine::FjallEngine::open(
             dir,
             config.bits_per_key,
+            config.transactions,
         )?)),
         "memory" => Ok(Box::new(MemoryEngine::new())),
         other => Err(format!(

@@ -65,7 +65,9 @@ struct Args {
 
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
     /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
-    /// deleterange (last: it deletes 10% of the keys).
+    /// deleterange (it deletes 10% of the keys), txn, txn-uniform (with
+    /// either, the peers open their optimistic transaction databases for
+    /// the whole run).
     #[arg(
         long,
         value_delimiter = ',',
@@ -120,8 +122,9 @@ struct Args {
     /// first, then each round opens every engine again and runs the read
     /// phases, the engines' order rotated by one per round; the figures and
     /// ratios are each engine's median round per phase, and a table gives
-    /// siftdb ÷ the best peer in every round. mixed and deleterange run in
-    /// the last round only (they overwrite and delete keys).
+    /// siftdb ÷ the best peer in every round. mixed, deleterange and the
+    /// txn phases run in the last round only (they overwrite and delete
+    /// keys).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
     rounds: u16,
 
@@ -225,6 +228,10 @@ fn peer_config(args: &Args) -> PeerConfig {
         siftdb_policy: Some(args.siftdb_filters.policy(args.bits_per_key)),
         prefix_len: args.prefix_len.map(usize::from),
         range_bits: args.range_bits,
+        transactions: args
+            .phases
+            .iter()
+            .any(|phase| matches!(phase, Phase::Txn | Phase::TxnUniform)),
     }
 }
 
@@ -352,10 +359,11 @@ fn run_phases(
     let mut reports = Vec::with_capacity(phases.len());
     for &phase in phases {
         eprintln!("{name}: {phase} ...");
-        if phase == Phase::Mixed {
+        if changes_data(phase) {
             if let EngineDir::Kept { marker, .. } = dir {
-                // Mixed overwrites values: the read phases of a later run
-                // would no longer find what they check.
+                // The phase overwrites values or deletes keys: the read
+                // phases of a later run would no longer find what they
+                // check.
                 match std::fs::remove_file(marker) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -392,6 +400,12 @@ fn run_phases(
     drop(engine);
     println!();
     Ok(reports)
+}
+
+/// True for the phases after the fill that change the data: mixed and
+/// the txn phases overwrite values, deleterange deletes keys.
+fn changes_data(phase: Phase) -> bool {
+    phase != Phase::FillRandom && !phase.is_read_only()
 }
 
 /// Removes a temporary engine directory; says where a kept one is.
@@ -466,10 +480,9 @@ fn run_rounds(
             .iter()
             .copied()
             .filter(|&p| {
-                // mixed overwrites values and deleterange deletes keys: the
-                // rounds after them would read another database.
-                let changes_data = matches!(p, Phase::Mixed | Phase::DeleteRange);
-                p != Phase::FillRandom && (!changes_data || round + 1 == rounds)
+                // The rounds after a phase that changes the data would read
+                // another database.
+                p != Phase::FillRandom && (!changes_data(p) || round + 1 == rounds)
             })
             .collect();
         if reads.is_empty() {

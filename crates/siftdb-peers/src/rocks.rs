@@ -6,6 +6,9 @@
 //! and, when the run gives one, a fixed-length prefix extractor — and the
 //! adapter from the workload seam to `rocksdb::DB`, including which scans
 //! use prefix mode.
+//! For a run with the txn phases the database is opened as an
+//! `OptimisticTransactionDB` (the plain `DB` cannot run transactions), for
+//! every phase of that run; `settings` says so.
 //! Must never: tune RocksDB beyond the filter and the extractor; anything
 //! set here that differs from RocksDB's defaults must appear in `settings`.
 //! With an extractor, a scan that may cross prefixes must seek in total
@@ -14,18 +17,38 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, DBRawIteratorWithThreadMode, Options, ReadOptions, SliceTransform, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBAccess, DBRawIteratorWithThreadMode, ErrorKind,
+    OptimisticTransactionDB, Options, ReadOptions, SliceTransform, DB, DEFAULT_COLUMN_FAMILY_NAME,
 };
-use siftdb_bench::{Counters, Engine, ScanBuffer, WRITE_STALL_MICROS};
+use siftdb_bench::{changed_value, Counters, Engine, ScanBuffer, WRITE_STALL_MICROS};
 
 use crate::quiesce::wait_until;
 
 /// LSM levels RocksDB reports file counts for (its default `num_levels`).
 const LEVELS: usize = 7;
 
+/// The database handle: the plain `DB`, or the `OptimisticTransactionDB`
+/// a run with the txn phases needs. Both are `DBCommon`s with the same
+/// read, write, flush and property methods ([`on_db!`] calls them alike).
+enum Handle {
+    Plain(DB),
+    Optimistic(OptimisticTransactionDB),
+}
+
+/// Evaluates `$body` with `$db` bound to whichever database `$handle`
+/// holds: the two types share the methods but no trait the crate exports.
+macro_rules! on_db {
+    ($handle:expr, $db:ident => $body:expr) => {
+        match $handle {
+            Handle::Plain($db) => $body,
+            Handle::Optimistic($db) => $body,
+        }
+    };
+}
+
 /// A RocksDB database under measurement.
 pub struct RocksEngine {
-    db: DB,
+    db: Handle,
     version: String,
     bits_per_key: f64,
     prefix_len: Option<usize>,
@@ -38,10 +61,13 @@ impl RocksEngine {
     /// `bits_per_key` in the default block-based table format, and with a
     /// fixed prefix extractor of `prefix_len` bytes when given (its prefixes
     /// join the full filter; whole keys stay in it, RocksDB's default).
+    /// With `transactions`, as an `OptimisticTransactionDB` (same options)
+    /// so that [`Engine::read_modify_write`] can run.
     pub fn open(
         dir: &Path,
         bits_per_key: f64,
         prefix_len: Option<usize>,
+        transactions: bool,
     ) -> Result<RocksEngine, String> {
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(bits_per_key, false);
@@ -52,13 +78,21 @@ impl RocksEngine {
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
         }
         // The default column family opened by name, with these options (as
-        // `DB::open` does), so batched MultiGet has a handle to ask with.
-        let db = DB::open_cf_with_opts(
-            &opts,
-            dir,
-            [(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone())],
-        )
-        .map_err(|e| e.to_string())?;
+        // `DB::open` does), so that `cf_handle` serves it: batched MultiGet
+        // asks with it, and so does `delete_range_cf` (an optimistic
+        // transaction database's write batch has no range delete).
+        let db = if transactions {
+            let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+            Handle::Optimistic(
+                OptimisticTransactionDB::open_cf_descriptors(&opts, dir, [default])
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            Handle::Plain(
+                DB::open_cf_with_opts(&opts, dir, [(DEFAULT_COLUMN_FAMILY_NAME, opts.clone())])
+                    .map_err(|e| e.to_string())?,
+            )
+        };
         let version = library_version(dir).unwrap_or_else(|| "unknown".to_string());
         Ok(RocksEngine {
             db,
@@ -83,8 +117,8 @@ impl RocksEngine {
         read
     }
 
-    fn collect(
-        mut it: DBRawIteratorWithThreadMode<'_, DB>,
+    fn collect<D: DBAccess>(
+        mut it: DBRawIteratorWithThreadMode<'_, D>,
         limit: usize,
         out: &mut ScanBuffer,
         wanted: impl Fn(&[u8]) -> bool,
@@ -100,8 +134,7 @@ impl RocksEngine {
     }
 
     fn int_property(&self, name: &str) -> Result<u64, String> {
-        self.db
-            .property_int_value(name)
+        on_db!(&self.db, db => db.property_int_value(name))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("RocksDB does not know the property {name}"))
     }
@@ -130,6 +163,12 @@ impl Engine for RocksEngine {
                 self.bits_per_key, self.bits_per_key
             ),
         )];
+        if matches!(self.db, Handle::Optimistic(_)) {
+            settings.push((
+                "database".to_string(),
+                "OptimisticTransactionDB (the run has txn phases; every phase runs on it); a transaction reads with get_for_update and commits, retried on Busy or TryAgain".to_string(),
+            ));
+        }
         if let Some(len) = self.prefix_len {
             settings.push((
                 "prefix_extractor".to_string(),
@@ -142,59 +181,103 @@ impl Engine for RocksEngine {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.db.put(key, value).map_err(|e| e.to_string())
+        on_db!(&self.db, db => db.put(key, value)).map_err(|e| e.to_string())
     }
 
     /// `DeleteRange`: one range tombstone.
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<(), String> {
-        let mut batch = rocksdb::WriteBatch::default();
-        batch.delete_range(start, end);
-        self.db.write(batch).map_err(|e| e.to_string())
+        match &self.db {
+            Handle::Plain(db) => {
+                let mut batch = rocksdb::WriteBatch::default();
+                batch.delete_range(start, end);
+                db.write(batch)
+            }
+            Handle::Optimistic(db) => match db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME) {
+                Some(cf) => db.delete_range_cf(cf, start, end),
+                None => return Err("rocksdb has no default column family handle".to_string()),
+            },
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// An optimistic transaction: `get_pinned_for_update` on both keys
+    /// (each joins the conflict set when read), `put` both changed,
+    /// `commit`; `Busy` (a key was written after this transaction read it)
+    /// and `TryAgain` (too little memtable history to tell) start again.
+    fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
+        let Handle::Optimistic(db) = &self.db else {
+            return Err("rocksdb was opened without transactions".to_string());
+        };
+        let mut conflicts = 0;
+        loop {
+            let txn = db.transaction();
+            for key in [a, b] {
+                let old = txn
+                    .get_pinned_for_update(key, true)
+                    .map_err(|e| e.to_string())?;
+                txn.put(key, changed_value(old.as_deref()))
+                    .map_err(|e| e.to_string())?;
+            }
+            match txn.commit() {
+                Ok(()) => return Ok(conflicts),
+                Err(e) if matches!(e.kind(), ErrorKind::Busy | ErrorKind::TryAgain) => {
+                    conflicts += 1;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     }
 
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
-        match self.db.get_pinned(key).map_err(|e| e.to_string())? {
+        on_db!(&self.db, db => match db.get_pinned(key).map_err(|e| e.to_string())? {
             Some(found) => {
                 value.extend_from_slice(&found);
                 Ok(true)
             }
             None => Ok(false),
-        }
+        })
     }
 
     /// RocksDB's batched MultiGet (`batched_multi_get_cf_opt`) with
     /// `async_io` on: its blocks read in parallel where the build allows.
     fn multi_get(&self, keys: &[Vec<u8>], values: &mut Vec<Option<Vec<u8>>>) -> Result<(), String> {
-        let cf = self
-            .db
-            .cf_handle("default")
-            .ok_or_else(|| "no default column family".to_string())?;
         let mut options = rocksdb::ReadOptions::default();
         options.set_async_io(true);
-        for found in self.db.batched_multi_get_cf_opt(cf, keys, false, &options) {
-            values.push(found.map_err(|e| e.to_string())?.map(|v| v.to_vec()));
-        }
-        Ok(())
+        on_db!(&self.db, db => {
+            let cf = db
+                .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
+                .ok_or_else(|| "no default column family".to_string())?;
+            for found in db.batched_multi_get_cf_opt(cf, keys, false, &options) {
+                values.push(found.map_err(|e| e.to_string())?.map(|v| v.to_vec()));
+            }
+            Ok(())
+        })
     }
 
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
-        let mut it = self.db.raw_iterator_opt(self.read_options(start, false));
-        it.seek(start);
-        RocksEngine::collect(it, limit, out, |_| true)
+        let read = self.read_options(start, false);
+        on_db!(&self.db, db => {
+            let mut it = db.raw_iterator_opt(read);
+            it.seek(start);
+            RocksEngine::collect(it, limit, out, |_| true)
+        })
     }
 
     /// `SeekForPrev`, then `Prev`: RocksDB's reverse iteration.
     fn scan_rev(&self, end: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
-        let mut it = self.db.raw_iterator_opt(self.read_options(end, false));
-        it.seek_for_prev(end);
-        while out.len() < limit {
-            match (it.key(), it.value()) {
-                (Some(key), Some(value)) => out.push(key, value),
-                _ => break,
+        let read = self.read_options(end, false);
+        on_db!(&self.db, db => {
+            let mut it = db.raw_iterator_opt(read);
+            it.seek_for_prev(end);
+            while out.len() < limit {
+                match (it.key(), it.value()) {
+                    (Some(key), Some(value)) => out.push(key, value),
+                    _ => break,
+                }
+                it.prev();
             }
-            it.prev();
-        }
-        it.status().map_err(|e| e.to_string())
+            it.status().map_err(|e| e.to_string())
+        })
     }
 
     fn scan_prefix(&self, prefix: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {
@@ -205,9 +288,11 @@ impl Engine for RocksEngine {
                 read.set_iterate_upper_bound(end);
             }
         }
-        let mut it = self.db.raw_iterator_opt(read);
-        it.seek(prefix);
-        RocksEngine::collect(it, limit, out, |key| key.starts_with(prefix))
+        on_db!(&self.db, db => {
+            let mut it = db.raw_iterator_opt(read);
+            it.seek(prefix);
+            RocksEngine::collect(it, limit, out, |key| key.starts_with(prefix))
+        })
     }
 
     fn scan_range(
@@ -222,9 +307,11 @@ impl Engine for RocksEngine {
             .is_some_and(|len| start.len() >= len && end.get(..len) == start.get(..len));
         let mut read = self.read_options(start, within);
         read.set_iterate_upper_bound(end.to_vec());
-        let mut it = self.db.raw_iterator_opt(read);
-        it.seek(start);
-        RocksEngine::collect(it, limit, out, |key| key < end)
+        on_db!(&self.db, db => {
+            let mut it = db.raw_iterator_opt(read);
+            it.seek(start);
+            RocksEngine::collect(it, limit, out, |key| key < end)
+        })
     }
 
     /// `DB::flush()` (waits for the memtable flush to finish), then polls
@@ -234,7 +321,7 @@ impl Engine for RocksEngine {
     /// 0) on two polls in a row: the same quiescence test as for the other
     /// engines (`quiesce::wait_until`).
     fn flush_and_wait(&self) -> Result<(), String> {
-        self.db.flush().map_err(|e| e.to_string())?;
+        on_db!(&self.db, db => db.flush()).map_err(|e| e.to_string())?;
         wait_until("rocksdb", 2, || {
             let busy = self.int_property("rocksdb.mem-table-flush-pending")?
                 + self.int_property("rocksdb.num-running-flushes")?
@@ -249,9 +336,8 @@ impl Engine for RocksEngine {
         let mut tables = 0;
         for level in 0..LEVELS {
             // A string property: GetIntProperty does not serve it.
-            let files: u64 = self
-                .db
-                .property_value(&format!("rocksdb.num-files-at-level{level}"))
+            let name = format!("rocksdb.num-files-at-level{level}");
+            let files: u64 = on_db!(&self.db, db => db.property_value(&name))
                 .ok()??
                 .trim()
                 .parse()
@@ -264,9 +350,7 @@ impl Engine for RocksEngine {
         c.insert("tables".into(), tables);
         // RocksDB's own account of the time writes were stopped or slowed
         // down, from its statistics text (no `Statistics` object needed).
-        if let Some(micros) = self
-            .db
-            .property_value("rocksdb.stats")
+        if let Some(micros) = on_db!(&self.db, db => db.property_value("rocksdb.stats"))
             .ok()
             .flatten()
             .as_deref()
