@@ -120,6 +120,10 @@ pub mod internals {
     pub mod manifest {
         pub use crate::manifest::*;
     }
+    /// The backup metadata file's codec.
+    pub mod backup_meta {
+        pub use crate::backup::meta::*;
+    }
     /// The memtable.
     pub mod memtable {
         pub use crate::memtable::*;

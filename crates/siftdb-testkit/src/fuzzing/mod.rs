@@ -5,6 +5,7 @@
 //! Owns: one function per fuzz target, grouped by area.
 //! Must never: panic except when the invariant it checks is violated.
 
+pub mod backup_meta;
 pub mod db;
 pub mod filter;
 pub mod fuse;
