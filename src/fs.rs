@@ -194,6 +194,34 @@ impl RandomAccessFile for OsReadFile {
     }
 }
 
+/// Bytes a chunked read ([`read_chunks`]) reads per step: large enough that
+/// a copy or a checksum of a table is a few reads, small enough to hold.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Reads the first `len` bytes of `path` (all of it when shorter) in steps of
+/// 1 MiB, handing each to `each` in order; returns the bytes read. One reader
+/// for every whole-file pass (copies, checksums), so none holds a file in
+/// memory at once.
+pub(crate) fn read_chunks(
+    fs: &dyn FileSystem,
+    path: &Path,
+    len: u64,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
+    let file = fs.open_read(path)?;
+    let total = file.len().min(len);
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut offset = 0u64;
+    while offset < total {
+        let n = usize::try_from(total - offset).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES));
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        file.read_exact_at(chunk, offset)?;
+        each(chunk)?;
+        offset += n as u64;
+    }
+    Ok(total)
+}
+
 /// The error of a read that ran past the end of a file of `len` bytes (as
 /// opened): the file was truncated under the reader, or the offset is wrong.
 pub fn short_read(path: &Path, want: usize, offset: u64, len: u64) -> Error {

@@ -46,8 +46,6 @@ const SHARED_DIR: &str = "shared";
 const PRIVATE_DIR: &str = "private";
 const META_DIR: &str = "meta";
 const TMP_DIR: &str = "tmp";
-/// Bytes read and written per step of a copy or a checksum.
-const CHUNK: usize = 1 << 20;
 
 /// Numbered backups of a database in a directory: incremental by table,
 /// each checked against its checksums when made and by [`verify`], and
@@ -342,19 +340,11 @@ fn stream(
     path: &Path,
     mut each: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<(u64, u32)> {
-    let file = fs.open_read(path)?;
-    let size = file.len();
     let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut offset = 0u64;
-    while offset < size {
-        let n = usize::try_from(size - offset).map_or(CHUNK, |left| left.min(CHUNK));
-        let chunk = buf.get_mut(..n).unwrap_or_default();
-        file.read_exact_at(chunk, offset)?;
+    let size = crate::fs::read_chunks(fs, path, u64::MAX, |chunk| {
         hasher.update(chunk);
-        each(chunk)?;
-        offset += n as u64;
-    }
+        each(chunk)
+    })?;
     Ok((size, hasher.finalize()))
 }
 

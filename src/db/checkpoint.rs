@@ -46,8 +46,6 @@ use crate::fs::FileSystem;
 pub const CHECKPOINT_PARTIAL_FILE: &str = "CHECKPOINT-PARTIAL";
 /// Appended to the checkpoint's directory name while it is written.
 pub const CHECKPOINT_TEMP_SUFFIX: &str = ".checkpoint-tmp";
-/// Bytes copied per read and write.
-const COPY_CHUNK: usize = 1 << 20;
 
 /// What [`Db::checkpoint`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -290,18 +288,8 @@ fn copy_pinned(inner: &DbInner, temp: &Path, pinned: &Pinned) -> Result<Checkpoi
 /// Copies the first `len` bytes of `from` (all of it when shorter) into a
 /// new file `to`, synced; returns the bytes copied.
 pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path, len: u64) -> Result<u64> {
-    let source = fs.open_read(from)?;
-    let total = source.len().min(len);
     let mut out = fs.create(to)?;
-    let mut buf = vec![0u8; COPY_CHUNK];
-    let mut offset = 0u64;
-    while offset < total {
-        let n = usize::try_from(total - offset).map_or(COPY_CHUNK, |left| left.min(COPY_CHUNK));
-        let chunk = buf.get_mut(..n).unwrap_or_default();
-        source.read_exact_at(chunk, offset)?;
-        out.append(chunk)?;
-        offset += n as u64;
-    }
+    let total = crate::fs::read_chunks(fs, from, len, |chunk| out.append(chunk))?;
     out.sync()?;
     Ok(total)
 }
