@@ -13,21 +13,13 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
-
 use siftdb::internals::backup_meta::{decode_meta, META_HEADER};
 use siftdb::internals::codec::crc32_of;
 use siftdb_testkit::fuzzing::backup_meta::backup_meta_decode;
-use siftdb_testkit::SplitMix64;
+use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 
 const GENERATED_INPUTS: usize = 100_000;
 const TARGET: &str = "backup_meta_decode";
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(TARGET)
-}
 
 /// A metadata file as `docs/format.md` describes it: the lines, then the
 /// CRC-32 of them.
@@ -68,62 +60,13 @@ fn the_seeds_are_what_they_say() {
 #[test]
 #[ignore = "writes the seed corpus in the source tree; run by hand"]
 fn write_seed_corpus() {
-    std::fs::create_dir_all(corpus_dir()).unwrap();
+    std::fs::create_dir_all(corpus_dir(TARGET)).unwrap();
     for (i, seed) in seeds().iter().enumerate() {
-        std::fs::write(corpus_dir().join(format!("seed-{i}")), seed).unwrap();
+        std::fs::write(corpus_dir(TARGET).join(format!("seed-{i}")), seed).unwrap();
     }
-}
-
-fn mutate(rng: &mut SplitMix64, seeds: &[Vec<u8>]) -> Vec<u8> {
-    if rng.index(8) == 0 {
-        let len = rng.index(256);
-        return (0..len).map(|_| rng.next() as u8).collect();
-    }
-    let mut input = seeds[rng.index(seeds.len())].clone();
-    for _ in 0..=rng.index(4) {
-        match rng.index(4) {
-            0 if !input.is_empty() => {
-                let i = rng.index(input.len());
-                input[i] ^= 1 << rng.index(8);
-            }
-            1 => input.truncate(rng.index(input.len() + 1)),
-            2 => {
-                let i = rng.index(input.len() + 1);
-                let n = rng.index(8);
-                input.splice(i..i, (0..n).map(|_| rng.next() as u8));
-            }
-            _ => {
-                let other = &seeds[rng.index(seeds.len())];
-                let from = rng.index(other.len() + 1);
-                let at = rng.index(input.len() + 1);
-                input.splice(at..at, other[from..].iter().copied());
-            }
-        }
-    }
-    input
 }
 
 #[test]
 fn backup_meta_decode_corpus_and_generated_inputs() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    let mut inputs: Vec<Vec<u8>> = Vec::new();
-    for file in &files {
-        let data = std::fs::read(file).unwrap();
-        if std::panic::catch_unwind(|| backup_meta_decode(&data)).is_err() {
-            panic!("{TARGET} fails on {}", file.display());
-        }
-        inputs.push(data);
-    }
-    let mut rng = SplitMix64::new(0xbac4_0e7a);
-    for _ in 0..GENERATED_INPUTS {
-        let input = mutate(&mut rng, &inputs);
-        if std::panic::catch_unwind(|| backup_meta_decode(&input)).is_err() {
-            panic!("{TARGET} fails on {input:?}");
-        }
-    }
+    replay(TARGET, backup_meta_decode, 0xbac4_0e7a, GENERATED_INPUTS);
 }

@@ -13,21 +13,13 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
-
 use siftdb::internals::key::SeqNo;
 use siftdb::internals::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use siftdb_testkit::fuzzing::range_tombstone::range_tombstone_decode;
-use siftdb_testkit::SplitMix64;
+use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 
 const GENERATED_INPUTS: usize = 200_000;
 const TARGET: &str = "range_tombstone_decode";
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(TARGET)
-}
 
 fn t(start: &str, end: Option<&str>, seq: u64) -> RangeTombstone {
     RangeTombstone::new(
@@ -70,7 +62,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 #[test]
 #[ignore = "writes the seed corpus in the source tree; run by hand"]
 fn write_seed_corpus() {
-    let dir = corpus_dir();
+    let dir = corpus_dir(TARGET);
     std::fs::create_dir_all(&dir).unwrap();
     for (name, bytes) in seeds() {
         std::fs::write(dir.join(format!("seed_{name}")), bytes).unwrap();
@@ -80,62 +72,18 @@ fn write_seed_corpus() {
 #[test]
 fn seed_corpus_is_current() {
     for (name, bytes) in seeds() {
-        let path = corpus_dir().join(format!("seed_{name}"));
+        let path = corpus_dir(TARGET).join(format!("seed_{name}"));
         let stored = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(stored, bytes, "{} is stale; regenerate it", path.display());
     }
 }
 
-fn mutate(rng: &mut SplitMix64, seeds: &[Vec<u8>]) -> Vec<u8> {
-    if rng.index(4) == 0 {
-        let len = rng.index(120);
-        return (0..len).map(|_| rng.next() as u8).collect();
-    }
-    let mut input = seeds[rng.index(seeds.len())].clone();
-    for _ in 0..=rng.index(3) {
-        match rng.index(4) {
-            0 if !input.is_empty() => {
-                let i = rng.index(input.len());
-                input[i] ^= (rng.next() as u8).max(1);
-            }
-            1 => input.truncate(rng.index(input.len() + 1)),
-            2 => {
-                let i = rng.index(input.len() + 1);
-                let n = rng.index(4) + 1;
-                input.splice(i..i, (0..n).map(|_| rng.next() as u8));
-            }
-            _ => {
-                let other = &seeds[rng.index(seeds.len())];
-                let from = rng.index(other.len() + 1);
-                let at = rng.index(input.len() + 1);
-                input.splice(at..at, other[from..].iter().copied());
-            }
-        }
-    }
-    input
-}
-
 #[test]
 fn range_tombstone_decode_corpus_and_generated_inputs() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    let mut inputs: Vec<Vec<u8>> = Vec::new();
-    for file in &files {
-        let data = std::fs::read(file).unwrap();
-        if std::panic::catch_unwind(|| range_tombstone_decode(&data)).is_err() {
-            panic!("{TARGET} fails on {}", file.display());
-        }
-        inputs.push(data);
-    }
-    let mut rng = SplitMix64::new(0x5eed_7007);
-    for _ in 0..GENERATED_INPUTS {
-        let input = mutate(&mut rng, &inputs);
-        if std::panic::catch_unwind(|| range_tombstone_decode(&input)).is_err() {
-            panic!("{TARGET} fails on {input:?}");
-        }
-    }
+    replay(
+        TARGET,
+        range_tombstone_decode,
+        0x5eed_7007,
+        GENERATED_INPUTS,
+    );
 }

@@ -11,8 +11,7 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use siftdb_testkit::SplitMix64;
-use std::path::{Path, PathBuf};
+use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord};
@@ -21,22 +20,6 @@ use siftdb::WriteBatch;
 use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
 
 const GENERATED_INPUTS: usize = 100_000;
-
-fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = corpus_dir(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
-}
 
 /// A put (`Some(value)`) or a delete (`None`) of a key.
 type SeedOp = (&'static str, Option<&'static str>);
@@ -168,56 +151,8 @@ fn write_seed_corpora() {
     }
 }
 
-fn mutate(rng: &mut SplitMix64, seeds: &[Vec<u8>]) -> Vec<u8> {
-    if rng.index(4) == 0 {
-        let len = rng.index(300);
-        return (0..len).map(|_| rng.next() as u8).collect();
-    }
-    let mut input = seeds[rng.index(seeds.len())].clone();
-    for _ in 0..=rng.index(3) {
-        match rng.index(5) {
-            0 if !input.is_empty() => {
-                let i = rng.index(input.len());
-                input[i] ^= (rng.next() as u8).max(1);
-            }
-            1 => input.truncate(rng.index(input.len() + 1)),
-            2 => {
-                let i = rng.index(input.len() + 1);
-                let n = rng.index(8) + 1;
-                let byte = if rng.index(2) == 0 {
-                    0
-                } else {
-                    rng.next() as u8
-                };
-                input.splice(i..i, std::iter::repeat_n(byte, n));
-            }
-            3 => {
-                let other = &seeds[rng.index(seeds.len())];
-                let from = rng.index(other.len() + 1);
-                let to = from + rng.index(other.len() - from + 1);
-                let at = rng.index(input.len() + 1);
-                input.splice(at..at, other[from..to].iter().copied());
-            }
-            _ => {
-                let len = rng.index(40);
-                input = (0..len).map(|_| rng.next() as u8).collect();
-            }
-        }
-    }
-    input
-}
-
 fn run(target: &str, check: fn(&[u8]), seed: u64) {
-    let seeds = corpus(target);
-    assert!(!seeds.is_empty(), "empty corpus for {target}");
-    for input in &seeds {
-        check(input);
-    }
-    let mut rng = SplitMix64::new(seed);
-    for _ in 0..GENERATED_INPUTS {
-        let input = mutate(&mut rng, &seeds);
-        check(&input);
-    }
+    replay(target, check, seed, GENERATED_INPUTS);
 }
 
 #[test]

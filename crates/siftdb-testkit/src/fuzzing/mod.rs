@@ -11,6 +11,7 @@ pub mod filter;
 pub mod fuse;
 pub mod range_filter;
 pub mod range_tombstone;
+pub mod replay;
 pub mod storage;
 pub mod table;
 
