@@ -401,4 +401,31 @@ async fn run(dir: &std::path::Path, total: u64, hold: u64) {
             "key {key}: the history is not decided linearizable: {report:?}"
         );
     }
+    // The checker is not vacuous on this history: key 0's final read
+    // changed to a lost write (absent) or a stale one (the first value
+    // acknowledged, overwritten by a write called after it returned) is
+    // found.
+    let written = |o: &Operation<RegisterInput, RegisterOutput>| match o.input {
+        RegisterInput::Write(v) if o.output.is_some() => Some((v, o.call, o.ret.unwrap())),
+        _ => None,
+    };
+    let key0: Vec<Operation<RegisterInput, RegisterOutput>> = history
+        .iter()
+        .filter(|(k, _)| *k == 0)
+        .map(|(_, o)| o.clone())
+        .collect();
+    let first = key0.iter().filter_map(written).min_by_key(|w| w.2).unwrap();
+    assert!(key0.iter().filter_map(written).any(|w| w.1 > first.2));
+    for planted in [None, first.0] {
+        let mut bad = key0.clone();
+        let last = bad.len() - 1;
+        assert_eq!(bad[last].input, RegisterInput::Read);
+        bad[last].output = Some(RegisterOutput::Read(planted));
+        let keyed: Vec<KeyedOperation> = bad.into_iter().map(|o| (0, o)).collect();
+        assert_eq!(
+            check_registers_by_key(&keyed, CHECK_BUDGET)[&0].verdict,
+            Verdict::Illegal,
+            "a final read of {planted:?} was not found"
+        );
+    }
 }
