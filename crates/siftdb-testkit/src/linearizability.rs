@@ -125,6 +125,19 @@ pub struct Operation<I, O> {
     pub ret: Option<u64>,
 }
 
+impl<I, O> Operation<I, O> {
+    /// When it returned, for the search: an operation with an output but
+    /// no return time (not a shape the callers make) returns at the end of
+    /// time, so it must still be linearized; only an indeterminate one
+    /// without a return is free.
+    fn returned(&self) -> Option<u64> {
+        match (self.ret, &self.output) {
+            (None, Some(_)) => Some(u64::MAX),
+            (ret, _) => ret,
+        }
+    }
+}
+
 /// What a check found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -390,7 +403,7 @@ fn segments<I, O>(ops: &[Operation<I, O>]) -> Vec<Vec<usize>> {
             reach = None;
         }
         current.push(i);
-        if let Some(ret) = op.ret {
+        if let Some(ret) = op.returned() {
             let ret = ret.max(op.call);
             reach = Some(reach.map_or(ret, |r| r.max(ret)));
         }
@@ -484,7 +497,7 @@ impl<'a, M: Model> Explorer<'a, M> {
                 if local < free.len() {
                     (0, None)
                 } else {
-                    (op.call, op.ret)
+                    (op.call, op.returned())
                 }
             })
             .collect();
@@ -1695,5 +1708,22 @@ mod tests {
             let reports = check_registers_by_key(&keyed, BUDGET);
             assert_eq!(reports[&0].verdict, Verdict::Illegal, "{history:?}");
         }
+    }
+
+    /// An operation with an answer but no return time is not free: its
+    /// answer must still fit somewhere after its call.
+    #[test]
+    fn an_answer_without_a_return_time_still_counts() {
+        let odd = Operation {
+            input: RegisterInput::Read,
+            output: Some(RegisterOutput::Read(Some(7))),
+            call: 2,
+            ret: None,
+        };
+        assert_eq!(verdict(&[write(1, 0, 1), odd.clone()]), Verdict::Illegal);
+        assert_eq!(
+            verdict(&[write(1, 0, 1), odd, write(7, 5, 6)]),
+            Verdict::Linearizable
+        );
     }
 }
