@@ -68,13 +68,36 @@ fn tls_cluster(dir: &Path, pki: &LocalPki) -> Cluster {
 
 /// A client of `cluster` verifying it against `pki`'s CA, with its token.
 fn tls_client(cluster: &Cluster, pki: &LocalPki) -> Client {
-    Client::with_auth(
+    client_of(
         cluster.addrs.values().cloned().collect(),
+        &pki.ca,
+        &pki.token,
+    )
+}
+
+/// A client of `nodes` verifying them against `ca`, with the token in
+/// `token`.
+fn client_of(nodes: Vec<String>, ca: &Path, token: &Path) -> Client {
+    Client::with_auth(
+        nodes,
         Duration::from_secs(30),
         Duration::from_secs(5),
-        &ClientAuth::load(Some(&pki.ca), Some(&pki.token), None).unwrap(),
+        &ClientAuth::load(Some(ca), Some(token), None).unwrap(),
     )
     .unwrap()
+}
+
+/// Puts keys `k-0` to `k-{n-1}`, each acknowledged.
+async fn put_keys(client: &Client, n: u64) {
+    for i in 0..n {
+        client
+            .write(&Command::Put {
+                key: format!("k-{i}").into_bytes(),
+                value: i.to_be_bytes().to_vec(),
+            })
+            .await
+            .unwrap();
+    }
 }
 
 /// A relay for every directed link between `addrs`, each recording what
@@ -163,15 +186,7 @@ async fn replicate_recorded(dir: &Path, pki: Option<&LocalPki>) -> Vec<u8> {
     };
     client.init(cluster.addr(1)).await.unwrap();
     let leader = common::find_leader(&client, &cluster).await;
-    for i in 0..20u64 {
-        client
-            .write(&Command::Put {
-                key: format!("k-{i}").into_bytes(),
-                value: i.to_be_bytes().to_vec(),
-            })
-            .await
-            .unwrap();
-    }
+    put_keys(&client, 20).await;
     client
         .write(&Command::Put {
             key: b"secret".to_vec(),
@@ -400,25 +415,11 @@ async fn node_with_a_certificate_from_another_ca_is_refused() {
         client.init(cluster.addr(1)).await.unwrap();
         // Node 3 reached by a client that trusts its CA; initialised too,
         // so that it stands for election and calls the others itself.
-        let foreign = Client::with_auth(
-            vec![cluster.addr(3).to_string()],
-            Duration::from_secs(10),
-            Duration::from_secs(5),
-            &ClientAuth::load(Some(&foreign_ca), Some(&pki.token), None).unwrap(),
-        )
-        .unwrap();
+        let foreign = client_of(vec![cluster.addr(3).to_string()], &foreign_ca, &pki.token);
         foreign.init(cluster.addr(3)).await.unwrap();
         let leader = common::find_leader(&client, &cluster).await;
         assert_ne!(leader, 3);
-        for i in 0..20u64 {
-            client
-                .write(&Command::Put {
-                    key: format!("k-{i}").into_bytes(),
-                    value: i.to_be_bytes().to_vec(),
-                })
-                .await
-                .unwrap();
-        }
+        put_keys(&client, 20).await;
         let leader_status = client.status(cluster.addr(leader)).await.unwrap();
         // Several election timeouts: node 3 stands again and again, and
         // the leader keeps trying to reach it.
