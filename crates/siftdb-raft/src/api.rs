@@ -194,8 +194,10 @@ pub struct ApiState {
     /// Set once this node was told it was removed.
     pub retired: Arc<std::sync::atomic::AtomicBool>,
     /// For the retire call to a removed node and a follower's read-index
-    /// request.
+    /// request (with the node's certificate when it has TLS).
     pub http: reqwest::Client,
+    /// `http`, or `https` with TLS.
+    pub scheme: &'static str,
     /// Where this node sends messages for a node, when not to the node's
     /// own address (`serve --route`): a follower's read-index request goes
     /// the way its raft messages go.
@@ -282,7 +284,7 @@ impl ApiState {
         };
         let sent = self
             .http
-            .post(format!("http://{addr}{RETIRE}"))
+            .post(format!("{}://{addr}{RETIRE}", self.scheme))
             .timeout(std::time::Duration::from_secs(2))
             .body(body)
             .send()
@@ -360,7 +362,7 @@ impl ApiState {
         let unavailable = |error: String| ReadReply::Unavailable { error };
         let resp = self
             .http
-            .post(format!("http://{addr}{READ_INDEX}"))
+            .post(format!("{}://{addr}{READ_INDEX}", self.scheme))
             .timeout(self.read_wait)
             .send()
             .await

@@ -6,7 +6,8 @@
 //! carries a session id and sequence number, and every retry of it the
 //! same pair, so the cluster applies it once however many copies arrive),
 //! and the per-node calls the tests and the bench use (status, local dump,
-//! init).
+//! init); over https with a token or client certificate when given a
+//! [`ClientAuth`].
 //! Must never: report a write as acknowledged that the leader did not
 //! answer for; retry past its deadline; send a command under a session
 //! with another in flight under the same session (the state machine keeps
@@ -22,6 +23,7 @@ use serde::Serialize;
 use crate::api::{
     self, Members, MembershipChange, MembershipReply, NodeStatus, ReadReply, WriteReply,
 };
+use crate::tls::ClientAuth;
 use crate::types::{Command, Request, Response, Session};
 
 /// Errors of a client call.
@@ -36,6 +38,60 @@ pub enum ClientError {
     /// One node's answer could not be had or read.
     #[error("{0}")]
     Node(String),
+    /// A node refused this client's credentials (401: no token, a wrong
+    /// one, or no client certificate where one is required); not retried.
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+/// Why one request to one node failed.
+#[derive(Debug)]
+struct Failure {
+    /// The node answered 401.
+    refused: bool,
+    message: String,
+}
+
+impl Failure {
+    fn other(addr: &str, e: impl std::fmt::Display) -> Failure {
+        Failure {
+            refused: false,
+            message: format!("{addr}: {e}"),
+        }
+    }
+
+    /// `resp`'s status and text when it is not a success.
+    async fn check(addr: &str, resp: reqwest::Response) -> Result<reqwest::Response, Failure> {
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let text = resp.text().await.unwrap_or_default();
+        Err(Failure {
+            refused: status == reqwest::StatusCode::UNAUTHORIZED,
+            message: format!("{addr}: status {status}: {}", text.trim_end()),
+        })
+    }
+}
+
+impl From<Failure> for ClientError {
+    fn from(f: Failure) -> ClientError {
+        if f.refused {
+            ClientError::Refused(f.message)
+        } else {
+            ClientError::Node(f.message)
+        }
+    }
+}
+
+impl<T> From<Failure> for Attempt<T> {
+    fn from(f: Failure) -> Attempt<T> {
+        if f.refused {
+            Attempt::Refused(f.message)
+        } else {
+            Attempt::Failed(f.message)
+        }
+    }
 }
 
 /// An acknowledged write.
@@ -50,6 +106,7 @@ pub struct Ack {
 /// A cluster client; share it between tasks.
 pub struct Client {
     http: reqwest::Client,
+    scheme: &'static str,
     nodes: Vec<String>,
     leader: Mutex<Option<String>>,
     next: AtomicUsize,
@@ -78,23 +135,40 @@ enum Attempt<T> {
     Done(T),
     NotLeader(Option<String>),
     Failed(String),
+    /// Credentials refused: trying other nodes would not help.
+    Refused(String),
 }
 
 impl Client {
-    /// A client of the nodes at `nodes` (`host:port`); each call retries for
-    /// up to `deadline`, each request waits up to `request_timeout`.
+    /// A client of the nodes at `nodes` (`host:port`) over plain HTTP; each
+    /// call retries for up to `deadline`, each request waits up to
+    /// `request_timeout`.
     pub fn new(
         nodes: Vec<String>,
         deadline: Duration,
         request_timeout: Duration,
     ) -> Result<Client, ClientError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(500))
-            .tcp_nodelay(true)
-            .build()
+        Client::with_auth(nodes, deadline, request_timeout, &ClientAuth::default())
+    }
+
+    /// [`Client::new`] reaching the nodes as `auth` says (https verifying
+    /// them against a CA, a token, a client certificate).
+    pub fn with_auth(
+        nodes: Vec<String>,
+        deadline: Duration,
+        request_timeout: Duration,
+        auth: &ClientAuth,
+    ) -> Result<Client, ClientError> {
+        let http = auth
+            .http_client(
+                reqwest::Client::builder()
+                    .connect_timeout(Duration::from_millis(500))
+                    .tcp_nodelay(true),
+            )
             .map_err(|e| ClientError::Node(e.to_string()))?;
         Ok(Client {
             http,
+            scheme: auth.scheme(),
             nodes,
             leader: Mutex::new(None),
             next: AtomicUsize::new(0),
@@ -115,21 +189,19 @@ impl Client {
         path: &str,
         req: &Req,
         timeout: Duration,
-    ) -> Result<Resp, String> {
-        let body = postcard::to_allocvec(req).map_err(|e| e.to_string())?;
+    ) -> Result<Resp, Failure> {
+        let body = postcard::to_allocvec(req).map_err(|e| Failure::other(addr, e))?;
         let resp = self
             .http
-            .post(format!("http://{addr}{path}"))
+            .post(format!("{}://{addr}{path}", self.scheme))
             .timeout(timeout)
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("{addr}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("{addr}: status {}", resp.status()));
-        }
-        let bytes = resp.bytes().await.map_err(|e| format!("{addr}: {e}"))?;
-        postcard::from_bytes(&bytes).map_err(|e| format!("{addr}: {e}"))
+            .map_err(|e| Failure::other(addr, e))?;
+        let resp = Failure::check(addr, resp).await?;
+        let bytes = resp.bytes().await.map_err(|e| Failure::other(addr, e))?;
+        postcard::from_bytes(&bytes).map_err(|e| Failure::other(addr, e))
     }
 
     fn target(&self) -> String {
@@ -167,6 +239,7 @@ impl Client {
                     last = format!("{addr}: not the leader, no leader known");
                 }
                 Attempt::Failed(e) => last = e,
+                Attempt::Refused(e) => return Err(ClientError::Refused(e)),
             }
             // No leader reachable through this node: forget it, try the
             // next one after a pause (an election takes a few hundred ms).
@@ -227,7 +300,7 @@ impl Client {
                 Ok(WriteReply::Unavailable { error }) => {
                     Attempt::Failed(format!("{addr}: {error}"))
                 }
-                Err(e) => Attempt::Failed(e),
+                Err(e) => e.into(),
             })
         })
         .await
@@ -249,7 +322,7 @@ impl Client {
                     Ok(ReadReply::Unavailable { error }) => {
                         Attempt::Failed(format!("{addr}: {error}"))
                     }
-                    Err(e) => Attempt::Failed(e),
+                    Err(e) => e.into(),
                 })
             }
         })
@@ -271,7 +344,7 @@ impl Client {
                 Ok(MembershipReply::Failed { error }) => {
                     Attempt::Failed(format!("{addr}: {error}"))
                 }
-                Err(e) => Attempt::Failed(e),
+                Err(e) => e.into(),
             })
         })
         .await
@@ -290,12 +363,14 @@ impl Client {
     ) -> Result<T, ClientError> {
         let resp = self
             .http
-            .get(format!("http://{addr}{path}"))
+            .get(format!("{}://{addr}{path}", self.scheme))
             .timeout(self.request_timeout)
             .send()
             .await
-            .map_err(|e| ClientError::Node(format!("{addr}: {e}")))?;
-        resp.json()
+            .map_err(|e| Failure::other(addr, e))?;
+        Failure::check(addr, resp)
+            .await?
+            .json()
             .await
             .map_err(|e| ClientError::Node(format!("{addr}: {e}")))
     }
@@ -315,7 +390,7 @@ impl Client {
             Ok(ReadReply::Unavailable { error }) => {
                 Err(ClientError::Node(format!("{addr}: {error}")))
             }
-            Err(e) => Err(ClientError::Node(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -338,7 +413,7 @@ impl Client {
             self.request_timeout.max(Duration::from_secs(30)),
         )
         .await
-        .map_err(ClientError::Node)
+        .map_err(ClientError::from)
     }
 
     /// Initialises the cluster through the node at `addr` (every configured
@@ -348,15 +423,16 @@ impl Client {
         loop {
             let resp = self
                 .http
-                .post(format!("http://{addr}{}", api::INIT))
+                .post(format!("{}://{addr}{}", self.scheme, api::INIT))
                 .timeout(self.request_timeout)
                 .send()
                 .await;
             let last = match resp {
-                Ok(r) if r.status().is_success() => {
-                    return r.text().await.map_err(|e| ClientError::Node(e.to_string()))
-                }
-                Ok(r) => format!("{addr}: status {}", r.status()),
+                Ok(r) => match Failure::check(addr, r).await {
+                    Ok(r) => return r.text().await.map_err(|e| ClientError::Node(e.to_string())),
+                    Err(f) if f.refused => return Err(f.into()),
+                    Err(f) => f.message,
+                },
                 Err(e) => format!("{addr}: {e}"),
             };
             if start.elapsed() >= self.deadline {

@@ -6,8 +6,9 @@
 //! committed index ([`log_store`]) and the key-value state machine
 //! ([`state_machine`]) in keyspaces of their own, the state machine's
 //! snapshot files beside it; a small
-//! HTTP network layer ([`network`], [`api`]), a node ([`node`]) and a client
-//! that follows the leader ([`client`]). The `siftdb-raft` binary runs a node
+//! HTTP network layer ([`network`], [`api`]) with TLS and client
+//! authentication ([`tls`]), a node ([`node`]) and a client that follows
+//! the leader ([`client`]). The `siftdb-raft` binary runs a node
 //! and talks to a cluster.
 //!
 //! Data flows one way: node → api/network → raft → log store / state
@@ -28,6 +29,7 @@ pub mod proposer;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod timings;
+pub mod tls;
 pub mod types;
 
 pub use log_store::LogStore;

@@ -1,6 +1,7 @@
 //! The `siftdb-raft` binary: run a node, start a local cluster, talk to a
 //! cluster (init, put, get, delete, status, membership changes) and measure replicated write
-//! throughput (bench).
+//! throughput (bench); over https with a client token or certificate when
+//! given them.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use siftdb_raft::api::MembershipChange;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
 use siftdb_raft::timings::TimingsReport;
+use siftdb_raft::tls::{write_local_pki, ClientAuth, TlsFiles};
 use siftdb_raft::{Command, NodeId, Op, Request};
 
 #[derive(Parser)]
@@ -40,12 +42,20 @@ enum Cmd {
         /// Port of node 1; node i listens on BASE_PORT + i - 1.
         #[arg(long, default_value_t = 21001)]
         base_port: u16,
+        /// Run the nodes with TLS: write a fresh CA, a certificate per node,
+        /// a client certificate and a client token into DIR/tls, and have
+        /// the nodes use them (mutual TLS between nodes, the token or the
+        /// certificate for clients).
+        #[arg(long)]
+        tls: bool,
     },
     /// Initialises a new cluster through one node (every peer a voter).
     Init {
         /// The node's address.
         #[arg(long)]
         node: String,
+        #[command(flatten)]
+        auth: AuthArgs,
     },
     /// Stores VALUE under KEY.
     Put {
@@ -141,6 +151,38 @@ struct ClusterArg {
         default_value = "127.0.0.1:21001,127.0.0.1:21002,127.0.0.1:21003"
     )]
     cluster: Vec<String>,
+    #[command(flatten)]
+    auth: AuthArgs,
+}
+
+/// How a client proves itself and checks the nodes.
+#[derive(Args)]
+struct AuthArgs {
+    /// The cluster's CA certificate (PEM): talk https and verify the nodes
+    /// against it.
+    #[arg(long, env = "SIFTDB_RAFT_CA")]
+    ca: Option<PathBuf>,
+    /// A file holding the client token, sent with every request.
+    #[arg(long, env = "SIFTDB_RAFT_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// A client certificate from the cluster's CA (PEM), instead of a
+    /// token (needs --client-key and --ca).
+    #[arg(long, env = "SIFTDB_RAFT_CLIENT_CERT", requires = "client_key")]
+    client_cert: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, env = "SIFTDB_RAFT_CLIENT_KEY", requires = "client_cert")]
+    client_key: Option<PathBuf>,
+}
+
+impl AuthArgs {
+    fn load(&self) -> Result<ClientAuth, String> {
+        ClientAuth::load(
+            self.ca.as_deref(),
+            self.token_file.as_deref(),
+            self.client_cert.as_deref().zip(self.client_key.as_deref()),
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Args, Clone)]
@@ -181,6 +223,27 @@ struct ServeArgs {
     /// KiB of snapshot file per message to a follower (1 to 65,536).
     #[arg(long, default_value_t = 3072)]
     snapshot_chunk_kib: u64,
+    /// This node's certificate (PEM, its chain after it), valid for the
+    /// host name or IP address in its peer address; presented to clients
+    /// and, as a client certificate, to peers. With --tls-key and
+    /// --tls-ca: every node-to-node and client connection is TLS.
+    #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires_all = ["tls_cert", "tls_ca"])]
+    tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): peers must present a certificate
+    /// signed by it, and clients may.
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+    /// A file holding the token clients send (`Authorization: Bearer`);
+    /// without it, and with TLS, clients need a certificate from the CA.
+    #[arg(long)]
+    client_token_file: Option<PathBuf>,
+    /// Serve plain HTTP on an address other than loopback: no encryption,
+    /// peers not authenticated. Refused without this.
+    #[arg(long)]
+    insecure: bool,
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -219,6 +282,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         keep_logs: args.keep_logs,
         // Far below the receiver's body limit (network::MAX_RPC_BODY).
         snapshot_chunk_bytes: args.snapshot_chunk_kib.clamp(1, 64 << 10) * 1024,
+        tls: match (args.tls_cert, args.tls_key, args.tls_ca) {
+            (Some(cert), Some(key), Some(ca)) => Some(TlsFiles { cert, key, ca }),
+            _ => None,
+        },
+        client_token_file: args.client_token_file,
+        insecure: args.insecure,
     };
     run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
 }
@@ -237,15 +306,16 @@ async fn change(cluster: ClusterArg, change: MembershipChange) -> Result<ExitCod
 }
 
 fn client(cluster: ClusterArg) -> Result<Client, String> {
-    Client::new(
+    Client::with_auth(
         cluster.cluster,
         Duration::from_secs(30),
         Duration::from_secs(10),
+        &cluster.auth.load()?,
     )
     .map_err(|e| e.to_string())
 }
 
-async fn cluster(dir: PathBuf, nodes: u64, base_port: u16) -> Result<(), String> {
+async fn cluster(dir: PathBuf, nodes: u64, base_port: u16, tls: bool) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let addrs: BTreeMap<NodeId, String> = (1..=nodes)
         .map(|i| {
@@ -253,6 +323,14 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16) -> Result<(), String>
             (i, format!("127.0.0.1:{port}"))
         })
         .collect();
+    let pki = if tls {
+        let ids: Vec<NodeId> = addrs.keys().copied().collect();
+        let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+        Some(write_local_pki(&dir.join("tls"), &ids, &hosts).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let scheme = if tls { "https" } else { "http" };
     let mut children = Vec::new();
     for (id, addr) in &addrs {
         let mut cmd = tokio::process::Command::new(&exe);
@@ -267,20 +345,46 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16) -> Result<(), String>
         for (pid, paddr) in &addrs {
             cmd.arg("--peer").arg(format!("{pid}={paddr}"));
         }
+        if let Some((pki, files)) = pki.as_ref().and_then(|p| Some((p, p.nodes.get(id)?))) {
+            cmd.arg("--tls-cert")
+                .arg(&files.cert)
+                .arg("--tls-key")
+                .arg(&files.key)
+                .arg("--tls-ca")
+                .arg(&files.ca)
+                .arg("--client-token-file")
+                .arg(&pki.token);
+        }
         children.push(
             cmd.spawn()
                 .map_err(|e| format!("starting node {id}: {e}"))?,
         );
         println!(
-            "node {id}: http://{addr} (directory {})",
+            "node {id}: {scheme}://{addr} (directory {})",
             dir.join(format!("node-{id}")).display()
         );
     }
     let first = addrs.values().next().cloned().unwrap_or_default();
-    let c = Client::new(
+    let auth = match &pki {
+        Some(pki) => {
+            println!(
+                "TLS: CA {}, client token in {} (client certificate {}, key {}); for example:\n  siftdb-raft status --ca {} --token-file {}",
+                pki.ca.display(),
+                pki.token.display(),
+                pki.client.0.display(),
+                pki.client.1.display(),
+                pki.ca.display(),
+                pki.token.display()
+            );
+            ClientAuth::load(Some(&pki.ca), Some(&pki.token), None).map_err(|e| e.to_string())?
+        }
+        None => ClientAuth::default(),
+    };
+    let c = Client::with_auth(
         addrs.values().cloned().collect(),
         Duration::from_secs(30),
         Duration::from_secs(5),
+        &auth,
     )
     .map_err(|e| e.to_string())?;
     print!("{}", c.init(&first).await.map_err(|e| e.to_string())?);
@@ -439,14 +543,16 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             dir,
             nodes,
             base_port,
-        } => cluster(dir, nodes, base_port)
+            tls,
+        } => cluster(dir, nodes, base_port, tls)
             .await
             .map(|()| ExitCode::SUCCESS),
-        Cmd::Init { node } => {
-            let c = Client::new(
+        Cmd::Init { node, auth } => {
+            let c = Client::with_auth(
                 vec![node.clone()],
                 Duration::from_secs(30),
                 Duration::from_secs(10),
+                &auth.load()?,
             )
             .map_err(|e| e.to_string())?;
             print!("{}", c.init(&node).await.map_err(|e| e.to_string())?);
@@ -561,5 +667,16 @@ fn main() -> ExitCode {
             eprintln!("siftdb-raft: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -1,5 +1,6 @@
 //! Raft messages between nodes over HTTP/1.1 (reqwest to send, axum to
-//! receive), bodies in postcard.
+//! receive; https with mutual TLS when the node has TLS, [`crate::tls`]),
+//! bodies in postcard.
 //!
 //! Owns: [`Network`] (openraft's `RaftNetworkFactory`) and its per-peer
 //! [`Connection`] (`RaftNetwork`: append-entries, vote, and snapshot chunks
@@ -33,6 +34,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::tls::{ClientAuth, TlsError};
 use crate::types::{NodeId, TypeConfig};
 
 /// Path of the append-entries RPC.
@@ -48,23 +50,28 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E
 #[derive(Clone)]
 pub struct Network {
     http: reqwest::Client,
+    scheme: &'static str,
     routes: Arc<std::collections::BTreeMap<NodeId, String>>,
 }
 
 impl Network {
     /// A network whose TCP connections time out after `connect_timeout`,
     /// sending the messages for a node in `routes` to the address there
-    /// instead of the node's own.
+    /// instead of the node's own, with `auth` (the node's certificate when
+    /// it has TLS).
     pub fn new(
         connect_timeout: Duration,
         routes: std::collections::BTreeMap<NodeId, String>,
-    ) -> Result<Network, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .tcp_nodelay(true)
-            .build()?;
+        auth: &ClientAuth,
+    ) -> Result<Network, TlsError> {
+        let http = auth.http_client(
+            reqwest::Client::builder()
+                .connect_timeout(connect_timeout)
+                .tcp_nodelay(true),
+        )?;
         Ok(Network {
             http,
+            scheme: auth.scheme(),
             routes: Arc::new(routes),
         })
     }
@@ -73,6 +80,7 @@ impl Network {
 /// The link to one peer.
 pub struct Connection {
     http: reqwest::Client,
+    scheme: &'static str,
     target: NodeId,
     addr: String,
 }
@@ -83,6 +91,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
         Connection {
             http: self.http.clone(),
+            scheme: self.scheme,
             target,
             addr: self.routes.get(&target).unwrap_or(&node.addr).clone(),
         }
@@ -105,7 +114,7 @@ impl Connection {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let url = format!("http://{}{path}", self.addr);
+        let url = format!("{}://{}{path}", self.scheme, self.addr);
         let resp = self
             .http
             .post(url)

@@ -1,11 +1,13 @@
 //! One cluster node: its storage, its raft, and one HTTP listener for both
 //! the raft messages and the client API.
 //!
-//! Owns: [`NodeConfig`] (id, directory, address, peers, raft timing) and
-//! [`run`], which opens the storage, starts openraft, serves until told to
-//! stop and shuts raft down.
-//! Must never: start raft on storage it could not open, or serve a node id
-//! that is not among its peers.
+//! Owns: [`NodeConfig`] (id, directory, address, peers, raft timing, TLS
+//! files and client token) and [`run`], which opens the storage, starts
+//! openraft, serves until told to stop and shuts raft down; which routes
+//! only peers may call ([`PEER_ROUTES`]).
+//! Must never: start raft on storage it could not open, serve a node id
+//! that is not among its peers, or listen on an address other than
+//! loopback without TLS unless told `insecure`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -19,6 +21,7 @@ use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use crate::api::{self, ApiState};
 use crate::network::{self, Network};
 use crate::proposer::Proposer;
+use crate::tls::{self, Gate, NodeTls, TlsError, TlsFiles, Token};
 use crate::types::NodeId;
 use crate::types::MAX_PAYLOAD_ENTRIES;
 
@@ -52,7 +55,27 @@ pub struct NodeConfig {
     pub keep_logs: u64,
     /// Bytes of snapshot file per message to a follower.
     pub snapshot_chunk_bytes: u64,
+    /// TLS for peers and clients (mutual TLS between nodes); plain HTTP
+    /// without.
+    pub tls: Option<TlsFiles>,
+    /// A file holding the token clients must show (clients with a
+    /// certificate from the CA need none).
+    pub client_token_file: Option<PathBuf>,
+    /// Serve plain HTTP on an address other than loopback (no encryption,
+    /// no peer authentication).
+    pub insecure: bool,
 }
+
+/// The routes only peers call: the raft messages, a follower's read-index
+/// request and the leader's retire call. With TLS, each needs a certificate
+/// from the CA; a client token does not open them.
+pub const PEER_ROUTES: &[&str] = &[
+    network::APPEND,
+    network::VOTE,
+    network::SNAPSHOT,
+    api::READ_INDEX,
+    api::RETIRE,
+];
 
 /// Errors starting a node.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +89,9 @@ pub enum NodeError {
     /// Raft failed to start or stopped.
     #[error("raft: {0}")]
     Raft(String),
+    /// The TLS files or client token could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
     /// The listener failed.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -154,6 +180,23 @@ pub async fn run(
             cfg.dir.display()
         )));
     }
+    if !cfg.listen.ip().is_loopback() && cfg.tls.is_none() && !cfg.insecure {
+        return Err(NodeError::Config(format!(
+            "{} is not a loopback address: serving it without TLS would let anyone who reaches it read the traffic and write to the cluster; give --tls-cert, --tls-key and --tls-ca (and --client-token-file), or --insecure to serve plain HTTP without authentication anyway",
+            cfg.listen
+        )));
+    }
+    let node_tls = cfg.tls.as_ref().map(NodeTls::load).transpose()?;
+    let token = cfg
+        .client_token_file
+        .as_deref()
+        .map(Token::from_file)
+        .transpose()?;
+    let peer_auth = node_tls
+        .as_ref()
+        .map(NodeTls::peer_auth)
+        .unwrap_or_default();
+    let gate = Gate::new(node_tls.is_some(), token, PEER_ROUTES);
     let config = Arc::new(cfg.raft_config()?);
     let dir = cfg.dir.clone();
     let (mut log, sm, timings) = tokio::task::spawn_blocking(move || crate::open_storage(&dir))
@@ -161,13 +204,12 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))??;
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
-    let network = Network::new(Duration::from_millis(500), cfg.routes.clone())
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    let network = Network::new(Duration::from_millis(500), cfg.routes.clone(), &peer_auth)?;
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1)).merge(
-        api::routes(ApiState {
+    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1))
+        .merge(api::routes(ApiState {
             id: cfg.id,
             raft: raft.clone(),
             reader,
@@ -176,14 +218,14 @@ pub async fn run(
             proposer: Proposer::start(raft.clone()),
             dir: cfg.dir.clone(),
             retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            http: reqwest::Client::new(),
+            http: peer_auth.http_client(reqwest::Client::builder())?,
+            scheme: peer_auth.scheme(),
             routes: cfg.routes.clone(),
             read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
-        }),
-    );
+        }))
+        .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
     let listener = bind(cfg.listen).await?;
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    let served = tls::serve(listener, app, node_tls.as_ref(), shutdown)
         .await
         .map_err(|source| NodeError::Listen {
             addr: cfg.listen,

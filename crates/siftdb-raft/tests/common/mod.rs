@@ -30,6 +30,8 @@ pub struct Cluster {
     options: Vec<String>,
     /// Per node, `--route` options (its peer traffic through a proxy).
     pub routes: BTreeMap<u64, Vec<String>>,
+    /// Per node, more `serve` options (its TLS files, a client token).
+    pub extra: BTreeMap<u64, Vec<String>>,
     /// Each node started knowing only itself (`init` through node 1 makes
     /// a one-node cluster; the others join by membership changes).
     pub solo: bool,
@@ -52,6 +54,7 @@ impl Cluster {
             starts: 0,
             options: Cluster::fast_options(snapshot_every, keep_logs),
             routes: BTreeMap::new(),
+            extra: BTreeMap::new(),
             solo: false,
         }
     }
@@ -89,6 +92,7 @@ impl Cluster {
             .args(["--listen", &self.addrs[&id]])
             .args(&self.options)
             .args(self.routes.get(&id).into_iter().flatten())
+            .args(self.extra.get(&id).into_iter().flatten())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log);
