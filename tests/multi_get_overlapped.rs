@@ -231,3 +231,92 @@ fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
         }
     }
 }
+
+/// Keys with a version in several levels — overwritten, deleted and range
+/// deleted round after round, each round flushed to level 0 and compacted
+/// down by the background — read by `multi_get` now and at snapshots taken
+/// between rounds: every answer is the newest version the snapshot sees,
+/// whichever level holds it, though all levels' blocks are read in one
+/// wave (a call of at most `multi_get_batch` keys makes at most one
+/// overlapped batch).
+#[test]
+fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
+    for uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(
+            dir.path(),
+            options()
+                .io_uring(uring)
+                .memtable_bytes(16 << 10)
+                .level1_bytes(12 << 10)
+                .table_target_bytes(8 << 10),
+        )
+        .unwrap();
+        let mut rng = Rng::new(0x36_0001);
+        let mut model = Model::new();
+        let mut snapshots = Vec::new();
+        for round in 0..10u64 {
+            for _ in 0..900 {
+                let i = rng.below(3000);
+                if rng.below(6) == 0 {
+                    db.delete(key(i)).unwrap();
+                    model.remove(&key(i));
+                } else {
+                    db.put(key(i), value(i, round)).unwrap();
+                    model.insert(key(i), value(i, round));
+                }
+            }
+            if round % 3 == 1 {
+                let start = rng.below(2950);
+                let end = start + 1 + rng.below(40);
+                db.delete_range(key(start)..key(end)).unwrap();
+                model.retain(|k, _| k < &key(start) || k >= &key(end));
+            }
+            db.flush().unwrap();
+            if round == 7 {
+                // The last two rounds stay in level 0, above the rest.
+                db.wait_for_background().unwrap();
+            }
+            if round % 4 == 2 {
+                snapshots.push((db.snapshot(), model.clone()));
+            }
+        }
+        let levels = db.stats().level_tables;
+        assert!(
+            levels.iter().filter(|&&n| n > 0).count() >= 3,
+            "versions spread over level 0 and at least two deeper levels: {levels:?}"
+        );
+        let mut views: Vec<(Option<&siftdb::Snapshot>, &Model)> = vec![(None, &model)];
+        views.extend(snapshots.iter().map(|(s, m)| (Some(s), m)));
+        for (snapshot, model) in views {
+            for _ in 0..30 {
+                let len = 1 + rng.below(200) as usize;
+                let keys: Vec<Vec<u8>> = (0..len).map(|_| key(rng.below(3100))).collect();
+                let before = db.stats().overlapped_batches;
+                let answers = match snapshot {
+                    Some(s) => s.multi_get(&keys).unwrap(),
+                    None => db.multi_get(&keys).unwrap(),
+                };
+                assert!(
+                    db.stats().overlapped_batches <= before + 1,
+                    "one wave per batch"
+                );
+                for (k, answer) in keys.iter().zip(answers) {
+                    let single = match snapshot {
+                        Some(s) => s.get(k).unwrap(),
+                        None => db.get(k).unwrap(),
+                    };
+                    let expected = model.get(k).map(Vec::as_slice);
+                    assert_eq!(
+                        answer.as_deref(),
+                        expected,
+                        "{}",
+                        String::from_utf8_lossy(k)
+                    );
+                    assert_eq!(single.as_deref(), expected);
+                }
+            }
+        }
+        assert!(db.stats().overlapped_batches > 0);
+    }
+}
