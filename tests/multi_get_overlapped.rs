@@ -237,8 +237,8 @@ fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
 /// down by the background — read by `multi_get` now and at snapshots taken
 /// between rounds: every answer is the newest version the snapshot sees,
 /// whichever level holds it, though all levels' blocks are read in one
-/// wave (a call of at most `multi_get_batch` keys makes at most one
-/// overlapped batch).
+/// wave (a call of at most `multi_get_batch` keys makes one overlapped
+/// batch, and one more only after a filter false positive).
 #[test]
 fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
     for uring in [true, false] {
@@ -292,14 +292,18 @@ fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
             for _ in 0..30 {
                 let len = 1 + rng.below(200) as usize;
                 let keys: Vec<Vec<u8>> = (0..len).map(|_| key(rng.below(3100))).collect();
-                let before = db.stats().overlapped_batches;
+                let before = db.stats();
                 let answers = match snapshot {
                     Some(s) => s.multi_get(&keys).unwrap(),
                     None => db.multi_get(&keys).unwrap(),
                 };
+                let after = db.stats();
+                // A wave after the first needs a key whose newest candidate
+                // block did not hold it: a filter false positive.
+                let false_positives = after.filter_false_positives - before.filter_false_positives;
                 assert!(
-                    db.stats().overlapped_batches <= before + 1,
-                    "one wave per batch"
+                    after.overlapped_batches <= before.overlapped_batches + 1 + false_positives,
+                    "one wave per batch, and one more per false positive"
                 );
                 for (k, answer) in keys.iter().zip(answers) {
                     let single = match snapshot {
