@@ -42,21 +42,33 @@ fn options() -> Options {
         .table_target_bytes(64 << 10)
 }
 
+/// `count` random writes to keys below `keys` of `round`'s values, one in
+/// `delete_one_in` a delete, in the database and the model.
+fn write_random(
+    db: &Db,
+    model: &mut Model,
+    rng: &mut Rng,
+    (count, keys, delete_one_in): (u64, u64, u64),
+    round: u64,
+) {
+    for _ in 0..count {
+        let i = rng.below(keys);
+        if rng.below(delete_one_in) == 0 {
+            db.delete(key(i)).unwrap();
+            model.remove(&key(i));
+        } else {
+            db.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+}
+
 /// Writes keys that end in the deepest level (compacted), then level 0
 /// (flushed), then the memtable, with overwrites and deletes across them.
 fn fill(db: &Db, model: &mut Model, rng: &mut Rng) {
     let stages: [(u64, u64, bool); 3] = [(4000, 0, true), (800, 1, false), (200, 2, false)];
     for (count, round, compact) in stages {
-        for _ in 0..count {
-            let i = rng.below(6000);
-            if rng.below(10) == 0 {
-                db.delete(key(i)).unwrap();
-                model.remove(&key(i));
-            } else {
-                db.put(key(i), value(i, round)).unwrap();
-                model.insert(key(i), value(i, round));
-            }
-        }
+        write_random(db, model, rng, (count, 6000, 10), round);
         if compact {
             db.compact().unwrap();
         } else if round == 1 {
@@ -256,16 +268,7 @@ fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
         let mut model = Model::new();
         let mut snapshots = Vec::new();
         for round in 0..10u64 {
-            for _ in 0..900 {
-                let i = rng.below(3000);
-                if rng.below(6) == 0 {
-                    db.delete(key(i)).unwrap();
-                    model.remove(&key(i));
-                } else {
-                    db.put(key(i), value(i, round)).unwrap();
-                    model.insert(key(i), value(i, round));
-                }
-            }
+            write_random(&db, &mut model, &mut rng, (900, 3000, 6), round);
             if round % 3 == 1 {
                 let start = rng.below(2950);
                 let end = start + 1 + rng.below(40);
