@@ -42,21 +42,33 @@ fn options() -> Options {
         .table_target_bytes(64 << 10)
 }
 
+/// `count` random writes to keys below `keys` of `round`'s values, one in
+/// `delete_one_in` a delete, in the database and the model.
+fn write_random(
+    db: &Db,
+    model: &mut Model,
+    rng: &mut Rng,
+    (count, keys, delete_one_in): (u64, u64, u64),
+    round: u64,
+) {
+    for _ in 0..count {
+        let i = rng.below(keys);
+        if rng.below(delete_one_in) == 0 {
+            db.delete(key(i)).unwrap();
+            model.remove(&key(i));
+        } else {
+            db.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+}
+
 /// Writes keys that end in the deepest level (compacted), then level 0
 /// (flushed), then the memtable, with overwrites and deletes across them.
 fn fill(db: &Db, model: &mut Model, rng: &mut Rng) {
     let stages: [(u64, u64, bool); 3] = [(4000, 0, true), (800, 1, false), (200, 2, false)];
     for (count, round, compact) in stages {
-        for _ in 0..count {
-            let i = rng.below(6000);
-            if rng.below(10) == 0 {
-                db.delete(key(i)).unwrap();
-                model.remove(&key(i));
-            } else {
-                db.put(key(i), value(i, round)).unwrap();
-                model.insert(key(i), value(i, round));
-            }
-        }
+        write_random(db, model, rng, (count, 6000, 10), round);
         if compact {
             db.compact().unwrap();
         } else if round == 1 {
@@ -229,5 +241,89 @@ fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
             // truncated one cannot hide its missing blocks.
             assert!(remove || errors > 0, "uring {uring}");
         }
+    }
+}
+
+/// Keys with a version in several levels — overwritten, deleted and range
+/// deleted round after round, each round flushed to level 0 and compacted
+/// down by the background — read by `multi_get` now and at snapshots taken
+/// between rounds: every answer is the newest version the snapshot sees,
+/// whichever level holds it, though all levels' blocks are read in one
+/// wave (a call of at most `multi_get_batch` keys makes one overlapped
+/// batch, and one more only after a filter false positive).
+#[test]
+fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
+    for uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(
+            dir.path(),
+            options()
+                .io_uring(uring)
+                .memtable_bytes(16 << 10)
+                .level1_bytes(12 << 10)
+                .table_target_bytes(8 << 10),
+        )
+        .unwrap();
+        let mut rng = Rng::new(0x36_0001);
+        let mut model = Model::new();
+        let mut snapshots = Vec::new();
+        for round in 0..10u64 {
+            write_random(&db, &mut model, &mut rng, (900, 3000, 6), round);
+            if round % 3 == 1 {
+                let start = rng.below(2950);
+                let end = start + 1 + rng.below(40);
+                db.delete_range(key(start)..key(end)).unwrap();
+                model.retain(|k, _| k < &key(start) || k >= &key(end));
+            }
+            db.flush().unwrap();
+            if round == 7 {
+                // The last two rounds stay in level 0, above the rest.
+                db.wait_for_background().unwrap();
+            }
+            if round % 4 == 2 {
+                snapshots.push((db.snapshot(), model.clone()));
+            }
+        }
+        let levels = db.stats().level_tables;
+        assert!(
+            levels.iter().filter(|&&n| n > 0).count() >= 3,
+            "versions spread over level 0 and at least two deeper levels: {levels:?}"
+        );
+        let mut views: Vec<(Option<&siftdb::Snapshot>, &Model)> = vec![(None, &model)];
+        views.extend(snapshots.iter().map(|(s, m)| (Some(s), m)));
+        for (snapshot, model) in views {
+            for _ in 0..30 {
+                let len = 1 + rng.below(200) as usize;
+                let keys: Vec<Vec<u8>> = (0..len).map(|_| key(rng.below(3100))).collect();
+                let before = db.stats();
+                let answers = match snapshot {
+                    Some(s) => s.multi_get(&keys).unwrap(),
+                    None => db.multi_get(&keys).unwrap(),
+                };
+                let after = db.stats();
+                // A wave after the first needs a key whose newest candidate
+                // block did not hold it: a filter false positive.
+                let false_positives = after.filter_false_positives - before.filter_false_positives;
+                assert!(
+                    after.overlapped_batches <= before.overlapped_batches + 1 + false_positives,
+                    "one wave per batch, and one more per false positive"
+                );
+                for (k, answer) in keys.iter().zip(answers) {
+                    let single = match snapshot {
+                        Some(s) => s.get(k).unwrap(),
+                        None => db.get(k).unwrap(),
+                    };
+                    let expected = model.get(k).map(Vec::as_slice);
+                    assert_eq!(
+                        answer.as_deref(),
+                        expected,
+                        "{}",
+                        String::from_utf8_lossy(k)
+                    );
+                    assert_eq!(single.as_deref(), expected);
+                }
+            }
+        }
+        assert!(db.stats().overlapped_batches > 0);
     }
 }

@@ -6,7 +6,8 @@
 //! memory before the first is asked (their loads overlap); `multi_get`,
 //! which asks the same sources in the same order for many keys (the
 //! version's candidate search), table by table, so each table's filter
-//! answers all of its keys in one batched call.
+//! answers all of its keys in one batched call, and then reads the data
+//! blocks of every level in one wave, each key taking its newest answer.
 //! Each source answers for its own range tombstones (`Memtable::get`,
 //! `Table::get_covered`; `multi_get` asks a table's after its batched
 //! filter pass), so the first source with an answer wins, as for point
@@ -25,7 +26,7 @@ use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
 use crate::table::block::Block;
-use crate::table::overlapped::{read_overlapped, ReadRequest};
+use crate::table::overlapped::read_overlapped;
 use crate::table::reader::BlockOrRead;
 use crate::table::{LookupKey, ReadSettings, Table, TableValue};
 use std::time::Instant;
@@ -116,25 +117,57 @@ pub(crate) fn get_at(
 /// of: every level below 0 plus a level 0 of up to 18 tables.
 const PREFETCHED_CANDIDATES: usize = 24;
 
+/// Whether a key's data-block read in one table lets the batch go on to ask
+/// the key's older tables in the same wave (and read their blocks, when
+/// their filters let the key through, beside the first). On: one wave of
+/// reads per batch always, but a key whose newer block holds it wastes the
+/// older reads (every version of a key overwritten in several levels).
+/// Off: a key waits for its newest candidate block and asks the older
+/// tables in a second wave only when that block did not hold it (a filter
+/// false positive). Measured on N = 20M in a 1 GiB cgroup, batches of 32
+/// (docs/design.md, "The concurrent read path"): on that load 1.0% of
+/// the calls needed a second wave, while speculation read 0.45% more
+/// blocks; throughput was the same within the noise of a shared machine.
+/// Off, then: it never reads more than `get` would.
+const SPECULATIVE_READS: bool = false;
+
 /// One key of a `multi_get` still without an answer.
 struct Pending<'k> {
     slot: usize,
     lookup: LookupKey<'k>,
-    /// Answered by the table just asked; dropped before the next one.
+    /// No older table can change the answer: the newest version the key
+    /// has below the ones still to read was found (or a range tombstone
+    /// covers it). Older tables are not asked.
+    closed: bool,
+    /// Waiting for a read before asking older tables (speculation off).
+    waiting: bool,
+    /// The first table (in the newest-first order of [`TableOrder`]) still
+    /// to ask for this key.
+    resume: usize,
+    /// Answered: the answer is in place.
     done: bool,
 }
 
-/// A data block a key of a `multi_get` needs (its filter said "maybe"),
-/// deferred until every table of the step asked its filter, so the reads
-/// of the whole step go out together.
-struct BlockNeed<'t> {
-    table: &'t Table,
-    /// The block the index names, or `None` when it rules the key out.
-    block_no: Option<usize>,
-    /// The key's index in `pending`.
+/// What one table says about one key of a `multi_get` (a table that holds
+/// nothing for the key says nothing and leaves no entry).
+enum Step<'t> {
+    /// Known without a read: a cached block answered, or a range tombstone
+    /// of the table covers the key where the filter rules its points out.
+    Known(TableValue),
+    /// Data block `block_no` of `table` is to be read first; a range
+    /// tombstone of the table covering the key at `deleted_at` answers
+    /// unless the block holds a newer point version.
+    Read {
+        table: &'t Table,
+        block_no: usize,
+        deleted_at: Option<SeqNo>,
+    },
+}
+
+/// A [`Step`] of the key at `key` (its index in `pending`).
+struct Candidate<'t> {
     key: usize,
-    /// The newest range tombstone of the table covering the key.
-    deleted_at: Option<SeqNo>,
+    step: Step<'t>,
 }
 
 /// Buffers one `multi_get` reuses for every table it asks.
@@ -144,17 +177,21 @@ struct Scratch<'t> {
     hashes: Vec<u64>,
     maybe: Vec<bool>,
     order: Vec<(usize, usize)>,
-    needs: Vec<BlockNeed<'t>>,
+    /// Every table's steps of one wave, in the order the tables were asked
+    /// (newest first), so each key's steps are in its newest-first order.
+    candidates: Vec<Candidate<'t>>,
 }
 
 /// The answers for `keys` at one snapshot, in order: for each key exactly
 /// what [`get`] answers at that snapshot. Keys the memtables answer drop out
 /// first; the rest visit the candidate tables in `get`'s order (level 0
 /// newest first, then one table per deeper level), each table asking its
-/// filter for all of its keys at once; then the data blocks of every key a
-/// step (one level-0 table, or one deeper level) let through are read
-/// together ([`read_needed_blocks`]). A failed block read fails the call:
-/// no answer is returned for any key, so none can be wrong.
+/// filter for all of its keys at once and answering at once what its
+/// cached blocks and range tombstones tell; then the data blocks every
+/// table's filter let through — of all levels together — are read in one
+/// wave ([`read_wave`]), and each key takes the newest answer among its
+/// tables. A failed block read that a key's answer needs fails the call: no
+/// answer is returned for any key, so none can be wrong.
 pub(crate) fn multi_get(
     inner: &DbInner,
     tree: &Tree,
@@ -210,6 +247,9 @@ fn multi_get_batch(
         pending.push(Pending {
             slot,
             lookup: LookupKey::new(key, snapshot),
+            closed: false,
+            waiting: false,
+            resume: 0,
             done: false,
         });
     }
@@ -219,53 +259,86 @@ fn multi_get_batch(
     let mut scratch = Scratch::default();
     let mut consulted = 0u64;
     let (level0, deeper) = sv.version.split_level0();
-    for table in level0 {
-        scratch.asked.clear();
-        scratch.asked.extend(
-            pending
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| table.covers(p.lookup.user_key()))
-                .map(|(i, _)| i),
-        );
-        consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
-        read_needed_blocks(&settings, &mut scratch.needs, &mut pending, &mut answers)?;
-        pending.retain(|p| !p.done);
-    }
-    for level in deeper {
-        // Keys grouped by their one candidate table in this level (the
-        // search `get` makes), in key order within each table.
-        let mut order = std::mem::take(&mut scratch.order);
-        order.clear();
-        order.extend(pending.iter().enumerate().filter_map(|(i, p)| {
-            sorted_candidate(level, p.lookup.user_key()).map(|table| (table, i))
-        }));
-        order.sort_unstable();
-        for group in order.chunk_by(|a, b| a.0 == b.0) {
-            let Some(table) = group.first().and_then(|&(index, _)| level.get(index)) else {
-                continue;
-            };
+    while !pending.is_empty() {
+        // One wave: every table a key still needs, newest first.
+        for (ordinal, table) in level0.iter().enumerate() {
             scratch.asked.clear();
-            scratch.asked.extend(group.iter().map(|&(_, i)| i));
-            consulted += ask_table(table, &mut pending, &mut answers, &mut scratch)?;
+            scratch.asked.extend(
+                pending
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.asks(ordinal) && table.covers(p.lookup.user_key()))
+                    .map(|(i, _)| i),
+            );
+            consulted += ask_table(table, ordinal, &mut pending, &mut scratch)?;
         }
-        scratch.order = order;
-        read_needed_blocks(&settings, &mut scratch.needs, &mut pending, &mut answers)?;
-        pending.retain(|p| !p.done);
+        for (depth, level) in deeper.iter().enumerate() {
+            let ordinal = level0.len() + depth;
+            // Keys grouped by their one candidate table in this level (the
+            // search `get` makes), in key order within each table.
+            let mut order = std::mem::take(&mut scratch.order);
+            order.clear();
+            order.extend(
+                pending
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.asks(ordinal))
+                    .filter_map(|(i, p)| {
+                        sorted_candidate(level, p.lookup.user_key()).map(|table| (table, i))
+                    }),
+            );
+            order.sort_unstable();
+            for group in order.chunk_by(|a, b| a.0 == b.0) {
+                let Some(table) = group.first().and_then(|&(index, _)| level.get(index)) else {
+                    continue;
+                };
+                scratch.asked.clear();
+                scratch.asked.extend(group.iter().map(|&(_, i)| i));
+                consulted += ask_table(table, ordinal, &mut pending, &mut scratch)?;
+            }
+            scratch.order = order;
+        }
+        read_wave(
+            &settings,
+            &mut scratch.candidates,
+            &mut pending,
+            &mut answers,
+        )?;
+        // Keys whose every table was asked are answered (or absent); those
+        // that stopped at a read go on from the table after it.
+        pending.retain_mut(|p| {
+            if p.waiting && !p.done {
+                p.waiting = false;
+                p.closed = false;
+                true
+            } else {
+                false
+            }
+        });
     }
     tally.add(|t| &t.tables_consulted, consulted);
     Ok(answers)
 }
 
-/// Asks `table` for the pending keys at `scratch.asked` (all within its
-/// range): the filter for all of them in one batch, then the index for
-/// each "maybe", whose data block goes on `scratch.needs`. Marks `done`
-/// the keys a range tombstone of the table answers without a block.
-/// Returns how many keys it was asked for.
+impl Pending<'_> {
+    /// True when the table at `ordinal` (newest first) is to be asked for
+    /// this key in the current wave.
+    fn asks(&self, ordinal: usize) -> bool {
+        !self.closed && !self.waiting && ordinal >= self.resume
+    }
+}
+
+/// Asks `table` (at `ordinal` in the newest-first order) for the pending
+/// keys at `scratch.asked` (all within its range): the filter for all of
+/// them in one batch, then the index for each "maybe". A key whose block
+/// the block cache holds is answered from it now; one whose block is to be
+/// read gets a [`Step::Read`] on `scratch.candidates`. A key the table
+/// answers for sure (and only after every newer table's read) is closed:
+/// no older table is asked for it. Returns how many keys it was asked for.
 fn ask_table<'t>(
     table: &'t LiveTable,
+    ordinal: usize,
     pending: &mut [Pending<'_>],
-    answers: &mut [Option<Bytes>],
     scratch: &mut Scratch<'t>,
 ) -> Result<u64> {
     if scratch.asked.is_empty() {
@@ -291,115 +364,180 @@ fn ask_table<'t>(
         let Some(p) = pending.get_mut(i) else {
             continue;
         };
+        p.resume = ordinal + 1;
         // A range tombstone of the table answers whatever the filter said
         // (as in `Table::get_covered`); a point version newer than it wins.
         let deleted_at = readable.range_tombstone_seq(&p.lookup);
-        if maybe {
-            scratch.needs.push(BlockNeed {
-                table: readable,
-                block_no: readable.candidate_block(&p.lookup),
+        let known = if !maybe {
+            deleted_at.map(|_| TableValue::Deleted)
+        } else {
+            let block_no = readable.candidate_block(&p.lookup);
+            let at_hand = match block_no {
+                Some(block_no) => match readable.block_or_read(block_no)? {
+                    BlockOrRead::Block(block) => Some((block, block_no)),
+                    BlockOrRead::Read(_) => {
+                        scratch.candidates.push(Candidate {
+                            key: i,
+                            step: Step::Read {
+                                table: readable,
+                                block_no,
+                                deleted_at,
+                            },
+                        });
+                        if !SPECULATIVE_READS {
+                            p.waiting = true;
+                        }
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            newest_of(readable.get_in_block(at_hand, &p.lookup)?, deleted_at)
+        };
+        if let Some(known) = known {
+            scratch.candidates.push(Candidate {
                 key: i,
-                deleted_at,
+                step: Step::Known(known),
             });
-        } else if deleted_at.is_some() {
-            settle(p, answers, Some(TableValue::Deleted));
+            p.closed = true;
         }
     }
     Ok(scratch.asked.len() as u64)
 }
 
-/// Records a table's answer for a pending key (`None`: the table holds
-/// nothing for it, and the key goes on to the next one).
-fn settle(p: &mut Pending<'_>, answers: &mut [Option<Bytes>], found: Option<TableValue>) {
-    if let Some(found) = found {
-        if let (TableValue::Put(value), Some(answer)) = (found, answers.get_mut(p.slot)) {
-            *answer = Some(value);
-        }
-        p.done = true;
+/// A table's answer from the point version its block holds (with its
+/// sequence number) and the newest of its range tombstones covering the key.
+fn newest_of(found: Option<(TableValue, SeqNo)>, deleted_at: Option<SeqNo>) -> Option<TableValue> {
+    match (found, deleted_at) {
+        (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
+        (_, Some(_)) => Some(TableValue::Deleted),
+        (found, None) => found.map(|(value, _)| value),
     }
 }
 
-/// Answers every key of `needs` from its data block: each distinct block
-/// the block cache lacks is read once, all of them together
-/// (`overlapped::read_overlapped`: io_uring or the read pool, at most
-/// `multi_get_in_flight` at once) when there are two or more; a single
-/// missing block is read as `get` reads it. Empties `needs`.
-fn read_needed_blocks(
+/// Reads the data blocks of every [`Step::Read`] of the wave — each
+/// distinct block once, all together (`overlapped::read_overlapped`:
+/// io_uring or the read pool, at most `multi_get_in_flight` at once) when
+/// there are two or more, a single one as `get` reads it — then answers
+/// each key with the first of its steps (newest first) that holds an
+/// answer. A key whose steps hold none is absent, unless it stopped at a
+/// read ([`Pending::waiting`]): it then goes on to older tables. A failed
+/// read fails the call only when a key's answer needs its block. Empties
+/// `candidates`.
+fn read_wave(
     settings: &ReadSettings,
-    needs: &mut Vec<BlockNeed<'_>>,
+    candidates: &mut Vec<Candidate<'_>>,
     pending: &mut [Pending<'_>],
     answers: &mut [Option<Bytes>],
 ) -> Result<()> {
-    if needs.is_empty() {
+    if candidates.is_empty() {
         return Ok(());
     }
-    // Keys sharing a block side by side: one read serves them all.
-    needs.sort_unstable_by_key(|n| (n.table.id(), n.block_no));
-    let same_block = |a: &BlockNeed<'_>, b: &BlockNeed<'_>| {
-        a.table.id() == b.table.id() && a.block_no == b.block_no
-    };
-    let mut blocks: Vec<Option<Block>> = Vec::new();
-    // The groups whose block is to be read, and their reads.
-    let mut read_groups: Vec<(&Table, usize, usize)> = Vec::new();
-    let mut requests: Vec<ReadRequest> = Vec::new();
-    for group in needs.chunk_by(same_block) {
-        let Some((table, block_no)) = group.first().and_then(|n| Some((n.table, n.block_no?)))
-        else {
-            blocks.push(None);
+    // The distinct blocks to read, in (table, block) order.
+    let mut reads: Vec<(&Table, usize)> = candidates
+        .iter()
+        .filter_map(|c| match c.step {
+            Step::Read {
+                table, block_no, ..
+            } => Some((table, block_no)),
+            Step::Known(_) => None,
+        })
+        .collect();
+    reads.sort_unstable_by_key(|&(table, block_no)| (table.id(), block_no));
+    reads.dedup_by_key(|&mut (table, block_no)| (table.id(), block_no));
+    let mut blocks: Vec<Result<Block>> = Vec::with_capacity(reads.len());
+    if settings.multi_get_in_flight <= 1 || reads.len() == 1 {
+        // One read at a time, each as `get` makes it.
+        blocks.extend(
+            reads
+                .iter()
+                .map(|&(table, block_no)| table.data_block(block_no)),
+        );
+    } else {
+        let mut requests = Vec::with_capacity(reads.len());
+        // A block another key of the batch brought into the cache since
+        // (none here: they are distinct) or the request for it.
+        let mut at_hand: Vec<Option<Result<Block>>> = Vec::with_capacity(reads.len());
+        for &(table, block_no) in &reads {
+            match table.block_or_read(block_no) {
+                Ok(BlockOrRead::Block(block)) => at_hand.push(Some(Ok(block))),
+                Ok(BlockOrRead::Read(request)) => {
+                    requests.push(request);
+                    at_hand.push(None);
+                }
+                Err(e) => at_hand.push(Some(Err(e))),
+            }
+        }
+        let mut results = Vec::new().into_iter();
+        if let Some(&(table, _)) = reads.first() {
+            if !requests.is_empty() {
+                let started = Instant::now();
+                let (read, path) =
+                    read_overlapped(&requests, settings.multi_get_in_flight, settings.io_uring);
+                table.note_overlapped_batch(path, requests.len() as u64);
+                table.note_file_read(started.elapsed());
+                results = read.into_iter();
+            }
+        }
+        for (&(table, block_no), slot) in reads.iter().zip(at_hand) {
+            blocks.push(match slot {
+                Some(block) => block,
+                None => match results.next() {
+                    Some(stored) => table.finish_block_read(block_no, stored),
+                    None => table.data_block(block_no),
+                },
+            });
+        }
+    }
+    // Each key's steps together, newest first (the sort is stable).
+    candidates.sort_by_key(|c| c.key);
+    let mut first_use = vec![true; reads.len()];
+    for steps in candidates.chunk_by(|a, b| a.key == b.key) {
+        let Some(p) = steps.first().and_then(|c| pending.get_mut(c.key)) else {
             continue;
         };
-        if settings.multi_get_in_flight <= 1 {
-            // One read at a time, each as `get` makes it.
-            blocks.push(Some(table.data_block(block_no)?));
-            continue;
-        }
-        match table.block_or_read(block_no)? {
-            BlockOrRead::Block(block) => blocks.push(Some(block)),
-            BlockOrRead::Read(request) => {
-                read_groups.push((table, block_no, blocks.len()));
-                requests.push(request);
-                blocks.push(None);
-            }
-        }
-    }
-    if let Some(&(table, _, _)) = read_groups.first() {
-        let started = Instant::now();
-        let results = if let [request] = requests.as_slice() {
-            vec![request.read_here()]
-        } else {
-            let (results, path) =
-                read_overlapped(&requests, settings.multi_get_in_flight, settings.io_uring);
-            table.note_overlapped_batch(path, requests.len() as u64);
-            results
-        };
-        table.note_file_read(started.elapsed());
-        for (&(table, block_no, group), stored) in read_groups.iter().zip(results) {
-            let block = table.finish_block_read(block_no, stored)?;
-            if let Some(slot) = blocks.get_mut(group) {
-                *slot = Some(block);
-            }
-        }
-    }
-    for (group, block) in needs.chunk_by(same_block).zip(blocks) {
-        for (n, need) in group.iter().enumerate() {
-            // Keys after the first of a block found it read: a cache hit,
-            // as the second of two gets of one block would.
-            if n > 0 && need.block_no.is_some() {
-                need.table.count_block_cache_hit();
-            }
-            let at_hand = block.clone().zip(need.block_no);
-            let Some(p) = pending.get_mut(need.key) else {
-                continue;
+        let mut answer = None;
+        for candidate in steps {
+            answer = match &candidate.step {
+                Step::Known(value) => Some(value.clone()),
+                Step::Read {
+                    table,
+                    block_no,
+                    deleted_at,
+                } => {
+                    let at = reads
+                        .binary_search_by_key(&(table.id(), *block_no), |&(t, b)| (t.id(), b))
+                        .unwrap_or(usize::MAX);
+                    let block = match blocks.get(at) {
+                        Some(Ok(block)) => {
+                            // Keys after the first of a block found it read:
+                            // a cache hit, as the second of two gets would.
+                            if !first_use.get_mut(at).is_some_and(std::mem::take) {
+                                table.count_block_cache_hit();
+                            }
+                            block.clone()
+                        }
+                        // This key's answer needs the block that failed.
+                        Some(Err(_)) => return blocks.swap_remove(at).map(|_| ()),
+                        None => table.data_block(*block_no)?,
+                    };
+                    newest_of(
+                        table.get_in_block(Some((block, *block_no)), &p.lookup)?,
+                        *deleted_at,
+                    )
+                }
             };
-            let found = need.table.get_in_block(at_hand, &p.lookup)?;
-            let found = match (found, need.deleted_at) {
-                (Some((value, seq)), Some(deleted_at)) if seq > deleted_at => Some(value),
-                (_, Some(_)) => Some(TableValue::Deleted),
-                (found, None) => found.map(|(value, _)| value),
-            };
-            settle(p, answers, found);
+            if answer.is_some() {
+                break;
+            }
+        }
+        if let Some(found) = answer {
+            if let (TableValue::Put(value), Some(slot)) = (found, answers.get_mut(p.slot)) {
+                *slot = Some(value);
+            }
+            p.done = true;
         }
     }
-    needs.clear();
+    candidates.clear();
     Ok(())
 }

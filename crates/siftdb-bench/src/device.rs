@@ -200,6 +200,41 @@ pub fn fraction_of_device(
         .then(|| (depth, block_reads_from_file as f64 / secs / device_rate))
 }
 
+/// One line for a read phase: its data-block reads from files (the
+/// `blocks_read_from_file` counter, siftdb only) per second as a fraction
+/// of the device's reads per second at the phase's concurrency — its
+/// threads, or for multigetrandom its threads times the reads a batch of
+/// `batch` keeps in flight (at most siftdb's `multi_get_in_flight`
+/// default); `-` when the phase has no such counter.
+pub fn device_fraction_line(
+    report: &crate::PhaseReport,
+    device: &DeviceBaseline,
+    batch: usize,
+) -> String {
+    let from_file = report
+        .counters
+        .as_ref()
+        .and_then(|c| c.get(crate::BLOCKS_READ_FROM_FILE))
+        .map(|c| c.delta.max(0).unsigned_abs());
+    let in_flight = if report.phase == crate::Phase::MultiGetRandom {
+        report.threads * batch.min(siftdb::internals::options::DEFAULT_MULTI_GET_IN_FLIGHT)
+    } else {
+        report.threads
+    };
+    match from_file.and_then(|reads| {
+        fraction_of_device(reads, report.elapsed, in_flight, device).map(|f| (reads, f))
+    }) {
+        Some((reads, (depth, fraction))) => format!(
+            "  {:<14} {} threads: {} block reads from files, {:.3} of the device at {depth} in flight",
+            report.phase.name(),
+            report.threads,
+            crate::report::group_digits(reads),
+            fraction
+        ),
+        None => format!("  {:<14} -", report.phase.name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,7 +51,10 @@ pub use data::{
     is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
     MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
-pub use device::{fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS, READ_BYTES};
+pub use device::{
+    device_fraction_line, fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS,
+    READ_BYTES,
+};
 pub use engine::{
     changed_value, Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
 };

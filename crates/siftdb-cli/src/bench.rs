@@ -18,10 +18,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, fraction_of_device, group_digits,
-    measure_device, parse_count, run_phase, summary_table, DeviceBaseline, Engine, MemoryEngine,
-    Phase, PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine, Workload,
-    BLOCKS_READ_FROM_FILE, DEFAULT_DEPTHS,
+    check_before_run, check_phase_order, describe_run, device_fraction_line, measure_device,
+    parse_count, run_phase, summary_table, DeviceBaseline, Engine, MemoryEngine, Phase,
+    PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine, Workload, DEFAULT_DEPTHS,
 };
 
 /// Exit code when a phase failed its checks.
@@ -490,39 +489,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
 const DEVICE_SECONDS_PER_DEPTH: Duration = Duration::from_secs(3);
 
 /// Each read phase's data-block reads from files per second as a fraction
-/// of the device's reads per second at the phase's threads.
-/// multigetrandom keeps up to `batch` reads in flight per thread (at most
-/// `DEFAULT_MULTI_GET_IN_FLIGHT`): it is measured at that depth.
+/// of the device's reads per second at the phase's concurrency.
 fn device_fractions(reports: &[PhaseReport], device: &DeviceBaseline, batch: usize) -> String {
     let mut out = String::from(
         "of the device: data-block reads from files per second ÷ the device's reads per second at the phase's threads\n",
     );
     for r in reports.iter().filter(|r| r.phase != Phase::FillRandom) {
-        let from_file = r
-            .counters
-            .as_ref()
-            .and_then(|c| c.get(BLOCKS_READ_FROM_FILE))
-            .map(|c| c.delta.max(0).unsigned_abs());
-        let line = match from_file
-            .and_then(|reads| {
-                let in_flight = if r.phase == Phase::MultiGetRandom {
-                    r.threads * batch.min(siftdb::internals::options::DEFAULT_MULTI_GET_IN_FLIGHT)
-                } else {
-                    r.threads
-                };
-                fraction_of_device(reads, r.elapsed, in_flight, device).map(|f| (reads, f))
-            })
-        {
-            Some((reads, (depth, fraction))) => format!(
-                "  {:<14} {} threads: {} block reads from files, {:.3} of the device at {depth} in flight",
-                r.phase.name(),
-                r.threads,
-                group_digits(reads),
-                fraction
-            ),
-            None => format!("  {:<14} -", r.phase.name()),
-        };
-        out.push_str(&line);
+        out.push_str(&device_fraction_line(r, device, batch));
         out.push('\n');
     }
     out

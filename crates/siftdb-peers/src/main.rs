@@ -23,13 +23,17 @@ use serde_json::{json, Value};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, parse_count, raw_data_bytes, run_phase,
-    write_back_dirty_pages, Fit, NoProgress, Phase, RunOptions, Workload,
+    check_before_run, check_phase_order, describe_run, device_fraction_line, measure_device,
+    parse_count, raw_data_bytes, run_phase, write_back_dirty_pages, DeviceBaseline, Fit,
+    NoProgress, Phase, RunOptions, Workload, DEFAULT_DEPTHS,
 };
 use siftdb_peers::compare::{
     figures_table, median_rounds, ratio_table, ratios, round_ratio_table, Measured,
 };
 use siftdb_peers::{open_engine, PeerConfig, ENGINES};
+
+/// How long the device is read at each depth (`--device-baseline`).
+const DEVICE_SECONDS_PER_DEPTH: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Exit code when a phase failed its checks.
 const EXIT_CHECK_FAILED: u8 = 1;
@@ -137,6 +141,15 @@ struct Args {
     /// (drop the page cache between the two, or use --cold).
     #[arg(long, value_name = "DIR", conflicts_with = "dir")]
     keep_in: Option<PathBuf>,
+
+    /// Before the phases, measure the device: random 4 KiB positioned
+    /// reads (O_DIRECT, past the page cache) over the files of the kept
+    /// siftdb database (DIR/siftdb of --keep-in) at 1, 4, 16 and 32 reads
+    /// in flight; each siftdb read phase then also prints its data-block
+    /// reads from files per second as a fraction of the device's at its
+    /// concurrency.
+    #[arg(long, requires = "keep_in")]
+    device_baseline: bool,
 
     /// Also write one JSON object per line to FILE: a run header, every
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
@@ -320,6 +333,8 @@ struct Setup<'a> {
     args: &'a Args,
     workload: &'a Workload,
     options: &'a RunOptions,
+    /// The device measured before the phases (`--device-baseline`).
+    device: Option<&'a DeviceBaseline>,
 }
 
 /// Opens engine `name` on `dir`, runs `phases` against it (printing each
@@ -337,6 +352,7 @@ fn run_phases(
         args,
         workload,
         options,
+        device,
     } = setup;
     let engine = open_engine(name, dir.path(), &peer_config(args))?;
     match round {
@@ -376,6 +392,12 @@ fn run_phases(
         print!("{}", report.to_human());
         if let Some(cpu) = cpu_seconds {
             println!("    process CPU {cpu:.2} s (all threads)");
+        }
+        if let (Some(device), true) = (device, phase.is_read_only()) {
+            println!(
+                "    of the device:{}",
+                device_fraction_line(&report, device, options.batch)
+            );
         }
         let measured = Measured {
             report,
@@ -559,10 +581,24 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         }))?;
     }
 
+    let device = match (&args.keep_in, args.device_baseline) {
+        (Some(root), true) => {
+            let measured = measure_device(
+                &root.join("siftdb"),
+                &DEFAULT_DEPTHS,
+                DEVICE_SECONDS_PER_DEPTH,
+            )?;
+            print!("{}", measured.to_human());
+            println!();
+            Some(measured)
+        }
+        _ => None,
+    };
     let setup = Setup {
         args,
         workload: &workload,
         options: &options,
+        device: device.as_ref(),
     };
     let measured = run_rounds(setup, &mut json)?;
     let runs: Vec<(String, Vec<Measured>)> = args
