@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::timings::Timings;
 use crate::types::{NodeId, TypeConfig};
 
 /// Path of the append-entries RPC.
@@ -49,6 +50,7 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E
 pub struct Network {
     http: reqwest::Client,
     routes: Arc<std::collections::BTreeMap<NodeId, String>>,
+    timings: Option<Arc<Timings>>,
 }
 
 impl Network {
@@ -66,7 +68,14 @@ impl Network {
         Ok(Network {
             http,
             routes: Arc::new(routes),
+            timings: None,
         })
+    }
+
+    /// Times the append-entries round trips into `timings`.
+    pub fn timed(mut self, timings: Arc<Timings>) -> Network {
+        self.timings = Some(timings);
+        self
     }
 }
 
@@ -75,6 +84,7 @@ pub struct Connection {
     http: reqwest::Client,
     target: NodeId,
     addr: String,
+    timings: Option<Arc<Timings>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -85,6 +95,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             http: self.http.clone(),
             target,
             addr: self.routes.get(&target).unwrap_or(&node.addr).clone(),
+            timings: self.timings.clone(),
         }
     }
 }
@@ -170,6 +181,12 @@ impl RaftNetwork<TypeConfig> for Connection {
                 PayloadTooLarge::new_entries_hint(hint),
             ));
         }
+        // Heartbeats (no entries) are not round trips of the write path.
+        let _timer = self
+            .timings
+            .as_ref()
+            .filter(|_| !rpc.entries.is_empty())
+            .map(|t| t.replicate.start());
         self.send(APPEND, body, option.hard_ttl()).await
     }
 

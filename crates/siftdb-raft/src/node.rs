@@ -162,7 +162,8 @@ pub async fn run(
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
     let network = Network::new(Duration::from_millis(500), cfg.routes.clone())
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+        .map_err(|e| NodeError::Raft(e.to_string()))?
+        .timed(Arc::clone(&timings));
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
@@ -172,8 +173,8 @@ pub async fn run(
             raft: raft.clone(),
             reader,
             peers: cfg.nodes(),
-            timings,
-            proposer: Proposer::start(raft.clone()),
+            proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
+            timings: Arc::clone(&timings),
             dir: cfg.dir.clone(),
             retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             http: reqwest::Client::new(),
