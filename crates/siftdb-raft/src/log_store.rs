@@ -428,18 +428,11 @@ fn inclusive(start: Bound<u64>, end: Bound<u64>) -> Option<(u64, u64)> {
     (end >= start).then_some((start, end))
 }
 
-/// Entries in `[start, end)` (inclusive bounds made so), in index order:
+/// Entries in `start..=end`, in index order:
 /// the pending ones, read first, over the written ones — an entry moves
 /// from pending to written, never back, so reading pending first cannot
 /// miss it.
-fn read_range(
-    shared: &Shared,
-    start: Bound<u64>,
-    end: Bound<u64>,
-) -> Result<Vec<Entry<TypeConfig>>> {
-    let Some((start, end)) = inclusive(start, end) else {
-        return Ok(Vec::new());
-    };
+fn read_range(shared: &Shared, start: u64, end: u64) -> Result<Vec<Entry<TypeConfig>>> {
     let mut out: BTreeMap<u64, Entry<TypeConfig>> = shared
         .pending
         .read()
@@ -457,19 +450,12 @@ fn read_range(
     Ok(out.into_values().collect())
 }
 
-/// The entries of `start..end` when every one of them is pending, read
+/// The entries of `start..=end` when every one of them is pending, read
 /// without the database: the pending entries are the newest part of the
 /// log, without a gap (an append group leaves the map whole, in append
 /// order, and a truncation first waits until the map is empty), so a range
 /// starting at or after the first pending index lies in the map entirely.
-fn read_pending(
-    shared: &Shared,
-    start: Bound<u64>,
-    end: Bound<u64>,
-) -> Option<Vec<Entry<TypeConfig>>> {
-    let Some((start, end)) = inclusive(start, end) else {
-        return Some(Vec::new());
-    };
+fn read_pending(shared: &Shared, start: u64, end: u64) -> Option<Vec<Entry<TypeConfig>>> {
     let pending = shared.pending.read();
     let first = *pending.keys().next()?;
     (start >= first).then(|| pending.range(start..=end).map(|(_, e)| e.clone()).collect())
@@ -479,12 +465,17 @@ async fn read_entries<RB: RangeBounds<u64>>(
     shared: &Arc<Shared>,
     range: RB,
 ) -> StorageResult<Vec<Entry<TypeConfig>>> {
-    let (start, end) = (range.start_bound().cloned(), range.end_bound().cloned());
+    let Some((start, end)) = inclusive(range.start_bound().cloned(), range.end_bound().cloned())
+    else {
+        return Ok(Vec::new());
+    };
     // The leader's replication mostly asks for entries just appended: no
     // trip to a blocking thread for them.
-    if let Some(entries) = read_pending(shared, start, end) {
+    {
         let _timer = shared.timings.log_read.start();
-        return Ok(entries);
+        if let Some(entries) = read_pending(shared, start, end) {
+            return Ok(entries);
+        }
     }
     let shared = Arc::clone(shared);
     blocking(move || {
