@@ -435,6 +435,7 @@ impl ApiState {
 }
 
 async fn write(State(api): State<ApiState>, body: Bytes) -> Response {
+    let _timer = api.timings.write_request.start();
     match decode_body::<Request>(&body) {
         Ok(req) => encode_body(&api.write(req).await),
         Err(e) => bad_body(e),

@@ -19,6 +19,7 @@
 //! `docs/replication.md`.
 
 pub mod api;
+pub mod bench;
 pub mod client;
 pub mod codec;
 pub mod log_store;

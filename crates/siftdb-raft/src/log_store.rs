@@ -38,10 +38,13 @@
 //! indexes one ordered scan, and the last entry at open one backward step.
 //! The bounds of the log are kept in memory, so no scan is needed to answer
 //! openraft's log state. The committed index is a hint openraft
-//! re-applies up to at start: it is written without fsync (it would add an
-//! fsync to the commit path), reaches the disk with the next synced write,
-//! and a stale value after a power cut only means fewer entries re-applied
-//! before the leader's next message.
+//! re-applies up to at start: `save_committed` only queues it to the writer
+//! thread (openraft awaits it before it applies what was committed, so
+//! writing it there would hold up every answer by a write and two thread
+//! hand-offs); the writer puts it into the next group of appends, or, with
+//! none queued, writes it alone without fsync. It reaches the disk with
+//! the next synced write, and a stale value after a power cut only means
+//! fewer entries re-applied before the leader's next message.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -100,6 +103,8 @@ enum Job {
         ids: Vec<LogId<NodeId>>,
         callback: LogFlushed<TypeConfig>,
     },
+    /// The committed index (a hint), written with the next group.
+    Committed(Vec<u8>),
     /// Answered once every earlier job is written.
     Barrier(tokio::sync::oneshot::Sender<Result<()>>),
 }
@@ -118,6 +123,8 @@ pub struct LogStore {
     last_purged: Option<LogId<NodeId>>,
     /// When set, a purge waits until the state machine holds what it removes.
     gate: Option<PurgeGate>,
+    /// The committed id last saved (queued, perhaps not yet written).
+    committed: Option<Option<LogId<NodeId>>>,
 }
 
 /// How far a node's state machine has applied, published by it (see
@@ -217,6 +224,7 @@ impl LogStore {
             last_present,
             last_purged,
             gate: None,
+            committed: None,
         })
     }
 
@@ -292,6 +300,8 @@ fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
         let mut group = WriteBatch::new();
         let mut written: Vec<(Vec<LogId<NodeId>>, LogFlushed<TypeConfig>)> = Vec::new();
         let mut barriers = Vec::new();
+        // The last committed id queued: earlier ones are superseded.
+        let mut committed = None;
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
@@ -303,6 +313,7 @@ fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
                     group.append(&batch);
                     written.push((ids, callback));
                 }
+                Job::Committed(value) => committed = Some(value),
                 Job::Barrier(tx) => {
                     barriers.push(tx);
                     // Appends queued after a barrier are written after it.
@@ -321,8 +332,21 @@ fn write_loop(shared: &Shared, jobs: &mpsc::Receiver<Job>) {
             Ok(())
         } else {
             let _timer = shared.timings.log_append.start();
+            if let Some(value) = committed.take() {
+                group.put_in(&shared.meta, codec::KEY_COMMITTED, value);
+            }
             shared.write_synced(group)
         };
+        if let Some(value) = committed {
+            // No append to ride on: written alone, not synced (a hint).
+            let _timer = shared.timings.committed.start();
+            let mut batch = WriteBatch::new();
+            batch.put_in(&shared.meta, codec::KEY_COMMITTED, value);
+            if let Err(e) = shared.db.write_with(batch, WriteOptions::new().sync(false)) {
+                // The next synced write fails the same way, and reports it.
+                tracing::warn!("writing the committed index: {e}");
+            }
+        }
         match &result {
             Ok(()) => {
                 let mut pending = shared.pending.write();
@@ -389,31 +413,26 @@ fn decode_entry(index: u64, value: &[u8]) -> Result<Entry<TypeConfig>> {
     Ok(entry)
 }
 
-/// Entries in `[start, end)` (inclusive bounds made so), in index order:
-/// the pending ones, read first, over the written ones — an entry moves
-/// from pending to written, never back, so reading pending first cannot
-/// miss it.
-fn read_range(
-    shared: &Shared,
-    start: Bound<u64>,
-    end: Bound<u64>,
-) -> Result<Vec<Entry<TypeConfig>>> {
+/// `start..end` as inclusive bounds; `None` when it holds no index.
+fn inclusive(start: Bound<u64>, end: Bound<u64>) -> Option<(u64, u64)> {
     let start = match start {
         Bound::Included(i) => Some(i),
         Bound::Excluded(i) => i.checked_add(1),
         Bound::Unbounded => Some(0),
-    };
-    let Some(start) = start else {
-        return Ok(Vec::new());
-    };
-    let end_included = match end {
+    }?;
+    let end = match end {
         Bound::Included(i) => Some(i),
         Bound::Excluded(i) => i.checked_sub(1),
         Bound::Unbounded => Some(u64::MAX),
-    };
-    let Some(end) = end_included.filter(|&e| e >= start) else {
-        return Ok(Vec::new());
-    };
+    }?;
+    (end >= start).then_some((start, end))
+}
+
+/// Entries in `start..=end`, in index order:
+/// the pending ones, read first, over the written ones — an entry moves
+/// from pending to written, never back, so reading pending first cannot
+/// miss it.
+fn read_range(shared: &Shared, start: u64, end: u64) -> Result<Vec<Entry<TypeConfig>>> {
     let mut out: BTreeMap<u64, Entry<TypeConfig>> = shared
         .pending
         .read()
@@ -431,11 +450,33 @@ fn read_range(
     Ok(out.into_values().collect())
 }
 
+/// The entries of `start..=end` when every one of them is pending, read
+/// without the database: the pending entries are the newest part of the
+/// log, without a gap (an append group leaves the map whole, in append
+/// order, and a truncation first waits until the map is empty), so a range
+/// starting at or after the first pending index lies in the map entirely.
+fn read_pending(shared: &Shared, start: u64, end: u64) -> Option<Vec<Entry<TypeConfig>>> {
+    let pending = shared.pending.read();
+    let first = *pending.keys().next()?;
+    (start >= first).then(|| pending.range(start..=end).map(|(_, e)| e.clone()).collect())
+}
+
 async fn read_entries<RB: RangeBounds<u64>>(
     shared: &Arc<Shared>,
     range: RB,
 ) -> StorageResult<Vec<Entry<TypeConfig>>> {
-    let (start, end) = (range.start_bound().cloned(), range.end_bound().cloned());
+    let Some((start, end)) = inclusive(range.start_bound().cloned(), range.end_bound().cloned())
+    else {
+        return Ok(Vec::new());
+    };
+    // The leader's replication mostly asks for entries just appended: no
+    // trip to a blocking thread for them.
+    {
+        let _timer = shared.timings.log_read.start();
+        if let Some(entries) = read_pending(shared, start, end) {
+            return Ok(entries);
+        }
+    }
     let shared = Arc::clone(shared);
     blocking(move || {
         let _timer = shared.timings.log_read.start();
@@ -509,27 +550,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
         let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Write);
-        let mut batch = WriteBatch::new();
-        batch.put_in(
-            &self.shared.meta,
-            codec::KEY_COMMITTED,
-            encode(&committed, "committed log id").map_err(err)?,
-        );
-        let shared = Arc::clone(&self.shared);
-        blocking(move || {
-            let _timer = shared.timings.committed.start();
-            // Not synced: a hint (see the module documentation).
-            shared
-                .db
-                .write_with(batch, WriteOptions::new().sync(false))
-                .map_err(Error::from)
-        })
-        .await
-        .map_err(err)
+        let value = encode(&committed, "committed log id").map_err(err)?;
+        // Queued, not awaited: openraft awaits this before it applies what
+        // was committed, and a hint need not hold up the answers (see the
+        // module documentation).
+        self.queue
+            .send(Job::Committed(value))
+            .map_err(|_| err(Error::Task("log writer stopped".into())))?;
+        self.committed = Some(committed);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
         let err = |e: Error| e.storage(ErrorSubject::Store, ErrorVerb::Read);
+        if let Some(committed) = self.committed {
+            return Ok(committed);
+        }
         match self
             .shared
             .meta

@@ -7,17 +7,16 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use siftdb_raft::api::MembershipChange;
+use siftdb_raft::bench;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
-use siftdb_raft::timings::TimingsReport;
 use siftdb_raft::tls::{write_local_pki, ClientAuth, TlsFiles};
-use siftdb_raft::{Command, NodeId, Op, Request};
+use siftdb_raft::{Command, NodeId};
 
 #[derive(Parser)]
 #[command(name = "siftdb-raft", about = "siftdb replicated with openraft")]
@@ -118,20 +117,34 @@ enum Cmd {
         #[command(flatten)]
         cluster: ClusterArg,
     },
-    /// Measures replicated write throughput: CLIENTS tasks, each sending
-    /// batches of BATCH puts until WRITES puts are acknowledged.
+    /// Measures replicated write throughput and latency: CLIENTS tasks,
+    /// each sending commands of BATCH puts, one at a time, until WRITES
+    /// puts are acknowledged (or for SECONDS); per configuration the
+    /// puts/s, each command's p50/p99 latency and where the time went on
+    /// the leader.
     Bench {
         #[command(flatten)]
         cluster: ClusterArg,
-        /// Puts in all.
+        /// Puts in all, per configuration.
         #[arg(long, default_value_t = 200_000)]
         writes: u64,
-        /// Puts per command (one raft entry).
+        /// Run each configuration this many seconds instead of WRITES puts.
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Puts per command.
         #[arg(long, default_value_t = 100)]
         batch: u64,
         /// Concurrent client tasks.
         #[arg(long, default_value_t = 8)]
         clients: u64,
+        /// Configurations run one after another, `CLIENTSxBATCH,...` (like
+        /// `1x1,8x1,64x1,64x16`), instead of --clients and --batch.
+        #[arg(long, value_delimiter = ',')]
+        configs: Vec<bench::Config>,
+        /// Also print each node's storage calls (count, time, share of the
+        /// wall time).
+        #[arg(long)]
+        storage: bool,
         /// Bytes per value.
         #[arg(long, default_value_t = 100)]
         value_size: usize,
@@ -244,6 +257,11 @@ struct ServeArgs {
     /// peers not authenticated. Refused without this.
     #[arg(long)]
     insecure: bool,
+    /// Async worker threads (default: one per core). Nodes sharing a
+    /// machine do better with fewer: `cluster` divides the cores among its
+    /// nodes.
+    #[arg(long)]
+    workers: Option<usize>,
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -331,6 +349,11 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16, tls: bool) -> Result<
         None
     };
     let scheme = if tls { "https" } else { "http" };
+    // Nodes on one machine share its cores: a node with a worker per core
+    // each would hand its tasks between more threads than there are cores
+    // (on 2 cores, 3 nodes of 1 worker put 1.4-1.9x more than 3 of 2).
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let workers = (cores / usize::try_from(nodes).unwrap_or(usize::MAX).max(1)).max(1);
     let mut children = Vec::new();
     for (id, addr) in &addrs {
         let mut cmd = tokio::process::Command::new(&exe);
@@ -341,6 +364,8 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16, tls: bool) -> Result<
             .arg(dir.join(format!("node-{id}")))
             .arg("--listen")
             .arg(addr)
+            .arg("--workers")
+            .arg(workers.to_string())
             .kill_on_drop(true);
         for (pid, paddr) in &addrs {
             cmd.arg("--peer").arg(format!("{pid}={paddr}"));
@@ -405,133 +430,47 @@ async fn cluster(dir: PathBuf, nodes: u64, base_port: u16, tls: bool) -> Result<
     Ok(())
 }
 
-fn share(delta: (u64, u64), wall: Duration) -> String {
-    let secs = delta.1 as f64 / 1e9;
-    format!(
-        "{:>8} calls {:>9.3} s {:>5.1}% of wall",
-        delta.0,
-        secs,
-        100.0 * secs / wall.as_secs_f64().max(1e-9)
-    )
-}
-
-fn sub(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
-    (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1))
-}
-
-fn print_breakdown(label: &str, before: &TimingsReport, after: &TimingsReport, wall: Duration) {
-    println!("{label}:");
-    let rows = [
-        (
-            "log append (synced)",
-            sub(after.log_append, before.log_append),
-        ),
-        (
-            "log vote/purge/truncate",
-            sub(after.log_other, before.log_other),
-        ),
-        ("committed index", sub(after.committed, before.committed)),
-        ("log reads", sub(after.log_read, before.log_read)),
-        ("state machine apply", sub(after.apply, before.apply)),
-        (
-            "snapshot build",
-            sub(after.snapshot_build, before.snapshot_build),
-        ),
-        (
-            "snapshot install",
-            sub(after.snapshot_install, before.snapshot_install),
-        ),
-    ];
-    let mut total = 0u64;
-    for (name, d) in rows {
-        total += d.1;
-        println!("  {name:<24} {}", share(d, wall));
-    }
-    println!("  {:<24} {}", "siftdb, all", share((0, total), wall));
-}
-
-async fn bench(
-    cluster: ClusterArg,
-    writes: u64,
-    batch: u64,
-    clients: u64,
+/// What `bench` was asked for.
+struct BenchArgs {
+    configs: Vec<bench::Config>,
+    length: bench::Length,
     value_size: usize,
     sessionless: bool,
-) -> Result<(), String> {
+    storage: bool,
+}
+
+async fn run_bench(cluster: ClusterArg, args: BenchArgs) -> Result<(), String> {
     let c = Arc::new(client(cluster)?);
-    // A node that does not answer (stopped, restarting) has no breakdown.
-    let statuses = |c: Arc<Client>| async move {
-        let mut out = Vec::new();
-        for addr in c.nodes() {
-            out.push(c.status(addr).await.ok());
-        }
-        out
-    };
-    // One write finds the leader and warms the connections.
-    c.write(&Command::Put {
-        key: b"bench-warmup".to_vec(),
-        value: vec![],
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    let before = statuses(Arc::clone(&c)).await;
-    let next = Arc::new(AtomicU64::new(0));
-    let value = vec![b'v'; value_size];
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (c, next, value) = (Arc::clone(&c), Arc::clone(&next), value.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let first = next.fetch_add(batch, Ordering::Relaxed);
-                if first >= writes {
-                    return Ok::<(), String>(());
-                }
-                let ops = (first..(first + batch).min(writes))
-                    .map(|i| Op::Put {
-                        key: format!("bench-{i:012}").into_bytes(),
-                        value: value.clone(),
-                    })
-                    .collect();
-                let cmd = Command::Batch(ops);
-                if sessionless {
-                    c.write_request(&Request::unsessioned(cmd)).await
-                } else {
-                    c.write(&cmd).await
-                }
-                .map_err(|e| e.to_string())?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())??;
-    }
-    let wall = start.elapsed();
-    let after = statuses(Arc::clone(&c)).await;
-    let commands = writes.div_ceil(batch.max(1));
     println!(
-        "{writes} puts in {commands} commands ({batch} puts each, {value_size}-byte values, {}) from {clients} clients: {:.3} s, {:.0} puts/s, {:.0} commands/s",
-        if sessionless { "no sessions" } else { "client sessions" },
-        wall.as_secs_f64(),
-        writes as f64 / wall.as_secs_f64(),
-        commands as f64 / wall.as_secs_f64()
-    );
-    for ((addr, b), a) in c.nodes().iter().zip(&before).zip(&after) {
-        let (Some(b), Some(a)) = (b, a) else {
-            println!("{addr}: no status before and after the run");
-            continue;
-        };
-        let role = if a.state == "Leader" {
-            "leader"
+        "{}-byte values, {}; p50/p99: each command's latency at the client",
+        args.value_size,
+        if args.sessionless {
+            "no client sessions"
         } else {
-            "follower"
-        };
-        print_breakdown(
-            &format!("node {} ({role})", a.id),
-            &b.timings,
-            &a.timings,
-            wall,
-        );
+            "client sessions (exactly-once)"
+        }
+    );
+    let mut first_key = 0u64;
+    for config in args.configs {
+        let outcome = bench::run(
+            &c,
+            config,
+            args.length,
+            args.value_size,
+            args.sessionless,
+            first_key,
+        )
+        .await?;
+        // Past every key this configuration may have taken.
+        first_key = first_key
+            .saturating_add(outcome.puts)
+            .saturating_add(config.batch.saturating_mul(config.clients));
+        println!("{}", bench::header());
+        println!("{}", bench::row(&outcome));
+        println!("{}", bench::breakdown(&outcome));
+        if args.storage {
+            print!("{}", bench::storage(&outcome));
+        }
     }
     Ok(())
 }
@@ -625,20 +564,37 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Bench {
             cluster,
             writes,
+            seconds,
             batch,
             clients,
+            configs,
+            storage,
             value_size,
             sessionless,
-        } => bench(
-            cluster,
-            writes,
-            batch.max(1),
-            clients.max(1),
-            value_size,
-            sessionless,
-        )
-        .await
-        .map(|()| ExitCode::SUCCESS),
+        } => {
+            let configs = if configs.is_empty() {
+                vec![bench::Config {
+                    clients: clients.max(1),
+                    batch: batch.max(1),
+                }]
+            } else {
+                configs
+            };
+            let length = match seconds {
+                Some(s) => bench::Length::Time(
+                    Duration::try_from_secs_f64(s).map_err(|e| format!("--seconds {s}: {e}"))?,
+                ),
+                None => bench::Length::Puts(writes),
+            };
+            let args = BenchArgs {
+                configs,
+                length,
+                value_size,
+                sessionless,
+                storage,
+            };
+            run_bench(cluster, args).await.map(|()| ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -651,10 +607,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Cmd::Serve(ServeArgs {
+        workers: Some(n), ..
+    }) = &cli.command
     {
+        builder.worker_threads((*n).max(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("siftdb-raft: error: {e}");

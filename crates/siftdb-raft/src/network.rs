@@ -35,6 +35,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::tls::{ClientAuth, TlsError};
+use crate::timings::Timings;
 use crate::types::{NodeId, TypeConfig};
 
 /// Path of the append-entries RPC.
@@ -52,6 +53,7 @@ pub struct Network {
     http: reqwest::Client,
     scheme: &'static str,
     routes: Arc<std::collections::BTreeMap<NodeId, String>>,
+    timings: Option<Arc<Timings>>,
 }
 
 impl Network {
@@ -73,7 +75,14 @@ impl Network {
             http,
             scheme: auth.scheme(),
             routes: Arc::new(routes),
+            timings: None,
         })
+    }
+
+    /// Times the append-entries round trips into `timings`.
+    pub fn timed(mut self, timings: Arc<Timings>) -> Network {
+        self.timings = Some(timings);
+        self
     }
 }
 
@@ -83,6 +92,7 @@ pub struct Connection {
     scheme: &'static str,
     target: NodeId,
     addr: String,
+    timings: Option<Arc<Timings>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -94,6 +104,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             scheme: self.scheme,
             target,
             addr: self.routes.get(&target).unwrap_or(&node.addr).clone(),
+            timings: self.timings.clone(),
         }
     }
 }
@@ -179,6 +190,12 @@ impl RaftNetwork<TypeConfig> for Connection {
                 PayloadTooLarge::new_entries_hint(hint),
             ));
         }
+        // Heartbeats (no entries) are not round trips of the write path.
+        let _timer = self
+            .timings
+            .as_ref()
+            .filter(|_| !rpc.entries.is_empty())
+            .map(|t| t.replicate.start());
         self.send(APPEND, body, option.hard_ttl()).await
     }
 

@@ -204,7 +204,8 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))??;
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
-    let network = Network::new(Duration::from_millis(500), cfg.routes.clone(), &peer_auth)?;
+    let network = Network::new(Duration::from_millis(500), cfg.routes.clone(), &peer_auth)?
+        .timed(Arc::clone(&timings));
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
@@ -214,8 +215,8 @@ pub async fn run(
             raft: raft.clone(),
             reader,
             peers: cfg.nodes(),
-            timings,
-            proposer: Proposer::start(raft.clone()),
+            proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
+            timings: Arc::clone(&timings),
             dir: cfg.dir.clone(),
             retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             http: peer_auth.http_client(reqwest::Client::builder())?,

@@ -17,12 +17,14 @@
 //! cut a proposal past [`MAX_PROPOSAL_BYTES`] + one command.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
+use crate::timings::Timings;
 use crate::types::{
     Proposal, Request, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
 };
@@ -71,9 +73,14 @@ pub enum WriteReply {
     },
 }
 
-/// A queued command, its answer and its share of [`QUEUE_BYTES`] (given
-/// back when its proposal is answered).
-type Waiter = (Request, oneshot::Sender<WriteReply>, OwnedSemaphorePermit);
+/// A queued command, its answer, its share of [`QUEUE_BYTES`] (given
+/// back when its proposal is answered) and when it was queued.
+type Waiter = (
+    Request,
+    oneshot::Sender<WriteReply>,
+    OwnedSemaphorePermit,
+    Instant,
+);
 
 /// The queue in front of a node's raft; clones share it.
 #[derive(Clone)]
@@ -83,10 +90,11 @@ pub struct Proposer {
 }
 
 impl Proposer {
-    /// Starts the proposing task for `raft` on the current runtime.
-    pub fn start(raft: Raft<TypeConfig>) -> Proposer {
+    /// Starts the proposing task for `raft` on the current runtime; the
+    /// queue waits and proposals are timed into `timings`.
+    pub fn start(raft: Raft<TypeConfig>, timings: Arc<Timings>) -> Proposer {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx));
+        tokio::spawn(run(raft, rx, timings));
         Proposer {
             queue,
             room: Arc::new(Semaphore::new(QUEUE_BYTES as usize)),
@@ -105,7 +113,7 @@ impl Proposer {
             };
         };
         let (tx, rx) = oneshot::channel();
-        if self.queue.send((req, tx, room)).is_err() {
+        if self.queue.send((req, tx, room, Instant::now())).is_err() {
             return WriteReply::Unavailable {
                 error: "proposer stopped".into(),
             };
@@ -116,7 +124,11 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
+async fn run(
+    raft: Raft<TypeConfig>,
+    mut rx: mpsc::UnboundedReceiver<Waiter>,
+    timings: Arc<Timings>,
+) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     loop {
         // A slot first: while every slot is busy, commands gather in `rx`.
@@ -138,12 +150,15 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
             }
         }
         let raft = raft.clone();
+        let timings = Arc::clone(&timings);
         tokio::spawn(async move {
             let count = group.len();
             let mut requests = Vec::with_capacity(count);
             let mut waiters = Vec::with_capacity(count);
             let mut room = Vec::with_capacity(count);
-            for (request, waiter, bytes) in group {
+            let cut = Instant::now();
+            for (request, waiter, bytes, queued) in group {
+                timings.write_queued.add(cut.duration_since(queued));
                 requests.push(request);
                 waiters.push(waiter);
                 room.push(bytes);
@@ -153,11 +168,13 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Waiter>) {
             let time_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let timer = timings.proposal.start();
             let result = tokio::time::timeout(
                 PROPOSAL_TIMEOUT,
                 raft.client_write(Proposal { time_ms, requests }),
             )
             .await;
+            drop(timer);
             drop(permit);
             drop(room);
             let Ok(result) = result else {

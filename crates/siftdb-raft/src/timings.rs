@@ -1,5 +1,7 @@
-//! Where a node's storage time goes: cumulative wall time of the siftdb
-//! calls on the raft paths, for the throughput breakdown (`/api/metrics`,
+//! Where a node's time goes: cumulative wall time of the siftdb calls on
+//! the raft paths and of the stages of the write path (a request in the
+//! api, its wait for a proposal, the proposal until applied, a replication
+//! round trip), for the throughput breakdown (`/api/metrics`,
 //! `siftdb-raft bench`).
 //!
 //! Owns: [`Timings`], a set of relaxed atomic counters, and [`Timer`].
@@ -26,6 +28,13 @@ impl Counter {
         }
     }
 
+    /// Adds one call that took `elapsed` (measured elsewhere).
+    pub fn add(&self, elapsed: std::time::Duration) {
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
     /// (calls, total nanoseconds).
     pub fn get(&self) -> (u64, u64) {
         (
@@ -43,13 +52,11 @@ pub struct Timer<'a> {
 
 impl Drop for Timer<'_> {
     fn drop(&mut self) {
-        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.counter.calls.fetch_add(1, Ordering::Relaxed);
-        self.counter.nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.counter.add(self.start.elapsed());
     }
 }
 
-/// The storage calls of one node.
+/// The storage calls and write-path stages of one node.
 #[derive(Debug, Default)]
 pub struct Timings {
     /// Synced log appends (one siftdb batch each).
@@ -66,6 +73,17 @@ pub struct Timings {
     pub snapshot_build: Counter,
     /// Snapshot installs (load + the synced switch).
     pub snapshot_install: Counter,
+    /// Write requests in the api, from the decoded request to the reply
+    /// (the node's share of a client's write latency).
+    pub write_request: Counter,
+    /// A command's wait in the proposer's queue until a proposal takes it.
+    pub write_queued: Counter,
+    /// Proposals (one raft entry each), from `client_write` until applied
+    /// on this node: append, replication to a majority, commit, apply.
+    pub proposal: Counter,
+    /// Append-entries round trips to a follower (send until answered; the
+    /// follower's append and fsync included), on the leader.
+    pub replicate: Counter,
 }
 
 /// A plain copy of [`Timings`]: (calls, nanoseconds) per kind.
@@ -85,6 +103,14 @@ pub struct TimingsReport {
     pub snapshot_build: (u64, u64),
     /// See [`Timings::snapshot_install`].
     pub snapshot_install: (u64, u64),
+    /// See [`Timings::write_request`].
+    pub write_request: (u64, u64),
+    /// See [`Timings::write_queued`].
+    pub write_queued: (u64, u64),
+    /// See [`Timings::proposal`].
+    pub proposal: (u64, u64),
+    /// See [`Timings::replicate`].
+    pub replicate: (u64, u64),
 }
 
 impl Timings {
@@ -98,6 +124,10 @@ impl Timings {
             apply: self.apply.get(),
             snapshot_build: self.snapshot_build.get(),
             snapshot_install: self.snapshot_install.get(),
+            write_request: self.write_request.get(),
+            write_queued: self.write_queued.get(),
+            proposal: self.proposal.get(),
+            replicate: self.replicate.get(),
         }
     }
 }
