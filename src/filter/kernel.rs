@@ -19,9 +19,7 @@ use crate::filter::simd::{self, Isa};
 
 /// A single-key query kernel: whether a hash may be in a filter's lines.
 /// `unsafe` because the vector kernels run only on a CPU with their
-/// features ([`LineTest`] stores only kernels of the detected set) and the
-/// one-round kernels index without a bounds check (the lines must not be
-/// empty).
+/// features; [`LineTest`] stores only kernels of the detected set.
 type ContainsKernel = unsafe fn(&[[u8; LINE_BYTES]], u64, Probes) -> bool;
 /// A single-key insert kernel: sets a hash's probes in a filter's lines.
 type InsertKernel = unsafe fn(&mut [Line], u64, Probes);
@@ -78,15 +76,8 @@ impl LineTest {
     /// line's index, its address and its test in one call of the kernel.
     #[inline(always)]
     pub(crate) fn contains_hash(&self, lines: &[[u8; LINE_BYTES]], hash: u64) -> bool {
-        // Unreachable for a filter or a parsed block (both have a line at
-        // least); failing open keeps it safe. Tested here, inlined into the
-        // caller, not in the kernel: a caller's loop over one filter hoists
-        // it, and the kernel indexes without a bounds check.
-        if lines.is_empty() {
-            return true;
-        }
         // SAFETY: `with_isa` stored a kernel of `isa`, this CPU's (or one it
-        // also runs), for `probes`' number of rounds; `lines` is not empty.
+        // also runs), for `probes`' number of rounds.
         unsafe { (self.contains)(lines, hash, self.probes) }
     }
 
@@ -94,10 +85,6 @@ impl LineTest {
     /// the kernel.
     #[inline(always)]
     pub(crate) fn insert_hash(&self, lines: &mut [Line], hash: u64) {
-        // As in `contains_hash`: nothing to set in no line.
-        if lines.is_empty() {
-            return;
-        }
         // SAFETY: as in `contains_hash`.
         unsafe { (self.insert)(lines, hash, self.probes) }
     }

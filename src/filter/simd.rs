@@ -330,27 +330,6 @@ fn line_add_mask_avx2(line: &mut [u8; LINE_BYTES], mask: [__m256i; 2]) {
     }
 }
 
-/// The line `hash` picks among `lines` ([`crate::filter::line::line_index`]),
-/// without a bounds check: the single-key kernels' index, so a query's
-/// only branch on the line count is the caller's `is_empty` test, which a
-/// caller's loop hoists out (`LineTest::contains_hash`).
-/// # Safety
-/// `lines` must not be empty.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn line_of<T>(lines: &[T], hash: u64) -> *const T {
-    let count = lines.len() as u64;
-    // `hi < 2³²`. For `count ≤ 2³²` the product does not wrap and
-    // `⌊hi · count / 2³²⌋ < count`; for a larger count the shifted product
-    // is below 2³² < count. Either way the index is below `count` for any
-    // `count ≥ 1` (the caller's promise), and equals `line_index` for every
-    // count a filter can have (at most 2³² − 1 lines).
-    // (x86-64 only: the cast to usize is lossless.)
-    let index = ((hash >> 32).wrapping_mul(count) >> 32) as usize;
-    // SAFETY: `index < lines.len()` (above), so the pointer is inside the slice.
-    unsafe { lines.as_ptr().add(index) }
-}
-
 /// The probe mask of a filter whose probes fit one round (`k ≤ 8`):
 /// [`sectored_mask_avx2`] without the test for more rounds.
 #[cfg(target_arch = "x86_64")]
@@ -364,11 +343,10 @@ fn one_round_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
     sectored_round_avx2(spread, first, probes.first_round_words(sector_start(x)))
 }
 
-/// The single-key query for `k ≤ 8` with AVX2: the line by [`line_of`].
+/// The single-key query for `k ≤ 8` with AVX2 (see [`answer_hash`]).
 /// # Safety
-/// The CPU must support AVX2; `lines` must not be empty; `k` must be one
-/// round ([`Probes::one_round`]), or the probes past the first are not
-/// tested.
+/// The CPU must support AVX2; `k` must be one round
+/// ([`Probes::one_round`]), or the probes past the first are not tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn contains_hash_avx2_one_round(
@@ -376,22 +354,20 @@ pub(crate) unsafe fn contains_hash_avx2_one_round(
     hash: u64,
     k: Probes,
 ) -> bool {
-    // SAFETY: `lines` is not empty (this kernel's contract); the pointer
-    // is to one of its lines, borrowed as `lines` is.
-    let line = unsafe { &*line_of(lines, hash) };
-    line_has_mask_avx2(line, one_round_mask_avx2(hash, k))
+    answer_hash(lines, hash, |line, hash| {
+        line_has_mask_avx2(line, one_round_mask_avx2(hash, k))
+    })
 }
 
-/// The single-key insert for `k ≤ 8` with AVX2: the line by [`line_of`].
+/// The single-key insert for `k ≤ 8` with AVX2 (see [`add_hash`]).
 /// # Safety
 /// As [`contains_hash_avx2_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], hash: u64, k: Probes) {
-    // SAFETY: as in `contains_hash_avx2_one_round`; the line is borrowed
-    // mutably as `lines` is.
-    let line = unsafe { &mut *line_of(lines, hash).cast_mut() };
-    line_add_mask_avx2(&mut line.0, one_round_mask_avx2(hash, k));
+    add_hash(lines, hash, |line, hash| {
+        line_add_mask_avx2(line, one_round_mask_avx2(hash, k))
+    });
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -510,12 +486,14 @@ fn one_round_avx512(hash: u64, probes: Probes) -> (__m512i, __mmask8) {
     (_mm512_rolv_epi64(_mm512_set1_epi64(1), bits), words)
 }
 
-/// The single-key query for `k ≤ 8` with AVX-512 (the line by [`line_of`]):
-/// one masked test of the line against [`one_round_avx512`].
+/// The single-key query for `k ≤ 8` with AVX-512 (see [`answer_hash`]):
+/// one masked test of the line against [`one_round_avx512`]. The bounds
+/// check stays: without it the index was computed after the probe bits
+/// and the line's load started later, slower from memory (docs/design.md,
+/// "The filter's layout and kernels").
 /// # Safety
-/// The CPU must support AVX-512 F and VL; `lines` must not be empty; `k`
-/// must be one round ([`Probes::one_round`]), or the probes past the first
-/// are not tested.
+/// The CPU must support AVX-512 F and VL; `k` must be one round
+/// ([`Probes::one_round`]), or the probes past the first are not tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn contains_hash_avx512_one_round(
@@ -523,30 +501,31 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
     hash: u64,
     k: Probes,
 ) -> bool {
-    let (probe, words) = one_round_avx512(hash, k);
-    // SAFETY: `lines` is not empty (this kernel's contract), so the line
-    // `line_of` points to is 64 readable bytes; the load has no alignment
-    // need.
-    let have = unsafe { _mm512_loadu_si512(line_of(lines, hash).cast()) };
-    // A kept lane holds one probe bit: it is missing when `have & probe`
-    // is zero.
-    _mm512_mask_testn_epi64_mask(words, have, probe) == 0
+    answer_hash(lines, hash, |line, hash| {
+        let (probe, words) = one_round_avx512(hash, k);
+        // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
+        let have = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
+        // A kept lane holds one probe bit: it is missing when `have & probe`
+        // is zero.
+        _mm512_mask_testn_epi64_mask(words, have, probe) == 0
+    })
 }
 
-/// The single-key insert for `k ≤ 8` with AVX-512 (the line by [`line_of`]): the
+/// The single-key insert for `k ≤ 8` with AVX-512 (see [`add_hash`]): the
 /// line ORed with [`one_round_avx512`]'s probes in the kept lanes.
 /// # Safety
 /// As [`contains_hash_avx512_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
-    let (probe, words) = one_round_avx512(hash, k);
-    // SAFETY: `lines` is not empty (this kernel's contract), so the line
-    // `line_of` points to is 64 bytes of `lines`, borrowed mutably, readable
-    // and writable; neither access needs alignment.
-    unsafe {
-        let place = line_of(lines, hash).cast_mut().cast::<__m512i>();
-        let have = _mm512_loadu_si512(place);
-        _mm512_storeu_si512(place, _mm512_mask_or_epi64(have, words, have, probe));
-    }
+    add_hash(lines, hash, |line, hash| {
+        let (probe, words) = one_round_avx512(hash, k);
+        let place = line.as_mut_ptr().cast::<__m512i>();
+        // SAFETY: `line` is 64 bytes, readable and writable; neither access
+        // needs alignment.
+        unsafe {
+            let have = _mm512_loadu_si512(place);
+            _mm512_storeu_si512(place, _mm512_mask_or_epi64(have, words, have, probe));
+        }
+    });
 }
