@@ -44,6 +44,9 @@
 //! `SIFTDB_BENCH_COMPARE=1` runs only the single-key comparison the issue
 //! asks for (see `compare`): the four filters built and queried one key at a
 //! time in one process, in turn, medians and ratios to sbbf-rs-safe.
+//! `SIFTDB_BENCH_PAIRED=1` runs siftdb against sbbf-rs-safe alone, query
+//! slices of the two back to back, and prints the spread of the per-round
+//! ratios (see `paired`): the figure to quote on a busy machine.
 //!
 //! Groups: `build` (ns per key, not at the huge size), `insert_prehashed`
 //! (the insert alone, as in the comparison above), `contains_present`,
@@ -504,6 +507,101 @@ fn compare(n: u64) {
     }
 }
 
+/// Quartiles and extremes of `values`: (min, lower quartile, median, upper
+/// quartile, max).
+fn spread(values: &mut [f64]) -> [f64; 5] {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    [at(0.0), at(0.25), at(0.5), at(0.75), at(1.0)]
+}
+
+/// `SIFTDB_BENCH_PAIRED=1`: siftdb's single-key paths against
+/// sbbf-rs-safe's alone, in pairs close in time, for a ratio a shared
+/// machine's bursts move less than `compare`'s. Each round (`SIFTDB_BENCH_ROUNDS`,
+/// 21) builds both filters one `insert` per key and siftdb's also with
+/// `insert_keys` (in an order that alternates by round), then runs the
+/// absent and the present queries in eight slices, each slice through
+/// both filters back to back (which goes first alternates); a round's
+/// ratio is siftdb's time over sbbf's. Printed: the quartiles and extremes
+/// of the per-round ratios, and the median times.
+fn paired(n: u64) {
+    let rounds: usize = std::env::var("SIFTDB_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(21);
+    let absent_keys = query_keys(n, 1, 0x5eed + 1);
+    let present_keys = query_keys(n, 0, 0x5eed);
+    let absent: Vec<&[u8]> = absent_keys.iter().map(|k| &k[..]).collect();
+    let present: Vec<&[u8]> = present_keys.iter().map(|k| &k[..]).collect();
+    // Per measure: (siftdb ns, sbbf ns) per round.
+    const MEASURES: [&str; 4] = [
+        "absent query",
+        "present query",
+        "insert",
+        "insert_keys build",
+    ];
+    let mut times: [Vec<(f64, f64)>; 4] = Default::default();
+    let per_key = |d: Duration| d.as_secs_f64() * 1e9 / n as f64;
+    let mut fp = (0.0, 0.0);
+    for round in 0..rounds {
+        let (ours, ours_time, theirs, theirs_time, keys_time) = if round % 2 == 0 {
+            let (o, ot) = siftdb_each_build(n);
+            let (t, tt) = sbbf_build(n);
+            let (_, kt) = siftdb_build(n);
+            (o, ot, t, tt, kt)
+        } else {
+            let (_, kt) = siftdb_build(n);
+            let (t, tt) = sbbf_build(n);
+            let (o, ot) = siftdb_each_build(n);
+            (o, ot, t, tt, kt)
+        };
+        times[2].push((per_key(ours_time), per_key(theirs_time)));
+        times[3].push((per_key(keys_time), per_key(theirs_time)));
+        if round == 0 {
+            fp = (
+                measured_fp(|k| ours.contains(k)),
+                measured_fp(|k| theirs.contains_hash(hash_key(k))),
+            );
+        }
+        for (measure, queries) in [&absent, &present].into_iter().enumerate() {
+            let (mut o, mut t) = (0.0, 0.0);
+            for (slice, part) in queries.chunks(queries.len() / 8).enumerate() {
+                let mine = || query_pass(part, |k| ours.contains(k));
+                let sbbf = || query_pass(part, |k| theirs.contains_hash(hash_key(k)));
+                if (slice + round) % 2 == 0 {
+                    o += mine();
+                    t += sbbf();
+                } else {
+                    t += sbbf();
+                    o += mine();
+                }
+            }
+            times[measure].push((o / 8.0, t / 8.0));
+        }
+    }
+    println!(
+        "paired with sbbf-rs-safe, n = {n}, {BITS_PER_KEY} bits/key, {rounds} rounds; \
+         FP siftdb {:.3}%, sbbf {:.3}%",
+        fp.0 * 100.0,
+        fp.1 * 100.0
+    );
+    println!(
+        "{:<18} {:>9} {:>9}   siftdb/sbbf per round: min q1 median q3 max",
+        "measure", "siftdb ns", "sbbf ns"
+    );
+    for (name, pairs) in MEASURES.iter().zip(&times) {
+        let mut ratios: Vec<f64> = pairs.iter().map(|(o, t)| o / t).collect();
+        let mut ours: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let mut theirs: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+        let [lo, q1, mid, q3, hi] = spread(&mut ratios);
+        println!(
+            "{name:<18} {:>9.2} {:>9.2}   {lo:.2} {q1:.2} {mid:.2} {q3:.2} {hi:.2}",
+            median(&mut ours),
+            median(&mut theirs)
+        );
+    }
+}
+
 fn main() {
     let huge = std::env::var("SIFTDB_BENCH_HUGE").is_ok_and(|v| v == "1");
     // SIFTDB_BENCH_KEYS=n: another size (the `build` group included).
@@ -516,6 +614,10 @@ fn main() {
     }
     if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {
         compare(n);
+        return;
+    }
+    if std::env::var("SIFTDB_BENCH_PAIRED").is_ok_and(|v| v == "1") {
+        paired(n);
         return;
     }
 

@@ -1,9 +1,10 @@
 //! The probe kernel a filter runs, chosen once per filter.
 //!
 //! Owns: [`LineTest`] — for a probe count, the query and insert of one key's
-//! hash in a filter's lines and of a group, run with the instruction set detected when the filter
-//! was made ([`crate::filter::simd::Isa`]) — and the only calls of the
-//! target-feature kernels.
+//! hash in a filter's lines (kernels chosen when the filter is made and
+//! kept as function pointers) and of a group, run with the instruction set
+//! detected when the filter was made ([`crate::filter::simd::Isa`]) — and
+//! the only calls of the target-feature kernels.
 //! Must never: run a kernel this CPU cannot run (the vector kernels are
 //! `unsafe` for exactly that reason), or answer differently from the
 //! layout's scalar definition.
@@ -16,12 +17,25 @@ use crate::filter::line::{Line, LINE_BYTES};
 use crate::filter::probe::Probes;
 use crate::filter::simd::{self, Isa};
 
-/// The kernels for one probe count on this CPU. A query matches on the
-/// instruction set (one predicted branch) and calls its kernel directly.
+/// A single-key query kernel: whether a hash may be in a filter's lines.
+/// `unsafe` because the vector kernels run only on a CPU with their
+/// features; [`LineTest`] stores only kernels of the detected set.
+type ContainsKernel = unsafe fn(&[[u8; LINE_BYTES]], u64, Probes) -> bool;
+/// A single-key insert kernel: sets a hash's probes in a filter's lines.
+type InsertKernel = unsafe fn(&mut [Line], u64, Probes);
+
+/// The kernels for one probe count on this CPU. The single-key kernels are
+/// chosen once, when the filter is made — for the instruction set and for
+/// whether the probes fit one round — and stored as function pointers, so
+/// a query is one indirect call (predicted: a filter always calls the same
+/// one) and no branch on the instruction set or the probe count; the group
+/// kernels, called once per many keys, match on the instruction set.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LineTest {
     isa: Isa,
     probes: Probes,
+    contains: ContainsKernel,
+    insert: InsertKernel,
 }
 
 impl LineTest {
@@ -32,9 +46,29 @@ impl LineTest {
     /// The kernels of `isa`, which must be one [`Isa::detected`] returns or
     /// below it.
     pub(crate) fn with_isa(isa: Isa, probes: u32) -> LineTest {
+        let probes = Probes::new(probes);
+        let (contains, insert): (ContainsKernel, InsertKernel) = match (isa, probes.one_round()) {
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, true) => (
+                simd::contains_hash_avx512_one_round,
+                simd::insert_hash_avx512_one_round,
+            ),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, false) => (simd::contains_hash_avx512, simd::insert_hash_avx512),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, true) => (
+                simd::contains_hash_avx2_one_round,
+                simd::insert_hash_avx2_one_round,
+            ),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, false) => (simd::contains_hash_avx2, simd::insert_hash_avx2),
+            _ => (simd::contains_hash_scalar, simd::insert_hash_scalar),
+        };
         LineTest {
             isa,
-            probes: Probes::new(probes),
+            probes,
+            contains,
+            insert,
         }
     }
 
@@ -42,32 +76,17 @@ impl LineTest {
     /// line's index, its address and its test in one call of the kernel.
     #[inline(always)]
     pub(crate) fn contains_hash(&self, lines: &[[u8; LINE_BYTES]], hash: u64) -> bool {
-        let k = self.probes;
-        match self.isa {
-            // SAFETY: `isa` is this CPU's (or one it also runs).
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { simd::contains_hash_avx512(lines, hash, k) },
-            // SAFETY: `isa` is this CPU's (or one it also runs).
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { simd::contains_hash_avx2(lines, hash, k) },
-            _ => simd::contains_hash_scalar(lines, hash, k),
-        }
+        // SAFETY: `with_isa` stored a kernel of `isa`, this CPU's (or one it
+        // also runs), for `probes`' number of rounds.
+        unsafe { (self.contains)(lines, hash, self.probes) }
     }
 
     /// Sets the probes of a hash in its line of `lines`, in one call of
     /// the kernel.
     #[inline(always)]
     pub(crate) fn insert_hash(&self, lines: &mut [Line], hash: u64) {
-        let k = self.probes;
-        match self.isa {
-            // SAFETY: `isa` is this CPU's (or one it also runs).
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { simd::insert_hash_avx512(lines, hash, k) },
-            // SAFETY: `isa` is this CPU's (or one it also runs).
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { simd::insert_hash_avx2(lines, hash, k) },
-            _ => simd::insert_hash_scalar(lines, hash, k),
-        }
+        // SAFETY: as in `contains_hash`.
+        unsafe { (self.insert)(lines, hash, self.probes) }
     }
 
     /// Sets the probes of every hash of `hashes` in the line it picks among
@@ -104,6 +123,24 @@ impl LineTest {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { simd::group_avx2(lines, hashes, found, k) },
             _ => simd::group_scalar(lines, hashes, found, k),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No line: a query fails open and an insert sets nothing, on every
+    /// instruction set and both kinds of kernel (one round, more).
+    #[test]
+    fn no_lines_fail_open_on_every_kernel() {
+        for isa in Isa::available() {
+            for k in [1, 7, 8, 9, 32] {
+                let test = LineTest::with_isa(isa, k);
+                assert!(test.contains_hash(&[], 0x1234_5678_9abc_def0));
+                test.insert_hash(&mut [], 0x1234_5678_9abc_def0);
+            }
         }
     }
 }

@@ -166,6 +166,14 @@ impl Probes {
         self.count
     }
 
+    /// Whether every probe is in the first round (`count ≤ 8`, every
+    /// filter at 12.75 bits per key or below): each word then gets at most
+    /// one bit, and a kernel needs no loop over rounds.
+    #[inline(always)]
+    pub(crate) const fn one_round(self) -> bool {
+        self.count <= ROUND
+    }
+
     /// The words the first round sets for a hash whose start word is
     /// `start` (`round_words(min(count, 8), start)`).
     #[inline(always)]

@@ -17,15 +17,17 @@
 //! count); with AVX2 two registers of four words (variable shifts, the word
 //! mask shifted into each lane); with neither the definition itself.
 //!
-//! Single-key calls are direct: a filter keeps the [`Isa`] it detected at
-//! construction and [`crate::filter::kernel::LineTest`] matches on it, so a
-//! query pays one predicted branch and one direct call, not an indirect one;
-//! the caller hashes the key inline (one xxh3, no branch on the seed) and
-//! the kernel takes the filter's lines, the hash and the probe count
-//! ([`crate::filter::probe::Probes`]: one round for `k ≤ 8`, a loop beyond,
-//! the first round's word mask one rotate) — the line's index and load are
-//! the kernel's first instructions, so the load starts before the mask is
-//! computed.
+//! Single-key calls are one indirect call: a filter chooses its kernels
+//! when it is made ([`crate::filter::kernel::LineTest`] keeps them as
+//! function pointers) — for the [`Isa`] detected and, when the probes fit
+//! one round (`k ≤ 8`, every filter at 12.75 bits per key or below), the
+//! one-round kernels, which have no loop or test of the probe count; the
+//! caller hashes the key inline (one xxh3, no branch on the seed) and the
+//! kernel takes the filter's lines, the hash and the probe count
+//! ([`crate::filter::probe::Probes`], the first round's word mask one
+//! rotate). The AVX-512 one-round query is one masked `vptestnmq` of the
+//! line against the probe bits (a kept lane has one bit, missing when
+//! `line & probe` is zero).
 
 #![cfg_attr(
     target_arch = "x86_64",
@@ -328,6 +330,46 @@ fn line_add_mask_avx2(line: &mut [u8; LINE_BYTES], mask: [__m256i; 2]) {
     }
 }
 
+/// The probe mask of a filter whose probes fit one round (`k ≤ 8`):
+/// [`sectored_mask_avx2`] without the test for more rounds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn one_round_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
+    let x = low_half(hash);
+    // The lanes multiply modulo 2³²: the sign the cast gives is no matter.
+    let spread = _mm256_set1_epi32(x as i32);
+    let [first, ..] = &AVX2_LANES;
+    sectored_round_avx2(spread, first, probes.first_round_words(sector_start(x)))
+}
+
+/// The single-key query for `k ≤ 8` with AVX2 (see [`answer_hash`]).
+/// # Safety
+/// The CPU must support AVX2; `k` must be one round
+/// ([`Probes::one_round`]), or the probes past the first are not tested.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn contains_hash_avx2_one_round(
+    lines: &[[u8; LINE_BYTES]],
+    hash: u64,
+    k: Probes,
+) -> bool {
+    answer_hash(lines, hash, |line, hash| {
+        line_has_mask_avx2(line, one_round_mask_avx2(hash, k))
+    })
+}
+
+/// The single-key insert for `k ≤ 8` with AVX2 (see [`add_hash`]).
+/// # Safety
+/// As [`contains_hash_avx2_one_round`]'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], hash: u64, k: Probes) {
+    add_hash(lines, hash, |line, hash| {
+        line_add_mask_avx2(line, one_round_mask_avx2(hash, k))
+    });
+}
+
 #[cfg(target_arch = "x86_64")]
 kernels_for!(
     "avx512f,avx512vl",
@@ -421,4 +463,69 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
     // SAFETY: `line` is 64 bytes, readable and writable; neither access
     // needs alignment.
     unsafe { _mm512_storeu_si512(place, _mm512_or_si512(_mm512_loadu_si512(place), mask)) };
+}
+
+/// The probes of a filter whose probes fit one round (`k ≤ 8`) in an
+/// AVX-512 register, and apart from it the words they are in: every lane
+/// holds 1 rotated by its word's probe bit (one bit per lane), and only
+/// the lanes of the mask are probes. A query tests the line's kept lanes
+/// for a zero `line & probe` and an insert ORs the kept lanes, so neither
+/// clears the other lanes first.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+fn one_round_avx512(hash: u64, probes: Probes) -> (__m512i, __mmask8) {
+    let x = low_half(hash);
+    let words = probes.first_round_words(sector_start(x));
+    let spread = _mm512_set1_epi64(i64::from(x));
+    let [first, ..] = &SECTOR_LANES;
+    // SAFETY: `first` is 64 bytes of u64s; the load has no alignment need.
+    let multipliers = unsafe { _mm512_loadu_si512(first.as_ptr().cast()) };
+    // As in `sectored_round_avx512`: the rotate counts mod 64.
+    let bits = _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers));
+    (_mm512_rolv_epi64(_mm512_set1_epi64(1), bits), words)
+}
+
+/// The single-key query for `k ≤ 8` with AVX-512 (see [`answer_hash`]):
+/// one masked test of the line against [`one_round_avx512`]. The bounds
+/// check stays: without it the index was computed after the probe bits
+/// and the line's load started later, slower from memory (docs/design.md,
+/// "The filter's layout and kernels").
+/// # Safety
+/// The CPU must support AVX-512 F and VL; `k` must be one round
+/// ([`Probes::one_round`]), or the probes past the first are not tested.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+pub(crate) unsafe fn contains_hash_avx512_one_round(
+    lines: &[[u8; LINE_BYTES]],
+    hash: u64,
+    k: Probes,
+) -> bool {
+    answer_hash(lines, hash, |line, hash| {
+        let (probe, words) = one_round_avx512(hash, k);
+        // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
+        let have = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
+        // A kept lane holds one probe bit: it is missing when `have & probe`
+        // is zero.
+        _mm512_mask_testn_epi64_mask(words, have, probe) == 0
+    })
+}
+
+/// The single-key insert for `k ≤ 8` with AVX-512 (see [`add_hash`]): the
+/// line ORed with [`one_round_avx512`]'s probes in the kept lanes.
+/// # Safety
+/// As [`contains_hash_avx512_one_round`]'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
+    add_hash(lines, hash, |line, hash| {
+        let (probe, words) = one_round_avx512(hash, k);
+        let place = line.as_mut_ptr().cast::<__m512i>();
+        // SAFETY: `line` is 64 bytes, readable and writable; neither access
+        // needs alignment.
+        unsafe {
+            let have = _mm512_loadu_si512(place);
+            _mm512_storeu_si512(place, _mm512_mask_or_epi64(have, words, have, probe));
+        }
+    });
 }
