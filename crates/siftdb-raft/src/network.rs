@@ -34,8 +34,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::tls::{ClientAuth, TlsError};
 use crate::timings::Timings;
+use crate::tls::{ClientAuth, TlsError};
 use crate::types::{NodeId, TypeConfig};
 
 /// Path of the append-entries RPC.
