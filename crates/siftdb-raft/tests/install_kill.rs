@@ -25,19 +25,28 @@ use siftdb_raft::{Command, Op};
 use common::{find_leader, Cluster};
 
 const NODES: u64 = 3;
-/// Commands of `PUTS` puts of `VALUE_BYTES` each: about 16 MB of state.
-const COMMANDS: u64 = 80;
-const PUTS: u64 = 50;
+/// Commands of `PUTS` puts of `VALUE_BYTES` each (entries of 80 KB, several
+/// to an append message): about 16 MB of state.
+const COMMANDS: u64 = 200;
+const PUTS: u64 = 20;
 const VALUE_BYTES: usize = 4096;
 
 fn key(c: u64, i: u64) -> Vec<u8> {
     format!("k{c:04}-{i:03}").into_bytes()
 }
 
+/// A value that does not compress (so the snapshot is as large as the
+/// state and takes many chunks).
 fn value(c: u64, i: u64) -> Vec<u8> {
-    let mut v = format!("{c}/{i}/").into_bytes();
-    v.resize(VALUE_BYTES, (c * 31 + i) as u8);
-    v
+    let mut x = (c << 20 | i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..VALUE_BYTES)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
 /// Bytes of table files in `node`'s snapshot directories being received.
@@ -97,13 +106,14 @@ async fn install_kill(dir: &Path) {
     }
     let leader = find_leader(&client, &cluster).await;
     let follower = *cluster.children.keys().find(|&&id| id != leader).unwrap();
+    cluster.kill(follower);
+    // The follower holds no entry the leader had not when it stopped.
     let follower_last = client
-        .status(cluster.addr(follower))
+        .status(cluster.addr(leader))
         .await
         .unwrap()
         .last_log_index
         .unwrap_or(0);
-    cluster.kill(follower);
     let mut c = COMMANDS / 2;
     loop {
         if c < COMMANDS {
