@@ -38,15 +38,7 @@ fn key(c: u64, i: u64) -> Vec<u8> {
 /// A value that does not compress (so the snapshot is as large as the
 /// state and takes many chunks).
 fn value(c: u64, i: u64) -> Vec<u8> {
-    let mut x = (c << 20 | i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..VALUE_BYTES)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::incompressible(c << 20 | i, VALUE_BYTES)
 }
 
 /// Bytes of table files in `node`'s snapshot directories being received.

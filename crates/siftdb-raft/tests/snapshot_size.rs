@@ -20,6 +20,8 @@
     reason = "a measurement tool"
 )]
 
+mod common;
+
 use std::collections::HashSet;
 use std::io::SeekFrom;
 use std::os::unix::fs::MetadataExt;
@@ -56,17 +58,9 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-/// A 100-byte-ish value that does not compress.
+/// A value that does not compress.
 fn value(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::incompressible(i, len)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
