@@ -124,6 +124,11 @@ pub mod internals {
     pub mod backup_meta {
         pub use crate::backup::meta::*;
     }
+    /// A keyspace's tables exported at one sequence number, and a new
+    /// keyspace imported from such tables (siftdb-raft's snapshots).
+    pub mod keyspace_export {
+        pub use crate::db::export::*;
+    }
     /// The memtable.
     pub mod memtable {
         pub use crate::memtable::*;

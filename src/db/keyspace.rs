@@ -296,6 +296,11 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
+    /// The handle of `tree` in the database `inner`.
+    pub(crate) fn of(inner: Arc<DbInner>, tree: Arc<Tree>) -> Keyspace {
+        Keyspace { inner, tree }
+    }
+
     pub(crate) fn id(&self) -> u32 {
         self.tree.id
     }

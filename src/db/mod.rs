@@ -11,12 +11,15 @@
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
 //! reads only), `checkpoint.rs` (consistent copies of a live database),
-//! `ingest.rs` (bulk load of sorted table files).
+//! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
+//! keyspace's tables linked out at a sequence number, and imported as a new
+//! keyspace).
 
 mod background;
 mod checkpoint;
 mod compaction;
 mod compare_and_swap;
+pub(crate) mod export;
 mod flush;
 mod ingest;
 mod iter;

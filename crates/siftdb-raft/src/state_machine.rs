@@ -6,10 +6,11 @@
 //! membership under `m/`), how a request is applied (exactly once per
 //! client session and sequence number, a repeat answered with the first
 //! answer, idle sessions expired by the entries' clock), the
-//! pointer to the live one and to the live snapshot file (`live` in
+//! pointer to the live one and to the live snapshot (`live` in
 //! `raft.meta`, see [`crate::pointer`]), the node's `snapshots/` directory
-//! (`snap-<n>.snap`, the live snapshot file, see [`crate::snapshot_file`]),
-//! and the in-memory copy of the last applied log id and membership.
+//! (`snap-<n>/`, the live snapshot's directory, `recv-<n>/` one being
+//! received, see [`crate::snapshot_file`]), and the in-memory copy of the
+//! last applied log id and membership.
 //! Must never: apply part of an entry, or an entry without the last applied
 //! log id that covers it (each siftdb batch carries whole entries and the
 //! applied id and membership they end at, so a crash leaves a prefix of the
@@ -23,19 +24,29 @@
 //! write-ahead log, after the applies they rely on, so a purge is durable
 //! only with the state it purges behind: a snapshot build needs no flush.
 //!
-//! Snapshots. A build reads a `Db::snapshot()` taken when openraft asks for
-//! the builder (between two applies), so applies go on while the file is
-//! written. An install builds the new state in a fresh keyspace
-//! `state.<n+1>` of the same database while reading and checking the
-//! received file (and copying it to the new live snapshot file), then
-//! writes the pointer naming it, synced: that one write is the commit
-//! point, and makes the new keyspace's writes (earlier in the same log)
-//! durable with it. A crash before it keeps the old state (open drops the
-//! half-built keyspace), after it the new one. The old keyspace is dropped
-//! when its last reader (a client read, a snapshot build) lets go of it.
+//! Snapshots are the state keyspace's own table files, never a second
+//! copy of the state. A build pins the live keyspace when openraft asks
+//! for the builder (between two applies, so the pin, the applied id and
+//! the membership agree; writes wait only for the pin), then, off the
+//! apply path, hard-links the pinned tables into `snapshots/snap-<n>/` and
+//! writes the memtables' entries up to the pin as one more table there
+//! (siftdb's `KeyspaceExport`), with a header naming each file's level,
+//! bounds and CRC-32. The directory is sent as it is, framed and checked
+//! ([`crate::snapshot_file`]). An install receives the files into
+//! `snapshots/recv-<n>/` (each frame and each whole file checked on
+//! arrival), renames it to the new snapshot directory, links its tables
+//! into a fresh keyspace `state.<n+1>` (siftdb's `import_keyspace`: one
+//! manifest write, no table rewritten), checks that the keyspace's applied
+//! id and membership are the snapshot's, then writes the pointer naming
+//! both, synced: that one write is the commit point. A crash before it
+//! keeps the old state (open drops the imported keyspace and every
+//! snapshot directory the pointer does not name), after it the new one.
+//! The old keyspace is dropped when its last reader (a client read, a
+//! snapshot build) lets go of it; its tables go with it, but for those the
+//! live snapshot directory still links.
 
-use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::collections::HashMap;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,12 +58,15 @@ use openraft::{
     StoredMembership,
 };
 use parking_lot::{Mutex, RwLock};
+use siftdb::internals::key::SeqNo;
+use siftdb::internals::keyspace_export::{import_keyspace, KeyspaceExport};
+use siftdb::internals::manifest::TableRecord;
 use siftdb::{Db, Keyspace, WriteBatch, WriteOptions};
 
 use crate::codec::{self, data_key, decode, encode, state_keyspace, user_key, Error, Result};
 use crate::log_store::{blocking, Applied, PurgeGate};
 use crate::pointer::{sync_dir, Pointer};
-use crate::snapshot_file::{self, Meta};
+use crate::snapshot_file::{self, Header, Meta, SnapshotStream, TableEntry};
 use crate::timings::Timings;
 use crate::types::{
     Command, NodeId, OpRef, Request, Response, TypeConfig, SESSION_EXPIRY_MS, SESSION_SWEEP_EVERY,
@@ -64,8 +78,6 @@ type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 /// An apply writes a siftdb batch whenever this many bytes have gathered
 /// (each batch ends on an entry boundary with the applied id it reaches).
 const APPLY_BATCH_BYTES: usize = 32 << 20;
-/// An install loads the received snapshot in batches of this size.
-const INSTALL_BATCH_BYTES: usize = 8 << 20;
 const SNAPSHOTS: &str = "snapshots";
 
 /// One state keyspace.
@@ -101,7 +113,7 @@ struct Live {
 /// The live files, changed under one lock.
 struct Files {
     pointer: Pointer,
-    /// Metadata of the live snapshot file (`pointer.snapshot`), if any.
+    /// Metadata of the live snapshot (`pointer.snapshot`), if any.
     snapshot_meta: Option<Meta>,
     next_snapshot: u64,
 }
@@ -115,6 +127,10 @@ struct Shared {
     live: RwLock<Live>,
     files: Mutex<Files>,
     next_receive: AtomicU64,
+    /// CRC-32 of the state's table files by their file number in the
+    /// database (a table file never changes): a build reads only the
+    /// tables the last one did not.
+    table_crcs: Mutex<HashMap<u64, u32>>,
     snapshots_built: AtomicU64,
     snapshots_installed: AtomicU64,
     timings: Arc<Timings>,
@@ -147,8 +163,18 @@ pub struct SmStats {
     pub generation: u64,
 }
 
-fn snapshot_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(SNAPSHOTS).join(format!("snap-{number:020}.snap"))
+fn snapshot_dir(dir: &Path, number: u64) -> PathBuf {
+    dir.join(SNAPSHOTS).join(format!("snap-{number:020}"))
+}
+
+/// Removes the file or directory at `path`.
+fn remove_path(path: &Path) -> Result<()> {
+    let removed = if path.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    };
+    removed.map_err(io(path))
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -181,7 +207,7 @@ fn read_applied(state: &Keyspace) -> Result<(Option<LogId<NodeId>>, Membership)>
 
 /// Drops what the pointer does not name: other state keyspaces (what an
 /// interrupted install or a retired generation left), other snapshot
-/// files, temporary and partly received files.
+/// directories, unfinished and partly received ones.
 fn remove_unreferenced(db: &Db, dir: &Path, pointer: &Pointer) -> Result<()> {
     for name in db.keyspaces() {
         if codec::state_generation(&name).is_some_and(|n| n != pointer.generation) {
@@ -189,11 +215,11 @@ fn remove_unreferenced(db: &Db, dir: &Path, pointer: &Pointer) -> Result<()> {
         }
     }
     let snaps = dir.join(SNAPSHOTS);
-    let live_snap = (pointer.snapshot != 0).then(|| snapshot_path(dir, pointer.snapshot));
+    let live_snap = (pointer.snapshot != 0).then(|| snapshot_dir(dir, pointer.snapshot));
     for entry in fs::read_dir(&snaps).map_err(io(&snaps))? {
         let entry = entry.map_err(io(&snaps))?;
         if Some(entry.path()) != live_snap {
-            fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+            remove_path(&entry.path())?;
         }
     }
     Ok(())
@@ -221,16 +247,14 @@ impl StateMachine {
         let snapshot_meta = if pointer.snapshot == 0 {
             None
         } else {
-            let path = snapshot_path(dir, pointer.snapshot);
-            let read = File::open(&path)
-                .map_err(io(&path))
-                .and_then(|f| snapshot_file::read_meta(&mut BufReader::new(f)));
-            match read {
-                Ok(meta) => Some(meta),
-                // The file is only needed to send to a follower: without it
-                // openraft builds a new one; the state itself is intact.
+            let path = snapshot_dir(dir, pointer.snapshot);
+            match Header::read_dir(&path) {
+                Ok(header) => Some(header.meta),
+                // The snapshot is only needed to send to a follower:
+                // without it openraft builds a new one; the state itself is
+                // intact.
                 Err(e) => {
-                    tracing::warn!("snapshot file {} unusable: {e}", path.display());
+                    tracing::warn!("snapshot {} unusable: {e}", path.display());
                     None
                 }
             }
@@ -252,6 +276,7 @@ impl StateMachine {
                     next_snapshot: pointer.snapshot + 1,
                 }),
                 next_receive: AtomicU64::new(1),
+                table_crcs: Mutex::new(HashMap::new()),
                 snapshots_built: AtomicU64::new(0),
                 snapshots_installed: AtomicU64::new(0),
                 timings,
@@ -513,10 +538,11 @@ impl Shared {
         Ok(())
     }
 
-    /// Makes the file `number` with `meta` the live snapshot if the state
-    /// it was built from (`generation`) is still live and it is newer than
-    /// the live one; removes the file it replaces (or itself, when not
-    /// taken). Readers holding an older file keep reading it.
+    /// Makes the snapshot directory `number` with `meta` the live snapshot
+    /// if the state it was built from (`generation`) is still live and it
+    /// is newer than the live one; removes the directory it replaces (or
+    /// itself, when not taken). Senders holding an older one's files open
+    /// keep reading them.
     fn publish_snapshot(&self, generation: u64, number: u64, meta: &Meta) -> Result<bool> {
         let mut files = self.files.lock();
         let newer = match &files.snapshot_meta {
@@ -524,8 +550,7 @@ impl Shared {
             None => true,
         };
         if files.pointer.generation != generation || !newer {
-            let path = snapshot_path(&self.dir, number);
-            fs::remove_file(&path).map_err(io(&path))?;
+            remove_path(&snapshot_dir(&self.dir, number))?;
             return Ok(false);
         }
         let old = files.pointer.snapshot;
@@ -537,8 +562,7 @@ impl Shared {
         files.pointer = pointer;
         files.snapshot_meta = Some(meta.clone());
         if old != 0 {
-            let path = snapshot_path(&self.dir, old);
-            fs::remove_file(&path).map_err(io(&path))?;
+            remove_path(&snapshot_dir(&self.dir, old))?;
         }
         Ok(true)
     }
@@ -551,15 +575,16 @@ impl Shared {
     }
 }
 
-/// Builds a snapshot file from a siftdb snapshot of the live state.
+/// Builds a snapshot directory from the state keyspace pinned when
+/// openraft asked for the builder.
 pub struct SnapshotBuilder {
     inner: Arc<BuilderInner>,
 }
 
 struct BuilderInner {
-    /// The whole database at the builder's moment; it reads the state
-    /// keyspace even if an install drops it meanwhile.
-    view: siftdb::Snapshot,
+    /// The state keyspace pinned at the builder's moment (its tables stay
+    /// on disk while this lives, even if an install drops the keyspace).
+    export: std::result::Result<KeyspaceExport, String>,
     generation: Arc<Generation>,
     last_applied: Option<LogId<NodeId>>,
     membership: Membership,
@@ -567,38 +592,68 @@ struct BuilderInner {
 }
 
 impl BuilderInner {
-    /// Writes snapshot file `number` and makes it live if still newest;
-    /// returns the file opened for reading.
-    fn build(&self, number: u64, meta: &Meta) -> Result<File> {
+    /// Writes snapshot directory `number` and makes it live if still
+    /// newest; returns it opened for sending.
+    fn build(&self, number: u64, meta: &Meta) -> Result<snapshot_file::Sender> {
         let _timer = self.shared.timings.snapshot_build.start();
+        let export = self
+            .export
+            .as_ref()
+            .map_err(|e| Error::corruption("snapshot build", e))?;
         // No flush first: the purge openraft makes behind this snapshot is
         // a synced write to the same log as the applies it covers, later,
         // so it is durable only with them (see the module documentation).
-        let path = snapshot_path(&self.shared.dir, number);
-        let tmp = path.with_extension("snap.tmp");
-        let file = File::create(&tmp).map_err(io(&tmp))?;
-        let mut writer = snapshot_file::Writer::new(BufWriter::with_capacity(1 << 20, file), meta)?;
-        // The user keys and the client sessions, each record under its
-        // state key (prefix byte included).
-        for prefix in [codec::DATA_PREFIX, codec::SESSION_PREFIX] {
-            for item in self.view.prefix_in(&self.generation.keyspace, [prefix]) {
-                let (key, value) = item?;
-                writer.record(&key, &value)?;
+        let dir = snapshot_dir(&self.shared.dir, number);
+        let tmp = dir.with_extension("tmp");
+        fs::create_dir(&tmp).map_err(io(&tmp))?;
+        let built = (|| {
+            let tables = export.write_to(&tmp)?;
+            let mut entries = Vec::with_capacity(tables.len());
+            let mut crcs = self.shared.table_crcs.lock().clone();
+            crcs.retain(|n, _| tables.iter().any(|t| t.record.file_number == *n));
+            for (i, table) in tables.iter().enumerate() {
+                let path = tmp.join(snapshot_file::table_file(i));
+                let from = tmp.join(&table.file_name);
+                fs::rename(&from, &path).map_err(io(&from))?;
+                let record = &table.record;
+                let crc32 = match crcs.get(&record.file_number) {
+                    Some(&crc) => crc,
+                    None => {
+                        let crc = snapshot_file::file_crc32(&path)?;
+                        crcs.insert(record.file_number, crc);
+                        crc
+                    }
+                };
+                entries.push(TableEntry {
+                    level: record.level,
+                    file_size: record.file_size,
+                    entries: record.entries,
+                    smallest: record.smallest.clone(),
+                    largest: record.largest.clone(),
+                    min_seq: record.min_seq.0,
+                    max_seq: record.max_seq.0,
+                    crc32,
+                });
             }
+            *self.shared.table_crcs.lock() = crcs;
+            let header = Header::new(meta.clone(), entries)?;
+            let path = tmp.join(snapshot_file::HEADER_FILE);
+            fs::write(&path, &header.bytes)
+                .and_then(|()| fs::File::open(&path)?.sync_all())
+                .map_err(io(&path))?;
+            sync_dir(&tmp)?;
+            fs::rename(&tmp, &dir).map_err(io(&dir))?;
+            sync_dir(&self.shared.dir.join(SNAPSHOTS))
+        })();
+        if let Err(e) = built {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e);
         }
-        let file = writer
-            .finish()?
-            .into_inner()
-            .map_err(|e| Error::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(&self.shared.dir.join(SNAPSHOTS))?;
         // Opened before publishing, which may remove it.
-        let file = File::open(&path).map_err(io(&path))?;
+        let sender = snapshot_file::Sender::open(&dir)?;
         self.shared
             .publish_snapshot(self.generation.number, number, meta)?;
-        Ok(file)
+        Ok(sender)
     }
 }
 
@@ -627,117 +682,81 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 ErrorVerb::Write,
             )
         };
-        // Reading the view and writing the file block: off the async
-        // workers.
+        // Linking, writing the memtables' table and checksumming new
+        // tables block: off the async workers.
         let inner = Arc::clone(&self.inner);
         let task_meta = meta.clone();
-        let file = blocking(move || inner.build(number, &task_meta))
+        let sender = blocking(move || inner.build(number, &task_meta))
             .await
             .map_err(err)?;
         shared.snapshots_built.fetch_add(1, Ordering::Relaxed);
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
+            snapshot: Box::new(SnapshotStream::Send(Box::new(sender))),
         })
     }
 }
 
-/// A reader that copies every byte it reads to `copy`.
-struct Tee<R, W> {
-    input: R,
-    copy: W,
-}
-
-impl<R: Read, W: Write> Read for Tee<R, W> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.input.read(buf)?;
-        if let Some(read) = buf.get(..n) {
-            self.copy.write_all(read)?;
-        }
-        Ok(n)
-    }
-}
-
 impl Shared {
-    /// Builds generation `number` from the snapshot file `input` (checked
-    /// against `meta`), copying the file to snapshot `snap_number`; returns
-    /// the new generation, not yet live (its writes not yet synced: the
-    /// pointer's synced write makes them durable).
-    fn build_generation(
+    /// Makes generation `number` of the received snapshot in `snap_dir`
+    /// (its tables linked in, not copied); returns it, not yet live, after
+    /// checking that its applied id and membership are the snapshot's.
+    fn import_generation(
         &self,
-        input: File,
-        meta: &Meta,
+        snap_dir: &Path,
+        header: &Header,
         number: u64,
-        snap_number: u64,
     ) -> Result<Generation> {
         let name = state_keyspace(number);
         if self.db.keyspaces().contains(&name) {
             // Left by an install whose keyspace could not be dropped.
             self.db.drop_keyspace(&name)?;
         }
+        let tables: Vec<(PathBuf, TableRecord)> = header
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                (
+                    snap_dir.join(snapshot_file::table_file(i)),
+                    TableRecord {
+                        keyspace: 0,
+                        level: t.level,
+                        file_number: 0,
+                        file_size: t.file_size,
+                        entries: t.entries,
+                        smallest: t.smallest.clone(),
+                        largest: t.largest.clone(),
+                        min_seq: SeqNo(t.min_seq),
+                        max_seq: SeqNo(t.max_seq),
+                    },
+                )
+            })
+            .collect();
+        let keyspace = import_keyspace(&self.db, &name, &tables)?;
         // Discarded (dropped) if anything below fails.
-        let generation = open_generation(&self.db, number, true)?;
-        let state = &generation.keyspace;
-        let write = |batch: WriteBatch| self.db.write_with(batch, WriteOptions::new().sync(false));
-        let snap = snapshot_path(&self.dir, snap_number);
-        let tmp = snap.with_extension("snap.tmp");
-        let copy = File::create(&tmp).map_err(io(&tmp))?;
-        let mut tee = Tee {
-            input: BufReader::with_capacity(1 << 20, input),
-            copy: BufWriter::with_capacity(1 << 20, copy),
+        let generation = Generation {
+            number,
+            keyspace,
+            discard: AtomicBool::new(true),
+            db: Arc::clone(&self.db),
         };
-        let mut batch = WriteBatch::new();
-        let mut write_error = None;
-        let read = snapshot_file::read(&mut tee, |key, value| {
-            if !codec::is_replicated_state(key) {
-                return Err(Error::corruption(
-                    "snapshot file",
-                    "a record whose key is neither user data nor a client session",
-                ));
-            }
-            batch.put_in(state, key, value);
-            if batch.approximate_bytes() >= INSTALL_BATCH_BYTES {
-                if let Err(e) = write(std::mem::take(&mut batch)) {
-                    write_error = Some(e);
-                    return Err(Error::corruption("snapshot install", "write failed"));
-                }
-            }
-            Ok(())
-        });
-        if let Some(e) = write_error {
-            return Err(e.into());
-        }
-        let file_meta = read?;
-        if file_meta != *meta {
+        let (applied, membership) = read_applied(&generation.keyspace)?;
+        if applied != header.meta.last_log_id || membership != header.meta.last_membership {
             return Err(Error::corruption(
-                "snapshot file",
-                format!("header says {file_meta}, the leader sent {meta}"),
+                "snapshot",
+                format!(
+                    "its tables hold applied id {applied:?}, its header says {}",
+                    header.meta
+                ),
             ));
         }
-        batch.put_in(
-            state,
-            codec::KEY_APPLIED,
-            encode(&meta.last_log_id, "last applied log id")?,
-        );
-        batch.put_in(
-            state,
-            codec::KEY_MEMBERSHIP,
-            encode(&meta.last_membership, "last membership")?,
-        );
-        write(batch)?;
-        let copy = tee
-            .copy
-            .into_inner()
-            .map_err(|e| Error::io(&tmp, e.into_error()))?;
-        copy.sync_all().map_err(io(&tmp))?;
-        drop(copy);
-        fs::rename(&tmp, &snap).map_err(io(&snap))?;
-        sync_dir(&self.dir.join(SNAPSHOTS))?;
         Ok(generation)
     }
 
     /// Makes `generation` and snapshot `snap_number` live in one synced
-    /// pointer write, then retires the old generation and snapshot files.
+    /// pointer write, then retires the old generation and snapshot
+    /// directories.
     fn switch_to(&self, generation: Generation, snap_number: u64, meta: &Meta) -> Result<()> {
         let mut files = self.files.lock();
         let pointer = Pointer {
@@ -764,17 +783,16 @@ impl Shared {
         drop(old);
         drop(files);
         self.applied.send_modify(|a| a.last = meta.last_log_id);
-        // Older snapshot files and partly received ones: readers that hold
-        // them open keep reading.
+        // Older snapshot directories: senders that hold their files open
+        // keep reading.
         let snaps = self.dir.join(SNAPSHOTS);
-        let live_snap = snapshot_path(&self.dir, snap_number);
+        let live_snap = snapshot_dir(&self.dir, snap_number);
         for entry in fs::read_dir(&snaps).map_err(io(&snaps))? {
             let entry = entry.map_err(io(&snaps))?;
             let path = entry.path();
             let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if path != live_snap && (name.ends_with(".snap") || name.ends_with(".part")) {
-                fs::remove_file(&path).map_err(io(&path))?;
+            if path != live_snap && name.to_string_lossy().starts_with("snap-") {
+                remove_path(&path)?;
             }
         }
         Ok(())
@@ -844,12 +862,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        // Between two applies: the view, the applied id and the membership
+        // Between two applies: the pin, the applied id and the membership
         // agree.
         let live = self.shared.live.read();
         SnapshotBuilder {
             inner: Arc::new(BuilderInner {
-                view: self.shared.db.snapshot(),
+                export: KeyspaceExport::pin(&live.generation.keyspace).map_err(|e| e.to_string()),
                 generation: Arc::clone(&live.generation),
                 last_applied: live.last_applied,
                 membership: live.membership.clone(),
@@ -858,30 +876,22 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotStream>> {
         let n = self.shared.next_receive.fetch_add(1, Ordering::Relaxed);
         let path = self
             .shared
             .dir
             .join(SNAPSHOTS)
-            .join(format!("recv-{n:020}.part"));
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .await
-            .map_err(|e| {
-                Error::io(&path, e).storage(ErrorSubject::Snapshot(None), ErrorVerb::Write)
-            })?;
-        Ok(Box::new(file))
+            .join(format!("recv-{n:020}"));
+        let receiver = snapshot_file::Receiver::create(path)
+            .map_err(|e| e.storage(ErrorSubject::Snapshot(None), ErrorVerb::Write))?;
+        Ok(Box::new(SnapshotStream::Receive(Box::new(receiver))))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<tokio::fs::File>,
+        snapshot: Box<SnapshotStream>,
     ) -> StorageResult<()> {
         let err = |e: Error| {
             self.failed();
@@ -890,17 +900,50 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 ErrorVerb::Write,
             )
         };
-        let mut file = snapshot.into_std().await;
+        let receiver = match *snapshot {
+            SnapshotStream::Receive(receiver) => receiver,
+            // A snapshot handed over whole (openraft's storage suite does):
+            // received from itself into a directory of this node's.
+            SnapshotStream::Send(sender) => {
+                let n = self.shared.next_receive.fetch_add(1, Ordering::Relaxed);
+                let path = self
+                    .shared
+                    .dir
+                    .join(SNAPSHOTS)
+                    .join(format!("recv-{n:020}"));
+                blocking(move || snapshot_file::receive_whole(*sender, path))
+                    .await
+                    .map_err(err)?
+            }
+        };
         let shared = Arc::clone(&self.shared);
         let number = shared.live.read().generation.number + 1;
         let snap_number = shared.take_snapshot_number();
         let meta_owned = meta.clone();
         blocking(move || {
             let _timer = shared.timings.snapshot_install.start();
-            file.seek(SeekFrom::Start(0))
-                .map_err(|e| Error::io_in("received snapshot", e))?;
-            let generation = shared.build_generation(file, &meta_owned, number, snap_number)?;
-            shared.switch_to(generation, snap_number, &meta_owned)
+            let (received, header) = receiver.finish()?;
+            let snap = snapshot_dir(&shared.dir, snap_number);
+            let installed = (|| {
+                if header.meta != meta_owned {
+                    return Err(Error::corruption(
+                        "snapshot",
+                        format!("header says {}, the leader sent {meta_owned}", header.meta),
+                    ));
+                }
+                fs::rename(&received, &snap).map_err(io(&snap))?;
+                sync_dir(&shared.dir.join(SNAPSHOTS))?;
+                let generation = shared.import_generation(&snap, &header, number)?;
+                shared.switch_to(generation, snap_number, &meta_owned)
+            })();
+            if installed.is_err() {
+                // Best effort: open removes what the pointer does not name.
+                let _ = fs::remove_dir_all(&received);
+                if shared.files.lock().pointer.snapshot != snap_number {
+                    let _ = fs::remove_dir_all(&snap);
+                }
+            }
+            installed
         })
         .await
         .map_err(err)?;
@@ -915,16 +958,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let Some(meta) = files.snapshot_meta.clone() else {
             return Ok(None);
         };
-        let path = snapshot_path(&self.shared.dir, files.pointer.snapshot);
-        let file = File::open(&path).map_err(|e| {
-            Error::io(&path, e).storage(
+        let path = snapshot_dir(&self.shared.dir, files.pointer.snapshot);
+        let sender = snapshot_file::Sender::open(&path).map_err(|e| {
+            e.storage(
                 ErrorSubject::Snapshot(Some(meta.signature())),
                 ErrorVerb::Read,
             )
         })?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
+            snapshot: Box::new(SnapshotStream::Send(Box::new(sender))),
         }))
     }
 }
@@ -934,27 +977,61 @@ mod tests {
     use super::*;
     use openraft::CommittedLeaderId;
 
-    /// A snapshot file of `records` ending at log index `index`.
-    fn snapshot_bytes(index: u64, records: &[(&[u8], &[u8])]) -> (Meta, Vec<u8>) {
-        let meta = Meta {
-            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), index)),
-            last_membership: Membership::default(),
-            snapshot_id: format!("test-{index}"),
-        };
-        let mut writer = snapshot_file::Writer::new(Vec::new(), &meta).unwrap();
-        for (key, value) in records {
-            writer.record(&data_key(key), value).unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn put(index: u64, key: &[u8], value: &[u8]) -> Entry<TypeConfig> {
+        entry(
+            index,
+            0,
+            vec![Request::unsessioned(Command::Put {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            })],
+        )
+    }
+
+    /// The stream of a snapshot of a fresh node that applied `entries`.
+    async fn snapshot_of(entries: Vec<Entry<TypeConfig>>) -> (Meta, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        sm.apply(entries).await.unwrap();
+        let snap = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        let mut data = snap.snapshot;
+        data.read_to_end(&mut bytes).await.unwrap();
+        (snap.meta, bytes)
+    }
+
+    /// Receives `bytes` and installs them as the snapshot `meta`.
+    async fn try_install(sm: &mut StateMachine, meta: &Meta, bytes: &[u8]) -> bool {
+        let mut received = sm.begin_receiving_snapshot().await.unwrap();
+        // In chunks, one of them sent twice (as after a lost answer).
+        let mut offset = 0;
+        for chunk in bytes.chunks(1000) {
+            use tokio::io::AsyncSeekExt;
+            received
+                .seek(std::io::SeekFrom::Start(offset as u64))
+                .await
+                .unwrap();
+            if received.write_all(chunk).await.is_err() {
+                return false;
+            }
+            if offset == 0 && chunk.len() == 1000 {
+                received.seek(std::io::SeekFrom::Start(0)).await.unwrap();
+                received.write_all(chunk).await.unwrap();
+            }
+            offset += chunk.len();
         }
-        (meta, writer.finish().unwrap())
+        sm.install_snapshot(meta, received).await.is_ok()
     }
 
     async fn install(sm: &mut StateMachine, meta: &Meta, bytes: &[u8]) {
-        let received = sm.begin_receiving_snapshot().await.unwrap();
-        let mut file = received.into_std().await;
-        file.write_all(bytes).unwrap();
-        sm.install_snapshot(meta, Box::new(tokio::fs::File::from_std(file)))
-            .await
-            .unwrap();
+        assert!(try_install(sm, meta, bytes).await);
     }
 
     /// A reader that took the live generation before an install keeps
@@ -963,12 +1040,12 @@ mod tests {
     async fn an_old_generation_is_dropped_after_its_last_reader() {
         let dir = tempfile::tempdir().unwrap();
         let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
-        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        let (meta, bytes) = snapshot_of(vec![put(5, b"k", b"one")]).await;
         install(&mut sm, &meta, &bytes).await;
         let held = Arc::clone(&sm.shared.live.read().generation);
         assert_eq!(held.number, 2);
 
-        let (meta, bytes) = snapshot_bytes(9, &[(b"k", b"two")]);
+        let (meta, bytes) = snapshot_of(vec![put(9, b"k", b"two")]).await;
         install(&mut sm, &meta, &bytes).await;
         assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"two"[..]));
         // Retired but held: still there, still read.
@@ -982,27 +1059,32 @@ mod tests {
         assert!(sm.shared.db.keyspaces().contains(&state_keyspace(3)));
     }
 
-    /// A snapshot file that fails its checks leaves the old state live and
-    /// no keyspace of the failed install behind.
+    /// A snapshot that fails its checks (a flipped byte anywhere: header,
+    /// frame, frame checksum) leaves the old state live, no keyspace of
+    /// the failed install and no received files behind.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_damaged_snapshot_leaves_the_old_state_and_no_keyspace() {
         let dir = tempfile::tempdir().unwrap();
         let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
-        let (meta, bytes) = snapshot_bytes(5, &[(b"k", b"one")]);
+        let (meta, bytes) = snapshot_of(vec![put(5, b"k", b"one")]).await;
         install(&mut sm, &meta, &bytes).await;
-        let (meta, mut bytes) = snapshot_bytes(9, &[(b"k", b"two"), (b"l", b"x")]);
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        let received = sm.begin_receiving_snapshot().await.unwrap();
-        let mut file = received.into_std().await;
-        file.write_all(&bytes).unwrap();
-        let result = sm
-            .install_snapshot(&meta, Box::new(tokio::fs::File::from_std(file)))
-            .await;
-        assert!(result.is_err());
-        assert_eq!(sm.reader().stats().generation, 2);
-        assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"one"[..]));
-        assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+        let (meta, bytes) = snapshot_of(vec![put(8, b"k", b"two"), put(9, b"l", b"x")]).await;
+        for at in [3, bytes.len() / 2, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 1;
+            assert!(!try_install(&mut sm, &meta, &damaged).await, "byte {at}");
+            assert_eq!(sm.reader().stats().generation, 2);
+            assert_eq!(sm.reader().get(b"k").unwrap().as_deref(), Some(&b"one"[..]));
+            assert!(!sm.shared.db.keyspaces().contains(&state_keyspace(3)));
+            let left: Vec<_> = fs::read_dir(dir.path().join(SNAPSHOTS))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(left.len(), 1, "{left:?}");
+        }
+        // The same snapshot undamaged installs.
+        install(&mut sm, &meta, &bytes).await;
+        assert_eq!(sm.reader().get(b"l").unwrap().as_deref(), Some(&b"x"[..]));
     }
 
     fn entry(index: u64, time_ms: u64, requests: Vec<Request>) -> Entry<TypeConfig> {
@@ -1173,9 +1255,8 @@ mod tests {
             .await
             .unwrap();
         let mut bytes = Vec::new();
-        let mut file = snap.snapshot.into_std().await;
-        file.seek(SeekFrom::Start(0)).unwrap();
-        file.read_to_end(&mut bytes).unwrap();
+        let mut data = snap.snapshot;
+        data.read_to_end(&mut bytes).await.unwrap();
 
         let follower_dir = tempfile::tempdir().unwrap();
         let (_log, mut follower, _) = crate::open_storage(follower_dir.path()).unwrap();

@@ -38,14 +38,14 @@ pub const MAX_PAYLOAD_ENTRIES: u64 = 64;
 
 openraft::declare_raft_types!(
     /// openraft's types for a siftdb key-value cluster: u64 node ids,
-    /// HTTP addresses as nodes, snapshots as files.
+    /// HTTP addresses as nodes, snapshots as framed table files.
     pub TypeConfig:
         D = Proposal,
         R = Vec<Response>,
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = tokio::fs::File,
+        SnapshotData = crate::snapshot_file::SnapshotStream,
 );
 
 /// One write of a batch.

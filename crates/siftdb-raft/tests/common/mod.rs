@@ -203,3 +203,17 @@ impl Drop for KeptIfFailed {
     }
 }
 pub mod proxy;
+
+/// `len` bytes that do not compress, a function of `seed` (tests whose
+/// state must take its full size on disk and on the wire).
+pub fn incompressible(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
