@@ -16,7 +16,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -160,23 +159,8 @@ async fn install_kill(dir: &Path) {
         })
         .await
         .unwrap();
-    let mut statuses = BTreeMap::new();
-    let started = Instant::now();
-    for id in 1..=NODES {
-        loop {
-            if let Ok(s) = client.status(cluster.addr(id)).await {
-                if s.last_applied.is_some_and(|a| a >= last.index) {
-                    statuses.insert(id, s);
-                    break;
-                }
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(180),
-                "node {id} did not catch up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    let statuses =
+        common::wait_applied(&client, &cluster, last.index, Duration::from_secs(180)).await;
     assert!(
         statuses[&follower].sm.snapshots_installed >= 1,
         "node {follower} caught up without a snapshot install: {:?}",
@@ -185,14 +169,7 @@ async fn install_kill(dir: &Path) {
     // No received directory is left behind once installed.
     assert_eq!(receiving(&node_dir), 0);
 
-    let mut dumps = Vec::new();
-    for id in 1..=NODES {
-        let dump: BTreeMap<Vec<u8>, Vec<u8>> = client
-            .dump(cluster.addr(id), b"k")
-            .await
-            .unwrap()
-            .into_iter()
-            .collect();
+    common::dumps_agree(&client, &cluster, b"k", |id, dump| {
         for c in 0..written {
             for i in 0..PUTS {
                 assert_eq!(
@@ -202,12 +179,8 @@ async fn install_kill(dir: &Path) {
                 );
             }
         }
-        dumps.push(dump);
-    }
-    assert!(
-        dumps.windows(2).all(|d| d[0] == d[1]),
-        "the nodes' states differ"
-    );
+    })
+    .await;
     println!(
         "node {follower} killed with {seen} bytes of snapshot tables received ({left} at the \
          kill), then installed a snapshot; {written} commands of {PUTS} puts checked on 3 nodes"

@@ -23,7 +23,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -225,32 +224,15 @@ async fn kill_test(dir: &Path) {
         })
         .await
         .unwrap();
-    let mut statuses = BTreeMap::new();
-    for id in 1..=NODES {
-        loop {
-            if let Ok(s) = client.status(cluster.addr(id)).await {
-                if s.last_applied.is_some_and(|a| a >= last.index) {
-                    statuses.insert(id, s);
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    let statuses =
+        common::wait_applied(&client, &cluster, last.index, Duration::from_secs(300)).await;
     assert!(
         statuses[&follower].sm.snapshots_installed >= 1,
         "node {follower} caught up without a snapshot install: {:?}",
         statuses[&follower]
     );
 
-    let mut dumps = Vec::new();
-    for id in 1..=NODES {
-        let dump: BTreeMap<Vec<u8>, Vec<u8>> = client
-            .dump(cluster.addr(id), b"")
-            .await
-            .unwrap()
-            .into_iter()
-            .collect();
+    common::dumps_agree(&client, &cluster, b"", |id, dump| {
         for w in 0..WRITERS {
             for i in 0..WRITES / WRITERS {
                 assert_eq!(
@@ -272,12 +254,8 @@ async fn kill_test(dir: &Path) {
                 "node {id}: acknowledged catch-up write {j}"
             );
         }
-        dumps.push(dump);
-    }
-    assert!(
-        dumps.windows(2).all(|d| d[0] == d[1]),
-        "the nodes' states differ"
-    );
+    })
+    .await;
     // A generation above 1 means the node installed a snapshot at some
     // point (the generation is persistent; counters restart with the
     // process).

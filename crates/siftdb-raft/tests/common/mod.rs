@@ -217,3 +217,52 @@ pub fn incompressible(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Waits until each node of `cluster` has applied `index`; their statuses.
+pub async fn wait_applied(
+    client: &Client,
+    cluster: &Cluster,
+    index: u64,
+    limit: Duration,
+) -> BTreeMap<u64, siftdb_raft::api::NodeStatus> {
+    let started = Instant::now();
+    let mut statuses = BTreeMap::new();
+    for &id in cluster.addrs.keys() {
+        loop {
+            if let Ok(s) = client.status(cluster.addr(id)).await {
+                if s.last_applied.is_some_and(|a| a >= index) {
+                    statuses.insert(id, s);
+                    break;
+                }
+            }
+            assert!(started.elapsed() < limit, "node {id} did not apply {index}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    statuses
+}
+
+/// Each node's keys under `prefix`, checked by `check(node, dump)`; the
+/// nodes' dumps must be equal.
+pub async fn dumps_agree(
+    client: &Client,
+    cluster: &Cluster,
+    prefix: &[u8],
+    check: impl Fn(u64, &BTreeMap<Vec<u8>, Vec<u8>>),
+) {
+    let mut dumps = Vec::new();
+    for &id in cluster.addrs.keys() {
+        let dump: BTreeMap<Vec<u8>, Vec<u8>> = client
+            .dump(cluster.addr(id), prefix)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        check(id, &dump);
+        dumps.push(dump);
+    }
+    assert!(
+        dumps.windows(2).all(|d| d[0] == d[1]),
+        "the nodes' states differ"
+    );
+}
