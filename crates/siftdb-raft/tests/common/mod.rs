@@ -139,7 +139,17 @@ impl Drop for Cluster {
 /// Ports below the ephemeral range (so no outgoing connection takes a dead
 /// node's port before it restarts), bindable now.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+    // Ports handed out in this process: the tests of one binary run in
+    // parallel and each binds its ports only once its nodes start, so a
+    // port free when drawn must still not be drawn twice.
+    static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut taken = TAKEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let seed = u64::from(std::process::id()) ^ clock ^ (taken.len() as u64) << 32;
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut ports = Vec::new();
     while ports.len() < n {
@@ -147,7 +157,8 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         state ^= state >> 7;
         state ^= state << 17;
         let port = 20_000 + (state % 12_000) as u16;
-        if !ports.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.push(port);
             ports.push(port);
         }
     }
