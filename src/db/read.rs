@@ -117,20 +117,6 @@ pub(crate) fn get_at(
 /// of: every level below 0 plus a level 0 of up to 18 tables.
 const PREFETCHED_CANDIDATES: usize = 24;
 
-/// Whether a key's data-block read in one table lets the batch go on to ask
-/// the key's older tables in the same wave (and read their blocks, when
-/// their filters let the key through, beside the first). On: one wave of
-/// reads per batch always, but a key whose newer block holds it wastes the
-/// older reads (every version of a key overwritten in several levels).
-/// Off: a key waits for its newest candidate block and asks the older
-/// tables in a second wave only when that block did not hold it (a filter
-/// false positive). Measured on N = 20M in a 1 GiB cgroup, batches of 32
-/// (docs/design.md, "The concurrent read path"): on that load 1.0% of
-/// the calls needed a second wave, while speculation read 0.45% more
-/// blocks; throughput was the same within the noise of a shared machine.
-/// Off, then: it never reads more than `get` would.
-const SPECULATIVE_READS: bool = false;
-
 /// One key of a `multi_get` still without an answer.
 struct Pending<'k> {
     slot: usize,
@@ -139,9 +125,9 @@ struct Pending<'k> {
     /// has below the ones still to read was found (or a range tombstone
     /// covers it). Older tables are not asked.
     closed: bool,
-    /// Waiting for a read before asking older tables (speculation off).
+    /// Waiting for a read before asking older tables.
     waiting: bool,
-    /// The first table (in the newest-first order of [`TableOrder`]) still
+    /// The first table (in `get`'s newest-first order of tables) still
     /// to ask for this key.
     resume: usize,
     /// Answered: the answer is in place.
@@ -384,9 +370,16 @@ fn ask_table<'t>(
                                 deleted_at,
                             },
                         });
-                        if !SPECULATIVE_READS {
-                            p.waiting = true;
-                        }
+                        // The key waits for its newest candidate block and
+                        // asks older tables in a second wave only when that
+                        // block does not hold it (a filter false positive),
+                        // so it never reads more than `get` would. Reading
+                        // the older tables' blocks in the same wave instead
+                        // was measured (N = 20M in 1 GiB, batches of 32:
+                        // docs/design.md, "The concurrent read path"): 0.45%
+                        // more blocks against 1.0% of calls taking a second
+                        // wave, the same throughput.
+                        p.waiting = true;
                         continue;
                     }
                 },
