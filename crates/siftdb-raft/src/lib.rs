@@ -22,6 +22,7 @@ pub mod api;
 pub mod bench;
 pub mod client;
 pub mod codec;
+pub mod fuzzing;
 pub mod log_store;
 pub mod network;
 pub mod node;

@@ -34,7 +34,7 @@ pub const VERSION: u32 = 3;
 /// Bound on the encoded header body (metadata and table entries).
 pub const MAX_META_BYTES: usize = 16 << 20;
 /// Bytes of file per frame (the last frame of a file may be shorter).
-const FRAME: usize = 1 << 20;
+pub(crate) const FRAME: usize = 1 << 20;
 /// [`FRAME`] as a stream length.
 pub const FRAME_BYTES: u64 = FRAME as u64;
 /// Bytes of the checksum after each frame.
@@ -90,6 +90,21 @@ fn framed_len(size: u64) -> u64 {
     size + size.div_ceil(FRAME_BYTES) * FRAME_CRC_BYTES
 }
 
+/// A header's bytes around an encoded `body` of `body_len` bytes: magic,
+/// version, length, the body and the CRC-32 of all of it. The length is the
+/// caller's, not `body.len()`, so the fuzz logic can also frame a body whose
+/// length field lies.
+pub(crate) fn framed_header(body: &[u8], body_len: u32) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(16 + body.len() + 4);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&body_len.to_le_bytes());
+    bytes.extend_from_slice(body);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
 fn u32_le(bytes: &[u8]) -> Result<u32> {
     Ok(u32::from_le_bytes(
         bytes
@@ -109,17 +124,10 @@ impl Header {
                 what: "snapshot header".into(),
                 detail: format!("{} bytes", body.len()),
             })?;
-        let mut bytes = Vec::with_capacity(16 + body.len() + 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(&body_len.to_le_bytes());
-        bytes.extend_from_slice(&body);
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
         Ok(Header {
             meta,
             tables,
-            bytes,
+            bytes: framed_header(&body, body_len),
         })
     }
 

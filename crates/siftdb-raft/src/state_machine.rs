@@ -347,10 +347,10 @@ impl StateReader {
 /// A client session as the state keeps it: the last sequence number
 /// applied, the entry clock when it was, and what it answered.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct SessionRecord {
-    seq: u64,
-    last_used_ms: u64,
-    response: Response,
+pub(crate) struct SessionRecord {
+    pub(crate) seq: u64,
+    pub(crate) last_used_ms: u64,
+    pub(crate) response: Response,
 }
 
 /// Applies the requests of one `apply` call into a siftdb batch; its reads
