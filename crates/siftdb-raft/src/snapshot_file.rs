@@ -35,7 +35,7 @@ pub const VERSION: u32 = 3;
 pub const MAX_META_BYTES: usize = 16 << 20;
 /// Bytes of file per frame (the last frame of a file may be shorter).
 pub(crate) const FRAME: usize = 1 << 20;
-/// [`FRAME`] as a stream length.
+/// The frame size as a stream length.
 pub const FRAME_BYTES: u64 = FRAME as u64;
 /// Bytes of the checksum after each frame.
 const FRAME_CRC_BYTES: u64 = 4;
