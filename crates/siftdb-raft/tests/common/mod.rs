@@ -93,7 +93,10 @@ impl Cluster {
             .args(&self.options)
             .args(self.routes.get(&id).into_iter().flatten())
             .args(self.extra.get(&id).into_iter().flatten())
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("SIFTDB_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log);
         for (peer, addr) in &self.addrs {
