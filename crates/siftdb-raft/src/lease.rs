@@ -88,8 +88,11 @@ pub fn lease_duration(election_timeout_min: Duration) -> Duration {
 /// (which records) and the read path (which checks); cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct Acks {
-    inner: Arc<Mutex<BTreeMap<NodeId, (Vote<NodeId>, Instant)>>>,
+    inner: Arc<Mutex<AcceptedBy>>,
 }
+
+/// Follower → (the vote its newest accepted message carried, its send time).
+type AcceptedBy = BTreeMap<NodeId, (Vote<NodeId>, Instant)>;
 
 impl Acks {
     /// `target` accepted a message carrying `vote`, sent at `sent`.
@@ -171,7 +174,7 @@ pub async fn check(
     let acks = acks.clone();
     raft.with_raft_state(move |st| {
         let now = Instant::now();
-        let vote = st.vote_ref().clone();
+        let vote = *st.vote_ref();
         if st.server_state != ServerState::Leader
             || !vote.is_committed()
             || vote.leader_id().voted_for() != Some(me)
@@ -231,23 +234,23 @@ mod tests {
         let t = |ms: u64| now.checked_sub(Duration::from_millis(ms)).unwrap_or(now);
         let voters: BTreeSet<NodeId> = [1, 2, 3, 4, 5].into();
         assert_eq!(quorum_sent(&voters, 1, now, &acks, &vote), None);
-        acks.accepted(2, vote.clone(), t(10));
-        acks.accepted(3, vote.clone(), t(30));
+        acks.accepted(2, vote, t(10));
+        acks.accepted(3, vote, t(30));
         assert_eq!(quorum_sent(&voters, 1, now, &acks, &vote), Some(t(30)));
-        acks.accepted(4, vote.clone(), t(20));
+        acks.accepted(4, vote, t(20));
         assert_eq!(quorum_sent(&voters, 1, now, &acks, &vote), Some(t(20)));
         // An older message answered late does not move the time back.
-        acks.accepted(2, vote.clone(), t(100));
+        acks.accepted(2, vote, t(100));
         assert_eq!(quorum_sent(&voters, 1, now, &acks, &vote), Some(t(20)));
         // Answers to another term's messages do not count.
         let old = Vote::new_committed(2, 1);
-        acks.accepted(5, old.clone(), t(1));
+        acks.accepted(5, old, t(1));
         assert_eq!(quorum_sent(&voters, 1, now, &acks, &vote), Some(t(20)));
         // A leader outside the configuration counts for nothing.
         let others: BTreeSet<NodeId> = [2, 3, 4].into();
         assert_eq!(quorum_sent(&others, 1, now, &acks, &vote), Some(t(20)));
         let next = Vote::new_committed(4, 1);
-        acks.accepted(3, next.clone(), t(5));
+        acks.accepted(3, next, t(5));
         assert_eq!(quorum_sent(&others, 1, now, &acks, &next), None);
     }
 }
