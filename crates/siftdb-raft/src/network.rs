@@ -465,6 +465,10 @@ async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
             let in_hand = r.snapshots.chunk_arrived();
             let answer = r.raft.install_snapshot(req).await;
             drop(in_hand);
+            if answer.is_ok() {
+                // A leader is sending: not silence (`crate::retire`).
+                r.heard.heard();
+            }
             encode_body(&answer)
         }
         Err(e) => bad_body(e),
@@ -479,7 +483,8 @@ pub const MAX_RPC_BODY: usize = 512 << 20;
 
 /// The receiving side of the raft RPCs; `election_timeout_max` sets how
 /// long a follower receiving a snapshot waits for the next chunk before it
-/// may stand for election again (four times it, at least two seconds).
+/// may stand for election again (four times it, at least two seconds); `heard`
+/// notes each append-entries message or snapshot chunk accepted.
 pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration, heard: Arc<Heard>) -> Router {
     let snapshots = Arc::new(SnapshotReceipt {
         raft: raft.clone(),

@@ -34,22 +34,6 @@ fn key(i: u64) -> Vec<u8> {
     format!("k-{i:06}").into_bytes()
 }
 
-async fn add(admin: &Client, cluster: &Cluster, id: u64, voter: bool) {
-    admin
-        .change_membership(&MembershipChange::AddLearner {
-            id,
-            addr: cluster.addr(id).to_string(),
-        })
-        .await
-        .unwrap();
-    if voter {
-        admin
-            .change_membership(&MembershipChange::Promote { id })
-            .await
-            .unwrap();
-    }
-}
-
 /// Writes keys `from..to`, one at a time; all acknowledged.
 async fn write(admin: &Client, from: u64, to: u64) {
     for i in from..to {
@@ -73,7 +57,7 @@ async fn grown(dir: &Path, voters: u64, learners: u64) -> (Cluster, Client) {
     admin.init(cluster.addr(1)).await.unwrap();
     for id in 2..=voters + learners {
         cluster.start(id);
-        add(&admin, &cluster, id, id <= voters).await;
+        common::add_node(&admin, &cluster, id, id <= voters).await;
     }
     (cluster, admin)
 }
@@ -256,7 +240,7 @@ async fn nodes_just_added_are_not_retired() {
         }
         for id in 2..=4 {
             cluster.start(id);
-            add(&admin, &cluster, id, false).await;
+            common::add_node(&admin, &cluster, id, false).await;
             // Just added: a member at once, by the leader.
             assert_eq!(
                 admin.member_verdict(cluster.addr(1), id).await.unwrap(),

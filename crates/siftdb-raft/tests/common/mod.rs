@@ -280,3 +280,28 @@ pub async fn dumps_agree(
         "the nodes' states differ"
     );
 }
+
+/// Adds node `id` (already started) as a learner, caught up, and promotes
+/// it to voter when `voter`; the members after.
+pub async fn add_node(
+    admin: &Client,
+    cluster: &Cluster,
+    id: u64,
+    voter: bool,
+) -> siftdb_raft::api::Members {
+    use siftdb_raft::api::MembershipChange;
+    let added = admin
+        .change_membership(&MembershipChange::AddLearner {
+            id,
+            addr: cluster.addr(id).to_string(),
+        })
+        .await
+        .unwrap();
+    if !voter {
+        return added;
+    }
+    admin
+        .change_membership(&MembershipChange::Promote { id })
+        .await
+        .unwrap()
+}
