@@ -58,6 +58,11 @@
 //! `a` committed, which linearizes the read (even if the lease ran out
 //! meanwhile: a later leader's entries all follow `a` in the log).
 //!
+//! Every node must run with the same election timeouts (`serve
+//! --election-min-ms/--election-max-ms`): a follower's window is its own
+//! `election_timeout_max`, the lease is the leader's
+//! `election_timeout_min`-based one.
+//!
 //! The assumption is about clock *rates* (monotonic clocks, `Instant`), not
 //! wall-clock agreement: a VM paused longer than the lease, or a clock
 //! stepped forward by more than ρ × the election timeout, breaks it. That
