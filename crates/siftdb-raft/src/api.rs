@@ -6,9 +6,10 @@
 //! status document `/api/metrics` (JSON).
 //! Must never: answer a read from the state machine before leadership was
 //! confirmed by a majority after the read arrived and the state applied
-//! up to the read index — on the leader by `ensure_linearizable`, on a
-//! follower by the leader's read index ([`READ_INDEX`]) and its own apply
-//! reaching it — unless the caller asked for a local read; serve anything
+//! up to the read index — on the leader by `ensure_linearizable` or, for
+//! a lease read, by a lease that holds ([`crate::lease`]), on a follower by
+//! the leader's read index ([`READ_INDEX`]) and its own apply reaching it
+//! — unless the caller asked for a stale read; serve anything
 //! once this node was removed; propose a command that fails
 //! [`Command::validate`].
 
@@ -25,17 +26,65 @@ use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::{BasicNode, Raft};
 use serde::{Deserialize, Serialize};
 
+use crate::lease::{self, Acks, Lease};
 use crate::network::{bad_body, decode_body, encode_body};
 use crate::proposer::Proposer;
 pub use crate::proposer::WriteReply;
+use crate::retire::Retirement;
 use crate::state_machine::{SmStats, StateReader};
 use crate::timings::{Timings, TimingsReport};
 use crate::types::{Command, NodeId, Request, TypeConfig, MAX_COMMAND_BYTES};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Path of a write (postcard [`Request`] → [`WriteReply`]).
 pub const WRITE: &str = "/api/write";
-/// Path of a linearizable read (postcard key → [`ReadReply`]).
+/// Path of a read (postcard key → [`ReadReply`]); linearizable by
+/// ReadIndex, or `?consistency=lease` / `stale` ([`Consistency`]).
 pub const READ: &str = "/api/read";
+/// Path of the leader's membership verdict on a node (postcard node id →
+/// postcard [`crate::retire::Verdict`]): a node that heard no leader for a
+/// while asks whether it is still a member.
+pub const MEMBER: &str = "/api/member";
+
+/// How a read is served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    /// Linearizable by ReadIndex: leadership confirmed by a majority round
+    /// trip after the read arrived (on a follower, through the leader).
+    #[default]
+    Linearizable,
+    /// Linearizable by the leader's lease, without a round trip while the
+    /// lease holds (by ReadIndex when it does not, or on a follower); rests
+    /// on the clock assumption of [`crate::lease`].
+    Lease,
+    /// This node's state as it is: may miss acknowledged writes.
+    Stale,
+}
+
+impl Consistency {
+    /// The name in `?consistency=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Consistency::Linearizable => "linearizable",
+            Consistency::Lease => "lease",
+            Consistency::Stale => "stale",
+        }
+    }
+}
+
+impl std::str::FromStr for Consistency {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Consistency, String> {
+        match s {
+            "linearizable" => Ok(Consistency::Linearizable),
+            "lease" => Ok(Consistency::Lease),
+            "stale" => Ok(Consistency::Stale),
+            _ => Err(format!("{s:?}: expected linearizable, lease or stale")),
+        }
+    }
+}
 /// Path of a local scan (postcard prefix → postcard key/value pairs).
 pub const DUMP: &str = "/api/dump";
 /// Path of the status document (JSON [`NodeStatus`]).
@@ -74,8 +123,7 @@ pub enum ReadIndexReply {
     },
 }
 
-/// The file in a node directory that says the node was removed.
-pub const RETIRED_FILE: &str = "RETIRED";
+pub use crate::retire::RETIRED_FILE;
 
 /// A change of the cluster's members.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -172,6 +220,10 @@ pub struct NodeStatus {
     pub sm: SmStats,
     /// Storage timings.
     pub timings: TimingsReport,
+    /// Lease reads answered under the lease, and those that went by
+    /// ReadIndex instead (no lease held).
+    #[serde(default)]
+    pub lease_reads: (u64, u64),
 }
 
 /// What the client routes share.
@@ -189,10 +241,15 @@ pub struct ApiState {
     pub timings: Arc<Timings>,
     /// The queue that batches concurrent writes into proposals.
     pub proposer: Proposer,
-    /// The node directory (where [`RETIRED_FILE`] goes).
-    pub dir: std::path::PathBuf,
-    /// Set once this node was told it was removed.
-    pub retired: Arc<std::sync::atomic::AtomicBool>,
+    /// This node's retirement (once removed from the cluster).
+    pub retirement: Arc<Retirement>,
+    /// When followers accepted this leader's messages (lease reads).
+    pub acks: Acks,
+    /// The lease a leader holds after a majority accepted its messages
+    /// ([`crate::lease::lease_duration`]).
+    pub lease: std::time::Duration,
+    /// Lease reads served under the lease, and gone by ReadIndex.
+    pub lease_reads: Arc<(AtomicU64, AtomicU64)>,
     /// For the retire call to a removed node and a follower's read-index
     /// request (with the node's certificate when it has TLS).
     pub http: reqwest::Client,
@@ -211,8 +268,8 @@ impl ApiState {
     /// `Some(why)` once this node has been removed from the cluster: it
     /// then serves no reads or writes (its state stops at its removal).
     fn removed(&self) -> Option<String> {
-        if self.retired.load(std::sync::atomic::Ordering::SeqCst) {
-            return Some(format!("node {} was removed from the cluster", self.id));
+        if self.retirement.is_retired() {
+            return Some(self.retirement.error());
         }
         let metrics = self.raft.metrics().borrow().clone();
         let config = &metrics.membership_config;
@@ -294,28 +351,49 @@ impl ApiState {
         }
     }
 
-    /// This node was removed: marks its directory (synced), then stops
-    /// raft.
-    async fn retired(&self) -> Result<(), String> {
-        let dir = self.dir.clone();
-        let write = tokio::task::spawn_blocking(move || {
-            std::fs::File::create(dir.join(RETIRED_FILE))?.sync_all()?;
-            // The file's name is durable with its directory.
-            std::fs::File::open(&dir)?.sync_all()
-        });
-        write
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        self.retired
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let raft = self.raft.clone();
-        tokio::spawn(async move {
-            if let Err(e) = raft.shutdown().await {
-                tracing::warn!("stopping raft after removal: {e}");
+    /// A read of `key` as `consistency` says.
+    async fn read_as(&self, key: &[u8], consistency: Consistency) -> ReadReply {
+        match consistency {
+            Consistency::Linearizable => self.read(key).await,
+            Consistency::Lease => self.lease_read(key).await,
+            Consistency::Stale => match self.local_get(key.to_vec()).await {
+                Ok(v) => ReadReply::Value(v),
+                Err(error) => ReadReply::Unavailable { error },
+            },
+        }
+    }
+
+    /// A read under the leader's lease: when the lease holds, waits until
+    /// the state applied the commit index seen with it and reads; else (not
+    /// the leader, no lease) by ReadIndex.
+    async fn lease_read(&self, key: &[u8]) -> ReadReply {
+        if let Some(error) = self.removed() {
+            return ReadReply::Unavailable { error };
+        }
+        match lease::check(&self.raft, self.id, &self.acks, self.lease).await {
+            Ok(Lease::Held { commit, .. }) => {
+                self.lease_reads.0.fetch_add(1, Ordering::Relaxed);
+                let applied = self
+                    .raft
+                    .wait(Some(self.read_wait))
+                    .applied_index_at_least(Some(commit), "lease read")
+                    .await;
+                if let Err(e) = applied {
+                    return ReadReply::Unavailable {
+                        error: format!("applying up to the commit index: {e}"),
+                    };
+                }
+                match self.local_get(key.to_vec()).await {
+                    Ok(v) => ReadReply::Value(v),
+                    Err(error) => ReadReply::Unavailable { error },
+                }
             }
-        });
-        Ok(())
+            Ok(_) => {
+                self.lease_reads.1.fetch_add(1, Ordering::Relaxed);
+                self.read(key).await
+            }
+            Err(error) => ReadReply::Unavailable { error },
+        }
     }
 
     async fn write(&self, req: Request) -> WriteReply {
@@ -430,6 +508,10 @@ impl ApiState {
             purged: m.purged.map(|l| l.index),
             sm: self.reader.stats(),
             timings: self.timings.report(),
+            lease_reads: (
+                self.lease_reads.0.load(Ordering::Relaxed),
+                self.lease_reads.1.load(Ordering::Relaxed),
+            ),
         }
     }
 }
@@ -442,9 +524,9 @@ async fn write(State(api): State<ApiState>, body: Bytes) -> Response {
     }
 }
 
-async fn read(State(api): State<ApiState>, body: Bytes) -> Response {
+async fn read(State(api): State<ApiState>, Query(q): Query<ReadQuery>, body: Bytes) -> Response {
     match decode_body::<Vec<u8>>(&body) {
-        Ok(key) => encode_body(&api.read(&key).await),
+        Ok(key) => encode_body(&api.read_as(&key, q.consistency.unwrap_or_default()).await),
         Err(e) => bad_body(e),
     }
 }
@@ -485,7 +567,7 @@ async fn read_index(State(api): State<ApiState>) -> Response {
 
 async fn retire(State(api): State<ApiState>, body: Bytes) -> Response {
     match decode_body::<NodeId>(&body) {
-        Ok(id) if id == api.id => match api.retired().await {
+        Ok(id) if id == api.id => match api.retirement.retire("told by the leader").await {
             Ok(()) => (StatusCode::OK, "retired\n").into_response(),
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
         },
@@ -494,6 +576,13 @@ async fn retire(State(api): State<ApiState>, body: Bytes) -> Response {
             format!("this is node {}, not node {id}\n", api.id),
         )
             .into_response(),
+        Err(e) => bad_body(e),
+    }
+}
+
+async fn member(State(api): State<ApiState>, body: Bytes) -> Response {
+    match decode_body::<NodeId>(&body) {
+        Ok(id) => encode_body(&crate::retire::verdict(&api.raft, id).await),
         Err(e) => bad_body(e),
     }
 }
@@ -519,6 +608,12 @@ async fn init(State(api): State<ApiState>) -> Response {
 #[derive(Deserialize)]
 struct KvQuery {
     local: Option<bool>,
+    consistency: Option<Consistency>,
+}
+
+#[derive(Deserialize)]
+struct ReadQuery {
+    consistency: Option<Consistency>,
 }
 
 fn not_leader(leader: Option<String>) -> Response {
@@ -549,14 +644,12 @@ async fn kv_get(
     Path(key): Path<String>,
     Query(q): Query<KvQuery>,
 ) -> Response {
-    let reply = if q.local.unwrap_or(false) {
-        match api.local_get(key.into_bytes()).await {
-            Ok(v) => ReadReply::Value(v),
-            Err(error) => ReadReply::Unavailable { error },
-        }
+    let consistency = if q.local.unwrap_or(false) {
+        Consistency::Stale
     } else {
-        api.read(key.as_bytes()).await
+        q.consistency.unwrap_or_default()
     };
+    let reply = api.read_as(key.as_bytes(), consistency).await;
     match reply {
         ReadReply::Value(Some(v)) => (StatusCode::OK, v).into_response(),
         ReadReply::Value(None) => StatusCode::NOT_FOUND.into_response(),
@@ -598,6 +691,7 @@ pub fn routes(state: ApiState) -> Router {
         .route(MEMBERS, get(members))
         .route(RETIRE, post(retire))
         .route(READ_INDEX, post(read_index))
+        .route(MEMBER, post(member))
         .route("/kv/{key}", get(kv_get).put(kv_put).delete(kv_delete))
         // A command is at most MAX_COMMAND_BYTES of keys and values; its
         // encoding adds a few bytes per op.

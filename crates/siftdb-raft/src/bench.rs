@@ -190,6 +190,54 @@ pub async fn run(
     })
 }
 
+/// Read latency at the leader: `clients` tasks reading one key (written
+/// first) as `consistency` says until `reads` reads are answered; every
+/// read's latency, sorted.
+pub async fn run_reads(
+    client: &Arc<Client>,
+    clients: u64,
+    reads: u64,
+    consistency: crate::api::Consistency,
+) -> Result<Vec<Duration>, String> {
+    const KEY: &[u8] = b"bench-read";
+    client
+        .write(&Command::Put {
+            key: KEY.to_vec(),
+            value: b"v".to_vec(),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    // A few reads find the leader and warm the connection.
+    for _ in 0..10 {
+        client
+            .read_with(KEY, consistency)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (c, next) = (Arc::clone(client), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < reads {
+                let sent = Instant::now();
+                c.read_with(KEY, consistency)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                latencies.push(sent.elapsed());
+            }
+            Ok::<_, String>(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    latencies.sort_unstable();
+    Ok(latencies)
+}
+
 /// The header of [`row`].
 pub fn header() -> String {
     format!(

@@ -21,10 +21,17 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::api::{
-    self, Members, MembershipChange, MembershipReply, NodeStatus, ReadReply, WriteReply,
+    self, Consistency, Members, MembershipChange, MembershipReply, NodeStatus, ReadReply,
+    WriteReply,
 };
+use crate::retire::Verdict;
 use crate::tls::ClientAuth;
-use crate::types::{Command, Request, Response, Session};
+use crate::types::{Command, NodeId, Request, Response, Session};
+
+/// The read route with its `?consistency=`.
+fn read_path(consistency: Consistency) -> String {
+    format!("{}?consistency={}", api::READ, consistency.name())
+}
 
 /// Errors of a client call.
 #[derive(Debug, thiserror::Error)]
@@ -309,12 +316,23 @@ impl Client {
     /// A linearizable read of `key`: reflects every write acknowledged
     /// before it began.
     pub async fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        self.read_with(key, Consistency::Linearizable).await
+    }
+
+    /// A read of `key` at the leader as `consistency` says (a lease read:
+    /// linearizable under the clock assumption of [`crate::lease`]).
+    pub async fn read_with(
+        &self,
+        key: &[u8],
+        consistency: Consistency,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
         let key = key.to_vec();
+        let path = read_path(consistency);
         self.with_leader(|addr| {
-            let key = key.clone();
+            let (key, path) = (key.clone(), path.clone());
             async move {
                 let reply = self
-                    .post::<_, ReadReply>(&addr, api::READ, &key, self.request_timeout)
+                    .post::<_, ReadReply>(&addr, &path, &key, self.request_timeout)
                     .await;
                 Ok(match reply {
                     Ok(ReadReply::Value(v)) => Attempt::Done(v),
@@ -379,8 +397,25 @@ impl Client {
     /// follower (a follower asks the leader for its read index and waits
     /// until it has applied that far); one attempt.
     pub async fn read_at(&self, addr: &str, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        self.read_at_with(addr, key, Consistency::Linearizable)
+            .await
+    }
+
+    /// [`Self::read_at`] as `consistency` says (a lease read on a follower
+    /// goes by ReadIndex).
+    pub async fn read_at_with(
+        &self,
+        addr: &str,
+        key: &[u8],
+        consistency: Consistency,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
         match self
-            .post::<_, ReadReply>(addr, api::READ, &key.to_vec(), self.request_timeout)
+            .post::<_, ReadReply>(
+                addr,
+                &read_path(consistency),
+                &key.to_vec(),
+                self.request_timeout,
+            )
             .await
         {
             Ok(ReadReply::Value(v)) => Ok(v),
@@ -392,6 +427,14 @@ impl Client {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The leader's verdict, asked at `addr`, on whether node `id` is a
+    /// member ([`crate::retire::verdict`]); one attempt.
+    pub async fn member_verdict(&self, addr: &str, id: NodeId) -> Result<Verdict, ClientError> {
+        self.post(addr, api::MEMBER, &id, self.request_timeout)
+            .await
+            .map_err(ClientError::from)
     }
 
     /// The status of the node at `addr`.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use siftdb_raft::api::MembershipChange;
+use siftdb_raft::api::{Consistency, MembershipChange};
 use siftdb_raft::bench;
 use siftdb_raft::client::Client;
 use siftdb_raft::node::{run, NodeConfig};
@@ -69,6 +69,11 @@ enum Cmd {
     Get {
         #[command(flatten)]
         cluster: ClusterArg,
+        /// linearizable (ReadIndex), lease (the leader's lease: no round
+        /// trip, assumes clock rates within 5%), or stale (the leader's
+        /// state as it is).
+        #[arg(long, default_value = "linearizable")]
+        consistency: Consistency,
         /// The key.
         key: String,
     },
@@ -78,6 +83,26 @@ enum Cmd {
         cluster: ClusterArg,
         /// The key.
         key: String,
+    },
+    /// Measures read latency at the leader per consistency: CLIENTS tasks
+    /// reading one key in a closed loop, READS reads per mode; prints p50
+    /// and p99.
+    BenchReads {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// Reads per mode.
+        #[arg(long, default_value_t = 2000)]
+        reads: u64,
+        /// Concurrent client tasks.
+        #[arg(long, default_value_t = 1)]
+        clients: u64,
+        /// The modes, one after another.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "linearizable,lease,stale"
+        )]
+        consistency: Vec<Consistency>,
     },
     /// Adds node ID at ADDR as a learner and waits until it caught up
     /// (start it first: `serve --id ID --listen ADDR --peer ID=ADDR`).
@@ -522,8 +547,36 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             println!("ok, log index {}", ack.index);
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Get { cluster, key } => match client(cluster)?
-            .read(key.as_bytes())
+        Cmd::BenchReads {
+            cluster,
+            reads,
+            clients,
+            consistency,
+        } => {
+            let c = Arc::new(client(cluster)?);
+            println!(
+                "{:>13} {:>8} {:>8} {:>8}",
+                "consistency", "reads", "p50 ms", "p99 ms"
+            );
+            for mode in consistency {
+                let l = bench::run_reads(&c, clients, reads, mode).await?;
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                println!(
+                    "{:>13} {:>8} {:>8.3} {:>8.3}",
+                    mode.name(),
+                    l.len(),
+                    ms(bench::quantile(&l, 500)),
+                    ms(bench::quantile(&l, 990))
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Get {
+            cluster,
+            consistency,
+            key,
+        } => match client(cluster)?
+            .read_with(key.as_bytes(), consistency)
             .await
             .map_err(|e| e.to_string())?
         {

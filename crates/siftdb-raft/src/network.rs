@@ -7,7 +7,10 @@
 //! through openraft's chunked transfer), the byte budget of an
 //! append-entries message ([`APPEND_BODY_BUDGET`]), and [`routes`], the
 //! receiving side, which keeps a follower receiving a snapshot from
-//! standing for election.
+//! standing for election, notes when a leader was last heard ([`Heard`]),
+//! and answers a vote request from a removed node `410 Gone`
+//! ([`crate::retire`]); the send time of each append-entries message a
+//! follower accepts, for the leader's lease ([`crate::lease::Acks`]).
 //! Must never: turn a peer that cannot be reached into anything but
 //! `Unreachable` (openraft then backs off instead of spinning), or panic on
 //! a body it cannot decode (that is a 400).
@@ -34,6 +37,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::lease::Acks;
+use crate::retire::{self, Retirement, Verdict};
 use crate::timings::Timings;
 use crate::tls::{ClientAuth, TlsError};
 use crate::types::{NodeId, TypeConfig};
@@ -54,6 +59,8 @@ pub struct Network {
     scheme: &'static str,
     routes: Arc<std::collections::BTreeMap<NodeId, String>>,
     timings: Option<Arc<Timings>>,
+    acks: Acks,
+    retirement: Option<Arc<Retirement>>,
 }
 
 impl Network {
@@ -76,12 +83,28 @@ impl Network {
             scheme: auth.scheme(),
             routes: Arc::new(routes),
             timings: None,
+            acks: Acks::default(),
+            retirement: None,
         })
     }
 
     /// Times the append-entries round trips into `timings`.
     pub fn timed(mut self, timings: Arc<Timings>) -> Network {
         self.timings = Some(timings);
+        self
+    }
+
+    /// Records the send time of each append-entries message a follower
+    /// accepts into `acks` (the leader's lease).
+    pub fn with_acks(mut self, acks: Acks) -> Network {
+        self.acks = acks;
+        self
+    }
+
+    /// Retires this node when a leader answers its vote request `410 Gone`
+    /// (it is no longer a member).
+    pub fn retiring(mut self, retirement: Arc<Retirement>) -> Network {
+        self.retirement = Some(retirement);
         self
     }
 }
@@ -93,6 +116,8 @@ pub struct Connection {
     target: NodeId,
     addr: String,
     timings: Option<Arc<Timings>>,
+    acks: Acks,
+    retirement: Option<Arc<Retirement>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -105,6 +130,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: self.routes.get(&target).unwrap_or(&node.addr).clone(),
             timings: self.timings.clone(),
+            acks: self.acks.clone(),
+            retirement: self.retirement.clone(),
         }
     }
 }
@@ -143,6 +170,15 @@ impl Connection {
         if !resp.status().is_success() {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
+            if status == StatusCode::GONE && path == VOTE {
+                // The leader says this node is no longer a member.
+                if let Some(retirement) = &self.retirement {
+                    let why = format!("node {}: {}", self.target, text.trim_end());
+                    if let Err(e) = retirement.retire(&why).await {
+                        tracing::error!("retiring: {e}");
+                    }
+                }
+            }
             let e = std::io::Error::other(format!("{status} from node {}: {text}", self.target));
             return Err(RPCError::Network(NetworkError::new(&e)));
         }
@@ -196,7 +232,19 @@ impl RaftNetwork<TypeConfig> for Connection {
             .as_ref()
             .filter(|_| !rpc.entries.is_empty())
             .map(|t| t.replicate.start());
-        self.send(APPEND, body, option.hard_ttl()).await
+        let sent = std::time::Instant::now();
+        let answer = self.send(APPEND, body, option.hard_ttl()).await;
+        if let Ok(
+            AppendEntriesResponse::Success
+            | AppendEntriesResponse::PartialSuccess(_)
+            | AppendEntriesResponse::Conflict,
+        ) = &answer
+        {
+            // The follower accepted this leader's vote (a conflict too:
+            // the vote is checked before the log).
+            self.acks.accepted(self.target, rpc.vote, sent);
+        }
+        answer
     }
 
     async fn install_snapshot(
@@ -243,6 +291,43 @@ pub(crate) fn encode_body<T: Serialize>(value: &T) -> Response {
 struct Receiver {
     raft: Raft<TypeConfig>,
     snapshots: Arc<SnapshotReceipt>,
+    heard: Arc<Heard>,
+}
+
+/// When this node last accepted an append-entries message (a live leader
+/// sends one every heartbeat interval).
+#[derive(Debug)]
+pub struct Heard {
+    start: std::time::Instant,
+    /// ms since `start`.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Heard {
+    fn default() -> Heard {
+        Heard {
+            start: std::time::Instant::now(),
+            last: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl Heard {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn heard(&self) {
+        self.last
+            .fetch_max(self.now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long since a leader was last heard (since the node started when
+    /// none was).
+    pub fn since(&self) -> Duration {
+        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+        Duration::from_millis(self.now_ms().saturating_sub(last))
+    }
 }
 
 /// Keeps a follower from standing for election while it receives a
@@ -326,16 +411,52 @@ impl Drop for ChunkInHand {
 
 async fn append(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
-        Ok(req) => encode_body(&r.raft.append_entries(req).await),
+        Ok(req) => {
+            let answer = r.raft.append_entries(req).await;
+            if matches!(
+                answer,
+                Ok(AppendEntriesResponse::Success | AppendEntriesResponse::PartialSuccess(_))
+            ) {
+                r.heard.heard();
+            }
+            encode_body(&answer)
+        }
         Err(e) => bad_body(e),
     }
 }
 
 async fn vote(State(r): State<Receiver>, body: Bytes) -> Response {
     match decode_body::<VoteRequest<NodeId>>(&body) {
-        Ok(req) => encode_body(&r.raft.vote(req).await),
+        Ok(req) => {
+            if let Some(candidate) = req.vote.leader_id().voted_for() {
+                if removed_candidate(&r.raft, candidate).await {
+                    return (
+                        StatusCode::GONE,
+                        format!("node {candidate} is not a member of the cluster\n"),
+                    )
+                        .into_response();
+                }
+            }
+            encode_body(&r.raft.vote(req).await)
+        }
         Err(e) => bad_body(e),
     }
+}
+
+/// Whether `candidate` asks for votes though the leader (this node) knows
+/// it is no longer a member: only a leader whose effective membership lacks
+/// it asks [`retire::verdict`] (which confirms the leadership first).
+async fn removed_candidate(raft: &Raft<TypeConfig>, candidate: NodeId) -> bool {
+    let suspect = {
+        let m = raft.metrics().borrow().clone();
+        m.state == openraft::ServerState::Leader
+            && !m
+                .membership_config
+                .membership()
+                .nodes()
+                .any(|(n, _)| *n == candidate)
+    };
+    suspect && retire::verdict(raft, candidate).await == Verdict::NotMember
 }
 
 async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
@@ -344,6 +465,10 @@ async fn snapshot(State(r): State<Receiver>, body: Bytes) -> Response {
             let in_hand = r.snapshots.chunk_arrived();
             let answer = r.raft.install_snapshot(req).await;
             drop(in_hand);
+            if answer.is_ok() {
+                // A leader is sending: not silence (`crate::retire`).
+                r.heard.heard();
+            }
             encode_body(&answer)
         }
         Err(e) => bad_body(e),
@@ -358,8 +483,9 @@ pub const MAX_RPC_BODY: usize = 512 << 20;
 
 /// The receiving side of the raft RPCs; `election_timeout_max` sets how
 /// long a follower receiving a snapshot waits for the next chunk before it
-/// may stand for election again (four times it, at least two seconds).
-pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router {
+/// may stand for election again (four times it, at least two seconds); `heard`
+/// notes each append-entries message or snapshot chunk accepted.
+pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration, heard: Arc<Heard>) -> Router {
     let snapshots = Arc::new(SnapshotReceipt {
         raft: raft.clone(),
         state: Mutex::new(ReceiptState::default()),
@@ -370,7 +496,11 @@ pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router 
         .route(VOTE, post(vote))
         .route(SNAPSHOT, post(snapshot))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_RPC_BODY))
-        .with_state(Receiver { raft, snapshots })
+        .with_state(Receiver {
+            raft,
+            snapshots,
+            heard,
+        })
 }
 
 #[cfg(test)]

@@ -19,8 +19,10 @@ use std::time::Duration;
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 
 use crate::api::{self, ApiState};
+use crate::lease::{self, Acks};
 use crate::network::{self, Network};
 use crate::proposer::Proposer;
+use crate::retire::{self, Retirement};
 use crate::tls::{self, Gate, NodeTls, TlsError, TlsFiles, Token};
 use crate::types::NodeId;
 use crate::types::MAX_PAYLOAD_ENTRIES;
@@ -75,6 +77,7 @@ pub const PEER_ROUTES: &[&str] = &[
     network::SNAPSHOT,
     api::READ_INDEX,
     api::RETIRE,
+    api::MEMBER,
 ];
 
 /// Errors starting a node.
@@ -204,12 +207,39 @@ pub async fn run(
         .map_err(|e| NodeError::Raft(e.to_string()))??;
     log.gate_purges(sm.purge_gate());
     let reader = sm.reader();
+    let retirement = Retirement::new(cfg.id, cfg.dir.clone());
+    let acks = Acks::default();
     let network = Network::new(Duration::from_millis(500), cfg.routes.clone(), &peer_auth)?
-        .timed(Arc::clone(&timings));
+        .timed(Arc::clone(&timings))
+        .with_acks(acks.clone())
+        .retiring(Arc::clone(&retirement));
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1))
+    let election_max = Duration::from_millis(cfg.election_ms.1);
+    let heard = Arc::new(network::Heard::default());
+    // Once retired (told by the leader, or found out), raft stops.
+    tokio::spawn({
+        let (raft, retirement) = (raft.clone(), Arc::clone(&retirement));
+        async move {
+            retirement.stopped().await;
+            if let Err(e) = raft.shutdown().await {
+                tracing::warn!("stopping raft after removal: {e}");
+            }
+        }
+    });
+    tokio::spawn(retire::watch(
+        raft.clone(),
+        Arc::clone(&retirement),
+        Arc::clone(&heard),
+        retire::Asker {
+            http: peer_auth.http_client(reqwest::Client::builder())?,
+            scheme: peer_auth.scheme(),
+            routes: cfg.routes.clone(),
+        },
+        election_max * retire::SILENCE_ELECTIONS,
+    ));
+    let app = network::routes(raft.clone(), election_max, heard)
         .merge(api::routes(ApiState {
             id: cfg.id,
             raft: raft.clone(),
@@ -217,8 +247,10 @@ pub async fn run(
             peers: cfg.nodes(),
             proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
             timings: Arc::clone(&timings),
-            dir: cfg.dir.clone(),
-            retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            retirement,
+            acks,
+            lease: lease::lease_duration(Duration::from_millis(cfg.election_ms.0)),
+            lease_reads: Arc::default(),
             http: peer_auth.http_client(reqwest::Client::builder())?,
             scheme: peer_auth.scheme(),
             routes: cfg.routes.clone(),

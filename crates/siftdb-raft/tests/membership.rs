@@ -41,17 +41,7 @@ async fn grow_replace_and_shrink_while_writing() {
 }
 
 async fn add(admin: &Client, cluster: &Cluster, id: u64) {
-    admin
-        .change_membership(&MembershipChange::AddLearner {
-            id,
-            addr: cluster.addr(id).to_string(),
-        })
-        .await
-        .unwrap();
-    let m = admin
-        .change_membership(&MembershipChange::Promote { id })
-        .await
-        .unwrap();
+    let m = common::add_node(admin, cluster, id, true).await;
     assert!(m.voters.contains(&id), "{m:?}");
 }
 

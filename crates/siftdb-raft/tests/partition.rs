@@ -3,7 +3,8 @@
 //!
 //! Three node processes whose raft messages all go through a fault proxy
 //! (`common::proxy`). Clients (talking to the nodes directly; two of them
-//! reading at any node, followers by ReadIndex) read, write
+//! reading at any node, followers by ReadIndex, one reading at the leader
+//! by its lease, `siftdb_raft::lease`) read, write
 //! and compare-and-swap a few keys holding u64 values, every write a value
 //! never written before; each operation's call and return times are
 //! recorded, and an operation that fails (deadline) is recorded as
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use siftdb_raft::api::Consistency;
 use siftdb_raft::{Command, Response};
 use siftdb_testkit::linearizability::{
     check_registers_by_key, format_history, summary, KeyedOperation, Operation, RegisterInput,
@@ -137,8 +139,14 @@ async fn run(dir: &std::path::Path, total: u64, hold: u64) {
         // Short deadlines: a client stuck behind a partition gives up
         // (indeterminate) and goes on.
         let client = cluster.client(Duration::from_secs(2), Duration::from_millis(700));
-        // Clients 4 and 5 read at any node, followers included (ReadIndex).
+        // Clients 4 and 5 read at any node, followers included (ReadIndex);
+        // client 3 reads at the leader by its lease.
         let any_node = (c >= 4).then(|| nodes.clone());
+        let consistency = if c == 3 {
+            Consistency::Lease
+        } else {
+            Consistency::Linearizable
+        };
         let (history, stop, next_value) = (
             Arc::clone(&history),
             Arc::clone(&stop),
@@ -159,7 +167,7 @@ async fn run(dir: &std::path::Path, total: u64, hold: u64) {
                             let at = &all[rng.below(all.len() as u64) as usize];
                             client.read_at(at, &key_name(k)).await
                         }
-                        None => client.read(&key_name(k)).await,
+                        None => client.read_with(&key_name(k), consistency).await,
                     } {
                         Ok(v) => Some(Operation {
                             input: RegisterInput::Read,
@@ -352,6 +360,15 @@ async fn run(dir: &std::path::Path, total: u64, hold: u64) {
     for w in workers {
         w.await.unwrap();
     }
+    // Lease reads answered under a lease / by ReadIndex instead, summed
+    // over the nodes since their last start.
+    let mut lease_reads = (0, 0);
+    for addr in &nodes {
+        if let Ok(s) = admin.status(addr).await {
+            lease_reads.0 += s.lease_reads.0;
+            lease_reads.1 += s.lease_reads.1;
+        }
+    }
     // Final reads of every key, after everything.
     for k in 0..KEYS {
         let call = start.elapsed().as_micros() as u64;
@@ -383,13 +400,16 @@ async fn run(dir: &std::path::Path, total: u64, hold: u64) {
          in turn: {faults:?}\n\
          operations {:?} (indeterminate: {bounded} bounded by a later \
          acknowledged write of the same client, {free} never bounded)\n\
-         recovered in {:.1} s after the faults ended; checked in {:.2} s",
+         recovered in {:.1} s after the faults ended; checked in {:.2} s\n\
+         lease reads: {} under a lease, {} by ReadIndex (no lease held)",
         faults.len(),
         faults.len() as u64 * hold,
         fault_time.as_secs_f64(),
         summary(&history),
         recovered_in.as_secs_f64(),
-        check_time.as_secs_f64()
+        check_time.as_secs_f64(),
+        lease_reads.0,
+        lease_reads.1
     );
     for (key, report) in &reports {
         println!("key {key}: {report:?}");

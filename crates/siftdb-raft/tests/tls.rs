@@ -329,6 +329,7 @@ async fn clients_without_the_token_are_refused() {
             "/raft/append",
             "/raft/snapshot",
             "/api/read-index",
+            "/api/member",
         ] {
             let resp = tokened.post(url(path)).send().await.unwrap();
             assert_eq!(resp.status(), reqwest::StatusCode::UNAUTHORIZED, "{path}");

@@ -93,7 +93,10 @@ impl Cluster {
             .args(&self.options)
             .args(self.routes.get(&id).into_iter().flatten())
             .args(self.extra.get(&id).into_iter().flatten())
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("SIFTDB_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log);
         for (peer, addr) in &self.addrs {
@@ -276,4 +279,29 @@ pub async fn dumps_agree(
         dumps.windows(2).all(|d| d[0] == d[1]),
         "the nodes' states differ"
     );
+}
+
+/// Adds node `id` (already started) as a learner, caught up, and promotes
+/// it to voter when `voter`; the members after.
+pub async fn add_node(
+    admin: &Client,
+    cluster: &Cluster,
+    id: u64,
+    voter: bool,
+) -> siftdb_raft::api::Members {
+    use siftdb_raft::api::MembershipChange;
+    let added = admin
+        .change_membership(&MembershipChange::AddLearner {
+            id,
+            addr: cluster.addr(id).to_string(),
+        })
+        .await
+        .unwrap();
+    if !voter {
+        return added;
+    }
+    admin
+        .change_membership(&MembershipChange::Promote { id })
+        .await
+        .unwrap()
 }

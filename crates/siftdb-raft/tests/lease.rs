@@ -1,0 +1,109 @@
+//! Lease reads (`siftdb_raft::lease`): a leader answers them without a
+//! quorum round trip while it holds its lease, and an isolated leader stops
+//! answering them once the lease ran out — before a new leader can take a
+//! write — instead of serving a stale value.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    reason = "test code outside #[test] functions: a failed assumption is a failed test"
+)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use siftdb_raft::api::Consistency;
+use siftdb_raft::lease::lease_duration;
+use siftdb_raft::Command;
+
+use common::proxy::Proxy;
+use common::{find_leader, Cluster};
+
+/// The test cluster's smallest election timeout (`Cluster`'s options).
+const ELECTION_MIN: Duration = Duration::from_millis(300);
+
+/// The proxy closes its connections a moment after `partition` returns: a
+/// heartbeat may still pass meanwhile and extend the lease by that much.
+const SLACK: Duration = Duration::from_millis(50);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_leader_stops_serving_lease_reads_when_its_lease_ends() {
+    common::in_test_dir(Duration::from_secs(120), |path| async move {
+        let mut cluster = Cluster::new(&path, 3, 1000, 100);
+        let proxy = Proxy::start(&cluster.addrs).await;
+        for id in 1..=3 {
+            cluster.routes.insert(id, proxy.routes(id));
+            cluster.start(id);
+        }
+        let admin = cluster.client(Duration::from_secs(30), Duration::from_secs(5));
+        admin.init(cluster.addr(1)).await.unwrap();
+        let put = |v: &'static [u8]| Command::Put {
+            key: b"k".to_vec(),
+            value: v.to_vec(),
+        };
+        admin.write(&put(b"old")).await.unwrap();
+        let leader = find_leader(&admin, &cluster).await;
+        let at = cluster.addr(leader).to_string();
+        // Under a held lease, reads are answered without a round trip.
+        for _ in 0..50 {
+            let v = admin
+                .read_at_with(&at, b"k", Consistency::Lease)
+                .await
+                .unwrap();
+            assert_eq!(v.as_deref(), Some(&b"old"[..]));
+        }
+        let (served, _) = admin.status(&at).await.unwrap().lease_reads;
+        // (Most do; on a loaded machine a late heartbeat lets the lease
+        // lapse now and then, and those go by ReadIndex.)
+        assert!(served >= 10, "{served} of 50 lease reads used the lease");
+
+        // The leader is cut off from its followers (clients still reach
+        // it). Reads called within the lease may still be answered (with
+        // the old value: nothing else can be committed yet); any called
+        // after it must not be.
+        let lease = lease_duration(ELECTION_MIN);
+        proxy.partition(&[leader]);
+        let cut = Instant::now();
+        let quick = cluster.client(Duration::from_secs(1), Duration::from_millis(800));
+        let mut within = 0;
+        while cut.elapsed() < lease * 3 {
+            let called = cut.elapsed();
+            // A refused read (Err) constrains nothing.
+            if let Ok(v) = quick.read_at_with(&at, b"k", Consistency::Lease).await {
+                assert!(
+                    called < lease + SLACK,
+                    "a read called {called:?} after the cut (lease {lease:?}) was answered: {v:?}"
+                );
+                assert_eq!(v.as_deref(), Some(&b"old"[..]));
+                within += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The majority elects a new leader and takes a write; the old
+        // leader still does not answer with the old value.
+        let others: Vec<String> = (1..=3)
+            .filter(|&n| n != leader)
+            .map(|n| cluster.addr(n).to_string())
+            .collect();
+        let majority = siftdb_raft::client::Client::new(
+            others,
+            Duration::from_secs(30),
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        majority.write(&put(b"new")).await.unwrap();
+        let stale = quick.read_at_with(&at, b"k", Consistency::Lease).await;
+        assert!(stale.is_err(), "the isolated leader answered {stale:?}");
+        let (_, fell_back) = admin.status(&at).await.unwrap().lease_reads;
+        assert!(fell_back > 0, "no read found the lease expired");
+        // Healed: the old leader follows, and lease reads see the write.
+        proxy.heal();
+        let v = majority.read_with(b"k", Consistency::Lease).await.unwrap();
+        assert_eq!(v.as_deref(), Some(&b"new"[..]));
+        println!("{within} lease reads answered after the cut, all within the lease of {lease:?}");
+    })
+    .await;
+}
