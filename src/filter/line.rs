@@ -52,7 +52,7 @@ pub(crate) fn filter_hash(key: &[u8], seed: u64) -> u64 {
 /// Always below `lines` when `lines ≥ 1`, whatever the hash: for
 /// `lines ≤ 2^32` the product is below `2^32 · lines`, and for more lines
 /// the result, a 32-bit value, is below `2^32 < lines` (the multiply
-/// wraps) — which is what lets [`answer_hash`] skip the bounds check.
+/// wraps) — which is what lets the single-key kernels skip the bounds check.
 #[inline]
 pub fn line_index(hash: u64, lines: u64) -> usize {
     ((hash >> 32).wrapping_mul(lines) >> 32) as usize
