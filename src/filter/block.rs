@@ -74,7 +74,7 @@ impl BloomFilter {
     pub fn decode(bytes: &[u8]) -> Result<BloomFilter> {
         let view = FilterView::parse(bytes)?;
         let mut lines = allocate_lines(view.header.lines)?;
-        for (dst, src) in lines.iter_mut().zip(view.lines()) {
+        for (dst, src) in lines.as_mut_slice().iter_mut().zip(view.lines()) {
             dst.0 = *src;
         }
         Ok(BloomFilter::from_parts(

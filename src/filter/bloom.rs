@@ -15,6 +15,7 @@ use crate::filter::batch::{self, LineLookup};
 use crate::filter::kernel::LineTest;
 use crate::filter::line::{filter_hash, line_ones};
 pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
+use crate::filter::memory::LineMemory;
 use crate::filter::probe::Layout;
 use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
@@ -64,9 +65,10 @@ pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
     Ok(lines as u64)
 }
 
-/// Allocates `lines` empty lines, or `InvalidArgument` when memory is refused.
-pub(crate) fn allocate_lines(lines: u64) -> Result<Vec<Line>> {
-    allocate_filled(lines, Line::EMPTY)
+/// Allocates `lines` empty lines (a large filter's in huge pages, see
+/// [`crate::filter::memory`]), or `InvalidArgument` when memory is refused.
+pub(crate) fn allocate_lines(lines: u64) -> Result<LineMemory> {
+    LineMemory::zeroed(lines)
 }
 
 /// Allocates `count` copies of `empty` (one per line of some filter), or
@@ -115,7 +117,7 @@ const KEYS_PER_GROUP: usize = 256;
 /// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
 #[derive(Clone)]
 pub struct BloomFilter {
-    lines: Vec<Line>,
+    lines: LineMemory,
     probes: u32,
     seed: u64,
     layout: Layout,
@@ -135,7 +137,7 @@ impl Eq for BloomFilter {}
 impl std::fmt::Debug for BloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BloomFilter")
-            .field("lines", &self.lines.len())
+            .field("lines", &self.lines.as_slice().len())
             .field("probes", &self.probes)
             .field("seed", &self.seed)
             .field("layout", &self.layout)
@@ -194,13 +196,13 @@ impl BloomFilter {
     }
 
     pub(crate) fn from_parts(
-        lines: Vec<Line>,
+        lines: impl Into<LineMemory>,
         probes: u32,
         seed: u64,
         layout: Layout,
     ) -> BloomFilter {
         BloomFilter {
-            lines,
+            lines: lines.into(),
             probes,
             seed,
             layout,
@@ -224,7 +226,7 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
         // The line's index and address inside the kernel's one call.
-        self.test.insert_hash(&mut self.lines, hash);
+        self.test.insert_hash(self.lines.as_mut_slice(), hash);
     }
 
     /// Adds every hash of `hashes` (the same bits as one
@@ -234,7 +236,7 @@ impl BloomFilter {
     /// cache overlap. This is how a table's filter is built from the hashes
     /// gathered while its keys were added.
     pub fn insert_hashes(&mut self, hashes: &[u64]) {
-        self.test.add_group(&mut self.lines, hashes);
+        self.test.add_group(self.lines.as_mut_slice(), hashes);
     }
 
     /// Adds every key of `keys` (the same bits as one [`BloomFilter::insert`]
@@ -294,12 +296,12 @@ impl BloomFilter {
 
     /// Memory used by the bits, in bits.
     pub fn bits(&self) -> u64 {
-        self.lines.len() as u64 * LINE_BITS as u64
+        self.lines.as_slice().len() as u64 * LINE_BITS as u64
     }
 
     /// Number of 512-bit lines.
     pub fn lines(&self) -> u64 {
-        self.lines.len() as u64
+        self.lines.as_slice().len() as u64
     }
 
     /// Probes per key.
@@ -319,17 +321,27 @@ impl BloomFilter {
 
     /// Number of set bits.
     pub fn ones(&self) -> u64 {
-        self.lines.iter().map(|l| line_ones(&l.0) as u64).sum()
+        self.lines
+            .as_slice()
+            .iter()
+            .map(|l| line_ones(&l.0) as u64)
+            .sum()
     }
 
     /// Estimated number of distinct keys inserted, from the fill of each line.
     pub fn estimated_items(&self) -> f64 {
-        estimate_items(self.lines.iter().map(|l| line_ones(&l.0)), self.probes)
+        estimate_items(
+            self.lines.as_slice().iter().map(|l| line_ones(&l.0)),
+            self.probes,
+        )
     }
 
     /// The false-positive rate this filter has now, for a random absent key.
     pub fn current_fp_rate(&self) -> f64 {
-        fp_rate_of_fill(self.lines.iter().map(|l| line_ones(&l.0)), self.probes)
+        fp_rate_of_fill(
+            self.lines.as_slice().iter().map(|l| line_ones(&l.0)),
+            self.probes,
+        )
     }
 
     /// The theoretical rate for this filter's size and probe count once
@@ -342,18 +354,18 @@ impl BloomFilter {
     }
 
     fn check_same_geometry(&self, other: &BloomFilter) -> Result<()> {
-        if self.lines.len() != other.lines.len()
+        if self.lines.as_slice().len() != other.lines.as_slice().len()
             || self.probes != other.probes
             || self.seed != other.seed
             || self.layout != other.layout
         {
             return Err(Error::invalid(format!(
                 "filters differ in geometry: {} lines/{} probes/seed {}/{:?} vs {} lines/{} probes/seed {}/{:?}",
-                self.lines.len(),
+                self.lines.as_slice().len(),
                 self.probes,
                 self.seed,
                 self.layout,
-                other.lines.len(),
+                other.lines.as_slice().len(),
                 other.probes,
                 other.seed,
                 other.layout
@@ -366,7 +378,12 @@ impl BloomFilter {
     /// filter of the union. `InvalidArgument` when geometry or seed differ.
     pub fn union_with(&mut self, other: &BloomFilter) -> Result<()> {
         self.check_same_geometry(other)?;
-        for (mine, theirs) in self.lines.iter_mut().zip(&other.lines) {
+        for (mine, theirs) in self
+            .lines
+            .as_mut_slice()
+            .iter_mut()
+            .zip(other.lines.as_slice())
+        {
             for (a, b) in mine.0.iter_mut().zip(&theirs.0) {
                 *a |= b;
             }
@@ -385,7 +402,7 @@ impl BloomFilter {
 
     /// The lines, for encoding.
     pub(crate) fn raw_lines(&self) -> &[Line] {
-        &self.lines
+        self.lines.as_slice()
     }
 
     /// The lines as plain byte arrays, as a filter block holds them.
@@ -397,7 +414,12 @@ impl BloomFilter {
         // SAFETY: `Line` is `repr(C)` around one `[u8; LINE_BYTES]`: same
         // size, stricter alignment, every bit pattern valid; the slice keeps
         // the borrow of `self.lines`.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.lines.len()) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.lines.as_slice().as_ptr().cast(),
+                self.lines.as_slice().len(),
+            )
+        }
     }
 }
 

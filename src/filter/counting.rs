@@ -286,7 +286,7 @@ impl CountingBloomFilter {
     /// a bit set exactly where a counter is non-zero. A quarter of the memory,
     /// encodable, and answering exactly as this filter does.
     pub fn to_bloom(&self) -> BloomFilter {
-        let lines = self.lines.iter().map(|line| line.to_bits()).collect();
+        let lines: Vec<Line> = self.lines.iter().map(|line| line.to_bits()).collect();
         BloomFilter::from_parts(lines, self.probes, self.seed, LAYOUT)
     }
 

@@ -31,6 +31,7 @@ pub mod fuse;
 pub mod fuse_block;
 mod kernel;
 pub mod line;
+mod memory;
 pub mod policy;
 pub mod probe;
 pub mod range;

@@ -25,9 +25,11 @@
 //! caller hashes the key inline (one xxh3, no branch on the seed) and the
 //! kernel takes the filter's lines, the hash and the probe count
 //! ([`crate::filter::probe::Probes`], the first round's word mask one
-//! rotate). The AVX-512 one-round query is one masked `vptestnmq` of the
-//! line against the probe bits (a kept lane has one bit, missing when
-//! `line & probe` is zero).
+//! rotate). The AVX-512 one-round query rotates each word of the line
+//! right by its probe's bit (`vprorvq`) and tests bit 0 of the kept words
+//! in one masked `vptestnmq` against a broadcast 1 (no `1 << bit` built
+//! per lane); the line's index needs no bounds check (`line_index` is
+//! below any non-empty line count), so its load is issued first.
 
 #![cfg_attr(
     target_arch = "x86_64",
@@ -71,7 +73,9 @@ impl Isa {
             1 => return Isa::Scalar,
             _ => {}
         }
-        let (found, id) = if has!("avx512f") && has!("avx512vl") {
+        let (found, id) = if std::env::var("FILT3_ISA").is_ok_and(|v| v == "avx2") {
+            (Isa::Avx2, 2)
+        } else if has!("avx512f") && has!("avx512vl") {
             (Isa::Avx512, 3)
         } else if has!("avx2") {
             (Isa::Avx2, 2)
@@ -465,12 +469,13 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
     unsafe { _mm512_storeu_si512(place, _mm512_or_si512(_mm512_loadu_si512(place), mask)) };
 }
 
-/// The probes of a filter whose probes fit one round (`k ≤ 8`) in an
-/// AVX-512 register, and apart from it the words they are in: every lane
-/// holds 1 rotated by its word's probe bit (one bit per lane), and only
-/// the lanes of the mask are probes. A query tests the line's kept lanes
-/// for a zero `line & probe` and an insert ORs the kept lanes, so neither
-/// clears the other lanes first.
+/// The probe bits of a filter whose probes fit one round (`k ≤ 8`), one
+/// per 64-bit lane (its six low bits; the lane's higher bits are product
+/// bits a rotate ignores, as it counts mod 64), and apart from them the
+/// words they are in: only the lanes of the mask are probes. A query
+/// rotates each word of the line right by its lane's count and tests bit 0
+/// in the kept lanes; an insert ORs 1 rotated left by it into the kept
+/// lanes; neither clears the other lanes first.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
@@ -481,16 +486,17 @@ fn one_round_avx512(hash: u64, probes: Probes) -> (__m512i, __mmask8) {
     let [first, ..] = &SECTOR_LANES;
     // SAFETY: `first` is 64 bytes of u64s; the load has no alignment need.
     let multipliers = unsafe { _mm512_loadu_si512(first.as_ptr().cast()) };
-    // As in `sectored_round_avx512`: the rotate counts mod 64.
-    let bits = _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers));
-    (_mm512_rolv_epi64(_mm512_set1_epi64(1), bits), words)
+    (
+        _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers)),
+        words,
+    )
 }
 
 /// The single-key query for `k ≤ 8` with AVX-512 (see [`answer_hash`]):
-/// one masked test of the line against [`one_round_avx512`]. The bounds
-/// check stays: without it the index was computed after the probe bits
-/// and the line's load started later, slower from memory (docs/design.md,
-/// "The filter's layout and kernels").
+/// the line rotated by [`one_round_avx512`]'s bits, one masked test of
+/// bit 0. The line's index comes first and its load starts before the
+/// probe bits are worked out (an `is_empty` test, no bounds check of the
+/// index: docs/design.md, "The filter's layout and kernels").
 /// # Safety
 /// The CPU must support AVX-512 F and VL; `k` must be one round
 /// ([`Probes::one_round`]), or the probes past the first are not tested.
@@ -502,12 +508,14 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
     k: Probes,
 ) -> bool {
     answer_hash(lines, hash, |line, hash| {
-        let (probe, words) = one_round_avx512(hash, k);
+        let (bits, words) = one_round_avx512(hash, k);
         // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
         let have = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
-        // A kept lane holds one probe bit: it is missing when `have & probe`
-        // is zero.
-        _mm512_mask_testn_epi64_mask(words, have, probe) == 0
+        // Each kept word's probe bit rotated to bit 0: missing when that
+        // bit is zero (one rotate of the line instead of building
+        // `1 << bit` in every lane, and the 1 is the test's operand).
+        let probed = _mm512_rorv_epi64(have, bits);
+        _mm512_mask_testn_epi64_mask(words, probed, _mm512_set1_epi64(1)) == 0
     })
 }
 
@@ -519,7 +527,8 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
     add_hash(lines, hash, |line, hash| {
-        let (probe, words) = one_round_avx512(hash, k);
+        let (bits, words) = one_round_avx512(hash, k);
+        let probe = _mm512_rolv_epi64(_mm512_set1_epi64(1), bits);
         let place = line.as_mut_ptr().cast::<__m512i>();
         // SAFETY: `line` is 64 bytes, readable and writable; neither access
         // needs alignment.

@@ -1,0 +1,178 @@
+//! The memory a [`crate::filter::BloomFilter`]'s lines live in.
+//!
+//! Owns: [`LineMemory`] — zeroed, cache-line-aligned lines, and for a large
+//! filter the choice of memory mapped from the system and backed by
+//! transparent huge pages (Linux).
+//! Must never: hand out lines that are not zeroed when made, or free them
+//! while the filter lives; a refused mapping or huge-page hint is not an
+//! error (the heap is used, or 4 KiB pages).
+//!
+//! Why huge pages: every query of a filter reads one line at a random place
+//! in it. With 4 KiB pages a filter of 20M keys at 10 bits per key (25 MB,
+//! 6,100 pages) overflows the CPU's second-level TLB (3,072 entries on Zen
+//! 4), so most queries also walk the page table — in a virtual machine a
+//! nested walk. 2 MiB pages cover it with 13 entries. The memtable's arena
+//! does the same for its large blocks (`src/memtable/arena.rs`).
+#![expect(
+    unsafe_code,
+    reason = "the lines are a slice over memory the owner (a Vec or a mapping) keeps alive"
+)]
+
+use std::ptr::NonNull;
+
+use crate::error::{Error, Result};
+use crate::filter::line::{Line, LINE_BYTES};
+
+/// A huge page (x86-64's 2 MiB).
+const HUGE_PAGE: usize = 2 << 20;
+/// Lines of a filter this large or larger are mapped in whole huge pages
+/// (the last one partly used: less than one huge page more than the
+/// filter, under 8% more for a filter of 25 MB or more, at most twice the
+/// filter at 1 MiB — the price of one TLB entry instead of 256).
+const MAPPED_FROM: usize = HUGE_PAGE / 2;
+
+/// What keeps the lines' memory alive.
+enum Owner {
+    /// Smaller filters: one heap allocation.
+    Heap(#[expect(dead_code, reason = "held only to be dropped")] Vec<Line>),
+    /// Filters of [`MAPPED_FROM`] or more: anonymous memory, advised to be
+    /// backed by huge pages, unmapped on drop.
+    Mapped(#[expect(dead_code, reason = "held only to be dropped")] memmap2::MmapMut),
+}
+
+/// A filter's lines: `len` zeroed, 64-byte-aligned lines in memory that
+/// lives as long as this value.
+pub(crate) struct LineMemory {
+    start: NonNull<Line>,
+    len: usize,
+    _owner: Owner,
+}
+
+// SAFETY: the lines are plain bytes owned by this value alone (the owner is
+// a Vec or a mapping no one else holds); `&self` gives shared access only
+// and `&mut self` unique access, as for a `Vec<Line>`.
+unsafe impl Send for LineMemory {}
+// SAFETY: as for `Send`: shared references only read.
+unsafe impl Sync for LineMemory {}
+
+impl LineMemory {
+    /// `count` empty lines, or `InvalidArgument` when memory is refused.
+    pub(crate) fn zeroed(count: u64) -> Result<LineMemory> {
+        let bytes = count.saturating_mul(LINE_BYTES as u64);
+        let refused = || Error::invalid(format!("cannot allocate {bytes} bytes for a filter"));
+        let len = usize::try_from(count).map_err(|_| refused())?;
+        let size = len.checked_mul(LINE_BYTES).ok_or_else(refused)?;
+        if size >= MAPPED_FROM {
+            if let Some(mapped) = LineMemory::mapped(len, size) {
+                return Ok(mapped);
+            }
+        }
+        let mut lines = Vec::new();
+        lines.try_reserve_exact(len).map_err(|_| refused())?;
+        lines.resize(len, Line::EMPTY);
+        Ok(LineMemory::from(lines))
+    }
+
+    /// `len` lines (`size` bytes) in anonymous memory rounded up to whole
+    /// huge pages (Linux places such a mapping on a huge-page boundary),
+    /// advised to use them before any page is touched; `None` when the
+    /// system refuses the mapping.
+    fn mapped(len: usize, size: usize) -> Option<LineMemory> {
+        let mut map = memmap2::MmapMut::map_anon(size.checked_next_multiple_of(HUGE_PAGE)?).ok()?;
+        #[cfg(target_os = "linux")]
+        {
+            // Only a hint: without huge pages the lines work the same.
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
+        // A mapping starts on a page boundary, so on a line's; it is zeroed
+        // and at least `size` bytes long.
+        let start = NonNull::new(map.as_mut_ptr().cast::<Line>())?;
+        Some(LineMemory {
+            start,
+            len,
+            _owner: Owner::Mapped(map),
+        })
+    }
+
+    /// The lines.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[Line] {
+        // SAFETY: `start` is `len` initialised, aligned lines that the owner
+        // keeps alive while `self` is borrowed (any bytes are a valid `Line`).
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
+    }
+
+    /// The lines, to set bits in.
+    #[inline]
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Line] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
+    }
+
+    /// Whether the lines are in huge-page-advised mapped memory.
+    #[cfg(test)]
+    fn is_mapped(&self) -> bool {
+        matches!(self._owner, Owner::Mapped(_))
+    }
+}
+
+impl From<Vec<Line>> for LineMemory {
+    fn from(mut lines: Vec<Line>) -> LineMemory {
+        let (start, len) = (
+            NonNull::from(lines.as_mut_slice()).cast::<Line>(),
+            lines.len(),
+        );
+        LineMemory {
+            start,
+            len,
+            _owner: Owner::Heap(lines),
+        }
+    }
+}
+
+impl Clone for LineMemory {
+    fn clone(&self) -> LineMemory {
+        let mut copy = match LineMemory::zeroed(self.len as u64) {
+            Ok(copy) => copy,
+            // Only when memory is refused, where `Vec::clone` aborts too.
+            Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<Line>()),
+        };
+        copy.as_mut_slice().copy_from_slice(self.as_slice());
+        copy
+    }
+}
+
+impl PartialEq for LineMemory {
+    fn eq(&self, other: &LineMemory) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for LineMemory {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_large_are_zeroed_aligned_and_writable() {
+        for count in [1usize, 3, 1000, MAPPED_FROM / LINE_BYTES + 5] {
+            let mut lines = LineMemory::zeroed(count as u64).unwrap();
+            assert_eq!(lines.as_slice().len(), count);
+            assert_eq!(lines.as_slice().as_ptr() as usize % LINE_BYTES, 0);
+            assert!(lines.as_slice().iter().all(|l| *l == Line::EMPTY));
+            if let Some(last) = lines.as_mut_slice().last_mut() {
+                last.0[63] = 7;
+            }
+            let copy = lines.clone();
+            assert!(copy == lines);
+            assert_eq!(copy.as_slice().last().unwrap().0[63], 7);
+            assert_eq!(lines.is_mapped(), count * LINE_BYTES >= MAPPED_FROM);
+        }
+    }
+
+    #[test]
+    fn an_impossible_size_is_refused() {
+        assert!(LineMemory::zeroed(u64::MAX).is_err());
+    }
+}
