@@ -39,6 +39,16 @@ pub trait RandomAccessFile: Send + Sync {
     /// file (it was truncated, or the caller's offset is wrong) are an
     /// `Error::Io` of kind `UnexpectedEof` naming the file, never a signal.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// The `len` bytes at `offset` in a buffer of their own (a data block
+    /// read that the block cache then keeps), with `read_exact_at`'s
+    /// errors. The default zero-fills a buffer and calls `read_exact_at`;
+    /// the real file reads into the buffer's uninitialised capacity, so a
+    /// block read from the page cache does not first write 4 KiB of zeros.
+    fn read_vec_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
     /// The file's length when it was opened.
     fn len(&self) -> u64;
     /// True when the file was empty when it was opened.
@@ -172,6 +182,24 @@ impl RandomAccessFile for OsReadFile {
             }
             Error::io(&self.path, e)
         })
+    }
+
+    fn read_vec_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset.saturating_add(buf.len() as u64);
+            // `spare_capacity` sets the length to what the kernel wrote:
+            // no byte is ever seen before it was read.
+            match rustix::io::pread(&self.file, rustix::buffer::spare_capacity(&mut buf), at) {
+                Ok(0) => return Err(short_read(&self.path, len, offset, self.len)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(Error::io(&self.path, e.into())),
+            }
+        }
+        // A capacity above `len` may have taken bytes past it.
+        buf.truncate(len);
+        Ok(buf)
     }
 
     fn len(&self) -> u64 {
@@ -509,6 +537,44 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         assert!(fs.create_dir_all(&file.join("under-a-file")).is_err());
+    }
+
+    #[test]
+    fn read_vec_at_reads_what_read_exact_at_reads_and_fails_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let file = OsFileSystem.open_read(&path).unwrap();
+        for (len, offset) in [
+            (0, 0),
+            (1, 0),
+            (4096, 0),
+            (4096, 5904),
+            (1, 9999),
+            (10_000, 0),
+        ] {
+            let got = file.read_vec_at(len, offset as u64).unwrap();
+            assert_eq!(got, &content[offset..offset + len], "{len} at {offset}");
+            let mut exact = vec![0u8; len];
+            file.read_exact_at(&mut exact, offset as u64).unwrap();
+            assert_eq!(got, exact);
+        }
+        // Past the end, or the file truncated under the open handle: an
+        // error naming the file, as `read_exact_at` gives.
+        for (len, offset) in [(2, 9999), (1, 10_000), (4096, 8000)] {
+            let err = file.read_vec_at(len, offset).unwrap_err();
+            assert!(err.to_string().contains("ran past the end"), "{err}");
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let err = file.read_vec_at(4096, 0).unwrap_err();
+        assert!(err.to_string().contains("ran past the end"), "{err}");
+        assert_eq!(file.read_vec_at(100, 0).unwrap(), &content[..100]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! cache.
 //!
 //! The block cache (`quick_cache`, sharded, weighted by bytes) holds parsed
-//! data blocks keyed by (table id, block offset); a value returned by a get
+//! data blocks keyed by (table id, block number); a value returned by a get
 //! is a `Bytes` slice of the cached block, so a hit copies nothing. The
 //! open-file cache holds at most `max_open_files` table files open; a table
 //! whose file was closed reopens it on its next block read. Filters and
@@ -34,8 +34,9 @@ use crate::table::counters::ReadCounters;
 /// header, allocator), counted against the cache's capacity.
 const BLOCK_OVERHEAD: u64 = 96;
 
-/// (table id, block offset).
-type BlockKey = (u64, u64);
+/// (table id, data block number): a table's blocks never change, and the
+/// number is known before the block's handle is loaded.
+type BlockKey = (u64, usize);
 
 #[derive(Clone)]
 struct BlockWeighter;
@@ -281,31 +282,31 @@ impl ReadContext {
         self.file_read_nanos.load(Ordering::Relaxed) >= SLOW_FILE_READ_NANOS
     }
 
-    /// True when the block cache holds block `offset` of table `table` (it
-    /// does not count as a use).
-    pub(crate) fn holds_block(&self, table: u64, offset: u64) -> bool {
+    /// True when the block cache holds data block `block_no` of table
+    /// `table` (it does not count as a use).
+    pub(crate) fn holds_block(&self, table: u64, block_no: usize) -> bool {
         self.blocks
             .as_ref()
-            .is_some_and(|cache| cache.contains_key(&(table, offset)))
+            .is_some_and(|cache| cache.contains_key(&(table, block_no)))
     }
 
     pub(crate) fn new_table_id(&self) -> u64 {
         self.next_table_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn cached_block(&self, table: u64, offset: u64) -> Option<Block> {
-        self.blocks.as_ref()?.get(&(table, offset))
+    pub(crate) fn cached_block(&self, table: u64, block_no: usize) -> Option<Block> {
+        self.blocks.as_ref()?.get(&(table, block_no))
     }
 
-    pub(crate) fn cache_block(&self, table: u64, offset: u64, block: &Block) {
+    pub(crate) fn cache_block(&self, table: u64, block_no: usize, block: &Block) {
         if let Some(cache) = &self.blocks {
-            cache.insert((table, offset), block.clone());
+            cache.insert((table, block_no), block.clone());
         }
     }
 
-    pub(crate) fn forget_block(&self, table: u64, offset: u64) {
+    pub(crate) fn forget_block(&self, table: u64, block_no: usize) {
         if let Some(cache) = &self.blocks {
-            cache.remove(&(table, offset));
+            cache.remove(&(table, block_no));
         }
     }
 

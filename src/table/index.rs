@@ -139,6 +139,13 @@ impl Index {
         self.handles.get(i).copied()
     }
 
+    /// Requests the line holding handle `i` from memory (a hint: nothing
+    /// is read, any `i` is safe), for a caller that will read it soon.
+    #[inline]
+    pub(crate) fn prefetch_handle(&self, i: usize) {
+        prefetch_line(self.handles.as_ptr().wrapping_add(i).cast());
+    }
+
     /// Every data block's handle, in key order.
     pub(crate) fn handles(&self) -> &[BlockHandle] {
         &self.handles

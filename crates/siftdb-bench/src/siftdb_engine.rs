@@ -28,6 +28,9 @@ pub struct SiftdbConfig {
     pub prefix_len: Option<usize>,
     /// Range filter bits per key; `None` builds none.
     pub range_bits_per_key: Option<f64>,
+    /// Block cache capacity; `None` keeps the default (siftdb-peers sets
+    /// the peers' budget, so every engine caches blocks in the same memory).
+    pub block_cache_bytes: Option<usize>,
 }
 
 /// A siftdb database under measurement.
@@ -105,6 +108,10 @@ impl SiftdbEngine {
         if let Some(bits) = config.range_bits_per_key {
             opts = opts.range_filter_bits_per_key(bits);
             settings.push(("range_filter_bits_per_key".to_string(), bits.to_string()));
+        }
+        if let Some(bytes) = config.block_cache_bytes {
+            opts = opts.block_cache_bytes(bytes);
+            settings.push(("block_cache_bytes".to_string(), bytes.to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })

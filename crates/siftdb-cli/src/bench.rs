@@ -226,6 +226,7 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
                 level1_bytes: config.level1_bytes,
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
+                block_cache_bytes: None,
             },
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.

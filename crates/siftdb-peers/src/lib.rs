@@ -64,6 +64,14 @@ pub struct PeerConfig {
     pub transactions: bool,
 }
 
+/// The block cache both peers run with by default (RocksDB 11's 32 MiB
+/// `LRUCache` of `BlockBasedTableOptions`, fjall 3's 32 MiB `cache_size`):
+/// siftdb is given the same, so no engine caches blocks in more memory than
+/// another (siftdb's own default is 64 MiB). Filters and indexes sit outside
+/// this budget in siftdb and RocksDB alike (RocksDB's default
+/// `cache_index_and_filter_blocks = false`).
+pub const PEER_BLOCK_CACHE_BYTES: usize = 32 << 20;
+
 /// Opens engine `name` in the fresh directory `dir`, every table carrying a
 /// Bloom filter of `config.bits_per_key` (`memory` has no tables and
 /// ignores it), and the prefix extractor and range filter where the engine
@@ -78,6 +86,7 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
                     .unwrap_or_else(|| FilterPolicy::bits_per_key(config.bits_per_key)),
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
+                block_cache_bytes: Some(PEER_BLOCK_CACHE_BYTES),
                 ..SiftdbConfig::default()
             },
         )?)),
