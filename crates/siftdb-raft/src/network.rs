@@ -13,7 +13,7 @@
 //! a body it cannot decode (that is a 400).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::timings::Timings;
+use crate::timings::{Step, Timings};
 use crate::tls::{ClientAuth, TlsError};
 use crate::types::{NodeId, TypeConfig};
 
@@ -191,12 +191,19 @@ impl RaftNetwork<TypeConfig> for Connection {
             ));
         }
         // Heartbeats (no entries) are not round trips of the write path.
-        let _timer = self
-            .timings
-            .as_ref()
-            .filter(|_| !rpc.entries.is_empty())
-            .map(|t| t.replicate.start());
-        self.send(APPEND, body, option.hard_ttl()).await
+        let timings = self.timings.as_ref().filter(|_| !rpc.entries.is_empty());
+        let last = rpc.entries.last().map(|e| e.log_id.index);
+        if let (Some(t), Some(last)) = (timings, last) {
+            t.step(Step::Sent, last, true, Step::Flushed, |t| &t.to_send);
+        }
+        let timer = timings.map(|t| t.replicate.start());
+        let answer = self.send(APPEND, body, option.hard_ttl()).await;
+        drop(timer);
+        if let (Some(t), Some(last), Ok(AppendEntriesResponse::Success)) = (timings, last, &answer)
+        {
+            t.step(Step::Answered, last, true, Step::Sent, |t| &t.first_answer);
+        }
+        answer
     }
 
     async fn install_snapshot(
@@ -243,6 +250,8 @@ pub(crate) fn encode_body<T: Serialize>(value: &T) -> Response {
 struct Receiver {
     raft: Raft<TypeConfig>,
     snapshots: Arc<SnapshotReceipt>,
+    /// Where a follower's share of an append is timed.
+    timings: Option<Arc<Timings>>,
 }
 
 /// Keeps a follower from standing for election while it receives a
@@ -325,8 +334,23 @@ impl Drop for ChunkInHand {
 }
 
 async fn append(State(r): State<Receiver>, body: Bytes) -> Response {
+    let entered = Instant::now();
     match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
-        Ok(req) => encode_body(&r.raft.append_entries(req).await),
+        Ok(req) => {
+            let last = req.entries.last().map(|e| e.log_id.index);
+            let answer = r.raft.append_entries(req).await;
+            if let (Some(t), Some(last)) = (&r.timings, last) {
+                let stamps = &t.stamps;
+                let after = |step| stamps.get(step, last).filter(|&at| at >= entered);
+                if let Some(appended) = after(Step::Appended) {
+                    t.follower_in.add(appended.duration_since(entered));
+                }
+                if let Some(flushed) = after(Step::Flushed) {
+                    t.follower_out.add(flushed.elapsed());
+                }
+            }
+            encode_body(&answer)
+        }
         Err(e) => bad_body(e),
     }
 }
@@ -358,8 +382,13 @@ pub const MAX_RPC_BODY: usize = 512 << 20;
 
 /// The receiving side of the raft RPCs; `election_timeout_max` sets how
 /// long a follower receiving a snapshot waits for the next chunk before it
-/// may stand for election again (four times it, at least two seconds).
-pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router {
+/// may stand for election again (four times it, at least two seconds);
+/// a follower's share of each append is timed into `timings`.
+pub fn routes(
+    raft: Raft<TypeConfig>,
+    election_timeout_max: Duration,
+    timings: Option<Arc<Timings>>,
+) -> Router {
     let snapshots = Arc::new(SnapshotReceipt {
         raft: raft.clone(),
         state: Mutex::new(ReceiptState::default()),
@@ -370,7 +399,11 @@ pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration) -> Router 
         .route(VOTE, post(vote))
         .route(SNAPSHOT, post(snapshot))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_RPC_BODY))
-        .with_state(Receiver { raft, snapshots })
+        .with_state(Receiver {
+            raft,
+            snapshots,
+            timings,
+        })
 }
 
 #[cfg(test)]

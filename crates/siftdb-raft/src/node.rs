@@ -209,22 +209,26 @@ pub async fn run(
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let app = network::routes(raft.clone(), Duration::from_millis(cfg.election_ms.1))
-        .merge(api::routes(ApiState {
-            id: cfg.id,
-            raft: raft.clone(),
-            reader,
-            peers: cfg.nodes(),
-            proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
-            timings: Arc::clone(&timings),
-            dir: cfg.dir.clone(),
-            retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            http: peer_auth.http_client(reqwest::Client::builder())?,
-            scheme: peer_auth.scheme(),
-            routes: cfg.routes.clone(),
-            read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
-        }))
-        .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
+    let app = network::routes(
+        raft.clone(),
+        Duration::from_millis(cfg.election_ms.1),
+        Some(Arc::clone(&timings)),
+    )
+    .merge(api::routes(ApiState {
+        id: cfg.id,
+        raft: raft.clone(),
+        reader,
+        peers: cfg.nodes(),
+        proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
+        timings: Arc::clone(&timings),
+        dir: cfg.dir.clone(),
+        retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        http: peer_auth.http_client(reqwest::Client::builder())?,
+        scheme: peer_auth.scheme(),
+        routes: cfg.routes.clone(),
+        read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
+    }))
+    .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
     let listener = bind(cfg.listen).await?;
     let served = tls::serve(listener, app, node_tls.as_ref(), shutdown)
         .await
