@@ -292,6 +292,14 @@ pub fn delta(before: &TimingsReport, after: &TimingsReport) -> TimingsReport {
         write_queued: sub(after.write_queued, before.write_queued),
         proposal: sub(after.proposal, before.proposal),
         replicate: sub(after.replicate, before.replicate),
+        raft_in: sub(after.raft_in, before.raft_in),
+        flush: sub(after.flush, before.flush),
+        to_send: sub(after.to_send, before.to_send),
+        first_answer: sub(after.first_answer, before.first_answer),
+        to_apply: sub(after.to_apply, before.to_apply),
+        answer: sub(after.answer, before.answer),
+        follower_in: sub(after.follower_in, before.follower_in),
+        follower_out: sub(after.follower_out, before.follower_out),
     }
 }
 
@@ -349,6 +357,49 @@ pub fn breakdown(o: &Outcome) -> String {
             )
         })
         .collect();
+    let mut follower = TimingsReport::default();
+    for (_, d) in deltas(o).filter(|(a, _)| a.state != "Leader") {
+        for (sum, part) in [
+            (&mut follower.follower_in, d.follower_in),
+            (&mut follower.flush, d.flush),
+            (&mut follower.follower_out, d.follower_out),
+        ] {
+            *sum = (sum.0 + part.0, sum.1 + part.1);
+        }
+    }
+    let steps = [
+        mean_ms(leader.raft_in),
+        mean_ms(leader.flush),
+        mean_ms(leader.to_send),
+        mean_ms(leader.first_answer),
+        mean_ms(leader.to_apply),
+        mean_ms(leader.apply),
+        mean_ms(leader.answer),
+    ];
+    let on_follower =
+        mean_ms(follower.follower_in) + mean_ms(follower.flush) + mean_ms(follower.follower_out);
+    format!(
+        "{}\n  one entry, in order: into raft {:.3} + leader fsync {:.3} + to first send {:.3} + first answer {:.3} + to apply {:.3} + apply {:.3} + answer {:.3} = {:.3} ms\n  \
+         first answer: follower in {:.3} + follower fsync {:.3} + follower out {:.3}, network and HTTP {:.3} ms",
+        summary(client, api, &leader, &followers),
+        steps[0],
+        steps[1],
+        steps[2],
+        steps[3],
+        steps[4],
+        steps[5],
+        steps[6],
+        steps.iter().sum::<f64>(),
+        mean_ms(follower.follower_in),
+        mean_ms(follower.flush),
+        mean_ms(follower.follower_out),
+        (mean_ms(leader.first_answer) - on_follower).max(0.0),
+    )
+}
+
+/// The first lines of [`breakdown`]: the client's latency and the means of
+/// the leader's api, proposal and storage stages.
+fn summary(client: f64, api: f64, leader: &TimingsReport, followers: &[String]) -> String {
     format!(
         "  mean per command: client {client:.2} ms = network, HTTP and client {:.2} ms + leader api {api:.2} ms\n  \
          leader api: queued {:.2} ms + proposal {:.2} ms (entries {}) + answer\n  \

@@ -16,7 +16,7 @@
 //! a body it cannot decode (that is a 400).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -39,7 +39,7 @@ use serde::Serialize;
 
 use crate::lease::Acks;
 use crate::retire::{self, Retirement, Verdict};
-use crate::timings::Timings;
+use crate::timings::{Step, Timings};
 use crate::tls::{ClientAuth, TlsError};
 use crate::types::{NodeId, TypeConfig};
 
@@ -227,13 +227,19 @@ impl RaftNetwork<TypeConfig> for Connection {
             ));
         }
         // Heartbeats (no entries) are not round trips of the write path.
-        let _timer = self
-            .timings
-            .as_ref()
-            .filter(|_| !rpc.entries.is_empty())
-            .map(|t| t.replicate.start());
+        let timings = self.timings.as_ref().filter(|_| !rpc.entries.is_empty());
+        let last = rpc.entries.last().map(|e| e.log_id.index);
+        if let (Some(t), Some(last)) = (timings, last) {
+            t.step(Step::Sent, last, true, Step::Flushed, |t| &t.to_send);
+        }
+        let timer = timings.map(|t| t.replicate.start());
         let sent = std::time::Instant::now();
         let answer = self.send(APPEND, body, option.hard_ttl()).await;
+        drop(timer);
+        if let (Some(t), Some(last), Ok(AppendEntriesResponse::Success)) = (timings, last, &answer)
+        {
+            t.step(Step::Answered, last, true, Step::Sent, |t| &t.first_answer);
+        }
         if let Ok(
             AppendEntriesResponse::Success
             | AppendEntriesResponse::PartialSuccess(_)
@@ -292,6 +298,8 @@ struct Receiver {
     raft: Raft<TypeConfig>,
     snapshots: Arc<SnapshotReceipt>,
     heard: Arc<Heard>,
+    /// Where a follower's share of an append is timed.
+    timings: Option<Arc<Timings>>,
 }
 
 /// When this node last accepted an append-entries message (a live leader
@@ -410,9 +418,21 @@ impl Drop for ChunkInHand {
 }
 
 async fn append(State(r): State<Receiver>, body: Bytes) -> Response {
+    let entered = Instant::now();
     match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
         Ok(req) => {
+            let last = req.entries.last().map(|e| e.log_id.index);
             let answer = r.raft.append_entries(req).await;
+            if let (Some(t), Some(last)) = (&r.timings, last) {
+                let stamps = &t.stamps;
+                let after = |step| stamps.get(step, last).filter(|&at| at >= entered);
+                if let Some(appended) = after(Step::Appended) {
+                    t.follower_in.add(appended.duration_since(entered));
+                }
+                if let Some(flushed) = after(Step::Flushed) {
+                    t.follower_out.add(flushed.elapsed());
+                }
+            }
             if matches!(
                 answer,
                 Ok(AppendEntriesResponse::Success | AppendEntriesResponse::PartialSuccess(_))
@@ -484,8 +504,14 @@ pub const MAX_RPC_BODY: usize = 512 << 20;
 /// The receiving side of the raft RPCs; `election_timeout_max` sets how
 /// long a follower receiving a snapshot waits for the next chunk before it
 /// may stand for election again (four times it, at least two seconds); `heard`
-/// notes each append-entries message or snapshot chunk accepted.
-pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration, heard: Arc<Heard>) -> Router {
+/// notes each append-entries message or snapshot chunk accepted; a
+/// follower's share of each append is timed into `timings`.
+pub fn routes(
+    raft: Raft<TypeConfig>,
+    election_timeout_max: Duration,
+    heard: Arc<Heard>,
+    timings: Option<Arc<Timings>>,
+) -> Router {
     let snapshots = Arc::new(SnapshotReceipt {
         raft: raft.clone(),
         state: Mutex::new(ReceiptState::default()),
@@ -500,6 +526,7 @@ pub fn routes(raft: Raft<TypeConfig>, election_timeout_max: Duration, heard: Arc
             raft,
             snapshots,
             heard,
+            timings,
         })
 }
 

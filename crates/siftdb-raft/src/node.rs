@@ -239,24 +239,29 @@ pub async fn run(
         },
         election_max * retire::SILENCE_ELECTIONS,
     ));
-    let app = network::routes(raft.clone(), election_max, heard)
-        .merge(api::routes(ApiState {
-            id: cfg.id,
-            raft: raft.clone(),
-            reader,
-            peers: cfg.nodes(),
-            proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
-            timings: Arc::clone(&timings),
-            retirement,
-            acks,
-            lease: lease::lease_duration(Duration::from_millis(cfg.election_ms.0)),
-            lease_reads: Arc::default(),
-            http: peer_auth.http_client(reqwest::Client::builder())?,
-            scheme: peer_auth.scheme(),
-            routes: cfg.routes.clone(),
-            read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
-        }))
-        .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
+    let app = network::routes(
+        raft.clone(),
+        election_max,
+        heard,
+        Some(Arc::clone(&timings)),
+    )
+    .merge(api::routes(ApiState {
+        id: cfg.id,
+        raft: raft.clone(),
+        reader,
+        peers: cfg.nodes(),
+        proposer: Proposer::start(raft.clone(), Arc::clone(&timings)),
+        timings: Arc::clone(&timings),
+        retirement,
+        acks,
+        lease: lease::lease_duration(Duration::from_millis(cfg.election_ms.0)),
+        lease_reads: Arc::default(),
+        http: peer_auth.http_client(reqwest::Client::builder())?,
+        scheme: peer_auth.scheme(),
+        routes: cfg.routes.clone(),
+        read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
+    }))
+    .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
     let listener = bind(cfg.listen).await?;
     let served = tls::serve(listener, app, node_tls.as_ref(), shutdown)
         .await

@@ -24,7 +24,7 @@ use openraft::Raft;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
-use crate::timings::Timings;
+use crate::timings::{Step, Timings};
 use crate::types::{
     Proposal, Request, Response, TypeConfig, MAX_PROPOSAL_BYTES, MAX_PROPOSAL_COMMANDS,
 };
@@ -169,12 +169,24 @@ async fn run(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             let timer = timings.proposal.start();
+            let called = Instant::now();
             let result = tokio::time::timeout(
                 PROPOSAL_TIMEOUT,
                 raft.client_write(Proposal { time_ms, requests }),
             )
             .await;
             drop(timer);
+            if let Ok(Ok(resp)) = &result {
+                let index = resp.log_id.index;
+                if let Some(appended) = timings
+                    .stamps
+                    .get(Step::Appended, index)
+                    .filter(|&a| a >= called)
+                {
+                    timings.raft_in.add(appended.duration_since(called));
+                }
+                timings.since(|t| &t.answer, Step::Applied, index, Instant::now());
+            }
             drop(permit);
             drop(room);
             let Ok(result) = result else {

@@ -67,7 +67,7 @@ use crate::codec::{self, data_key, decode, encode, state_keyspace, user_key, Err
 use crate::log_store::{blocking, Applied, PurgeGate};
 use crate::pointer::{sync_dir, Pointer};
 use crate::snapshot_file::{self, Header, Meta, SnapshotStream, TableEntry};
-use crate::timings::Timings;
+use crate::timings::{Step, Timings};
 use crate::types::{
     Command, NodeId, OpRef, Request, Response, TypeConfig, SESSION_EXPIRY_MS, SESSION_SWEEP_EVERY,
 };
@@ -823,7 +823,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut responses = Vec::new();
         let mut applier = Applier::new(&generation.keyspace);
         let mut last = None;
+        let handed = std::time::Instant::now();
+        let mut first = None;
         for entry in entries {
+            first = first.or(Some(entry.log_id.index));
             let response = match &entry.payload {
                 EntryPayload::Blank => Vec::new(),
                 EntryPayload::Normal(proposal) => {
@@ -857,6 +860,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 .commit_batch(&generation, rest, last, &membership)
                 .await
                 .map_err(err)?;
+            let timings = &self.shared.timings;
+            timings.since(|t| &t.to_apply, Step::Answered, last.index, handed);
+            let now = std::time::Instant::now();
+            let from = first
+                .unwrap_or(last.index)
+                .max(last.index.saturating_sub(64));
+            for index in from..=last.index {
+                timings.stamps.mark(Step::Applied, index, now, false);
+            }
         }
         Ok(responses)
     }
