@@ -438,48 +438,57 @@ fn read_wave(
         .collect();
     reads.sort_unstable_by_key(|&(table, block_no)| (table.id(), block_no));
     reads.dedup_by_key(|&mut (table, block_no)| (table.id(), block_no));
-    let mut blocks: Vec<Result<Block>> = Vec::with_capacity(reads.len());
+    // Each read's block, or its error; `None` for a read never answered
+    // (none is: the block is then read as `get` reads it).
+    let mut blocks: Vec<Option<Result<Block>>> = Vec::with_capacity(reads.len());
     if settings.multi_get_in_flight <= 1 || reads.len() == 1 {
         // One read at a time, each as `get` makes it.
         blocks.extend(
             reads
                 .iter()
-                .map(|&(table, block_no)| table.data_block(block_no)),
+                .map(|&(table, block_no)| Some(table.data_block(block_no))),
         );
     } else {
         let mut requests = Vec::with_capacity(reads.len());
-        // A block another key of the batch brought into the cache since
-        // (none here: they are distinct) or the request for it.
-        let mut at_hand: Vec<Option<Result<Block>>> = Vec::with_capacity(reads.len());
-        for &(table, block_no) in &reads {
-            match table.block_or_read(block_no) {
-                Ok(BlockOrRead::Block(block)) => at_hand.push(Some(Ok(block))),
+        // For each request, the read (its index in `reads`) it brings in.
+        let mut requested = Vec::with_capacity(reads.len());
+        for (at, &(table, block_no)) in reads.iter().enumerate() {
+            blocks.push(match table.block_or_read(block_no) {
+                // A block another key of the batch brought into the cache
+                // since (none here: they are distinct).
+                Ok(BlockOrRead::Block(block)) => Some(Ok(block)),
                 Ok(BlockOrRead::Read(request)) => {
                     requests.push(request);
-                    at_hand.push(None);
+                    requested.push(at);
+                    // Filled when the read completes.
+                    None
                 }
-                Err(e) => at_hand.push(Some(Err(e))),
-            }
+                Err(e) => Some(Err(e)),
+            });
         }
-        let mut results = Vec::new().into_iter();
         if let Some(&(table, _)) = reads.first() {
             if !requests.is_empty() {
                 let started = Instant::now();
-                let (read, path) =
-                    read_overlapped(&requests, settings.multi_get_in_flight, settings.io_uring);
+                // Each block is checked, decoded and cached as its read
+                // completes, while the batch's later reads are in flight.
+                let path = read_overlapped(
+                    &requests,
+                    settings.multi_get_in_flight,
+                    settings.io_uring,
+                    &mut |index, stored| {
+                        let Some(&at) = requested.get(index) else {
+                            return;
+                        };
+                        if let (Some(&(table, block_no)), Some(slot)) =
+                            (reads.get(at), blocks.get_mut(at))
+                        {
+                            *slot = Some(table.finish_block_read(block_no, stored));
+                        }
+                    },
+                );
                 table.note_overlapped_batch(path, requests.len() as u64);
                 table.note_file_read(started.elapsed());
-                results = read.into_iter();
             }
-        }
-        for (&(table, block_no), slot) in reads.iter().zip(at_hand) {
-            blocks.push(match slot {
-                Some(block) => block,
-                None => match results.next() {
-                    Some(stored) => table.finish_block_read(block_no, stored),
-                    None => table.data_block(block_no),
-                },
-            });
         }
     }
     // Each key's steps together, newest first (the sort is stable).
@@ -501,7 +510,7 @@ fn read_wave(
                     let at = reads
                         .binary_search_by_key(&(table.id(), *block_no), |&(t, b)| (t.id(), b))
                         .unwrap_or(usize::MAX);
-                    let block = match blocks.get(at) {
+                    let block = match blocks.get(at).and_then(Option::as_ref) {
                         Some(Ok(block)) => {
                             // Keys after the first of a block found it read:
                             // a cache hit, as the second of two gets would.
@@ -511,7 +520,12 @@ fn read_wave(
                             block.clone()
                         }
                         // This key's answer needs the block that failed.
-                        Some(Err(_)) => return blocks.swap_remove(at).map(|_| ()),
+                        Some(Err(_)) => {
+                            return match blocks.swap_remove(at) {
+                                Some(Err(e)) => Err(e),
+                                _ => Ok(()),
+                            }
+                        }
                         None => table.data_block(*block_no)?,
                     };
                     newest_of(

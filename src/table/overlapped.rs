@@ -51,22 +51,25 @@ pub enum IoPath {
 }
 
 /// Reads every request, at most `in_flight` at once (at least 1), through
-/// io_uring when `allow_uring` and the kernel allows it, else the pool.
-/// The results are in the order of `requests`.
+/// io_uring when `allow_uring` and the kernel allows it, else the pool,
+/// handing each result to `done` with its index in `requests` as soon as
+/// it completes (while later reads are still in flight), so the caller's
+/// work on one block overlaps the device's work on the others. Every
+/// request is answered exactly once.
 pub(crate) fn read_overlapped(
     requests: &[ReadRequest],
     in_flight: usize,
     allow_uring: bool,
-) -> (Vec<Result<Bytes>>, IoPath) {
+    done: &mut dyn FnMut(usize, Result<Bytes>),
+) -> IoPath {
     #[cfg(target_os = "linux")]
-    if allow_uring {
-        if let Some(results) = uring::read_all(requests, in_flight) {
-            return (results, IoPath::Uring);
-        }
+    if allow_uring && uring::read_all(requests, in_flight, done) {
+        return IoPath::Uring;
     }
     #[cfg(not(target_os = "linux"))]
     let _ = allow_uring;
-    (pool::read_all(requests, in_flight), IoPath::Pool)
+    pool::read_all(requests, in_flight, done);
+    IoPath::Pool
 }
 
 /// True when this thread can use an io_uring ring (creating it if needed);
@@ -109,6 +112,12 @@ mod uring {
     /// The ring failed mid-batch; its buffers were leaked.
     struct Broken;
 
+    /// Reads pushed before the ring is told of them: the first reads reach
+    /// the device while the kernel still prepares the later ones (one
+    /// `io_uring_enter` for a whole batch holds every read back until the
+    /// last is prepared).
+    const SUBMIT_EVERY: usize = 8;
+
     pub(super) fn available() -> bool {
         RING.with(|cell| {
             cell.try_borrow_mut()
@@ -128,59 +137,77 @@ mod uring {
         slot.as_mut()
     }
 
-    /// The batch through this thread's ring; `None` when there is no ring,
-    /// a file has no descriptor, or the ring broke (the caller then reads
-    /// the batch on the pool: reads are idempotent).
+    /// The batch through this thread's ring, each result to `done` as it
+    /// completes; false, with nothing read, when there is no ring or a file
+    /// has no descriptor (the caller then reads the batch on the pool). A
+    /// ring that breaks mid-batch is dropped and the reads it had not
+    /// answered are made here, one at a time.
     pub(super) fn read_all(
         requests: &[ReadRequest],
         in_flight: usize,
-    ) -> Option<Vec<Result<Bytes>>> {
+        done: &mut dyn FnMut(usize, Result<Bytes>),
+    ) -> bool {
         if requests.iter().any(|r| r.file.raw_fd().is_none()) {
-            return None;
+            return false;
         }
         RING.with(|cell| {
             // Borrowed already only if a read re-entered this thread's
             // batch (none does): that batch goes to the pool.
-            let mut slot = cell.try_borrow_mut().ok()?;
-            let ring = ring_of(&mut slot)?;
-            match drive(ring, requests, in_flight) {
-                Ok(results) => Some(results),
-                Err(Broken) => {
-                    *slot = None;
-                    None
+            let Ok(mut slot) = cell.try_borrow_mut() else {
+                return false;
+            };
+            let Some(ring) = ring_of(&mut slot) else {
+                return false;
+            };
+            let mut answered = vec![false; requests.len()];
+            let mut answer = |index: usize, read: Result<Bytes>| {
+                if let Some(flag) = answered.get_mut(index) {
+                    *flag = true;
+                }
+                done(index, read);
+            };
+            if drive(ring, requests, in_flight, &mut answer).is_err() {
+                *slot = None;
+            }
+            for (index, request) in requests.iter().enumerate() {
+                if !answered.get(index).copied().unwrap_or(true) {
+                    done(index, request.read_here());
                 }
             }
+            true
         })
     }
 
-    /// Queues the reads (at most `in_flight` at once), matches each
-    /// completion to its request by its index in `user_data`, and returns
-    /// once every queued read has completed.
+    /// Queues the reads (at most `in_flight` at once, told to the kernel
+    /// every [`SUBMIT_EVERY`]), hands each completion to `done` by its index
+    /// in `user_data` as it is reaped, and returns once every queued read
+    /// has completed.
     #[expect(
         unsafe_code,
-        reason = "io_uring reads into caller memory; see the SAFETY comment"
+        reason = "io_uring reads into caller memory; see the SAFETY comments"
     )]
     fn drive(
         ring: &mut IoUring,
         requests: &[ReadRequest],
         in_flight: usize,
-    ) -> std::result::Result<Vec<Result<Bytes>>, Broken> {
+        done: &mut dyn FnMut(usize, Result<Bytes>),
+    ) -> std::result::Result<(), Broken> {
         let limit = in_flight.clamp(1, RING_ENTRIES as usize);
-        let mut buffers: Vec<Vec<u8>> = requests.iter().map(|r| vec![0u8; r.len]).collect();
-        let mut results: Vec<Option<Result<Bytes>>> = requests.iter().map(|_| None).collect();
-        let (mut next, mut flying) = (0usize, 0usize);
+        // Uninitialised: the kernel fills them, and only a read that filled
+        // its buffer whole hands it on (see `filled`).
+        let mut buffers: Vec<Vec<u8>> =
+            requests.iter().map(|r| Vec::with_capacity(r.len)).collect();
+        let (mut next, mut flying, mut unsubmitted) = (0usize, 0usize, 0usize);
         loop {
             while flying < limit {
                 let (Some(request), Some(buffer)) = (requests.get(next), buffers.get_mut(next))
                 else {
                     break;
                 };
-                let (Some(fd), Ok(len)) = (request.file.raw_fd(), u32::try_from(buffer.len()))
+                let (Some(fd), Ok(len)) = (request.file.raw_fd(), u32::try_from(request.len))
                 else {
                     // Too large for one entry (no data block is): read here.
-                    if let Some(slot) = results.get_mut(next) {
-                        *slot = Some(request.read_here());
-                    }
+                    done(next, request.read_here());
                     next += 1;
                     continue;
                 };
@@ -188,10 +215,11 @@ mod uring {
                     .offset(request.offset)
                     .build()
                     .user_data(next as u64);
-                // SAFETY: the kernel writes `len` bytes into `buffer`'s heap
-                // memory and reads through `fd` until the completion of this
-                // entry. `buffer` is not freed, resized or moved from before
-                // that completion (the loop below takes it only after its
+                // SAFETY: the kernel writes at most `len` bytes into
+                // `buffer`'s heap allocation (its capacity is `len`) and
+                // reads through `fd` until the completion of this entry.
+                // `buffer` is not freed, resized or moved from before that
+                // completion (the loop below takes it only after its
                 // completion; on a ring failure every buffer is leaked), and
                 // `fd` belongs to `request.file`, which `requests` holds for
                 // the whole call (the kernel also holds its own reference to
@@ -202,6 +230,17 @@ mod uring {
                 }
                 next += 1;
                 flying += 1;
+                unsubmitted += 1;
+                if unsubmitted >= SUBMIT_EVERY && next < requests.len() && flying < limit {
+                    match ring.submit() {
+                        Ok(_) => unsubmitted = 0,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            std::mem::forget(buffers);
+                            return Err(Broken);
+                        }
+                    }
+                }
             }
             if flying == 0 {
                 if next >= requests.len() {
@@ -210,7 +249,7 @@ mod uring {
                 continue;
             }
             match ring.submit_and_wait(1) {
-                Ok(_) => {}
+                Ok(_) => unsubmitted = 0,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     // Reads may still be in flight into these buffers.
@@ -218,34 +257,55 @@ mod uring {
                     return Err(Broken);
                 }
             }
-            for completion in ring.completion() {
-                let Ok(index) = usize::try_from(completion.user_data()) else {
+            // Taken out of the queue first: `done` may take a while, and
+            // the ring's later completions wait for the next round.
+            let reaped: Vec<(u64, i32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (user_data, result) in reaped {
+                let Ok(index) = usize::try_from(user_data) else {
                     continue;
                 };
-                let (Some(request), Some(buffer), Some(slot)) = (
-                    requests.get(index),
-                    buffers.get_mut(index),
-                    results.get_mut(index),
-                ) else {
+                let (Some(request), Some(buffer)) = (requests.get(index), buffers.get_mut(index))
+                else {
                     continue;
                 };
                 flying = flying.saturating_sub(1);
-                let complete = usize::try_from(completion.result()).is_ok_and(|n| n == request.len);
-                *slot = Some(if complete {
-                    Ok(Bytes::from(std::mem::take(buffer)))
-                } else {
-                    // Short (the file was truncated) or failed: the same
-                    // read once more, for the file's own error (or bytes
-                    // a retry got after an interruption).
-                    request.read_here()
-                });
+                let complete = usize::try_from(result).is_ok_and(|n| n == request.len);
+                let whole = complete
+                    .then(|| filled(std::mem::take(buffer), request.len))
+                    .flatten();
+                done(
+                    index,
+                    match whole {
+                        Some(bytes) => Ok(Bytes::from(bytes)),
+                        // Short (the file was truncated) or failed: the same
+                        // read once more, for the file's own error (or bytes
+                        // a retry got after an interruption).
+                        None => request.read_here(),
+                    },
+                );
             }
         }
-        Ok(results
-            .into_iter()
-            .zip(requests)
-            .map(|(result, request)| result.unwrap_or_else(|| request.read_here()))
-            .collect())
+        Ok(())
+    }
+
+    /// `buffer` (empty, capacity at least `len`) once a completed read wrote
+    /// `len` bytes into it; `None` if it cannot hold them (never so).
+    #[expect(
+        unsafe_code,
+        reason = "a buffer the kernel filled is handed on without zeroing it first"
+    )]
+    fn filled(mut buffer: Vec<u8>, len: usize) -> Option<Vec<u8>> {
+        if buffer.capacity() < len {
+            return None;
+        }
+        // SAFETY: the kernel reported `len` bytes read into this buffer's
+        // allocation (the read's completion result), so its first `len`
+        // bytes are initialised; the capacity holds them (checked above).
+        unsafe { buffer.set_len(len) };
+        Some(buffer)
     }
 }
 
@@ -292,42 +352,82 @@ mod pool {
             .as_ref()
     }
 
-    /// Reads the batch in waves of at most `in_flight` reads on the pool.
-    /// Each wave has its own answer channel whose sender only the wave's
-    /// jobs hold, so a job lost to a panicking read ends the wait instead
-    /// of hanging it (that read is then redone here).
-    pub(super) fn read_all(requests: &[ReadRequest], in_flight: usize) -> Vec<Result<Bytes>> {
-        let mut results: Vec<Option<Result<Bytes>>> = requests.iter().map(|_| None).collect();
-        let Some(queue) = queue() else {
-            return requests.iter().map(ReadRequest::read_here).collect();
-        };
-        let wave = in_flight.clamp(1, THREADS);
-        for (start, chunk) in (0..).step_by(wave).zip(requests.chunks(wave)) {
-            let (done, answers) = mpsc::channel::<(usize, Result<Bytes>)>();
-            for (index, request) in (start..).zip(chunk) {
-                let (file, offset, len) = (Arc::clone(&request.file), request.offset, request.len);
-                let done = done.clone();
-                let job: Job = Box::new(move || {
-                    let read = ReadRequest { file, offset, len }.read_here();
-                    let _ = done.send((index, read));
-                });
-                if let Err(mpsc::SendError(job)) = queue.send(job) {
-                    // Every pool thread is gone: the read runs here.
-                    job();
-                }
-            }
-            drop(done);
-            for (index, read) in answers.iter() {
-                if let Some(slot) = results.get_mut(index) {
-                    *slot = Some(read);
-                }
+    /// A pool job's answer: its request's index and the read, `None` when
+    /// the job was dropped unrun (a panicking read took its thread).
+    type Answer = (usize, Option<Result<Bytes>>);
+
+    /// Sends a job's answer exactly once: the read when the job ran, else
+    /// `None` from its drop, so the batch never waits for a lost job.
+    struct Reply {
+        index: usize,
+        sender: Option<mpsc::Sender<Answer>>,
+    }
+
+    impl Reply {
+        fn send(mut self, read: Result<Bytes>) {
+            if let Some(sender) = self.sender.take() {
+                let _ = sender.send((self.index, Some(read)));
             }
         }
-        results
-            .into_iter()
-            .zip(requests)
-            .map(|(result, request)| result.unwrap_or_else(|| request.read_here()))
-            .collect()
+    }
+
+    impl Drop for Reply {
+        fn drop(&mut self) {
+            if let Some(sender) = self.sender.take() {
+                let _ = sender.send((self.index, None));
+            }
+        }
+    }
+
+    /// Reads the batch on the pool, at most `in_flight` at once, handing
+    /// each result to `done` as it arrives (a read whose job was lost is
+    /// redone here).
+    pub(super) fn read_all(
+        requests: &[ReadRequest],
+        in_flight: usize,
+        done: &mut dyn FnMut(usize, Result<Bytes>),
+    ) {
+        let Some(queue) = queue() else {
+            for (index, request) in requests.iter().enumerate() {
+                done(index, request.read_here());
+            }
+            return;
+        };
+        let limit = in_flight.clamp(1, THREADS);
+        let (sender, answers) = mpsc::channel::<Answer>();
+        let mut answer = |(index, read): Answer| {
+            if let Some(request) = requests.get(index) {
+                done(index, read.unwrap_or_else(|| request.read_here()));
+            }
+        };
+        let mut flying = 0usize;
+        for (index, request) in requests.iter().enumerate() {
+            if flying >= limit {
+                // Every job sends once (its `Reply`), and `sender` keeps
+                // the channel open: this receives.
+                if let Ok(reply) = answers.recv() {
+                    flying -= 1;
+                    answer(reply);
+                }
+            }
+            let (file, offset, len) = (Arc::clone(&request.file), request.offset, request.len);
+            let reply = Reply {
+                index,
+                sender: Some(sender.clone()),
+            };
+            let job: Job = Box::new(move || {
+                reply.send(ReadRequest { file, offset, len }.read_here());
+            });
+            flying += 1;
+            if let Err(mpsc::SendError(job)) = queue.send(job) {
+                // Every pool thread is gone: the read runs here.
+                job();
+            }
+        }
+        drop(sender);
+        for reply in answers.iter().take(flying) {
+            answer(reply);
+        }
     }
 }
 
@@ -335,6 +435,25 @@ mod pool {
 mod tests {
     use super::*;
     use crate::fs::OsFileSystem;
+
+    /// Every result in request order; each request answered exactly once.
+    fn read_collected(
+        requests: &[ReadRequest],
+        in_flight: usize,
+        uring: bool,
+    ) -> (Vec<Result<Bytes>>, IoPath) {
+        let mut slots: Vec<Option<Result<Bytes>>> = requests.iter().map(|_| None).collect();
+        let path = read_overlapped(requests, in_flight, uring, &mut |index, read| {
+            let slot = &mut slots[index];
+            assert!(slot.is_none(), "request {index} answered twice");
+            *slot = Some(read);
+        });
+        let results = slots
+            .into_iter()
+            .map(|s| s.expect("every request answered"))
+            .collect();
+        (results, path)
+    }
 
     fn requests_over(path: &std::path::Path, count: usize) -> Vec<ReadRequest> {
         let file = OsFileSystem::shared().open_read(path).unwrap();
@@ -355,7 +474,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let requests = requests_over(&path, 300);
         for (in_flight, uring) in [(1, true), (4, true), (200, true), (3, false), (64, false)] {
-            let (results, path_taken) = read_overlapped(&requests, in_flight, uring);
+            let (results, path_taken) = read_collected(&requests, in_flight, uring);
             if !uring {
                 assert_eq!(path_taken, IoPath::Pool);
             } else if io_uring_available() {
@@ -383,7 +502,7 @@ mod tests {
             .unwrap();
         requests.truncate(40);
         for uring in [true, false] {
-            let (results, _) = read_overlapped(&requests, 8, uring);
+            let (results, _) = read_collected(&requests, 8, uring);
             for (request, result) in requests.iter().zip(results) {
                 if usize::try_from(request.offset).unwrap() + request.len <= 8_000 {
                     assert_eq!(&result.unwrap()[..], &vec![7u8; request.len][..]);
