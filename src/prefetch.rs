@@ -3,9 +3,14 @@
 //! following one another (a filter line per candidate table, the entries of
 //! a data block a seek will scan).
 //!
-//! Owns: the prefetch intrinsic and its one `unsafe` block.
+//! Also the other memory hint: anonymous memory advised to be backed by
+//! transparent huge pages, for structures read at random places (a large
+//! filter, the memtable arena's large blocks).
+//!
+//! Owns: the prefetch intrinsic and its one `unsafe` block, and
+//! [`huge_page_mapping`].
 //! Must never: read memory architecturally or change a value: a hint that
-//! is wrong only costs time.
+//! is wrong only costs time; a refused huge-page hint is not an error.
 
 /// Bytes in one x86-64 cache line, the unit a prefetch loads.
 const CACHE_LINE_BYTES: usize = 64;
@@ -46,6 +51,19 @@ pub(crate) fn prefetch_bytes(bytes: &[u8]) {
     for line in 0..lines.min(MAX_PREFETCHED_LINES) {
         prefetch_line(start.wrapping_add(line * CACHE_LINE_BYTES));
     }
+}
+
+/// `size` bytes of zeroed anonymous memory, advised (Linux) to be backed by
+/// huge pages before any page is touched; `None` when the system refuses
+/// the mapping. The hint is only a hint: without huge pages the memory
+/// works the same.
+pub(crate) fn huge_page_mapping(size: usize) -> Option<memmap2::MmapMut> {
+    let map = memmap2::MmapMut::map_anon(size).ok()?;
+    #[cfg(target_os = "linux")]
+    {
+        let _ = map.advise(memmap2::Advice::HugePage);
+    }
+    Some(map)
 }
 
 #[cfg(test)]

@@ -78,12 +78,8 @@ impl LineMemory {
     /// advised to use them before any page is touched; `None` when the
     /// system refuses the mapping.
     fn mapped(len: usize, size: usize) -> Option<LineMemory> {
-        let mut map = memmap2::MmapMut::map_anon(size.checked_next_multiple_of(HUGE_PAGE)?).ok()?;
-        #[cfg(target_os = "linux")]
-        {
-            // Only a hint: without huge pages the lines work the same.
-            let _ = map.advise(memmap2::Advice::HugePage);
-        }
+        let mut map =
+            crate::prefetch::huge_page_mapping(size.checked_next_multiple_of(HUGE_PAGE)?)?;
         // A mapping starts on a page boundary, so on a line's; it is zeroed
         // and at least `size` bytes long.
         let start = NonNull::new(map.as_mut_ptr().cast::<Line>())?;

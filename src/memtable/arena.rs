@@ -133,12 +133,7 @@ impl Arena {
 /// Allocates a zeroed block of `size` bytes and records it in `blocks`.
 fn new_block(blocks: &mut Vec<Block>, size: usize) -> NonNull<u8> {
     if size >= MAPPED_BLOCK {
-        if let Ok(mut map) = memmap2::MmapMut::map_anon(size) {
-            #[cfg(target_os = "linux")]
-            {
-                // Only a hint: without huge pages the block works the same.
-                let _ = map.advise(memmap2::Advice::HugePage);
-            }
+        if let Some(mut map) = crate::prefetch::huge_page_mapping(size) {
             if let Some(start) = NonNull::new(map.as_mut_ptr()) {
                 blocks.push(Block::Mapped(map));
                 return start;
