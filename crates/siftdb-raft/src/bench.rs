@@ -300,6 +300,8 @@ pub fn delta(before: &TimingsReport, after: &TimingsReport) -> TimingsReport {
         answer: sub(after.answer, before.answer),
         follower_in: sub(after.follower_in, before.follower_in),
         follower_out: sub(after.follower_out, before.follower_out),
+        early_send: sub(after.early_send, before.early_send),
+        early_missed: sub(after.early_missed, before.early_missed),
     }
 }
 
@@ -380,7 +382,8 @@ pub fn breakdown(o: &Outcome) -> String {
         mean_ms(follower.follower_in) + mean_ms(follower.flush) + mean_ms(follower.follower_out);
     format!(
         "{}\n  one entry, in order: into raft {:.3} + leader fsync {:.3} + to first send {:.3} + first answer {:.3} + to apply {:.3} + apply {:.3} + answer {:.3} = {:.3} ms\n  \
-         first answer: follower in {:.3} + follower fsync {:.3} + follower out {:.3}, network and HTTP {:.3} ms",
+         first answer: follower in {:.3} + follower fsync {:.3} + follower out {:.3}, network and HTTP {:.3} ms\n  \
+         early sends (alongside the leader fsync): {} accepted, round trip {:.3} ms; {} not accepted",
         summary(client, api, &leader, &followers),
         steps[0],
         steps[1],
@@ -394,6 +397,9 @@ pub fn breakdown(o: &Outcome) -> String {
         mean_ms(follower.flush),
         mean_ms(follower.follower_out),
         (mean_ms(leader.first_answer) - on_follower).max(0.0),
+        leader.early_send.0,
+        mean_ms(leader.early_send),
+        leader.early_missed.0,
     )
 }
 

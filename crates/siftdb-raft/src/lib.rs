@@ -22,6 +22,7 @@ pub mod api;
 pub mod bench;
 pub mod client;
 pub mod codec;
+pub mod early_send;
 pub mod fuzzing;
 pub mod lease;
 pub mod log_store;

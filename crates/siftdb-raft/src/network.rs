@@ -10,7 +10,8 @@
 //! standing for election, notes when a leader was last heard ([`Heard`]),
 //! and answers a vote request from a removed node `410 Gone`
 //! ([`crate::retire`]); the send time of each append-entries message a
-//! follower accepts, for the leader's lease ([`crate::lease::Acks`]).
+//! follower accepts, for the leader's lease ([`crate::lease::Acks`]);
+//! the sending of an early append ([`crate::early_send`]).
 //! Must never: turn a peer that cannot be reached into anything but
 //! `Unreachable` (openraft then backs off instead of spinning), or panic on
 //! a body it cannot decode (that is a 400).
@@ -32,7 +33,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, Raft};
+use openraft::{BasicNode, LogId, Raft};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -61,6 +62,7 @@ pub struct Network {
     timings: Option<Arc<Timings>>,
     acks: Acks,
     retirement: Option<Arc<Retirement>>,
+    early: EarlyAcks,
 }
 
 impl Network {
@@ -85,7 +87,14 @@ impl Network {
             timings: None,
             acks: Acks::default(),
             retirement: None,
+            early: EarlyAcks::default(),
         })
+    }
+
+    /// The entries each follower accepted by early sends
+    /// ([`crate::early_send`]), which openraft's messages then leave out.
+    pub fn early_acks(&self) -> EarlyAcks {
+        self.early.clone()
     }
 
     /// Times the append-entries round trips into `timings`.
@@ -118,12 +127,19 @@ pub struct Connection {
     timings: Option<Arc<Timings>>,
     acks: Acks,
     retirement: Option<Arc<Retirement>>,
+    early: EarlyAcks,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        self.connection(target, node)
+    }
+}
+
+impl Network {
+    fn connection(&self, target: NodeId, node: &BasicNode) -> Connection {
         Connection {
             http: self.http.clone(),
             scheme: self.scheme,
@@ -132,7 +148,22 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             timings: self.timings.clone(),
             acks: self.acks.clone(),
             retirement: self.retirement.clone(),
+            early: self.early.clone(),
         }
+    }
+
+    /// Sends one encoded append-entries message to `target` (at `node`'s
+    /// address, or its route) outside openraft: an early send
+    /// ([`crate::early_send`]). Neither timed as openraft's round trips nor
+    /// counted for the lease: openraft does not know of it.
+    pub(crate) async fn send_append(
+        &self,
+        target: NodeId,
+        node: &BasicNode,
+        body: Vec<u8>,
+        ttl: Duration,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        self.connection(target, node).send(APPEND, body, ttl).await
     }
 }
 
@@ -217,6 +248,8 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        let (vote, last) = (rpc.vote, rpc.entries.last().map(|e| e.log_id.index));
+        let rpc = self.early.leave_out(self.target, rpc);
         let body = encode_request(&rpc).map_err(RPCError::Network)?;
         if body.len() > APPEND_BODY_BUDGET && rpc.entries.len() > 1 {
             // openraft sends again at once with at most this many entries
@@ -227,8 +260,7 @@ impl RaftNetwork<TypeConfig> for Connection {
             ));
         }
         // Heartbeats (no entries) are not round trips of the write path.
-        let timings = self.timings.as_ref().filter(|_| !rpc.entries.is_empty());
-        let last = rpc.entries.last().map(|e| e.log_id.index);
+        let timings = self.timings.as_ref().filter(|_| last.is_some());
         if let (Some(t), Some(last)) = (timings, last) {
             t.step(Step::Sent, last, true, Step::Flushed, |t| &t.to_send);
         }
@@ -248,7 +280,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         {
             // The follower accepted this leader's vote (a conflict too:
             // the vote is checked before the log).
-            self.acks.accepted(self.target, rpc.vote, sent);
+            self.acks.accepted(self.target, vote, sent);
         }
         answer
     }
@@ -267,6 +299,51 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
         self.call(VOTE, &rpc, option.hard_ttl()).await
+    }
+}
+
+/// Per follower, the last entry it accepted from an early send
+/// ([`crate::early_send`]): on its disk, and with it every entry before it
+/// (raft's log matching). openraft's next message to it leaves those
+/// entries out (it names the last of them as its `prev_log_id` instead),
+/// so each entry crosses the network once; the follower still checks that
+/// it holds `prev_log_id` before it answers, so a stale record costs a
+/// conflict and a resend, never a wrong answer.
+#[derive(Clone, Debug, Default)]
+pub struct EarlyAcks(Arc<Mutex<std::collections::BTreeMap<NodeId, LogId<NodeId>>>>);
+
+impl EarlyAcks {
+    /// Records that `target` accepted an early send ending at `last`.
+    pub fn accepted(&self, target: NodeId, last: LogId<NodeId>) {
+        self.0.lock().insert(target, last);
+    }
+
+    /// `rpc` without the leading entries `target` accepted by early sends.
+    /// Only entries of the sending leader's own term are left out, up to
+    /// the last accepted one: a leader's entries of its term are in its
+    /// log for good, so the follower holding the last accepted one holds
+    /// them all.
+    fn leave_out(
+        &self,
+        target: NodeId,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
+    ) -> AppendEntriesRequest<TypeConfig> {
+        let Some(acked) = self.0.lock().get(&target).copied() else {
+            return rpc;
+        };
+        if acked.leader_id != *rpc.vote.leader_id() {
+            return rpc;
+        }
+        let held = rpc
+            .entries
+            .iter()
+            .take_while(|e| e.log_id.leader_id == acked.leader_id && e.log_id.index <= acked.index)
+            .count();
+        if let Some(last) = held.checked_sub(1).and_then(|i| rpc.entries.get(i)) {
+            rpc.prev_log_id = Some(last.log_id);
+            rpc.entries.drain(..held);
+        }
+        rpc
     }
 }
 
@@ -533,6 +610,57 @@ pub fn routes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(term: u64, prev: u64, entries: u64) -> AppendEntriesRequest<TypeConfig> {
+        let id = |t: u64, i: u64| LogId::new(openraft::CommittedLeaderId::new(t, 1), i);
+        AppendEntriesRequest {
+            vote: openraft::Vote::new_committed(term, 1),
+            prev_log_id: Some(id(term, prev)),
+            entries: (prev + 1..=prev + entries)
+                .map(|i| openraft::Entry {
+                    log_id: id(term, i),
+                    payload: openraft::EntryPayload::Blank,
+                })
+                .collect(),
+            leader_commit: Some(id(term, prev)),
+        }
+    }
+
+    fn first_and_prev(rpc: &AppendEntriesRequest<TypeConfig>) -> (Option<u64>, Option<u64>) {
+        (
+            rpc.entries.first().map(|e| e.log_id.index),
+            rpc.prev_log_id.map(|p| p.index),
+        )
+    }
+
+    #[test]
+    fn entries_accepted_early_are_left_out() {
+        let early = EarlyAcks::default();
+        // Nothing accepted: the message goes whole.
+        assert_eq!(
+            first_and_prev(&early.leave_out(2, request(3, 10, 5))),
+            (Some(11), Some(10))
+        );
+        early.accepted(2, LogId::new(openraft::CommittedLeaderId::new(3, 1), 12));
+        // Up to the accepted entry: left out, named as prev; the commit stays.
+        let rpc = early.leave_out(2, request(3, 10, 5));
+        assert_eq!(first_and_prev(&rpc), (Some(13), Some(12)));
+        assert_eq!(rpc.leader_commit.map(|c| c.index), Some(10));
+        // All of them, when the follower accepted past them.
+        assert_eq!(
+            first_and_prev(&early.leave_out(2, request(3, 4, 3))),
+            (None, Some(7))
+        );
+        // Another follower, or another term: whole.
+        assert_eq!(
+            first_and_prev(&early.leave_out(3, request(3, 10, 5))),
+            (Some(11), Some(10))
+        );
+        assert_eq!(
+            first_and_prev(&early.leave_out(2, request(4, 10, 5))),
+            (Some(11), Some(10))
+        );
+    }
 
     #[test]
     fn entries_are_cut_to_the_budget() {

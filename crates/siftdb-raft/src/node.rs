@@ -19,6 +19,7 @@ use std::time::Duration;
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 
 use crate::api::{self, ApiState};
+use crate::early_send;
 use crate::lease::{self, Acks};
 use crate::network::{self, Network};
 use crate::proposer::Proposer;
@@ -66,6 +67,10 @@ pub struct NodeConfig {
     /// Serve plain HTTP on an address other than loopback (no encryption,
     /// no peer authentication).
     pub insecure: bool,
+    /// As leader, send new entries to the followers while they are being
+    /// fsynced here ([`crate::early_send`]); off only to measure what it
+    /// saves.
+    pub early_send: bool,
 }
 
 /// The routes only peers call: the raft messages, a follower's read-index
@@ -213,9 +218,24 @@ pub async fn run(
         .timed(Arc::clone(&timings))
         .with_acks(acks.clone())
         .retiring(Arc::clone(&retirement));
+    let own_appends = cfg.early_send.then(|| {
+        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+        log.send_own_appends(cfg.id, to);
+        (from, network.clone())
+    });
     let raft = Raft::new(cfg.id, config, network, log, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
+    if let Some((appends, network)) = own_appends {
+        early_send::start(
+            cfg.id,
+            raft.clone(),
+            network,
+            appends,
+            Arc::clone(&timings),
+            Duration::from_millis(cfg.election_ms.0),
+        );
+    }
     let election_max = Duration::from_millis(cfg.election_ms.1);
     let heard = Arc::new(network::Heard::default());
     // Once retired (told by the leader, or found out), raft stops.

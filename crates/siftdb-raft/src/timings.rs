@@ -115,6 +115,12 @@ pub struct Timings {
     /// Per append-entries message with entries, on a follower: its fsync
     /// done until the handler answers.
     pub follower_out: Counter,
+    /// Early sends a follower accepted, on the leader: sent until answered
+    /// (the follower's append and fsync, alongside the leader's fsync).
+    pub early_send: Counter,
+    /// Early sends a follower did not accept (behind, a newer term, not
+    /// reached), on the leader: sent until answered or failed.
+    pub early_missed: Counter,
     /// When each step of an entry happened.
     pub stamps: Stamps,
 }
@@ -251,6 +257,12 @@ pub struct TimingsReport {
     /// See [`Timings::follower_out`].
     #[serde(default)]
     pub follower_out: (u64, u64),
+    /// See [`Timings::early_send`].
+    #[serde(default)]
+    pub early_send: (u64, u64),
+    /// See [`Timings::early_missed`].
+    #[serde(default)]
+    pub early_missed: (u64, u64),
 }
 
 impl Timings {
@@ -276,6 +288,8 @@ impl Timings {
             answer: self.answer.get(),
             follower_in: self.follower_in.get(),
             follower_out: self.follower_out.get(),
+            early_send: self.early_send.get(),
+            early_missed: self.early_missed.get(),
         }
     }
 
