@@ -380,10 +380,32 @@ pub fn breakdown(o: &Outcome) -> String {
     ];
     let on_follower =
         mean_ms(follower.follower_in) + mean_ms(follower.flush) + mean_ms(follower.follower_out);
+    let follower_part = format!(
+        "follower in {:.3} + follower fsync {:.3} + follower out {:.3}",
+        mean_ms(follower.follower_in),
+        mean_ms(follower.flush),
+        mean_ms(follower.follower_out),
+    );
+    // With early sends the follower appends and fsyncs on the early
+    // message; openraft's own (sent after the leader's fsync, the entries
+    // left out) waits on the follower only for the rest of that fsync.
+    let rounds = if leader.early_send.0 > 0 {
+        format!(
+            "early send (alongside the leader fsync): round trip {:.3} ms = {follower_part}, network and HTTP {:.3} ms ({} accepted, {} not)\n  \
+             first answer: openraft's message, entries left out, answered once the follower's fsync of the early send is done",
+            mean_ms(leader.early_send),
+            (mean_ms(leader.early_send) - on_follower).max(0.0),
+            leader.early_send.0,
+            leader.early_missed.0,
+        )
+    } else {
+        format!(
+            "first answer: {follower_part}, network and HTTP {:.3} ms",
+            (mean_ms(leader.first_answer) - on_follower).max(0.0),
+        )
+    };
     format!(
-        "{}\n  one entry, in order: into raft {:.3} + leader fsync {:.3} + to first send {:.3} + first answer {:.3} + to apply {:.3} + apply {:.3} + answer {:.3} = {:.3} ms\n  \
-         first answer: follower in {:.3} + follower fsync {:.3} + follower out {:.3}, network and HTTP {:.3} ms\n  \
-         early sends (alongside the leader fsync): {} accepted, round trip {:.3} ms; {} not accepted",
+        "{}\n  one entry, in order: into raft {:.3} + leader fsync {:.3} + to first send {:.3} + first answer {:.3} + to apply {:.3} + apply {:.3} + answer {:.3} = {:.3} ms\n  {rounds}",
         summary(client, api, &leader, &followers),
         steps[0],
         steps[1],
@@ -393,13 +415,6 @@ pub fn breakdown(o: &Outcome) -> String {
         steps[5],
         steps[6],
         steps.iter().sum::<f64>(),
-        mean_ms(follower.follower_in),
-        mean_ms(follower.flush),
-        mean_ms(follower.follower_out),
-        (mean_ms(leader.first_answer) - on_follower).max(0.0),
-        leader.early_send.0,
-        mean_ms(leader.early_send),
-        leader.early_missed.0,
     )
 }
 

@@ -85,7 +85,7 @@ async fn dispatch(
         let Some(term) = append.entries.first().map(|e| e.log_id.leader_id.term) else {
             continue;
         };
-        let voters: Vec<(NodeId, BasicNode)> = {
+        let voters: Vec<(NodeId, BasicNode, bool)> = {
             let metrics = raft.metrics();
             let m = metrics.borrow();
             // Leading in the entries' term now (the metrics may lag: then
@@ -94,15 +94,30 @@ async fn dispatch(
                 continue;
             }
             let membership = m.membership_config.membership();
+            // Only to followers that openraft saw holding everything before
+            // these entries: one waiting on its round trip gets them with
+            // openraft's next message anyway, and under load an early send
+            // there would only double the messages (measured on 2 cores, 64
+            // clients: 10% fewer puts/s when sent to every follower).
+            let caught_up = |v: &NodeId| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(v))
+                    .is_some_and(|matching| *matching == append.prev)
+            };
             membership
                 .voter_ids()
-                .filter(|&v| v != id)
-                .filter_map(|v| Some((v, membership.get_node(&v)?.clone())))
+                .filter(|v| *v != id)
+                .filter_map(|v| Some((v, membership.get_node(&v)?.clone(), caught_up(&v))))
                 .collect()
         };
-        workers.retain(|v, w| voters.iter().any(|(id, node)| id == v && *node == w.node));
+        workers.retain(|v, w| {
+            voters
+                .iter()
+                .any(|(id, node, _)| id == v && *node == w.node)
+        });
         let append = Arc::new(append);
-        for (target, node) in voters {
+        for (target, node, _) in voters.into_iter().filter(|(_, _, caught_up)| *caught_up) {
             let worker = workers.entry(target).or_insert_with(|| {
                 let (queue, rx) = mpsc::unbounded_channel();
                 tokio::spawn(send_loop(
