@@ -9,12 +9,14 @@
 //! up to the read index — on the leader by `ensure_linearizable` or, for
 //! a lease read, by a lease that holds ([`crate::lease`]), on a follower by
 //! the leader's read index ([`READ_INDEX`]) and its own apply reaching it
-//! — unless the caller asked for a stale read; serve anything
+//! — unless the caller asked for a stale read; serve a stale read before
+//! it heard a leader since it started (or leads); serve anything
 //! once this node was removed; propose a command that fails
 //! [`Command::validate`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -27,7 +29,7 @@ use openraft::{BasicNode, Raft};
 use serde::{Deserialize, Serialize};
 
 use crate::lease::{self, Acks, Lease};
-use crate::network::{bad_body, decode_body, encode_body};
+use crate::network::{bad_body, decode_body, encode_body, Heard};
 use crate::proposer::Proposer;
 pub use crate::proposer::WriteReply;
 use crate::retire::Retirement;
@@ -262,9 +264,46 @@ pub struct ApiState {
     /// How long a follower's read waits for the leader's answer and then
     /// for its own apply to reach the read index.
     pub read_wait: std::time::Duration,
+    /// Whether (and when) a leader was heard since this node started: a
+    /// stale read waits for one ([`ApiState::current`]).
+    pub heard: Arc<Heard>,
 }
 
+/// How often a stale read waiting for a leader to be heard also checks
+/// whether this node became the leader.
+const POLL: Duration = Duration::from_millis(20);
+
 impl ApiState {
+    /// `Ok` once this node knows it belongs to the current cluster: it
+    /// accepted a leader's message since it started, or it leads. Waits
+    /// for that at most `read_wait`. A stale read (`?local=true`, a dump)
+    /// asks this first: a node removed while it was down, restarted on its
+    /// old directory, hears no leader and so serves no stale reads in the
+    /// seconds before it learns it was removed (`crate::retire`).
+    async fn current(&self) -> Result<(), String> {
+        let leads = || self.raft.metrics().borrow().state == openraft::ServerState::Leader;
+        if self.heard.any() || leads() {
+            return Ok(());
+        }
+        let waited = Instant::now();
+        while waited.elapsed() < self.read_wait {
+            // Removed meanwhile: said so at once.
+            if let Some(error) = self.removed() {
+                return Err(error);
+            }
+            if self.heard.wait_any(POLL).await || leads() {
+                return Ok(());
+            }
+        }
+        if let Some(error) = self.removed() {
+            return Err(error);
+        }
+        Err(format!(
+            "node {} has heard no leader since it started (a removed node does not): no stale reads",
+            self.id
+        ))
+    }
+
     /// `Some(why)` once this node has been removed from the cluster: it
     /// then serves no reads or writes (its state stops at its removal).
     fn removed(&self) -> Option<String> {
@@ -356,10 +395,16 @@ impl ApiState {
         match consistency {
             Consistency::Linearizable => self.read(key).await,
             Consistency::Lease => self.lease_read(key).await,
-            Consistency::Stale => match self.local_get(key.to_vec()).await {
-                Ok(v) => ReadReply::Value(v),
-                Err(error) => ReadReply::Unavailable { error },
-            },
+            Consistency::Stale => {
+                let read = match self.current().await {
+                    Ok(()) => self.local_get(key.to_vec()).await,
+                    Err(e) => Err(e),
+                };
+                match read {
+                    Ok(v) => ReadReply::Value(v),
+                    Err(error) => ReadReply::Unavailable { error },
+                }
+            }
         }
     }
 
@@ -538,6 +583,9 @@ async fn dump(State(api): State<ApiState>, body: Bytes) -> Response {
     };
     if let Some(error) = api.removed() {
         return (StatusCode::GONE, error).into_response();
+    }
+    if let Err(error) = api.current().await {
+        return (StatusCode::SERVICE_UNAVAILABLE, error).into_response();
     }
     let reader = api.reader.clone();
     let scanned = tokio::task::spawn_blocking(move || reader.scan(&prefix)).await;

@@ -295,6 +295,12 @@ struct ServeArgs {
     /// while they are being fsynced). To measure what early sends save.
     #[arg(long)]
     no_early_send: bool,
+    /// Test only (unsafe): the leader's lease for lease reads, in ms,
+    /// instead of the one derived from the election timeout. Longer than
+    /// the election timeout, an isolated leader serves stale reads; the
+    /// lease tests set it to show that their checker catches them.
+    #[arg(long, hide = true)]
+    unsafe_lease_ms: Option<u64>,
 }
 
 fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
@@ -340,6 +346,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         client_token_file: args.client_token_file,
         insecure: args.insecure,
         early_send: !args.no_early_send,
+        unsafe_lease: args.unsafe_lease_ms.map(Duration::from_millis),
     };
     run(cfg, shutdown_signal()).await.map_err(|e| e.to_string())
 }

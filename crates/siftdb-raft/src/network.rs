@@ -380,12 +380,15 @@ struct Receiver {
 }
 
 /// When this node last accepted an append-entries message (a live leader
-/// sends one every heartbeat interval).
+/// sends one every heartbeat interval), and whether it has since it
+/// started.
 #[derive(Debug)]
 pub struct Heard {
     start: std::time::Instant,
     /// ms since `start`.
     last: std::sync::atomic::AtomicU64,
+    /// Set by the first message accepted.
+    any: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for Heard {
@@ -393,6 +396,7 @@ impl Default for Heard {
         Heard {
             start: std::time::Instant::now(),
             last: std::sync::atomic::AtomicU64::new(0),
+            any: tokio::sync::watch::Sender::new(false),
         }
     }
 }
@@ -405,6 +409,21 @@ impl Heard {
     fn heard(&self) {
         self.last
             .fetch_max(self.now_ms(), std::sync::atomic::Ordering::Relaxed);
+        self.any
+            .send_if_modified(|any| !std::mem::replace(any, true));
+    }
+
+    /// Whether a leader was heard since this node started.
+    pub fn any(&self) -> bool {
+        *self.any.borrow()
+    }
+
+    /// Waits until a leader was heard since this node started, at most
+    /// `limit`; whether one was.
+    pub async fn wait_any(&self, limit: Duration) -> bool {
+        let mut any = self.any.subscribe();
+        let heard = tokio::time::timeout(limit, any.wait_for(|a| *a)).await;
+        matches!(heard, Ok(Ok(_)))
     }
 
     /// How long since a leader was last heard (since the node started when

@@ -71,6 +71,12 @@ pub struct NodeConfig {
     /// fsynced here ([`crate::early_send`]); off only to measure what it
     /// saves.
     pub early_send: bool,
+    /// Test only: the leader's lease for lease reads instead of the one
+    /// derived from the election timeout ([`lease::lease_duration`]). A
+    /// lease longer than the election timeout is unsafe: an isolated
+    /// leader may serve stale reads, which is what a test sets it for
+    /// (to show its checker catches them).
+    pub unsafe_lease: Option<Duration>,
 }
 
 /// The routes only peers call: the raft messages, a follower's read-index
@@ -262,7 +268,7 @@ pub async fn run(
     let app = network::routes(
         raft.clone(),
         election_max,
-        heard,
+        Arc::clone(&heard),
         Some(Arc::clone(&timings)),
     )
     .merge(api::routes(ApiState {
@@ -274,12 +280,15 @@ pub async fn run(
         timings: Arc::clone(&timings),
         retirement,
         acks,
-        lease: lease::lease_duration(Duration::from_millis(cfg.election_ms.0)),
+        lease: cfg
+            .unsafe_lease
+            .unwrap_or_else(|| lease::lease_duration(Duration::from_millis(cfg.election_ms.0))),
         lease_reads: Arc::default(),
         http: peer_auth.http_client(reqwest::Client::builder())?,
         scheme: peer_auth.scheme(),
         routes: cfg.routes.clone(),
         read_wait: Duration::from_millis(cfg.election_ms.1.saturating_mul(2)),
+        heard,
     }))
     .layer(axum::middleware::from_fn_with_state(gate, tls::authorize));
     let listener = bind(cfg.listen).await?;

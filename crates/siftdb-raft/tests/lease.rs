@@ -1,7 +1,9 @@
 //! Lease reads (`siftdb_raft::lease`): a leader answers them without a
 //! quorum round trip while it holds its lease, and an isolated leader stops
 //! answering them once the lease ran out — before a new leader can take a
-//! write — instead of serving a stale value.
+//! write — instead of serving a stale value; and, with a lease made
+//! unsafely long, that it does serve one, which the linearizability
+//! checker rejects (the check can fail).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -18,6 +20,10 @@ use std::time::{Duration, Instant};
 use siftdb_raft::api::Consistency;
 use siftdb_raft::lease::lease_duration;
 use siftdb_raft::Command;
+use siftdb_testkit::linearizability::{
+    check_registers, format_history, KeyedOperation, Operation, RegisterInput, RegisterOutput,
+    Verdict,
+};
 
 use common::proxy::Proxy;
 use common::{find_leader, Cluster};
@@ -104,6 +110,105 @@ async fn an_isolated_leader_stops_serving_lease_reads_when_its_lease_ends() {
         let v = majority.read_with(b"k", Consistency::Lease).await.unwrap();
         assert_eq!(v.as_deref(), Some(&b"new"[..]));
         println!("{within} lease reads answered after the cut, all within the lease of {lease:?}");
+    })
+    .await;
+}
+
+/// Microseconds since `start`: the history's clock.
+fn micros(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_micros()).unwrap()
+}
+
+/// The lease test's own check can fail: with a lease far longer than the
+/// election timeout (`serve --unsafe-lease-ms`, a test-only knob), an
+/// isolated old leader answers a lease read with the value a new leader
+/// has already overwritten, and the linearizability checker the partition
+/// test relies on rejects that history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsafe_lease_serves_a_stale_read_the_checker_rejects() {
+    common::in_test_dir(Duration::from_secs(120), |path| async move {
+        let mut cluster = Cluster::new(&path, 3, 1000, 100);
+        let proxy = Proxy::start(&cluster.addrs).await;
+        for id in 1..=3 {
+            cluster.routes.insert(id, proxy.routes(id));
+            cluster
+                .extra
+                .insert(id, vec!["--unsafe-lease-ms".into(), "60000".into()]);
+            cluster.start(id);
+        }
+        let admin = cluster.client(Duration::from_secs(30), Duration::from_secs(5));
+        admin.init(cluster.addr(1)).await.unwrap();
+        let start = Instant::now();
+        let mut history: Vec<KeyedOperation> = Vec::new();
+        let put = |v: u64| Command::Put {
+            key: b"k".to_vec(),
+            value: v.to_string().into_bytes(),
+        };
+        let mut write = |v: u64, call: u64, ret: u64| {
+            history.push((
+                0,
+                Operation {
+                    input: RegisterInput::Write(Some(v)),
+                    output: Some(RegisterOutput::Written),
+                    call,
+                    ret: Some(ret),
+                },
+            ));
+        };
+        let call = micros(start);
+        admin.write(&put(1)).await.unwrap();
+        write(1, call, micros(start));
+        let leader = find_leader(&admin, &cluster).await;
+        let at = cluster.addr(leader).to_string();
+        // The lease is held: served without a round trip.
+        admin
+            .read_at_with(&at, b"k", Consistency::Lease)
+            .await
+            .unwrap();
+
+        // The leader cut off; the majority elects another and overwrites.
+        proxy.partition(&[leader]);
+        let others: Vec<String> = (1..=3)
+            .filter(|&n| n != leader)
+            .map(|n| cluster.addr(n).to_string())
+            .collect();
+        let majority = siftdb_raft::client::Client::new(
+            others,
+            Duration::from_secs(30),
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        let call = micros(start);
+        majority.write(&put(2)).await.unwrap();
+        write(2, call, micros(start));
+
+        // The old leader still holds its (too long) lease: it answers with
+        // the overwritten value.
+        let quick = cluster.client(Duration::from_secs(2), Duration::from_secs(1));
+        let call = micros(start);
+        let stale = quick
+            .read_at_with(&at, b"k", Consistency::Lease)
+            .await
+            .unwrap();
+        let ret = micros(start);
+        assert_eq!(stale.as_deref(), Some(&b"1"[..]), "the old leader's answer");
+        history.push((
+            0,
+            Operation {
+                input: RegisterInput::Read,
+                output: Some(RegisterOutput::Read(Some(1))),
+                call,
+                ret: Some(ret),
+            },
+        ));
+        let (verdict, key) = check_registers(&history, 1_000_000);
+        assert_eq!(
+            (verdict, key),
+            (Verdict::Illegal, Some(0)),
+            "{}",
+            format_history(&history)
+        );
+        proxy.heal();
     })
     .await;
 }

@@ -85,7 +85,8 @@ fn log_says(cluster: &Cluster, id: u64, text: &str) -> bool {
     })
 }
 
-/// Waits until node `id` refuses reads as removed (and says so).
+/// Waits until node `id` refuses reads as removed (and says so); it must
+/// serve no stale read meanwhile (it hears no leader).
 async fn wait_retired(cluster: &Cluster, id: u64, limit: Duration) {
     let started = Instant::now();
     loop {
@@ -93,6 +94,10 @@ async fn wait_retired(cluster: &Cluster, id: u64, limit: Duration) {
         if let Ok(resp) = reqwest::get(url).await {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
+            assert!(
+                !status.is_success(),
+                "removed node {id} served a stale read before retiring: {text:?}"
+            );
             if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
                 && text.contains("removed from the cluster")
             {
