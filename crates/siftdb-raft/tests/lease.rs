@@ -31,6 +31,36 @@ use common::{find_leader, Cluster};
 /// The test cluster's smallest election timeout (`Cluster`'s options).
 const ELECTION_MIN: Duration = Duration::from_millis(300);
 
+/// Three nodes (with `extra` serve options) whose raft messages go
+/// through a fault proxy, initialised; a client of all of them.
+async fn proxied_cluster(
+    path: &std::path::Path,
+    extra: &[&str],
+) -> (Cluster, Proxy, siftdb_raft::client::Client) {
+    let mut cluster = Cluster::new(path, 3, 1000, 100);
+    let proxy = Proxy::start(&cluster.addrs).await;
+    for id in 1..=3 {
+        cluster.routes.insert(id, proxy.routes(id));
+        cluster
+            .extra
+            .insert(id, extra.iter().map(|s| s.to_string()).collect());
+        cluster.start(id);
+    }
+    let admin = cluster.client(Duration::from_secs(30), Duration::from_secs(5));
+    admin.init(cluster.addr(1)).await.unwrap();
+    (cluster, proxy, admin)
+}
+
+/// A client of every node but `leader`.
+fn majority_without(cluster: &Cluster, leader: u64) -> siftdb_raft::client::Client {
+    let others: Vec<String> = (1..=3)
+        .filter(|&n| n != leader)
+        .map(|n| cluster.addr(n).to_string())
+        .collect();
+    siftdb_raft::client::Client::new(others, Duration::from_secs(30), Duration::from_secs(2))
+        .unwrap()
+}
+
 /// The proxy closes its connections a moment after `partition` returns: a
 /// heartbeat may still pass meanwhile and extend the lease by that much.
 const SLACK: Duration = Duration::from_millis(50);
@@ -38,14 +68,7 @@ const SLACK: Duration = Duration::from_millis(50);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_isolated_leader_stops_serving_lease_reads_when_its_lease_ends() {
     common::in_test_dir(Duration::from_secs(120), |path| async move {
-        let mut cluster = Cluster::new(&path, 3, 1000, 100);
-        let proxy = Proxy::start(&cluster.addrs).await;
-        for id in 1..=3 {
-            cluster.routes.insert(id, proxy.routes(id));
-            cluster.start(id);
-        }
-        let admin = cluster.client(Duration::from_secs(30), Duration::from_secs(5));
-        admin.init(cluster.addr(1)).await.unwrap();
+        let (cluster, proxy, admin) = proxied_cluster(&path, &[]).await;
         let put = |v: &'static [u8]| Command::Put {
             key: b"k".to_vec(),
             value: v.to_vec(),
@@ -90,16 +113,7 @@ async fn an_isolated_leader_stops_serving_lease_reads_when_its_lease_ends() {
         }
         // The majority elects a new leader and takes a write; the old
         // leader still does not answer with the old value.
-        let others: Vec<String> = (1..=3)
-            .filter(|&n| n != leader)
-            .map(|n| cluster.addr(n).to_string())
-            .collect();
-        let majority = siftdb_raft::client::Client::new(
-            others,
-            Duration::from_secs(30),
-            Duration::from_secs(2),
-        )
-        .unwrap();
+        let majority = majority_without(&cluster, leader);
         majority.write(&put(b"new")).await.unwrap();
         let stale = quick.read_at_with(&at, b"k", Consistency::Lease).await;
         assert!(stale.is_err(), "the isolated leader answered {stale:?}");
@@ -127,17 +141,7 @@ fn micros(start: Instant) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsafe_lease_serves_a_stale_read_the_checker_rejects() {
     common::in_test_dir(Duration::from_secs(120), |path| async move {
-        let mut cluster = Cluster::new(&path, 3, 1000, 100);
-        let proxy = Proxy::start(&cluster.addrs).await;
-        for id in 1..=3 {
-            cluster.routes.insert(id, proxy.routes(id));
-            cluster
-                .extra
-                .insert(id, vec!["--unsafe-lease-ms".into(), "60000".into()]);
-            cluster.start(id);
-        }
-        let admin = cluster.client(Duration::from_secs(30), Duration::from_secs(5));
-        admin.init(cluster.addr(1)).await.unwrap();
+        let (cluster, proxy, admin) = proxied_cluster(&path, &["--unsafe-lease-ms", "60000"]).await;
         let start = Instant::now();
         let mut history: Vec<KeyedOperation> = Vec::new();
         let put = |v: u64| Command::Put {
@@ -168,16 +172,7 @@ async fn an_unsafe_lease_serves_a_stale_read_the_checker_rejects() {
 
         // The leader cut off; the majority elects another and overwrites.
         proxy.partition(&[leader]);
-        let others: Vec<String> = (1..=3)
-            .filter(|&n| n != leader)
-            .map(|n| cluster.addr(n).to_string())
-            .collect();
-        let majority = siftdb_raft::client::Client::new(
-            others,
-            Duration::from_secs(30),
-            Duration::from_secs(2),
-        )
-        .unwrap();
+        let majority = majority_without(&cluster, leader);
         let call = micros(start);
         majority.write(&put(2)).await.unwrap();
         write(2, call, micros(start));
