@@ -265,7 +265,7 @@ pub struct ApiState {
     /// for its own apply to reach the read index.
     pub read_wait: std::time::Duration,
     /// Whether (and when) a leader was heard since this node started: a
-    /// stale read waits for one ([`ApiState::current`]).
+    /// stale read waits for one (`ApiState::current`).
     pub heard: Arc<Heard>,
 }
 
