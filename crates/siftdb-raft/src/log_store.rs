@@ -5,7 +5,7 @@
 //! entry under its index big-endian, and `raft.meta`'s `vote`, `purged`
 //! (the last purged log id) and `committed` — the log writer thread and
 //! its queue, the entries appended but not yet written (readable
-//! meanwhile) and the newest written ones ([`Memory`]), and the in-memory
+//! meanwhile) and the newest written ones (`Memory`), and the in-memory
 //! bounds of the log (first and last present entry, last purged id), read
 //! back once at open.
 //! Must never: call an append's callback before the batch holding its
@@ -39,7 +39,7 @@
 //! for the fsync, so the leader counts itself towards a quorum only for
 //! entries on its disk.
 //!
-//! The newest written entries stay in memory (up to [`RECENT_BYTES`]):
+//! The newest written entries stay in memory (up to `RECENT_BYTES`):
 //! openraft reads an entry back twice right after its append is durable,
 //! to send it to the followers (openraft sends only once the leader's own
 //! fsync is done) and to apply it once committed (raft's core waits for that read).
@@ -144,7 +144,7 @@ impl Memory {
 
     /// Moves the written entry `id` (of `bytes` encoded bytes) from pending
     /// to recent, unless a truncation and a new append replaced it
-    /// meanwhile; forgets the oldest recent entries past [`RECENT_BYTES`].
+    /// meanwhile; forgets the oldest recent entries past `RECENT_BYTES`.
     fn written(&mut self, id: &LogId<NodeId>, bytes: usize) {
         if self.pending.get(&id.index).is_none_or(|e| e.log_id != *id) {
             return;
@@ -579,7 +579,7 @@ fn read_range(shared: &Shared, start: u64, end: u64) -> Result<Vec<Entry<TypeCon
 
 /// The entries of `start..=end` when every one of them is in memory, read
 /// without the database: memory holds the newest part of the log without
-/// a gap ([`Memory`]), so a range starting at or after its first index lies
+/// a gap (`Memory`), so a range starting at or after its first index lies
 /// in it entirely.
 fn read_memory(shared: &Shared, start: u64, end: u64) -> Option<Vec<Entry<TypeConfig>>> {
     let memory = shared.memory.read();

@@ -144,7 +144,7 @@ const STEPS: usize = 5;
 /// Entries remembered per step (a ring by log index).
 const SLOTS: usize = 4096;
 
-/// Per step, when the last [`SLOTS`] entries reached it: nanoseconds since
+/// Per step, when the last `SLOTS` entries reached it: nanoseconds since
 /// the node started, tagged with the log index (a slot is reused by the
 /// index `SLOTS` later).
 #[derive(Debug)]
