@@ -384,6 +384,30 @@ fn direct_reads_answer_as_the_model_on_both_io_paths() {
     }
 }
 
+/// A file system without a direct path (`RandomAccessFile::read_direct_at`
+/// answers `None`, as a refused `O_DIRECT` open does): the same answers,
+/// read through the page cache, none counted as direct.
+#[test]
+fn direct_reads_go_through_the_page_cache_on_a_file_system_without_them() {
+    let fs = FaultFs::new();
+    let dir = std::path::PathBuf::from("/direct_refused");
+    let db = Db::open_with(&dir, options().direct_reads(true).file_system(fs.shared())).unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(38));
+    let (db, model) = (Arc::new(db), Arc::new(model));
+    check_batches(&db, &model, 4, 10);
+    for i in (0..6500).step_by(11) {
+        let k = key(i);
+        assert_eq!(
+            db.get(&k).unwrap().as_deref(),
+            model.get(&k).map(Vec::as_slice)
+        );
+    }
+    let stats = db.stats();
+    assert!(stats.block_reads_from_file > 0, "{stats:?}");
+    assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
+}
+
 #[test]
 fn direct_reads_go_through_the_page_cache_where_o_direct_is_refused() {
     let shm = std::path::Path::new("/dev/shm");
