@@ -354,10 +354,11 @@ fn takes_direct_reads(dir: &std::path::Path) -> bool {
     taken
 }
 
-/// A database in `dir` reading data blocks with `direct_reads`: `multi_get`
-/// from 8 threads and `get` answer as the model does; returns its stats.
-fn check_direct_reads(dir: &std::path::Path, uring: bool) -> siftdb::Stats {
-    let db = Db::open_with(dir, options().io_uring(uring).direct_reads(true)).unwrap();
+/// A database in `dir` opened with `options` and `direct_reads`:
+/// `multi_get` from 8 threads and `get` answer as the model does; returns
+/// its stats.
+fn check_direct_reads(dir: &std::path::Path, options: Options) -> siftdb::Stats {
+    let db = Db::open_with(dir, options.direct_reads(true)).unwrap();
     let mut model = Model::new();
     fill(&db, &mut model, &mut Rng::new(37));
     let (db, model) = (Arc::new(db), Arc::new(model));
@@ -379,7 +380,7 @@ fn direct_reads_answer_as_the_model_on_both_io_paths() {
     for uring in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let direct = takes_direct_reads(dir.path());
-        let stats = check_direct_reads(dir.path(), uring);
+        let stats = check_direct_reads(dir.path(), options().io_uring(uring));
         assert_eq!(stats.direct_block_reads > 0, direct, "{stats:?}");
     }
 }
@@ -391,20 +392,7 @@ fn direct_reads_answer_as_the_model_on_both_io_paths() {
 fn direct_reads_go_through_the_page_cache_on_a_file_system_without_them() {
     let fs = FaultFs::new();
     let dir = std::path::PathBuf::from("/direct_refused");
-    let db = Db::open_with(&dir, options().direct_reads(true).file_system(fs.shared())).unwrap();
-    let mut model = Model::new();
-    fill(&db, &mut model, &mut Rng::new(38));
-    let (db, model) = (Arc::new(db), Arc::new(model));
-    check_batches(&db, &model, 4, 10);
-    for i in (0..6500).step_by(11) {
-        let k = key(i);
-        assert_eq!(
-            db.get(&k).unwrap().as_deref(),
-            model.get(&k).map(Vec::as_slice)
-        );
-    }
-    let stats = db.stats();
-    assert!(stats.block_reads_from_file > 0, "{stats:?}");
+    let stats = check_direct_reads(&dir, options().file_system(fs.shared()));
     assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
 }
 
@@ -421,7 +409,7 @@ fn direct_reads_go_through_the_page_cache_where_o_direct_is_refused() {
         return;
     }
     for uring in [true, false] {
-        let stats = check_direct_reads(dir.path(), uring);
+        let stats = check_direct_reads(dir.path(), options().io_uring(uring));
         assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
     }
 }
