@@ -49,6 +49,24 @@ pub trait RandomAccessFile: Send + Sync {
         self.read_exact_at(&mut buf, offset)?;
         Ok(buf)
     }
+    /// The `len` bytes at `offset` read past the operating system's page
+    /// cache (`O_DIRECT`: `Options::direct_reads`), in a buffer of their
+    /// own, with `read_exact_at`'s errors; `None` when this file has no
+    /// such path (the default, every wrapping file system, and a file
+    /// system that refuses `O_DIRECT`, such as tmpfs): the caller then
+    /// reads it through the page cache.
+    fn read_direct_at(&self, len: usize, offset: u64) -> Option<Result<Vec<u8>>> {
+        let _ = (len, offset);
+        None
+    }
+    /// A descriptor of this file opened with `O_DIRECT` (see
+    /// [`RandomAccessFile::read_direct_at`]), for `multi_get`'s io_uring
+    /// reads, which then read whole aligned spans; `None`
+    /// when there is none (the default).
+    #[cfg(unix)]
+    fn direct_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
     /// The file's length when it was opened.
     fn len(&self) -> u64;
     /// True when the file was empty when it was opened.
@@ -172,6 +190,64 @@ struct OsReadFile {
     file: File,
     len: u64,
     path: PathBuf,
+    /// The same file opened with `O_DIRECT` on its first direct read;
+    /// `None` when the file system refused it (the reads then go through
+    /// the page cache, as `read_direct_at`'s `None` tells the caller).
+    direct: std::sync::OnceLock<Option<File>>,
+}
+
+impl OsReadFile {
+    fn direct_file(&self) -> Option<&File> {
+        self.direct
+            .get_or_init(|| {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
+                rustix::fs::open(&self.path, flags, Mode::empty())
+                    .ok()
+                    .map(File::from)
+            })
+            .as_ref()
+    }
+}
+
+/// The alignment of `O_DIRECT` reads: offsets, lengths and buffer
+/// addresses are multiples of it (4 KiB covers every logical block size
+/// of the devices siftdb runs on).
+pub(crate) const DIRECT_ALIGN: usize = 4096;
+
+/// The aligned span an `O_DIRECT` read of `len` bytes at `offset` reads:
+/// from `start` (`offset` rounded down to [`DIRECT_ALIGN`]), `span` bytes
+/// (rounded up), the wanted bytes `skip` bytes in. Near the end of the
+/// file the read returns fewer than `span` bytes; it is whole when it
+/// returned at least `skip + len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirectSpan {
+    /// First byte read, aligned.
+    pub(crate) start: u64,
+    /// Bytes read, aligned.
+    pub(crate) span: usize,
+    /// Where the wanted bytes begin in the span.
+    pub(crate) skip: usize,
+}
+
+impl DirectSpan {
+    /// The span of `len` bytes at `offset`; `None` when it overflows.
+    pub(crate) fn of(len: usize, offset: u64) -> Option<DirectSpan> {
+        let align = DIRECT_ALIGN as u64;
+        let start = offset - offset % align;
+        let skip = usize::try_from(offset - start).ok()?;
+        let end = skip.checked_add(len)?;
+        let span = end.checked_add(DIRECT_ALIGN - 1)? / DIRECT_ALIGN * DIRECT_ALIGN;
+        Some(DirectSpan { start, span, skip })
+    }
+
+    /// A buffer for this span (capacity for the span and an alignment's
+    /// worth of padding) and where in it the aligned read begins.
+    pub(crate) fn buffer(&self) -> Option<(Vec<u8>, usize)> {
+        let buffer: Vec<u8> = Vec::with_capacity(self.span.checked_add(DIRECT_ALIGN)?);
+        let pad = buffer.as_ptr().align_offset(DIRECT_ALIGN);
+        (pad < DIRECT_ALIGN).then_some((buffer, pad))
+    }
 }
 
 impl RandomAccessFile for OsReadFile {
@@ -200,6 +276,37 @@ impl RandomAccessFile for OsReadFile {
         // A capacity above `len` may have taken bytes past it.
         buf.truncate(len);
         Ok(buf)
+    }
+
+    fn read_direct_at(&self, len: usize, offset: u64) -> Option<Result<Vec<u8>>> {
+        let direct = self.direct_file()?;
+        let wanted = DirectSpan::of(len, offset)
+            .and_then(|span| Some((span, span.buffer()?)))
+            .and_then(|(span, (mut buffer, pad))| {
+                let spare = buffer.spare_capacity_mut().get_mut(pad..pad + span.span)?;
+                loop {
+                    match rustix::io::pread(direct, &mut *spare, span.start) {
+                        // The span's bytes the kernel wrote (fewer at the
+                        // file's end); a copy of the wanted ones, so the
+                        // block cache keeps no padding.
+                        Ok((read, _)) => {
+                            break read.get(span.skip..span.skip + len).map(<[u8]>::to_vec)
+                        }
+                        Err(rustix::io::Errno::INTR) => {}
+                        Err(_) => break None,
+                    }
+                }
+            });
+        // A short read (the file was truncated) or one the kernel refused
+        // (an alignment it wants larger) is made through the page cache:
+        // the same bytes, or the file's own error.
+        Some(wanted.map_or_else(|| self.read_vec_at(len, offset), Ok))
+    }
+
+    #[cfg(unix)]
+    fn direct_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.direct_file().map(File::as_fd)
     }
 
     fn len(&self) -> u64 {
@@ -302,6 +409,7 @@ impl FileSystem for OsFileSystem {
             file,
             len,
             path: path.to_path_buf(),
+            direct: std::sync::OnceLock::new(),
         }))
     }
 
@@ -525,6 +633,50 @@ mod dir_lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_spans_are_aligned_and_cover_the_wanted_bytes() {
+        for (len, offset) in [
+            (1, 0),
+            (4096, 0),
+            (4101, 0),
+            (4101, 4095),
+            (5, 8190),
+            (0, 12_288),
+        ] {
+            let span = DirectSpan::of(len, offset).unwrap();
+            assert_eq!(span.start % DIRECT_ALIGN as u64, 0);
+            assert_eq!(span.span % DIRECT_ALIGN, 0);
+            assert_eq!(span.start + span.skip as u64, offset);
+            assert!(span.skip + len <= span.span && span.span < span.skip + len + DIRECT_ALIGN);
+            let (buffer, pad) = span.buffer().unwrap();
+            assert_eq!((buffer.as_ptr() as usize + pad) % DIRECT_ALIGN, 0);
+            assert!(pad + span.span <= buffer.capacity());
+        }
+        assert_eq!(DirectSpan::of(usize::MAX, 1), None);
+    }
+
+    #[test]
+    fn direct_reads_read_the_same_bytes_as_buffered_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..30_001u32).map(|i| (i * 7 % 253) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = OsFileSystem.open_read(&path).unwrap();
+        for (len, offset) in [(4101usize, 0u64), (100, 4000), (4101, 25_900), (1, 30_000)] {
+            let at = usize::try_from(offset).unwrap();
+            let want = &bytes[at..at + len];
+            match file.read_direct_at(len, offset) {
+                Some(read) => assert_eq!(read.unwrap(), want),
+                // A file system that refuses O_DIRECT (tmpfs).
+                None => assert!(file.direct_fd().is_none()),
+            }
+        }
+        // Past the end: the file's own error, direct or not.
+        if let Some(read) = file.read_direct_at(10, 29_995) {
+            assert!(read.is_err());
+        }
+    }
 
     #[test]
     fn nested_directories_are_created_and_existing_ones_accepted() {

@@ -61,6 +61,7 @@ pub struct Options {
     pub(crate) multi_get_in_flight: usize,
     pub(crate) multi_get_batch: usize,
     pub(crate) io_uring: bool,
+    pub(crate) direct_reads: bool,
     pub(crate) retry_interval: Duration,
     pub(crate) read_only: bool,
     pub(crate) paranoid_checks: bool,
@@ -129,6 +130,7 @@ impl Default for Options {
             multi_get_in_flight: DEFAULT_MULTI_GET_IN_FLIGHT,
             multi_get_batch: DEFAULT_MULTI_GET_BATCH,
             io_uring: true,
+            direct_reads: false,
             retry_interval: Duration::from_secs(1),
             read_only: false,
             paranoid_checks: false,
@@ -161,6 +163,7 @@ impl fmt::Debug for Options {
             .field("multi_get_in_flight", &self.multi_get_in_flight)
             .field("multi_get_batch", &self.multi_get_batch)
             .field("io_uring", &self.io_uring)
+            .field("direct_reads", &self.direct_reads)
             .field("retry_interval", &self.retry_interval)
             .field("prefix_extractor", &self.prefix_extractor)
             .field("whole_key_filtering", &self.whole_key_filtering)
@@ -352,6 +355,22 @@ impl Options {
     /// uses the pool.
     pub fn io_uring(mut self, enabled: bool) -> Self {
         self.io_uring = enabled;
+        self
+    }
+
+    /// Reads data blocks past the operating system's page cache
+    /// (`O_DIRECT`: `get`s, and `multi_get`'s overlapped reads), so the
+    /// block cache is their only cache. Beyond memory this spares the
+    /// kernel's page-cache work (inserting, then reclaiming, a page for
+    /// every block read) and counts no page cache against a memory limit;
+    /// a data set the page cache could hold is then read from the device
+    /// every time it misses the block cache. Default false. A file system
+    /// that refuses `O_DIRECT` (tmpfs) is read through the page cache, and
+    /// [`crate::Stats::direct_block_reads`] counts the reads that went
+    /// past it. Filters, indexes, scans and compaction always read
+    /// through the page cache.
+    pub fn direct_reads(mut self, enabled: bool) -> Self {
+        self.direct_reads = enabled;
         self
     }
 

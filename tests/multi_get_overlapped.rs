@@ -4,7 +4,9 @@
 //! few blocks, from 8 threads, on the io_uring path and the forced pool
 //! path; a failed block read fails the call, never mismatches an answer;
 //! a table truncated or removed under a live database gives an error or the
-//! right answers, never a wrong value, and returns.
+//! right answers, never a wrong value, and returns. The same with data
+//! blocks read past the page cache (`Options::direct_reads`), and where
+//! the file system refuses `O_DIRECT` (tmpfs), through it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -205,11 +207,17 @@ fn a_failed_block_read_fails_the_call_and_mismatches_nothing() {
 
 #[test]
 fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
-    for uring in [true, false] {
+    for (uring, direct) in [(true, false), (false, false), (true, true), (false, true)] {
         for remove in [false, true] {
             let dir = tempfile::tempdir().unwrap();
-            let db =
-                Db::open_with(dir.path(), options().io_uring(uring).max_open_files(2)).unwrap();
+            let db = Db::open_with(
+                dir.path(),
+                options()
+                    .io_uring(uring)
+                    .direct_reads(direct)
+                    .max_open_files(2),
+            )
+            .unwrap();
             let mut model = Model::new();
             fill(&db, &mut model, &mut Rng::new(11));
             for entry in std::fs::read_dir(dir.path()).unwrap() {
@@ -236,10 +244,18 @@ fn a_table_truncated_or_removed_under_the_database_errs_or_answers_right() {
                     }
                     Err(_) => errors += 1,
                 }
+                for k in (0..40).map(|_| key(rng.below(6500))) {
+                    match db.get(&k) {
+                        Ok(answer) => {
+                            assert_eq!(answer.as_deref(), model.get(&k).map(Vec::as_slice))
+                        }
+                        Err(_) => errors += 1,
+                    }
+                }
             }
             // A removed file still open reads its old (right) bytes; a
             // truncated one cannot hide its missing blocks.
-            assert!(remove || errors > 0, "uring {uring}");
+            assert!(remove || errors > 0, "uring {uring} direct {direct}");
         }
     }
 }
@@ -325,5 +341,75 @@ fn keys_in_several_levels_take_the_newest_version_in_one_wave() {
             }
         }
         assert!(db.stats().overlapped_batches > 0);
+    }
+}
+
+/// True when `dir`'s file system opens files with `O_DIRECT` (tmpfs does not).
+fn takes_direct_reads(dir: &std::path::Path) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let probe = dir.join("probe");
+    std::fs::write(&probe, [0u8; 4096]).unwrap();
+    let taken = rustix::fs::open(&probe, OFlags::RDONLY | OFlags::DIRECT, Mode::empty()).is_ok();
+    std::fs::remove_file(&probe).unwrap();
+    taken
+}
+
+/// A database in `dir` opened with `options` and `direct_reads`:
+/// `multi_get` from 8 threads and `get` answer as the model does; returns
+/// its stats.
+fn check_direct_reads(dir: &std::path::Path, options: Options) -> siftdb::Stats {
+    let db = Db::open_with(dir, options.direct_reads(true)).unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(37));
+    let (db, model) = (Arc::new(db), Arc::new(model));
+    check_batches(&db, &model, 8, 20);
+    for i in (0..6500).step_by(7) {
+        let k = key(i);
+        assert_eq!(
+            db.get(&k).unwrap().as_deref(),
+            model.get(&k).map(Vec::as_slice)
+        );
+    }
+    let stats = db.stats();
+    assert!(stats.block_reads_from_file > 0, "{stats:?}");
+    stats
+}
+
+#[test]
+fn direct_reads_answer_as_the_model_on_both_io_paths() {
+    for uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let direct = takes_direct_reads(dir.path());
+        let stats = check_direct_reads(dir.path(), options().io_uring(uring));
+        assert_eq!(stats.direct_block_reads > 0, direct, "{stats:?}");
+    }
+}
+
+/// A file system without a direct path (`RandomAccessFile::read_direct_at`
+/// answers `None`, as a refused `O_DIRECT` open does): the same answers,
+/// read through the page cache, none counted as direct.
+#[test]
+fn direct_reads_go_through_the_page_cache_on_a_file_system_without_them() {
+    let fs = FaultFs::new();
+    let dir = std::path::PathBuf::from("/direct_refused");
+    let stats = check_direct_reads(&dir, options().file_system(fs.shared()));
+    assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
+}
+
+#[test]
+fn direct_reads_go_through_the_page_cache_where_o_direct_is_refused() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("no /dev/shm: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    if takes_direct_reads(dir.path()) {
+        eprintln!("/dev/shm takes O_DIRECT here: skipped");
+        return;
+    }
+    for uring in [true, false] {
+        let stats = check_direct_reads(dir.path(), options().io_uring(uring));
+        assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
     }
 }

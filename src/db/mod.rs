@@ -474,6 +474,10 @@ pub struct Stats {
     /// refused by the kernel, off by `Options::io_uring`, or a file system
     /// without file descriptors).
     pub overlapped_reads_pool: u64,
+    /// Data blocks read past the operating system's page cache
+    /// (`O_DIRECT`, [`Options::direct_reads`]); a file system that refuses
+    /// it reads through the page cache and is not counted here.
+    pub direct_block_reads: u64,
     /// Compaction inputs dropped without reading a block, because a newer
     /// range tombstone covered their whole key range.
     pub compaction_tables_deleted: u64,
@@ -906,6 +910,7 @@ impl Db {
             overlapped_batches: reads.overlapped_batches,
             overlapped_reads_uring: reads.overlapped_reads_uring,
             overlapped_reads_pool: reads.overlapped_reads_pool,
+            direct_block_reads: reads.direct_block_reads,
             range_tombstone_tables: svs
                 .iter()
                 .map(|(_, sv)| sv.version.range_tombstone_tables())

@@ -486,7 +486,8 @@ fn read_wave(
                         }
                     },
                 );
-                table.note_overlapped_batch(path, requests.len() as u64);
+                let direct = requests.iter().filter(|r| r.direct).count();
+                table.note_overlapped_batch(path, requests.len() as u64, direct as u64);
                 table.note_file_read(started.elapsed());
             }
         }

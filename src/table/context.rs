@@ -64,6 +64,8 @@ pub struct ReadSettings {
     pub multi_get_batch: usize,
     /// Let `multi_get` read through io_uring (see `Options::io_uring`).
     pub io_uring: bool,
+    /// Read data blocks with `O_DIRECT` (see `Options::direct_reads`).
+    pub direct_reads: bool,
 }
 
 impl Default for ReadSettings {
@@ -75,6 +77,7 @@ impl Default for ReadSettings {
             multi_get_in_flight: DEFAULT_MULTI_GET_IN_FLIGHT,
             multi_get_batch: DEFAULT_MULTI_GET_BATCH,
             io_uring: true,
+            direct_reads: false,
         }
     }
 }
@@ -102,6 +105,7 @@ impl From<&Options> for ReadSettings {
             multi_get_in_flight: options.multi_get_in_flight,
             multi_get_batch: options.multi_get_batch,
             io_uring: options.io_uring,
+            direct_reads: options.direct_reads,
         }
     }
 }

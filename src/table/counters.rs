@@ -53,6 +53,8 @@ pub(crate) struct ReadTally {
     pub overlapped_reads_uring: AtomicU64,
     /// See [`ReadStats::overlapped_reads_pool`].
     pub overlapped_reads_pool: AtomicU64,
+    /// See [`ReadStats::direct_block_reads`].
+    pub direct_block_reads: AtomicU64,
 }
 
 /// A plain copy of [`ReadCounters`] at one moment.
@@ -99,6 +101,8 @@ pub struct ReadStats {
     /// Data blocks those batches read on the read pool (io_uring refused,
     /// turned off by `Options::io_uring`, or a file without a descriptor).
     pub overlapped_reads_pool: u64,
+    /// Data blocks read past the page cache (`Options::direct_reads`).
+    pub direct_block_reads: u64,
 }
 
 impl ReadCounters {
@@ -128,6 +132,7 @@ impl ReadCounters {
             sum.overlapped_batches += get(&t.overlapped_batches);
             sum.overlapped_reads_uring += get(&t.overlapped_reads_uring);
             sum.overlapped_reads_pool += get(&t.overlapped_reads_pool);
+            sum.direct_block_reads += get(&t.direct_block_reads);
         }
         sum
     }
@@ -187,6 +192,9 @@ impl ReadStats {
             overlapped_reads_pool: self
                 .overlapped_reads_pool
                 .saturating_sub(earlier.overlapped_reads_pool),
+            direct_block_reads: self
+                .direct_block_reads
+                .saturating_sub(earlier.direct_block_reads),
         }
     }
 }

@@ -234,10 +234,12 @@ impl Table {
         counters.bump(|c| &c.block_cache_hits);
     }
 
-    /// Counts one batch of `reads` overlapped block reads that took `path`.
-    pub(crate) fn note_overlapped_batch(&self, path: IoPath, reads: u64) {
+    /// Counts one batch of `reads` overlapped block reads that took `path`,
+    /// `direct` of them past the page cache.
+    pub(crate) fn note_overlapped_batch(&self, path: IoPath, reads: u64, direct: u64) {
         let counters = self.inner.context().counters.local();
         counters.bump(|c| &c.overlapped_batches);
+        counters.add(|c| &c.direct_block_reads, direct);
         match path {
             IoPath::Uring => counters.add(|c| &c.overlapped_reads_uring, reads),
             IoPath::Pool => counters.add(|c| &c.overlapped_reads_pool, reads),

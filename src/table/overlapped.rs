@@ -30,11 +30,19 @@ pub(crate) struct ReadRequest {
     pub(crate) file: Arc<dyn RandomAccessFile>,
     pub(crate) offset: u64,
     pub(crate) len: usize,
+    /// Read past the page cache (`O_DIRECT`): set only for a file that has
+    /// a direct descriptor (`RandomAccessFile::direct_fd`).
+    pub(crate) direct: bool,
 }
 
 impl ReadRequest {
     /// The read done here and now, with the file's own error on failure.
     pub(crate) fn read_here(&self) -> Result<Bytes> {
+        if self.direct {
+            if let Some(read) = self.file.read_direct_at(self.len, self.offset) {
+                return read.map(Bytes::from);
+            }
+        }
         let mut buffer = vec![0u8; self.len];
         self.file.read_exact_at(&mut buffer, self.offset)?;
         Ok(Bytes::from(buffer))
@@ -96,6 +104,7 @@ mod uring {
 
     use super::ReadRequest;
     use crate::error::Result;
+    use crate::fs::DirectSpan;
 
     /// Submission entries of a thread's ring: the most reads it keeps in
     /// flight, whatever the caller allows.
@@ -193,10 +202,25 @@ mod uring {
         done: &mut dyn FnMut(usize, Result<Bytes>),
     ) -> std::result::Result<(), Broken> {
         let limit = in_flight.clamp(1, RING_ENTRIES as usize);
+        // A direct read reads its aligned span into an aligned place of a
+        // larger buffer (`pad` bytes in), through the direct descriptor.
+        let mut spans: Vec<Option<(DirectSpan, usize)>> = requests.iter().map(|_| None).collect();
         // Uninitialised: the kernel fills them, and only a read that filled
-        // its buffer whole hands it on (see `filled`).
-        let mut buffers: Vec<Vec<u8>> =
-            requests.iter().map(|r| Vec::with_capacity(r.len)).collect();
+        // its buffer whole hands it on (see `filled`, `copied`).
+        let mut buffers: Vec<Vec<u8>> = requests
+            .iter()
+            .zip(&mut spans)
+            .map(|(r, span)| {
+                let direct = r.direct.then(|| DirectSpan::of(r.len, r.offset)).flatten();
+                match direct.and_then(|d| Some((d, d.buffer()?))) {
+                    Some((direct, (buffer, pad))) => {
+                        *span = Some((direct, pad));
+                        buffer
+                    }
+                    None => Vec::with_capacity(r.len),
+                }
+            })
+            .collect();
         let (mut next, mut flying, mut unsubmitted) = (0usize, 0usize, 0usize);
         loop {
             while flying < limit {
@@ -204,19 +228,37 @@ mod uring {
                 else {
                     break;
                 };
-                let (Some(fd), Ok(len)) = (request.file.raw_fd(), u32::try_from(request.len))
-                else {
+                let span = spans.get(next).copied().flatten();
+                let target = match span {
+                    Some((direct, pad)) => request.file.direct_fd().and_then(|fd| {
+                        let place = buffer.spare_capacity_mut().get_mut(pad..)?;
+                        Some((
+                            fd,
+                            place.as_mut_ptr().cast::<u8>(),
+                            direct.span,
+                            direct.start,
+                        ))
+                    }),
+                    None => request
+                        .file
+                        .raw_fd()
+                        .map(|fd| (fd, buffer.as_mut_ptr(), request.len, request.offset)),
+                };
+                let Some((fd, place, len, offset)) = target.and_then(|(fd, place, len, offset)| {
+                    Some((fd, place, u32::try_from(len).ok()?, offset))
+                }) else {
                     // Too large for one entry (no data block is): read here.
                     done(next, request.read_here());
                     next += 1;
                     continue;
                 };
-                let entry = opcode::Read::new(types::Fd(fd.as_raw_fd()), buffer.as_mut_ptr(), len)
-                    .offset(request.offset)
+                let entry = opcode::Read::new(types::Fd(fd.as_raw_fd()), place, len)
+                    .offset(offset)
                     .build()
                     .user_data(next as u64);
-                // SAFETY: the kernel writes at most `len` bytes into
-                // `buffer`'s heap allocation (its capacity is `len`) and
+                // SAFETY: the kernel writes at most `len` bytes at `place`
+                // in `buffer`'s heap allocation (its capacity is `len`, or
+                // a direct span's `pad + span` and more) and
                 // reads through `fd` until the completion of this entry.
                 // `buffer` is not freed, resized or moved from before that
                 // completion (the loop below takes it only after its
@@ -272,10 +314,17 @@ mod uring {
                     continue;
                 };
                 flying = flying.saturating_sub(1);
-                let complete = usize::try_from(result).is_ok_and(|n| n == request.len);
-                let whole = complete
-                    .then(|| filled(std::mem::take(buffer), request.len))
-                    .flatten();
+                let read = usize::try_from(result).ok();
+                let whole = match spans.get(index).copied().flatten() {
+                    // A direct span is whole when it holds the wanted bytes
+                    // (it ends short at the file's end).
+                    Some((direct, pad)) => read
+                        .filter(|&n| n >= direct.skip + request.len)
+                        .and_then(|_| copied(buffer, pad + direct.skip, request.len)),
+                    None => read
+                        .filter(|&n| n == request.len)
+                        .and_then(|_| filled(std::mem::take(buffer), request.len)),
+                };
                 done(
                     index,
                     match whole {
@@ -289,6 +338,25 @@ mod uring {
             }
         }
         Ok(())
+    }
+
+    /// A copy of the `len` bytes at `at` in `buffer`'s allocation, once a
+    /// completed direct read wrote them (the block cache keeps no padding);
+    /// `None` if the allocation cannot hold them (never so).
+    #[expect(
+        unsafe_code,
+        reason = "bytes the kernel wrote into a buffer's spare capacity are copied out"
+    )]
+    fn copied(buffer: &Vec<u8>, at: usize, len: usize) -> Option<Vec<u8>> {
+        if at.checked_add(len)? > buffer.capacity() {
+            return None;
+        }
+        // SAFETY: `at + len` is within the allocation (checked above), and
+        // the completion reported the kernel wrote through at least
+        // `at + len` bytes from the read's start, so they are initialised;
+        // no read is in flight into this buffer any more.
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().add(at), len) };
+        Some(bytes.to_vec())
     }
 
     /// `buffer` (empty, capacity at least `len`) once a completed read wrote
@@ -410,13 +478,26 @@ mod pool {
                     answer(reply);
                 }
             }
-            let (file, offset, len) = (Arc::clone(&request.file), request.offset, request.len);
+            let (file, offset, len, direct) = (
+                Arc::clone(&request.file),
+                request.offset,
+                request.len,
+                request.direct,
+            );
             let reply = Reply {
                 index,
                 sender: Some(sender.clone()),
             };
             let job: Job = Box::new(move || {
-                reply.send(ReadRequest { file, offset, len }.read_here());
+                reply.send(
+                    ReadRequest {
+                        file,
+                        offset,
+                        len,
+                        direct,
+                    }
+                    .read_here(),
+                );
             });
             flying += 1;
             if let Err(mpsc::SendError(job)) = queue.send(job) {
@@ -457,11 +538,15 @@ mod tests {
 
     fn requests_over(path: &std::path::Path, count: usize) -> Vec<ReadRequest> {
         let file = OsFileSystem::shared().open_read(path).unwrap();
+        // Every other request past the page cache, where the file system
+        // allows it (tmpfs does not: those read through it).
+        let direct = file.direct_fd().is_some();
         (0..count)
             .map(|i| ReadRequest {
                 file: Arc::clone(&file),
                 offset: ((i * 7919) % 1000) as u64 * 16,
                 len: 16 + i % 5,
+                direct: direct && i % 2 == 0,
             })
             .collect()
     }

@@ -479,8 +479,18 @@ impl TableInner {
             let stored = slice_of(map, handle.offset, len, &self.name)?;
             return self.checked_stored(stored, &location);
         }
-        let mut stored =
-            file_of(&self.context, self.id, &self.source)?.read_vec_at(len, handle.offset)?;
+        let file = file_of(&self.context, self.id, &self.source)?;
+        let direct = (kind == BlockKind::Data && self.context.settings.direct_reads)
+            .then(|| file.read_direct_at(len, handle.offset))
+            .flatten();
+        let mut stored = match direct {
+            Some(read) => {
+                let counters = self.context.counters.local();
+                counters.bump(|c| &c.direct_block_reads);
+                read?
+            }
+            None => file.read_vec_at(len, handle.offset)?,
+        };
         let (block, codec) = check_block(&stored, &location)?;
         let block_len = block.len();
         stored.truncate(block_len);
@@ -646,7 +656,9 @@ impl TableInner {
     /// from its file, unless the block cache holds it or the table is
     /// mapped (see [`Table::prefetch_seek`]).
     pub(crate) fn will_need_block(&self, block_no: usize) {
-        if self.context.holds_block(self.id, block_no) {
+        // Direct reads do not look in the page cache: a hint would read
+        // the block twice.
+        if self.context.settings.direct_reads || self.context.holds_block(self.id, block_no) {
             return;
         }
         let Ok(handle) = self.handle(block_no) else {
@@ -715,10 +727,13 @@ impl TableInner {
         let handle = self.handle(block_no)?;
         let location = self.location(BlockKind::Data, handle.offset);
         let len = self.stored_len(handle, &location)?;
+        let file = file_of(&self.context, self.id, &self.source)?;
+        let direct = self.context.settings.direct_reads && file.direct_fd().is_some();
         Ok(BlockOrRead::Read(ReadRequest {
-            file: file_of(&self.context, self.id, &self.source)?,
+            file,
             offset: handle.offset,
             len,
+            direct,
         }))
     }
 

@@ -31,6 +31,8 @@ pub struct SiftdbConfig {
     /// Block cache capacity; `None` keeps the default (siftdb-peers sets
     /// the peers' budget, so every engine caches blocks in the same memory).
     pub block_cache_bytes: Option<usize>,
+    /// Read data blocks past the page cache (`Options::direct_reads`).
+    pub direct_reads: bool,
 }
 
 /// A siftdb database under measurement.
@@ -112,6 +114,10 @@ impl SiftdbEngine {
         if let Some(bytes) = config.block_cache_bytes {
             opts = opts.block_cache_bytes(bytes);
             settings.push(("block_cache_bytes".to_string(), bytes.to_string()));
+        }
+        if config.direct_reads {
+            opts = opts.direct_reads(true);
+            settings.push(("direct_reads".to_string(), "true".to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })
@@ -232,6 +238,7 @@ impl Engine for SiftdbEngine {
             ("overlapped_batches", s.overlapped_batches),
             ("overlapped_reads_uring", s.overlapped_reads_uring),
             ("overlapped_reads_pool", s.overlapped_reads_pool),
+            ("direct_block_reads", s.direct_block_reads),
             ("filter_bytes", s.filter_bytes),
             ("range_filter_bytes", s.range_filter_bytes),
             ("scans", s.scans),

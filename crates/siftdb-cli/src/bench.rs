@@ -227,6 +227,7 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
                 block_cache_bytes: None,
+                direct_reads: false,
             },
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.

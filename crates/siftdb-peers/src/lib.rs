@@ -62,6 +62,9 @@ pub struct PeerConfig {
     /// `OptimisticTransactionDB`, fjall's `OptimisticTxDatabase`), which
     /// the txn phases need; siftdb has transactions on every `Db`.
     pub transactions: bool,
+    /// siftdb reads data blocks past the page cache
+    /// (`Options::direct_reads`); the peers read through it.
+    pub direct_reads: bool,
 }
 
 /// The block cache both peers run with by default (RocksDB 11's 32 MiB
@@ -87,6 +90,7 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
                 prefix_len: config.prefix_len,
                 range_bits_per_key: config.range_bits,
                 block_cache_bytes: Some(PEER_BLOCK_CACHE_BYTES),
+                direct_reads: config.direct_reads,
                 ..SiftdbConfig::default()
             },
         )?)),

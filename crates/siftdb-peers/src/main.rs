@@ -151,6 +151,11 @@ struct Args {
     #[arg(long, requires = "keep_in")]
     device_baseline: bool,
 
+    /// siftdb reads its data blocks past the page cache (O_DIRECT,
+    /// `Options::direct_reads`), so its block cache is their only cache.
+    #[arg(long)]
+    direct_reads: bool,
+
     /// Also write one JSON object per line to FILE: a run header, every
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
     #[arg(long, value_name = "FILE")]
@@ -241,6 +246,7 @@ fn peer_config(args: &Args) -> PeerConfig {
         siftdb_policy: Some(args.siftdb_filters.policy(args.bits_per_key)),
         prefix_len: args.prefix_len.map(usize::from),
         range_bits: args.range_bits,
+        direct_reads: args.direct_reads,
         transactions: args
             .phases
             .iter()

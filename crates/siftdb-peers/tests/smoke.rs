@@ -19,6 +19,7 @@ fn plain() -> PeerConfig {
         prefix_len: None,
         range_bits: None,
         transactions: false,
+        direct_reads: false,
     }
 }
 
