@@ -319,3 +319,65 @@ fn a_reverse_scan_of_an_empty_or_reversed_range_is_empty() {
     assert!(it.next_back().is_some() && it.next_back().is_some());
     assert!(it.next_back().is_none() && it.next().is_none() && it.next_back().is_none());
 }
+
+/// A memtable with no entry is no source of a scan (a reopened database's,
+/// or one just switched in); one holding only a range tombstone must still
+/// delete the flushed keys under it, both ways, and a scan cut short by
+/// `take` must resume where it stopped.
+#[test]
+fn empty_memtables_and_a_tombstone_only_memtable_scan_as_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let db = Db::open_with(dir.path(), options()).unwrap();
+    for k in 0..200u16 {
+        db.put(key(k), [k as u8]).unwrap();
+        model.insert(key(k), vec![k as u8]);
+    }
+    db.flush().unwrap();
+    drop(db);
+    let db = Db::open_with(dir.path(), options()).unwrap();
+    let check = |db: &Db, model: &Model| {
+        let forward: Vec<_> = db.iter().map(|e| e.unwrap()).collect();
+        let want: Vec<_> = model.iter().collect();
+        assert_eq!(forward.len(), want.len());
+        for ((k, v), (mk, mv)) in forward.iter().zip(&want) {
+            assert_eq!((k.as_ref(), v.as_ref()), (mk.as_slice(), mv.as_slice()));
+        }
+        let backward: Vec<_> = db.iter().rev().map(|e| e.unwrap().0).collect();
+        let want_back: Vec<_> = model.keys().rev().collect();
+        assert_eq!(backward.len(), want_back.len());
+        for (k, mk) in backward.iter().zip(want_back) {
+            assert_eq!(k.as_ref(), mk.as_slice());
+        }
+        // Short scans from every key, as a seek-and-take workload makes.
+        for k in 0..210u16 {
+            let got: Vec<_> = db.range(key(k)..).take(3).map(|e| e.unwrap().0).collect();
+            let want: Vec<_> = model.range(key(k)..).take(3).map(|(k, _)| k).collect();
+            assert_eq!(got.len(), want.len(), "from {k}");
+            for (g, w) in got.iter().zip(want) {
+                assert_eq!(g.as_ref(), w.as_slice());
+            }
+        }
+        // `next` after a cut-short `take` resumes at the following entry.
+        let mut scan = db.range(key(10)..);
+        let mut seen = Vec::new();
+        while let Some(entry) = scan.next() {
+            seen.push(entry.unwrap().0);
+            if seen.len() == 2 {
+                let last = scan.next_back().map(|e| e.unwrap().0);
+                assert_eq!(last.as_deref(), model.keys().next_back().map(Vec::as_slice));
+            }
+        }
+        // Every entry once: all but the last forward, the last backward.
+        let want: Vec<_> = model.range(key(10)..).map(|(k, _)| k).collect();
+        assert_eq!(seen.len() + 1, want.len());
+        for (g, w) in seen.iter().zip(want) {
+            assert_eq!(g.as_ref(), w.as_slice());
+        }
+    };
+    check(&db, &model);
+    // Only a range tombstone in the memtable.
+    db.delete_range(key(50)..key(120)).unwrap();
+    model.retain(|k, _| k.as_slice() < key(50).as_slice() || k.as_slice() >= key(120).as_slice());
+    check(&db, &model);
+}

@@ -505,6 +505,11 @@ pub struct DbIterator {
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     started: bool,
+    /// The merge still sits on the entry the last `next` returned: the
+    /// step past it is taken by the following `next`, so a scan that stops
+    /// after its last entry (a `take(n)`) never pays for a step — and the
+    /// block load at the end of a block — that nothing reads.
+    step_pending: bool,
     finished: bool,
     /// The last user key the forward side took (returned, or found deleted):
     /// the backward side stops at it.
@@ -623,7 +628,13 @@ impl DbIterator {
         let mut specs: Vec<SourceSpec> =
             Vec::with_capacity(1 + sv.imm.len() + sv.version.levels.len() + 4);
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            specs.push(SourceSpec::Mem(Arc::clone(&logged.mem)));
+            // A memtable empty now was empty at the snapshot (taken before
+            // this: a write's entry is in before its sequence number is
+            // visible), so it is no source (a reopened database's, or one
+            // just switched in).
+            if !logged.mem.is_empty() {
+                specs.push(SourceSpec::Mem(Arc::clone(&logged.mem)));
+            }
         }
         // Only the tables the range needs (a damaged one outside it must
         // not fail the scan), less those whose filters rule the range out
@@ -705,6 +716,7 @@ impl DbIterator {
             start,
             end,
             started: false,
+            step_pending: false,
             finished: false,
             last_user_key: None,
             specs,
@@ -832,6 +844,10 @@ impl Iterator for DbIterator {
                 None => self.merged.seek_to_first(),
             }
         }
+        if self.step_pending {
+            self.step_pending = false;
+            self.merged.next();
+        }
         loop {
             if let Err(e) = self.merged.status() {
                 self.finished = true;
@@ -872,7 +888,7 @@ impl Iterator for DbIterator {
                 continue;
             }
             let item = (Bytes::copy_from_slice(parsed.user_key), self.merged.value());
-            self.merged.next();
+            self.step_pending = true;
             return Some(Ok(item));
         }
     }

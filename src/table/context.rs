@@ -137,6 +137,11 @@ pub struct ReadContext {
 /// than the reads it overlaps.
 const SLOW_FILE_READ_NANOS: u64 = 10_000;
 
+/// The most one timed read counts for in the running average (3× the
+/// threshold: two outliers in a row among 2 µs page-cache reads leave the
+/// average below it, a run of device reads passes it in three samples).
+const SAMPLE_CAP_NANOS: u64 = 3 * SLOW_FILE_READ_NANOS;
+
 impl std::fmt::Debug for ReadContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadContext")
@@ -271,7 +276,15 @@ impl ReadContext {
 
     /// Counts one data block read from a file that took `elapsed`.
     pub(crate) fn note_file_read(&self, elapsed: Duration) {
-        let sample = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        // A sample counts for at most a few times the threshold: on a busy
+        // machine one read that lost its core for a millisecond would
+        // otherwise lift the average above the threshold for a hundred
+        // reads from the page cache, and every scan of that spell would pay
+        // a hint's system call per table (5% of an in-memory seekrandom
+        // under load). Reads from the device stay far above it.
+        let sample = u64::try_from(elapsed.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(SAMPLE_CAP_NANOS);
         let average = self.file_read_nanos.load(Ordering::Relaxed);
         // A plain load and store: readers racing here may drop one
         // another's sample, which an average can afford.
@@ -328,5 +341,31 @@ impl ReadContext {
     /// Closes table `id`'s file (its table is going away).
     pub(crate) fn forget_file(&self, id: u64) {
         self.files.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stray_slow_read_does_not_turn_scan_hints_on_but_a_run_does() {
+        let context = ReadContext::standalone();
+        let fast = Duration::from_micros(2);
+        for _ in 0..64 {
+            context.note_file_read(fast);
+        }
+        // A read that lost its core for a second, twice in a row.
+        context.note_file_read(Duration::from_secs(1));
+        context.note_file_read(Duration::from_secs(1));
+        assert!(!context.file_reads_are_slow());
+        for _ in 0..8 {
+            context.note_file_read(fast);
+        }
+        // Reads from a device (70 µs each) turn them on within a few samples.
+        for _ in 0..3 {
+            context.note_file_read(Duration::from_micros(70));
+        }
+        assert!(context.file_reads_are_slow());
     }
 }
