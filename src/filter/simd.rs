@@ -73,9 +73,7 @@ impl Isa {
             1 => return Isa::Scalar,
             _ => {}
         }
-        let (found, id) = if std::env::var("FILT3_ISA").is_ok_and(|v| v == "avx2") {
-            (Isa::Avx2, 2)
-        } else if has!("avx512f") && has!("avx512vl") {
+        let (found, id) = if has!("avx512f") && has!("avx512vl") {
             (Isa::Avx512, 3)
         } else if has!("avx2") {
             (Isa::Avx2, 2)
