@@ -34,6 +34,10 @@ use crate::table::counters::ReadCounters;
 /// header, allocator), counted against the cache's capacity.
 const BLOCK_OVERHEAD: u64 = 96;
 
+/// Ghosts (keys of evicted blocks) the block cache remembers, as a
+/// fraction of the blocks it holds: see `with_prefix_extractor`.
+const GHOST_ALLOCATION: f64 = 1.0;
+
 /// (table id, data block number): a table's blocks never change, and the
 /// number is known before the block's handle is loaded.
 type BlockKey = (u64, usize);
@@ -173,11 +177,31 @@ impl ReadContext {
         let blocks = (settings.block_cache_bytes > 0).then(|| {
             // A guess for the hash table's size: blocks of about 4 KiB.
             let items = (settings.block_cache_bytes / 4096).max(16);
-            quick_cache::sync::Cache::with_weighter(
-                items,
-                settings.block_cache_bytes as u64,
-                BlockWeighter,
-            )
+            // Remembered evicted keys (ghosts) as many as the cache holds
+            // blocks, not quick_cache's default half: a block evicted from
+            // the small cold ring is admitted hot only when asked again
+            // while remembered, and a working set just over the capacity
+            // recurs after about `items` other blocks. With half, readhot
+            // after readrandom (N = 1M, 32 MiB) read 0.49 blocks per get
+            // from files; with as many, 0.08 (its CPU 2.98 -> 2.26 s).
+            let options = quick_cache::OptionsBuilder::new()
+                .estimated_items_capacity(items)
+                .weight_capacity(settings.block_cache_bytes as u64)
+                .ghost_allocation(GHOST_ALLOCATION)
+                .build();
+            match options {
+                Ok(options) => quick_cache::sync::Cache::with_options(
+                    options,
+                    BlockWeighter,
+                    quick_cache::DefaultHashBuilder::default(),
+                    quick_cache::sync::DefaultLifecycle::default(),
+                ),
+                Err(_) => quick_cache::sync::Cache::with_weighter(
+                    items,
+                    settings.block_cache_bytes as u64,
+                    BlockWeighter,
+                ),
+            }
         });
         Arc::new(ReadContext {
             fs,
