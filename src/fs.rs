@@ -51,10 +51,12 @@ pub trait RandomAccessFile: Send + Sync {
     }
     /// The `len` bytes at `offset` read past the operating system's page
     /// cache (`O_DIRECT`: `Options::direct_reads`), in a buffer of their
-    /// own, with `read_exact_at`'s errors; `None` when this file has no
-    /// such path (the default, every wrapping file system, and a file
-    /// system that refuses `O_DIRECT`, such as tmpfs): the caller then
-    /// reads it through the page cache.
+    /// own; `None` when this file has no such path (the default, every
+    /// wrapping file system, and a file system that refuses `O_DIRECT`,
+    /// such as tmpfs) or this read could not take it (the kernel refused
+    /// it, or it came back short at a truncated file's end): the caller
+    /// then reads it through the page cache, which gives the same bytes or
+    /// the file's own error.
     fn read_direct_at(&self, len: usize, offset: u64) -> Option<Result<Vec<u8>>> {
         let _ = (len, offset);
         None
@@ -298,9 +300,10 @@ impl RandomAccessFile for OsReadFile {
                 }
             });
         // A short read (the file was truncated) or one the kernel refused
-        // (an alignment it wants larger) is made through the page cache:
-        // the same bytes, or the file's own error.
-        Some(wanted.map_or_else(|| self.read_vec_at(len, offset), Ok))
+        // (an alignment it wants larger): `None`, so the caller reads
+        // through the page cache (the same bytes, or the file's own error)
+        // and counts no direct read.
+        wanted.map(Ok)
     }
 
     #[cfg(unix)]
@@ -672,10 +675,10 @@ mod tests {
                 None => assert!(file.direct_fd().is_none()),
             }
         }
-        // Past the end: the file's own error, direct or not.
-        if let Some(read) = file.read_direct_at(10, 29_995) {
-            assert!(read.is_err());
-        }
+        // Past the end: no direct read (the caller reads through the page
+        // cache and gets the file's own error).
+        assert!(file.read_direct_at(10, 29_995).is_none());
+        assert!(file.read_vec_at(10, 29_995).is_err());
     }
 
     #[test]
