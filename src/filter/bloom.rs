@@ -226,7 +226,7 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
         // The line's index and address inside the kernel's one call.
-        self.test.insert_hash(self.lines.as_mut_slice(), hash);
+        self.test.insert_in(&mut self.lines, hash);
     }
 
     /// Adds every hash of `hashes` (the same bits as one
@@ -271,7 +271,7 @@ impl BloomFilter {
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
         // The line's index and address inside the kernel's one call.
-        self.test.contains_hash(self.line_arrays(), hash)
+        self.test.contains_in(&self.lines, hash)
     }
 
     /// [`BloomFilter::contains_hash`] for each hash, in order. Faster than
@@ -406,20 +406,8 @@ impl BloomFilter {
     }
 
     /// The lines as plain byte arrays, as a filter block holds them.
-    #[expect(
-        unsafe_code,
-        reason = "reinterprets the aligned lines as byte arrays without a copy"
-    )]
     fn line_arrays(&self) -> &[[u8; LINE_BYTES]] {
-        // SAFETY: `Line` is `repr(C)` around one `[u8; LINE_BYTES]`: same
-        // size, stricter alignment, every bit pattern valid; the slice keeps
-        // the borrow of `self.lines`.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.lines.as_slice().as_ptr().cast(),
-                self.lines.as_slice().len(),
-            )
-        }
+        self.lines.as_arrays()
     }
 }
 

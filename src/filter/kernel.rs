@@ -14,12 +14,16 @@
 )]
 
 use crate::filter::line::{Line, LINE_BYTES};
+use crate::filter::memory::LineMemory;
 use crate::filter::probe::Probes;
 use crate::filter::simd::{self, Isa};
 
 /// A single-key query kernel: whether a hash may be in a filter's lines.
 /// `unsafe` because the vector kernels run only on a CPU with their
-/// features; [`LineTest`] stores only kernels of the detected set.
+/// features — [`LineTest`] stores only kernels of the detected set — and
+/// because every kernel indexes its line without a check: the lines must
+/// not be empty ([`LineTest`] tests a slice, and a [`LineMemory`] always
+/// holds a line).
 type ContainsKernel = unsafe fn(&[[u8; LINE_BYTES]], u64, Probes) -> bool;
 /// A single-key insert kernel: sets a hash's probes in a filter's lines.
 type InsertKernel = unsafe fn(&mut [Line], u64, Probes);
@@ -74,19 +78,44 @@ impl LineTest {
 
     /// Whether a key of this hash may be in the filter of `lines`: the
     /// line's index, its address and its test in one call of the kernel.
+    /// No line: fails open (no filter is empty; a caller's empty slice
+    /// stays safe).
     #[inline(always)]
     pub(crate) fn contains_hash(&self, lines: &[[u8; LINE_BYTES]], hash: u64) -> bool {
+        if lines.is_empty() {
+            return true;
+        }
         // SAFETY: `with_isa` stored a kernel of `isa`, this CPU's (or one it
-        // also runs), for `probes`' number of rounds.
+        // also runs), for `probes`' number of rounds; `lines` is not empty.
         unsafe { (self.contains)(lines, hash, self.probes) }
     }
 
-    /// Sets the probes of a hash in its line of `lines`, in one call of
-    /// the kernel.
+    /// [`LineTest::contains_hash`] in a filter's own lines, which always
+    /// hold one: the kernel's call and nothing before it.
     #[inline(always)]
+    pub(crate) fn contains_in(&self, lines: &LineMemory, hash: u64) -> bool {
+        // SAFETY: as in `contains_hash`; a `LineMemory` is never empty.
+        unsafe { (self.contains)(lines.as_arrays(), hash, self.probes) }
+    }
+
+    /// Sets the probes of a hash in its line of `lines`, in one call of
+    /// the kernel; sets nothing when there is no line (the tests' entry;
+    /// a filter calls [`LineTest::insert_in`]).
+    #[cfg(test)]
     pub(crate) fn insert_hash(&self, lines: &mut [Line], hash: u64) {
+        if lines.is_empty() {
+            return;
+        }
         // SAFETY: as in `contains_hash`.
         unsafe { (self.insert)(lines, hash, self.probes) }
+    }
+
+    /// [`LineTest::insert_hash`] into a filter's own lines, which always
+    /// hold one.
+    #[inline(always)]
+    pub(crate) fn insert_in(&self, lines: &mut LineMemory, hash: u64) {
+        // SAFETY: as in `contains_in`.
+        unsafe { (self.insert)(lines.as_mut_slice(), hash, self.probes) }
     }
 
     /// Sets the probes of every hash of `hashes` in the line it picks among

@@ -58,28 +58,34 @@ pub fn line_index(hash: u64, lines: u64) -> usize {
     ((hash >> 32).wrapping_mul(lines) >> 32) as usize
 }
 
-/// The line of `hash` among `lines`, which must not be empty: the index
-/// [`line_index`] is in bounds for every hash, so no check follows it.
+/// The line of `hash` among `lines`: the index [`line_index`] is in bounds
+/// for every hash, so no check follows it.
+///
+/// # Safety
+/// `lines` must not be empty.
 #[inline(always)]
 #[expect(
     unsafe_code,
     reason = "an index the multiply-shift keeps in bounds; a checked get cost 0.3 ns a query"
 )]
-fn line_of<T>(lines: &[T], hash: u64) -> &T {
+unsafe fn line_of<T>(lines: &[T], hash: u64) -> &T {
     let index = line_index(hash, lines.len() as u64);
     debug_assert!(index < lines.len(), "{index} of {}", lines.len());
-    // SAFETY: `lines` is not empty (the callers return before), and then
+    // SAFETY: `lines` is not empty (the caller's promise), and then
     // `line_index` is below its length (see its proof).
     unsafe { lines.get_unchecked(index) }
 }
 
 /// [`line_of`], to set bits in.
+///
+/// # Safety
+/// As [`line_of`]'s.
 #[inline(always)]
 #[expect(
     unsafe_code,
     reason = "an index the multiply-shift keeps in bounds; a checked get cost 0.3 ns a query"
 )]
-fn line_of_mut<T>(lines: &mut [T], hash: u64) -> &mut T {
+unsafe fn line_of_mut<T>(lines: &mut [T], hash: u64) -> &mut T {
     let index = line_index(hash, lines.len() as u64);
     debug_assert!(index < lines.len(), "{index} of {}", lines.len());
     // SAFETY: as in `line_of`.
@@ -131,29 +137,43 @@ pub(crate) fn add_each(
 /// The single-key query every kernel runs, written once: the hash's line
 /// and `test`, in the kernel's one call (the line's index and address are
 /// worked out inside it, so the caller passes the lines and the hash only).
+/// No test of the length here: the kernel's callers guarantee a line
+/// (`kernel::LineTest`), so the kernel starts with the line's index and
+/// its load (docs/design.md, "The filter's layout and kernels").
+///
+/// # Safety
+/// `lines` must not be empty.
 #[inline(always)]
-pub(crate) fn answer_hash(
+#[expect(
+    unsafe_code,
+    reason = "the line is indexed unchecked, on the caller's promise of a line"
+)]
+pub(crate) unsafe fn answer_hash(
     lines: &[[u8; LINE_BYTES]],
     hash: u64,
     test: impl Fn(&[u8; LINE_BYTES], u64) -> bool,
 ) -> bool {
-    // No filter is empty; failing open keeps a caller's empty slice safe.
-    // One predicted test of the length, not a bounds check of the index
-    // after the multiply (docs/design.md, "The filter's layout and kernels").
-    if lines.is_empty() {
-        return true;
-    }
-    test(line_of(lines, hash), hash)
+    // SAFETY: `lines` is not empty (this function's contract).
+    test(unsafe { line_of(lines, hash) }, hash)
 }
 
 /// The single-key insert every kernel runs, written once (as
 /// [`answer_hash`]): the hash's line and `set`.
+///
+/// # Safety
+/// `lines` must not be empty.
 #[inline(always)]
-pub(crate) fn add_hash(lines: &mut [Line], hash: u64, set: impl Fn(&mut [u8; LINE_BYTES], u64)) {
-    if lines.is_empty() {
-        return;
-    }
-    set(&mut line_of_mut(lines, hash).0, hash);
+#[expect(
+    unsafe_code,
+    reason = "the line is indexed unchecked, on the caller's promise of a line"
+)]
+pub(crate) unsafe fn add_hash(
+    lines: &mut [Line],
+    hash: u64,
+    set: impl Fn(&mut [u8; LINE_BYTES], u64),
+) {
+    // SAFETY: `lines` is not empty (this function's contract).
+    set(&mut unsafe { line_of_mut(lines, hash) }.0, hash);
 }
 
 /// The loop every group kernel runs, written once; each group kernel is this

@@ -1,11 +1,12 @@
 //! The memory a [`crate::filter::BloomFilter`]'s lines live in.
 //!
-//! Owns: [`LineMemory`] — zeroed, cache-line-aligned lines, and for a large
-//! filter the choice of memory mapped from the system and backed by
-//! transparent huge pages (Linux).
-//! Must never: hand out lines that are not zeroed when made, or free them
-//! while the filter lives; a refused mapping or huge-page hint is not an
-//! error (the heap is used, or 4 KiB pages).
+//! Owns: [`LineMemory`] — zeroed, cache-line-aligned lines, never none of
+//! them, and for a large filter the choice of memory mapped from the system
+//! and backed by transparent huge pages (Linux).
+//! Must never: hold no line (the single-key kernels index a filter's lines
+//! without a check on that promise), hand out lines that are not zeroed
+//! when made, or free them while the filter lives; a refused mapping or
+//! huge-page hint is not an error (the heap is used, or 4 KiB pages).
 //!
 //! Why huge pages: every query of a filter reads one line at a random place
 //! in it. With 4 KiB pages a filter of 20M keys at 10 bits per key (25 MB,
@@ -41,7 +42,8 @@ enum Owner {
 }
 
 /// A filter's lines: `len` zeroed, 64-byte-aligned lines in memory that
-/// lives as long as this value.
+/// lives as long as this value; `len ≥ 1` always, which is what lets
+/// `kernel::LineTest::contains_in` call a kernel with no test first.
 pub(crate) struct LineMemory {
     start: NonNull<Line>,
     len: usize,
@@ -56,8 +58,12 @@ unsafe impl Send for LineMemory {}
 unsafe impl Sync for LineMemory {}
 
 impl LineMemory {
-    /// `count` empty lines, or `InvalidArgument` when memory is refused.
+    /// `count` empty lines, or `InvalidArgument` when memory is refused or
+    /// `count` is zero (a filter has a line).
     pub(crate) fn zeroed(count: u64) -> Result<LineMemory> {
+        if count == 0 {
+            return Err(Error::invalid("a filter needs at least one line"));
+        }
         let bytes = count.saturating_mul(LINE_BYTES as u64);
         let refused = || Error::invalid(format!("cannot allocate {bytes} bytes for a filter"));
         let len = usize::try_from(count).map_err(|_| refused())?;
@@ -98,6 +104,16 @@ impl LineMemory {
         unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
     }
 
+    /// The lines as plain byte arrays, as a filter block holds them (never
+    /// empty).
+    #[inline]
+    pub(crate) fn as_arrays(&self) -> &[[u8; LINE_BYTES]] {
+        // SAFETY: `Line` is `repr(C)` around one `[u8; LINE_BYTES]`: same
+        // size, stricter alignment, every bit pattern valid; the memory is
+        // as in `as_slice`.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr().cast(), self.len) }
+    }
+
     /// The lines, to set bits in.
     #[inline]
     pub(crate) fn as_mut_slice(&mut self) -> &mut [Line] {
@@ -113,7 +129,12 @@ impl LineMemory {
 }
 
 impl From<Vec<Line>> for LineMemory {
+    /// The lines of `lines`; an empty vector becomes one empty line (no
+    /// filter makes one, and a `LineMemory` always holds a line).
     fn from(mut lines: Vec<Line>) -> LineMemory {
+        if lines.is_empty() {
+            lines.push(Line::EMPTY);
+        }
         let (start, len) = (
             NonNull::from(lines.as_mut_slice()).cast::<Line>(),
             lines.len(),
@@ -170,5 +191,15 @@ mod tests {
     #[test]
     fn an_impossible_size_is_refused() {
         assert!(LineMemory::zeroed(u64::MAX).is_err());
+        assert!(LineMemory::zeroed(0).is_err());
+    }
+
+    /// The kernels rely on it: no way to a `LineMemory` without a line.
+    #[test]
+    fn there_is_always_a_line() {
+        let from_empty = LineMemory::from(Vec::new());
+        assert_eq!(from_empty.as_slice().len(), 1);
+        assert_eq!(from_empty.as_arrays(), &[[0u8; LINE_BYTES]]);
+        assert_eq!(from_empty.clone().as_slice().len(), 1);
     }
 }

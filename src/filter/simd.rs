@@ -31,13 +31,11 @@
 //! per lane); the line's index needs no bounds check (`line_index` is
 //! below any non-empty line count), so its load is issued first.
 
-#![cfg_attr(
-    target_arch = "x86_64",
-    expect(
-        unsafe_code,
-        reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call; \
-                  kernel.rs reaches them only after CPU detection chose them"
-    )
+#![expect(
+    unsafe_code,
+    reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call, and every \
+              single-key kernel indexes its line unchecked; kernel.rs reaches them only after \
+              CPU detection chose them, and with a line"
 )]
 
 #[cfg(target_arch = "x86_64")]
@@ -118,19 +116,27 @@ static DETECTED: AtomicU8 = AtomicU8::new(0);
 /// inlined into a filter's query: a caller that may also call a vector
 /// kernel would carry its registers (saved and restored on every query)
 /// for nothing.
+/// # Safety
+/// `lines` must not be empty (see [`answer_hash`]).
 #[inline(never)]
-pub(crate) fn contains_hash_scalar(lines: &[[u8; LINE_BYTES]], hash: u64, k: Probes) -> bool {
-    answer_hash(lines, hash, |line, hash| {
-        line_has_mask(line, &sectored_mask(hash, k))
-    })
+pub(crate) unsafe fn contains_hash_scalar(
+    lines: &[[u8; LINE_BYTES]],
+    hash: u64,
+    k: Probes,
+) -> bool {
+    let test = |line: &[u8; LINE_BYTES], hash| line_has_mask(line, &sectored_mask(hash, k));
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { answer_hash(lines, hash, test) }
 }
 
 /// The single-key insert into a filter's lines in the portable build.
+/// # Safety
+/// `lines` must not be empty (see [`add_hash`]).
 #[inline(never)]
-pub(crate) fn insert_hash_scalar(lines: &mut [Line], hash: u64, k: Probes) {
-    add_hash(lines, hash, |line, hash| {
-        line_add_mask(line, &sectored_mask(hash, k))
-    });
+pub(crate) unsafe fn insert_hash_scalar(lines: &mut [Line], hash: u64, k: Probes) {
+    let set = |line: &mut [u8; LINE_BYTES], hash| line_add_mask(line, &sectored_mask(hash, k));
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { add_hash(lines, hash, set) };
 }
 
 /// The group query in the portable build.
@@ -162,14 +168,17 @@ macro_rules! kernels_for {
         /// The single-key query of a filter's lines: the hash's line and
         /// its test in this one call (see [`answer_hash`]).
         /// # Safety
-        /// The CPU must support the features named in `target_feature`.
+        /// The CPU must support the features named in `target_feature`,
+        /// and `lines` must not be empty.
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $contains_hash(
             lines: &[[u8; LINE_BYTES]],
             $hash: u64,
             $k: Probes,
         ) -> bool {
-            answer_hash(lines, $hash, |$line, $hash| $test_body)
+            let test = |$line: &[u8; LINE_BYTES], $hash| $test_body;
+            // SAFETY: `lines` is not empty (this function's contract).
+            unsafe { answer_hash(lines, $hash, test) }
         }
 
         /// The single-key insert into a filter's lines (see [`add_hash`]).
@@ -177,7 +186,9 @@ macro_rules! kernels_for {
         /// As the query's.
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $insert_hash(lines: &mut [Line], $hash: u64, $k: Probes) {
-            add_hash(lines, $hash, |$line, $hash| $add_body);
+            let set = |$line: &mut [u8; LINE_BYTES], $hash| $add_body;
+            // SAFETY: `lines` is not empty (this function's contract).
+            unsafe { add_hash(lines, $hash, set) };
         }
 
         /// The group query (see [`answer_each`]).
@@ -347,8 +358,9 @@ fn one_round_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
 
 /// The single-key query for `k ≤ 8` with AVX2 (see [`answer_hash`]).
 /// # Safety
-/// The CPU must support AVX2; `k` must be one round
-/// ([`Probes::one_round`]), or the probes past the first are not tested.
+/// The CPU must support AVX2; `lines` must not be empty; `k` must be one
+/// round ([`Probes::one_round`]), or the probes past the first are not
+/// tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn contains_hash_avx2_one_round(
@@ -356,9 +368,10 @@ pub(crate) unsafe fn contains_hash_avx2_one_round(
     hash: u64,
     k: Probes,
 ) -> bool {
-    answer_hash(lines, hash, |line, hash| {
-        line_has_mask_avx2(line, one_round_mask_avx2(hash, k))
-    })
+    let test =
+        |line: &[u8; LINE_BYTES], hash| line_has_mask_avx2(line, one_round_mask_avx2(hash, k));
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { answer_hash(lines, hash, test) }
 }
 
 /// The single-key insert for `k ≤ 8` with AVX2 (see [`add_hash`]).
@@ -367,9 +380,10 @@ pub(crate) unsafe fn contains_hash_avx2_one_round(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], hash: u64, k: Probes) {
-    add_hash(lines, hash, |line, hash| {
-        line_add_mask_avx2(line, one_round_mask_avx2(hash, k))
-    });
+    let set =
+        |line: &mut [u8; LINE_BYTES], hash| line_add_mask_avx2(line, one_round_mask_avx2(hash, k));
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { add_hash(lines, hash, set) };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -493,11 +507,12 @@ fn one_round_avx512(hash: u64, probes: Probes) -> (__m512i, __mmask8) {
 /// The single-key query for `k ≤ 8` with AVX-512 (see [`answer_hash`]):
 /// the line rotated by [`one_round_avx512`]'s bits, one masked test of
 /// bit 0. The line's index comes first and its load starts before the
-/// probe bits are worked out (an `is_empty` test, no bounds check of the
-/// index: docs/design.md, "The filter's layout and kernels").
+/// probe bits are worked out (no test of the length, no bounds check of
+/// the index: docs/design.md, "The filter's layout and kernels").
 /// # Safety
-/// The CPU must support AVX-512 F and VL; `k` must be one round
-/// ([`Probes::one_round`]), or the probes past the first are not tested.
+/// The CPU must support AVX-512 F and VL; `lines` must not be empty; `k`
+/// must be one round ([`Probes::one_round`]), or the probes past the first
+/// are not tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn contains_hash_avx512_one_round(
@@ -505,7 +520,7 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
     hash: u64,
     k: Probes,
 ) -> bool {
-    answer_hash(lines, hash, |line, hash| {
+    let test = |line: &[u8; LINE_BYTES], hash| {
         let (bits, words) = one_round_avx512(hash, k);
         // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
         let have = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
@@ -514,7 +529,9 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
         // `1 << bit` in every lane, and the 1 is the test's operand).
         let probed = _mm512_rorv_epi64(have, bits);
         _mm512_mask_testn_epi64_mask(words, probed, _mm512_set1_epi64(1)) == 0
-    })
+    };
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { answer_hash(lines, hash, test) }
 }
 
 /// The single-key insert for `k ≤ 8` with AVX-512 (see [`add_hash`]): the
@@ -524,7 +541,7 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
-    add_hash(lines, hash, |line, hash| {
+    let set = |line: &mut [u8; LINE_BYTES], hash| {
         let (bits, words) = one_round_avx512(hash, k);
         let probe = _mm512_rolv_epi64(_mm512_set1_epi64(1), bits);
         let place = line.as_mut_ptr().cast::<__m512i>();
@@ -534,5 +551,7 @@ pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64,
             let have = _mm512_loadu_si512(place);
             _mm512_storeu_si512(place, _mm512_mask_or_epi64(have, words, have, probe));
         }
-    });
+    };
+    // SAFETY: `lines` is not empty (this function's contract).
+    unsafe { add_hash(lines, hash, set) };
 }
