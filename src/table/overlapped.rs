@@ -856,4 +856,42 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_session_dropped_with_reads_in_flight_waits_and_lends_the_ring_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 13 % 241) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        for _ in 0..3 {
+            let mut session = ReadSession::new(8, true);
+            for request in requests_over(&path, 50) {
+                session.submit(request);
+            }
+            drop(session);
+        }
+        // The ring went back to the thread: the next session takes it.
+        let (results, path_taken) = read_collected(&requests_over(&path, 20), 4, true);
+        if io_uring_available() {
+            assert_eq!(path_taken, IoPath::Uring);
+        }
+        assert!(results.into_iter().all(|r| r.is_ok()));
+    }
+
+    #[test]
+    fn a_session_made_while_another_lives_reads_on_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![5u8; 20_000]).unwrap();
+        let mut outer = ReadSession::new(8, true);
+        let first = outer.submit(requests_over(&path, 1).remove(0));
+        let (results, path_taken) = read_collected(&requests_over(&path, 10), 4, true);
+        assert_eq!(path_taken, IoPath::Pool);
+        assert!(results.into_iter().all(|r| r.is_ok()));
+        let mut answered = Vec::new();
+        outer.poll(&mut |ticket, read| answered.push((ticket, read.is_ok())));
+        let reads = outer.finish(&mut |ticket, read| answered.push((ticket, read.is_ok())));
+        assert_eq!(answered, vec![(first, true)]);
+        assert_eq!(reads.uring + reads.pool, 1);
+    }
 }
