@@ -6,8 +6,10 @@
 //! memory before the first is asked (their loads overlap); `multi_get`,
 //! which asks the same sources in the same order for many keys (the
 //! version's candidate search), table by table, so each table's filter
-//! answers all of its keys in one batched call, and then reads the data
-//! blocks of every level in one wave, each key taking its newest answer.
+//! answers all of its keys in one batched call; each data block a key
+//! needs starts reading as soon as its probe finds it uncached (the keys
+//! after it are probed while it is in flight), the blocks of every level
+//! in one wave, each key taking its newest answer.
 //! Each source answers for its own range tombstones (`Memtable::get`,
 //! `Table::get_covered`; `multi_get` asks a table's after its batched
 //! filter pass), so the first source with an answer wins, as for point
@@ -197,9 +199,10 @@ struct WaveReads<'t> {
 /// first; the rest visit the candidate tables in `get`'s order (level 0
 /// newest first, then one table per deeper level), each table asking its
 /// filter for all of its keys at once and answering at once what its
-/// cached blocks and range tombstones tell; then the data blocks every
+/// cached blocks and range tombstones tell; the data blocks every
 /// table's filter let through — of all levels together — are read in one
-/// wave ([`read_wave`]), and each key takes the newest answer among its
+/// wave, each started as its key's probe finds it ([`WaveReads::want`]),
+/// and once all completed ([`read_wave`]) each key takes the newest answer among its
 /// tables. A failed block read that a key's answer needs fails the call: no
 /// answer is returned for any key, so none can be wrong.
 pub(crate) fn multi_get(

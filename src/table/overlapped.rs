@@ -220,18 +220,6 @@ mod uring {
         static LENT: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Reads pushed before the kernel is told of them while enough are in
-    /// flight already ([`EAGER_BELOW`]): each `io_uring_enter` costs a
-    /// system call and a kick of the device's queue, and a few reads
-    /// prepared together share them. The kernel prepares each read (page
-    /// cache, bio) inside that call, so a larger group holds its first
-    /// reads back until the last is prepared.
-    const SUBMIT_EVERY: usize = 4;
-
-    /// With fewer reads than this in the kernel's hands, a read is told to
-    /// the kernel as soon as it is pushed: the device would idle otherwise.
-    const EAGER_BELOW: usize = 4;
-
     pub(super) fn available() -> bool {
         if LENT.with(Cell::get) {
             return true;
@@ -380,8 +368,12 @@ mod uring {
         }
 
         /// Pushes queued reads while fewer than `limit` fly, and tells the
-        /// kernel of them now when the device is short of work or a group
-        /// of [`SUBMIT_EVERY`] is ready.
+        /// kernel of them at once: one `io_uring_enter` a read when the
+        /// caller submits as its probes find reads. Grouping reads (tell
+        /// the kernel every 4 or 8 while 4 are in its hands) saves system
+        /// calls and queue kicks but holds each group's first reads back
+        /// until the kernel prepared its last; it was measured slower
+        /// (docs/design.md, "The concurrent read path").
         #[expect(
             unsafe_code,
             reason = "io_uring reads into caller memory; see the SAFETY comment"
@@ -451,8 +443,7 @@ mod uring {
                 self.flying += 1;
                 self.unsubmitted += 1;
             }
-            let told = self.flying - self.unsubmitted;
-            if self.unsubmitted > 0 && (told < EAGER_BELOW || self.unsubmitted >= SUBMIT_EVERY) {
+            if self.unsubmitted > 0 {
                 match ring.submit() {
                     Ok(_) => self.unsubmitted = 0,
                     // Told at the next chance (poll, finish).
