@@ -343,21 +343,9 @@ mod uring {
                 for (ticket, read) in self.ready.drain(..) {
                     done(ticket, read);
                 }
-                if self.flying == 0 && self.queued.is_empty() {
+                if (self.flying == 0 && self.queued.is_empty()) || !self.wait_reaping(done) {
                     break;
                 }
-                let Some(ring) = self.ring.as_mut() else {
-                    break;
-                };
-                match ring.submit_and_wait(1) {
-                    Ok(_) => self.unsubmitted = 0,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        self.break_ring();
-                        break;
-                    }
-                }
-                self.reap(done);
             }
             for slot in &mut self.slots {
                 if slot.state != State::Answered {
@@ -501,6 +489,25 @@ mod uring {
             }
         }
 
+        /// Waits for at least one completion (an interrupted wait returns
+        /// at once) and hands on every completion the ring holds; false
+        /// when there is no ring any more (it failed now or before).
+        fn wait_reaping(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) -> bool {
+            let Some(ring) = self.ring.as_mut() else {
+                return false;
+            };
+            match ring.submit_and_wait(1) {
+                Ok(_) => self.unsubmitted = 0,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.break_ring();
+                    return false;
+                }
+            }
+            self.reap(done);
+            true
+        }
+
         /// The ring failed: reads may still be in flight into the buffers
         /// of flying slots, which are leaked; the ring is dropped (the
         /// thread makes a new one for its next session), and what was not
@@ -523,20 +530,7 @@ mod uring {
         /// then gives the ring back to the thread.
         fn drop(&mut self) {
             self.queued.clear();
-            while self.flying > 0 {
-                let Some(ring) = self.ring.as_mut() else {
-                    break;
-                };
-                match ring.submit_and_wait(1) {
-                    Ok(_) => self.unsubmitted = 0,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        self.break_ring();
-                        break;
-                    }
-                }
-                self.reap(&mut |_, _| {});
-            }
+            while self.flying > 0 && self.wait_reaping(&mut |_, _| {}) {}
             let ring = self.ring.take();
             RING.with(|cell| {
                 if let Ok(mut slot) = cell.try_borrow_mut() {
