@@ -220,6 +220,19 @@ mod uring {
         static LENT: Cell<bool> = const { Cell::new(false) };
     }
 
+    /// With fewer reads than this in the kernel's hands, each read is told
+    /// to it as soon as it is pushed (one `io_uring_enter` a read): the
+    /// device would idle otherwise.
+    const EAGER_BELOW: usize = 8;
+
+    /// Reads pushed before the kernel is told of them once [`EAGER_BELOW`]
+    /// are in its hands: an enter costs a system call and a kick of the
+    /// virtio queue (a VM exit), which a group shares, but it prepares its
+    /// reads (page cache, bio) before the first reaches the device, so a
+    /// larger group holds its first reads back. Measured in
+    /// docs/design.md, "The concurrent read path".
+    const SUBMIT_EVERY: usize = 4;
+
     pub(super) fn available() -> bool {
         if LENT.with(Cell::get) {
             return true;
@@ -356,12 +369,8 @@ mod uring {
         }
 
         /// Pushes queued reads while fewer than `limit` fly, and tells the
-        /// kernel of them at once: one `io_uring_enter` a read when the
-        /// caller submits as its probes find reads. Grouping reads (tell
-        /// the kernel every 4 or 8 while 4 are in its hands) saves system
-        /// calls and queue kicks but holds each group's first reads back
-        /// until the kernel prepared its last; it was measured slower
-        /// (docs/design.md, "The concurrent read path").
+        /// kernel of them at once while fewer than [`EAGER_BELOW`] are in
+        /// its hands, else once [`SUBMIT_EVERY`] are pushed.
         #[expect(
             unsafe_code,
             reason = "io_uring reads into caller memory; see the SAFETY comment"
@@ -431,7 +440,8 @@ mod uring {
                 self.flying += 1;
                 self.unsubmitted += 1;
             }
-            if self.unsubmitted > 0 {
+            let told = self.flying - self.unsubmitted;
+            if self.unsubmitted > 0 && (told < EAGER_BELOW || self.unsubmitted >= SUBMIT_EVERY) {
                 match ring.submit() {
                     Ok(_) => self.unsubmitted = 0,
                     // Told at the next chance (poll, finish).
