@@ -325,10 +325,10 @@ impl Options {
         self
     }
 
-    /// Data-block reads one `multi_get` keeps in flight at once. After its
-    /// batched filter probes, the blocks of all the keys of one step of its
-    /// walk (a level-0 table, or a deeper level) that miss the block cache
-    /// are read together — one read per distinct block, through io_uring
+    /// Data-block reads one `multi_get` keeps in flight at once. Each key's
+    /// data block that misses the block cache starts reading as soon as
+    /// the key's filter and index probes find it, while the batch's later
+    /// keys are probed — one read per distinct block, through io_uring
     /// where the kernel allows it (see [`Options::io_uring`]), else on a
     /// small pool of reader threads — so a batch waits about one device
     /// latency instead of one per block. 1 reads them one after another,

@@ -413,3 +413,71 @@ fn direct_reads_go_through_the_page_cache_where_o_direct_is_refused() {
         assert_eq!(stats.direct_block_reads, 0, "{stats:?}");
     }
 }
+
+/// Reads start while later keys of the batch are still asked, so a block
+/// an early key wanted may be in flight, or already read and evicted from
+/// a cache of no blocks, when a late key wants it: it is read once per
+/// wave all the same, and both keys get its answer.
+#[test]
+fn a_block_wanted_by_an_early_and_a_late_key_is_read_once() {
+    for uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(dir.path(), options().block_cache_bytes(0).io_uring(uring)).unwrap();
+        let mut model = Model::new();
+        fill(&db, &mut model, &mut Rng::new(37));
+        let mut rng = Rng::new(38);
+        for _ in 0..20 {
+            let early: Vec<Vec<u8>> = (0..60).map(|_| key(rng.below(6500))).collect();
+            let before = db.stats();
+            let alone = db.multi_get(&early).unwrap();
+            let reads_alone = db.stats().block_reads_from_file - before.block_reads_from_file;
+            // The same keys again after them, in reverse: each block is
+            // wanted once early and once late.
+            let mut twice = early.clone();
+            twice.extend(early.iter().rev().cloned());
+            let before = db.stats();
+            let answers = db.multi_get(&twice).unwrap();
+            let reads_twice = db.stats().block_reads_from_file - before.block_reads_from_file;
+            assert_eq!(reads_twice, reads_alone, "each block read once a wave");
+            assert_eq!(&answers[..early.len()], &alone[..]);
+            for (k, answer) in twice.iter().zip(answers) {
+                assert_eq!(answer.as_deref(), model.get(k).map(Vec::as_slice));
+            }
+        }
+    }
+}
+
+/// A read that fails while the keys after it are still asked (their reads
+/// start, complete and are cached meanwhile) fails the call and leaves
+/// nothing wrong behind, whichever read of the batch it is.
+#[test]
+fn a_read_failing_while_later_keys_are_asked_leaves_them_right() {
+    let fs = FaultFs::new();
+    let dir = std::path::PathBuf::from("/multi_get_early_fault");
+    let db = Db::open_with(&dir, options().file_system(fs.shared())).unwrap();
+    let mut model = Model::new();
+    fill(&db, &mut model, &mut Rng::new(39));
+    let mut rng = Rng::new(40);
+    let mut failed = 0;
+    for nth in 1..30 {
+        let keys: Vec<Vec<u8>> = (0..120).map(|_| key(rng.below(6500))).collect();
+        fs.fail_reads_after(nth, FaultMode::Once);
+        if let Err(e) = db.multi_get(&keys) {
+            failed += 1;
+            assert!(e.to_string().contains(".sst"), "{e}");
+        }
+        fs.clear_faults();
+        // Every key alone, then the batch again: the right answers.
+        for k in &keys {
+            assert_eq!(
+                db.get(k).unwrap().as_deref(),
+                model.get(k).map(Vec::as_slice)
+            );
+        }
+        let answers = db.multi_get(&keys).unwrap();
+        for (k, answer) in keys.iter().zip(answers) {
+            assert_eq!(answer.as_deref(), model.get(k).map(Vec::as_slice));
+        }
+    }
+    assert!(failed > 0);
+}

@@ -465,8 +465,9 @@ pub struct Stats {
     pub range_tombstone_hits: u64,
     /// Live tables that hold range tombstones.
     pub range_tombstone_tables: usize,
-    /// Batches of data-block reads `multi_get` issued together (two or more
-    /// blocks missing from the block cache in one step of its walk).
+    /// Waves of `multi_get`'s walk that read data blocks from files
+    /// (overlapped, each started as its key's probe found it missing from
+    /// the block cache; none when `Options::multi_get_in_flight` is 1).
     pub overlapped_batches: u64,
     /// Data blocks those batches read through io_uring.
     pub overlapped_reads_uring: u64,

@@ -6,8 +6,10 @@
 //! memory before the first is asked (their loads overlap); `multi_get`,
 //! which asks the same sources in the same order for many keys (the
 //! version's candidate search), table by table, so each table's filter
-//! answers all of its keys in one batched call, and then reads the data
-//! blocks of every level in one wave, each key taking its newest answer.
+//! answers all of its keys in one batched call; each data block a key
+//! needs starts reading as soon as its probe finds it uncached (the keys
+//! after it are probed while it is in flight), the blocks of every level
+//! in one wave, each key taking its newest answer.
 //! Each source answers for its own range tombstones (`Memtable::get`,
 //! `Table::get_covered`; `multi_get` asks a table's after its batched
 //! filter pass), so the first source with an answer wins, as for point
@@ -26,9 +28,10 @@ use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
 use crate::table::block::Block;
-use crate::table::overlapped::read_overlapped;
+use crate::table::overlapped::{ReadSession, SessionReads};
 use crate::table::reader::BlockOrRead;
 use crate::table::{LookupKey, ReadSettings, Table, TableValue};
+use std::collections::HashMap;
 use std::time::Instant;
 
 pub(crate) fn get(inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Bytes>> {
@@ -166,6 +169,29 @@ struct Scratch<'t> {
     /// Every table's steps of one wave, in the order the tables were asked
     /// (newest first), so each key's steps are in its newest-first order.
     candidates: Vec<Candidate<'t>>,
+    /// The data blocks the wave's steps read, started as they are found.
+    reads: WaveReads<'t>,
+}
+
+/// The distinct data blocks one wave of a `multi_get` reads, each started
+/// as soon as the first key wanting it finds it is not cached (while the
+/// keys after it are still being asked), and each checked, decoded and
+/// cached as soon as its read completes — at every later step of the wave
+/// that polls, and while the wave waits for the last ones.
+#[derive(Default)]
+struct WaveReads<'t> {
+    /// The blocks, in the order they were first wanted.
+    wanted: Vec<(&'t Table, usize)>,
+    /// Where a (table id, block) is in `wanted`.
+    position: HashMap<(u64, usize), usize>,
+    /// Each wanted block, or its read's error; `None` while its read is in
+    /// flight, or (one read at a time) until a key's answer reads it.
+    blocks: Vec<Option<Result<Block>>>,
+    /// For each ticket of `session`, the block its read brings in.
+    ticketed: Vec<usize>,
+    /// Made by the wave's first read (a wave the cache answers makes none).
+    session: Option<ReadSession>,
+    started: Option<Instant>,
 }
 
 /// The answers for `keys` at one snapshot, in order: for each key exactly
@@ -173,9 +199,10 @@ struct Scratch<'t> {
 /// first; the rest visit the candidate tables in `get`'s order (level 0
 /// newest first, then one table per deeper level), each table asking its
 /// filter for all of its keys at once and answering at once what its
-/// cached blocks and range tombstones tell; then the data blocks every
+/// cached blocks and range tombstones tell; the data blocks every
 /// table's filter let through — of all levels together — are read in one
-/// wave ([`read_wave`]), and each key takes the newest answer among its
+/// wave, each started as its key's probe finds it ([`WaveReads::want`]),
+/// and once all completed ([`read_wave`]) each key takes the newest answer among its
 /// tables. A failed block read that a key's answer needs fails the call: no
 /// answer is returned for any key, so none can be wrong.
 pub(crate) fn multi_get(
@@ -256,7 +283,7 @@ fn multi_get_batch(
                     .filter(|(_, p)| p.asks(ordinal) && table.covers(p.lookup.user_key()))
                     .map(|(i, _)| i),
             );
-            consulted += ask_table(table, ordinal, &mut pending, &mut scratch)?;
+            consulted += ask_table(&settings, table, ordinal, &mut pending, &mut scratch)?;
         }
         for (depth, level) in deeper.iter().enumerate() {
             let ordinal = level0.len() + depth;
@@ -280,12 +307,12 @@ fn multi_get_batch(
                 };
                 scratch.asked.clear();
                 scratch.asked.extend(group.iter().map(|&(_, i)| i));
-                consulted += ask_table(table, ordinal, &mut pending, &mut scratch)?;
+                consulted += ask_table(&settings, table, ordinal, &mut pending, &mut scratch)?;
             }
             scratch.order = order;
         }
         read_wave(
-            &settings,
+            &mut scratch.reads,
             &mut scratch.candidates,
             &mut pending,
             &mut answers,
@@ -322,6 +349,7 @@ impl Pending<'_> {
 /// answers for sure (and only after every newer table's read) is closed:
 /// no older table is asked for it. Returns how many keys it was asked for.
 fn ask_table<'t>(
+    settings: &ReadSettings,
     table: &'t LiveTable,
     ordinal: usize,
     pending: &mut [Pending<'_>],
@@ -361,7 +389,8 @@ fn ask_table<'t>(
             let at_hand = match block_no {
                 Some(block_no) => match readable.block_or_read(block_no)? {
                     BlockOrRead::Block(block) => Some((block, block_no)),
-                    BlockOrRead::Read(_) => {
+                    BlockOrRead::Read(request) => {
+                        scratch.reads.want(settings, readable, block_no, request);
                         scratch.candidates.push(Candidate {
                             key: i,
                             step: Step::Read {
@@ -395,6 +424,7 @@ fn ask_table<'t>(
             p.closed = true;
         }
     }
+    scratch.reads.poll();
     Ok(scratch.asked.len() as u64)
 }
 
@@ -408,93 +438,128 @@ fn newest_of(found: Option<(TableValue, SeqNo)>, deleted_at: Option<SeqNo>) -> O
     }
 }
 
-/// Reads the data blocks of every [`Step::Read`] of the wave — each
-/// distinct block once, all together (`overlapped::read_overlapped`:
-/// io_uring or the read pool, at most `multi_get_in_flight` at once) when
-/// there are two or more, a single one as `get` reads it — then answers
-/// each key with the first of its steps (newest first) that holds an
-/// answer. A key whose steps hold none is absent, unless it stopped at a
-/// read ([`Pending::waiting`]): it then goes on to older tables. A failed
-/// read fails the call only when a key's answer needs its block. Empties
-/// `candidates`.
+impl<'t> WaveReads<'t> {
+    /// Block `block_no` of `table` is wanted by a key; `request` reads it
+    /// (the block cache does not hold it). A block wanted already in this
+    /// wave is read once: its read is in flight or done. Otherwise its read
+    /// starts now, unless reads go one at a time (`multi_get_in_flight` 1:
+    /// the key's answer then reads it as `get` does).
+    fn want(
+        &mut self,
+        settings: &ReadSettings,
+        table: &'t Table,
+        block_no: usize,
+        request: crate::table::overlapped::ReadRequest,
+    ) {
+        let key = (table.id(), block_no);
+        if self.position.contains_key(&key) {
+            return;
+        }
+        self.position.insert(key, self.wanted.len());
+        self.wanted.push((table, block_no));
+        self.blocks.push(None);
+        if settings.multi_get_in_flight <= 1 {
+            return;
+        }
+        let session = self.session.get_or_insert_with(|| {
+            ReadSession::new(settings.multi_get_in_flight, settings.io_uring)
+        });
+        self.started.get_or_insert_with(Instant::now);
+        let ticket = session.submit(request);
+        debug_assert_eq!(ticket, self.ticketed.len());
+        self.ticketed.push(self.wanted.len() - 1);
+        self.poll();
+    }
+
+    /// Finishes every block whose read completed so far (checked, decoded,
+    /// cached), without waiting for the others.
+    fn poll(&mut self) {
+        if let Some(session) = self.session.as_mut() {
+            let (wanted, blocks, ticketed) = (&self.wanted, &mut self.blocks, &self.ticketed);
+            session.poll(&mut |ticket, stored| {
+                finish_read(wanted, blocks, ticketed, ticket, stored);
+            });
+        }
+    }
+
+    /// Waits for the wave's reads still in flight, finishing each block as
+    /// it completes, and counts them.
+    fn finish(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let (wanted, blocks, ticketed) = (&self.wanted, &mut self.blocks, &self.ticketed);
+        let reads: SessionReads = session.finish(&mut |ticket, stored| {
+            finish_read(wanted, blocks, ticketed, ticket, stored);
+        });
+        if let Some(&(table, _)) = self.wanted.first() {
+            table.note_overlapped_batch(reads.uring, reads.pool, reads.direct);
+            if let Some(started) = self.started.take() {
+                table.note_file_read(started.elapsed());
+            }
+        }
+    }
+
+    /// Empties the wave's reads for the next wave (no read is in flight:
+    /// `finish` waited for them).
+    fn clear(&mut self) {
+        self.wanted.clear();
+        self.position.clear();
+        self.blocks.clear();
+        self.ticketed.clear();
+        self.session = None;
+        self.started = None;
+    }
+}
+
+/// Puts the block read `ticket` brought in (or its error) in its place.
+fn finish_read(
+    wanted: &[(&Table, usize)],
+    blocks: &mut [Option<Result<Block>>],
+    ticketed: &[usize],
+    ticket: usize,
+    stored: Result<Bytes>,
+) {
+    let Some(&at) = ticketed.get(ticket) else {
+        return;
+    };
+    if let (Some(&(table, block_no)), Some(slot)) = (wanted.get(at), blocks.get_mut(at)) {
+        *slot = Some(table.finish_block_read(block_no, stored));
+    }
+}
+
+/// Waits for the wave's block reads (started while its keys were asked:
+/// [`WaveReads::want`]), then answers each key with the first of its steps
+/// (newest first) that holds an answer. A key whose steps hold none is
+/// absent, unless it stopped at a read ([`Pending::waiting`]): it then
+/// goes on to older tables. A failed read fails the call only when a key's
+/// answer needs its block. Empties `candidates` and `reads`.
 fn read_wave(
-    settings: &ReadSettings,
+    reads: &mut WaveReads<'_>,
     candidates: &mut Vec<Candidate<'_>>,
+    pending: &mut [Pending<'_>],
+    answers: &mut [Option<Bytes>],
+) -> Result<()> {
+    reads.finish();
+    let answered = answer_steps(reads, candidates, pending, answers);
+    reads.clear();
+    candidates.clear();
+    answered
+}
+
+/// [`read_wave`]'s answers, once every block read completed.
+fn answer_steps(
+    reads: &mut WaveReads<'_>,
+    candidates: &mut [Candidate<'_>],
     pending: &mut [Pending<'_>],
     answers: &mut [Option<Bytes>],
 ) -> Result<()> {
     if candidates.is_empty() {
         return Ok(());
     }
-    // The distinct blocks to read, in (table, block) order.
-    let mut reads: Vec<(&Table, usize)> = candidates
-        .iter()
-        .filter_map(|c| match c.step {
-            Step::Read {
-                table, block_no, ..
-            } => Some((table, block_no)),
-            Step::Known(_) => None,
-        })
-        .collect();
-    reads.sort_unstable_by_key(|&(table, block_no)| (table.id(), block_no));
-    reads.dedup_by_key(|&mut (table, block_no)| (table.id(), block_no));
-    // Each read's block, or its error; `None` for a read never answered
-    // (none is: the block is then read as `get` reads it).
-    let mut blocks: Vec<Option<Result<Block>>> = Vec::with_capacity(reads.len());
-    if settings.multi_get_in_flight <= 1 || reads.len() == 1 {
-        // One read at a time, each as `get` makes it.
-        blocks.extend(
-            reads
-                .iter()
-                .map(|&(table, block_no)| Some(table.data_block(block_no))),
-        );
-    } else {
-        let mut requests = Vec::with_capacity(reads.len());
-        // For each request, the read (its index in `reads`) it brings in.
-        let mut requested = Vec::with_capacity(reads.len());
-        for (at, &(table, block_no)) in reads.iter().enumerate() {
-            blocks.push(match table.block_or_read(block_no) {
-                // A block another key of the batch brought into the cache
-                // since (none here: they are distinct).
-                Ok(BlockOrRead::Block(block)) => Some(Ok(block)),
-                Ok(BlockOrRead::Read(request)) => {
-                    requests.push(request);
-                    requested.push(at);
-                    // Filled when the read completes.
-                    None
-                }
-                Err(e) => Some(Err(e)),
-            });
-        }
-        if let Some(&(table, _)) = reads.first() {
-            if !requests.is_empty() {
-                let started = Instant::now();
-                // Each block is checked, decoded and cached as its read
-                // completes, while the batch's later reads are in flight.
-                let path = read_overlapped(
-                    &requests,
-                    settings.multi_get_in_flight,
-                    settings.io_uring,
-                    &mut |index, stored| {
-                        let Some(&at) = requested.get(index) else {
-                            return;
-                        };
-                        if let (Some(&(table, block_no)), Some(slot)) =
-                            (reads.get(at), blocks.get_mut(at))
-                        {
-                            *slot = Some(table.finish_block_read(block_no, stored));
-                        }
-                    },
-                );
-                let direct = requests.iter().filter(|r| r.direct).count();
-                table.note_overlapped_batch(path, requests.len() as u64, direct as u64);
-                table.note_file_read(started.elapsed());
-            }
-        }
-    }
     // Each key's steps together, newest first (the sort is stable).
     candidates.sort_by_key(|c| c.key);
-    let mut first_use = vec![true; reads.len()];
+    let mut first_use = vec![true; reads.wanted.len()];
     for steps in candidates.chunk_by(|a, b| a.key == b.key) {
         let Some(p) = steps.first().and_then(|c| pending.get_mut(c.key)) else {
             continue;
@@ -509,9 +574,19 @@ fn read_wave(
                     deleted_at,
                 } => {
                     let at = reads
-                        .binary_search_by_key(&(table.id(), *block_no), |&(t, b)| (t.id(), b))
+                        .position
+                        .get(&(table.id(), *block_no))
+                        .copied()
                         .unwrap_or(usize::MAX);
-                    let block = match blocks.get(at).and_then(Option::as_ref) {
+                    if let Some(slot @ None) = reads.blocks.get_mut(at) {
+                        // Reads one at a time: this key's read, as `get`
+                        // makes it; keys after it in the block find it read.
+                        *slot = Some(table.data_block(*block_no));
+                        if let Some(flag) = first_use.get_mut(at) {
+                            *flag = false;
+                        }
+                    }
+                    let block = match reads.blocks.get(at).and_then(Option::as_ref) {
                         Some(Ok(block)) => {
                             // Keys after the first of a block found it read:
                             // a cache hit, as the second of two gets would.
@@ -522,11 +597,12 @@ fn read_wave(
                         }
                         // This key's answer needs the block that failed.
                         Some(Err(_)) => {
-                            return match blocks.swap_remove(at) {
+                            return match reads.blocks.get_mut(at).and_then(Option::take) {
                                 Some(Err(e)) => Err(e),
                                 _ => Ok(()),
                             }
                         }
+                        // Not wanted (never so): read as `get` reads it.
                         None => table.data_block(*block_no)?,
                     };
                     newest_of(
@@ -546,6 +622,5 @@ fn read_wave(
             p.done = true;
         }
     }
-    candidates.clear();
     Ok(())
 }

@@ -31,7 +31,6 @@ use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::lookup::LookupKey;
-use crate::table::overlapped::IoPath;
 use crate::table::reader::{BlockOrRead, Table, TableInner};
 use crate::table::scan_filters::{prefix_hash, ScanFilters};
 
@@ -234,16 +233,14 @@ impl Table {
         counters.bump(|c| &c.block_cache_hits);
     }
 
-    /// Counts one batch of `reads` overlapped block reads that took `path`,
-    /// `direct` of them past the page cache.
-    pub(crate) fn note_overlapped_batch(&self, path: IoPath, reads: u64, direct: u64) {
+    /// Counts one batch of overlapped block reads: `uring` through the
+    /// ring, `pool` on the read pool, `direct` of them past the page cache.
+    pub(crate) fn note_overlapped_batch(&self, uring: u64, pool: u64, direct: u64) {
         let counters = self.inner.context().counters.local();
         counters.bump(|c| &c.overlapped_batches);
         counters.add(|c| &c.direct_block_reads, direct);
-        match path {
-            IoPath::Uring => counters.add(|c| &c.overlapped_reads_uring, reads),
-            IoPath::Pool => counters.add(|c| &c.overlapped_reads_pool, reads),
-        }
+        counters.add(|c| &c.overlapped_reads_uring, uring);
+        counters.add(|c| &c.overlapped_reads_pool, pool);
     }
 
     /// Feeds the average block read time that tells whether reads reach

@@ -2,21 +2,27 @@
 //! batch of lookups (`multi_get`) waits about one device latency for all
 //! its data blocks instead of one latency per block.
 //!
-//! Two paths, chosen per batch: an io_uring ring of the calling thread
-//! (Linux, when the kernel and any seccomp filter allow it and every file
-//! of the batch is a real file with a descriptor), else a small process-wide
-//! pool of threads doing `read_exact_at`. A ring the kernel refuses once is
-//! never asked for again in this process; the batch goes to the pool.
+//! A [`ReadSession`] lives while its caller still finds reads to make: each
+//! read is handed to the device as soon as it is submitted (the caller's
+//! later work overlaps the device's work on the earlier reads), at most
+//! `in_flight` at once (the rest queue and go as earlier ones complete),
+//! and completions are handed back whenever the caller polls, while it
+//! submits more. Two paths, chosen per read: an io_uring ring of the
+//! calling thread (Linux, when the kernel and any seccomp filter allow it
+//! and the file is a real file with a descriptor), else a small
+//! process-wide pool of threads doing `read_exact_at`. A ring the kernel
+//! refuses once is never asked for again in this process.
 //!
 //! Owns: the per-thread ring, the read pool, and matching each completion
-//! to its request (results come back in request order, whatever order the
-//! reads finished in).
-//! Must never: hand a read's bytes to another request; let the kernel write
-//! into a buffer that was freed (every queued read is waited for before
-//! the call returns; a ring that fails mid-batch leaks its buffers rather
-//! than free them); hang when a read fails or its file is truncated or
-//! removed (a short or failed read is redone with `read_exact_at`, whose
-//! error names the file); or know anything about tables (it reads bytes).
+//! to its read (each result is handed on with the ticket `submit` gave,
+//! whatever order the reads finished in).
+//! Must never: hand a read's bytes to another read; let the kernel write
+//! into a buffer that was freed (a session waits for every read it queued
+//! before it ends, even when dropped unfinished; a ring that fails leaks
+//! its buffers rather than free them); hang when a read fails or its file
+//! is truncated or removed (a short or failed read is redone with
+//! `read_exact_at`, whose error names the file); or know anything about
+//! tables (it reads bytes).
 
 use std::sync::Arc;
 
@@ -58,26 +64,117 @@ pub enum IoPath {
     Pool,
 }
 
+/// Reads a session made, by path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SessionReads {
+    /// Through the calling thread's ring.
+    pub(crate) uring: u64,
+    /// On the read pool (or here, when it has no thread).
+    pub(crate) pool: u64,
+    /// Of either path, past the page cache.
+    pub(crate) direct: u64,
+}
+
+/// Reads in flight while their caller goes on working: each
+/// [`ReadSession::submit`] starts its read at once (or as soon as fewer
+/// than `in_flight` are in flight), [`ReadSession::poll`] hands on the
+/// reads completed so far without waiting, [`ReadSession::finish`] waits
+/// for the rest. Every submitted read is answered exactly once, with its
+/// ticket, by `poll` or `finish`. Dropped unfinished, it still waits for
+/// the reads the kernel is writing (their results are dropped).
+pub(crate) struct ReadSession {
+    #[cfg(target_os = "linux")]
+    ring: Option<uring::Session>,
+    pool: pool::Session,
+    next_ticket: usize,
+    reads: SessionReads,
+}
+
+impl ReadSession {
+    /// A session keeping at most `in_flight` reads (at least 1) in flight
+    /// on each path, using this thread's ring when `allow_uring` and the
+    /// kernel allows it.
+    pub(crate) fn new(in_flight: usize, allow_uring: bool) -> ReadSession {
+        #[cfg(not(target_os = "linux"))]
+        let _ = allow_uring;
+        ReadSession {
+            #[cfg(target_os = "linux")]
+            ring: allow_uring
+                .then(|| uring::Session::begin(in_flight))
+                .flatten(),
+            pool: pool::Session::new(in_flight),
+            next_ticket: 0,
+            reads: SessionReads::default(),
+        }
+    }
+
+    /// Starts `request` (or queues it behind the reads in flight) and
+    /// returns its ticket: 0 for the session's first read, then 1, 2, ...
+    pub(crate) fn submit(&mut self, request: ReadRequest) -> usize {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.reads.direct += u64::from(request.direct);
+        #[cfg(target_os = "linux")]
+        if let Some(ring) = self.ring.as_mut() {
+            if request.file.raw_fd().is_some() {
+                self.reads.uring += 1;
+                ring.submit(ticket, request);
+                return ticket;
+            }
+        }
+        self.reads.pool += 1;
+        self.pool.submit(ticket, request);
+        ticket
+    }
+
+    /// Hands each read completed so far to `done` (ticket, bytes or
+    /// error), starting queued reads in their place; never waits.
+    pub(crate) fn poll(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+        #[cfg(target_os = "linux")]
+        if let Some(ring) = self.ring.as_mut() {
+            ring.poll(done);
+        }
+        self.pool.poll(done);
+    }
+
+    /// Waits for every read still unanswered, handing each to `done` as
+    /// it completes; returns how many reads the session made, by path.
+    pub(crate) fn finish(mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) -> SessionReads {
+        #[cfg(target_os = "linux")]
+        if let Some(ring) = self.ring.as_mut() {
+            ring.finish(done);
+        }
+        self.pool.finish(done);
+        self.reads
+    }
+}
+
 /// Reads every request, at most `in_flight` at once (at least 1), through
 /// io_uring when `allow_uring` and the kernel allows it, else the pool,
 /// handing each result to `done` with its index in `requests` as soon as
-/// it completes (while later reads are still in flight), so the caller's
-/// work on one block overlaps the device's work on the others. Every
-/// request is answered exactly once.
+/// it completes (while later reads are still in flight). Every request is
+/// answered exactly once. Returns the path of the first request.
+#[cfg(test)]
 pub(crate) fn read_overlapped(
     requests: &[ReadRequest],
     in_flight: usize,
     allow_uring: bool,
     done: &mut dyn FnMut(usize, Result<Bytes>),
 ) -> IoPath {
-    #[cfg(target_os = "linux")]
-    if allow_uring && uring::read_all(requests, in_flight, done) {
-        return IoPath::Uring;
+    let mut session = ReadSession::new(in_flight, allow_uring);
+    for request in requests {
+        session.submit(ReadRequest {
+            file: Arc::clone(&request.file),
+            offset: request.offset,
+            len: request.len,
+            direct: request.direct,
+        });
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = allow_uring;
-    pool::read_all(requests, in_flight, done);
-    IoPath::Pool
+    if session.finish(done).uring > 0 {
+        IoPath::Uring
+    } else {
+        IoPath::Pool
+    }
 }
 
 /// True when this thread can use an io_uring ring (creating it if needed);
@@ -95,7 +192,8 @@ pub fn io_uring_available() -> bool {
 
 #[cfg(target_os = "linux")]
 mod uring {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
     use std::os::fd::AsRawFd;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -114,20 +212,31 @@ mod uring {
     static REFUSED: AtomicBool = AtomicBool::new(false);
 
     thread_local! {
-        /// The calling thread's ring, made on its first batch.
+        /// The calling thread's ring, made on its first session and lent
+        /// to one session at a time.
         static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
+        /// A session of this thread holds the ring now: a second one (none
+        /// is made while another lives) takes the pool.
+        static LENT: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// The ring failed mid-batch; its buffers were leaked.
-    struct Broken;
+    /// With fewer reads than this in the kernel's hands, each read is told
+    /// to it as soon as it is pushed (one `io_uring_enter` a read): the
+    /// device would idle otherwise.
+    const EAGER_BELOW: usize = 8;
 
-    /// Reads pushed before the ring is told of them: the first reads reach
-    /// the device while the kernel still prepares the later ones (one
-    /// `io_uring_enter` for a whole batch holds every read back until the
-    /// last is prepared).
-    const SUBMIT_EVERY: usize = 8;
+    /// Reads pushed before the kernel is told of them once [`EAGER_BELOW`]
+    /// are in its hands: an enter costs a system call and a kick of the
+    /// virtio queue (a VM exit), which a group shares, but it prepares its
+    /// reads (page cache, bio) before the first reaches the device, so a
+    /// larger group holds its first reads back. Measured in
+    /// docs/design.md, "The concurrent read path".
+    const SUBMIT_EVERY: usize = 4;
 
     pub(super) fn available() -> bool {
+        if LENT.with(Cell::get) {
+            return true;
+        }
         RING.with(|cell| {
             cell.try_borrow_mut()
                 .is_ok_and(|mut slot| ring_of(&mut slot).is_some())
@@ -146,92 +255,141 @@ mod uring {
         slot.as_mut()
     }
 
-    /// The batch through this thread's ring, each result to `done` as it
-    /// completes; false, with nothing read, when there is no ring or a file
-    /// has no descriptor (the caller then reads the batch on the pool). A
-    /// ring that breaks mid-batch is dropped and the reads it had not
-    /// answered are made here, one at a time.
-    pub(super) fn read_all(
-        requests: &[ReadRequest],
-        in_flight: usize,
-        done: &mut dyn FnMut(usize, Result<Bytes>),
-    ) -> bool {
-        if requests.iter().any(|r| r.file.raw_fd().is_none()) {
-            return false;
-        }
-        RING.with(|cell| {
-            // Borrowed already only if a read re-entered this thread's
-            // batch (none does): that batch goes to the pool.
-            let Ok(mut slot) = cell.try_borrow_mut() else {
-                return false;
-            };
-            let Some(ring) = ring_of(&mut slot) else {
-                return false;
-            };
-            let mut answered = vec![false; requests.len()];
-            let mut answer = |index: usize, read: Result<Bytes>| {
-                if let Some(flag) = answered.get_mut(index) {
-                    *flag = true;
-                }
-                done(index, read);
-            };
-            if drive(ring, requests, in_flight, &mut answer).is_err() {
-                *slot = None;
-            }
-            for (index, request) in requests.iter().enumerate() {
-                if !answered.get(index).copied().unwrap_or(true) {
-                    done(index, request.read_here());
-                }
-            }
-            true
-        })
+    /// Where one read of a session stands.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum State {
+        /// Queued behind `limit` reads in flight: not pushed yet.
+        Queued,
+        /// Pushed to the ring: the kernel may be writing its buffer.
+        Flying,
+        /// Answered (or given up with a leaked buffer).
+        Answered,
     }
 
-    /// Queues the reads (at most `in_flight` at once, told to the kernel
-    /// every [`SUBMIT_EVERY`]), hands each completion to `done` by its index
-    /// in `user_data` as it is reaped, and returns once every queued read
-    /// has completed.
-    #[expect(
-        unsafe_code,
-        reason = "io_uring reads into caller memory; see the SAFETY comments"
-    )]
-    fn drive(
-        ring: &mut IoUring,
-        requests: &[ReadRequest],
-        in_flight: usize,
-        done: &mut dyn FnMut(usize, Result<Bytes>),
-    ) -> std::result::Result<(), Broken> {
-        let limit = in_flight.clamp(1, RING_ENTRIES as usize);
-        // A direct read reads its aligned span into an aligned place of a
-        // larger buffer (`pad` bytes in), through the direct descriptor.
-        let mut spans: Vec<Option<(DirectSpan, usize)>> = requests.iter().map(|_| None).collect();
-        // Uninitialised: the kernel fills them, and only a read that filled
-        // its buffer whole hands it on (see `filled`, `copied`).
-        let mut buffers: Vec<Vec<u8>> = requests
-            .iter()
-            .zip(&mut spans)
-            .map(|(r, span)| {
-                let direct = r.direct.then(|| DirectSpan::of(r.len, r.offset)).flatten();
-                match direct.and_then(|d| Some((d, d.buffer()?))) {
-                    Some((direct, (buffer, pad))) => {
-                        *span = Some((direct, pad));
-                        buffer
-                    }
-                    None => Vec::with_capacity(r.len),
-                }
+    /// One read of a session and the memory it reads into.
+    struct Slot {
+        ticket: usize,
+        request: ReadRequest,
+        /// Uninitialised: the kernel fills it, and only a read that filled
+        /// it whole hands it on (see `filled`, `copied`).
+        buffer: Vec<u8>,
+        /// A direct read reads its aligned span into an aligned place of a
+        /// larger buffer (`pad` bytes in), through the direct descriptor.
+        span: Option<(DirectSpan, usize)>,
+        state: State,
+    }
+
+    /// A session's hold on the thread's ring (see [`super::ReadSession`]).
+    pub(super) struct Session {
+        /// `None` once the ring failed: its reads are then made here.
+        ring: Option<IoUring>,
+        limit: usize,
+        /// Every read of the session; a read's `user_data` is its index.
+        /// The vector may move its slots, never their buffers' memory.
+        slots: Vec<Slot>,
+        queued: VecDeque<usize>,
+        /// Pushed and not yet completed.
+        flying: usize,
+        /// Pushed but not yet told to the kernel.
+        unsubmitted: usize,
+        /// Answered without the ring (a read too large for one entry).
+        ready: Vec<(usize, Result<Bytes>)>,
+    }
+
+    impl Session {
+        /// The thread's ring, lent to a new session; `None` when the kernel
+        /// refuses rings or another session of this thread holds it.
+        pub(super) fn begin(in_flight: usize) -> Option<Session> {
+            if LENT.with(Cell::get) {
+                return None;
+            }
+            let ring = RING.with(|cell| {
+                let mut slot = cell.try_borrow_mut().ok()?;
+                ring_of(&mut slot)?;
+                slot.take()
+            })?;
+            LENT.with(|lent| lent.set(true));
+            Some(Session {
+                ring: Some(ring),
+                limit: in_flight.clamp(1, RING_ENTRIES as usize),
+                slots: Vec::new(),
+                queued: VecDeque::new(),
+                flying: 0,
+                unsubmitted: 0,
+                ready: Vec::new(),
             })
-            .collect();
-        let (mut next, mut flying, mut unsubmitted) = (0usize, 0usize, 0usize);
-        loop {
-            while flying < limit {
-                let (Some(request), Some(buffer)) = (requests.get(next), buffers.get_mut(next))
-                else {
+        }
+
+        pub(super) fn submit(&mut self, ticket: usize, request: ReadRequest) {
+            let direct = request
+                .direct
+                .then(|| DirectSpan::of(request.len, request.offset))
+                .flatten();
+            let (buffer, span) = match direct.and_then(|d| Some((d, d.buffer()?))) {
+                Some((direct, (buffer, pad))) => (buffer, Some((direct, pad))),
+                None => (Vec::with_capacity(request.len), None),
+            };
+            self.queued.push_back(self.slots.len());
+            self.slots.push(Slot {
+                ticket,
+                request,
+                buffer,
+                span,
+                state: State::Queued,
+            });
+            self.push_queued();
+        }
+
+        pub(super) fn poll(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            self.reap(done);
+            self.push_queued();
+            for (ticket, read) in self.ready.drain(..) {
+                done(ticket, read);
+            }
+        }
+
+        /// Waits for every read; a ring that fails on the way is dropped
+        /// and the reads it had not answered are made here, one at a time.
+        pub(super) fn finish(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            loop {
+                self.push_queued();
+                for (ticket, read) in self.ready.drain(..) {
+                    done(ticket, read);
+                }
+                if (self.flying == 0 && self.queued.is_empty()) || !self.wait_reaping(done) {
+                    break;
+                }
+            }
+            for slot in &mut self.slots {
+                if slot.state != State::Answered {
+                    slot.state = State::Answered;
+                    done(slot.ticket, slot.request.read_here());
+                }
+            }
+        }
+
+        /// Pushes queued reads while fewer than `limit` fly, and tells the
+        /// kernel of them at once while fewer than [`EAGER_BELOW`] are in
+        /// its hands, else once [`SUBMIT_EVERY`] are pushed.
+        #[expect(
+            unsafe_code,
+            reason = "io_uring reads into caller memory; see the SAFETY comment"
+        )]
+        fn push_queued(&mut self) {
+            let Some(ring) = self.ring.as_mut() else {
+                return;
+            };
+            while self.flying < self.limit {
+                let Some(&index) = self.queued.front() else {
                     break;
                 };
-                let span = spans.get(next).copied().flatten();
-                let target = match span {
-                    Some((direct, pad)) => request.file.direct_fd().and_then(|fd| {
-                        let place = buffer.spare_capacity_mut().get_mut(pad..)?;
+                let Some(slot) = self.slots.get_mut(index) else {
+                    self.queued.pop_front();
+                    continue;
+                };
+                let target = match slot.span {
+                    Some((direct, pad)) => slot.request.file.direct_fd().and_then(|fd| {
+                        let place = slot.buffer.spare_capacity_mut().get_mut(pad..)?;
                         Some((
                             fd,
                             place.as_mut_ptr().cast::<u8>(),
@@ -239,66 +397,65 @@ mod uring {
                             direct.start,
                         ))
                     }),
-                    None => request
-                        .file
-                        .raw_fd()
-                        .map(|fd| (fd, buffer.as_mut_ptr(), request.len, request.offset)),
+                    None => slot.request.file.raw_fd().map(|fd| {
+                        (
+                            fd,
+                            slot.buffer.as_mut_ptr(),
+                            slot.request.len,
+                            slot.request.offset,
+                        )
+                    }),
                 };
                 let Some((fd, place, len, offset)) = target.and_then(|(fd, place, len, offset)| {
                     Some((fd, place, u32::try_from(len).ok()?, offset))
                 }) else {
                     // Too large for one entry (no data block is): read here.
-                    done(next, request.read_here());
-                    next += 1;
+                    self.queued.pop_front();
+                    slot.state = State::Answered;
+                    self.ready.push((slot.ticket, slot.request.read_here()));
                     continue;
                 };
                 let entry = opcode::Read::new(types::Fd(fd.as_raw_fd()), place, len)
                     .offset(offset)
                     .build()
-                    .user_data(next as u64);
+                    .user_data(index as u64);
                 // SAFETY: the kernel writes at most `len` bytes at `place`
-                // in `buffer`'s heap allocation (its capacity is `len`, or
-                // a direct span's `pad + span` and more) and
-                // reads through `fd` until the completion of this entry.
-                // `buffer` is not freed, resized or moved from before that
-                // completion (the loop below takes it only after its
-                // completion; on a ring failure every buffer is leaked), and
-                // `fd` belongs to `request.file`, which `requests` holds for
-                // the whole call (the kernel also holds its own reference to
-                // the file while the read is in flight).
+                // in `slot.buffer`'s heap allocation (its capacity is `len`,
+                // or a direct span's `pad + span` and more) and reads
+                // through `fd` until the completion of this entry. The
+                // buffer is not freed, resized or taken before that
+                // completion: only `reap` takes it, on the completion; a
+                // failed ring leaks it (`break_ring`); and the session's
+                // drop waits for every pushed read. Moving the slot (the
+                // vector of slots grows) does not move the allocation. `fd`
+                // belongs to `slot.request.file`, which the slot holds for
+                // the whole session (the kernel also holds its own reference
+                // to the file while the read is in flight).
                 let pushed = unsafe { ring.submission().push(&entry) };
                 if pushed.is_err() {
                     break;
                 }
-                next += 1;
-                flying += 1;
-                unsubmitted += 1;
-                if unsubmitted >= SUBMIT_EVERY && next < requests.len() && flying < limit {
-                    match ring.submit() {
-                        Ok(_) => unsubmitted = 0,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => {
-                            std::mem::forget(buffers);
-                            return Err(Broken);
-                        }
-                    }
+                self.queued.pop_front();
+                slot.state = State::Flying;
+                self.flying += 1;
+                self.unsubmitted += 1;
+            }
+            let told = self.flying - self.unsubmitted;
+            if self.unsubmitted > 0 && (told < EAGER_BELOW || self.unsubmitted >= SUBMIT_EVERY) {
+                match ring.submit() {
+                    Ok(_) => self.unsubmitted = 0,
+                    // Told at the next chance (poll, finish).
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => self.break_ring(),
                 }
             }
-            if flying == 0 {
-                if next >= requests.len() {
-                    break;
-                }
-                continue;
-            }
-            match ring.submit_and_wait(1) {
-                Ok(_) => unsubmitted = 0,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // Reads may still be in flight into these buffers.
-                    std::mem::forget(buffers);
-                    return Err(Broken);
-                }
-            }
+        }
+
+        /// Hands on every completion the ring holds now, without waiting.
+        fn reap(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            let Some(ring) = self.ring.as_mut() else {
+                return;
+            };
             // Taken out of the queue first: `done` may take a while, and
             // the ring's later completions wait for the next round.
             let reaped: Vec<(u64, i32)> = ring
@@ -306,38 +463,92 @@ mod uring {
                 .map(|c| (c.user_data(), c.result()))
                 .collect();
             for (user_data, result) in reaped {
-                let Ok(index) = usize::try_from(user_data) else {
-                    continue;
-                };
-                let (Some(request), Some(buffer)) = (requests.get(index), buffers.get_mut(index))
+                let Some(slot) = usize::try_from(user_data)
+                    .ok()
+                    .and_then(|index| self.slots.get_mut(index))
                 else {
                     continue;
                 };
-                flying = flying.saturating_sub(1);
+                if slot.state != State::Flying {
+                    continue;
+                }
+                slot.state = State::Answered;
+                self.flying = self.flying.saturating_sub(1);
                 let read = usize::try_from(result).ok();
-                let whole = match spans.get(index).copied().flatten() {
+                let len = slot.request.len;
+                let whole = match slot.span {
                     // A direct span is whole when it holds the wanted bytes
                     // (it ends short at the file's end).
                     Some((direct, pad)) => read
-                        .filter(|&n| n >= direct.skip + request.len)
-                        .and_then(|_| copied(buffer, pad + direct.skip, request.len)),
+                        .filter(|&n| n >= direct.skip + len)
+                        .and_then(|_| copied(&slot.buffer, pad + direct.skip, len)),
                     None => read
-                        .filter(|&n| n == request.len)
-                        .and_then(|_| filled(std::mem::take(buffer), request.len)),
+                        .filter(|&n| n == len)
+                        .and_then(|_| filled(std::mem::take(&mut slot.buffer), len)),
                 };
                 done(
-                    index,
+                    slot.ticket,
                     match whole {
                         Some(bytes) => Ok(Bytes::from(bytes)),
                         // Short (the file was truncated) or failed: the same
                         // read once more, for the file's own error (or bytes
                         // a retry got after an interruption).
-                        None => request.read_here(),
+                        None => slot.request.read_here(),
                     },
                 );
             }
         }
-        Ok(())
+
+        /// Waits for at least one completion (an interrupted wait returns
+        /// at once) and hands on every completion the ring holds; false
+        /// when there is no ring any more (it failed now or before).
+        fn wait_reaping(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) -> bool {
+            let Some(ring) = self.ring.as_mut() else {
+                return false;
+            };
+            match ring.submit_and_wait(1) {
+                Ok(_) => self.unsubmitted = 0,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.break_ring();
+                    return false;
+                }
+            }
+            self.reap(done);
+            true
+        }
+
+        /// The ring failed: reads may still be in flight into the buffers
+        /// of flying slots, which are leaked; the ring is dropped (the
+        /// thread makes a new one for its next session), and what was not
+        /// answered is read here by `finish`.
+        fn break_ring(&mut self) {
+            for slot in &mut self.slots {
+                if slot.state == State::Flying {
+                    std::mem::forget(std::mem::take(&mut slot.buffer));
+                    slot.state = State::Queued;
+                }
+            }
+            self.queued.clear();
+            self.flying = 0;
+            self.ring = None;
+        }
+    }
+
+    impl Drop for Session {
+        /// Waits for the reads still flying (their results are dropped),
+        /// then gives the ring back to the thread.
+        fn drop(&mut self) {
+            self.queued.clear();
+            while self.flying > 0 && self.wait_reaping(&mut |_, _| {}) {}
+            let ring = self.ring.take();
+            RING.with(|cell| {
+                if let Ok(mut slot) = cell.try_borrow_mut() {
+                    *slot = ring;
+                }
+            });
+            LENT.with(|lent| lent.set(false));
+        }
     }
 
     /// A copy of the `len` bytes at `at` in `buffer`'s allocation, once a
@@ -378,6 +589,7 @@ mod uring {
 }
 
 mod pool {
+    use std::collections::VecDeque;
     use std::sync::{mpsc, Arc, OnceLock};
 
     use bytes::Bytes;
@@ -392,7 +604,7 @@ mod pool {
 
     type Job = Box<dyn FnOnce() + Send>;
 
-    /// Where batches queue their reads; `None` when no thread could start.
+    /// Where sessions queue their reads; `None` when no thread could start.
     static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
 
     fn queue() -> Option<&'static mpsc::Sender<Job>> {
@@ -420,21 +632,21 @@ mod pool {
             .as_ref()
     }
 
-    /// A pool job's answer: its request's index and the read, `None` when
+    /// A pool job's answer: its read's ticket and the read, `None` when
     /// the job was dropped unrun (a panicking read took its thread).
     type Answer = (usize, Option<Result<Bytes>>);
 
     /// Sends a job's answer exactly once: the read when the job ran, else
-    /// `None` from its drop, so the batch never waits for a lost job.
+    /// `None` from its drop, so the session never waits for a lost job.
     struct Reply {
-        index: usize,
+        ticket: usize,
         sender: Option<mpsc::Sender<Answer>>,
     }
 
     impl Reply {
         fn send(mut self, read: Result<Bytes>) {
             if let Some(sender) = self.sender.take() {
-                let _ = sender.send((self.index, Some(read)));
+                let _ = sender.send((self.ticket, Some(read)));
             }
         }
     }
@@ -442,72 +654,113 @@ mod pool {
     impl Drop for Reply {
         fn drop(&mut self) {
             if let Some(sender) = self.sender.take() {
-                let _ = sender.send((self.index, None));
+                let _ = sender.send((self.ticket, None));
             }
         }
     }
 
-    /// Reads the batch on the pool, at most `in_flight` at once, handing
-    /// each result to `done` as it arrives (a read whose job was lost is
-    /// redone here).
-    pub(super) fn read_all(
-        requests: &[ReadRequest],
-        in_flight: usize,
-        done: &mut dyn FnMut(usize, Result<Bytes>),
-    ) {
-        let Some(queue) = queue() else {
-            for (index, request) in requests.iter().enumerate() {
-                done(index, request.read_here());
-            }
-            return;
-        };
-        let limit = in_flight.clamp(1, THREADS);
-        let (sender, answers) = mpsc::channel::<Answer>();
-        let mut answer = |(index, read): Answer| {
-            if let Some(request) = requests.get(index) {
-                done(index, read.unwrap_or_else(|| request.read_here()));
-            }
-        };
-        let mut flying = 0usize;
-        for (index, request) in requests.iter().enumerate() {
-            if flying >= limit {
-                // Every job sends once (its `Reply`), and `sender` keeps
-                // the channel open: this receives.
-                if let Ok(reply) = answers.recv() {
-                    flying -= 1;
-                    answer(reply);
-                }
-            }
-            let (file, offset, len, direct) = (
-                Arc::clone(&request.file),
-                request.offset,
-                request.len,
-                request.direct,
-            );
-            let reply = Reply {
-                index,
-                sender: Some(sender.clone()),
-            };
-            let job: Job = Box::new(move || {
-                reply.send(
-                    ReadRequest {
-                        file,
-                        offset,
-                        len,
-                        direct,
-                    }
-                    .read_here(),
-                );
-            });
-            flying += 1;
-            if let Err(mpsc::SendError(job)) = queue.send(job) {
-                // Every pool thread is gone: the read runs here.
-                job();
+    /// A session's reads on the pool (see [`super::ReadSession`]); jobs own
+    /// what they read, so a session dropped unfinished leaves nothing the
+    /// pool could write into.
+    pub(super) struct Session {
+        limit: usize,
+        queued: VecDeque<(usize, ReadRequest)>,
+        /// Reads on the pool, by ticket (redone here if their job is lost).
+        flying: Vec<(usize, ReadRequest)>,
+        sender: mpsc::Sender<Answer>,
+        answers: mpsc::Receiver<Answer>,
+    }
+
+    impl Session {
+        pub(super) fn new(in_flight: usize) -> Session {
+            let (sender, answers) = mpsc::channel::<Answer>();
+            Session {
+                limit: in_flight.clamp(1, THREADS),
+                queued: VecDeque::new(),
+                flying: Vec::new(),
+                sender,
+                answers,
             }
         }
-        drop(sender);
-        for reply in answers.iter().take(flying) {
-            answer(reply);
+
+        pub(super) fn submit(&mut self, ticket: usize, request: ReadRequest) {
+            self.queued.push_back((ticket, request));
+            self.start_queued();
+        }
+
+        pub(super) fn poll(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            while let Ok(answer) = self.answers.try_recv() {
+                self.answer(answer, done);
+            }
+            self.start_queued();
+        }
+
+        pub(super) fn finish(&mut self, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            loop {
+                self.start_queued();
+                if self.flying.is_empty() {
+                    break;
+                }
+                // Every job sends once (its `Reply`), and `self.sender`
+                // keeps the channel open: this receives.
+                match self.answers.recv() {
+                    Ok(answer) => self.answer(answer, done),
+                    Err(_) => break,
+                }
+            }
+            // Without a pool thread the reads were answered as they came
+            // (see `start_queued`); nothing is left here.
+            for (ticket, request) in self.flying.drain(..) {
+                done(ticket, request.read_here());
+            }
+        }
+
+        fn answer(&mut self, (ticket, read): Answer, done: &mut dyn FnMut(usize, Result<Bytes>)) {
+            let Some(at) = self.flying.iter().position(|&(t, _)| t == ticket) else {
+                return;
+            };
+            let (_, request) = self.flying.swap_remove(at);
+            done(ticket, read.unwrap_or_else(|| request.read_here()));
+        }
+
+        fn start_queued(&mut self) {
+            while self.flying.len() < self.limit {
+                let Some((ticket, request)) = self.queued.pop_front() else {
+                    break;
+                };
+                let (file, offset, len, direct) = (
+                    Arc::clone(&request.file),
+                    request.offset,
+                    request.len,
+                    request.direct,
+                );
+                let reply = Reply {
+                    ticket,
+                    sender: Some(self.sender.clone()),
+                };
+                let job: Job = Box::new(move || {
+                    reply.send(
+                        ReadRequest {
+                            file,
+                            offset,
+                            len,
+                            direct,
+                        }
+                        .read_here(),
+                    );
+                });
+                self.flying.push((ticket, request));
+                match queue() {
+                    Some(queue) => {
+                        if let Err(mpsc::SendError(job)) = queue.send(job) {
+                            // Every pool thread is gone: the read runs here.
+                            job();
+                        }
+                    }
+                    // No pool thread could start: the read runs here.
+                    None => job(),
+                }
+            }
         }
     }
 }
@@ -597,5 +850,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_session_dropped_with_reads_in_flight_waits_and_lends_the_ring_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 13 % 241) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        for _ in 0..3 {
+            let mut session = ReadSession::new(8, true);
+            for request in requests_over(&path, 50) {
+                session.submit(request);
+            }
+            drop(session);
+        }
+        // The ring went back to the thread: the next session takes it.
+        let (results, path_taken) = read_collected(&requests_over(&path, 20), 4, true);
+        if io_uring_available() {
+            assert_eq!(path_taken, IoPath::Uring);
+        }
+        assert!(results.into_iter().all(|r| r.is_ok()));
+    }
+
+    #[test]
+    fn a_session_made_while_another_lives_reads_on_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![5u8; 20_000]).unwrap();
+        let mut outer = ReadSession::new(8, true);
+        let first = outer.submit(requests_over(&path, 1).remove(0));
+        let (results, path_taken) = read_collected(&requests_over(&path, 10), 4, true);
+        assert_eq!(path_taken, IoPath::Pool);
+        assert!(results.into_iter().all(|r| r.is_ok()));
+        let mut answered = Vec::new();
+        outer.poll(&mut |ticket, read| answered.push((ticket, read.is_ok())));
+        let reads = outer.finish(&mut |ticket, read| answered.push((ticket, read.is_ok())));
+        assert_eq!(answered, vec![(first, true)]);
+        assert_eq!(reads.uring + reads.pool, 1);
     }
 }
