@@ -769,6 +769,12 @@ mod tests {
             let mut exact = vec![0u8; len];
             file.read_exact_at(&mut exact, offset as u64).unwrap();
             assert_eq!(got, exact);
+            // Into a used buffer with more room than the read (a recycled
+            // block buffer): exactly the bytes asked for, nothing of before.
+            let mut reused = vec![0xeeu8; 12_000];
+            file.read_into_vec_at(&mut reused, len, offset as u64)
+                .unwrap();
+            assert_eq!(reused, exact);
         }
         // Past the end, or the file truncated under the open handle: an
         // error naming the file, as `read_exact_at` gives.
