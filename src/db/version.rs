@@ -187,6 +187,10 @@ pub(crate) struct Version {
     /// [`Version::sort`], which every change of `levels` ends with): a scan
     /// of a version without any gathers none.
     range_tombstone_tables: usize,
+    /// Levels a point lookup walks: up to the deepest one holding a table
+    /// (set by [`Version::sort`] with the count above), so a get in a
+    /// shallow tree does not step through the empty levels below it.
+    searched_levels: usize,
 }
 
 impl Version {
@@ -194,6 +198,7 @@ impl Version {
         Version {
             levels: vec![Vec::new(); count],
             range_tombstone_tables: 0,
+            searched_levels: 0,
         }
     }
 
@@ -233,7 +238,8 @@ impl Version {
         mut visit: impl FnMut(&'v LiveTable) -> bool,
     ) {
         let head = KeyHead::of(user_key);
-        let mut levels = self.levels.iter();
+        let searched = self.levels.get(..self.searched_levels).unwrap_or_default();
+        let mut levels = searched.iter();
         if let Some(level0) = levels.next() {
             for table in level0 {
                 if table.covers_head(head, user_key) && !visit(table) {
@@ -242,6 +248,9 @@ impl Version {
             }
         }
         for level in levels {
+            if level.is_empty() {
+                continue;
+            }
             let candidate = sorted_candidate_head(level, head, user_key).and_then(|i| level.get(i));
             if candidate.is_some_and(|table| !visit(table)) {
                 return;
@@ -308,6 +317,11 @@ impl Version {
             .flatten()
             .filter(|t| t.has_range_tombstones())
             .count();
+        self.searched_levels = self
+            .levels
+            .iter()
+            .rposition(|level| !level.is_empty())
+            .map_or(0, |deepest| deepest + 1);
         let mut levels = self.levels.iter_mut();
         if let Some(level0) = levels.next() {
             level0.sort_by(|a, b| {

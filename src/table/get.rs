@@ -67,7 +67,13 @@ impl Table {
         if let Some(deleted_at) = self.range_tombstone_seq(key) {
             return self.get_under_range_tombstone(key, deleted_at);
         }
-        self.get_point(key)
+        // The filter asked here, not below `get_point`: a key it rules out
+        // (most keys of most tables a get meets) returns without moving the
+        // larger answer of a block search through every call on the way.
+        if self.filter_rules_out(key) {
+            return Ok(None);
+        }
+        self.get_past_filter(key)
     }
 
     /// The lookup of a key a range tombstone of this table deletes at
@@ -87,26 +93,31 @@ impl Table {
         Ok(Some(newer))
     }
 
-    /// The point entries' answer alone: the filter, then the index and one
-    /// data block.
-    fn get_point(&self, key: &LookupKey<'_>) -> Result<Option<TableValue>> {
-        Ok(self.get_point_versioned(key)?.map(|(value, _)| value))
-    }
-
-    /// [`Table::get_point`] with the sequence number of the version found.
-    #[inline]
+    /// The point entries' answer alone, with the sequence number of the
+    /// version found: the filter, then the index and one data block.
     fn get_point_versioned(&self, key: &LookupKey<'_>) -> Result<Option<(TableValue, SeqNo)>> {
-        if let Some((filter, hash)) = self.point_filter_probe(key) {
-            let inner = &*self.inner;
-            let counters = inner.context().counters.local();
-            counters.bump(|c| &c.filter_checks);
-            if !filter.contains_hash(hash) {
-                counters.bump(|c| &c.filter_skips);
-                inner.filter_answers.local().bump(|a| &a.negatives);
-                return Ok(None);
-            }
+        if self.filter_rules_out(key) {
+            return Ok(None);
         }
         self.get_past_filter_versioned(key)
+    }
+
+    /// True when the point filter rules the key out (counted as a check
+    /// and a skip); false when it may be here or no filter can answer.
+    #[inline]
+    fn filter_rules_out(&self, key: &LookupKey<'_>) -> bool {
+        let Some((filter, hash)) = self.point_filter_probe(key) else {
+            return false;
+        };
+        let inner = &*self.inner;
+        let counters = inner.context().counters.local();
+        counters.bump(|c| &c.filter_checks);
+        if filter.contains_hash(hash) {
+            return false;
+        }
+        counters.bump(|c| &c.filter_skips);
+        inner.filter_answers.local().bump(|a| &a.negatives);
+        true
     }
 
     /// The newest sequence number at most the lookup's snapshot of a range

@@ -40,6 +40,7 @@
 //! ```
 
 pub mod block;
+mod block_buffer;
 pub mod builder;
 pub mod compression;
 pub mod context;

@@ -39,6 +39,7 @@ use crate::fs::{RandomAccessFile, SharedFs};
 use crate::key::user_key_of;
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
+use crate::table::block_buffer;
 use crate::table::compression::decompress_block;
 use crate::table::context::ReadContext;
 use crate::table::counters::ReadCounters;
@@ -489,12 +490,16 @@ impl TableInner {
                 counters.bump(|c| &c.direct_block_reads);
                 read?
             }
-            None => file.read_vec_at(len, handle.offset)?,
+            None => {
+                let mut buffer = block_buffer::take(len);
+                file.read_into_vec_at(&mut buffer, len, handle.offset)?;
+                buffer
+            }
         };
         let (block, codec) = check_block(&stored, &location)?;
         let block_len = block.len();
         stored.truncate(block_len);
-        Ok((Bytes::from(stored), codec))
+        Ok((block_buffer::into_bytes(stored), codec))
     }
 
     /// Bytes of the block at `handle` with its trailer, as one read needs them.
