@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;
 use crate::table::block::Block;
-use crate::table::overlapped::{ReadSession, SessionReads};
+use crate::table::overlapped::{ReadRequest, ReadSession, SessionReads};
 use crate::table::reader::BlockOrRead;
 use crate::table::{LookupKey, ReadSettings, Table, TableValue};
 use std::collections::HashMap;
@@ -449,7 +449,7 @@ impl<'t> WaveReads<'t> {
         settings: &ReadSettings,
         table: &'t Table,
         block_no: usize,
-        request: crate::table::overlapped::ReadRequest,
+        request: ReadRequest,
     ) {
         let key = (table.id(), block_no);
         if self.position.contains_key(&key) {

@@ -67,7 +67,7 @@ pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
 pub use get::TableValue;
 pub use iter::{ScanMode, TableIter};
 pub use lookup::LookupKey;
-pub use overlapped::{io_uring_available, IoPath};
+pub use overlapped::io_uring_available;
 pub use properties::{TableKeyspace, TableProperties};
 pub use reader::{FilterStatus, Table};
 pub use salvage::{LostBlock, Salvaged, SalvagedBlock, SalvagedTombstones, TableSalvager};

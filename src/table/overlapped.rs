@@ -32,6 +32,7 @@ use crate::error::Result;
 use crate::fs::RandomAccessFile;
 
 /// One read of a batch: `len` bytes at `offset` of `file`.
+#[derive(Clone)]
 pub(crate) struct ReadRequest {
     pub(crate) file: Arc<dyn RandomAccessFile>,
     pub(crate) offset: u64,
@@ -55,9 +56,10 @@ impl ReadRequest {
     }
 }
 
-/// Which path a batch of reads took.
+/// Which path a batch of reads took (the tests' view of a session).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IoPath {
+pub(crate) enum IoPath {
     /// The calling thread's io_uring ring.
     Uring,
     /// Positioned reads on the read pool's threads.
@@ -163,12 +165,7 @@ pub(crate) fn read_overlapped(
 ) -> IoPath {
     let mut session = ReadSession::new(in_flight, allow_uring);
     for request in requests {
-        session.submit(ReadRequest {
-            file: Arc::clone(&request.file),
-            offset: request.offset,
-            len: request.len,
-            direct: request.direct,
-        });
+        session.submit(request.clone());
     }
     if session.finish(done).uring > 0 {
         IoPath::Uring
