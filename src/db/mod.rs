@@ -459,6 +459,11 @@ pub struct Stats {
     pub range_filter_skips: u64,
     /// Bytes of memory the range filters of open tables hold.
     pub range_filter_bytes: u64,
+    /// Point lookups the point filter let through, whose data block was in
+    /// neither the block cache nor a mapping, that the table's range filter
+    /// ruled out before the block was read from the file (tables built with
+    /// `Options::range_filter_bits_per_key`): file reads saved.
+    pub range_filter_point_skips: u64,
     /// Lookups a table answered from one of its range tombstones (the
     /// table is asked whatever its point filter says; see
     /// [`Db::delete_range`]).
@@ -907,6 +912,7 @@ impl Db {
             range_filter_checks: reads.range_filter_checks,
             range_filter_skips: reads.range_filter_skips,
             range_filter_bytes: inner.tables.range_filter_bytes(),
+            range_filter_point_skips: reads.range_filter_point_skips,
             range_tombstone_hits: reads.range_tombstone_hits,
             overlapped_batches: reads.overlapped_batches,
             overlapped_reads_uring: reads.overlapped_reads_uring,

@@ -684,18 +684,34 @@ impl TableInner {
     /// its own in a large index) is requested first and loads beside the
     /// lookup, and only a miss reads it.
     pub(crate) fn data_block(&self, block_no: usize) -> Result<Block> {
+        match self.data_block_at_hand(block_no)? {
+            Some(block) => Ok(block),
+            None => self.read_data_block(block_no),
+        }
+    }
+
+    /// Data block `block_no` when it costs no file read: the table is
+    /// mapped, or the block cache holds it (counted as a hit). `None`: only
+    /// [`TableInner::read_data_block`] brings it in.
+    pub(crate) fn data_block_at_hand(&self, block_no: usize) -> Result<Option<Block>> {
         if let Source::Mapped { map, verified } = &self.source {
             let handle = self.handle(block_no)?;
             if let Some(block) = self.mapped_raw_block(map, verified, block_no, handle)? {
-                return Ok(block);
+                return Ok(Some(block));
             }
         }
         self.index.prefetch_handle(block_no);
-        let counters = self.context.counters.local();
-        if let Some(block) = self.context.cached_block(self.id, block_no) {
-            counters.bump(|c| &c.block_cache_hits);
-            return Ok(block);
+        let block = self.context.cached_block(self.id, block_no);
+        if block.is_some() {
+            self.context.counters.local().bump(|c| &c.block_cache_hits);
         }
+        Ok(block)
+    }
+
+    /// Data block `block_no` read from the file (counted as a cache miss
+    /// and a read from the file), verified, and cached.
+    pub(crate) fn read_data_block(&self, block_no: usize) -> Result<Block> {
+        let counters = self.context.counters.local();
         let handle = self.handle(block_no)?;
         counters.bump(|c| &c.block_cache_misses);
         counters.bump(|c| &c.block_reads_from_file);

@@ -249,6 +249,9 @@ impl Engine for SiftdbEngine {
             ("prefix_filter_skips", s.prefix_filter_skips),
             ("range_filter_checks", s.range_filter_checks),
             ("range_filter_skips", s.range_filter_skips),
+            // Point lookups past the point filter that the range filter
+            // ruled out before a file read.
+            ("range_filter_point_skips", s.range_filter_point_skips),
             ("index_bytes", s.index_bytes),
             ("gets", s.gets),
             ("tables_consulted", s.tables_consulted),
