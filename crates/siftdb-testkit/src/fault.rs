@@ -202,6 +202,8 @@ struct Disk {
     read_ops: u64,
     /// Armed read fault: fires at read operation number `.0`.
     read_plan: Option<(u64, FaultMode)>,
+    /// How long every positioned read sleeps (outside the disk's lock).
+    read_latency: Option<std::time::Duration>,
     tear_failed_appends: bool,
     space_limit: Option<u64>,
     faults_injected: u64,
@@ -600,6 +602,13 @@ impl FaultFs {
         disk.read_plan = Some((disk.read_ops + n.max(1), mode));
     }
 
+    /// Makes every positioned read from now take at least `latency` (it
+    /// sleeps, without holding the disk): a device rather than memory, for
+    /// code that adapts to how slow reads are. `None` (the default): none.
+    pub fn set_read_latency(&self, latency: Option<std::time::Duration>) {
+        self.machine.disk.lock().read_latency = latency;
+    }
+
     /// Read operations (`open_read` and positioned reads) since the disk was made.
     pub fn read_op_count(&self) -> u64 {
         self.machine.disk.lock().read_ops
@@ -775,6 +784,11 @@ impl RandomAccessFile for FaultReadFile {
             .and_then(|start| data.get(start..start.checked_add(buf.len())?))
             .ok_or_else(|| short_read(&self.path, buf.len(), offset, data.len() as u64))?;
         buf.copy_from_slice(bytes);
+        let latency = disk.read_latency;
+        drop(disk);
+        if let Some(latency) = latency {
+            std::thread::sleep(latency);
+        }
         Ok(())
     }
 
