@@ -388,10 +388,14 @@ fn ask_table<'t>(
             let block_no = readable.candidate_block(&p.lookup);
             let at_hand = match block_no {
                 Some(block_no) => match readable.block_or_read(block_no)? {
-                    BlockOrRead::Block(block) => Some((block, block_no)),
+                    BlockOrRead::Block(block) => {
+                        readable.count_data_block_read();
+                        Some((block, block_no))
+                    }
                     // A file read the range filter spares (as in `get`).
                     BlockOrRead::Read(_) if readable.range_filter_rules_out(&p.lookup) => None,
                     BlockOrRead::Read(request) => {
+                        readable.count_data_block_read();
                         scratch.reads.want(settings, readable, block_no, request);
                         scratch.candidates.push(Candidate {
                             key: i,

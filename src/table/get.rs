@@ -218,18 +218,22 @@ impl Table {
     }
 
     /// The data block [`Table::get_past_filter_versioned`] would read for
-    /// `key` (counted as a data block read), or `None` when the index rules
-    /// the key out; a batched get reads the block itself and then asks
-    /// [`Table::get_in_block`].
+    /// `key`, or `None` when the index rules the key out; a batched get
+    /// reads the block itself (counting it with
+    /// [`Table::count_data_block_read`] unless the range filter spares it)
+    /// and then asks [`Table::get_in_block`].
     pub(crate) fn candidate_block(&self, key: &LookupKey<'_>) -> Option<usize> {
-        let inner = &*self.inner;
-        let block_no = inner.index.block_for(key.head(), key.internal_key())?;
-        inner
+        self.inner.index.block_for(key.head(), key.internal_key())
+    }
+
+    /// Counts one data block a batched get searches or reads for a key, as
+    /// [`Table::get_past_filter_versioned`] counts its own.
+    pub(crate) fn count_data_block_read(&self) {
+        self.inner
             .context()
             .counters
             .local()
             .bump(|c| &c.data_block_reads);
-        Some(block_no)
     }
 
     /// The rest of [`Table::get_past_filter_versioned`] once the key's
