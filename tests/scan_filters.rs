@@ -540,8 +540,15 @@ fn range_filters_spare_the_file_reads_of_point_false_positives() {
         assert_eq!(db.get(key(i)).unwrap(), None, "get {i}");
     }
     let fast = db.stats();
-    assert_eq!(fast.range_filter_point_skips, 0, "{fast:?}");
     assert!(fast.filter_false_positives > 100, "{fast:?}");
+    // Not one skip, unless a burst of preemption on a loaded machine made
+    // a few reads look slow for a moment (the average then falls back
+    // within a read or two): asked on every false positive, the range
+    // filter would rule out all of them.
+    assert!(
+        fast.range_filter_point_skips * 20 < fast.filter_false_positives,
+        "{fast:?}"
+    );
     // Reads as slow as a device's: the range filter is asked.
     fs.set_read_latency(Some(std::time::Duration::from_micros(20)));
     let before = db.stats();
