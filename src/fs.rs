@@ -282,10 +282,10 @@ impl RandomAccessFile for OsReadFile {
         buf.reserve(len);
         while buf.len() < len {
             let at = offset.saturating_add(buf.len() as u64);
-            // `spare_capacity` sets the length to what the kernel wrote:
-            // no byte is ever seen before it was read.
-            // At most the bytes still wanted: a recycled buffer's capacity
-            // may reach past `len`.
+            // Into the spare capacity, at most the bytes still wanted (a
+            // recycled buffer's capacity may reach past `len`); the length
+            // then grows by what the kernel wrote, so no byte is ever seen
+            // before it was read.
             let done = buf.len();
             let spare = buf.spare_capacity_mut();
             let wanted = (len - done).min(spare.len());
@@ -293,20 +293,16 @@ impl RandomAccessFile for OsReadFile {
                 Some((spare, _)) => spare,
                 None => spare,
             };
-            let read = match rustix::io::pread(&self.file, spare, at) {
-                Ok((read, _)) => Ok(read.len()),
-                Err(e) => Err(e),
-            };
-            match read {
+            match rustix::io::pread(&self.file, spare, at).map(|(read, _)| read.len()) {
                 Ok(0) => return Err(short_read(&self.path, len, offset, self.len)),
                 Ok(read) => {
                     let filled = done + read;
                     #[expect(
                         unsafe_code,
-                        reason = "the kernel initialised `read.len()` bytes of the spare capacity past `buf.len()`"
+                        reason = "the kernel initialised `read` bytes of the spare capacity past `buf.len()`"
                     )]
-                    // SAFETY: `read` is the initialised prefix of `spare`,
-                    // which starts at `buf.len()` within the capacity.
+                    // SAFETY: the kernel wrote the first `read` bytes of
+                    // `spare`, which starts at `buf.len()` within the capacity.
                     unsafe {
                         buf.set_len(filled);
                     }

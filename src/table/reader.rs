@@ -737,12 +737,11 @@ impl TableInner {
     /// read that brings it in (nothing counted yet: see
     /// [`TableInner::finish_block_read`]).
     pub(crate) fn cached_block_or_read(&self, block_no: usize) -> Result<BlockOrRead> {
+        // A mapped table's block comes from the map, compressed or not.
         if let Source::Mapped { .. } = &self.source {
             return self.data_block(block_no).map(BlockOrRead::Block);
         }
-        if let Some(block) = self.context.cached_block(self.id, block_no) {
-            let counters = self.context.counters.local();
-            counters.bump(|c| &c.block_cache_hits);
+        if let Some(block) = self.data_block_at_hand(block_no)? {
             return Ok(BlockOrRead::Block(block));
         }
         let handle = self.handle(block_no)?;
