@@ -50,6 +50,7 @@ pub struct Options {
     pub(crate) sync_writes: bool,
     pub(crate) block_size: usize,
     pub(crate) level0_compaction_trigger: usize,
+    pub(crate) level0_quiet_trigger: usize,
     pub(crate) level0_stop_writes: usize,
     pub(crate) level1_bytes: u64,
     pub(crate) level_size_ratio: u64,
@@ -119,6 +120,7 @@ impl Default for Options {
             sync_writes: false,
             block_size: 4096,
             level0_compaction_trigger: 4,
+            level0_quiet_trigger: 2,
             level0_stop_writes: 12,
             level1_bytes: 256 << 20,
             level_size_ratio: 10,
@@ -152,6 +154,7 @@ impl fmt::Debug for Options {
             .field("sync_writes", &self.sync_writes)
             .field("block_size", &self.block_size)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
+            .field("level0_quiet_trigger", &self.level0_quiet_trigger)
             .field("level0_stop_writes", &self.level0_stop_writes)
             .field("level1_bytes", &self.level1_bytes)
             .field("level_size_ratio", &self.level_size_ratio)
@@ -228,9 +231,29 @@ impl Options {
         self
     }
 
-    /// Number of level-0 tables that triggers a compaction. Default 4.
+    /// Number of level-0 tables that triggers a compaction while writes
+    /// come in. Default 4.
     pub fn level0_compaction_trigger(mut self, tables: usize) -> Self {
         self.level0_compaction_trigger = tables;
+        self
+    }
+
+    /// Number of level-0 tables that triggers a compaction of a *quiet*
+    /// keyspace: one whose memtables hold nothing (every write flushed,
+    /// none since). Default 2.
+    ///
+    /// Level 0 lets a busy keyspace's flushes pile up a few tables before
+    /// one compaction merges them (less rewriting per byte written), but
+    /// every level-0 table costs every read: a filter probe per get and a
+    /// block per scan, as its keys span the whole key space. Once writes
+    /// stop, nothing is saved by keeping them, so the flush that leaves the
+    /// memtables empty (the one `Db::flush` or `close` asks for, or a full
+    /// memtable's with no write behind it) is followed by merging level 0
+    /// into level 1. A value at or above
+    /// [`Options::level0_compaction_trigger`] keeps a quiet keyspace's
+    /// level 0 as a busy one's.
+    pub fn level0_quiet_trigger(mut self, tables: usize) -> Self {
+        self.level0_quiet_trigger = tables;
         self
     }
 
@@ -493,6 +516,9 @@ impl Options {
             return Err(Error::invalid(
                 "level0_compaction_trigger must be at least 2",
             ));
+        }
+        if self.level0_quiet_trigger < 2 {
+            return Err(Error::invalid("level0_quiet_trigger must be at least 2"));
         }
         if self.level0_stop_writes < self.level0_compaction_trigger {
             return Err(Error::invalid(

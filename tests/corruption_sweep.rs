@@ -51,6 +51,7 @@ fn options() -> Options {
     Options::default()
         .block_size(256)
         .level0_compaction_trigger(8)
+        .level0_quiet_trigger(8)
         .level0_stop_writes(16)
 }
 

@@ -469,3 +469,64 @@ fn write_stalls_are_counted_and_timed() {
     assert!(stats.write_stall_micros >= stats.write_stalls, "{stats:?}");
     assert_eq!(stats.user_bytes_written, puts * (11 + 100));
 }
+
+/// A quiet keyspace (nothing in its memtables) merges level 0 into level 1
+/// from `level0_quiet_trigger` tables on, and `wait_for_background` waits
+/// for it; a quiet trigger at the busy one turns that off. Every key reads
+/// back either way. (A busy keyspace's trigger: the unit test beside
+/// `most_urgent`; a test here could not hold the memtable non-empty at the
+/// moment a flush completes.)
+#[test]
+fn a_quiet_keyspace_merges_level0_from_the_quiet_trigger() {
+    let level0 = |db: &Db| db.stats().level_tables.first().copied().unwrap_or(0);
+    let fill = |db: &Db, round: u32| {
+        for i in 0..200u32 {
+            db.put(format!("key{i:05}"), round.to_be_bytes()).unwrap();
+        }
+    };
+    let opts = Options::default()
+        .level0_compaction_trigger(4)
+        .level0_quiet_trigger(2);
+
+    // Quiet: the second flush that leaves the memtable empty merges both
+    // level-0 tables down before `wait_for_background` returns.
+    let quiet_dir = tempfile::tempdir().unwrap();
+    let quiet = Db::open_with(quiet_dir.path(), opts.clone()).unwrap();
+    fill(&quiet, 0);
+    quiet.flush().unwrap();
+    quiet.wait_for_background().unwrap();
+    assert_eq!(level0(&quiet), 1, "one table is below the quiet trigger");
+    fill(&quiet, 1);
+    quiet.flush().unwrap();
+    quiet.wait_for_background().unwrap();
+    let stats = quiet.stats();
+    assert_eq!(stats.level_tables.first().copied(), Some(0), "{stats:?}");
+    assert!(
+        stats.level_tables.get(1).copied().unwrap_or(0) > 0,
+        "{stats:?}"
+    );
+
+    // Turned off (quiet trigger at the busy one): two tables stay.
+    let off_dir = tempfile::tempdir().unwrap();
+    let off = Db::open_with(off_dir.path(), opts.level0_quiet_trigger(4)).unwrap();
+    for round in 0..2 {
+        fill(&off, round);
+        off.flush().unwrap();
+        off.wait_for_background().unwrap();
+    }
+    assert_eq!(level0(&off), 2, "{:?}", off.stats().level_tables);
+
+    for db in [&quiet, &off] {
+        for i in 0..200u32 {
+            let value = db.get(format!("key{i:05}")).unwrap();
+            assert_eq!(value.as_deref(), Some(&1u32.to_be_bytes()[..]));
+        }
+    }
+}
+
+#[test]
+fn the_quiet_trigger_is_at_least_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Db::open_with(dir.path(), Options::default().level0_quiet_trigger(1)).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+}

@@ -42,6 +42,7 @@ fn options(policy: FilterPolicy) -> Options {
         .memtable_bytes(96 << 10)
         .block_size(1024)
         .level0_compaction_trigger(3)
+        .level0_quiet_trigger(3)
         .level1_bytes(96 << 10)
         .level_size_ratio(4)
         .table_target_bytes(48 << 10)

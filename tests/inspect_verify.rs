@@ -25,6 +25,7 @@ fn options() -> Options {
     Options::default()
         .memtable_bytes(16 << 10)
         .level0_compaction_trigger(100)
+        .level0_quiet_trigger(100)
         .level0_stop_writes(200)
 }
 

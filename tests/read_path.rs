@@ -893,6 +893,7 @@ fn gets_past_the_prefetched_candidates_answer_from_the_right_table() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::default()
         .level0_compaction_trigger(1000)
+        .level0_quiet_trigger(1000)
         .level0_stop_writes(1000);
     let db = Db::open_with(dir.path(), opts).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();

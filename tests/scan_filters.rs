@@ -88,6 +88,7 @@ fn options(rng: &mut SplitMix64, fs: &FaultFs) -> (Options, String) {
         .memtable_bytes(4096)
         .block_size(256)
         .level0_compaction_trigger(3)
+        .level0_quiet_trigger(3)
         .level1_bytes(16 << 10)
         .table_target_bytes(4096)
         .filter_policy(policy)
@@ -445,6 +446,7 @@ fn binary_fuse_filters_hold_prefixes_and_rule_tables_out() {
             .file_system(fs.shared())
             .memtable_bytes(1 << 20)
             .level0_compaction_trigger(8)
+            .level0_quiet_trigger(8)
             // 8-bit fuse filters cost about 10.9 bits per key at 3,000 keys,
             // and beat a Bloom filter of 12.
             .filter_policy(FilterPolicy::bits_per_key(12.0).static_filters_from_level(0))
@@ -520,7 +522,9 @@ fn range_filters_spare_the_file_reads_of_point_false_positives() {
         .block_cache_bytes(0)
         // A weak point filter: many false positives to spare.
         .filter_policy(FilterPolicy::bits_per_key(2.0))
-        .range_filter_bits_per_key(16.0);
+        .range_filter_bits_per_key(16.0)
+        // Two tables stay: the deletions in the newer one.
+        .level0_quiet_trigger(4);
     let db = Db::open_with(DB, opts).unwrap();
     let key = |i: u64| format!("k{i:08}").into_bytes();
     for i in (0..20_000).step_by(2) {

@@ -71,21 +71,31 @@ fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
 /// to stop writes and no compaction can avoid a damaged table is one picked
 /// with it, so that it fails as `Corruption` and writers are refused with
 /// an error that names the table, rather than stalled for good.
-pub(crate) fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Pick> {
+pub(crate) fn pick(
+    version: &Version,
+    opts: &Options,
+    pointers: &[Vec<u8>],
+    quiet: bool,
+) -> Option<Pick> {
     let level0 = version.levels.first()?;
-    let (_, level) = most_urgent(version, opts)?;
+    let (_, level) = most_urgent(version, opts, quiet)?;
     pick_in(version, opts, pointers, level0, level)
 }
 
-/// The level most over its budget, with its score (above 1), if any.
-fn most_urgent(version: &Version, opts: &Options) -> Option<(f64, usize)> {
+/// The level most over its budget, with its score (above 1), if any. A
+/// `quiet` keyspace (nothing in its memtables) compacts level 0 from
+/// [`Options::level0_quiet_trigger`] tables on (see there).
+fn most_urgent(version: &Version, opts: &Options, quiet: bool) -> Option<(f64, usize)> {
     let level0 = version.levels.first()?;
     let mut best: Option<(f64, usize)> = None;
-    if level0.len() >= opts.level0_compaction_trigger {
-        best = Some((
-            level0.len() as f64 / opts.level0_compaction_trigger as f64,
-            0,
-        ));
+    let trigger = if quiet {
+        opts.level0_quiet_trigger
+            .min(opts.level0_compaction_trigger)
+    } else {
+        opts.level0_compaction_trigger
+    };
+    if level0.len() >= trigger {
+        best = Some((level0.len() as f64 / trigger as f64, 0));
     }
     for level in 1..LEVELS.min(version.levels.len()).saturating_sub(1) {
         let score = version.level_bytes(level) as f64 / level_budget(opts, level) as f64;
@@ -160,13 +170,14 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
     for tree in inner.trees.load().iter() {
         let sv = tree.current.load_full();
         let opts = tree.opts.load();
-        let Some((score, _)) = most_urgent(&sv.version, &opts) else {
+        let quiet = sv.is_quiet();
+        let Some((score, _)) = most_urgent(&sv.version, &opts, quiet) else {
             continue;
         };
         if best.as_ref().is_some_and(|(s, ..)| *s >= score) {
             continue;
         }
-        let picked = pick(&sv.version, &opts, &tree.compact_pointer.lock());
+        let picked = pick(&sv.version, &opts, &tree.compact_pointer.lock(), quiet);
         if let Some(picked) = picked {
             best = Some((score, Arc::clone(tree), sv, picked));
         }
@@ -527,4 +538,61 @@ fn install(
     }
     inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::version::Damage;
+    use crate::manifest::TableRecord;
+
+    /// A version whose level 0 holds `tables` tables over the same keys
+    /// (unopened: the trigger looks at the count alone).
+    fn level0_of(tables: u64) -> Version {
+        let mut version = Version::with_levels(LEVELS);
+        let key = |user_key: &[u8], seq| {
+            let mut out = Vec::new();
+            encode_internal_key(&mut out, user_key, SeqNo(seq), ValueKind::Put);
+            out
+        };
+        let table = |file_number| {
+            let record = TableRecord {
+                keyspace: 0,
+                level: 0,
+                file_number,
+                file_size: 1 << 20,
+                entries: 1,
+                smallest: key(b"a", file_number),
+                largest: key(b"z", file_number),
+                min_seq: SeqNo(file_number),
+                max_seq: SeqNo(file_number),
+            };
+            let damage = Damage {
+                detail: "not opened".to_string(),
+            };
+            Arc::new(LiveTable::new(record, Err(damage)))
+        };
+        if let Some(level0) = version.levels.first_mut() {
+            level0.extend((1..=tables).map(table));
+        }
+        version
+    }
+
+    #[test]
+    fn level0_waits_for_the_busy_trigger_unless_the_keyspace_is_quiet() {
+        let opts = Options::default()
+            .level0_compaction_trigger(4)
+            .level0_quiet_trigger(2);
+        let urgent = |tables, quiet| most_urgent(&level0_of(tables), &opts, quiet);
+        assert_eq!(urgent(1, true), None);
+        assert_eq!(urgent(2, false), None);
+        assert_eq!(urgent(3, false), None);
+        assert_eq!(urgent(2, true), Some((1.0, 0)));
+        assert_eq!(urgent(4, false), Some((1.0, 0)));
+        assert_eq!(urgent(4, true), Some((2.0, 0)));
+        // A quiet trigger at or above the busy one changes nothing.
+        let off = opts.clone().level0_quiet_trigger(4);
+        assert_eq!(most_urgent(&level0_of(3), &off, true), None);
+        assert_eq!(most_urgent(&level0_of(4), &off, true), Some((1.0, 0)));
+    }
 }

@@ -108,6 +108,12 @@ impl SuperVersion {
         }
     }
 
+    /// Nothing in the memtables: every write of the keyspace is in its
+    /// tables (the trigger of [`crate::Options::level0_quiet_trigger`]).
+    pub fn is_quiet(&self) -> bool {
+        self.mem.mem.is_empty() && self.imm.is_empty()
+    }
+
     /// The oldest log that may hold records of this keyspace not yet in
     /// its tables.
     pub fn oldest_log(&self) -> u64 {

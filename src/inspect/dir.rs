@@ -336,6 +336,7 @@ mod tests {
             Options::default()
                 .memtable_bytes(16 << 10)
                 .level0_compaction_trigger(100)
+                .level0_quiet_trigger(100)
                 .level0_stop_writes(200),
         )
         .unwrap();

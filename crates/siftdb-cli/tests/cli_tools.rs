@@ -67,6 +67,7 @@ fn options() -> Options {
         .bloom_bits_per_key(10.0)
         .memtable_bytes(16 << 10)
         .level0_compaction_trigger(100)
+        .level0_quiet_trigger(100)
         .level0_stop_writes(200)
 }
 
@@ -165,6 +166,7 @@ fn a_damaged_filter_is_a_warning_and_reads_stay_correct() {
             dir.path(),
             Options::default()
                 .level0_compaction_trigger(100)
+                .level0_quiet_trigger(100)
                 .level0_stop_writes(200),
         )
         .unwrap();
