@@ -247,9 +247,10 @@ impl Options {
     /// every level-0 table costs every read: a filter probe per get and a
     /// block per scan, as its keys span the whole key space. Once writes
     /// stop, nothing is saved by keeping them, so the flush that leaves the
-    /// memtables empty (the one `Db::flush` or `close` asks for, or a full
-    /// memtable's with no write behind it) is followed by merging level 0
-    /// into level 1. A value at or above
+    /// memtables empty (the one [`crate::Db::flush`] asks for, or a full
+    /// memtable's with no write behind it; after a close, the next open) is
+    /// followed by merging level 0 into level 1, which
+    /// [`crate::Db::wait_for_background`] waits for. A value at or above
     /// [`Options::level0_compaction_trigger`] keeps a quiet keyspace's
     /// level 0 as a busy one's.
     pub fn level0_quiet_trigger(mut self, tables: usize) -> Self {
