@@ -253,6 +253,17 @@ impl Options {
     /// [`crate::Db::wait_for_background`] waits for. A value at or above
     /// [`Options::level0_compaction_trigger`] keeps a quiet keyspace's
     /// level 0 as a busy one's.
+    ///
+    /// ```
+    /// use siftdb::{Db, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // A bulk load read right after: level 0 merged once the writes stop.
+    /// let db = Db::open_with(dir.path(), Options::default().level0_quiet_trigger(2))?;
+    /// db.put(b"k", b"v")?;
+    /// db.flush()?; // the memtable empty: the keyspace is quiet
+    /// db.wait_for_background()?; // any level-0 merge it started is done
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
     pub fn level0_quiet_trigger(mut self, tables: usize) -> Self {
         self.level0_quiet_trigger = tables;
         self
