@@ -25,17 +25,33 @@
 //! caller hashes the key inline (one xxh3, no branch on the seed) and the
 //! kernel takes the filter's lines, the hash and the probe count
 //! ([`crate::filter::probe::Probes`], the first round's word mask one
-//! rotate). The AVX-512 one-round query rotates each word of the line
-//! right by its probe's bit (`vprorvq`) and tests bit 0 of the kept words
-//! in one masked `vptestnmq` against a broadcast 1 (no `1 << bit` built
-//! per lane); the line's index needs no bounds check (`line_index` is
-//! below any non-empty line count), so its load is issued first.
+//! rotate). The line's index needs no bounds check (`line_index` is below
+//! any non-empty line count).
+//!
+//! The AVX-512 one-round kernels are written for the chain after the
+//! line's load, since a query spends most of its time waiting for that
+//! line and what follows the load decides how soon the query can retire:
+//! the probes (`1 << bit` per lane: broadcast, `vpmuludq`, shift,
+//! `vprolvq`) and the round's words as a mask register (the probe count's
+//! words rotated by the start word, `kmovw`) are worked out while the line
+//! is on its way; the query is then one `vptestnmq` with the line as its
+//! memory operand, masked to the round's words, `kortestw` and `sete`, and
+//! the insert one `vporq` with the line as its memory operand (the probes
+//! zeroed outside the round's words) and the store. Both are `asm!`
+//! blocks: from intrinsics LLVM moves the mask to a general register
+//! (`kmovw`, `test`) and loads the line separately, a chain two steps
+//! longer. At n = 1M (a 1.25 MB filter, past the 1 MB L2 of the Zen 4 it
+//! was measured on) this took the query from 1.02–1.05× sbbf-rs-safe's
+//! time to 1.00–1.03×, and at 20M from 0.97–0.99× to 0.91–0.96× (the
+//! insert there from 0.90–0.94× to 0.81–0.87×; docs/design.md, "The
+//! filter's layout and kernels").
 
 #![expect(
     unsafe_code,
-    reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call, and every \
-              single-key kernel indexes its line unchecked; kernel.rs reaches them only after \
-              CPU detection chose them, and with a line"
+    reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call, every \
+              single-key kernel indexes its line unchecked, and the AVX-512 one-round kernels \
+              are asm! blocks; kernel.rs reaches them only after CPU detection chose them, and \
+              with a line"
 )]
 
 #[cfg(target_arch = "x86_64")]
@@ -490,7 +506,7 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
 /// per 64-bit lane: its six low bits, as counts of a rotate (which counts
 /// mod 64, so the lane's higher product bits need no clearing). Which
 /// lanes are probes — the round's words — the kernels apply as a mask
-/// register ([`first_round_lanes`]).
+/// register (`first_round_lanes!`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
