@@ -146,8 +146,11 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Probes {
     count: u32,
-    /// `round_words(min(count, 8), 0)`: the first round's words from word 0.
-    first_words: u8,
+    /// `round_words(min(count, 8), 0)`: the first round's words from word 0,
+    /// in the low byte of a `u32` (the rest zero) so that a kernel receives
+    /// it as a whole register, which the AVX-512 kernels rotate in place and
+    /// move to a mask register with no widening first.
+    first_words: u32,
 }
 
 impl Probes {
@@ -156,7 +159,7 @@ impl Probes {
         let first = if count < ROUND { count } else { ROUND };
         Probes {
             count,
-            first_words: round_words(first, 0),
+            first_words: round_words(first, 0) as u32,
         }
     }
 
@@ -178,7 +181,16 @@ impl Probes {
     /// `start` (`round_words(min(count, 8), start)`).
     #[inline(always)]
     pub(crate) const fn first_round_words(self, start: u32) -> u8 {
-        self.first_words.rotate_left(start)
+        let [words, ..] = self.first_words.to_le_bytes();
+        words.rotate_left(start)
+    }
+
+    /// The first round's words from word 0 (`first_round_words(0)`) in the
+    /// low byte of a `u32` whose other bytes are zero.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(crate) const fn first_words(self) -> u32 {
+        self.first_words
     }
 }
 

@@ -25,17 +25,33 @@
 //! caller hashes the key inline (one xxh3, no branch on the seed) and the
 //! kernel takes the filter's lines, the hash and the probe count
 //! ([`crate::filter::probe::Probes`], the first round's word mask one
-//! rotate). The AVX-512 one-round query rotates each word of the line
-//! right by its probe's bit (`vprorvq`) and tests bit 0 of the kept words
-//! in one masked `vptestnmq` against a broadcast 1 (no `1 << bit` built
-//! per lane); the line's index needs no bounds check (`line_index` is
-//! below any non-empty line count), so its load is issued first.
+//! rotate). The line's index needs no bounds check (`line_index` is below
+//! any non-empty line count).
+//!
+//! The AVX-512 one-round kernels are written for the chain after the
+//! line's load, since a query spends most of its time waiting for that
+//! line and what follows the load decides how soon the query can retire:
+//! the probes (`1 << bit` per lane: broadcast, `vpmuludq`, shift,
+//! `vprolvq`) and the round's words as a mask register (the probe count's
+//! words rotated by the start word, `kmovw`) are worked out while the line
+//! is on its way; the query is then one `vptestnmq` with the line as its
+//! memory operand, masked to the round's words, `kortestw` and `sete`, and
+//! the insert one `vporq` with the line as its memory operand (the probes
+//! zeroed outside the round's words) and the store. Both are `asm!`
+//! blocks: from intrinsics LLVM moves the mask to a general register
+//! (`kmovw`, `test`) and loads the line separately, a chain two steps
+//! longer. At n = 1M (a 1.25 MB filter, past the 1 MB L2 of the Zen 4 it
+//! was measured on) this took the query from 1.02–1.05× sbbf-rs-safe's
+//! time to 1.00–1.03×, and at 20M from 0.97–0.99× to 0.91–0.96× (the
+//! insert there from 0.90–0.94× to 0.81–0.87×; docs/design.md, "The
+//! filter's layout and kernels").
 
 #![expect(
     unsafe_code,
-    reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call, and every \
-              single-key kernel indexes its line unchecked; kernel.rs reaches them only after \
-              CPU detection chose them, and with a line"
+    reason = "x86-64 intrinsics and #[target_feature] kernels are unsafe to call, every \
+              single-key kernel indexes its line unchecked, and the AVX-512 one-round kernels \
+              are asm! blocks; kernel.rs reaches them only after CPU detection chose them, and \
+              with a line"
 )]
 
 #[cfg(target_arch = "x86_64")]
@@ -43,6 +59,11 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
+#[cfg(target_arch = "x86_64")]
+use std::arch::asm;
+
+#[cfg(target_arch = "x86_64")]
+use crate::filter::line::line_offset;
 use crate::filter::line::{add_each, add_hash, answer_each, answer_hash, Line, LINE_BYTES};
 use crate::filter::probe::{line_add_mask, line_has_mask, sectored_mask, Probes};
 #[cfg(target_arch = "x86_64")]
@@ -482,76 +503,123 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
 }
 
 /// The probe bits of a filter whose probes fit one round (`k ≤ 8`), one
-/// per 64-bit lane (its six low bits; the lane's higher bits are product
-/// bits a rotate ignores, as it counts mod 64), and apart from them the
-/// words they are in: only the lanes of the mask are probes. A query
-/// rotates each word of the line right by its lane's count and tests bit 0
-/// in the kept lanes; an insert ORs 1 rotated left by it into the kept
-/// lanes; neither clears the other lanes first.
+/// per 64-bit lane: its six low bits, as counts of a rotate (which counts
+/// mod 64, so the lane's higher product bits need no clearing). Which
+/// lanes are probes — the round's words — the kernels apply as a mask
+/// register (`first_round_lanes!`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
-fn one_round_avx512(hash: u64, probes: Probes) -> (__m512i, __mmask8) {
-    let x = low_half(hash);
-    let words = probes.first_round_words(sector_start(x));
+fn one_round_bits_avx512(x: u32) -> __m512i {
     let spread = _mm512_set1_epi64(i64::from(x));
     let [first, ..] = &SECTOR_LANES;
     // SAFETY: `first` is 64 bytes of u64s; the load has no alignment need.
     let multipliers = unsafe { _mm512_loadu_si512(first.as_ptr().cast()) };
-    (
-        _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers)),
-        words,
-    )
+    _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers))
 }
 
-/// The single-key query for `k ≤ 8` with AVX-512 (see [`answer_hash`]):
-/// the line rotated by [`one_round_avx512`]'s bits, one masked test of
-/// bit 0. The line's index comes first and its load starts before the
-/// probe bits are worked out (no test of the length, no bounds check of
-/// the index: docs/design.md, "The filter's layout and kernels").
+/// The instructions that put the first round's words of a hash in mask
+/// register `{lanes}` (one bit per word, as [`Probes::first_round_words`]):
+/// the probe count's words from word 0 (`{words}`, a `u32` whose low byte
+/// they are) rotated as a byte by the start word (in `cl`).
+#[cfg(target_arch = "x86_64")]
+macro_rules! first_round_lanes {
+    () => {
+        concat!("rol {words:l}, cl\n", "kmovw {lanes}, {words:e}\n")
+    };
+}
+
+/// The single-key query for `k ≤ 8` with AVX-512: the hash's line tested in
+/// one instruction, `vptestnmq` of the probes (1 rotated left by
+/// [`one_round_bits_avx512`] in every lane) against the
+/// line in memory, masked to the round's words (a lane is set when its
+/// probe's bit is missing), then `kortestw` of that mask: found when no
+/// lane is set. The probes and the word mask are worked out while the line
+/// is on its way, so after the load only the test, `kortestw` and `sete`
+/// remain — the shortest chain from the load to the answer (docs/design.md,
+/// "The filter's layout and kernels"). No test of the length, no bounds
+/// check of the index ([`line_offset`]). Written in `asm!` because LLVM
+/// turns the masked test into a test of a general register (`kmovw`,
+/// `test`: one more step after the load) and the folded load back into a
+/// separate one.
 /// # Safety
 /// The CPU must support AVX-512 F and VL; `lines` must not be empty; `k`
 /// must be one round ([`Probes::one_round`]), or the probes past the first
 /// are not tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
+#[expect(
+    clippy::transmute_int_to_bool,
+    reason = "the answer is `sete`'s 0 or 1: `found != 0` costs a test and a set more"
+)]
 pub(crate) unsafe fn contains_hash_avx512_one_round(
     lines: &[[u8; LINE_BYTES]],
     hash: u64,
     k: Probes,
 ) -> bool {
-    let test = |line: &[u8; LINE_BYTES], hash| {
-        let (bits, words) = one_round_avx512(hash, k);
-        // SAFETY: `line` is 64 readable bytes; the load has no alignment need.
-        let have = unsafe { _mm512_loadu_si512(line.as_ptr().cast()) };
-        // Each kept word's probe bit rotated to bit 0: missing when that
-        // bit is zero (one rotate of the line instead of building
-        // `1 << bit` in every lane, and the 1 is the test's operand).
-        let probed = _mm512_rorv_epi64(have, bits);
-        _mm512_mask_testn_epi64_mask(words, probed, _mm512_set1_epi64(1)) == 0
-    };
-    // SAFETY: `lines` is not empty (this function's contract).
-    unsafe { answer_hash(lines, hash, test) }
+    let offset = line_offset(hash, lines.len());
+    let x = low_half(hash);
+    let probes = _mm512_rolv_epi64(_mm512_set1_epi64(1), one_round_bits_avx512(x));
+    let found: u8;
+    // SAFETY: `lines` is not empty (this function's contract), so the 64
+    // bytes at `offset` are one of its lines (`line_offset`), which the
+    // block only reads (no alignment needed); it writes its own registers
+    // and the flags, and touches no stack.
+    unsafe {
+        asm!(
+            first_round_lanes!(),
+            "vptestnmq {missing}{{{lanes}}}, {probes}, zmmword ptr [{lines} + {offset}]",
+            "kortestw {missing}, {missing}",
+            "sete {found}",
+            words = inout(reg) k.first_words() => _,
+            in("ecx") sector_start(x),
+            lanes = out(kreg) _,
+            missing = out(kreg) _,
+            probes = in(zmm_reg) probes,
+            lines = in(reg) lines.as_ptr(),
+            offset = in(reg) offset,
+            found = out(reg_byte) found,
+            options(pure, readonly, nostack),
+        );
+    }
+    // SAFETY: `sete` wrote 0 or 1, the two values of a bool.
+    unsafe { std::mem::transmute::<u8, bool>(found) }
 }
 
-/// The single-key insert for `k ≤ 8` with AVX-512 (see [`add_hash`]): the
-/// line ORed with [`one_round_avx512`]'s probes in the kept lanes.
+/// The single-key insert for `k ≤ 8` with AVX-512: the probes (1 rotated
+/// left by [`one_round_bits_avx512`], zeroed outside the round's words),
+/// ORed with the line in memory (`vporq` with the load folded in) and
+/// stored — one instruction between the load and the store, and one
+/// instruction fewer than a separate load. In `asm!` as the query is: LLVM
+/// turns the zeroing and the OR back into a masked OR of a separately
+/// loaded line.
 /// # Safety
 /// As [`contains_hash_avx512_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
-    let set = |line: &mut [u8; LINE_BYTES], hash| {
-        let (bits, words) = one_round_avx512(hash, k);
-        let probe = _mm512_rolv_epi64(_mm512_set1_epi64(1), bits);
-        let place = line.as_mut_ptr().cast::<__m512i>();
-        // SAFETY: `line` is 64 bytes, readable and writable; neither access
-        // needs alignment.
-        unsafe {
-            let have = _mm512_loadu_si512(place);
-            _mm512_storeu_si512(place, _mm512_mask_or_epi64(have, words, have, probe));
-        }
-    };
-    // SAFETY: `lines` is not empty (this function's contract).
-    unsafe { add_hash(lines, hash, set) };
+    let offset = line_offset(hash, lines.len());
+    let x = low_half(hash);
+    let bits = one_round_bits_avx512(x);
+    // SAFETY: `lines` is not empty (this function's contract), so the 64
+    // bytes at `offset` are one of its lines (`line_offset`), which the
+    // block reads and writes (no alignment needed); it writes its own
+    // registers and the flags otherwise, and touches no stack.
+    unsafe {
+        asm!(
+            first_round_lanes!(),
+            "vprolvq {probes}{{{lanes}}}{{z}}, {one}, {bits}",
+            "vporq {probes}, {probes}, zmmword ptr [{lines} + {offset}]",
+            "vmovdqu64 zmmword ptr [{lines} + {offset}], {probes}",
+            words = inout(reg) k.first_words() => _,
+            in("ecx") sector_start(x),
+            lanes = out(kreg) _,
+            probes = out(zmm_reg) _,
+            one = in(zmm_reg) _mm512_set1_epi64(1),
+            bits = in(zmm_reg) bits,
+            lines = in(reg) lines.as_mut_ptr(),
+            offset = in(reg) offset,
+            options(nostack),
+        );
+    }
 }
