@@ -61,27 +61,6 @@ fn key_range(tables: &[Arc<LiveTable>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((lo.to_vec(), hi.to_vec()))
 }
 
-/// The most urgent compaction, if any level is over its budget.
-///
-/// Tables that could not be opened (damaged, see `LiveTable::readable`) are
-/// left where they are: a compaction is picked without them, never through
-/// them, and never moves newer data below one (at level 0 only the tables
-/// older than every damaged one go down; at deeper levels a table is
-/// chosen whose inputs are all readable). Only when level 0 is full enough
-/// to stop writes and no compaction can avoid a damaged table is one picked
-/// with it, so that it fails as `Corruption` and writers are refused with
-/// an error that names the table, rather than stalled for good.
-pub(crate) fn pick(
-    version: &Version,
-    opts: &Options,
-    pointers: &[Vec<u8>],
-    quiet: bool,
-) -> Option<Pick> {
-    let level0 = version.levels.first()?;
-    let (_, level) = most_urgent(version, opts, quiet)?;
-    pick_in(version, opts, pointers, level0, level)
-}
-
 /// The level most over its budget, with its score (above 1), if any. A
 /// `quiet` keyspace (nothing in its memtables) compacts level 0 from
 /// [`Options::level0_quiet_trigger`] tables on (see there).
@@ -106,13 +85,18 @@ fn most_urgent(version: &Version, opts: &Options, quiet: bool) -> Option<(f64, u
     best
 }
 
-fn pick_in(
-    version: &Version,
-    opts: &Options,
-    pointers: &[Vec<u8>],
-    level0: &[Arc<LiveTable>],
-    level: usize,
-) -> Option<Pick> {
+/// The compaction of `level`, the level [`most_urgent`] chose.
+///
+/// Tables that could not be opened (damaged, see `LiveTable::readable`) are
+/// left where they are: a compaction is picked without them, never through
+/// them, and never moves newer data below one (at level 0 only the tables
+/// older than every damaged one go down; at deeper levels a table is
+/// chosen whose inputs are all readable). Only when level 0 is full enough
+/// to stop writes and no compaction can avoid a damaged table is one picked
+/// with it, so that it fails as `Corruption` and writers are refused with
+/// an error that names the table, rather than stalled for good.
+fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>], level: usize) -> Option<Pick> {
+    let level0 = version.levels.first()?;
     let with_overlaps = |mut inputs: Vec<Arc<LiveTable>>| {
         let (lo, hi) = key_range(&inputs)?;
         inputs.extend(version.overlapping(level + 1, &lo, &hi));
@@ -170,14 +154,13 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
     for tree in inner.trees.load().iter() {
         let sv = tree.current.load_full();
         let opts = tree.opts.load();
-        let quiet = sv.is_quiet();
-        let Some((score, _)) = most_urgent(&sv.version, &opts, quiet) else {
+        let Some((score, level)) = most_urgent(&sv.version, &opts, sv.is_quiet()) else {
             continue;
         };
         if best.as_ref().is_some_and(|(s, ..)| *s >= score) {
             continue;
         }
-        let picked = pick(&sv.version, &opts, &tree.compact_pointer.lock(), quiet);
+        let picked = pick(&sv.version, &opts, &tree.compact_pointer.lock(), level);
         if let Some(picked) = picked {
             best = Some((score, Arc::clone(tree), sv, picked));
         }
