@@ -63,7 +63,8 @@ fn main() -> siftdb::Result<()> {
     assert_eq!(db.prefix("crash:").count(), 100);
     db.close()?;
 
-    // What a sync costs: the same writes with and without it, on this disk.
+    // What a sync costs: the same writes with and without it (one run on
+    // this disk, an illustration, not a benchmark).
     let dir = tempfile::tempdir()?;
     let db = Db::open_with(dir.path(), Options::default().sync_writes(false))?;
     for (name, options) in [
@@ -85,7 +86,7 @@ fn main() -> siftdb::Result<()> {
 
     let stats = db.stats();
     println!(
-        "writes {}, in {} log writes (group commit), {} stalls ({} us)",
+        "writes {}, in {} log writes (concurrent writers share one: group commit), {} stalls ({} us)",
         stats.writes, stats.write_groups, stats.write_stalls, stats.write_stall_micros
     );
     println!(
