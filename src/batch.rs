@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use siftdb::WriteBatch;
-//! use siftdb::internals::batch::{decode_record, OpKind};
+//! use siftdb::internals::batch::{decode_record, OpKind, RawBatch};
 //! use siftdb::internals::key::SeqNo;
 //!
 //! let mut batch = WriteBatch::new();
@@ -170,39 +170,9 @@ impl WriteBatch {
         }
     }
 
-    /// Adds "set `key` to `value`" in keyspace `keyspace` (by id).
-    pub fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
-        // One growth for the whole operation, not one per piece.
-        self.ops.reserve(
-            6 + varint_len(key.len() as u64)
-                + key.len()
-                + varint_len(value.len() as u64)
-                + value.len(),
-        );
-        self.push_kind(OpKind::Put, keyspace);
-        put_varint(&mut self.ops, key.len() as u64);
-        self.ops.extend_from_slice(key);
-        put_varint(&mut self.ops, value.len() as u64);
-        self.ops.extend_from_slice(value);
-        self.count += 1;
-        self.largest_key = self.largest_key.max(key.len());
-        self.largest_value = self.largest_value.max(value.len());
-    }
-
     /// Adds "delete `key`" (in the default keyspace).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
         self.delete_from(0, key.as_ref());
-    }
-
-    /// Adds "delete `key`" in keyspace `keyspace` (by id).
-    pub fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
-        self.ops
-            .reserve(6 + varint_len(key.len() as u64) + key.len());
-        self.push_kind(OpKind::Delete, keyspace);
-        put_varint(&mut self.ops, key.len() as u64);
-        self.ops.extend_from_slice(key);
-        self.count += 1;
-        self.largest_key = self.largest_key.max(key.len());
     }
 
     /// Adds "delete every key in `range`" (any [`RangeBounds`]: `a..b`,
@@ -242,26 +212,6 @@ impl WriteBatch {
                 self.invalid_range.get_or_insert_with(|| e.to_string());
             }
         }
-    }
-
-    /// Appends a range delete of `[start, end)` (`end: None`: unbounded)
-    /// in keyspace `keyspace` (by id), already in half-open form and not
-    /// empty.
-    pub fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>) {
-        let end = end.unwrap_or_default();
-        self.ops.reserve(
-            6 + varint_len(start.len() as u64)
-                + start.len()
-                + varint_len(end.len() as u64)
-                + end.len(),
-        );
-        self.push_kind(OpKind::DeleteRange, keyspace);
-        put_varint(&mut self.ops, start.len() as u64);
-        self.ops.extend_from_slice(start);
-        put_varint(&mut self.ops, end.len() as u64);
-        self.ops.extend_from_slice(end);
-        self.count += 1;
-        self.largest_key = self.largest_key.max(start.len()).max(end.len());
     }
 
     /// Adds "delete every key in `range`" in `keyspace` (see
@@ -350,20 +300,85 @@ impl WriteBatch {
             None => Ok(()),
         }
     }
+}
 
+/// The raw side of a batch, for the project's own tools and tests
+/// (unstable, reached through `siftdb::internals::batch`): operations by
+/// keyspace id, and the batch's log record payload. An application names
+/// keyspaces by handle ([`WriteBatch::put_in`]) and never sees sequence
+/// numbers, so none of this is on [`WriteBatch`] itself.
+pub trait RawBatch {
+    /// Adds "set `key` to `value`" in keyspace `keyspace` (by id).
+    fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]);
+    /// Adds "delete `key`" in keyspace `keyspace` (by id).
+    fn delete_from(&mut self, keyspace: u32, key: &[u8]);
+    /// Appends a range delete of `[start, end)` (`end: None`: unbounded)
+    /// in keyspace `keyspace` (by id), already in half-open form and not
+    /// empty.
+    fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>);
     /// The log record payload for this batch when its first operation gets
     /// sequence number `first_seq` (operation i gets `first_seq + i`).
     ///
     /// The caller checks [`WriteBatch::check_limits`] first; the encoding of a
     /// batch that fails it is not guaranteed to decode.
-    pub fn encode_record(&self, first_seq: SeqNo) -> Vec<u8> {
+    fn encode_record(&self, first_seq: SeqNo) -> Vec<u8>;
+    /// Like [`RawBatch::encode_record`], appending to `out`.
+    fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>);
+}
+
+impl RawBatch for WriteBatch {
+    fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
+        // One growth for the whole operation, not one per piece.
+        self.ops.reserve(
+            6 + varint_len(key.len() as u64)
+                + key.len()
+                + varint_len(value.len() as u64)
+                + value.len(),
+        );
+        self.push_kind(OpKind::Put, keyspace);
+        put_varint(&mut self.ops, key.len() as u64);
+        self.ops.extend_from_slice(key);
+        put_varint(&mut self.ops, value.len() as u64);
+        self.ops.extend_from_slice(value);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(key.len());
+        self.largest_value = self.largest_value.max(value.len());
+    }
+
+    fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
+        self.ops
+            .reserve(6 + varint_len(key.len() as u64) + key.len());
+        self.push_kind(OpKind::Delete, keyspace);
+        put_varint(&mut self.ops, key.len() as u64);
+        self.ops.extend_from_slice(key);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(key.len());
+    }
+
+    fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>) {
+        let end = end.unwrap_or_default();
+        self.ops.reserve(
+            6 + varint_len(start.len() as u64)
+                + start.len()
+                + varint_len(end.len() as u64)
+                + end.len(),
+        );
+        self.push_kind(OpKind::DeleteRange, keyspace);
+        put_varint(&mut self.ops, start.len() as u64);
+        self.ops.extend_from_slice(start);
+        put_varint(&mut self.ops, end.len() as u64);
+        self.ops.extend_from_slice(end);
+        self.count += 1;
+        self.largest_key = self.largest_key.max(start.len()).max(end.len());
+    }
+
+    fn encode_record(&self, first_seq: SeqNo) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.approximate_bytes());
         self.encode_record_into(first_seq, &mut out);
         out
     }
 
-    /// Like [`WriteBatch::encode_record`], appending to `out`.
-    pub fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
+    fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>) {
         encode_group_into(first_seq, std::iter::once(self), out);
     }
 }
@@ -514,7 +529,7 @@ impl<'a> DecodedBatch<'a> {
     }
 }
 
-/// Decodes a batch payload written by [`WriteBatch::encode_record`].
+/// Decodes a batch payload written by [`RawBatch::encode_record`].
 ///
 /// `Corruption` when the payload is short, has trailing bytes, an unknown
 /// operation kind, a key longer than [`MAX_KEY_LEN`], a value longer than

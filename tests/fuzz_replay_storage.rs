@@ -13,6 +13,7 @@
 
 use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 
+use siftdb::internals::batch::RawBatch;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord};
 use siftdb::internals::wal::{encode_close_record, encode_file_header, encode_record_into};

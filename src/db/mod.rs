@@ -44,7 +44,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::WriteBatch;
+use crate::batch::{RawBatch, WriteBatch};
 use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::FilterKind;

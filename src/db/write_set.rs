@@ -11,7 +11,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use crate::batch::WriteBatch;
+use crate::batch::{RawBatch, WriteBatch};
 use crate::db::oracle::KeyRange;
 
 /// What the transaction says of one key: `Some(value)`, `None` (deleted),

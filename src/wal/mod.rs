@@ -87,7 +87,7 @@ pub use writer::WalWriter;
 #[cfg(test)]
 mod testing {
     use super::*;
-    use crate::batch::WriteBatch;
+    use crate::batch::{RawBatch, WriteBatch};
     use crate::codec::crc32_of;
     use crate::fs::{FileSystem, OsFileSystem};
     use crate::key::SeqNo;

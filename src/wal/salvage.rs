@@ -239,7 +239,7 @@ pub fn salvage(bytes: &[u8]) -> WalSalvage<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::WriteBatch;
+    use crate::batch::{RawBatch, WriteBatch};
     use crate::wal::*;
 
     /// A log of batches: one put each of `key{i}` at sequence 10·(i+1),

@@ -18,7 +18,7 @@
     reason = "offsets into the fuzz input, which is in memory"
 )]
 
-use siftdb::internals::batch::{decode_record, WriteBatch};
+use siftdb::internals::batch::{decode_record, RawBatch, WriteBatch};
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord, MAX_LEVELS};
 use siftdb::internals::wal::{
