@@ -260,14 +260,6 @@ impl WriteBatch {
         MAX_BATCH_HEADER_LEN + self.ops.len()
     }
 
-    /// The operations, in insertion order.
-    pub fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> + '_ {
-        OpIter {
-            reader: ByteReader::new(&self.ops, WHAT),
-            left: self.count,
-        }
-    }
-
     /// `InvalidArgument` unless every key is at most [`MAX_KEY_LEN`], every
     /// value at most [`MAX_VALUE_LEN`], every range added was valid, and the
     /// payload fits one log record.
@@ -324,9 +316,18 @@ pub trait RawBatch {
     fn encode_record(&self, first_seq: SeqNo) -> Vec<u8>;
     /// Like [`RawBatch::encode_record`], appending to `out`.
     fn encode_record_into(&self, first_seq: SeqNo, out: &mut Vec<u8>);
+    /// The operations, in insertion order, with their keyspaces by id.
+    fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> + '_;
 }
 
 impl RawBatch for WriteBatch {
+    fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> + '_ {
+        OpIter {
+            reader: ByteReader::new(&self.ops, WHAT),
+            left: self.count,
+        }
+    }
+
     fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
         // One growth for the whole operation, not one per piece.
         self.ops.reserve(

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 
-use crate::batch::{OpKind, WriteBatch};
+use crate::batch::{OpKind, RawBatch, WriteBatch};
 
 /// A key range of one keyspace, bounds owned.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::batch::{encode_group_into, WriteBatch};
+use crate::batch::{encode_group_into, RawBatch, WriteBatch};
 use crate::db::background::{self, Blocked};
 use crate::db::flush;
 use crate::db::oracle::ConflictCheck;
@@ -263,7 +263,7 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     let mut other: Option<(u32, Option<Arc<SuperVersion>>)> = None;
     let mut seq = first_seq;
     let mut user_bytes = 0;
-    for op in batches.flat_map(WriteBatch::iter) {
+    for op in batches.flat_map(RawBatch::iter) {
         user_bytes += op.key.len() + op.value.len();
         let mem = if op.keyspace == inner.default.id {
             Some(&default_sv.mem.mem)
