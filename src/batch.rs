@@ -159,6 +159,21 @@ impl WriteBatch {
         self.delete_from(keyspace.id(), key.as_ref());
     }
 
+    /// Appends one operation: its kind byte (and keyspace id), `key` and,
+    /// for a put or a range delete, `second` (the value, the range's end),
+    /// each after its length.
+    fn push_op(&mut self, kind: OpKind, keyspace: u32, key: &[u8], second: Option<&[u8]>) {
+        let piece = |bytes: &[u8]| varint_len(bytes.len() as u64) + bytes.len();
+        // One growth for the whole operation, not one per piece.
+        self.ops.reserve(6 + piece(key) + second.map_or(0, piece));
+        self.push_kind(kind, keyspace);
+        for bytes in std::iter::once(key).chain(second) {
+            put_varint(&mut self.ops, bytes.len() as u64);
+            self.ops.extend_from_slice(bytes);
+        }
+        self.count += 1;
+    }
+
     /// The kind byte of an operation of `kind` in keyspace `keyspace`, and
     /// the keyspace id after it.
     fn push_kind(&mut self, kind: OpKind, keyspace: u32) {
@@ -329,47 +344,19 @@ impl RawBatch for WriteBatch {
     }
 
     fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
-        // One growth for the whole operation, not one per piece.
-        self.ops.reserve(
-            6 + varint_len(key.len() as u64)
-                + key.len()
-                + varint_len(value.len() as u64)
-                + value.len(),
-        );
-        self.push_kind(OpKind::Put, keyspace);
-        put_varint(&mut self.ops, key.len() as u64);
-        self.ops.extend_from_slice(key);
-        put_varint(&mut self.ops, value.len() as u64);
-        self.ops.extend_from_slice(value);
-        self.count += 1;
+        self.push_op(OpKind::Put, keyspace, key, Some(value));
         self.largest_key = self.largest_key.max(key.len());
         self.largest_value = self.largest_value.max(value.len());
     }
 
     fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
-        self.ops
-            .reserve(6 + varint_len(key.len() as u64) + key.len());
-        self.push_kind(OpKind::Delete, keyspace);
-        put_varint(&mut self.ops, key.len() as u64);
-        self.ops.extend_from_slice(key);
-        self.count += 1;
+        self.push_op(OpKind::Delete, keyspace, key, None);
         self.largest_key = self.largest_key.max(key.len());
     }
 
     fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>) {
         let end = end.unwrap_or_default();
-        self.ops.reserve(
-            6 + varint_len(start.len() as u64)
-                + start.len()
-                + varint_len(end.len() as u64)
-                + end.len(),
-        );
-        self.push_kind(OpKind::DeleteRange, keyspace);
-        put_varint(&mut self.ops, start.len() as u64);
-        self.ops.extend_from_slice(start);
-        put_varint(&mut self.ops, end.len() as u64);
-        self.ops.extend_from_slice(end);
-        self.count += 1;
+        self.push_op(OpKind::DeleteRange, keyspace, start, Some(end));
         self.largest_key = self.largest_key.max(start.len()).max(end.len());
     }
 
