@@ -27,8 +27,8 @@
 //! and for siftdb the blocked-layout and standard-Bloom theoretical rates.
 //!
 //! `siftdb` builds siftdb's filter from its keys in one pass with
-//! `insert_keys` (each group of 256 keys hashed onto the stack, then
-//! inserted with the batched insert's look-ahead); `siftdb_each` calls
+//! `insert_keys` (each group of 256 keys hashed onto the stack, eight at
+//! a time with AVX-512, then inserted with the batched insert's look-ahead); `siftdb_each` calls
 //! `insert` once per key; `siftdb_gathered` builds it as a table builder
 //! does: each key's hash pushed to a vector as the key is added (timed),
 //! then one batched `insert_hashes` over them (timed), which fetches lines

@@ -38,6 +38,7 @@ pub mod range;
 pub mod scalable;
 mod simd;
 pub mod theory;
+mod wide_hash;
 
 pub use aligned::AlignedBytes;
 pub use allocation::FilterChoice;
