@@ -117,3 +117,92 @@ fn an_empty_synced_write_makes_the_writes_before_it_durable() {
         [true, false]
     );
 }
+
+/// `put_with` and `delete_with`, on the database and on a keyspace, each
+/// sync their one write (and the plain writes before it) when asked, on a
+/// fresh database per call so no other synced write covers for it; the
+/// plain write after it is lost (so the test can fail).
+#[test]
+fn put_with_and_delete_with_each_sync_their_write_on_the_db_and_a_keyspace() {
+    type Call = fn(&Db, &siftdb::Keyspace, WriteOptions);
+    let calls: [(&str, Call, bool); 4] = [
+        (
+            "Db::put_with",
+            |db, _, o| db.put_with("target", "v", o).unwrap(),
+            true,
+        ),
+        (
+            "Keyspace::put_with",
+            |_, ks, o| ks.put_with("target", "v", o).unwrap(),
+            true,
+        ),
+        (
+            "Db::delete_with",
+            |db, _, o| db.delete_with("target", o).unwrap(),
+            false,
+        ),
+        (
+            "Keyspace::delete_with",
+            |_, ks, o| ks.delete_with("target", o).unwrap(),
+            false,
+        ),
+    ];
+    for (name, call, present_after) in calls {
+        let fs = FaultFs::new();
+        let db = Db::open_with(DB, options(&fs, false)).unwrap();
+        let orders = db.keyspace("orders").unwrap();
+        // The key a delete removes, made durable first.
+        db.put_with("target", "v", WriteOptions::new().sync(true))
+            .unwrap();
+        orders
+            .put_with("target", "v", WriteOptions::new().sync(true))
+            .unwrap();
+        db.put("before", "v").unwrap();
+        call(&db, &orders, WriteOptions::new().sync(true));
+        db.put("after", "v").unwrap();
+        fs.power_loss(PowerLoss::DropUnsynced);
+        drop((db, orders));
+        let db = Db::open_with(DB, options(&fs, false)).unwrap();
+        let orders = db.keyspace("orders").unwrap();
+        let target = if name.starts_with("Db") {
+            db.get("target").unwrap()
+        } else {
+            orders.get("target").unwrap()
+        };
+        assert_eq!(target.is_some(), present_after, "{name}: its own write");
+        assert!(
+            db.get("before").unwrap().is_some(),
+            "{name}: the write before it"
+        );
+        assert!(
+            db.get("after").unwrap().is_none(),
+            "{name}: the plain write after it"
+        );
+        db.close().unwrap();
+    }
+}
+
+/// `Stats::log_syncs` counts the log's syncs: none for plain writes, one
+/// per synced write (on the database or a keyspace) and per `persist`.
+#[test]
+fn log_syncs_count_synced_writes_and_persists_only() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs, false)).unwrap();
+    let orders = db.keyspace("orders").unwrap();
+    let before = db.stats().log_syncs;
+    for i in 0..10 {
+        db.put(format!("k{i}"), "v").unwrap();
+        orders.delete(format!("k{i}")).unwrap();
+    }
+    assert_eq!(db.stats().log_syncs, before);
+    db.put_with("a", "v", WriteOptions::new().sync(true))
+        .unwrap();
+    orders
+        .delete_with("a", WriteOptions::new().sync(true))
+        .unwrap();
+    db.write_with(batch("b"), WriteOptions::new().sync(true))
+        .unwrap();
+    db.persist().unwrap();
+    assert_eq!(db.stats().log_syncs, before + 4);
+    db.close().unwrap();
+}

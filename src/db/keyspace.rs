@@ -328,16 +328,34 @@ impl Keyspace {
 
     /// Stores `value` under `key` in this keyspace.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.put_in(self, key, value);
-        self.write(batch)
+        self.put_with(key, value, WriteOptions::new())
     }
 
     /// Removes `key` from this keyspace (a no-op when absent).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_with(key, WriteOptions::new())
+    }
+
+    /// [`Keyspace::put`] with options of its own: with
+    /// [`WriteOptions::sync`]`(true)` the value is on disk before this
+    /// returns (see [`Db::put_with`]).
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_in(self, key, value);
+        self.write(batch, options)
+    }
+
+    /// [`Keyspace::delete`] with options of its own (see
+    /// [`Keyspace::put_with`]).
+    pub fn delete_with(&self, key: impl AsRef<[u8]>, options: WriteOptions) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete_in(self, key);
-        self.write(batch)
+        self.write(batch, options)
     }
 
     /// Deletes every key of this keyspace in `range` with one range
@@ -346,12 +364,12 @@ impl Keyspace {
         let mut batch = WriteBatch::new();
         batch.delete_range_in(self, range);
         // A reversed range is refused by the write, an empty one is a no-op.
-        self.write(batch)
+        self.write(batch, WriteOptions::new())
     }
 
-    fn write(&self, batch: WriteBatch) -> Result<()> {
+    fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         self.tree.check_live()?;
-        Db::write_batch(&self.inner, batch, WriteOptions::new())
+        Db::write_batch(&self.inner, batch, options)
     }
 
     /// The latest value of `key` in this keyspace, or `None`.

@@ -136,6 +136,8 @@ pub(crate) struct DbCounters {
     pub compactions: AtomicU64,
     pub write_groups: AtomicU64,
     pub writes: AtomicU64,
+    /// Syncs of the write-ahead log (see `Stats::log_syncs`).
+    pub log_syncs: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_stall_micros: AtomicU64,
     /// Transactions committed, and refused with `Error::Conflict`.
@@ -421,6 +423,11 @@ pub struct Stats {
     pub writes: u64,
     /// Log writes, each carrying one or more batches (group commit).
     pub write_groups: u64,
+    /// Syncs (fdatasync) of the write-ahead log since open: one per log
+    /// write carrying a synced batch ([`WriteOptions::sync`],
+    /// [`Options::sync_writes`]), one per [`Db::persist`], and one as each
+    /// log is left for a new one. What durability costs, in device flushes.
+    pub log_syncs: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
     /// Time writers spent waiting for background work (too many immutable
@@ -613,16 +620,44 @@ impl Db {
 
     /// Stores `value` under `key`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.put(key, value);
-        self.write(batch)
+        self.put_with(key, value, WriteOptions::new())
     }
 
     /// Removes `key` (a no-op when absent).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_with(key, WriteOptions::new())
+    }
+
+    /// [`Db::put`] with options of its own (see [`Db::write_with`]): with
+    /// [`WriteOptions::sync`]`(true)` the value is on disk before this
+    /// returns, whatever [`Options::sync_writes`] says.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use siftdb::{Db, WriteOptions};
+    /// let db = Db::open(dir.path())?;
+    /// db.put_with("order:17", "paid", WriteOptions::new().sync(true))?;
+    /// assert_eq!(db.stats().log_syncs, 1);
+    /// db.put("cart:17", "3 items")?; // not synced by default
+    /// assert_eq!(db.stats().log_syncs, 1);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write_with(batch, options)
+    }
+
+    /// [`Db::delete`] with options of its own (see [`Db::put_with`]).
+    pub fn delete_with(&self, key: impl AsRef<[u8]>, options: WriteOptions) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete(key);
-        self.write(batch)
+        self.write_with(batch, options)
     }
 
     /// Deletes every key in `range` (any [`RangeBounds`]: `a..b`, `a..=b`,
@@ -959,6 +994,7 @@ impl Db {
             compactions: load(&c.compactions),
             writes: load(&c.writes),
             write_groups: load(&c.write_groups),
+            log_syncs: load(&c.log_syncs),
             write_stalls: load(&c.write_stalls),
             write_stall_micros: load(&c.write_stall_micros),
             user_bytes_written: load(&c.user_bytes_written),

@@ -245,7 +245,13 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     let logged = writer
         .wal
         .append_with(|out| encode_group_into(first_seq, batches.clone(), out))
-        .and_then(|()| if sync { writer.wal.sync() } else { Ok(()) });
+        .and_then(|()| {
+            if sync {
+                sync_log(inner, &mut writer)
+            } else {
+                Ok(())
+            }
+        });
     if let Err(e) = logged {
         // The record may be in the log, whole or torn: its sequence numbers
         // are never handed out again.
@@ -393,7 +399,7 @@ fn rotate(
 ) -> Result<()> {
     let mut created = None;
     let result = (|| {
-        writer.wal.sync()?;
+        sync_log(inner, writer)?;
         let mut versions = inner.versions.lock();
         let log_number = versions.new_file_number();
         let path = inner.path_of(&wal_file_name(log_number));
@@ -509,10 +515,17 @@ pub(crate) fn rotate_if_nonempty(inner: &DbInner) -> Result<()> {
 pub(crate) fn persist(inner: &DbInner) -> Result<()> {
     let mut writer = inner.writer.lock();
     check_writable(inner, &writer)?;
-    if let Err(e) = writer.wal.sync() {
+    if let Err(e) = sync_log(inner, &mut writer) {
         log_failed(inner, &mut writer, &e);
         return Err(e);
     }
+    Ok(())
+}
+
+/// Syncs the active log and counts it (`Stats::log_syncs`).
+fn sync_log(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
+    writer.wal.sync()?;
+    inner.counters.log_syncs.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
