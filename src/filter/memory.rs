@@ -23,9 +23,9 @@
 //! dropped filter's mapping costs a `memset` of the lines it used, which
 //! also leaves them in the cache for the inserts that follow. A table
 //! build, which makes and drops one filter per table, reuses the last
-//! one's when the filter is mapped (1 MiB or more). At most [`SPARES`] mappings of at most [`SPARE_LARGEST`] bytes
-//! are kept (16 MiB), so what the process holds beyond its live filters is
-//! bounded.
+//! one's when the filter is mapped (1 MiB or more). At most [`SPARES`]
+//! mappings of at most [`SPARE_LARGEST`] bytes are kept (16 MiB), so what
+//! the process holds beyond its live filters is bounded.
 #![expect(
     unsafe_code,
     reason = "the lines are a slice over memory the owner (a Vec or a mapping) keeps alive"
