@@ -43,6 +43,23 @@ impl AsyncDb {
         blocking(move || db.put(key, value)).await
     }
 
+    /// See [`Db::put_with`].
+    pub async fn put_with(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        options: WriteOptions,
+    ) -> Result<()> {
+        let (db, key, value) = (Arc::clone(&self.db), key.into(), value.into());
+        blocking(move || db.put_with(key, value, options)).await
+    }
+
+    /// See [`Db::delete_with`].
+    pub async fn delete_with(&self, key: impl Into<Bytes>, options: WriteOptions) -> Result<()> {
+        let (db, key) = (Arc::clone(&self.db), key.into());
+        blocking(move || db.delete_with(key, options)).await
+    }
+
     /// See [`Db::get`].
     pub async fn get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>> {
         let (db, key) = (Arc::clone(&self.db), key.into());

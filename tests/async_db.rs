@@ -9,7 +9,7 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use siftdb::{AsyncDb, Options, WriteBatch};
+use siftdb::{AsyncDb, Options, WriteBatch, WriteOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_share_one_database() {
@@ -77,4 +77,26 @@ async fn range_deletes_through_the_facade() {
         assert_eq!(got.is_none(), deleted, "k{i}");
     }
     assert_eq!(db.stats().writes, 12);
+}
+
+/// `put_with` and `delete_with` through the facade reach the log with their
+/// options: each synced one is one more log sync, a plain one none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_write_options_through_the_facade() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = AsyncDb::open_with(dir.path(), Options::default().sync_writes(false))
+        .await
+        .unwrap();
+    let before = db.stats().log_syncs;
+    db.put_with("a", "v", WriteOptions::new().sync(true))
+        .await
+        .unwrap();
+    db.put("b", "v").await.unwrap();
+    db.delete_with("b", WriteOptions::new().sync(true))
+        .await
+        .unwrap();
+    db.delete_with("a", WriteOptions::new()).await.unwrap();
+    assert_eq!(db.stats().log_syncs, before + 2);
+    assert_eq!(db.get("a").await.unwrap(), None);
+    assert_eq!(db.get("b").await.unwrap(), None);
 }
