@@ -36,6 +36,8 @@ enum Op {
     CheckSnapshots,
     Flush,
     Compact,
+    /// `Keyspace::compact` of one keyspace.
+    CompactKeyspace(usize),
     Reopen,
     /// Drops keyspace 1 or 2 and creates it again, empty.
     DropAndRecreate(usize),
@@ -95,6 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CheckSnapshots),
         1 => Just(Op::Flush),
         1 => Just(Op::Compact),
+        1 => ks.clone().prop_map(Op::CompactKeyspace),
         1 => Just(Op::Reopen),
         1 => (1usize..3).prop_map(Op::DropAndRecreate),
     ]
@@ -287,6 +290,7 @@ fn run(ops: Vec<Op>) {
             }
             Op::Flush => u.db.flush().unwrap(),
             Op::Compact => u.db.compact().unwrap(),
+            Op::CompactKeyspace(s) => u.handles[s].compact().unwrap(),
             Op::Reopen => {
                 // Snapshots hold the directory: checked, then dropped.
                 for (snapshot, handles, models) in snapshots.drain(..) {
@@ -366,6 +370,56 @@ fn keyspaces_are_separate_and_share_one_log() {
     );
     let logs = files_named(dir.path(), "wal");
     assert_eq!(logs, 1, "every keyspace flushed: one log left");
+}
+
+/// `Keyspace::compact` compacts that keyspace alone: its tables end in one
+/// run below level 0, its overwritten values and range-deleted keys gone
+/// from its files, while another keyspace's level-0 tables stay as they
+/// were (`Db::compact` would merge them too).
+#[test]
+fn compacting_one_keyspace_leaves_the_others_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    // No automatic compaction: every flush leaves a level-0 table.
+    let opts = Options::default()
+        .level0_compaction_trigger(64)
+        .level0_quiet_trigger(64)
+        .level0_stop_writes(128);
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    let a = db.keyspace("a").unwrap();
+    let b = db.keyspace("b").unwrap();
+    for round in 0..3 {
+        for i in 0..200 {
+            let k = format!("k{i:04}");
+            a.put(&k, format!("a{round}")).unwrap();
+            b.put(&k, format!("b{round}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    a.delete_range("k0000".."k0100").unwrap();
+    let level0 = |db: &Db, ks: usize| db.stats().keyspaces[ks].level_tables[0];
+    assert_eq!((level0(&db, 1), level0(&db, 2)), (3, 3));
+    a.compact().unwrap();
+    let stats = db.stats();
+    let (sa, sb) = (&stats.keyspaces[1], &stats.keyspaces[2]);
+    assert_eq!(sa.level_tables[0], 0, "a's level 0 after its compaction");
+    assert!(sa.table_count >= 1);
+    assert_eq!(
+        sa.level_tables.iter().filter(|&&n| n > 0).count(),
+        1,
+        "one run"
+    );
+    assert_eq!(sb.level_tables[0], 3, "b untouched");
+    assert_eq!(sb.table_count, 3);
+    // a's files now hold 100 keys, one version each.
+    assert!(sa.level_bytes.iter().sum::<u64>() < sb.level_bytes.iter().sum::<u64>() / 3);
+    assert_eq!(a.iter().count(), 100);
+    assert_eq!(a.get("k0150").unwrap().as_deref(), Some(&b"a2"[..]));
+    assert_eq!(b.iter().count(), 200);
+    // A dropped keyspace's handle is refused.
+    db.drop_keyspace("b").unwrap();
+    assert!(b.compact().is_err());
+    db.compact().unwrap();
+    assert_eq!(db.stats().keyspaces[1].table_count, sa.table_count);
 }
 
 /// A keyspace written rarely does not keep old logs alive: each rotation

@@ -86,6 +86,13 @@ pub(crate) struct BgState {
     resume_done: [u64; 2],
     full_requested: u64,
     full_done: u64,
+    /// The keyspaces full compactions asked for and not yet done: all of
+    /// them, or these trees. Cleared when a full compaction finishes with
+    /// no newer request; a request made while one runs keeps its scope for
+    /// the next (which may redo a tree the running one did: more work,
+    /// never a request lost).
+    full_all: bool,
+    full_trees: std::collections::BTreeSet<u32>,
 }
 
 impl BgState {
@@ -278,7 +285,13 @@ fn run_unit(inner: &DbInner, work: Work) {
         Work::Flush => flush::flush_oldest(inner).map(|_| ()),
         Work::Recover => recover(inner),
         Work::Compact => compaction::compact_once(inner),
-        Work::Full(_) => compaction::compact_all(inner),
+        Work::Full(_) => {
+            let (all, trees) = {
+                let st = inner.bg.lock();
+                (st.full_all, st.full_trees.clone())
+            };
+            compaction::compact_all(inner, &|tree| all || trees.contains(&tree))
+        }
     }))
     .unwrap_or_else(|payload| Err(Error::Panicked(panic_message(payload.as_ref()))));
     if outcome.is_err() || matches!(work, Work::Recover) {
@@ -296,6 +309,10 @@ fn run_unit(inner: &DbInner, work: Work) {
             st.compaction_failure = None;
             if let Work::Full(generation) = work {
                 st.full_done = st.full_done.max(generation);
+                if st.full_done >= st.full_requested {
+                    st.full_all = false;
+                    st.full_trees.clear();
+                }
             }
         }
         (Work::Flush | Work::Recover, Err(e)) => {
@@ -637,11 +654,18 @@ pub(crate) fn wait_for_level0_at_open(inner: &DbInner) {
     }
 }
 
-/// Asks for a full compaction and waits for it. An earlier compaction
-/// failure (not corruption) is retried at once.
-pub(crate) fn request_full_compaction(inner: &DbInner) -> Result<()> {
+/// Asks for a full compaction of every keyspace (`tree` `None`) or of one,
+/// and waits for it. An earlier compaction failure (not corruption) is
+/// retried at once.
+pub(crate) fn request_full_compaction(inner: &DbInner, tree: Option<u32>) -> Result<()> {
     let mut st = inner.bg.lock();
     check_open(&st)?;
+    match tree {
+        None => st.full_all = true,
+        Some(id) => {
+            st.full_trees.insert(id);
+        }
+    }
     st.compaction_failure = None;
     let failures_before = st.compaction_failures;
     st.full_requested += 1;

@@ -186,10 +186,10 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
     run(inner, &tree, &sv.version, pick)
 }
 
-/// Compacts every table of every keyspace into one sorted run per keyspace
-/// at the deepest level it uses.
-pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
-    for tree in inner.trees.load().iter() {
+/// Compacts every table of each keyspace `chosen` picks (by id) into one
+/// sorted run per keyspace at the deepest level it uses.
+pub(crate) fn compact_all(inner: &DbInner, chosen: &dyn Fn(u32) -> bool) -> Result<()> {
+    for tree in inner.trees.load().iter().filter(|t| chosen(t.id)) {
         let sv = tree.current.load_full();
         let inputs: Vec<_> = sv.version.levels.iter().flatten().cloned().collect();
         if inputs.is_empty() {

@@ -26,7 +26,9 @@ use parking_lot::Mutex;
 use crate::batch::WriteBatch;
 use crate::db::iter::DbIterator;
 use crate::db::version::Version;
-use crate::db::{check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion};
+use crate::db::{
+    background, check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion,
+};
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
@@ -370,6 +372,33 @@ impl Keyspace {
     fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         self.tree.check_live()?;
         Db::write_batch(&self.inner, batch, options)
+    }
+
+    /// Flushes the database's memtables, then compacts every table of this
+    /// keyspace (and of no other) into one sorted run at the deepest level
+    /// it uses; returns when done. As [`Db::compact`] for one keyspace
+    /// (RocksDB's `CompactRange` on one column family): range tombstones
+    /// and the keys they cover, overwritten values and deletions are gone
+    /// from its files afterwards. Refused with `Corruption` naming the
+    /// table while one of its tables could not be opened.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// let events = db.keyspace("events")?;
+    /// for i in 0..100 {
+    ///     events.put(format!("e{i:03}"), "payload")?;
+    /// }
+    /// events.delete_range("e000".."e090")?;
+    /// events.compact()?;
+    /// assert_eq!(events.iter().count(), 10);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn compact(&self) -> Result<()> {
+        self.tree.check_live()?;
+        Db::flush_inner(&self.inner)?;
+        Db::check_undamaged(&self.tree)?;
+        background::request_full_compaction(&self.inner, Some(self.tree.id))
     }
 
     /// The latest value of `key` in this keyspace, or `None`.

@@ -828,24 +828,37 @@ impl Db {
     /// Turns the memtables of every keyspace into tables now; returns when
     /// they are durable.
     pub fn flush(&self) -> Result<()> {
-        self.check_writable()?;
-        write::rotate_if_nonempty(&self.inner)?;
-        background::wait_for_flushes(&self.inner)
+        Db::flush_inner(&self.inner)
+    }
+
+    /// What [`Db::flush`] does, for `Db` and its keyspaces.
+    pub(crate) fn flush_inner(inner: &DbInner) -> Result<()> {
+        check_writable(inner)?;
+        write::rotate_if_nonempty(inner)?;
+        background::wait_for_flushes(inner)
     }
 
     /// Flushes, then compacts every table of each keyspace into one sorted
-    /// run at the deepest level it uses; returns when done. Refused with
-    /// `Corruption` naming the table while a table could not be opened (see
+    /// run at the deepest level it uses; returns when done (one keyspace:
+    /// [`Keyspace::compact`]). Refused with `Corruption` naming the table
+    /// while a table could not be opened (see
     /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         for tree in self.inner.trees.load().iter() {
-            let sv = tree.current.load();
-            if let Some(damaged) = sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
-                return damaged.readable().map(|_| ());
-            }
+            Db::check_undamaged(tree)?;
         }
-        background::request_full_compaction(&self.inner)
+        background::request_full_compaction(&self.inner, None)
+    }
+
+    /// `Corruption` naming the first table of `tree` that could not be
+    /// opened, if any (a full compaction would have to read it).
+    pub(crate) fn check_undamaged(tree: &Tree) -> Result<()> {
+        let sv = tree.current.load();
+        match sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
+            Some(damaged) => damaged.readable().map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// Waits until no flush or automatic compaction is pending; the error
