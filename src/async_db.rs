@@ -1,7 +1,8 @@
 //! A tokio-friendly facade over [`Db`] (cargo feature `tokio`).
 //!
 //! Owns: [`AsyncDb`], a clone-able handle whose methods run the blocking
-//! engine calls on tokio's blocking pool.
+//! engine calls on tokio's blocking pool, and [`AsyncKeyspace`], the same
+//! for one keyspace.
 //! Must never: block an async worker thread on disk I/O or a lock.
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::WriteBatch;
-use crate::db::{Db, Stats};
+use crate::db::{Db, Keyspace, Stats};
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 
@@ -132,6 +133,115 @@ impl AsyncDb {
     /// See [`Db::stats`].
     pub fn stats(&self) -> Stats {
         self.db.stats()
+    }
+
+    /// Opens the keyspace `name`, creating it (empty) if the database has
+    /// none of that name (see [`Db::keyspace`]).
+    pub async fn keyspace(&self, name: &str) -> Result<AsyncKeyspace> {
+        let (db, name) = (Arc::clone(&self.db), name.to_owned());
+        let keyspace = blocking(move || db.keyspace(&name)).await?;
+        Ok(AsyncKeyspace { keyspace })
+    }
+}
+
+/// An async handle on one keyspace of an [`AsyncDb`] (see [`Keyspace`]);
+/// clones share it. A batch across keyspaces is a [`WriteBatch`] built
+/// with [`AsyncKeyspace::blocking_handle`]s and written by
+/// [`AsyncDb::write`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> siftdb::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use siftdb::{AsyncDb, Options, WriteBatch};
+/// let db = AsyncDb::open_with(dir.path(), Options::default()).await?;
+/// let users = db.keyspace("users").await?;
+/// let emails = db.keyspace("emails").await?;
+/// let mut batch = WriteBatch::new();
+/// batch.put_in(users.blocking_handle(), "u1", "Ada");
+/// batch.put_in(emails.blocking_handle(), "ada@example.com", "u1");
+/// db.write(batch).await?; // both or neither
+/// assert_eq!(users.get("u1").await?.as_deref(), Some(&b"Ada"[..]));
+/// assert_eq!(emails.get("u1").await?, None);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct AsyncKeyspace {
+    keyspace: Keyspace,
+}
+
+impl AsyncKeyspace {
+    /// The keyspace's name.
+    pub fn name(&self) -> &str {
+        self.keyspace.name()
+    }
+
+    /// The synchronous handle (for [`WriteBatch::put_in`] and the like).
+    pub fn blocking_handle(&self) -> &Keyspace {
+        &self.keyspace
+    }
+
+    /// See [`Keyspace::put`].
+    pub async fn put(&self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Result<()> {
+        self.put_with(key, value, WriteOptions::new()).await
+    }
+
+    /// See [`Keyspace::put_with`].
+    pub async fn put_with(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        options: WriteOptions,
+    ) -> Result<()> {
+        let (ks, key, value) = (self.keyspace.clone(), key.into(), value.into());
+        blocking(move || ks.put_with(key, value, options)).await
+    }
+
+    /// See [`Keyspace::get`].
+    pub async fn get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>> {
+        let (ks, key) = (self.keyspace.clone(), key.into());
+        blocking(move || ks.get(key)).await
+    }
+
+    /// See [`Keyspace::multi_get`].
+    pub async fn multi_get(&self, keys: Vec<Bytes>) -> Result<Vec<Option<Bytes>>> {
+        let ks = self.keyspace.clone();
+        blocking(move || ks.multi_get(&keys)).await
+    }
+
+    /// See [`Keyspace::delete`].
+    pub async fn delete(&self, key: impl Into<Bytes>) -> Result<()> {
+        self.delete_with(key, WriteOptions::new()).await
+    }
+
+    /// See [`Keyspace::delete_with`].
+    pub async fn delete_with(&self, key: impl Into<Bytes>, options: WriteOptions) -> Result<()> {
+        let (ks, key) = (self.keyspace.clone(), key.into());
+        blocking(move || ks.delete_with(key, options)).await
+    }
+
+    /// See [`Keyspace::delete_range`]. The range is checked before
+    /// anything runs on the blocking pool.
+    pub async fn delete_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<()> {
+        let Some((start, end)) = crate::range_tombstone::normalize_range(&range)? else {
+            return Ok(());
+        };
+        let ks = self.keyspace.clone();
+        blocking(move || match end {
+            Some(end) => ks.delete_range(start..end),
+            None => ks.delete_range(start..),
+        })
+        .await
+    }
+
+    /// See [`Keyspace::compact`].
+    pub async fn compact(&self) -> Result<()> {
+        let ks = self.keyspace.clone();
+        blocking(move || ks.compact()).await
     }
 }
 

@@ -66,7 +66,7 @@ mod table;
 mod wal;
 
 #[cfg(feature = "tokio")]
-pub use async_db::AsyncDb;
+pub use async_db::{AsyncDb, AsyncKeyspace};
 pub use batch::WriteBatch;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,

@@ -504,6 +504,7 @@ fn the_crate_root_exports_only_the_applications_api() {
     let names = root_public_names(&lib);
     let allowed: BTreeSet<String> = [
         "use AsyncDb",
+        "use AsyncKeyspace",
         "use WriteBatch",
         "use Db",
         "use CheckpointInfo",

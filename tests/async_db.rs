@@ -100,3 +100,61 @@ async fn per_write_options_through_the_facade() {
     assert_eq!(db.get("a").await.unwrap(), None);
     assert_eq!(db.get("b").await.unwrap(), None);
 }
+
+/// A keyspace through the facade: its own keys, per-write options, range
+/// deletes (a reversed range refused before any work), `multi_get`, a
+/// cross-keyspace batch through `AsyncDb::write`, and its compaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyspaces_through_the_facade() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = AsyncDb::open_with(dir.path(), Options::default().sync_writes(false))
+        .await
+        .unwrap();
+    let users = db.keyspace("users").await.unwrap();
+    let other = db.keyspace("other").await.unwrap();
+    assert_eq!(users.name(), "users");
+    for i in 0..20u32 {
+        users
+            .put(format!("u{i:02}"), format!("v{i}"))
+            .await
+            .unwrap();
+    }
+    let syncs = db.stats().log_syncs;
+    users
+        .put_with("u05", "synced", WriteOptions::new().sync(true))
+        .await
+        .unwrap();
+    users
+        .delete_with("u06", WriteOptions::new().sync(true))
+        .await
+        .unwrap();
+    users.delete("u07").await.unwrap();
+    assert_eq!(db.stats().log_syncs, syncs + 2);
+    users.delete_range("u10".."u15").await.unwrap();
+    users.delete_range("u18"..).await.unwrap();
+    assert!(users.delete_range("u09".."u01").await.is_err());
+    let mut batch = WriteBatch::new();
+    batch.put_in(users.blocking_handle(), "u99", "batched");
+    batch.put_in(other.blocking_handle(), "u99", "elsewhere");
+    db.write(batch).await.unwrap();
+    users.compact().await.unwrap();
+    let got = users
+        .multi_get(vec!["u05".into(), "u06".into(), "u12".into(), "u99".into()])
+        .await
+        .unwrap();
+    assert_eq!(got[0].as_deref(), Some(&b"synced"[..]));
+    assert_eq!((got[1].is_none(), got[2].is_none()), (true, true));
+    assert_eq!(got[3].as_deref(), Some(&b"batched"[..]));
+    assert_eq!(
+        other.get("u99").await.unwrap().as_deref(),
+        Some(&b"elsewhere"[..])
+    );
+    assert_eq!(
+        db.get("u05").await.unwrap(),
+        None,
+        "the default keyspace is another"
+    );
+    // 20 keys, minus u06, u07, u10..u14 and u18, u19, plus u99.
+    let left = users.blocking_handle().iter().count();
+    assert_eq!(left, 20 - 2 - 5 - 2 + 1);
+}
