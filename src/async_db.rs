@@ -40,8 +40,7 @@ impl AsyncDb {
 
     /// See [`Db::put`].
     pub async fn put(&self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Result<()> {
-        let (db, key, value) = (Arc::clone(&self.db), key.into(), value.into());
-        blocking(move || db.put(key, value)).await
+        self.put_with(key, value, WriteOptions::new()).await
     }
 
     /// See [`Db::put_with`].
@@ -51,14 +50,20 @@ impl AsyncDb {
         value: impl Into<Bytes>,
         options: WriteOptions,
     ) -> Result<()> {
-        let (db, key, value) = (Arc::clone(&self.db), key.into(), value.into());
-        blocking(move || db.put_with(key, value, options)).await
+        self.default_keyspace().put_with(key, value, options).await
     }
 
     /// See [`Db::delete_with`].
     pub async fn delete_with(&self, key: impl Into<Bytes>, options: WriteOptions) -> Result<()> {
-        let (db, key) = (Arc::clone(&self.db), key.into());
-        blocking(move || db.delete_with(key, options)).await
+        self.default_keyspace().delete_with(key, options).await
+    }
+
+    /// The default keyspace's handle: the keys `put`, `get` and the like
+    /// of this handle reach.
+    fn default_keyspace(&self) -> AsyncKeyspace {
+        AsyncKeyspace {
+            keyspace: self.db.default_keyspace(),
+        }
     }
 
     /// See [`Db::get`].
@@ -75,8 +80,7 @@ impl AsyncDb {
 
     /// See [`Db::delete`].
     pub async fn delete(&self, key: impl Into<Bytes>) -> Result<()> {
-        let (db, key) = (Arc::clone(&self.db), key.into());
-        blocking(move || db.delete(key)).await
+        self.delete_with(key, WriteOptions::new()).await
     }
 
     /// See [`Db::delete_range`]. The range is checked before anything runs
