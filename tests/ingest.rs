@@ -229,6 +229,70 @@ fn files_load_into_a_keyspace_of_their_own() {
     assert_eq!(contents(&db), Model::new(), "the default keyspace got keys");
 }
 
+/// A keyspace's own `table_writer` file is linked in as it is (the source
+/// gains a link), records the keyspace (it survives a repair that rebuilds
+/// the manifest from the tables), and holds its keys; a `TableWriter::create`
+/// file into the same keyspace is rewritten (no second link), and a
+/// keyspace's file into another keyspace is rewritten too.
+#[cfg(unix)]
+#[test]
+fn a_keyspaces_own_table_writer_file_is_placed_without_a_rewrite() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db_dir = dir.path().join("db");
+    let db = Db::open_with(&db_dir, options()).unwrap();
+    let events = db.keyspace("events").unwrap();
+    let other = db.keyspace("other").unwrap();
+    let write = |writer: &mut TableWriter, prefix: &str| {
+        for i in 0..500u32 {
+            writer
+                .put(format!("{prefix}{i:04}"), format!("v{i}"))
+                .unwrap();
+        }
+    };
+    let own = dir.path().join("own.sst");
+    let mut writer = events.table_writer(&own).unwrap();
+    write(&mut writer, "a");
+    writer.finish().unwrap();
+    events.ingest(&[&own], IngestOptions::new()).unwrap();
+    assert_eq!(
+        std::fs::metadata(&own).unwrap().nlink(),
+        2,
+        "linked as it is"
+    );
+
+    let plain = dir.path().join("plain.sst");
+    let mut writer = TableWriter::create(&plain, &options()).unwrap();
+    write(&mut writer, "b");
+    writer.finish().unwrap();
+    events.ingest(&[&plain], IngestOptions::new()).unwrap();
+    assert_eq!(std::fs::metadata(&plain).unwrap().nlink(), 1, "rewritten");
+
+    let foreign = dir.path().join("foreign.sst");
+    let mut writer = events.table_writer(&foreign).unwrap();
+    write(&mut writer, "c");
+    writer.finish().unwrap();
+    other.ingest(&[&foreign], IngestOptions::new()).unwrap();
+    assert_eq!(std::fs::metadata(&foreign).unwrap().nlink(), 1, "rewritten");
+
+    assert_eq!(events.iter().count(), 1000);
+    assert_eq!(other.iter().count(), 500);
+    assert_eq!(events.get("a0007").unwrap().as_deref(), Some(&b"v7"[..]));
+    assert_eq!(other.get("c0499").unwrap().as_deref(), Some(&b"v499"[..]));
+    assert_eq!(contents(&db), Model::new(), "the default keyspace got keys");
+    drop((events, other)); // the handles hold the database open
+    db.close().unwrap();
+
+    // Every table records its keyspace: a repair that rebuilds the manifest
+    // from the tables alone puts each key back in its own keyspace.
+    std::fs::remove_file(db_dir.join("MANIFEST")).unwrap();
+    siftdb::repair(&db_dir, siftdb::RepairOptions::default()).unwrap();
+    let db = Db::open_with(&db_dir, options()).unwrap();
+    assert_eq!(db.keyspace("events").unwrap().iter().count(), 1000);
+    assert_eq!(db.keyspace("other").unwrap().iter().count(), 500);
+    assert_eq!(contents(&db), Model::new());
+}
+
 /// Set (to the database directory) in the child process of the kill test.
 const CHILD_ENV: &str = "SIFTDB_INGEST_CRASH_CHILD";
 const KEYS_PER_FILE: u64 = 2000;

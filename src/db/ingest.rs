@@ -17,9 +17,11 @@
 //! rewritten with the next sequence number (one above every write; the
 //! writer lock is held meanwhile) and placed at the deepest level above
 //! every level it overlaps. When it overlaps a memtable, the memtables are
-//! flushed first (reads ask the memtable before any table). Into a
-//! keyspace other than the default one a file is rewritten too (at its
-//! sequence number), so that its table records the keyspace.
+//! flushed first (reads ask the memtable before any table). A table records
+//! its keyspace (what `repair` goes by): a file whose record is not the
+//! keyspace's — a `TableWriter::create` file (the default keyspace's) into
+//! another keyspace — is rewritten too (at its sequence number); a file of
+//! that keyspace's own `Keyspace::table_writer` is placed as it is.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -187,10 +189,37 @@ impl Db {
 }
 
 impl Keyspace {
-    /// [`Db::ingest`] into this keyspace.
+    /// [`Db::ingest`] into this keyspace. Files of this keyspace's
+    /// [`Keyspace::table_writer`] that meet nothing in it are linked (or
+    /// moved) in as they are; other files are rewritten once, so that the
+    /// table records this keyspace.
     pub fn ingest<P: AsRef<Path>>(&self, files: &[P], options: IngestOptions) -> Result<()> {
         self.tree().check_live()?;
         ingest(self.inner(), self.tree(), files, options)
+    }
+
+    /// A [`TableWriter`] for this keyspace's [`Keyspace::ingest`]: the file
+    /// is built with this keyspace's options (filter policy, block size,
+    /// compression, prefix extractor) and records the keyspace, so an
+    /// ingest that meets nothing places it without a rewrite.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path().join("db"))?;
+    /// let events = db.keyspace("events")?;
+    /// let file = dir.path().join("events.sst");
+    /// let mut writer = events.table_writer(&file)?;
+    /// for i in 0..100u32 {
+    ///     writer.put(format!("e{i:04}"), "payload")?;
+    /// }
+    /// writer.finish()?;
+    /// events.ingest(&[&file], siftdb::IngestOptions::new())?;
+    /// assert_eq!(events.iter().count(), 100);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn table_writer(&self, path: impl AsRef<Path>) -> Result<TableWriter> {
+        self.tree().check_live()?;
+        TableWriter::create(path, &self.tree().opts.load())
     }
 }
 
@@ -264,10 +293,10 @@ fn ingest<P: AsRef<Path>>(
             };
             let number = versions.new_file_number();
             let to = inner.path_of(&table_file_name(number));
-            // A TableWriter file records the default keyspace: into another
-            // one it is rewritten, so its table records the keyspace (what
-            // `repair` goes by when the manifest is lost).
-            if seq == SeqNo(0) && tree.id == DEFAULT_KEYSPACE_ID {
+            // A file that records another keyspace is rewritten, so its
+            // table records this one (what `repair` goes by when the
+            // manifest is lost).
+            if seq == SeqNo(0) && records_keyspace(&file.table, tree) {
                 place_file(&inner.fs, &file.path, &to, options.move_files)?;
             } else {
                 rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
@@ -320,13 +349,25 @@ fn ingest<P: AsRef<Path>>(
     }));
     drop(versions);
     drop(writer);
-    if options.move_files && (seq != SeqNo(0) || tree.id != DEFAULT_KEYSPACE_ID) {
+    if options.move_files {
+        // Files rewritten rather than moved: their sources go now.
         for file in &checked {
-            let _ = std::fs::remove_file(&file.path);
+            if seq != SeqNo(0) || !records_keyspace(&file.table, tree) {
+                let _ = std::fs::remove_file(&file.path);
+            }
         }
     }
     crate::db::background::notify(inner);
     Ok(())
+}
+
+/// Whether `table` records `tree` as its keyspace: none for the default
+/// keyspace, else its id and name.
+fn records_keyspace(table: &Table, tree: &Tree) -> bool {
+    match &table.properties().keyspace {
+        None => tree.id == DEFAULT_KEYSPACE_ID,
+        Some(recorded) => recorded.id == tree.id && recorded.name == tree.name,
+    }
 }
 
 /// Opens `path` and checks it as an ingest needs: every block's checksum,
