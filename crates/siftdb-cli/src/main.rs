@@ -11,6 +11,7 @@
 mod backup;
 mod bench;
 mod checkpoint;
+mod compact;
 mod inspect;
 mod point;
 mod repair;
@@ -45,6 +46,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Rebuild a damaged database from what is readable; originals go to DIR/lost/.
     Repair(repair::RepairArgs),
+    /// Merge every table (of the database or one keyspace) into one sorted run.
+    Compact(compact::CompactArgs),
     /// Print the value of a key.
     Get(point::GetArgs),
     /// Store a value under a key.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Repair(args) => repair::run(&args),
+        Command::Compact(args) => compact::run(&args),
         Command::Get(args) => point::get(&args),
         Command::Put(args) => point::put(&args),
         Command::Delete(args) => point::delete(&args),

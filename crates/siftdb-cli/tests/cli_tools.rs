@@ -302,6 +302,87 @@ fn put_get_delete_and_scan_round_trip() {
     assert!(out.status.success(), "{}", both(&out));
 }
 
+/// `siftdb compact`: the whole database, or one keyspace, each keyspace
+/// left in one table with its data (the per-keyspace choice is the
+/// library's `Keyspace::compact`, tested there: opening with the defaults
+/// may already merge a quiet level 0); an unknown keyspace or a directory
+/// with no database is an error with exit status 2, and nothing is created.
+#[test]
+fn compact_merges_the_tables_of_a_database_or_one_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let manual = || {
+        Options::default()
+            .level0_compaction_trigger(64)
+            .level0_quiet_trigger(64)
+            .level0_stop_writes(128)
+    };
+    {
+        let db = Db::open_with(&path, manual()).unwrap();
+        let events = db.keyspace("events").unwrap();
+        for round in 0..3 {
+            for i in 0..100 {
+                db.put(key(i), value(round)).unwrap();
+                events.put(key(i), value(round)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        drop(events);
+        db.close().unwrap();
+    }
+    let db = path.to_str().unwrap();
+    // The keyspace alone, then everything: the keyspaces named must each
+    // end in one table (default's level 0 may or may not have been merged
+    // by the quiet trigger in between: not asserted).
+    for (args, merged) in [
+        (
+            &["compact", db, "--keyspace", "events"][..],
+            &["events"][..],
+        ),
+        (&["compact", db], &["default", "events"]),
+    ] {
+        let out = siftdb(args);
+        assert!(out.status.success(), "{}", both(&out));
+        let printed = text(&out.stdout);
+        for name in merged {
+            let prefix = format!("{name}: ");
+            assert!(
+                printed
+                    .lines()
+                    .any(|l| l.starts_with(&prefix) && l.contains("-> 1 tables,")),
+                "{args:?}: {printed}"
+            );
+        }
+    }
+    {
+        let db = Db::open_with(&path, manual()).unwrap();
+        let events = db.keyspace("events").unwrap();
+        assert_eq!(events.iter().count(), 100);
+        assert_eq!(
+            db.get(key(7)).unwrap().as_deref(),
+            Some(value(2).as_bytes())
+        );
+        let stats = db.stats();
+        assert!(
+            stats.keyspaces.iter().all(|k| k.table_count == 1),
+            "{:?}",
+            stats.keyspaces
+        );
+        drop(events);
+        db.close().unwrap();
+    }
+    assert_one_line_error(
+        &siftdb(&["compact", db, "--keyspace", "nope"]),
+        2,
+        "no keyspace",
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let empty = empty.to_str().unwrap();
+    assert_one_line_error(&siftdb(&["compact", empty]), 2, "not a siftdb database");
+    assert!(!Path::new(empty).join("MANIFEST").exists());
+}
+
 #[test]
 fn errors_are_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
