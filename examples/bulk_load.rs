@@ -91,12 +91,20 @@ fn main() -> siftdb::Result<()> {
     assert_eq!(db.get("item:000007")?.as_deref(), Some(&b"patched"[..]));
     assert_eq!(db.get("item:000008")?, None);
 
-    // Into a keyspace of its own: `Keyspace::ingest`.
+    // Into a keyspace of its own: `Keyspace::ingest` of a file from that
+    // keyspace's `table_writer` (its options, and the keyspace recorded in
+    // the file), linked in as it is. A `TableWriter::create` file records
+    // the default keyspace and would be rewritten once on the way in.
     let archive = db.keyspace("archive")?;
     let archived = root.path().join("archive.sst");
-    write_table(&archived, 0..1000, &options)?;
+    let mut writer = archive.table_writer(&archived)?;
+    for i in 0..1000u32 {
+        writer.put(format!("item:{i:06}"), format!("archived {i}"))?;
+    }
+    writer.finish()?;
     archive.ingest(&[&archived], IngestOptions::new())?;
     println!("archive holds {} items", archive.iter().count());
     assert_eq!(archive.iter().count(), 1000);
+    drop(archive); // a keyspace handle holds the database open
     db.close()
 }
