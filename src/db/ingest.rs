@@ -283,6 +283,9 @@ fn ingest<P: AsRef<Path>>(
     } else {
         SeqNo(0)
     };
+    // A file goes in as it is when it meets nothing and records this
+    // keyspace; otherwise it is rewritten (see the module doc).
+    let as_is = |file: &Checked| seq == SeqNo(0) && records_keyspace(&file.table, tree);
     let mut added: Vec<Arc<LiveTable>> = Vec::new();
     let placed = (|| {
         for file in &checked {
@@ -293,10 +296,10 @@ fn ingest<P: AsRef<Path>>(
             };
             let number = versions.new_file_number();
             let to = inner.path_of(&table_file_name(number));
-            // A file that records another keyspace is rewritten, so its
-            // table records this one (what `repair` goes by when the
-            // manifest is lost).
-            if seq == SeqNo(0) && records_keyspace(&file.table, tree) {
+            // A file recording another keyspace is rewritten, so its table
+            // records this one (what `repair` goes by when the manifest is
+            // lost).
+            if as_is(file) {
                 place_file(&inner.fs, &file.path, &to, options.move_files)?;
             } else {
                 rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
@@ -352,7 +355,7 @@ fn ingest<P: AsRef<Path>>(
     if options.move_files {
         // Files rewritten rather than moved: their sources go now.
         for file in &checked {
-            if seq != SeqNo(0) || !records_keyspace(&file.table, tree) {
+            if !as_is(file) {
                 let _ = std::fs::remove_file(&file.path);
             }
         }

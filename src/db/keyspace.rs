@@ -144,6 +144,16 @@ impl Tree {
         }
         Ok(())
     }
+
+    /// `Corruption` naming the first table of this keyspace that could not
+    /// be opened, if any (a full compaction would have to read it).
+    pub fn check_undamaged(&self) -> Result<()> {
+        let sv = self.current.load();
+        match sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
+            Some(damaged) => damaged.readable().map(|_| ()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Settings of one keyspace that belong to its data: how its tables are
@@ -397,7 +407,7 @@ impl Keyspace {
     pub fn compact(&self) -> Result<()> {
         self.tree.check_live()?;
         Db::flush_inner(&self.inner)?;
-        Db::check_undamaged(&self.tree)?;
+        self.tree.check_undamaged()?;
         background::request_full_compaction(&self.inner, Some(self.tree.id))
     }
 

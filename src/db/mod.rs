@@ -846,19 +846,9 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         for tree in self.inner.trees.load().iter() {
-            Db::check_undamaged(tree)?;
+            tree.check_undamaged()?;
         }
         background::request_full_compaction(&self.inner, None)
-    }
-
-    /// `Corruption` naming the first table of `tree` that could not be
-    /// opened, if any (a full compaction would have to read it).
-    pub(crate) fn check_undamaged(tree: &Tree) -> Result<()> {
-        let sv = tree.current.load();
-        match sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
-            Some(damaged) => damaged.readable().map(|_| ()),
-            None => Ok(()),
-        }
     }
 
     /// Waits until no flush or automatic compaction is pending; the error

@@ -103,7 +103,7 @@ enum Owner {
 pub(crate) struct LineMemory {
     start: NonNull<Line>,
     len: usize,
-    _owner: Owner,
+    owner: Owner,
 }
 
 // SAFETY: the lines are plain bytes owned by this value alone (the owner is
@@ -151,7 +151,7 @@ impl LineMemory {
         Some(LineMemory {
             start,
             len,
-            _owner: Owner::Mapped(map),
+            owner: Owner::Mapped(map),
         })
     }
 
@@ -183,13 +183,13 @@ impl LineMemory {
     /// Whether the lines are in huge-page-advised mapped memory.
     #[cfg(test)]
     fn is_mapped(&self) -> bool {
-        matches!(self._owner, Owner::Mapped(_))
+        matches!(self.owner, Owner::Mapped(_))
     }
 }
 
 impl Drop for LineMemory {
     fn drop(&mut self) {
-        let owner = std::mem::replace(&mut self._owner, Owner::Heap(Vec::new()));
+        let owner = std::mem::replace(&mut self.owner, Owner::Heap(Vec::new()));
         if let Owner::Mapped(map) = owner {
             SPARE_MAPPINGS.keep(map, self.len.saturating_mul(LINE_BYTES));
         }
@@ -210,7 +210,7 @@ impl From<Vec<Line>> for LineMemory {
         LineMemory {
             start,
             len,
-            _owner: Owner::Heap(lines),
+            owner: Owner::Heap(lines),
         }
     }
 }
