@@ -128,6 +128,14 @@ impl AsyncDb {
         blocking(move || db.compact()).await
     }
 
+    /// See [`Db::compact_range`].
+    pub async fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<()> {
+        self.default_keyspace().compact_range(range).await
+    }
+
     /// See [`Db::resume`].
     pub async fn resume(&self) -> Result<()> {
         let db = Arc::clone(&self.db);
@@ -246,6 +254,16 @@ impl AsyncKeyspace {
     pub async fn compact(&self) -> Result<()> {
         let ks = self.keyspace.clone();
         blocking(move || ks.compact()).await
+    }
+
+    /// See [`Keyspace::compact_range`].
+    pub async fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<()> {
+        let range = crate::db::owned_range(range);
+        let ks = self.keyspace.clone();
+        blocking(move || ks.compact_range(range)).await
     }
 }
 

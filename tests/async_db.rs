@@ -36,6 +36,7 @@ async fn many_tasks_share_one_database() {
         task.await.unwrap();
     }
     db.flush().await.unwrap();
+    db.compact_range("done00".."done08").await.unwrap();
     db.compact().await.unwrap();
     for t in 0..16u32 {
         assert_eq!(
@@ -137,6 +138,8 @@ async fn keyspaces_through_the_facade() {
     batch.put_in(users.blocking_handle(), "u99", "batched");
     batch.put_in(other.blocking_handle(), "u99", "elsewhere");
     db.write(batch).await.unwrap();
+    users.compact_range("u10"..="u15").await.unwrap();
+    assert_eq!(users.blocking_handle().range("u10".."u15").count(), 0);
     users.compact().await.unwrap();
     let got = users
         .multi_get(vec!["u05".into(), "u06".into(), "u12".into(), "u99".into()])

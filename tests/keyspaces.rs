@@ -38,6 +38,9 @@ enum Op {
     Compact,
     /// `Keyspace::compact` of one keyspace.
     CompactKeyspace(usize),
+    /// `Keyspace::compact_range` of one keyspace, from one key to another
+    /// (excluded).
+    CompactRange(usize, u8, u8),
     Reopen,
     /// Drops keyspace 1 or 2 and creates it again, empty.
     DropAndRecreate(usize),
@@ -98,6 +101,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Flush),
         1 => Just(Op::Compact),
         1 => ks.clone().prop_map(Op::CompactKeyspace),
+        2 => (ks.clone(), any::<u8>(), any::<u8>()).prop_map(|(s, a, b)| Op::CompactRange(s, a, b)),
         1 => Just(Op::Reopen),
         1 => (1usize..3).prop_map(Op::DropAndRecreate),
     ]
@@ -291,6 +295,7 @@ fn run(ops: Vec<Op>) {
             Op::Flush => u.db.flush().unwrap(),
             Op::Compact => u.db.compact().unwrap(),
             Op::CompactKeyspace(s) => u.handles[s].compact().unwrap(),
+            Op::CompactRange(s, a, b) => u.handles[s].compact_range(key(a)..key(b)).unwrap(),
             Op::Reopen => {
                 // Snapshots hold the directory: checked, then dropped.
                 for (snapshot, handles, models) in snapshots.drain(..) {

@@ -32,7 +32,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::db::{compaction, flush, DbInner};
+use crate::db::compaction::{self, CompactionScope};
+use crate::db::{flush, DbInner};
 use crate::error::{Error, FailureClass, Result};
 use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE};
 use crate::manifest::read_manifest;
@@ -86,13 +87,12 @@ pub(crate) struct BgState {
     resume_done: [u64; 2],
     full_requested: u64,
     full_done: u64,
-    /// The keyspaces full compactions asked for and not yet done: all of
-    /// them, or these trees. Cleared when a full compaction finishes with
-    /// no newer request; a request made while one runs keeps its scope for
-    /// the next (which may redo a tree the running one did: more work,
-    /// never a request lost).
-    full_all: bool,
-    full_trees: std::collections::BTreeSet<u32>,
+    /// What full compactions were asked for and not yet done (every
+    /// keyspace, one, or a range of one). Cleared when a full compaction
+    /// finishes with no newer request; a request made while one runs keeps
+    /// its scope for the next (which may redo what the running one did:
+    /// more work, never a request lost).
+    full_scopes: Vec<CompactionScope>,
 }
 
 impl BgState {
@@ -286,11 +286,8 @@ fn run_unit(inner: &DbInner, work: Work) {
         Work::Recover => recover(inner),
         Work::Compact => compaction::compact_once(inner),
         Work::Full(_) => {
-            let (all, trees) = {
-                let st = inner.bg.lock();
-                (st.full_all, st.full_trees.clone())
-            };
-            compaction::compact_all(inner, &|tree| all || trees.contains(&tree))
+            let scopes = inner.bg.lock().full_scopes.clone();
+            compaction::compact_scopes(inner, &scopes)
         }
     }))
     .unwrap_or_else(|payload| Err(Error::Panicked(panic_message(payload.as_ref()))));
@@ -310,8 +307,7 @@ fn run_unit(inner: &DbInner, work: Work) {
             if let Work::Full(generation) = work {
                 st.full_done = st.full_done.max(generation);
                 if st.full_done >= st.full_requested {
-                    st.full_all = false;
-                    st.full_trees.clear();
+                    st.full_scopes.clear();
                 }
             }
         }
@@ -654,18 +650,13 @@ pub(crate) fn wait_for_level0_at_open(inner: &DbInner) {
     }
 }
 
-/// Asks for a full compaction of every keyspace (`tree` `None`) or of one,
-/// and waits for it. An earlier compaction failure (not corruption) is
-/// retried at once.
-pub(crate) fn request_full_compaction(inner: &DbInner, tree: Option<u32>) -> Result<()> {
+/// Asks for a full compaction of `scope` (every keyspace, one, or a range
+/// of one) and waits for it. An earlier compaction failure (not
+/// corruption) is retried at once.
+pub(crate) fn request_full_compaction(inner: &DbInner, scope: CompactionScope) -> Result<()> {
     let mut st = inner.bg.lock();
     check_open(&st)?;
-    match tree {
-        None => st.full_all = true,
-        Some(id) => {
-            st.full_trees.insert(id);
-        }
-    }
+    st.full_scopes.push(scope);
     st.compaction_failure = None;
     let failures_before = st.compaction_failures;
     st.full_requested += 1;

@@ -22,6 +22,7 @@
 //! number where an older version of the key may remain, or delete an input
 //! before a durable manifest stopped naming it.
 
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -30,7 +31,9 @@ use bytes::Bytes;
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, PendingOutputs, TombstoneCuts,
 };
-use crate::db::iter::{InternalIterator, MergingIter, TableSource};
+use crate::db::iter::{
+    before_start_of, past_end_of, starts_before_end, InternalIterator, MergingIter, TableSource,
+};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -186,28 +189,112 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
     run(inner, &tree, &sv.version, pick)
 }
 
-/// Compacts every table of each keyspace `chosen` picks (by id) into one
-/// sorted run per keyspace at the deepest level it uses.
-pub(crate) fn compact_all(inner: &DbInner, chosen: &dyn Fn(u32) -> bool) -> Result<()> {
-    for tree in inner.trees.load().iter().filter(|t| chosen(t.id)) {
-        let sv = tree.current.load_full();
-        let inputs: Vec<_> = sv.version.levels.iter().flatten().cloned().collect();
-        if inputs.is_empty() {
+/// A key range with owned bounds (what [`crate::db::iter::owned_range`] makes).
+pub(crate) type OwnedRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// What a full compaction is asked to cover.
+#[derive(Clone, Debug)]
+pub(crate) enum CompactionScope {
+    /// Every table of every keyspace.
+    All,
+    /// Every table of one keyspace (by id).
+    Keyspace(u32),
+    /// The tables of one keyspace (by id) holding keys in a range.
+    Range(u32, OwnedRange),
+}
+
+impl CompactionScope {
+    /// Whether the scope takes tables of keyspace `tree`.
+    pub(crate) fn takes_from(&self, tree: u32) -> bool {
+        match self {
+            CompactionScope::All => true,
+            CompactionScope::Keyspace(id) | CompactionScope::Range(id, _) => *id == tree,
+        }
+    }
+}
+
+/// Runs the full compactions `scopes` ask for: a keyspace a scope names
+/// whole becomes one sorted run at the deepest level it uses; otherwise
+/// each range asked of it is compacted as [`range_pick`] chooses, one
+/// after the other, each from the tree the last one left.
+pub(crate) fn compact_scopes(inner: &DbInner, scopes: &[CompactionScope]) -> Result<()> {
+    for tree in inner.trees.load().iter() {
+        let whole = scopes.iter().any(|scope| match scope {
+            CompactionScope::All => true,
+            CompactionScope::Keyspace(id) => *id == tree.id,
+            CompactionScope::Range(..) => false,
+        });
+        if whole {
+            let sv = tree.current.load_full();
+            if let Some(pick) = whole_pick(&sv.version) {
+                run(inner, tree, &sv.version, pick)?;
+            }
             continue;
         }
-        let deepest = sv
-            .version
-            .levels
-            .iter()
-            .rposition(|l| !l.is_empty())
-            .unwrap_or(0);
-        let pick = Pick {
-            inputs,
-            output_level: deepest.max(1),
-        };
-        run(inner, tree, &sv.version, pick)?;
+        for scope in scopes {
+            let CompactionScope::Range(id, range) = scope else {
+                continue;
+            };
+            if *id != tree.id {
+                continue;
+            }
+            let sv = tree.current.load_full();
+            if let Some(pick) = range_pick(&sv.version, range) {
+                run(inner, tree, &sv.version, pick)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// Every table of a tree, into the deepest level it uses (level 1 at
+/// least); `None` when it has no table.
+fn whole_pick(version: &Version) -> Option<Pick> {
+    let inputs: Vec<_> = version.levels.iter().flatten().cloned().collect();
+    let deepest = version.levels.iter().rposition(|l| !l.is_empty())?;
+    Some(Pick {
+        inputs,
+        output_level: deepest.max(1),
+    })
+}
+
+/// The compaction of the tables of `version` holding keys in `range`: those
+/// whose bounds meet the range, then every table overlapping what they
+/// cover, until no table outside overlaps the inputs' key range — so the
+/// outputs, one sorted run, go to the deepest level among the inputs
+/// (level 1 at least) without overlapping a table left in any level, and
+/// no older version of an input's key stays below them. `None` when no
+/// table meets the range (an empty range meets none).
+fn range_pick(version: &Version, range: &OwnedRange) -> Option<Pick> {
+    if !starts_before_end(&range.0, &range.1) {
+        return None;
+    }
+    let tables = || version.levels.iter().flatten();
+    let mut inputs: Vec<Arc<LiveTable>> = tables().filter(|t| meets(t, range)).cloned().collect();
+    loop {
+        let (lo, hi) = key_range(&inputs)?;
+        let more: Vec<_> = tables()
+            .filter(|t| {
+                t.overlaps(&lo, &hi) && !inputs.iter().any(|i| i.file_number() == t.file_number())
+            })
+            .cloned()
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        inputs.extend(more);
+    }
+    let deepest = inputs.iter().map(|t| t.record.level as usize).max()?;
+    Some(Pick {
+        inputs,
+        output_level: deepest.max(1),
+    })
+}
+
+/// Whether a table's key range (its bounds) reaches into `range`.
+fn meets(table: &LiveTable, (start, end): &OwnedRange) -> bool {
+    !past_end_of(end, table.smallest_user_key())
+        && !before_start_of(start, table.largest_user_key())
 }
 
 /// True when no table below `output_level` (outside the inputs) overlaps

@@ -796,7 +796,18 @@ fn gather_range_tombstones(
     (!visible.is_empty()).then_some(visible)
 }
 
-fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+/// Whether some key is at or after `start` and before `end` (a
+/// conservative answer for bounds between adjacent keys: true).
+pub(crate) fn starts_before_end(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
+        (Bound::Included(s), Bound::Included(e)) => s <= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => s < e,
+    }
+}
+
+pub(crate) fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
     match end {
         Bound::Included(end) => user_key > end.as_slice(),
         Bound::Excluded(end) => user_key >= end.as_slice(),
@@ -804,7 +815,7 @@ fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
     }
 }
 
-fn before_start_of(start: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+pub(crate) fn before_start_of(start: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
     match start {
         Bound::Included(start) => user_key < start.as_slice(),
         Bound::Excluded(start) => user_key <= start.as_slice(),

@@ -53,6 +53,7 @@ use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
+use compaction::CompactionScope;
 use version::LiveTable;
 
 pub use checkpoint::CheckpointInfo;
@@ -60,6 +61,8 @@ pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use ingest::{IngestOptions, TableWriter};
+#[cfg(feature = "tokio")]
+pub(crate) use iter::owned_range;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub(crate) use keyspace::Tree;
@@ -844,11 +847,32 @@ impl Db {
     /// while a table could not be opened (see
     /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
-        self.flush()?;
-        for tree in self.inner.trees.load().iter() {
-            tree.check_undamaged()?;
+        Db::compact_inner(&self.inner, CompactionScope::All)
+    }
+
+    /// [`Db::compact`] for the default keyspace's keys in `range` only
+    /// (RocksDB's `CompactRange` with bounds; [`Keyspace::compact_range`]
+    /// for another keyspace): flushes, then merges the tables holding keys
+    /// in `range`, with every table they overlap, into one sorted run at
+    /// the deepest level among them; returns when done. Tables wholly
+    /// outside the range stay as they are; a table reaching past an end of
+    /// the range is merged whole. An empty range compacts nothing.
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        let scope = CompactionScope::Range(self.inner.default.id, iter::owned_range(range));
+        Db::compact_inner(&self.inner, scope)
+    }
+
+    /// What the compact calls do: flush, refuse while a table `scope` takes
+    /// from could not be opened, then the full compaction of `scope`,
+    /// waited for.
+    pub(crate) fn compact_inner(inner: &DbInner, scope: CompactionScope) -> Result<()> {
+        Db::flush_inner(inner)?;
+        for tree in inner.trees.load().iter() {
+            if scope.takes_from(tree.id) {
+                tree.check_undamaged()?;
+            }
         }
-        background::request_full_compaction(&self.inner, None)
+        background::request_full_compaction(inner, scope)
     }
 
     /// Waits until no flush or automatic compaction is pending; the error

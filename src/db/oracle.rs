@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 
 use crate::batch::{OpKind, RawBatch, WriteBatch};
+use crate::db::iter::starts_before_end;
 
 /// A key range of one keyspace, bounds owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,17 +81,6 @@ fn below_end(end: &Bound<Vec<u8>>, key: &[u8]) -> bool {
         Bound::Included(e) => key <= e.as_slice(),
         Bound::Excluded(e) => key < e.as_slice(),
         Bound::Unbounded => true,
-    }
-}
-
-/// Whether some key is at or after `start` and before `end` (a
-/// conservative answer for bounds between adjacent keys: true).
-fn starts_before_end(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
-    match (start, end) {
-        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
-        (Bound::Included(s), Bound::Included(e)) => s <= e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
-        | (Bound::Excluded(s), Bound::Included(e)) => s < e,
     }
 }
 

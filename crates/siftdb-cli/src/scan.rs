@@ -5,14 +5,13 @@
 //! Must never: print an entry across two lines (keys and values are
 //! escaped, or hex with `--hex`).
 
-use std::ops::Bound;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use siftdb::DbIterator;
 
 use crate::point::open_for_reading;
-use crate::text::{parse_arg, show, Out, Wrote};
+use crate::text::{key_range, parse_arg, show, Out, Wrote};
 
 /// Flags of `siftdb scan`.
 #[derive(clap::Args, Debug)]
@@ -49,19 +48,12 @@ pub struct ScanArgs {
 
 /// Runs `siftdb scan`.
 pub fn run(args: &ScanArgs) -> Result<ExitCode, String> {
-    let bound = |arg: &Option<String>, what, make: fn(Vec<u8>) -> Bound<Vec<u8>>| {
-        arg.as_deref()
-            .map(|a| parse_arg(a, args.hex, what).map(make))
-            .transpose()
-            .map(|b| b.unwrap_or(Bound::Unbounded))
-    };
     let prefix = args
         .prefix
         .as_deref()
         .map(|p| parse_arg(p, args.hex, "prefix"))
         .transpose()?;
-    let from = bound(&args.from, "--from", Bound::Included)?;
-    let to = bound(&args.to, "--to", Bound::Excluded)?;
+    let (from, to) = key_range(args.from.as_deref(), args.to.as_deref(), args.hex)?;
 
     let db = open_for_reading(&args.dir)?;
     let keyspace = crate::point::keyspace(&db, &args.keyspace, false)?;

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, StdoutLock, Write};
+use std::ops::Bound;
 
 /// The bytes an argument stands for: its UTF-8 bytes, or with `hex` the
 /// bytes its hex digits spell.
@@ -18,6 +19,23 @@ pub fn parse_arg(arg: &str, hex: bool, what: &str) -> Result<Vec<u8>, String> {
     } else {
         Ok(arg.as_bytes().to_vec())
     }
+}
+
+/// A key range as its two owned bounds (a `RangeBounds<Vec<u8>>`).
+pub type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The key range of `--from A` (included) and `--to B` (excluded), either
+/// left out for no bound, each decoded by [`parse_arg`].
+pub fn key_range(from: Option<&str>, to: Option<&str>, hex: bool) -> Result<KeyRange, String> {
+    let bound = |arg: Option<&str>, what, make: fn(Vec<u8>) -> Bound<Vec<u8>>| {
+        arg.map(|a| parse_arg(a, hex, what).map(make))
+            .transpose()
+            .map(|b| b.unwrap_or(Bound::Unbounded))
+    };
+    Ok((
+        bound(from, "--from", Bound::Included)?,
+        bound(to, "--to", Bound::Excluded)?,
+    ))
 }
 
 /// Decodes pairs of hex digits (either case); empty input is the empty string.

@@ -619,7 +619,13 @@ pub fn db_ops(data: &[u8]) {
                 run.maintain(result, &what);
             }
             6 => {
-                let result = run.db().compact();
+                // A full compaction, or one of a keyspace's key range.
+                let result = if input.byte().is_multiple_of(2) {
+                    run.db().compact()
+                } else {
+                    let range = (input.bound(), input.bound());
+                    run.space(ks).compact_range::<Vec<u8>, _>(range)
+                };
                 run.maintain(result, &what);
             }
             7 => run.restart(None, &what),
