@@ -47,6 +47,7 @@ pub enum Compression {
 pub struct Options {
     pub(crate) filter_policy: FilterPolicy,
     pub(crate) memtable_bytes: usize,
+    pub(crate) total_memtable_bytes: Option<usize>,
     pub(crate) sync_writes: bool,
     pub(crate) block_size: usize,
     pub(crate) level0_compaction_trigger: usize,
@@ -117,6 +118,7 @@ impl Default for Options {
         Options {
             filter_policy: FilterPolicy::default(),
             memtable_bytes: 64 << 20,
+            total_memtable_bytes: None,
             sync_writes: false,
             block_size: 4096,
             level0_compaction_trigger: 4,
@@ -151,6 +153,7 @@ impl fmt::Debug for Options {
         f.debug_struct("Options")
             .field("filter_policy", &self.filter_policy)
             .field("memtable_bytes", &self.memtable_bytes)
+            .field("total_memtable_bytes", &self.total_memtable_bytes)
             .field("sync_writes", &self.sync_writes)
             .field("block_size", &self.block_size)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
@@ -204,6 +207,25 @@ impl Options {
     /// get of a key it does not hold skips its search.
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
+        self
+    }
+
+    /// A bound on every keyspace's memtables together, active and waiting
+    /// to be flushed (RocksDB's `db_write_buffer_size`, fjall's
+    /// `max_write_buffer_size`): when a write finds them holding this
+    /// much, the largest active memtables are sealed for flushing (largest
+    /// first, until the active ones left hold under half of it), and while
+    /// those waiting to be flushed hold half of it or more, writes wait for
+    /// a flush (a stall, counted in `Stats::write_stalls`). So they hold at
+    /// most about this plus one write, however many keyspaces there are —
+    /// each keyspace's [`Options::memtable_bytes`] alone bounds one
+    /// memtable, not their sum. Counted: the memtables' entries
+    /// (`Stats::memtable_bytes` and `Stats::immutable_memtable_bytes`); not
+    /// their key filters (`Stats::memtable_filter_bytes`). Default: no
+    /// bound. At least 4096; give it at least twice `memtable_bytes`, or
+    /// every flush of a full memtable stalls writes.
+    pub fn total_memtable_bytes(mut self, bytes: usize) -> Self {
+        self.total_memtable_bytes = Some(bytes);
         self
     }
 
@@ -521,6 +543,9 @@ impl Options {
         if self.memtable_bytes < 4096 {
             return Err(Error::invalid("memtable_bytes must be at least 4096"));
         }
+        if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {
+            return Err(Error::invalid("total_memtable_bytes must be at least 4096"));
+        }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));
         }
@@ -640,6 +665,10 @@ mod tests {
                 .is_err());
         }
         assert!(Options::default().memtable_bytes(10).validate().is_err());
+        assert!(Options::default()
+            .total_memtable_bytes(4095)
+            .validate()
+            .is_err());
         assert!(Options::default().block_size(1).validate().is_err());
         assert!(Options::default().max_open_files(0).validate().is_err());
         Options::default().max_open_files(1).validate().unwrap();

@@ -109,9 +109,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn options() -> Options {
     // Small memtables: rotations (one keyspace's, sealing the others that
-    // span two logs), flushes and compactions in every run.
+    // span two logs), flushes and compactions in every run; a budget below
+    // the three keyspaces' memtables together seals the largest too.
     Options::default()
         .memtable_bytes(4096)
+        .total_memtable_bytes(8192)
         .block_size(256)
         .level0_compaction_trigger(2)
         .level1_bytes(8192)

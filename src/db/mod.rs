@@ -117,6 +117,11 @@ impl SuperVersion {
         self.mem.mem.is_empty() && self.imm.is_empty()
     }
 
+    /// Approximate bytes of the immutable memtables.
+    pub fn immutable_bytes(&self) -> usize {
+        self.imm.iter().map(|m| m.mem.approximate_bytes()).sum()
+    }
+
     /// The oldest log that may hold records of this keyspace not yet in
     /// its tables.
     pub fn oldest_log(&self) -> u64 {
@@ -413,8 +418,11 @@ pub struct Stats {
     pub level_bytes: Vec<u64>,
     /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
-    /// Approximate bytes in the active memtable.
+    /// Approximate bytes in the active memtables (one per keyspace).
     pub memtable_bytes: usize,
+    /// Approximate bytes in the immutable memtables waiting to be flushed
+    /// (with `memtable_bytes`: what `Options::total_memtable_bytes` bounds).
+    pub immutable_memtable_bytes: usize,
     /// Bytes of the memtables' key filters, active and immutable (one bit
     /// per 16 bytes of `Options::memtable_bytes` each).
     pub memtable_filter_bytes: usize,
@@ -530,6 +538,8 @@ pub struct KeyspaceStats {
     pub immutable_memtables: usize,
     /// Approximate bytes in its active memtable.
     pub memtable_bytes: usize,
+    /// Approximate bytes in its immutable memtables.
+    pub immutable_memtable_bytes: usize,
 }
 
 impl Stats {
@@ -945,6 +955,7 @@ impl Db {
                     .collect(),
                 immutable_memtables: sv.imm.len(),
                 memtable_bytes: sv.mem.mem.approximate_bytes(),
+                immutable_memtable_bytes: sv.immutable_bytes(),
             })
             .collect();
         let level_count = |f: fn(&KeyspaceStats) -> &Vec<u64>| {
@@ -1012,6 +1023,7 @@ impl Db {
             level_bytes: level_count(|k| &k.level_bytes),
             immutable_memtables: keyspaces.iter().map(|k| k.immutable_memtables).sum(),
             memtable_bytes: keyspaces.iter().map(|k| k.memtable_bytes).sum(),
+            immutable_memtable_bytes: keyspaces.iter().map(|k| k.immutable_memtable_bytes).sum(),
             memtable_filter_bytes: svs
                 .iter()
                 .flat_map(|(_, sv)| std::iter::once(&sv.mem).chain(&sv.imm))

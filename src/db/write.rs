@@ -343,18 +343,25 @@ fn log_failed(inner: &DbInner, writer: &mut WriterState, error: &Error) {
 /// a sealed memtable could not be flushed either.
 fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<()> {
     let trees = inner.trees.load();
+    let budget = inner.opts.total_memtable_bytes;
+    let over_budget = budget.map_or_else(Vec::new, |budget| budget_seals(&trees, budget));
     let must_seal = |tree: &Tree| {
         let sv = tree.current.load();
         let full = sv.mem.mem.approximate_bytes() >= tree.opts.load().memtable_bytes;
-        full || (force && !sv.mem.mem.is_empty())
+        full || (force && !sv.mem.mem.is_empty()) || over_budget.contains(&tree.id)
     };
-    if !trees.iter().any(|t| must_seal(t)) {
+    let flush_behind = || budget.is_some_and(|budget| waiting_over_budget(&trees, budget));
+    let seal = trees.iter().any(|t| must_seal(t));
+    if !seal && !flush_behind() {
         return Ok(());
     }
     if let Some(refused) = background::rotation_refused(inner) {
         return Err(refused);
     }
     let blocked = || {
+        if flush_behind() {
+            return Blocked::OnFlush;
+        }
         let mut blocked = Blocked::No;
         for tree in trees.iter().filter(|t| must_seal(t)) {
             let sv = tree.current.load();
@@ -383,7 +390,54 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
             .fetch_add(micros, Ordering::Relaxed);
         waited?;
     }
+    if !seal {
+        // Only waited for a flush to bring the memtables under the budget.
+        return Ok(());
+    }
     rotate(inner, writer, &|tree: &Tree| must_seal(tree))
+}
+
+/// The keyspaces whose active memtables `Options::total_memtable_bytes`
+/// (`budget`) seals now: none while every memtable, active and waiting to
+/// be flushed, holds less than the budget, or the active ones less than
+/// half of it (then a flush is behind: see [`waiting_over_budget`]);
+/// otherwise the largest active ones, largest first, until those left hold
+/// less than half of it.
+fn budget_seals(trees: &[Arc<Tree>], budget: usize) -> Vec<u32> {
+    let mut active: Vec<(usize, u32)> = Vec::with_capacity(trees.len());
+    let mut waiting = 0usize;
+    for tree in trees {
+        let sv = tree.current.load();
+        active.push((sv.mem.mem.approximate_bytes(), tree.id));
+        waiting = waiting.saturating_add(sv.immutable_bytes());
+    }
+    let mut active_bytes = active.iter().fold(0usize, |sum, a| sum.saturating_add(a.0));
+    if active_bytes.saturating_add(waiting) < budget || active_bytes < budget / 2 {
+        return Vec::new();
+    }
+    active.sort_unstable_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+    let mut seal = Vec::new();
+    for (bytes, id) in active {
+        if active_bytes < budget / 2 || bytes == 0 {
+            break;
+        }
+        seal.push(id);
+        active_bytes -= bytes;
+    }
+    seal
+}
+
+/// Whether writes must wait for a flush under `Options::total_memtable_bytes`
+/// (`budget`): the memtables hold the budget or more, and those waiting to
+/// be flushed half of it or more (sealing more would not bring them under).
+fn waiting_over_budget(trees: &[Arc<Tree>], budget: usize) -> bool {
+    let (mut active, mut waiting) = (0usize, 0usize);
+    for tree in trees {
+        let sv = tree.current.load();
+        active = active.saturating_add(sv.mem.mem.approximate_bytes());
+        waiting = waiting.saturating_add(sv.immutable_bytes());
+    }
+    waiting >= budget / 2 && active.saturating_add(waiting) >= budget
 }
 
 /// Starts a new log (the old one synced) and seals the memtables of the
