@@ -386,6 +386,11 @@ pub struct Stats {
     /// Bytes of memory the filters of open tables hold (tables a scan or a
     /// snapshot still reads after compaction replaced them included).
     pub filter_bytes: u64,
+    /// Bytes of dropped filters' memory the process keeps to hand to the
+    /// next filters of their size (a table build's filter of 1 MiB or
+    /// more): at most two mappings of at most 8 MiB, for the whole
+    /// process, not per database.
+    pub spare_filter_bytes: u64,
     /// Bytes of memory the decoded indexes of open tables hold.
     pub index_bytes: u64,
     /// Filter memory of the live tables, per level.
@@ -1005,6 +1010,7 @@ impl Db {
             scans: c.reads.iter().map(|t| load(&t.scans)).sum(),
             scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
             filter_bytes: inner.tables.filter_bytes(),
+            spare_filter_bytes: crate::filter::spare_mapping_bytes() as u64,
             index_bytes: inner.tables.index_bytes(),
             level_filter_bytes: per_level(&readable(Table::filter_memory)),
             level_index_bytes: per_level(&readable(Table::index_memory)),

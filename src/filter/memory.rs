@@ -25,7 +25,8 @@
 //! build, which makes and drops one filter per table, reuses the last
 //! one's when the filter is mapped (1 MiB or more). At most [`SPARES`]
 //! mappings of at most [`SPARE_LARGEST`] bytes are kept (16 MiB), so what
-//! the process holds beyond its live filters is bounded.
+//! the process holds beyond its live filters is bounded (and shown:
+//! `Stats::spare_filter_bytes`).
 #![expect(
     unsafe_code,
     reason = "the lines are a slice over memory the owner (a Vec or a mapping) keeps alive"
@@ -73,6 +74,13 @@ impl SparePool {
         Some(map)
     }
 
+    /// Bytes of the mappings kept now.
+    fn bytes(&self) -> usize {
+        self.0
+            .lock()
+            .map_or(0, |kept| kept.iter().map(|(map, _)| map.len()).sum())
+    }
+
     /// Keeps `map`, whose first `used` bytes were written, when there is
     /// room and it is not too large; otherwise it is unmapped here.
     fn keep(&self, map: memmap2::MmapMut, used: usize) {
@@ -86,6 +94,12 @@ impl SparePool {
             }
         }
     }
+}
+
+/// Bytes of dropped filters' mappings this process keeps for the next
+/// filters of their size (at most [`SPARES`] of at most [`SPARE_LARGEST`]).
+pub(crate) fn spare_mapping_bytes() -> usize {
+    SPARE_MAPPINGS.bytes()
 }
 
 /// What keeps the lines' memory alive.
@@ -284,6 +298,7 @@ mod tests {
             pool.keep(crate::prefetch::huge_page_mapping(HUGE_PAGE).unwrap(), 0);
         }
         assert_eq!(pool.0.lock().unwrap().len(), SPARES);
+        assert_eq!(pool.bytes(), SPARES * HUGE_PAGE);
         let large = crate::prefetch::huge_page_mapping(SPARE_LARGEST + HUGE_PAGE).unwrap();
         let pool = SparePool::new();
         pool.keep(large, 1);

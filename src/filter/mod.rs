@@ -48,6 +48,7 @@ pub use bloom::{hash_key, hash_key_seeded, BloomFilter};
 pub use counting::CountingBloomFilter;
 pub use fuse::FingerprintBits;
 pub use fuse_block::{FuseFilter, FuseHeader, FuseView};
+pub(crate) use memory::spare_mapping_bytes;
 pub use policy::{FilterPolicy, LevelTables};
 pub use probe::Layout;
 pub use range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
