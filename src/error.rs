@@ -67,6 +67,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// The directory already holds a database and the open was asked to
+    /// refuse one ([`crate::Options::error_if_exists`]); it is left as it is.
+    #[error("{} already holds a siftdb database (Options::error_if_exists)", .0.display())]
+    AlreadyExists(PathBuf),
+
     /// The database directory is locked by another open handle.
     #[error("database is locked: {0}")]
     Locked(PathBuf),
@@ -183,6 +188,7 @@ impl Error {
             },
             Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
             Error::Locked(p) => Error::Locked(p.clone()),
+            Error::AlreadyExists(p) => Error::AlreadyExists(p.clone()),
             Error::NotADatabase { path, reason } => Error::NotADatabase {
                 path: path.clone(),
                 reason: reason.clone(),

@@ -66,6 +66,8 @@ pub struct Options {
     pub(crate) direct_reads: bool,
     pub(crate) retry_interval: Duration,
     pub(crate) read_only: bool,
+    pub(crate) create_if_missing: bool,
+    pub(crate) error_if_exists: bool,
     pub(crate) paranoid_checks: bool,
     pub(crate) fs: SharedFs,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
@@ -137,6 +139,8 @@ impl Default for Options {
             direct_reads: false,
             retry_interval: Duration::from_secs(1),
             read_only: false,
+            create_if_missing: true,
+            error_if_exists: false,
             paranoid_checks: false,
             fs: OsFileSystem::shared(),
             prefix_extractor: None,
@@ -175,6 +179,8 @@ impl fmt::Debug for Options {
             .field("whole_key_filtering", &self.whole_key_filtering)
             .field("range_filter_bits_per_key", &self.range_filter_bits_per_key)
             .field("read_only", &self.read_only)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("error_if_exists", &self.error_if_exists)
             .field("paranoid_checks", &self.paranoid_checks)
             .field("compaction_filter", &self.compaction_filter.is_some())
             .finish_non_exhaustive()
@@ -493,6 +499,24 @@ impl Options {
         self
     }
 
+    /// Whether an open creates the database when the directory holds none
+    /// (no `MANIFEST`). Default true. When false, such an open fails with
+    /// [`crate::Error::NotADatabase`] and creates nothing — not the
+    /// directory, not a file in it (RocksDB's `create_if_missing`).
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// Whether an open of a directory that already holds a database fails
+    /// (with [`crate::Error::AlreadyExists`], the database untouched).
+    /// Default false (RocksDB's `error_if_exists`): for a caller that must
+    /// start from an empty database.
+    pub fn error_if_exists(mut self, refuse: bool) -> Self {
+        self.error_if_exists = refuse;
+        self
+    }
+
     /// Opens the database for reading only (what [`crate::Db::open_read_only`]
     /// does). Default false.
     ///
@@ -542,6 +566,11 @@ impl Options {
         self.filter_policy.validate()?;
         if self.memtable_bytes < 4096 {
             return Err(Error::invalid("memtable_bytes must be at least 4096"));
+        }
+        if self.read_only && self.error_if_exists {
+            return Err(Error::invalid(
+                "error_if_exists with read_only: a read-only open needs a database",
+            ));
         }
         if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {
             return Err(Error::invalid("total_memtable_bytes must be at least 4096"));

@@ -209,6 +209,15 @@ fn check_fresh(fs: &SharedFs, dir: &Path) -> Result<()> {
     ))
 }
 
+/// The open of a directory holding no database, with
+/// `Options::create_if_missing` off.
+fn not_created(dir: &Path) -> Error {
+    Error::NotADatabase {
+        path: dir.to_path_buf(),
+        reason: "it has no MANIFEST, and Options::create_if_missing is off".into(),
+    }
+}
+
 /// A damaged manifest or log refuses the open; the message says what can
 /// salvage the rest.
 pub(crate) fn repair_hint(error: Error, dir: &Path) -> Error {
@@ -527,6 +536,9 @@ pub(crate) fn recover_trees(
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = Arc::clone(&opts.fs);
+    if !opts.create_if_missing && !fs.exists(&dir.join(MANIFEST_FILE)) {
+        return Err(not_created(dir));
+    }
     check_directory(fs.as_ref(), dir)?;
     // A directory that is not a database is refused before the lock file
     // is created in it (and checked again under the lock).
@@ -536,7 +548,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
     let state = match read_manifest(fs.as_ref(), dir).map_err(|e| repair_hint(e, dir))? {
+        Some(_) if opts.error_if_exists => return Err(Error::AlreadyExists(dir.to_path_buf())),
         Some(state) => state,
+        None if !opts.create_if_missing => return Err(not_created(dir)),
         None => {
             check_fresh(&fs, dir)?;
             let state = ManifestState {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use siftdb::internals::filename::MANIFEST_FILE;
-use siftdb::{Db, Keyspace};
+use siftdb::{Db, Keyspace, Options};
 
 use crate::text::{parse_arg, print_lines, show};
 
@@ -78,13 +78,14 @@ pub struct DeleteArgs {
 /// is the only one to see (it moves the database past that log): it is
 /// printed as a warning on stderr.
 pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
-    if !create && !dir.join(MANIFEST_FILE).exists() {
-        return Err(format!(
+    let opts = Options::default().create_if_missing(create);
+    let db = Db::open_with(dir, opts).map_err(|e| match e {
+        siftdb::Error::NotADatabase { .. } if !create => format!(
             "{} is not a siftdb database (it has no {MANIFEST_FILE})",
             dir.display()
-        ));
-    }
-    let db = Db::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+        ),
+        e => format!("cannot open {}: {e}", dir.display()),
+    })?;
     if let Some((file, _, what)) = &db.recovery_report().log_cut_short {
         eprintln!("siftdb: warning: {}: {file}: {what}", dir.display());
     }
