@@ -58,6 +58,8 @@ fn a_transaction_reads_its_own_writes_in_points_and_scans_both_ways() {
             db.flush().unwrap();
         }
         let mut txn = db.transaction();
+        // The models at each savepoint still set.
+        let mut savepoints: Vec<[Model; 2]> = Vec::new();
         // Written after the transaction started: invisible to it.
         db.put(key(1000), "late").unwrap();
         for _ in 0..40 {
@@ -68,7 +70,21 @@ fn a_transaction_reads_its_own_writes_in_points_and_scans_both_ways() {
                 other.clone()
             };
             let i = rng.below(70);
-            match rng.below(6) {
+            match rng.below(8) {
+                6 => {
+                    txn.set_savepoint();
+                    savepoints.push(models.clone());
+                }
+                7 => match savepoints.pop() {
+                    Some(saved) => {
+                        txn.rollback_to_savepoint().unwrap();
+                        models = saved;
+                    }
+                    None => assert!(matches!(
+                        txn.rollback_to_savepoint(),
+                        Err(Error::InvalidArgument(_))
+                    )),
+                },
                 0..=2 => {
                     let v = format!("t{round}-{i}").into_bytes();
                     txn.put_in(&ks, key(i), &v).unwrap();
@@ -80,7 +96,11 @@ fn a_transaction_reads_its_own_writes_in_points_and_scans_both_ways() {
                 }
                 _ => {
                     let end = i + rng.below(10);
-                    txn.delete_range_in(&ks, key(i)..key(end)).unwrap();
+                    if space == 0 {
+                        txn.delete_range(key(i)..key(end)).unwrap();
+                    } else {
+                        txn.delete_range_in(&ks, key(i)..key(end)).unwrap();
+                    }
                     let doomed: Vec<_> = models[space]
                         .range(key(i)..key(end))
                         .map(|(k, _)| k.clone())
@@ -119,6 +139,16 @@ fn a_transaction_reads_its_own_writes_in_points_and_scans_both_ways() {
             );
         }
         assert_eq!(txn.get(key(1000)).unwrap(), None);
+        let probes: Vec<_> = (0..70).step_by(7).map(key).collect();
+        let want: Vec<_> = probes
+            .iter()
+            .map(|k| models[1].get(k).map(|v| Bytes::copy_from_slice(v)))
+            .collect();
+        assert_eq!(txn.multi_get_in(&other, &probes).unwrap(), want);
+        if !savepoints.is_empty() {
+            // Popped, a savepoint keeps the writes made since.
+            txn.pop_savepoint().unwrap();
+        }
         let all: Vec<_> = collect(txn.iter());
         txn.commit().unwrap();
         // Committed: the database shows what the transaction showed (with

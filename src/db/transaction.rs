@@ -110,6 +110,8 @@ pub struct Transaction {
     snapshot: Snapshot,
     options: TransactionOptions,
     writes: WriteSet,
+    /// The writes as they were at each savepoint still set, oldest first.
+    savepoints: Vec<WriteSet>,
     /// `get_for_update` keys, and with serializable every read.
     reads: Mutex<ReadSet>,
     /// Declared last: dropped after the snapshot it registered.
@@ -147,6 +149,7 @@ impl Transaction {
             snapshot,
             options,
             writes: WriteSet::default(),
+            savepoints: Vec::new(),
             reads: Mutex::new(ReadSet::default()),
         }
     }
@@ -191,6 +194,15 @@ impl Transaction {
     /// The values of many keys, in the order asked.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
         keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    /// The values of many keys of `keyspace`, in the order asked.
+    pub fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        keyspace: &Keyspace,
+        keys: &[K],
+    ) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|k| self.get_in(keyspace, k)).collect()
     }
 
     fn read(&self, keyspace: &Keyspace, key: &[u8], for_update: bool) -> Result<Option<Bytes>> {
@@ -292,6 +304,14 @@ impl Transaction {
         Ok(())
     }
 
+    /// Deletes every key in `range` when the transaction commits (see
+    /// [`Db::delete_range`]); its own earlier writes in the range are
+    /// deleted too, its later ones stay.
+    pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) -> Result<()> {
+        let default = self.default.clone();
+        self.delete_range_in(&default, range)
+    }
+
     /// Deletes every key of `keyspace` in `range` when the transaction
     /// commits (see [`Db::delete_range`]); its own earlier writes in the
     /// range are deleted too, its later ones stay.
@@ -305,6 +325,36 @@ impl Transaction {
             self.writes.delete_range(keyspace.id(), start, end);
         }
         Ok(())
+    }
+
+    /// Marks the writes made so far, so that
+    /// [`Transaction::rollback_to_savepoint`] can undo the ones after
+    /// (RocksDB's `SetSavePoint`). Savepoints nest.
+    pub fn set_savepoint(&mut self) {
+        self.savepoints.push(self.writes.clone());
+    }
+
+    /// Undoes every write (put, delete, range delete, in any keyspace) made
+    /// since the newest savepoint still set, and removes that savepoint.
+    /// Reads made since stay recorded for the commit's conflict check (a
+    /// check on more keys than needed can only refuse a commit that would
+    /// have been safe, never let an unsafe one through). `InvalidArgument`
+    /// when no savepoint is set.
+    pub fn rollback_to_savepoint(&mut self) -> Result<()> {
+        self.writes = self
+            .savepoints
+            .pop()
+            .ok_or_else(|| Error::invalid("rollback_to_savepoint: no savepoint is set"))?;
+        Ok(())
+    }
+
+    /// Removes the newest savepoint, keeping the writes made since.
+    /// `InvalidArgument` when no savepoint is set.
+    pub fn pop_savepoint(&mut self) -> Result<()> {
+        self.savepoints
+            .pop()
+            .map(drop)
+            .ok_or_else(|| Error::invalid("pop_savepoint: no savepoint is set"))
     }
 
     /// Writes the transaction's writes as one atomic batch, or fails with

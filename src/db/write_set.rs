@@ -22,7 +22,7 @@ pub(crate) enum OwnRead {
 }
 
 /// A transaction's writes.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct WriteSet {
     /// (keyspace, key) -> the value put, or `None` for a delete. A point
     /// write is always newer than every range delete (a range delete
