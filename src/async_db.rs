@@ -2,15 +2,16 @@
 //!
 //! Owns: [`AsyncDb`], a clone-able handle whose methods run the blocking
 //! engine calls on tokio's blocking pool, and [`AsyncKeyspace`], the same
-//! for one keyspace.
+//! for one keyspace (their scans: [`AsyncIter`]).
 //! Must never: block an async worker thread on disk I/O or a lock.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::async_iter::AsyncIter;
 use crate::batch::WriteBatch;
-use crate::db::{Db, Keyspace, Stats};
+use crate::db::{CheckpointInfo, Db, Keyspace, Stats};
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 
@@ -154,6 +155,30 @@ impl AsyncDb {
         let keyspace = blocking(move || db.keyspace(&name)).await?;
         Ok(AsyncKeyspace { keyspace })
     }
+
+    /// Every entry of the default keyspace as of now, in key order from
+    /// either end (see [`Db::iter`]), read on the blocking pool.
+    pub fn iter(&self) -> AsyncIter {
+        AsyncIter::new(self.db.iter())
+    }
+
+    /// The default keyspace's entries whose keys fall in `range`, as of
+    /// now (see [`Db::range`]).
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> AsyncIter {
+        AsyncIter::new(self.db.range(range))
+    }
+
+    /// The default keyspace's entries whose keys start with `prefix`, as
+    /// of now (see [`Db::prefix`]).
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> AsyncIter {
+        AsyncIter::new(self.db.prefix(prefix))
+    }
+
+    /// See [`Db::checkpoint`].
+    pub async fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<CheckpointInfo> {
+        let (db, dir) = (Arc::clone(&self.db), dir.as_ref().to_path_buf());
+        blocking(move || db.checkpoint(dir)).await
+    }
 }
 
 /// An async handle on one keyspace of an [`AsyncDb`] (see [`Keyspace`]);
@@ -254,6 +279,22 @@ impl AsyncKeyspace {
     pub async fn compact(&self) -> Result<()> {
         let ks = self.keyspace.clone();
         blocking(move || ks.compact()).await
+    }
+
+    /// Every entry of this keyspace as of now (see [`Keyspace::iter`]),
+    /// read on the blocking pool.
+    pub fn iter(&self) -> AsyncIter {
+        AsyncIter::new(self.keyspace.iter())
+    }
+
+    /// This keyspace's entries whose keys fall in `range`, as of now.
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> AsyncIter {
+        AsyncIter::new(self.keyspace.range(range))
+    }
+
+    /// This keyspace's entries whose keys start with `prefix`, as of now.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> AsyncIter {
+        AsyncIter::new(self.keyspace.prefix(prefix))
     }
 
     /// See [`Keyspace::compact_range`].

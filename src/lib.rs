@@ -44,6 +44,8 @@
 
 #[cfg(feature = "tokio")]
 mod async_db;
+#[cfg(feature = "tokio")]
+mod async_iter;
 pub mod backup;
 mod batch;
 mod codec;
@@ -67,6 +69,8 @@ mod wal;
 
 #[cfg(feature = "tokio")]
 pub use async_db::{AsyncDb, AsyncKeyspace};
+#[cfg(feature = "tokio")]
+pub use async_iter::AsyncIter;
 pub use batch::WriteBatch;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
