@@ -10,8 +10,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::async_iter::AsyncIter;
+use crate::async_transaction::AsyncTransaction;
 use crate::batch::WriteBatch;
-use crate::db::{CheckpointInfo, Db, Keyspace, Stats};
+use crate::db::{CheckpointInfo, Db, Keyspace, Stats, TransactionOptions};
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 
@@ -174,6 +175,18 @@ impl AsyncDb {
         AsyncIter::new(self.db.prefix(prefix))
     }
 
+    /// Starts a transaction with snapshot isolation (see
+    /// [`AsyncTransaction`] and [`Db::transaction`]).
+    pub fn transaction(&self) -> AsyncTransaction {
+        AsyncTransaction::new(self.db.transaction())
+    }
+
+    /// Starts a transaction with `options` (e.g.
+    /// [`TransactionOptions::serializable`]).
+    pub fn transaction_with(&self, options: TransactionOptions) -> AsyncTransaction {
+        AsyncTransaction::new(self.db.transaction_with(options))
+    }
+
     /// See [`Db::checkpoint`].
     pub async fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<CheckpointInfo> {
         let (db, dir) = (Arc::clone(&self.db), dir.as_ref().to_path_buf());
@@ -308,7 +321,9 @@ impl AsyncKeyspace {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Panicked(format!("blocking task failed: {e}")))?

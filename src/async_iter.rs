@@ -1,8 +1,9 @@
 //! Scans for async callers (cargo feature `tokio`).
 //!
-//! Owns: [`AsyncIter`], a [`DbIterator`] stepped on tokio's blocking pool a
-//! chunk of entries at a time, from either end, and the buffers that keep
-//! the chunks fetched from each end.
+//! Owns: [`AsyncIter`], a scan (a [`DbIterator`], or a transaction's
+//! [`crate::TransactionIter`]) stepped on tokio's blocking pool a chunk of
+//! entries at a time, from either end, and the buffers that keep the
+//! chunks fetched from each end.
 //! Must never: block an async worker thread on disk I/O, yield an entry
 //! twice or skip one (also when both ends are used and meet), or go on
 //! silently after a cancelled call lost the iterator's position.
@@ -11,6 +12,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+#[cfg(doc)]
 use crate::db::DbIterator;
 use crate::error::{Error, Result};
 
@@ -21,11 +23,15 @@ const CHUNK: usize = 256;
 /// An entry of a scan.
 type Entry = (Bytes, Bytes);
 
+/// A blocking scan an [`AsyncIter`] steps.
+type Scan = Box<dyn DoubleEndedIterator<Item = Result<Entry>> + Send>;
+
 /// A scan as of the moment it was made (see [`DbIterator`]), stepped
 /// without blocking the async runtime: each call that needs entries takes
 /// up to a chunk of them on tokio's blocking pool. Made by
 /// [`crate::AsyncDb::range`], `prefix`, `iter` and their
-/// [`crate::AsyncKeyspace`] forms.
+/// [`crate::AsyncKeyspace`] forms, and by [`crate::AsyncTransaction`]'s
+/// scans.
 ///
 /// A call that is cancelled (its future dropped) while its chunk is being
 /// read loses the iterator's position with it: every later call returns
@@ -49,7 +55,7 @@ type Entry = (Bytes, Bytes);
 /// ```
 pub struct AsyncIter {
     /// The scan; `None` once a cancelled call took it away.
-    iter: Option<DbIterator>,
+    iter: Option<Scan>,
     /// Entries taken from the front and not yet returned, in key order.
     front: VecDeque<Entry>,
     /// Entries taken from the back and not yet returned, in key order.
@@ -67,9 +73,11 @@ enum End {
 }
 
 impl AsyncIter {
-    pub(crate) fn new(iter: DbIterator) -> AsyncIter {
+    pub(crate) fn new(
+        iter: impl DoubleEndedIterator<Item = Result<Entry>> + Send + 'static,
+    ) -> AsyncIter {
         AsyncIter {
-            iter: Some(iter),
+            iter: Some(Box::new(iter)),
             front: VecDeque::new(),
             back: VecDeque::new(),
             failed: None,

@@ -46,6 +46,8 @@
 mod async_db;
 #[cfg(feature = "tokio")]
 mod async_iter;
+#[cfg(feature = "tokio")]
+mod async_transaction;
 pub mod backup;
 mod batch;
 mod codec;
@@ -71,6 +73,8 @@ mod wal;
 pub use async_db::{AsyncDb, AsyncKeyspace};
 #[cfg(feature = "tokio")]
 pub use async_iter::AsyncIter;
+#[cfg(feature = "tokio")]
+pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,

@@ -260,3 +260,51 @@ async fn scans_through_the_facade() {
         ));
     }
 }
+
+/// Transactions through the facade: reads see the transaction's own
+/// writes (points and scans, across keyspaces), a conflicting commit fails
+/// and writes nothing, a retry commits, savepoints roll back, and a
+/// rolled-back transaction writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_through_the_facade() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = AsyncDb::open_with(dir.path(), Options::default())
+        .await
+        .unwrap();
+    let orders = db.keyspace("orders").await.unwrap();
+    db.put("stock", "3").await.unwrap();
+
+    let txn = db.transaction();
+    let stock = txn.get_for_update("stock").await.unwrap().unwrap();
+    assert_eq!(stock.as_ref(), b"3");
+    txn.put("stock", "2").await.unwrap();
+    txn.put_in(&orders, "o1", "one").await.unwrap();
+    txn.set_savepoint().await.unwrap();
+    txn.put_in(&orders, "o2", "undone").await.unwrap();
+    txn.rollback_to_savepoint().await.unwrap();
+    assert_eq!(txn.get("stock").await.unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(txn.get_in(&orders, "o2").await.unwrap(), None);
+    let mut scan = txn.range_in(&orders, "o".."p").await.unwrap();
+    assert_eq!(scan.next().await.unwrap().unwrap().0, "o1");
+    assert!(scan.next().await.is_none());
+    // Another writer gets there first: the commit is refused whole.
+    db.put("stock", "0").await.unwrap();
+    assert!(matches!(txn.commit().await, Err(siftdb::Error::Conflict)));
+    assert_eq!(orders.get("o1").await.unwrap(), None);
+
+    let txn = db.transaction();
+    assert_eq!(txn.get("stock").await.unwrap().as_deref(), Some(&b"0"[..]));
+    txn.delete("stock").await.unwrap();
+    txn.put_in(&orders, "o1", "restocked").await.unwrap();
+    txn.commit().await.unwrap();
+    assert_eq!(db.get("stock").await.unwrap(), None);
+    assert_eq!(
+        orders.get("o1").await.unwrap().as_deref(),
+        Some(&b"restocked"[..])
+    );
+
+    let txn = db.transaction();
+    txn.put("never", "written").await.unwrap();
+    txn.rollback().await;
+    assert_eq!(db.get("never").await.unwrap(), None);
+}
