@@ -10,16 +10,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::async_iter::AsyncIter;
-use crate::async_transaction::AsyncTransaction;
 use crate::batch::WriteBatch;
-use crate::db::{CheckpointInfo, Db, Keyspace, Stats, TransactionOptions};
+use crate::db::{CheckpointInfo, Db, Keyspace, Stats};
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 
 /// An async handle; clones share one engine.
 #[derive(Clone, Debug)]
 pub struct AsyncDb {
-    db: Arc<Db>,
+    pub(crate) db: Arc<Db>,
 }
 
 impl AsyncDb {
@@ -173,18 +172,6 @@ impl AsyncDb {
     /// of now (see [`Db::prefix`]).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> AsyncIter {
         AsyncIter::new(self.db.prefix(prefix))
-    }
-
-    /// Starts a transaction with snapshot isolation (see
-    /// [`AsyncTransaction`] and [`Db::transaction`]).
-    pub fn transaction(&self) -> AsyncTransaction {
-        AsyncTransaction::new(self.db.transaction())
-    }
-
-    /// Starts a transaction with `options` (e.g.
-    /// [`TransactionOptions::serializable`]).
-    pub fn transaction_with(&self, options: TransactionOptions) -> AsyncTransaction {
-        AsyncTransaction::new(self.db.transaction_with(options))
     }
 
     /// See [`Db::checkpoint`].

@@ -1,8 +1,9 @@
 //! Transactions for async callers (cargo feature `tokio`).
 //!
-//! Owns: [`AsyncTransaction`], a [`Transaction`] whose reads and commit run
-//! on tokio's blocking pool and whose writes (kept in memory until the
-//! commit) run in the caller's task.
+//! Owns: [`AsyncTransaction`] (and `AsyncDb::transaction`, which makes
+//! one), a [`Transaction`] whose reads and commit run on tokio's blocking
+//! pool and whose writes (kept in memory until the commit) run in the
+//! caller's task.
 //! Must never: block an async worker thread on disk I/O or on a lock held
 //! across it (the transaction's lock is a tokio lock: a task waits for it
 //! without blocking its thread), or commit a transaction twice.
@@ -13,9 +14,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::Mutex;
 
-use crate::async_db::{blocking, AsyncKeyspace};
+use crate::async_db::{blocking, AsyncDb, AsyncKeyspace};
 use crate::async_iter::AsyncIter;
-use crate::db::Transaction;
+use crate::db::{Transaction, TransactionOptions};
 use crate::error::{Error, Result};
 
 /// An optimistic transaction (see [`Transaction`]: snapshot isolation,
@@ -53,8 +54,22 @@ pub struct AsyncTransaction {
     txn: Arc<Mutex<Option<Transaction>>>,
 }
 
+impl AsyncDb {
+    /// Starts a transaction with snapshot isolation (see
+    /// [`AsyncTransaction`] and [`crate::Db::transaction`]).
+    pub fn transaction(&self) -> AsyncTransaction {
+        AsyncTransaction::new(self.db.transaction())
+    }
+
+    /// Starts a transaction with `options` (e.g.
+    /// [`TransactionOptions::serializable`]).
+    pub fn transaction_with(&self, options: TransactionOptions) -> AsyncTransaction {
+        AsyncTransaction::new(self.db.transaction_with(options))
+    }
+}
+
 impl AsyncTransaction {
-    pub(crate) fn new(txn: Transaction) -> AsyncTransaction {
+    fn new(txn: Transaction) -> AsyncTransaction {
         AsyncTransaction {
             txn: Arc::new(Mutex::new(Some(txn))),
         }

@@ -229,7 +229,7 @@ fn layer(module: &[String]) -> Option<u32> {
         "options" | "batch" | "memtable" | "manifest" | "cache" => 3,
         "wal" | "table" => 4,
         "db" | "inspect" | "repair" => 5,
-        "async_db" | "backup" => 6,
+        "async_db" | "async_iter" | "async_transaction" | "backup" => 6,
         _ => return None,
     })
 }
@@ -505,6 +505,8 @@ fn the_crate_root_exports_only_the_applications_api() {
     let allowed: BTreeSet<String> = [
         "use AsyncDb",
         "use AsyncKeyspace",
+        "use AsyncIter",
+        "use AsyncTransaction",
         "use WriteBatch",
         "use Db",
         "use CheckpointInfo",
