@@ -148,6 +148,15 @@ impl AsyncDb {
         self.db.stats()
     }
 
+    /// See [`Db::approximate_size`]. Not `async`, as [`AsyncDb::stats`]:
+    /// it reads the tables' in-memory indexes, no file and no lock.
+    pub fn approximate_size<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<u64> {
+        self.db.approximate_size(range)
+    }
+
     /// Opens the keyspace `name`, creating it (empty) if the database has
     /// none of that name (see [`Db::keyspace`]).
     pub async fn keyspace(&self, name: &str) -> Result<AsyncKeyspace> {
@@ -305,6 +314,16 @@ impl AsyncKeyspace {
         let range = crate::db::owned_range(range);
         let ks = self.keyspace.clone();
         blocking(move || ks.compact_range(range)).await
+    }
+
+    /// See [`Keyspace::approximate_size`]. Not `async`, as
+    /// [`AsyncDb::stats`]: it reads the tables' in-memory indexes, no file
+    /// and no lock.
+    pub fn approximate_size<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<u64> {
+        self.keyspace.approximate_size(range)
     }
 }
 

@@ -1,11 +1,13 @@
 //! Internal keys: a user key tagged with a sequence number and a kind.
 //!
 //! Owns: the encoding and the order of internal keys, shared by the
-//! memtable, the tables and the iterators.
+//! memtable, the tables and the iterators, and where a user key lies
+//! against a range's bounds.
 //! Must never: order two versions of one user key oldest-first — the newest
 //! version of a key always sorts first, so a seek finds it first.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 
 use crate::error::{Error, Result};
 
@@ -160,6 +162,35 @@ pub fn compare_split_internal_key(user_key: &[u8], tag: u64, b: &[u8]) -> Orderi
 /// The internal key that sorts before every version of `user_key` visible at `snapshot`.
 pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
     internal_key(user_key, snapshot, ValueKind::Put)
+}
+
+/// Whether some key is at or after `start` and before `end` (a
+/// conservative answer for bounds between adjacent keys: true).
+pub(crate) fn starts_before_end(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
+        (Bound::Included(s), Bound::Included(e)) => s <= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => s < e,
+    }
+}
+
+/// True when `user_key` lies after the range ending at `end`.
+pub(crate) fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match end {
+        Bound::Included(end) => user_key > end.as_slice(),
+        Bound::Excluded(end) => user_key >= end.as_slice(),
+        Bound::Unbounded => false,
+    }
+}
+
+/// True when `user_key` lies before the range starting at `start`.
+pub(crate) fn before_start_of(start: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match start {
+        Bound::Included(start) => user_key < start.as_slice(),
+        Bound::Excluded(start) => user_key <= start.as_slice(),
+        Bound::Unbounded => false,
+    }
 }
 
 #[cfg(test)]

@@ -104,7 +104,8 @@ async fn per_write_options_through_the_facade() {
 
 /// A keyspace through the facade: its own keys, per-write options, range
 /// deletes (a reversed range refused before any work), `multi_get`, a
-/// cross-keyspace batch through `AsyncDb::write`, and its compaction.
+/// cross-keyspace batch through `AsyncDb::write`, its compaction and its
+/// approximate size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyspaces_through_the_facade() {
     let dir = tempfile::tempdir().unwrap();
@@ -160,6 +161,19 @@ async fn keyspaces_through_the_facade() {
     // 20 keys, minus u06, u07, u10..u14 and u18, u19, plus u99.
     let left = users.blocking_handle().iter().count();
     assert_eq!(left, 20 - 2 - 5 - 2 + 1);
+    // Sizes as the synchronous handles give them: the keyspace's table, the
+    // default keyspace's (none: its one key is still in the memtable).
+    let size = users.approximate_size("u".."v").unwrap();
+    assert!(size > 0);
+    assert_eq!(
+        size,
+        users.blocking_handle().approximate_size("u".."v").unwrap()
+    );
+    assert_eq!(users.approximate_size("a".."b").unwrap(), 0);
+    db.put("d", "default").await.unwrap();
+    assert_eq!(db.approximate_size::<&str, _>(..).unwrap(), 0);
+    db.flush().await.unwrap();
+    assert!(db.approximate_size::<&str, _>(..).unwrap() > 0);
 }
 
 /// Scans through the facade: from the front, from the back, both ends

@@ -31,15 +31,16 @@ use bytes::Bytes;
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, PendingOutputs, TombstoneCuts,
 };
-use crate::db::iter::{
-    before_start_of, past_end_of, starts_before_end, InternalIterator, MergingIter, TableSource,
-};
+use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
-use crate::key::{encode_internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
+use crate::key::{
+    before_start_of, encode_internal_key, parse_internal_key, past_end_of, starts_before_end,
+    user_key_of, SeqNo, ValueKind,
+};
 use crate::options::{CompactionDecision, CompactionFilter, Options};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::ScanMode;

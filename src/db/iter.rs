@@ -22,7 +22,8 @@ use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree};
 use crate::error::{Error, Result};
 use crate::key::{
-    compare_internal_keys, internal_key, lookup_key, parse_internal_key, SeqNo, ValueKind,
+    before_start_of, compare_internal_keys, internal_key, lookup_key, parse_internal_key,
+    past_end_of, SeqNo, ValueKind,
 };
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::Options;
@@ -794,33 +795,6 @@ fn gather_range_tombstones(
         _ => FragmentedTombstones::merged(&near).visible_at(snapshot),
     };
     (!visible.is_empty()).then_some(visible)
-}
-
-/// Whether some key is at or after `start` and before `end` (a
-/// conservative answer for bounds between adjacent keys: true).
-pub(crate) fn starts_before_end(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
-    match (start, end) {
-        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
-        (Bound::Included(s), Bound::Included(e)) => s <= e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
-        | (Bound::Excluded(s), Bound::Included(e)) => s < e,
-    }
-}
-
-pub(crate) fn past_end_of(end: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
-    match end {
-        Bound::Included(end) => user_key > end.as_slice(),
-        Bound::Excluded(end) => user_key >= end.as_slice(),
-        Bound::Unbounded => false,
-    }
-}
-
-pub(crate) fn before_start_of(start: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
-    match start {
-        Bound::Included(start) => user_key < start.as_slice(),
-        Bound::Excluded(start) => user_key <= start.as_slice(),
-        Bound::Unbounded => false,
-    }
 }
 
 fn borrowed(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {

@@ -816,6 +816,13 @@ impl Db {
         iter::DbIterator::new(&self.inner, &self.inner.default, iter::owned_range(range))
     }
 
+    /// About how many bytes of disk the keys of the default keyspace in
+    /// `range` take in its tables (memtables not counted): see
+    /// [`Keyspace::approximate_size`].
+    pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
+        self.default_keyspace().approximate_size(range)
+    }
+
     /// Entries whose keys start with `prefix`, ascending, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         iter::DbIterator::new(

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 
 use crate::batch::{OpKind, RawBatch, WriteBatch};
-use crate::db::iter::starts_before_end;
+use crate::key::{before_start_of, past_end_of, starts_before_end};
 
 /// A key range of one keyspace, bounds owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,9 @@ impl KeyRange {
 
     /// Whether `key` of `keyspace` falls in the range.
     pub fn contains(&self, keyspace: u32, key: &[u8]) -> bool {
-        keyspace == self.keyspace && above_start(&self.start, key) && below_end(&self.end, key)
+        keyspace == self.keyspace
+            && !before_start_of(&self.start, key)
+            && !past_end_of(&self.end, key)
     }
 
     /// Bytes of its bounds.
@@ -65,22 +67,6 @@ impl KeyRange {
         self.keyspace == other.keyspace
             && starts_before_end(&self.start, &other.end)
             && starts_before_end(&other.start, &self.end)
-    }
-}
-
-fn above_start(start: &Bound<Vec<u8>>, key: &[u8]) -> bool {
-    match start {
-        Bound::Included(s) => key >= s.as_slice(),
-        Bound::Excluded(s) => key > s.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
-
-fn below_end(end: &Bound<Vec<u8>>, key: &[u8]) -> bool {
-    match end {
-        Bound::Included(e) => key <= e.as_slice(),
-        Bound::Excluded(e) => key < e.as_slice(),
-        Bound::Unbounded => true,
     }
 }
 

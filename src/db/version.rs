@@ -3,17 +3,24 @@
 //! Owns: [`Version`] and [`LiveTable`], and the candidate search of point
 //! lookups (newest level-0 table first, then at most one table per deeper
 //! level), which `get` and `multi_get` both use; the key range is checked
-//! here, once per table, from the manifest's bounds.
+//! here, once per table, from the manifest's bounds. Also the bytes a key
+//! range takes in the tables (`Version::approximate_bytes`), estimated
+//! from the manifest's bounds and each table's in-memory index, never by
+//! reading a data block.
 //! Must never: change after it is published — a new version replaces it
 //! whole, so readers holding the old one keep a consistent view.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
-use crate::key::{key_head, user_key_of, KEY_HEAD_BYTES};
+use crate::key::{
+    before_start_of, internal_key, key_head, lookup_key, past_end_of, user_key_of, SeqNo,
+    ValueKind, KEY_HEAD_BYTES,
+};
 use crate::manifest::TableRecord;
 use crate::table::Table;
 
@@ -156,6 +163,69 @@ impl LiveTable {
     pub fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         self.smallest_user_key() <= hi && lo <= self.largest_user_key()
     }
+
+    /// About the bytes of this table's file that keys of `range` take:
+    /// none when its keys all lie outside, the whole file when they all lie
+    /// inside, else the bytes between the offsets of `targets` (see
+    /// [`RangeTargets`]) in its index. A damaged table that meets the range
+    /// counts whole: its bytes are on disk, and without its index there is
+    /// no telling where in it the range lies.
+    fn approximate_bytes(
+        &self,
+        range: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+        targets: &RangeTargets,
+    ) -> u64 {
+        let (start, end) = range;
+        let (smallest, largest) = (self.smallest_user_key(), self.largest_user_key());
+        if before_start_of(start, largest) || past_end_of(end, smallest) {
+            return 0;
+        }
+        let whole = self.record.file_size;
+        let inside = !before_start_of(start, smallest) && !past_end_of(end, largest);
+        let table = match &self.table {
+            Ok(table) if !inside => table,
+            _ => return whole,
+        };
+        let from = targets
+            .start
+            .as_deref()
+            .map_or(0, |t| table.approximate_offset_of(t));
+        let to = targets
+            .end
+            .as_deref()
+            .map_or(whole, |t| table.approximate_offset_of(t));
+        // An empty or reversed range puts its end at or before its start.
+        to.min(whole).saturating_sub(from)
+    }
+}
+
+/// A key range's ends as internal keys to look up in a table's index:
+/// entries ≥ `start` are at or past the range's start, entries ≥ `end`
+/// past its end (`None`: unbounded). An included start or excluded end is
+/// the key's newest possible version, an excluded start or included end
+/// the position after the key's oldest.
+struct RangeTargets {
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+}
+
+impl RangeTargets {
+    fn of((start, end): &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> RangeTargets {
+        let before_every_version = |key: &[u8]| lookup_key(key, SeqNo::MAX);
+        let after_every_version = |key: &[u8]| internal_key(key, SeqNo(0), ValueKind::Delete);
+        RangeTargets {
+            start: match start {
+                Bound::Included(key) => Some(before_every_version(key)),
+                Bound::Excluded(key) => Some(after_every_version(key)),
+                Bound::Unbounded => None,
+            },
+            end: match end {
+                Bound::Included(key) => Some(after_every_version(key)),
+                Bound::Excluded(key) => Some(before_every_version(key)),
+                Bound::Unbounded => None,
+            },
+        }
+    }
 }
 
 /// The index of the one table of a sorted, disjoint level whose range holds
@@ -280,6 +350,19 @@ impl Version {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// About the bytes the keys of `range` take in the tables, every level
+    /// summed (see [`LiveTable::approximate_bytes`]): from the manifest's
+    /// bounds and the tables' in-memory indexes, no data block read. An
+    /// empty or reversed range takes none.
+    pub fn approximate_bytes(&self, range: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> u64 {
+        let targets = RangeTargets::of(range);
+        self.levels
+            .iter()
+            .flatten()
+            .map(|table| table.approximate_bytes(range, &targets))
+            .fold(0, u64::saturating_add)
     }
 
     /// The records of every live table, for the manifest.

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
-use crate::key::user_key_of;
+use crate::key::{key_head, user_key_of};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::block_buffer;
@@ -356,6 +356,21 @@ impl Table {
     /// The handle of every data block, in key order.
     pub fn data_block_handles(&self) -> &[BlockHandle] {
         self.inner.index.handles()
+    }
+
+    /// About where in the file the entries ≥ `target` (an internal key)
+    /// begin: the offset of the first data block whose last key is ≥
+    /// `target`, or the file's size when every key is smaller (the index,
+    /// filter and properties after the data count with the last keys). So
+    /// the offsets of two targets bound, to a block at each end, the bytes
+    /// the entries between them take. Reads nothing: the index is in
+    /// memory.
+    pub fn approximate_offset_of(&self, target: &[u8]) -> u64 {
+        let index = &self.inner.index;
+        index
+            .block_for(key_head(user_key_of(target)), target)
+            .and_then(|block_no| index.handle(block_no))
+            .map_or(self.inner.file_size, |handle| handle.offset)
     }
 
     /// The counters this table updates.
@@ -981,9 +996,10 @@ fn slice_of(map: &Bytes, offset: u64, len: usize, name: &str) -> Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{internal_key, SeqNo, ValueKind};
+    use crate::key::{compare_internal_keys, internal_key, SeqNo, ValueKind};
     use crate::table::get::tests::build;
     use crate::table::TableOptions;
+    use std::cmp::Ordering;
 
     #[test]
     fn iterator_scans_and_seeks_across_blocks() {
@@ -1033,6 +1049,57 @@ mod tests {
         }
         it.seek(b"zzzzzzzzzzzzzzzz").unwrap();
         assert!(!it.valid());
+    }
+
+    /// The offset of a target is that of the first data block whose last
+    /// entry (read from the blocks themselves, not the index) is ≥ it, the
+    /// file's size past the last key; half the keys lie about half way
+    /// through the data; bytes that are no internal key give an offset in
+    /// the file.
+    #[test]
+    fn approximate_offsets_name_the_block_a_seek_reads() {
+        let entries: Vec<_> = (0..500u32)
+            .map(|i| {
+                let key = format!("key{:05}", i * 2);
+                let ikey = internal_key(key.as_bytes(), SeqNo(u64::from(i)), ValueKind::Put);
+                (ikey, vec![b'v'; 40])
+            })
+            .collect();
+        let options = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
+        let table =
+            Table::from_bytes("t.sst", build(&options, &entries), ReadCounters::new()).unwrap();
+        let handles = table.data_block_handles().to_vec();
+        assert!(handles.len() > 20);
+        let last_keys: Vec<Vec<u8>> = (0..handles.len())
+            .map(|block_no| {
+                let mut entries = table.data_block(block_no).unwrap().into_cursor();
+                entries.seek_to_last().unwrap();
+                entries.key().to_vec()
+            })
+            .collect();
+        for j in 0..=1001u32 {
+            let target = internal_key(format!("key{j:05}").as_bytes(), SeqNo::MAX, ValueKind::Put);
+            let expected = last_keys
+                .iter()
+                .position(|last| compare_internal_keys(last, &target) != Ordering::Less)
+                .map_or(table.file_size(), |block_no| handles[block_no].offset);
+            assert_eq!(table.approximate_offset_of(&target), expected, "key{j:05}");
+        }
+        let first = internal_key(b"key00000", SeqNo::MAX, ValueKind::Put);
+        assert_eq!(table.approximate_offset_of(&first), handles[0].offset);
+        let middle = internal_key(b"key00500", SeqNo::MAX, ValueKind::Put);
+        let data_end = handles.last().map_or(0, |h| h.offset + h.len);
+        let half = table.approximate_offset_of(&middle) as f64 / data_end as f64;
+        assert!(
+            (0.45..0.55).contains(&half),
+            "half the keys end at {half} of the data"
+        );
+        for target in [&b""[..], b"\xff", &[0u8; 7], &[0xffu8; 9], &[0xffu8; 40]] {
+            assert!(table.approximate_offset_of(target) <= table.file_size());
+        }
     }
 
     #[test]
