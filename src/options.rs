@@ -49,6 +49,7 @@ pub struct Options {
     pub(crate) memtable_bytes: usize,
     pub(crate) total_memtable_bytes: Option<usize>,
     pub(crate) sync_writes: bool,
+    pub(crate) sync_interval: Option<Duration>,
     pub(crate) block_size: usize,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
@@ -122,6 +123,7 @@ impl Default for Options {
             memtable_bytes: 64 << 20,
             total_memtable_bytes: None,
             sync_writes: false,
+            sync_interval: None,
             block_size: 4096,
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
@@ -159,6 +161,7 @@ impl fmt::Debug for Options {
             .field("memtable_bytes", &self.memtable_bytes)
             .field("total_memtable_bytes", &self.total_memtable_bytes)
             .field("sync_writes", &self.sync_writes)
+            .field("sync_interval", &self.sync_interval)
             .field("block_size", &self.block_size)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
@@ -250,6 +253,18 @@ impl Options {
     /// When true, every write fsyncs the log before returning. Default false.
     pub fn sync_writes(mut self, sync: bool) -> Self {
         self.sync_writes = sync;
+        self
+    }
+
+    /// Syncs the log every `interval` while it holds acknowledged writes
+    /// not yet synced (fjall's `fsync_ms`): a power loss then loses at most
+    /// about the last `interval` of writes that did not ask for a sync,
+    /// without a sync per write. Runs on a thread of its own; a failed
+    /// sync refuses writes until recovery, as a failed synced write does.
+    /// Default: none (unsynced writes are synced by the next synced write,
+    /// [`crate::Db::persist`], a rotation or the close).
+    pub fn sync_interval(mut self, interval: Duration) -> Self {
+        self.sync_interval = Some(interval);
         self
     }
 
@@ -566,6 +581,12 @@ impl Options {
         self.filter_policy.validate()?;
         if self.memtable_bytes < 4096 {
             return Err(Error::invalid("memtable_bytes must be at least 4096"));
+        }
+        if self
+            .sync_interval
+            .is_some_and(|interval| interval.is_zero())
+        {
+            return Err(Error::invalid("sync_interval must be above zero"));
         }
         if self.read_only && self.error_if_exists {
             return Err(Error::invalid(

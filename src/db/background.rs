@@ -135,6 +135,17 @@ pub(crate) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<std::thread::JoinHandle<
     }
 }
 
+/// Waits `interval` unless the database shuts down first: true when the
+/// whole interval passed (a periodic task's sleep).
+pub(crate) fn sleep_unless_shutdown(inner: &DbInner, interval: Duration) -> bool {
+    let due = Instant::now() + interval;
+    let mut st = inner.bg.lock();
+    while !st.shutdown && Instant::now() < due {
+        inner.bg_cv.wait_until(&mut st, due);
+    }
+    !st.shutdown
+}
+
 impl BgState {
     fn idle(&self) -> bool {
         self.busy.iter().all(|b| !b)

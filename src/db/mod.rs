@@ -609,11 +609,19 @@ impl Db {
         } else {
             background::spawn(&inner)?
         };
-        let db = Db {
+        let mut db = Db {
             inner,
             background,
             shut_down: false,
         };
+        if let (false, Some(interval)) = (read_only, db.inner.opts.sync_interval) {
+            // On failure the database is closed again as it is dropped.
+            let inner = Arc::clone(&db.inner);
+            let syncer = std::thread::Builder::new()
+                .name("siftdb-sync".into())
+                .spawn(move || write::sync_periodically(&inner, interval))?;
+            db.background.push(syncer);
+        }
         if !read_only {
             // A level 0 at the stop trigger (left by short-lived writers,
             // each of whose opens adds a table) is compacted before the

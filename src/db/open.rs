@@ -757,6 +757,7 @@ impl Parts {
                 log_failure: self.log_failure,
                 pending_log: None,
                 closed: false,
+                unsynced: false,
             }),
             queue: Mutex::new(write::WriteQueue::default()),
             queue_cv: Condvar::new(),

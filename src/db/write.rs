@@ -68,6 +68,9 @@ pub(crate) struct WriterState {
     /// The database was closed: the log ended (with its close record), and
     /// no write may follow.
     pub closed: bool,
+    /// The active log holds records appended since its last sync
+    /// (`Options::sync_interval` syncs only then).
+    pub unsynced: bool,
 }
 
 struct Pending {
@@ -252,6 +255,9 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
                 Ok(())
             }
         });
+    if logged.is_ok() && !sync {
+        writer.unsynced = true;
+    }
     if let Err(e) = logged {
         // The record may be in the log, whole or torn: its sequence numbers
         // are never handed out again.
@@ -579,7 +585,33 @@ pub(crate) fn persist(inner: &DbInner) -> Result<()> {
 /// Syncs the active log and counts it (`Stats::log_syncs`).
 fn sync_log(inner: &DbInner, writer: &mut WriterState) -> Result<()> {
     writer.wal.sync()?;
+    writer.unsynced = false;
     inner.counters.log_syncs.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `Options::sync_interval`'s thread: every `interval` until shutdown,
+/// [`sync_if_unsynced`] (a failure reaches the writers, which it refuses,
+/// not this thread).
+pub(crate) fn sync_periodically(inner: &DbInner, interval: Duration) {
+    while background::sleep_unless_shutdown(inner, interval) {
+        let _ = sync_if_unsynced(inner);
+    }
+}
+
+/// `Options::sync_interval`'s sync: the active log synced when it holds
+/// records appended since its last sync; nothing otherwise, nor while the
+/// database refuses writes. A failed sync refuses writes until recovery
+/// has started a new log, as after a failed synced write.
+pub(crate) fn sync_if_unsynced(inner: &DbInner) -> Result<()> {
+    let mut writer = inner.writer.lock();
+    if !writer.unsynced || check_writable(inner, &writer).is_err() {
+        return Ok(());
+    }
+    if let Err(e) = sync_log(inner, &mut writer) {
+        log_failed(inner, &mut writer, &e);
+        return Err(e);
+    }
     Ok(())
 }
 
