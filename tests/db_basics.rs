@@ -441,6 +441,16 @@ fn stats_count_bytes_put_and_bytes_written_to_tables() {
     let expected = (stats.flush_bytes_written + stats.compaction_bytes_written) as f64 / put as f64;
     assert!((amplification - expected).abs() < 1e-9);
     assert!(amplification > 0.5, "{amplification}");
+    // The one memory figure is the sum of the parts it names.
+    let parts = stats.block_cache_bytes
+        + stats.filter_bytes
+        + stats.range_filter_bytes
+        + stats.index_bytes
+        + stats.spare_filter_bytes
+        + (stats.memtable_bytes + stats.immutable_memtable_bytes + stats.memtable_filter_bytes)
+            as u64;
+    assert_eq!(stats.memory_bytes(), parts);
+    assert!(stats.filter_bytes > 0 && stats.index_bytes > 0, "{stats:?}");
 }
 
 #[test]

@@ -557,6 +557,24 @@ impl Stats {
                 / self.user_bytes_written as f64
         })
     }
+
+    /// The memory the database holds that these statistics count, in one
+    /// figure: the block cache, the open tables' point filters, range
+    /// filters and indexes, the memtables (active and waiting to be
+    /// flushed) and their key filters, and the filter mappings the process
+    /// keeps for reuse. Not counted: the allocator's overhead, the open
+    /// files' kernel state, the page cache, and per-call buffers of scans
+    /// and batches.
+    pub fn memory_bytes(&self) -> u64 {
+        let tables = self.block_cache_bytes
+            + self.filter_bytes
+            + self.range_filter_bytes
+            + self.index_bytes
+            + self.spare_filter_bytes;
+        let memtables =
+            self.memtable_bytes + self.immutable_memtable_bytes + self.memtable_filter_bytes;
+        tables.saturating_add(u64::try_from(memtables).unwrap_or(u64::MAX))
+    }
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
