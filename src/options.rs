@@ -50,6 +50,7 @@ pub struct Options {
     pub(crate) total_memtable_bytes: Option<usize>,
     pub(crate) sync_writes: bool,
     pub(crate) sync_interval: Option<Duration>,
+    pub(crate) compaction_bytes_per_sec: Option<u64>,
     pub(crate) block_size: usize,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
@@ -124,6 +125,7 @@ impl Default for Options {
             total_memtable_bytes: None,
             sync_writes: false,
             sync_interval: None,
+            compaction_bytes_per_sec: None,
             block_size: 4096,
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
@@ -162,6 +164,7 @@ impl fmt::Debug for Options {
             .field("total_memtable_bytes", &self.total_memtable_bytes)
             .field("sync_writes", &self.sync_writes)
             .field("sync_interval", &self.sync_interval)
+            .field("compaction_bytes_per_sec", &self.compaction_bytes_per_sec)
             .field("block_size", &self.block_size)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
@@ -265,6 +268,19 @@ impl Options {
     /// [`crate::Db::persist`], a rotation or the close).
     pub fn sync_interval(mut self, interval: Duration) -> Self {
         self.sync_interval = Some(interval);
+        self
+    }
+
+    /// Paces compactions (automatic and asked for) to write at most about
+    /// this many bytes of table per second (RocksDB's rate limiter, for
+    /// compaction only: flushes are never held back, since writers wait on
+    /// them), so a large compaction leaves the disk to the reads and the
+    /// log. The time compactions spent waiting is
+    /// `Stats::compaction_paced_micros`. Too low a rate lets level 0 grow
+    /// until writes stall on it. A close does not wait out the pace.
+    /// Default: no pacing. At least 64 KiB per second.
+    pub fn compaction_bytes_per_sec(mut self, bytes: u64) -> Self {
+        self.compaction_bytes_per_sec = Some(bytes);
         self
     }
 
@@ -591,6 +607,14 @@ impl Options {
         if self.read_only && self.error_if_exists {
             return Err(Error::invalid(
                 "error_if_exists with read_only: a read-only open needs a database",
+            ));
+        }
+        if self
+            .compaction_bytes_per_sec
+            .is_some_and(|rate| rate < 64 << 10)
+        {
+            return Err(Error::invalid(
+                "compaction_bytes_per_sec must be at least 65536",
             ));
         }
         if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {

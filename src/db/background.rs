@@ -741,6 +741,9 @@ pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
 
 /// Tells the background threads to stop after their current unit of work.
 pub(crate) fn shutdown(inner: &DbInner) {
+    if let Some(pacer) = &inner.pacer {
+        pacer.stop();
+    }
     let mut st = inner.bg.lock();
     st.shutdown = true;
     inner.bg_cv.notify_all();

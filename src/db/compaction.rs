@@ -29,7 +29,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::db::flush::{
-    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs, TombstoneCuts,
+    build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
+    TombstoneCuts,
 };
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
@@ -542,7 +543,10 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
                 &options,
                 number,
                 &mut entries,
-                Some(opts.table_target_bytes),
+                OutputLimits {
+                    stop_after_bytes: Some(opts.table_target_bytes),
+                    pacer: inner.pacer.as_ref(),
+                },
                 cuts.as_mut(),
             )?
             else {

@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::db::flush::{
-    build_table, open_live_table, table_options_for, EntrySource, PendingOutputs,
+    build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
 };
 use crate::db::version::{LiveTable, Version};
 use crate::db::{write, DbInner, Keyspace, SuperVersion, Tree, LEVELS};
@@ -160,7 +160,7 @@ impl KeyspaceExport {
             &options,
             number,
             &mut entries,
-            None,
+            OutputLimits::default(),
             None,
         )?;
         let Some((record, _)) = built else {

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::db::pacing::Pacer;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
@@ -159,11 +160,24 @@ impl TombstoneCuts {
     }
 }
 
+/// How [`build_table`] sizes and paces one output.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct OutputLimits<'a> {
+    /// Stop after this many bytes (callers that split output must hold one
+    /// version per user key, so a cut never separates a key's versions).
+    pub stop_after_bytes: Option<u64>,
+    /// Take the bytes written from this bucket as they are written
+    /// (`Options::compaction_bytes_per_sec`).
+    pub pacer: Option<&'a Pacer>,
+}
+
+/// The bytes written between two asks of a [`Pacer`].
+const PACED_BYTES: u64 = 64 << 10;
+
 /// Streams sorted `(internal key, value)` entries into table `number`,
-/// stopping after `stop_after_bytes` (callers that split output must hold one
-/// version per user key, so a cut never separates a key's versions), with
-/// its share of `tombstones`; returns its manifest record (level left at 0)
-/// and what its builder reported, or `None` when it would be empty.
+/// within `limits`, with its share of `tombstones`; returns its manifest
+/// record (level left at 0) and what its builder reported, or `None` when
+/// it would be empty.
 ///
 /// A failure removes the partial file: it must not hold the space that ran
 /// out, nor linger until the next open.
@@ -173,19 +187,11 @@ pub(crate) fn build_table(
     options: &TableOptions,
     number: u64,
     entries: &mut dyn EntrySource,
-    stop_after_bytes: Option<u64>,
+    limits: OutputLimits<'_>,
     tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
-    let built = write_table(
-        fs,
-        &path,
-        options,
-        number,
-        entries,
-        stop_after_bytes,
-        tombstones,
-    );
+    let built = write_table(fs, &path, options, number, entries, limits, tombstones);
     if built.is_err() && fs.exists(&path) {
         let _ = fs.remove(&path);
     }
@@ -198,11 +204,12 @@ fn write_table(
     options: &TableOptions,
     number: u64,
     entries: &mut dyn EntrySource,
-    stop_after_bytes: Option<u64>,
+    limits: OutputLimits<'_>,
     tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let mut builder: Option<TableBuilder> = None;
     let mut cut = false;
+    let mut paced = 0u64;
     while let Some(entry) = entries.next_entry() {
         let (key, value) = entry?;
         let builder = match &mut builder {
@@ -210,7 +217,17 @@ fn write_table(
             None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
         builder.add(key, value)?;
-        if stop_after_bytes.is_some_and(|limit| builder.estimated_file_size() >= limit) {
+        if let Some(pacer) = limits.pacer {
+            let written = builder.estimated_file_size();
+            if written.saturating_sub(paced) >= PACED_BYTES {
+                pacer.take(written - paced);
+                paced = written;
+            }
+        }
+        if limits
+            .stop_after_bytes
+            .is_some_and(|limit| builder.estimated_file_size() >= limit)
+        {
             cut = true;
             break;
         }
@@ -283,7 +300,7 @@ pub(crate) fn write_level0_table(
         &options,
         number,
         &mut entries,
-        None,
+        OutputLimits::default(),
         tombstones.as_mut(),
     )?;
     let Some((record, info)) = built else {

@@ -26,6 +26,7 @@ mod iter;
 mod keyspace;
 mod open;
 mod oracle;
+mod pacing;
 mod read;
 mod read_only;
 mod snapshot;
@@ -260,6 +261,8 @@ pub(crate) struct DbInner {
     pub tables: Arc<ReadContext>,
     /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
     pub writes_stopped: AtomicBool,
+    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
+    pub pacer: Option<pacing::Pacer>,
     pub counters: DbCounters,
     pub recovery: RecoveryReport,
     /// The directory lock: released when the last of the `Db` and its
@@ -450,6 +453,9 @@ pub struct Stats {
     /// memtables, or a full level 0), in microseconds, summed over stalls
     /// (each rounded up to a whole microsecond).
     pub write_stall_micros: u64,
+    /// Time compactions waited to keep to
+    /// `Options::compaction_bytes_per_sec`, in microseconds.
+    pub compaction_paced_micros: u64,
     /// Bytes of keys and values in acknowledged writes (what the
     /// application put: no log or table overhead).
     pub user_bytes_written: u64,
@@ -1075,6 +1081,7 @@ impl Db {
             log_syncs: load(&c.log_syncs),
             write_stalls: load(&c.write_stalls),
             write_stall_micros: load(&c.write_stall_micros),
+            compaction_paced_micros: inner.pacer.as_ref().map_or(0, |p| p.paced_micros()),
             user_bytes_written: load(&c.user_bytes_written),
             flush_bytes_written: load(&c.flush_bytes_written),
             compaction_bytes_read: load(&c.compaction_bytes_read),

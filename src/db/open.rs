@@ -16,6 +16,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
+use crate::db::pacing::Pacer;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{background, flush, write, DbCounters, DbInner, Tree, LEVELS};
 use crate::error::{Error, Result};
@@ -771,6 +772,7 @@ impl Parts {
             writes_stopped: AtomicBool::new(false),
             counters: DbCounters::default(),
             recovery: self.report,
+            pacer: opts.compaction_bytes_per_sec.map(Pacer::new),
             opts,
             _lock: self.lock,
         }
