@@ -403,6 +403,24 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
     rotate(inner, writer, &|tree: &Tree| must_seal(tree))
 }
 
+/// Each keyspace's active memtable bytes (with its id) and the bytes of
+/// every memtable waiting to be flushed: what `Options::total_memtable_bytes`
+/// bounds.
+fn memtable_use(trees: &[Arc<Tree>]) -> (Vec<(usize, u32)>, usize) {
+    let mut active = Vec::with_capacity(trees.len());
+    let mut waiting = 0usize;
+    for tree in trees {
+        let sv = tree.current.load();
+        active.push((sv.mem.mem.approximate_bytes(), tree.id));
+        waiting = waiting.saturating_add(sv.immutable_bytes());
+    }
+    (active, waiting)
+}
+
+fn total(active: &[(usize, u32)]) -> usize {
+    active.iter().fold(0, |sum, a| sum.saturating_add(a.0))
+}
+
 /// The keyspaces whose active memtables `Options::total_memtable_bytes`
 /// (`budget`) seals now: none while every memtable, active and waiting to
 /// be flushed, holds less than the budget, or the active ones less than
@@ -410,14 +428,8 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
 /// otherwise the largest active ones, largest first, until those left hold
 /// less than half of it.
 fn budget_seals(trees: &[Arc<Tree>], budget: usize) -> Vec<u32> {
-    let mut active: Vec<(usize, u32)> = Vec::with_capacity(trees.len());
-    let mut waiting = 0usize;
-    for tree in trees {
-        let sv = tree.current.load();
-        active.push((sv.mem.mem.approximate_bytes(), tree.id));
-        waiting = waiting.saturating_add(sv.immutable_bytes());
-    }
-    let mut active_bytes = active.iter().fold(0usize, |sum, a| sum.saturating_add(a.0));
+    let (mut active, waiting) = memtable_use(trees);
+    let mut active_bytes = total(&active);
     if active_bytes.saturating_add(waiting) < budget || active_bytes < budget / 2 {
         return Vec::new();
     }
@@ -437,13 +449,8 @@ fn budget_seals(trees: &[Arc<Tree>], budget: usize) -> Vec<u32> {
 /// (`budget`): the memtables hold the budget or more, and those waiting to
 /// be flushed half of it or more (sealing more would not bring them under).
 fn waiting_over_budget(trees: &[Arc<Tree>], budget: usize) -> bool {
-    let (mut active, mut waiting) = (0usize, 0usize);
-    for tree in trees {
-        let sv = tree.current.load();
-        active = active.saturating_add(sv.mem.mem.approximate_bytes());
-        waiting = waiting.saturating_add(sv.immutable_bytes());
-    }
-    waiting >= budget / 2 && active.saturating_add(waiting) >= budget
+    let (active, waiting) = memtable_use(trees);
+    waiting >= budget / 2 && total(&active).saturating_add(waiting) >= budget
 }
 
 /// Starts a new log (the old one synced) and seals the memtables of the
