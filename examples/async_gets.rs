@@ -1,6 +1,7 @@
 //! 256 concurrent `AsyncDb::get`s (and `multi_get`s of 32 keys) on a
 //! 2-worker tokio runtime: the gets run on the blocking pool, so the
-//! workers stay free while reads wait for the disk.
+//! workers stay free while reads wait for the disk. Then a scan from both
+//! ends (`AsyncIter`) and a transaction (`AsyncTransaction`), the same way.
 //!
 //! `cargo run --release --features tokio --example async_gets -- DIR N`
 //! (DIR: a database of keys `key{i:012}`, filled here when it is empty;
@@ -89,5 +90,34 @@ fn main() {
             "block reads from files {}, overlapped reads: io_uring {}, pool {}",
             stats.block_reads_from_file, stats.overlapped_reads_uring, stats.overlapped_reads_pool
         );
+
+        // A scan, a chunk at a time on the blocking pool, from either end.
+        let mut scan = db.prefix("key00000000");
+        let first = scan.next_chunk(100).await.unwrap();
+        let last = scan.next_back().await.transpose().unwrap();
+        println!(
+            "scan of prefix key00000000: {} entries from the front, the last {:?}",
+            first.len(),
+            last.map(|(key, _)| key)
+        );
+
+        // A transaction: reads on the blocking pool, writes in this task.
+        loop {
+            let txn = db.transaction();
+            let visits = txn
+                .get_for_update("visits")
+                .await
+                .unwrap()
+                .map_or(0u64, |v| String::from_utf8_lossy(&v).parse().unwrap_or(0));
+            txn.put("visits", (visits + 1).to_string()).await.unwrap();
+            match txn.commit().await {
+                Err(siftdb::Error::Conflict) => continue,
+                other => {
+                    other.unwrap();
+                    println!("visits: {}", visits + 1);
+                    break;
+                }
+            }
+        }
     });
 }
