@@ -604,6 +604,11 @@ pub fn db_ops(data: &[u8]) {
             }
             4 => {
                 let (lo, hi) = (input.bound(), input.bound());
+                // From the indexes in memory: no I/O, so no error, crash or not.
+                let size = run
+                    .space(ks)
+                    .approximate_size::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                assert!(size.is_ok(), "{what}: approximate_size failed: {size:?}");
                 let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
                 let model = run.model[ks].clone();
                 let boot = run.boot;
