@@ -168,19 +168,19 @@ impl AsyncDb {
     /// Every entry of the default keyspace as of now, in key order from
     /// either end (see [`Db::iter`]), read on the blocking pool.
     pub fn iter(&self) -> AsyncIter {
-        AsyncIter::new(self.db.iter())
+        self.default_keyspace().iter()
     }
 
     /// The default keyspace's entries whose keys fall in `range`, as of
     /// now (see [`Db::range`]).
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> AsyncIter {
-        AsyncIter::new(self.db.range(range))
+        self.default_keyspace().range(range)
     }
 
     /// The default keyspace's entries whose keys start with `prefix`, as
     /// of now (see [`Db::prefix`]).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> AsyncIter {
-        AsyncIter::new(self.db.prefix(prefix))
+        self.default_keyspace().prefix(prefix)
     }
 
     /// See [`Db::checkpoint`].

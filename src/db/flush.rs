@@ -217,8 +217,8 @@ fn write_table(
             None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
         builder.add(key, value)?;
+        let written = builder.estimated_file_size();
         if let Some(pacer) = limits.pacer {
-            let written = builder.estimated_file_size();
             if written.saturating_sub(paced) >= PACED_BYTES {
                 pacer.take(written - paced);
                 paced = written;
@@ -226,7 +226,7 @@ fn write_table(
         }
         if limits
             .stop_after_bytes
-            .is_some_and(|limit| builder.estimated_file_size() >= limit)
+            .is_some_and(|limit| written >= limit)
         {
             cut = true;
             break;
