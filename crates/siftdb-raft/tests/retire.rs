@@ -280,11 +280,21 @@ async fn nodes_just_added_are_not_retired() {
         write(&admin, 100, 150).await;
         for id in 1..=4 {
             assert!(!retired_file(&cluster, id), "node {id} retired");
-            assert_eq!(
-                admin.read_at(cluster.addr(id), &key(149)).await.unwrap(),
-                Some(149u64.to_be_bytes().to_vec()),
-                "node {id}"
-            );
+            // The node restarted moments ago may not answer yet on a busy
+            // machine (a refused or cut request is no answer): asked again
+            // for up to 30 s; the answer it gives must be the value.
+            let asked = Instant::now();
+            let value = loop {
+                match admin.read_at(cluster.addr(id), &key(149)).await {
+                    Ok(value) => break value,
+                    Err(e) if asked.elapsed() < Duration::from_secs(30) => {
+                        let _ = e;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => panic!("node {id} did not answer in 30 s: {e:?}"),
+                }
+            };
+            assert_eq!(value, Some(149u64.to_be_bytes().to_vec()), "node {id}");
         }
     })
     .await;
