@@ -54,6 +54,7 @@ mod codec;
 mod counter;
 mod db;
 mod error;
+mod events;
 mod filename;
 pub mod filter;
 mod fs;
@@ -82,6 +83,10 @@ pub use db::{
     TransactionIter, TransactionOptions,
 };
 pub use error::{Error, Result};
+pub use events::{
+    BackgroundErrorEvent, BackgroundWork, CompactionEvent, CompactionReason, EventListener,
+    FlushEvent, StallCause, TableEvent, WriteStallEvent,
+};
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use options::{CompactionDecision, CompactionFilter, Compression, Options, WriteOptions};

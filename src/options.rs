@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::events::EventListener;
 use crate::filter::FilterPolicy;
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::prefix::PrefixExtractor;
@@ -79,6 +80,7 @@ pub struct Options {
     /// keyspace, never by the application): recorded in its tables.
     pub(crate) keyspace: Option<TableKeyspace>,
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    pub(crate) event_listeners: Vec<Arc<dyn EventListener>>,
 }
 
 /// What a [`CompactionFilter`] decides for a key's newest value.
@@ -152,6 +154,7 @@ impl Default for Options {
             range_filter_bits_per_key: 0.0,
             keyspace: None,
             compaction_filter: None,
+            event_listeners: Vec::new(),
         }
     }
 }
@@ -189,6 +192,7 @@ impl fmt::Debug for Options {
             .field("error_if_exists", &self.error_if_exists)
             .field("paranoid_checks", &self.paranoid_checks)
             .field("compaction_filter", &self.compaction_filter.is_some())
+            .field("event_listeners", &self.event_listeners.len())
             .finish_non_exhaustive()
     }
 }
@@ -250,6 +254,17 @@ impl Options {
     /// [`crate::KeyspaceOptions::compaction_filter`].
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = Some(filter);
+        self
+    }
+
+    /// Adds a listener for what the background work does: flushes,
+    /// compactions, failures and write stalls (RocksDB's `EventListener`).
+    /// Called on a thread of its own, in the order the events happened
+    /// (see [`EventListener`]); several listeners are called in the order
+    /// they were added. Ignored by a read-only open, which does no
+    /// background work.
+    pub fn add_event_listener(mut self, listener: Arc<dyn EventListener>) -> Self {
+        self.event_listeners.push(listener);
         self
     }
 

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use crate::db::compaction::{self, CompactionScope};
 use crate::db::{flush, DbInner};
 use crate::error::{Error, FailureClass, Result};
+use crate::events::{BackgroundErrorEvent, BackgroundWork, Event};
 use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE};
 use crate::manifest::read_manifest;
 use crate::wal::WalWriter;
@@ -324,18 +325,36 @@ fn run_unit(inner: &DbInner, work: Work) {
         }
         (Work::Flush | Work::Recover, Err(e)) => {
             let log = st.flush_failure.as_ref().is_some_and(|f| f.log);
-            st.flush_failure = Some(failure(inner, st.flush_failure.take(), e, log));
+            let work = match work {
+                Work::Flush => BackgroundWork::Flush,
+                _ => BackgroundWork::Recovery,
+            };
+            st.flush_failure = Some(failure(inner, st.flush_failure.take(), e, log, work));
         }
         (Work::Compact | Work::Full(_), Err(e)) => {
             st.compaction_failures += 1;
-            st.compaction_failure = Some(failure(inner, st.compaction_failure.take(), e, false));
+            st.compaction_failure = Some(failure(
+                inner,
+                st.compaction_failure.take(),
+                e,
+                false,
+                BackgroundWork::Compaction,
+            ));
         }
     }
     inner.bg_cv.notify_all();
 }
 
-/// The failure after `previous` (if it was the same slot's) failed with `error`.
-fn failure(inner: &DbInner, previous: Option<Failure>, error: Error, log: bool) -> Failure {
+/// The failure after `previous` (if it was the same slot's) failed with
+/// `error`, sent to the event listeners (a channel send: no listener runs
+/// under the background lock this is called with).
+fn failure(
+    inner: &DbInner,
+    previous: Option<Failure>,
+    error: Error,
+    log: bool,
+    work: BackgroundWork,
+) -> Failure {
     inner
         .counters
         .background_errors
@@ -351,6 +370,15 @@ fn failure(inner: &DbInner, previous: Option<Failure>, error: Error, log: bool) 
     if class == FailureClass::Fatal {
         inner.writes_stopped.store(true, Ordering::Release);
     }
+    inner.events.emit(|| {
+        Event::BackgroundError(BackgroundErrorEvent {
+            work,
+            error: error.duplicate(),
+            attempts,
+            retry_in: retry_at.map(|at| at.saturating_duration_since(Instant::now())),
+            writes_stopped: class == FailureClass::Fatal,
+        })
+    });
     Failure {
         error,
         class,
@@ -361,12 +389,16 @@ fn failure(inner: &DbInner, previous: Option<Failure>, error: Error, log: bool) 
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = payload
+    format!("background work panicked: {}", panic_text(payload))
+}
+
+/// A panic's message, as the payload carries it.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with no message".to_string());
-    format!("background work panicked: {text}")
+        .unwrap_or_else(|| "a panic with no message".to_string())
 }
 
 /// Retries the flush slot's failure: a failed log's memtable is sealed,
@@ -446,7 +478,13 @@ fn open_pending_log(inner: &DbInner) -> Result<()> {
 pub(crate) fn log_failed(inner: &DbInner, error: &Error) {
     let mut st = inner.bg.lock();
     let previous = st.flush_failure.take();
-    st.flush_failure = Some(failure(inner, previous, error.duplicate(), true));
+    st.flush_failure = Some(failure(
+        inner,
+        previous,
+        error.duplicate(),
+        true,
+        BackgroundWork::Log,
+    ));
     inner.bg_cv.notify_all();
 }
 

@@ -25,17 +25,19 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::db::flush::{
-    build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
-    TombstoneCuts,
+    build_table, open_live_table, table_event, table_options_for, EntrySource, OutputLimits,
+    PendingOutputs, TombstoneCuts,
 };
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
+use crate::events::{CompactionEvent, CompactionReason, Event};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
 use crate::key::{
@@ -188,7 +190,7 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
             *slot = hi;
         }
     }
-    run(inner, &tree, &sv.version, pick)
+    run(inner, &tree, &sv.version, pick, CompactionReason::Automatic)
 }
 
 /// A key range with owned bounds (what [`crate::db::iter::owned_range`] makes).
@@ -229,7 +231,7 @@ pub(crate) fn compact_scopes(inner: &DbInner, scopes: &[CompactionScope]) -> Res
         if whole {
             let sv = tree.current.load_full();
             if let Some(pick) = whole_pick(&sv.version) {
-                run(inner, tree, &sv.version, pick)?;
+                run(inner, tree, &sv.version, pick, CompactionReason::Requested)?;
             }
             continue;
         }
@@ -242,7 +244,7 @@ pub(crate) fn compact_scopes(inner: &DbInner, scopes: &[CompactionScope]) -> Res
             }
             let sv = tree.current.load_full();
             if let Some(pick) = range_pick(&sv.version, range) {
-                run(inner, tree, &sv.version, pick)?;
+                run(inner, tree, &sv.version, pick, CompactionReason::Requested)?;
             }
         }
     }
@@ -444,8 +446,29 @@ fn level_number(level: usize) -> u32 {
     u32::try_from(level).unwrap_or(u32::MAX)
 }
 
-fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()> {
+fn run(
+    inner: &DbInner,
+    tree: &Tree,
+    version: &Version,
+    pick: Pick,
+    reason: CompactionReason,
+) -> Result<()> {
+    let started = Instant::now();
     let opts = tree.opts.load();
+    // What the event shows, once the outputs are installed.
+    let done = |outputs: &[Arc<LiveTable>], moved: bool| {
+        inner.events.emit(|| {
+            Event::Compaction(CompactionEvent {
+                keyspace: tree.name.clone(),
+                reason,
+                output_level: level_number(pick.output_level),
+                inputs: pick.inputs.iter().map(|t| table_event(&t.record)).collect(),
+                outputs: outputs.iter().map(|t| table_event(&t.record)).collect(),
+                moved,
+                duration: started.elapsed(),
+            })
+        });
+    };
     let Some((lo, hi)) = key_range(&pick.inputs) else {
         return Ok(());
     };
@@ -459,7 +482,15 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
             let moved = Arc::new(LiveTable::new(record, only.table.clone()));
-            return install(inner, tree, &[only.file_number()], vec![moved], &[]);
+            install(
+                inner,
+                tree,
+                &[only.file_number()],
+                vec![Arc::clone(&moved)],
+                &[],
+            )?;
+            done(&[moved], true);
+            return Ok(());
         }
     }
 
@@ -572,7 +603,8 @@ fn run(inner: &DbInner, tree: &Tree, version: &Version, pick: Pick) -> Result<()
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
     let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
     let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
-    install(inner, tree, &removed, outputs, &pick.inputs)?;
+    install(inner, tree, &removed, outputs.clone(), &pick.inputs)?;
+    done(&outputs, false);
     let c = &inner.counters;
     c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
     c.compaction_bytes_written

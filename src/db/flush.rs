@@ -9,11 +9,13 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::db::pacing::Pacer;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
+use crate::events::{Event, FlushEvent, TableEvent};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::filter::LevelTables;
 use crate::fs::FileSystem;
@@ -354,6 +356,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let Some(oldest) = sv.imm.last().cloned() else {
         return Ok(false);
     };
+    let started = Instant::now();
     let _pending = PendingOutputs::begin(inner);
     let number = inner.versions.lock().new_file_number();
     let table = write_level0_table(
@@ -373,6 +376,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         .collect();
 
     let written: u64 = added.iter().map(|t| t.record.file_size).sum();
+    let new_table = added.first().map(|t| table_event(&t.record));
     let mut versions = inner.versions.lock();
     let current = tree.current.load_full();
     let version = Arc::new(current.version.apply(&[], added));
@@ -402,7 +406,24 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         .counters
         .flush_bytes_written
         .fetch_add(written, Ordering::Relaxed);
+    inner.events.emit(|| {
+        Event::Flush(FlushEvent {
+            keyspace: tree.name.clone(),
+            table: new_table,
+            duration: started.elapsed(),
+        })
+    });
     Ok(true)
+}
+
+/// A table's record as an event shows it.
+pub(crate) fn table_event(record: &TableRecord) -> TableEvent {
+    TableEvent {
+        file_number: record.file_number,
+        level: record.level,
+        bytes: record.file_size,
+        entries: record.entries,
+    }
 }
 
 /// Removes the files of `logs` (best effort: what stays goes at the next

@@ -264,6 +264,8 @@ pub(crate) struct DbInner {
     /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
     pub pacer: Option<pacing::Pacer>,
     pub counters: DbCounters,
+    /// Where background work's events go (`Options::add_event_listener`).
+    pub events: crate::events::EventQueue,
     pub recovery: RecoveryReport,
     /// The directory lock: released when the last of the `Db` and its
     /// snapshots goes (a snapshot still reads the directory's tables).
@@ -359,6 +361,8 @@ impl DbInner {
 pub struct Db {
     inner: Arc<DbInner>,
     background: Vec<std::thread::JoinHandle<()>>,
+    /// The thread that calls the event listeners, if any was added.
+    events: Option<std::thread::JoinHandle<()>>,
     /// `close` (or a drop) has run.
     shut_down: bool,
 }
@@ -628,14 +632,25 @@ impl Db {
         } else {
             open::open(path.as_ref(), opts)?
         });
-        let background = if read_only {
-            Vec::new()
+        // Before the background threads, so their first events are delivered.
+        let events = if read_only {
+            None
         } else {
-            background::spawn(&inner)?
+            inner.events.start(&inner.opts.event_listeners)?
+        };
+        let background = match (read_only, background::spawn(&inner)) {
+            (true, _) => Vec::new(),
+            (false, Ok(threads)) => threads,
+            (false, Err(e)) => {
+                // No listener has run: no panic to report.
+                let _ = stop_events(&inner, events);
+                return Err(e);
+            }
         };
         let mut db = Db {
             inner,
             background,
+            events,
             shut_down: false,
         };
         if let (false, Some(interval)) = (read_only, db.inner.opts.sync_interval) {
@@ -1145,6 +1160,10 @@ impl Db {
                 panicked.get_or_insert_with(|| background::panic_message(payload.as_ref()));
             }
         }
+        // The background threads have sent their last events.
+        if let Err(message) = stop_events(&self.inner, self.events.take()) {
+            panicked.get_or_insert(message);
+        }
         // Make what reached the OS durable too, so a clean close loses nothing
         // even to a machine crash right after it, and mark the log closed.
         let closed = if self.inner.opts.read_only {
@@ -1159,6 +1178,28 @@ impl Db {
         }
         standing
     }
+}
+
+/// Stops the event thread once it delivered what was sent: `Err` with the
+/// message of a listener's panic. Not joined from the event thread itself
+/// (a listener that closes the database it watches).
+fn stop_events(
+    inner: &DbInner,
+    thread: Option<std::thread::JoinHandle<()>>,
+) -> std::result::Result<(), String> {
+    let Some(thread) = thread else {
+        return Ok(());
+    };
+    inner.events.stop();
+    if thread.thread().id() == std::thread::current().id() {
+        return Ok(());
+    }
+    thread.join().map_err(|payload| {
+        format!(
+            "an event listener panicked: {}",
+            background::panic_text(payload.as_ref())
+        )
+    })
 }
 
 impl Drop for Db {

@@ -771,6 +771,7 @@ impl Parts {
             tables: self.tables,
             writes_stopped: AtomicBool::new(false),
             counters: DbCounters::default(),
+            events: crate::events::EventQueue::default(),
             recovery: self.report,
             pacer: opts.compaction_bytes_per_sec.map(Pacer::new),
             opts,

@@ -23,6 +23,7 @@ use crate::db::oracle::ConflictCheck;
 use crate::db::version::Version;
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
+use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
@@ -382,10 +383,23 @@ fn make_room(inner: &DbInner, writer: &mut WriterState, force: bool) -> Result<(
     };
     // Only this writer (holding the writer lock) changes the active
     // memtables, so they are still full after the wait.
-    if blocked() != Blocked::No {
+    let stalled_on = blocked();
+    if stalled_on != Blocked::No {
         inner.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let waited = background::wait_while(inner, blocked);
+        // A channel send: the listener runs on its own thread, not under
+        // the writer lock held here.
+        inner.events.emit(|| {
+            Event::WriteStall(WriteStallEvent {
+                cause: if stalled_on == Blocked::OnFlush {
+                    StallCause::Flush
+                } else {
+                    StallCause::Level0
+                },
+                waited: started.elapsed(),
+            })
+        });
         // Rounded up: every stall counts at least one microsecond.
         let micros = u64::try_from(started.elapsed().as_micros())
             .unwrap_or(u64::MAX)
