@@ -129,6 +129,12 @@ impl AsyncDb {
         blocking(move || db.compact()).await
     }
 
+    /// See [`Db::verify_checksums`].
+    pub async fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+        let db = Arc::clone(&self.db);
+        blocking(move || db.verify_checksums()).await
+    }
+
     /// See [`Db::compact_range`].
     pub async fn compact_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
         &self,
@@ -288,6 +294,12 @@ impl AsyncKeyspace {
     pub async fn compact(&self) -> Result<()> {
         let ks = self.keyspace.clone();
         blocking(move || ks.compact()).await
+    }
+
+    /// See [`Keyspace::verify_checksums`].
+    pub async fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+        let ks = self.keyspace.clone();
+        blocking(move || ks.verify_checksums()).await
     }
 
     /// Every entry of this keyspace as of now (see [`Keyspace::iter`]),

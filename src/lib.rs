@@ -80,7 +80,7 @@ pub use batch::WriteBatch;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
     KeyspaceOptions, KeyspaceStats, RecoveryReport, Snapshot, Stats, TableWriter, Transaction,
-    TransactionIter, TransactionOptions,
+    TransactionIter, TransactionOptions, VerifyStats,
 };
 pub use error::{Error, Result};
 pub use events::{

@@ -523,6 +523,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use Transaction",
         "use TransactionIter",
         "use TransactionOptions",
+        "use VerifyStats",
         "use CompareAndSwap",
         "use Error",
         "use Result",

@@ -38,6 +38,7 @@ async fn many_tasks_share_one_database() {
     db.flush().await.unwrap();
     db.compact_range("done00".."done08").await.unwrap();
     db.compact().await.unwrap();
+    assert!(db.verify_checksums().await.unwrap().tables >= 1);
     for t in 0..16u32 {
         assert_eq!(
             db.get(format!("done{t:02}")).await.unwrap().as_deref(),
@@ -142,6 +143,7 @@ async fn keyspaces_through_the_facade() {
     users.compact_range("u10"..="u15").await.unwrap();
     assert_eq!(users.blocking_handle().range("u10".."u15").count(), 0);
     users.compact().await.unwrap();
+    assert_eq!(users.verify_checksums().await.unwrap().tables, 1);
     let got = users
         .multi_get(vec!["u05".into(), "u06".into(), "u12".into(), "u99".into()])
         .await

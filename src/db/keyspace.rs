@@ -408,6 +408,12 @@ impl Keyspace {
         Db::compact_inner(&self.inner, CompactionScope::Keyspace(self.tree.id))
     }
 
+    /// [`Db::verify_checksums`] for this keyspace's tables only.
+    pub fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+        self.tree.check_live()?;
+        crate::db::verify::verify_trees([&self.tree])
+    }
+
     /// [`Keyspace::compact`] for the keys in `range` only (RocksDB's
     /// `CompactRange` with bounds on one column family): flushes the
     /// database's memtables, then merges this keyspace's tables that hold
