@@ -129,6 +129,11 @@ impl AsyncDb {
         blocking(move || db.compact()).await
     }
 
+    /// See [`Db::key_may_exist`]: answered from memory, so not async.
+    pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
+        self.db.key_may_exist(key)
+    }
+
     /// See [`Db::verify_checksums`].
     pub async fn verify_checksums(&self) -> Result<crate::VerifyStats> {
         let db = Arc::clone(&self.db);
@@ -294,6 +299,11 @@ impl AsyncKeyspace {
     pub async fn compact(&self) -> Result<()> {
         let ks = self.keyspace.clone();
         blocking(move || ks.compact()).await
+    }
+
+    /// See [`Keyspace::key_may_exist`]: answered from memory, so not async.
+    pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
+        self.keyspace.key_may_exist(key)
     }
 
     /// See [`Keyspace::verify_checksums`].

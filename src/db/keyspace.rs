@@ -451,6 +451,12 @@ impl Keyspace {
         read::get(&self.inner, &self.tree, key)
     }
 
+    /// [`Db::key_may_exist`] in this keyspace (false once it was dropped:
+    /// it holds nothing).
+    pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
+        self.tree.check_live().is_ok() && read::key_may_exist(&self.inner, &self.tree, key.as_ref())
+    }
+
     /// The values of many keys of this keyspace as of one moment (see
     /// [`Db::multi_get`]).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {

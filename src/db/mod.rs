@@ -839,6 +839,29 @@ impl Db {
         read::get(&self.inner, &self.inner.default, key)
     }
 
+    /// False when `key` certainly has no value now; true when it may have
+    /// one — answered from memory alone, never reading a data block
+    /// (RocksDB's `KeyMayExist`): the memtables answer exactly, then each
+    /// table that could hold the key is asked its filter. A true answer
+    /// may be a filter's false positive (about 1% of absent keys at the
+    /// default 10 bits per key) or a key deleted in a table; a false
+    /// answer is never wrong. For deduplication and existence checks that
+    /// mostly meet new keys: [`Db::get`] only for the few true answers.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// db.put("seen:a", "")?;
+    /// db.flush()?;
+    /// assert!(db.key_may_exist("seen:a"));
+    /// let new_ones = (0..1000).filter(|i| !db.key_may_exist(format!("seen:{i}"))).count();
+    /// assert!(new_ones > 950); // ruled out by the filter, no read
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
+        read::key_may_exist(&self.inner, &self.inner.default, key.as_ref())
+    }
+
     /// The values of many keys as of one moment, in the order asked: for
     /// each key what [`Db::get`] would answer at that moment (`None` for a
     /// key never written or deleted). Each table's filter is asked for all

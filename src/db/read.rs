@@ -116,6 +116,41 @@ pub(crate) fn get_at(
     answer
 }
 
+/// Whether `key` may have a value now, from memory alone (RocksDB's
+/// `KeyMayExist`): the memtables answer exactly (a put: true; a delete or
+/// a range delete: false); then each table whose range holds the key, in
+/// `get`'s order, is asked its point filter — "maybe" (or no usable
+/// filter, or a table that could not be opened) answers true, "absent"
+/// goes on to the next older table unless one of the table's range
+/// tombstones covers the key (then it is deleted: false). No data block is
+/// read, so a true answer may be a filter's false positive or a key whose
+/// newest version is a delete; false is never wrong.
+pub(crate) fn key_may_exist(inner: &DbInner, tree: &Tree, key: &[u8]) -> bool {
+    let sv = tree.current.load();
+    let snapshot = inner.snapshot();
+    let lookup = LookupKey::new(key, snapshot);
+    for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+        if let Some(found) = logged.mem.get_hashed(key, lookup.hash(), snapshot) {
+            return matches!(found, MemValue::Put(_));
+        }
+    }
+    let mut may = false;
+    sv.version.for_each_candidate(key, |live| {
+        let Ok(table) = live.readable() else {
+            may = true;
+            return false;
+        };
+        // A point version here may be newer than a range tombstone of the
+        // same table: the filter first, as `Table::get_covered` does.
+        if !table.filter_rules_out(&lookup) {
+            may = true;
+            return false;
+        }
+        table.range_tombstone_seq(&lookup).is_none()
+    });
+    may
+}
+
 /// Candidate tables a `get` keeps (on the stack) and prefetches the filters
 /// of: every level below 0 plus a level 0 of up to 18 tables.
 const PREFETCHED_CANDIDATES: usize = 24;

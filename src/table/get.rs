@@ -108,7 +108,7 @@ impl Table {
     /// True when the point filter rules the key out (counted as a check
     /// and a skip); false when it may be here or no filter can answer.
     #[inline]
-    fn filter_rules_out(&self, key: &LookupKey<'_>) -> bool {
+    pub(crate) fn filter_rules_out(&self, key: &LookupKey<'_>) -> bool {
         let Some((filter, hash)) = self.point_filter_probe(key) else {
             return false;
         };

@@ -478,13 +478,23 @@ impl Run {
 
     fn get(&mut self, ks: usize, key: &[u8], what: &str) {
         match self.space(ks).get(key) {
-            Ok(got) => assert_eq!(
-                got.as_deref(),
-                self.model[ks].get(key).map(Vec::as_slice),
-                "{what}: get {} in {}",
-                show(key),
-                KEYSPACES[ks]
-            ),
+            Ok(got) => {
+                assert_eq!(
+                    got.as_deref(),
+                    self.model[ks].get(key).map(Vec::as_slice),
+                    "{what}: get {} in {}",
+                    show(key),
+                    KEYSPACES[ks]
+                );
+                // From memory alone: never "absent" for a key with a value.
+                if got.is_some() {
+                    assert!(
+                        self.space(ks).key_may_exist(key),
+                        "{what}: key_may_exist said no to {}, which has a value",
+                        show(key)
+                    );
+                }
+            }
             Err(e) => self.read_failed(&e, what),
         }
     }
