@@ -518,6 +518,12 @@ pub struct DbIterator {
     /// The sources the scan reads, kept to build the backward merge when
     /// `next_back` is first called.
     specs: Vec<SourceSpec>,
+    /// The key the forward side was last sought to (`seek`): the backward
+    /// side stops before it, as before a key the forward side took.
+    front_floor: Option<Vec<u8>>,
+    /// The key the backward side was last sought to (`seek_for_prev`): the
+    /// forward side stops past it.
+    back_ceiling: Option<Vec<u8>>,
     /// The backward side, once `next_back` was called.
     back: Option<MergingIter>,
     back_finished: bool,
@@ -721,12 +727,82 @@ impl DbIterator {
             finished: false,
             last_user_key: None,
             specs,
+            front_floor: None,
+            back_ceiling: None,
             back: None,
             back_finished: false,
             back_user_key: None,
             range_tombstones,
             pinned: sv,
         }
+    }
+
+    /// Moves the forward side (what [`Iterator::next`] returns) to the first
+    /// key at or after `key` — to the scan's start when `key` is before it —
+    /// as RocksDB's `Iterator::Seek`: the next `next` returns that key, or
+    /// `None` past the scan's end (and after a `None`, `None` until the
+    /// next seek). The scan keeps its snapshot and its range; seeking back
+    /// returns keys again. The backward side is not moved; it stops before
+    /// `key` (and before any key `next` takes), and `next` stops at the
+    /// first key `next_back` took, so no key is returned by both.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// for k in ["a1", "a2", "b1", "c1", "c2"] {
+    ///     db.put(k, "")?;
+    /// }
+    /// // One key per letter: skip the rest of each.
+    /// let mut scan = db.iter();
+    /// let mut firsts = Vec::new();
+    /// while let Some(entry) = scan.next() {
+    ///     let key = entry?.0;
+    ///     firsts.push(key.clone());
+    ///     scan.seek([key[0] + 1]);
+    /// }
+    /// assert_eq!(firsts, ["a1", "b1", "c1"]);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        let target = match &self.start {
+            Bound::Included(start) | Bound::Excluded(start)
+                if before_start_of(&self.start, key) =>
+            {
+                lookup_key(start, SeqNo::MAX)
+            }
+            _ => lookup_key(key, SeqNo::MAX),
+        };
+        self.merged.seek(&target);
+        self.started = true;
+        self.step_pending = false;
+        self.finished = false;
+        // Entries are taken again from here on, whatever was taken before;
+        // the backward side stops before the key sought.
+        self.last_user_key = None;
+        self.front_floor = Some(key.to_vec());
+    }
+
+    /// Moves the backward side (what [`DoubleEndedIterator::next_back`]
+    /// returns) to the last key at or before `key` — to the scan's end when
+    /// `key` is past it — as RocksDB's `Iterator::SeekForPrev`; otherwise as
+    /// [`DbIterator::seek`].
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        let mut back = self
+            .back
+            .take()
+            .unwrap_or_else(|| merge_of(&self.specs, &self.pinned.version));
+        if past_end_of(&self.end, key) {
+            seek_back_to_end(&mut back, &self.end);
+        } else {
+            // The last internal key of `key` has the smallest tag.
+            back.seek_for_prev(&internal_key(key, SeqNo(0), ValueKind::Delete));
+        }
+        self.back = Some(back);
+        self.back_finished = false;
+        self.back_user_key = None;
+        self.back_ceiling = Some(key.to_vec());
     }
 
     /// True when a range tombstone the snapshot sees deletes the version of
@@ -740,15 +816,31 @@ impl DbIterator {
         past_end_of(&self.end, user_key)
     }
 
-    /// The backward side has taken `user_key` or a key before it.
+    /// The backward side has taken `user_key` or a key before it, or was
+    /// sought to a key before it.
     fn met_back(&self, user_key: &[u8]) -> bool {
         self.back_user_key
             .as_deref()
             .is_some_and(|back| user_key >= back)
+            || self
+                .back_ceiling
+                .as_deref()
+                .is_some_and(|ceiling| user_key > ceiling)
     }
 
     fn before_start(&self, user_key: &[u8]) -> bool {
         before_start_of(&self.start, user_key)
+    }
+}
+
+/// Puts a backward merge on the last entry within `end`.
+fn seek_back_to_end(back: &mut MergingIter, end: &Bound<Vec<u8>>) {
+    match end {
+        // The last internal key of `end` has the smallest tag.
+        Bound::Included(end) => back.seek_for_prev(&internal_key(end, SeqNo(0), ValueKind::Delete)),
+        // Every version of `end` itself is past the range.
+        Bound::Excluded(end) => back.seek_for_prev(&lookup_key(end, SeqNo::MAX)),
+        Bound::Unbounded => back.seek_to_last(),
     }
 }
 
@@ -886,15 +978,7 @@ impl DoubleEndedIterator for DbIterator {
         }
         if self.back.is_none() {
             let mut back = merge_of(&self.specs, &self.pinned.version);
-            match &self.end {
-                // The last internal key of `end` has the smallest tag.
-                Bound::Included(end) => {
-                    back.seek_for_prev(&internal_key(end, SeqNo(0), ValueKind::Delete))
-                }
-                // Every version of `end` itself is past the range.
-                Bound::Excluded(end) => back.seek_for_prev(&lookup_key(end, SeqNo::MAX)),
-                Bound::Unbounded => back.seek_to_last(),
-            }
+            seek_back_to_end(&mut back, &self.end);
             self.back = Some(back);
         }
         let back = self.back.as_mut()?;
@@ -923,6 +1007,10 @@ impl DoubleEndedIterator for DbIterator {
                     .last_user_key
                     .as_deref()
                     .is_some_and(|front| user_key.as_slice() <= front)
+                || self
+                    .front_floor
+                    .as_deref()
+                    .is_some_and(|floor| user_key.as_slice() < floor)
             {
                 self.back_finished = true;
                 return None;
