@@ -129,6 +129,11 @@ impl AsyncDb {
         blocking(move || db.compact()).await
     }
 
+    /// See [`Db::live_tables`]: answered from memory, so not async.
+    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+        self.db.live_tables()
+    }
+
     /// See [`Db::key_may_exist`]: answered from memory, so not async.
     pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
         self.db.key_may_exist(key)
@@ -299,6 +304,11 @@ impl AsyncKeyspace {
     pub async fn compact(&self) -> Result<()> {
         let ks = self.keyspace.clone();
         blocking(move || ks.compact()).await
+    }
+
+    /// See [`Keyspace::live_tables`]: answered from memory, so not async.
+    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+        self.keyspace.live_tables()
     }
 
     /// See [`Keyspace::key_may_exist`]: answered from memory, so not async.

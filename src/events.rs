@@ -17,11 +17,14 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// What a table written or read by background work is.
+/// One table of a keyspace: what `Db::live_tables` lists, and what a
+/// flush or a compaction wrote or replaced (RocksDB's `SstFileMetaData`).
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableEvent {
-    /// The table's file number (its file is `<number>.sst`).
+pub struct TableMetadata {
+    /// The keyspace it belongs to.
+    pub keyspace: String,
+    /// Its file number (its file is `<number>.sst`, six digits at least).
     pub file_number: u64,
     /// Its level: 0 for a flush's output.
     pub level: u32,
@@ -29,6 +32,11 @@ pub struct TableEvent {
     pub bytes: u64,
     /// Entries: every version, tombstones included.
     pub entries: u64,
+    /// Its smallest and largest user keys (a range tombstone's bounds
+    /// included).
+    pub smallest_key: Vec<u8>,
+    /// See `smallest_key`.
+    pub largest_key: Vec<u8>,
 }
 
 /// A memtable was written to a level-0 table.
@@ -38,7 +46,7 @@ pub struct FlushEvent {
     /// The keyspace whose memtable it was.
     pub keyspace: String,
     /// The table written; `None` when the memtable held nothing to keep.
-    pub table: Option<TableEvent>,
+    pub table: Option<TableMetadata>,
     /// From the start of the flush to its table's installation.
     pub duration: Duration,
 }
@@ -65,9 +73,9 @@ pub struct CompactionEvent {
     /// The level the outputs went to.
     pub output_level: u32,
     /// The tables it replaced (their levels as they were).
-    pub inputs: Vec<TableEvent>,
+    pub inputs: Vec<TableMetadata>,
     /// The tables that replaced them; none when nothing survived.
-    pub outputs: Vec<TableEvent>,
+    pub outputs: Vec<TableMetadata>,
     /// True when a lone table moved down a level as it was (no rewrite;
     /// `outputs` is that table at its new level).
     pub moved: bool,

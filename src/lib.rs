@@ -85,7 +85,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use events::{
     BackgroundErrorEvent, BackgroundWork, CompactionEvent, CompactionReason, EventListener,
-    FlushEvent, StallCause, TableEvent, WriteStallEvent,
+    FlushEvent, StallCause, TableMetadata, WriteStallEvent,
 };
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -537,7 +537,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use FlushEvent",
         "use CompactionEvent",
         "use CompactionReason",
-        "use TableEvent",
+        "use TableMetadata",
         "use BackgroundErrorEvent",
         "use BackgroundWork",
         "use WriteStallEvent",

@@ -30,8 +30,8 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::db::flush::{
-    build_table, open_live_table, table_event, table_options_for, EntrySource, OutputLimits,
-    PendingOutputs, TombstoneCuts,
+    build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
+    TombstoneCuts,
 };
 use crate::db::iter::{InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
@@ -462,8 +462,8 @@ fn run(
                 keyspace: tree.name.clone(),
                 reason,
                 output_level: level_number(pick.output_level),
-                inputs: pick.inputs.iter().map(|t| table_event(&t.record)).collect(),
-                outputs: outputs.iter().map(|t| table_event(&t.record)).collect(),
+                inputs: pick.inputs.iter().map(|t| t.metadata(&tree.name)).collect(),
+                outputs: outputs.iter().map(|t| t.metadata(&tree.name)).collect(),
                 moved,
                 duration: started.elapsed(),
             })

@@ -15,7 +15,7 @@ use crate::db::pacing::Pacer;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
-use crate::events::{Event, FlushEvent, TableEvent};
+use crate::events::{Event, FlushEvent};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::filter::LevelTables;
 use crate::fs::FileSystem;
@@ -376,7 +376,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         .collect();
 
     let written: u64 = added.iter().map(|t| t.record.file_size).sum();
-    let new_table = added.first().map(|t| table_event(&t.record));
+    let new_table = added.first().map(|t| t.metadata(&tree.name));
     let mut versions = inner.versions.lock();
     let current = tree.current.load_full();
     let version = Arc::new(current.version.apply(&[], added));
@@ -414,16 +414,6 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         })
     });
     Ok(true)
-}
-
-/// A table's record as an event shows it.
-pub(crate) fn table_event(record: &TableRecord) -> TableEvent {
-    TableEvent {
-        file_number: record.file_number,
-        level: record.level,
-        bytes: record.file_size,
-        entries: record.entries,
-    }
 }
 
 /// Removes the files of `logs` (best effort: what stays goes at the next

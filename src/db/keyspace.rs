@@ -133,6 +133,17 @@ impl Tree {
         }));
     }
 
+    /// This keyspace's tables now, level by level (see `Db::live_tables`).
+    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
+        let sv = self.current.load();
+        sv.version
+            .levels
+            .iter()
+            .flatten()
+            .map(|t| t.metadata(&self.name))
+            .collect()
+    }
+
     /// `InvalidArgument` once the keyspace was dropped.
     pub fn check_live(&self) -> Result<()> {
         if self.dropped.load(Ordering::Acquire) {
@@ -406,6 +417,15 @@ impl Keyspace {
     pub fn compact(&self) -> Result<()> {
         self.tree.check_live()?;
         Db::compact_inner(&self.inner, CompactionScope::Keyspace(self.tree.id))
+    }
+
+    /// This keyspace's tables now (see [`Db::live_tables`]); none once it
+    /// was dropped.
+    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+        if self.tree.check_live().is_err() {
+            return Vec::new();
+        }
+        self.tree.live_tables()
     }
 
     /// [`Db::verify_checksums`] for this keyspace's tables only.

@@ -76,6 +76,8 @@ pub use snapshot::Snapshot;
 pub use transaction::{Transaction, TransactionOptions};
 pub use transaction_scan::TransactionIter;
 pub use verify::VerifyStats;
+
+use crate::events::TableMetadata;
 use version::Version;
 
 /// Number of levels, level 0 included.
@@ -977,6 +979,35 @@ impl Db {
             return Ok(());
         }
         background::wait_for_idle(&self.inner)
+    }
+
+    /// Every table of every keyspace now (RocksDB's
+    /// `GetLiveFilesMetaData`): keyspaces in the order they were made, each
+    /// level by level, level 0 newest first, deeper levels in key order.
+    /// From memory, no file read. For tools that watch how data is laid
+    /// out, or copy tables elsewhere (a file listed here stays until a
+    /// compaction replaces it: use [`Db::checkpoint`] for a copy that
+    /// holds).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// db.put("a", "1")?;
+    /// db.put("z", "2")?;
+    /// db.flush()?;
+    /// let tables = db.live_tables();
+    /// assert_eq!(tables.len(), 1);
+    /// assert_eq!((tables[0].level, tables[0].entries), (0, 2));
+    /// assert_eq!((&tables[0].smallest_key[..], &tables[0].largest_key[..]), (&b"a"[..], &b"z"[..]));
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn live_tables(&self) -> Vec<TableMetadata> {
+        self.inner
+            .trees
+            .load()
+            .iter()
+            .flat_map(|tree| tree.live_tables())
+            .collect()
     }
 
     /// Reads every live table of every keyspace from its file again and

@@ -94,6 +94,21 @@ impl LiveTable {
         }
     }
 
+    /// What an application is shown of this table, a table of keyspace
+    /// `keyspace` (`Db::live_tables`, the events of flushes and compactions).
+    pub fn metadata(&self, keyspace: &str) -> crate::events::TableMetadata {
+        let record = &self.record;
+        crate::events::TableMetadata {
+            keyspace: keyspace.to_string(),
+            file_number: record.file_number,
+            level: record.level,
+            bytes: record.file_size,
+            entries: record.entries,
+            smallest_key: self.smallest_user_key().to_vec(),
+            largest_key: self.largest_user_key().to_vec(),
+        }
+    }
+
     /// A table the manifest names that could not be opened.
     pub fn damaged(record: TableRecord, error: &Error) -> LiveTable {
         LiveTable::new(
