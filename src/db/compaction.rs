@@ -295,6 +295,21 @@ fn range_pick(version: &Version, range: &OwnedRange) -> Option<Pick> {
     })
 }
 
+/// The inputs of `pick` in its output level, read as one run, table after
+/// table: in key order (the level keeps them sorted and disjoint), whatever
+/// order the pick found them in — `range_pick`'s overlap step can add one
+/// before another it found first.
+fn output_level_run(pick: &Pick) -> Vec<Arc<LiveTable>> {
+    let mut run: Vec<_> = pick
+        .inputs
+        .iter()
+        .filter(|t| t.record.level as usize == pick.output_level)
+        .cloned()
+        .collect();
+    run.sort_by(|a, b| a.smallest_user_key().cmp(b.smallest_user_key()));
+    run
+}
+
 /// Whether a table's key range (its bounds) reaches into `range`.
 fn meets(table: &LiveTable, (start, end): &OwnedRange) -> bool {
     !past_end_of(end, table.smallest_user_key())
@@ -519,16 +534,22 @@ fn run(
     // merge compares the current key of every source at each step, so the
     // inputs from the output level (sorted and disjoint) are one source,
     // read table after table, and last: older than every input above.
-    let (below, above): (Vec<_>, Vec<_>) = pick
+    let mut unread = |t: &Arc<LiveTable>| {
+        let deleted = wholly_deleted(t);
+        skipped += u64::from(deleted);
+        !deleted
+    };
+    let above: Vec<_> = pick
         .inputs
         .iter()
-        .filter(|t| {
-            let read = !wholly_deleted(t);
-            skipped += u64::from(!read);
-            read
-        })
+        .filter(|t| t.record.level as usize != pick.output_level)
+        .filter(|t| unread(t))
         .cloned()
-        .partition(|t| t.record.level as usize == pick.output_level);
+        .collect();
+    let below: Vec<_> = output_level_run(&pick)
+        .into_iter()
+        .filter(|t| unread(t))
+        .collect();
     inner
         .counters
         .compaction_tables_deleted
@@ -651,6 +672,7 @@ fn install(
 mod tests {
     use super::*;
     use crate::db::version::Damage;
+    use crate::key::internal_key;
     use crate::manifest::TableRecord;
 
     /// A version whose level 0 holds `tables` tables over the same keys
@@ -683,6 +705,52 @@ mod tests {
             level0.extend((1..=tables).map(table));
         }
         version
+    }
+
+    /// An unopened table of `level` over user keys `[lo, hi]`.
+    fn table_over(level: u32, file_number: u64, lo: &[u8], hi: &[u8]) -> Arc<LiveTable> {
+        let key = |user_key: &[u8]| internal_key(user_key, SeqNo(file_number), ValueKind::Put);
+        let record = TableRecord {
+            keyspace: 0,
+            level,
+            file_number,
+            file_size: 1 << 20,
+            entries: 1,
+            smallest: key(lo),
+            largest: key(hi),
+            min_seq: SeqNo(file_number),
+            max_seq: SeqNo(file_number),
+        };
+        let damage = Damage {
+            detail: "not opened".to_string(),
+        };
+        Arc::new(LiveTable::new(record, Err(damage)))
+    }
+
+    /// The inputs of the output level are read as one run, table after
+    /// table: `range_pick` must give them in key order even when the
+    /// overlap step adds a table before one the range met (here the range
+    /// meets k30-k40 of level 2, level 1's k10-k35 overlaps it, and that
+    /// brings level 2's k05-k20 in: a run in the order found wrote k30..
+    /// before k05.. and the table builder refused the output).
+    #[test]
+    fn a_range_picks_the_output_levels_tables_in_key_order() {
+        let mut version = Version::with_levels(LEVELS);
+        version.levels[1].push(table_over(1, 3, b"k10", b"k35"));
+        version.levels[2].push(table_over(2, 1, b"k05", b"k20"));
+        version.levels[2].push(table_over(2, 2, b"k30", b"k40"));
+        let range = (
+            Bound::Included(b"k38".to_vec()),
+            Bound::Included(b"k39".to_vec()),
+        );
+        let pick = range_pick(&version, &range).unwrap();
+        assert_eq!(pick.output_level, 2);
+        let run: Vec<u64> = output_level_run(&pick)
+            .iter()
+            .map(|t| t.file_number())
+            .collect();
+        assert_eq!(run, [1, 2]);
+        assert_eq!(pick.inputs.len(), 3);
     }
 
     #[test]

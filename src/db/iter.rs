@@ -186,6 +186,12 @@ impl TableSource {
     /// one source instead of one per table, so each step compares against
     /// one key for all of them.
     pub fn run(tables: Vec<Arc<LiveTable>>, mode: ScanMode) -> TableSource {
+        debug_assert!(
+            tables.windows(2).all(
+                |pair| matches!(pair, [a, b] if a.smallest_user_key() <= b.smallest_user_key())
+            ),
+            "a run's tables must come in key order"
+        );
         TableSource::over(SourceTables::Run(tables), mode)
     }
 
