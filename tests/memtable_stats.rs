@@ -155,12 +155,19 @@ fn empty_reversed_and_keyless_ranges_are_zero() {
     // than 400 entries there, so counted exactly.
     assert_eq!(db.approximate_memtable_stats(..first).unwrap(), zero);
     let past = format!("{last}\0");
-    assert_eq!(db.approximate_memtable_stats(past.as_str()..).unwrap(), zero);
+    assert_eq!(
+        db.approximate_memtable_stats(past.as_str()..).unwrap(),
+        zero
+    );
     let gap = (0..70_000)
         .map(key)
         .find(|k| keys.binary_search(k).is_err())
         .unwrap();
-    assert_eq!(db.approximate_memtable_stats(gap.as_str()..=gap.as_str()).unwrap(), zero);
+    assert_eq!(
+        db.approximate_memtable_stats(gap.as_str()..=gap.as_str())
+            .unwrap(),
+        zero
+    );
     // One key: every version of it, exactly.
     let versions = true_count(&keys, &(some.to_string()..=some.to_string()));
     assert!(versions >= 1);

@@ -6,8 +6,9 @@
 //! filter that lets a get skip the search: `key_filter.rs`; beside the
 //! skiplist, the range tombstones written to it, kept in a list under a
 //! lock and read in fragmented form, with a flag so that a memtable
-//! without any costs a get one relaxed load) and [`MemtableIter`], the
-//! cursor that keeps its memtable alive.
+//! without any costs a get one relaxed load), [`MemtableIter`], the
+//! cursor that keeps its memtable alive, and [`MemtableRangeStats`], what
+//! a key range holds in it.
 //! Must never: show a version newer than the reader's snapshot, order two
 //! versions of one key other than newest first
 //! ([`compare_internal_keys`](crate::key::compare_internal_keys)), or let

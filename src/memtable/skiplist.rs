@@ -2,8 +2,9 @@
 //! by atomic pointers, so readers never lock and writers insert with
 //! compare-and-swap.
 //!
-//! Owns: the node layout, the search, the lock-free insert, and
-//! [`Entry`]/[`Cursor`], the only ways to reach a node.
+//! Owns: the node layout, the search, the lock-free insert, the estimate of
+//! a range's entries from the towers, and [`Entry`]/[`Cursor`], the only
+//! ways to reach a node.
 //! Must never: publish a node before its key, value and outgoing links are
 //! written (the release CAS that links it is the publication), unlink or
 //! move a node (nodes live until the arena goes, so a reader holding one
@@ -412,7 +413,11 @@ impl SkipList {
     /// above together, whatever the size of the list or the range, besides
     /// the few a search passes per level. Inserts racing the walk may or
     /// may not be counted.
-    pub(crate) fn estimate_count(&self, start: Option<&Probe<'_>>, end: Option<&Probe<'_>>) -> usize {
+    pub(crate) fn estimate_count(
+        &self,
+        start: Option<&Probe<'_>>,
+        end: Option<&Probe<'_>>,
+    ) -> usize {
         let height = self
             .height
             .load(AtomicOrdering::Relaxed)
@@ -435,7 +440,7 @@ impl SkipList {
             // along this level.
             let mut next = unsafe { before.next(level) };
             while let Some(n) = next.filter(|&n| Some(n) != past) {
-                if !start.is_some_and(|s| Self::cmp_node(n, s) == Ordering::Less) {
+                if start.is_none_or(|s| Self::cmp_node(n, s) != Ordering::Less) {
                     break;
                 }
                 before = n;
@@ -748,7 +753,14 @@ mod tests {
         // Three versions per key: a range of fewer than ESTIMATE_SAMPLES
         // entries is counted at level 0, every version.
         let list = list_of(2000, 3);
-        for (a, b) in [(0, 1), (0, 133), (500, 600), (1000, 1133), (1867, 2000), (1999, 2000)] {
+        for (a, b) in [
+            (0, 1),
+            (0, 133),
+            (500, 600),
+            (1000, 1133),
+            (1867, 2000),
+            (1999, 2000),
+        ] {
             let (ka, kb) = (key_of(a), key_of(b));
             let (pa, pb) = (key_probe(&ka), key_probe(&kb));
             let exact = walked(&list, Some(&pa), Some(&pb));
@@ -766,7 +778,10 @@ mod tests {
             user_key: &k50,
             tag: 2 << 8 | 1,
         };
-        assert_eq!(small.estimate_count(Some(&middle), Some(&key_probe(&key_of(51)))), 2);
+        assert_eq!(
+            small.estimate_count(Some(&middle), Some(&key_probe(&key_of(51)))),
+            2
+        );
     }
 
     #[test]
@@ -781,7 +796,10 @@ mod tests {
         let between = b"k001000\0".to_vec();
         assert!(list.estimate_count(Some(&key_probe(&between)), Some(&p2)) > 0);
         let after = key_of(1001);
-        assert_eq!(list.estimate_count(Some(&key_probe(&between)), Some(&key_probe(&after))), 0);
+        assert_eq!(
+            list.estimate_count(Some(&key_probe(&between)), Some(&key_probe(&after))),
+            0
+        );
         assert_eq!(list.estimate_count(Some(&key_probe(b"z")), None), 0);
         assert_eq!(list.estimate_count(None, Some(&key_probe(b"a"))), 0);
     }
