@@ -844,6 +844,53 @@ mod tests {
     }
 
     #[test]
+    fn estimates_are_right_while_writers_insert() {
+        // Two writers insert their own keys in order and publish how far
+        // they got (release); a reader counts the last 300 published keys
+        // of each: fewer than ESTIMATE_SAMPLES, so exactly 300 whatever
+        // the other writer and the unpublished inserts do meanwhile.
+        use std::sync::atomic::AtomicUsize;
+        let list = SkipList::new();
+        let per_writer = 20_000;
+        let published = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let name = |w: usize, i: usize| format!("{}{i:06}", ["a", "b"][w]).into_bytes();
+        std::thread::scope(|s| {
+            for w in 0..2 {
+                let (list, published) = (&list, &published);
+                s.spawn(move || {
+                    for i in 0..per_writer {
+                        list.insert(&name(w, i), 1 << 8 | 1, b"v").unwrap();
+                        published[w].store(i + 1, AtomicOrdering::Release);
+                    }
+                });
+            }
+            let (list, published) = (&list, &published);
+            s.spawn(move || {
+                let mut checks = 0;
+                loop {
+                    let done = [0, 1].map(|w| published[w].load(AtomicOrdering::Acquire));
+                    for (w, &n) in done.iter().enumerate().filter(|(_, &n)| n >= 300) {
+                        let (from, to) = (name(w, n - 300), name(w, n));
+                        let estimate =
+                            list.estimate_count(Some(&key_probe(&from)), Some(&key_probe(&to)));
+                        assert_eq!(estimate, 300, "writer {w} at {n}");
+                        checks += 1;
+                    }
+                    if done == [per_writer; 2] {
+                        break;
+                    }
+                }
+                assert!(checks > 0);
+            });
+        });
+        let whole = list.estimate_count(None, None);
+        assert!(
+            whole.abs_diff(2 * per_writer) * 4 <= 2 * per_writer,
+            "{whole}"
+        );
+    }
+
+    #[test]
     fn heights_follow_a_quarter_per_level() {
         let draws = 400_000;
         let mut counts = [0usize; MAX_HEIGHT + 1];
