@@ -555,12 +555,15 @@ impl Keyspace {
     /// above with probability 1/4). A memtable's count is exact when its
     /// part of the range holds fewer than 400 entries, else off by a
     /// relative standard error of at most 5% (within 25% all but about
-    /// once in a million calls); it steps over a few thousand nodes on
-    /// average at the most, whatever the memtable's size. Writes racing
-    /// the call may or may not be counted; a flush that finishes during it
-    /// may leave its entries uncounted or counted in both this and
-    /// [`Keyspace::approximate_size`]. An empty or reversed range is zero;
-    /// a dropped keyspace's handle is refused with `InvalidArgument`.
+    /// once in a million calls). On average it steps over a few thousand
+    /// nodes at the most, whatever the memtable's or the range's size
+    /// (`benches/memtable.rs`, `memtable_range_count`: about 8 µs on a
+    /// 400,000-entry memtable, where walking a tenth of it takes 3.4 ms).
+    /// Writes racing the call may or may not be counted. The call reads
+    /// the memtables of one moment; a flush between it and a call of
+    /// [`Keyspace::approximate_size`] may leave entries in both or
+    /// neither. An empty or reversed range is zero; a dropped keyspace's
+    /// handle is refused with `InvalidArgument`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
