@@ -8,7 +8,12 @@
 //! - `insert/2threads`: the same, two threads each inserting half (wall
 //!   time: what counts is how the two scale together);
 //! - `get`: present keys in read order on a full memtable;
-//! - `walk`: every entry in order, as a flush reads them.
+//! - `walk`: every entry in order, as a flush reads them;
+//! - `range_count`: the entries of a range of a tenth or a half of a full
+//!   memtable, estimated from the skiplist's towers
+//!   (`approximate_range_stats`) against counted by walking them (each
+//!   iteration the next of 64 ranges of that size, so neither reads one
+//!   range's nodes from the caches of the last iteration).
 //!
 //! The one-thread groups are timed in this thread's CPU time, so other
 //! work on a shared machine does not leak into the comparison.
@@ -32,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::Measurement;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use siftdb::internals::key::{SeqNo, ValueKind};
+use siftdb::internals::key::{compare_internal_keys, lookup_key, SeqNo, ValueKind};
 use siftdb::internals::memtable::{MemValue, Memtable};
 
 #[path = "support/crossbeam_memtable.rs"]
@@ -223,6 +228,47 @@ fn read_groups<M: Measurement>(c: &mut Criterion<M>, data: &Data) {
     group.sample_size(10).throughput(Throughput::Elements(N));
     group.bench_function("arena", |b| b.iter(|| black_box(arena.walk())));
     group.bench_function("crossbeam", |b| b.iter(|| black_box(old.walk())));
+    group.finish();
+    range_count_group(c, &arena);
+}
+
+/// A range's entries on a full memtable: estimated against walked.
+fn range_count_group<M: Measurement>(c: &mut Criterion<M>, arena: &Memtable) {
+    let mut group = c.benchmark_group("memtable_range_count");
+    for (name, parts) in [("tenth", 10), ("half", 2)] {
+        let len = N / parts;
+        // The keys are key(2j), j < N: 64 ranges of `len` keys spread over
+        // the rest, as lookup keys before every version of their ends.
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = (0..64)
+            .map(|r| {
+                let first = r * (N - len) / 64;
+                (
+                    lookup_key(&key(2 * first), SeqNo::MAX),
+                    lookup_key(&key(2 * (first + len)), SeqNo::MAX),
+                )
+            })
+            .collect();
+        let mut at = 0;
+        group.bench_function(format!("estimate/{name}"), |b| {
+            b.iter(|| {
+                let (start, end) = &ranges[at % 64];
+                at += 1;
+                black_box(arena.approximate_range_stats(Some(start), Some(end)))
+            })
+        });
+        group.bench_function(format!("walk/{name}"), |b| {
+            b.iter(|| {
+                let (start, end) = &ranges[at % 64];
+                at += 1;
+                let count = arena
+                    .range_from(start)
+                    .take_while(|(k, _)| compare_internal_keys(k, end).is_lt())
+                    .count();
+                assert_eq!(count as u64, len);
+                black_box(count)
+            })
+        });
+    }
     group.finish();
 }
 

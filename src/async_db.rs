@@ -13,6 +13,7 @@ use crate::async_iter::AsyncIter;
 use crate::batch::WriteBatch;
 use crate::db::{CheckpointInfo, Db, Keyspace, Stats};
 use crate::error::{Error, Result};
+use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
 
 /// An async handle; clones share one engine.
@@ -171,6 +172,16 @@ impl AsyncDb {
         range: R,
     ) -> Result<u64> {
         self.db.approximate_size(range)
+    }
+
+    /// See [`Db::approximate_memtable_stats`]. Not `async`, as
+    /// [`AsyncDb::stats`]: it walks a few levels of the memtables' towers,
+    /// no file and no lock.
+    pub fn approximate_memtable_stats<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<MemtableRangeStats> {
+        self.db.approximate_memtable_stats(range)
     }
 
     /// Opens the keyspace `name`, creating it (empty) if the database has
@@ -356,6 +367,16 @@ impl AsyncKeyspace {
         range: R,
     ) -> Result<u64> {
         self.keyspace.approximate_size(range)
+    }
+
+    /// See [`Keyspace::approximate_memtable_stats`]. Not `async`, as
+    /// [`AsyncDb::stats`]: it walks a few levels of the memtables' towers,
+    /// no file and no lock.
+    pub fn approximate_memtable_stats<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<MemtableRangeStats> {
+        self.keyspace.approximate_memtable_stats(range)
     }
 }
 

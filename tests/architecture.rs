@@ -555,6 +555,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use LevelFilterStats",
         "use MAX_KEY_LEN",
         "use MAX_VALUE_LEN",
+        "use MemtableRangeStats",
         "mod filter",
         "mod backup",
         "mod internals",

@@ -105,8 +105,8 @@ async fn per_write_options_through_the_facade() {
 
 /// A keyspace through the facade: its own keys, per-write options, range
 /// deletes (a reversed range refused before any work), `multi_get`, a
-/// cross-keyspace batch through `AsyncDb::write`, its compaction and its
-/// approximate size.
+/// cross-keyspace batch through `AsyncDb::write`, its compaction, its
+/// approximate size and its memtables' share.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyspaces_through_the_facade() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,10 +172,34 @@ async fn keyspaces_through_the_facade() {
         users.blocking_handle().approximate_size("u".."v").unwrap()
     );
     assert_eq!(users.approximate_size("a".."b").unwrap(), 0);
+    // The memtables' share likewise: the keyspace's one write since its
+    // compaction flushed it; the default keyspace's one key until a flush.
+    users.put("u50", "late").await.unwrap();
+    let unflushed = users.approximate_memtable_stats("u".."v").unwrap();
+    assert_eq!(unflushed.entries, 1);
+    assert_eq!(
+        unflushed,
+        users
+            .blocking_handle()
+            .approximate_memtable_stats("u".."v")
+            .unwrap()
+    );
     db.put("d", "default").await.unwrap();
     assert_eq!(db.approximate_size::<&str, _>(..).unwrap(), 0);
+    assert_eq!(
+        db.approximate_memtable_stats::<&str, _>(..)
+            .unwrap()
+            .entries,
+        1
+    );
     db.flush().await.unwrap();
     assert!(db.approximate_size::<&str, _>(..).unwrap() > 0);
+    assert_eq!(
+        db.approximate_memtable_stats::<&str, _>(..)
+            .unwrap()
+            .entries,
+        0
+    );
 }
 
 /// Scans through the facade: from the front, from the back, both ends

@@ -52,7 +52,7 @@ use crate::error::{Error, Result};
 use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, MemtableRangeStats};
 use crate::options::{Options, WriteOptions};
 use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
 use compaction::CompactionScope;
@@ -891,10 +891,20 @@ impl Db {
     }
 
     /// About how many bytes of disk the keys of the default keyspace in
-    /// `range` take in its tables (memtables not counted): see
-    /// [`Keyspace::approximate_size`].
+    /// `range` take in its tables (memtables not counted: see
+    /// [`Db::approximate_memtable_stats`]): see [`Keyspace::approximate_size`].
     pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
         self.default_keyspace().approximate_size(range)
+    }
+
+    /// About how many entries of the default keyspace in `range` are in
+    /// its memtables, not flushed yet, and their bytes: see
+    /// [`Keyspace::approximate_memtable_stats`].
+    pub fn approximate_memtable_stats<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+    ) -> Result<MemtableRangeStats> {
+        self.default_keyspace().approximate_memtable_stats(range)
     }
 
     /// Entries whose keys start with `prefix`, ascending, as of now.

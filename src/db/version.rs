@@ -219,13 +219,13 @@ impl LiveTable {
 /// past its end (`None`: unbounded). An included start or excluded end is
 /// the key's newest possible version, an excluded start or included end
 /// the position after the key's oldest.
-struct RangeTargets {
-    start: Option<Vec<u8>>,
-    end: Option<Vec<u8>>,
+pub(crate) struct RangeTargets {
+    pub start: Option<Vec<u8>>,
+    pub end: Option<Vec<u8>>,
 }
 
 impl RangeTargets {
-    fn of((start, end): &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> RangeTargets {
+    pub fn of((start, end): &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> RangeTargets {
         let before_every_version = |key: &[u8]| lookup_key(key, SeqNo::MAX);
         let after_every_version = |key: &[u8]| internal_key(key, SeqNo(0), ValueKind::Delete);
         RangeTargets {

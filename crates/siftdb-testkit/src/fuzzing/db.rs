@@ -619,6 +619,14 @@ pub fn db_ops(data: &[u8]) {
                     .space(ks)
                     .approximate_size::<Vec<u8>, _>((lo.clone(), hi.clone()));
                 assert!(size.is_ok(), "{what}: approximate_size failed: {size:?}");
+                // From the memtables' towers: no I/O either.
+                let unflushed = run
+                    .space(ks)
+                    .approximate_memtable_stats::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                assert!(
+                    unflushed.is_ok(),
+                    "{what}: approximate_memtable_stats failed: {unflushed:?}"
+                );
                 let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
                 let model = run.model[ks].clone();
                 let boot = run.boot;
