@@ -572,3 +572,40 @@ fn close_reports_a_failed_final_sync_and_loses_no_acknowledged_write() {
         .close()
         .unwrap();
 }
+
+/// A clean close while a rotated log's memtable is still unflushed (its
+/// flushes fail): the log was made after the last manifest write, so its
+/// number is not below the durable next file number. The close must still
+/// write a valid manifest — it once failed with `InvalidArgument`
+/// ("closed log N is not within ... the next file number N") — and the
+/// next open must find every acknowledged write.
+#[test]
+fn a_close_with_an_unflushed_rotated_log_writes_a_valid_manifest() {
+    let fs = FaultFs::new();
+    let db = Db::open_with(DB, options(&fs)).unwrap();
+    let mut model = Model::new();
+    write_range(&db, &mut model, 0..50).unwrap();
+    db.flush().unwrap();
+    // Every table creation fails from now on: the next rotation's memtable
+    // stays unflushed.
+    fs.fail_matching("create", ".sst", FaultMode::Persistent, ErrorKind::Other);
+    let before = db.stats().flushes;
+    let mut i = 50;
+    while db.stats().background_errors == 0 {
+        assert!(i < 5_000, "no flush was tried");
+        let _ = write_range(&db, &mut model, i..i + 1);
+        i += 1;
+    }
+    assert_eq!(db.stats().flushes, before);
+    if let Err(e) = db.close() {
+        assert!(
+            !matches!(e, Error::InvalidArgument(_)),
+            "close wrote an invalid manifest: {e}"
+        );
+    }
+    fs.clear_faults();
+    let db = Db::open_with(DB, options(&fs)).unwrap();
+    for (key, value) in &model {
+        assert_eq!(db.get(key).unwrap().as_deref(), Some(value.as_slice()));
+    }
+}

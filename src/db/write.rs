@@ -658,11 +658,16 @@ pub(crate) fn close_log(inner: &DbInner) -> Result<()> {
     };
     // The durable state with the clean close added (the background
     // threads have stopped; the lock keeps any other manifest write out).
-    let _versions = inner.versions.lock();
+    let versions = inner.versions.lock();
     let fs = inner.fs.as_ref();
     match read_manifest(fs, &inner.dir)? {
         Some(mut state) if state.log_number <= closed.number => {
             state.closed_log = Some(closed);
+            // The log was made after the last manifest write when no flush
+            // followed its rotation: its number is then not below the
+            // durable next file number. The allocator's is above every
+            // number given out, the log's included.
+            state.next_file_number = state.next_file_number.max(versions.next_file_number);
             write_manifest(fs, &inner.dir, &state)
         }
         _ => Ok(()),
