@@ -370,3 +370,49 @@ fn a_read_only_open_works_on_a_directory_without_write_permission() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
     assert_eq!(snapshot(&dir), before);
 }
+
+/// A read-only open starts no background work: over a level 0 past its
+/// own options' compaction trigger, with a writer closed, the directory
+/// stays as it was while the read-only database is open. (The event
+/// listeners' change once spawned the flush and compaction threads for a
+/// read-only open too, and dropped their handles: they compacted a
+/// directory that a writer held, and a read-only open beside it met a
+/// half-written table.)
+#[test]
+fn a_read_only_open_starts_no_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Db::open_with(
+        dir.path(),
+        Options::default()
+            .level0_compaction_trigger(100)
+            .level0_quiet_trigger(100)
+            .level0_stop_writes(200),
+    )
+    .unwrap();
+    for table in 0..6u64 {
+        for i in 0..50 {
+            writer.put(key(i), value(table)).unwrap();
+        }
+        writer.flush().unwrap();
+    }
+    writer.close().unwrap();
+    let files = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files(dir.path());
+    // Default options: a trigger of 4, which the 6 tables pass.
+    let reader = Db::open_read_only(dir.path()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        files(dir.path()),
+        before,
+        "the read-only open changed the directory"
+    );
+    assert_eq!(reader.stats().compactions, 0);
+    drop(reader);
+}

@@ -642,13 +642,17 @@ impl Db {
         } else {
             inner.events.start(&inner.opts.event_listeners)?
         };
-        let background = match (read_only, background::spawn(&inner)) {
-            (true, _) => Vec::new(),
-            (false, Ok(threads)) => threads,
-            (false, Err(e)) => {
-                // No listener has run: no panic to report.
-                let _ = stop_events(&inner, events);
-                return Err(e);
+        // A read-only open starts no background work at all.
+        let background = if read_only {
+            Vec::new()
+        } else {
+            match background::spawn(&inner) {
+                Ok(threads) => threads,
+                Err(e) => {
+                    // No listener has run: no panic to report.
+                    let _ = stop_events(&inner, events);
+                    return Err(e);
+                }
             }
         };
         let mut db = Db {
