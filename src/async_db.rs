@@ -85,6 +85,12 @@ impl AsyncDb {
         self.delete_with(key, WriteOptions::new()).await
     }
 
+    /// See [`Db::merge`].
+    pub async fn merge(&self, key: impl Into<Bytes>, operand: impl Into<Bytes>) -> Result<()> {
+        let (db, key, operand) = (Arc::clone(&self.db), key.into(), operand.into());
+        blocking(move || db.merge(key, operand)).await
+    }
+
     /// See [`Db::delete_range`]. The range is checked before anything runs
     /// on the blocking pool.
     pub async fn delete_range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(
@@ -286,6 +292,12 @@ impl AsyncKeyspace {
     /// See [`Keyspace::delete`].
     pub async fn delete(&self, key: impl Into<Bytes>) -> Result<()> {
         self.delete_with(key, WriteOptions::new()).await
+    }
+
+    /// See [`Keyspace::merge`].
+    pub async fn merge(&self, key: impl Into<Bytes>, operand: impl Into<Bytes>) -> Result<()> {
+        let (ks, key, operand) = (self.keyspace.clone(), key.into(), operand.into());
+        blocking(move || ks.merge(key, operand)).await
     }
 
     /// See [`Keyspace::delete_with`].

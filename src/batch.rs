@@ -59,6 +59,9 @@ pub enum OpKind {
     /// Delete every key in `[key, value)` (an empty `value`: no upper
     /// bound).
     DeleteRange = 2,
+    /// Add a merge operand (`value`) to one key's value (see
+    /// `Options::merge_operator`).
+    Merge = 3,
 }
 
 impl OpKind {
@@ -68,6 +71,7 @@ impl OpKind {
             0 => Some(OpKind::Delete),
             1 => Some(OpKind::Put),
             2 => Some(OpKind::DeleteRange),
+            3 => Some(OpKind::Merge),
             _ => None,
         }
     }
@@ -157,6 +161,25 @@ impl WriteBatch {
     /// Adds "delete `key`" in `keyspace`.
     pub fn delete_in(&mut self, keyspace: &crate::Keyspace, key: impl AsRef<[u8]>) {
         self.delete_from(keyspace.id(), key.as_ref());
+    }
+
+    /// Adds "merge `operand` into `key`'s value" (in the default keyspace):
+    /// the value becomes the keyspace's merge operator's result over the
+    /// value before and the operands since (see
+    /// [`crate::Options::merge_operator`]; a write of a batch with a merge
+    /// into a keyspace without one is refused with `InvalidArgument`).
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
+        self.merge_to(0, key.as_ref(), operand.as_ref());
+    }
+
+    /// [`WriteBatch::merge`] in `keyspace`.
+    pub fn merge_in(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) {
+        self.merge_to(keyspace.id(), key.as_ref(), operand.as_ref());
     }
 
     /// Appends one operation: its kind byte (and keyspace id), `key` and,
@@ -319,6 +342,8 @@ pub trait RawBatch {
     fn put_to(&mut self, keyspace: u32, key: &[u8], value: &[u8]);
     /// Adds "delete `key`" in keyspace `keyspace` (by id).
     fn delete_from(&mut self, keyspace: u32, key: &[u8]);
+    /// Adds "merge `operand` into `key`" in keyspace `keyspace` (by id).
+    fn merge_to(&mut self, keyspace: u32, key: &[u8], operand: &[u8]);
     /// Appends a range delete of `[start, end)` (`end: None`: unbounded)
     /// in keyspace `keyspace` (by id), already in half-open form and not
     /// empty.
@@ -352,6 +377,12 @@ impl RawBatch for WriteBatch {
     fn delete_from(&mut self, keyspace: u32, key: &[u8]) {
         self.push_op(OpKind::Delete, keyspace, key, None);
         self.largest_key = self.largest_key.max(key.len());
+    }
+
+    fn merge_to(&mut self, keyspace: u32, key: &[u8], operand: &[u8]) {
+        self.push_op(OpKind::Merge, keyspace, key, Some(operand));
+        self.largest_key = self.largest_key.max(key.len());
+        self.largest_value = self.largest_value.max(operand.len());
     }
 
     fn push_range_delete(&mut self, keyspace: u32, start: &[u8], end: Option<&[u8]>) {
@@ -395,6 +426,7 @@ impl<'a> FromIterator<BatchOp<'a>> for WriteBatch {
         for op in ops {
             match op.kind {
                 OpKind::Put => batch.put_to(op.keyspace, op.key, op.value),
+                OpKind::Merge => batch.merge_to(op.keyspace, op.key, op.value),
                 OpKind::Delete => batch.delete_from(op.keyspace, op.key),
                 OpKind::DeleteRange => {
                     batch.push_range_delete(op.keyspace, op.key, op.range_end());
@@ -466,7 +498,7 @@ fn read_op<'a>(reader: &mut ByteReader<'a>, lengths: Lengths) -> Result<BatchOp<
     };
     let key = field(MAX_KEY_LEN)?;
     let value = match kind {
-        OpKind::Put => field(MAX_VALUE_LEN)?,
+        OpKind::Put | OpKind::Merge => field(MAX_VALUE_LEN)?,
         OpKind::Delete => &[],
         OpKind::DeleteRange => {
             let end = field(MAX_KEY_LEN)?;

@@ -112,6 +112,19 @@ pub enum Error {
     /// its snapshot. Nothing of it was written; run it again.
     #[error("transaction conflict: a key it touched was written after its snapshot; retry it")]
     Conflict,
+
+    /// A key's merge operands could not be merged: the merge operator
+    /// refused them (returned `None`), or the keyspace holding them has no
+    /// merge operator (`Options::merge_operator`). Reads of that key fail
+    /// this way (and a compaction that must merge them, until resumed
+    /// with an operator that accepts them); other keys are unaffected.
+    #[error("merge of key {} failed: {reason}", String::from_utf8_lossy(.key))]
+    MergeFailed {
+        /// The key.
+        key: Vec<u8>,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// What happens to a failure of background work or of the log.
@@ -202,6 +215,10 @@ impl Error {
             Error::Panicked(m) => Error::Panicked(m.clone()),
             Error::Closed => Error::Closed,
             Error::Conflict => Error::Conflict,
+            Error::MergeFailed { key, reason } => Error::MergeFailed {
+                key: key.clone(),
+                reason: reason.clone(),
+            },
         }
     }
 

@@ -38,14 +38,24 @@ pub enum ValueKind {
     Delete = 0,
     /// A value was written at this sequence number.
     Put = 1,
+    /// A merge operand was written at this sequence number: the key's value
+    /// is the keyspace's merge operator applied to the older value and the
+    /// operands since (see `Options::merge_operator`).
+    Merge = 2,
 }
 
 impl ValueKind {
+    /// The kind with the largest byte: among versions at one sequence
+    /// number its tag is the largest, so an internal key of it sorts before
+    /// every version at that sequence number (what a lookup seeks with).
+    pub const SEEK: ValueKind = ValueKind::Merge;
+
     /// Decodes a kind byte.
     pub fn from_u8(byte: u8) -> Option<ValueKind> {
         match byte {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::Merge),
             _ => None,
         }
     }
@@ -161,7 +171,7 @@ pub fn compare_split_internal_key(user_key: &[u8], tag: u64, b: &[u8]) -> Orderi
 
 /// The internal key that sorts before every version of `user_key` visible at `snapshot`.
 pub fn lookup_key(user_key: &[u8], snapshot: SeqNo) -> Vec<u8> {
-    internal_key(user_key, snapshot, ValueKind::Put)
+    internal_key(user_key, snapshot, ValueKind::SEEK)
 }
 
 /// Whether some key is at or after `start` and before `end` (a

@@ -90,7 +90,9 @@ pub use events::{
 pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use memtable::MemtableRangeStats;
-pub use options::{CompactionDecision, CompactionFilter, Compression, Options, WriteOptions};
+pub use options::{
+    CompactionDecision, CompactionFilter, Compression, MergeOperator, Options, WriteOptions,
+};
 pub use prefix::PrefixExtractor;
 pub use repair::{
     repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,

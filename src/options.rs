@@ -80,6 +80,7 @@ pub struct Options {
     /// keyspace, never by the application): recorded in its tables.
     pub(crate) keyspace: Option<TableKeyspace>,
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
     pub(crate) event_listeners: Vec<Arc<dyn EventListener>>,
 }
 
@@ -105,6 +106,23 @@ pub trait CompactionFilter: Send + Sync {
     /// The decision for `key`, whose newest value is `value`, in a
     /// compaction writing into `level`.
     fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> CompactionDecision;
+}
+
+/// Combines a key's merge operands with its value before them, as
+/// RocksDB's `MergeOperator` (its full merge): counters, appends to lists,
+/// patches to records, written without reading the value first
+/// ([`crate::Db::merge`], [`crate::WriteBatch::merge`]). Called when a read
+/// meets a key whose newest version is a merge operand, and by compactions
+/// (which store the result in place of the operands once they reach the
+/// value they apply to, or the bottom of the tree), so `Send + Sync`; it
+/// must be deterministic — the same value and operands always give the
+/// same result — and quick, and must not call into the database.
+pub trait MergeOperator: Send + Sync {
+    /// The value of `key` after `operands` (oldest first) were applied to
+    /// `existing` — `None` when the key had no value before them (never
+    /// written, deleted, or deleted by a range delete). `None` refuses
+    /// them: the read fails with [`Error::MergeFailed`].
+    fn merge(&self, key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>>;
 }
 
 /// The default block cache: 64 MiB. See [`Options::block_cache_bytes`].
@@ -154,6 +172,7 @@ impl Default for Options {
             range_filter_bits_per_key: 0.0,
             keyspace: None,
             compaction_filter: None,
+            merge_operator: None,
             event_listeners: Vec::new(),
         }
     }
@@ -192,6 +211,7 @@ impl fmt::Debug for Options {
             .field("error_if_exists", &self.error_if_exists)
             .field("paranoid_checks", &self.paranoid_checks)
             .field("compaction_filter", &self.compaction_filter.is_some())
+            .field("merge_operator", &self.merge_operator.is_some())
             .field("event_listeners", &self.event_listeners.len())
             .finish_non_exhaustive()
     }
@@ -254,6 +274,42 @@ impl Options {
     /// [`crate::KeyspaceOptions::compaction_filter`].
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = Some(filter);
+        self
+    }
+
+    /// The merge operator of every keyspace (per keyspace with
+    /// [`crate::KeyspaceOptions::merge_operator`]): what [`crate::Db::merge`]
+    /// operands are combined with. Give the same operator each time the
+    /// database is opened: operands not yet merged stay in the tables until
+    /// a read or a compaction applies them. Without one, merges are refused
+    /// with `InvalidArgument`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::sync::Arc;
+    /// use siftdb::{Db, MergeOperator, Options};
+    ///
+    /// /// Adds little-endian u64 operands to the value.
+    /// struct Counter;
+    /// impl MergeOperator for Counter {
+    ///     fn merge(&self, _key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+    ///         let read = |b: &[u8]| Some(u64::from_le_bytes(b.try_into().ok()?));
+    ///         let mut total = existing.map_or(Some(0), read)?;
+    ///         for operand in operands {
+    ///             total += read(operand)?;
+    ///         }
+    ///         Some(total.to_le_bytes().to_vec())
+    ///     }
+    /// }
+    ///
+    /// let db = Db::open_with(dir.path(), Options::default().merge_operator(Arc::new(Counter)))?;
+    /// db.merge("visits", 1u64.to_le_bytes())?;
+    /// db.merge("visits", 2u64.to_le_bytes())?;
+    /// assert_eq!(db.get("visits")?.as_deref(), Some(&3u64.to_le_bytes()[..]));
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = Some(operator);
         self
     }
 

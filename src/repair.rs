@@ -1437,7 +1437,7 @@ impl NewTable {
             (first.clone(), first, high, high)
         });
         let smallest = if start < user_key_of(&smallest) {
-            internal_key(start, high, ValueKind::Put)
+            internal_key(start, high, ValueKind::SEEK)
         } else {
             smallest
         };

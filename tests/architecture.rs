@@ -532,6 +532,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use Options",
         "use CompactionDecision",
         "use CompactionFilter",
+        "use MergeOperator",
         "use WriteOptions",
         "use EventListener",
         "use FlushEvent",

@@ -51,7 +51,7 @@ fn seed_table_with(n: u64, options: &TableOptions, value_of: fn(u64) -> String) 
     seed_table_full(n, options, value_of, None)
 }
 
-/// [`seed_table`] with range tombstones over some of its keys (format 8).
+/// [`seed_table`] with range tombstones over some of its keys.
 fn seed_table_with_range_tombstones(n: u64, options: &TableOptions) -> Vec<u8> {
     let tombstones = FragmentedTombstones::new([
         RangeTombstone::new(b"k002".to_vec(), Some(b"k007".to_vec()), SeqNo(50)),
@@ -80,11 +80,13 @@ fn seed_table_full(
         }
         let kind = if i % 5 == 4 {
             ValueKind::Delete
+        } else if i % 7 == 6 {
+            ValueKind::Merge
         } else {
             ValueKind::Put
         };
         let value = match kind {
-            ValueKind::Put => value_of(i),
+            ValueKind::Put | ValueKind::Merge => value_of(i),
             ValueKind::Delete => String::new(),
         };
         let key = internal_key(user_key.as_bytes(), SeqNo(i + 1), kind);

@@ -84,6 +84,7 @@ fn model_get(model: &Model, key: &[u8], snapshot: u64) -> Option<MemValue> {
         .map(|(_, (kind, value))| match kind {
             ValueKind::Put => MemValue::Put(value.clone().into()),
             ValueKind::Delete => MemValue::Deleted,
+            ValueKind::Merge => MemValue::Merge,
         })
 }
 
@@ -209,6 +210,7 @@ fn concurrent_writers_and_snapshot_readers_match_the_model() {
                 .map(|op| match op.kind {
                     ValueKind::Put => MemValue::Put(op.value.clone().into()),
                     ValueKind::Delete => MemValue::Deleted,
+                    ValueKind::Merge => MemValue::Merge,
                 })
         };
         // Advances the watermark past every inserted prefix and returns it.

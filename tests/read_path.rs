@@ -477,7 +477,7 @@ fn copy_of_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// One step of the writes that made tests/data/format_v8_db: puts (a
+/// One step of the writes that made tests/data/format_v9_db: puts (a
 /// value) and deletes (none), then range deletes (`[start, end)`), then what
 /// the database did after them.
 struct FixtureStep {
@@ -496,9 +496,9 @@ enum AfterStep {
     StayInLog,
 }
 
-/// The writes of tests/data/format_v8_db, in order.
-fn format_v8_steps() -> Vec<FixtureStep> {
-    let key = |i: u32| format!("v8key{i:04}");
+/// The writes of tests/data/format_v9_db, in order.
+fn format_v9_steps() -> Vec<FixtureStep> {
+    let key = |i: u32| format!("v9key{i:04}");
     let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
     vec![
         FixtureStep {
@@ -536,10 +536,10 @@ fn format_v8_steps() -> Vec<FixtureStep> {
     ]
 }
 
-/// What tests/data/format_v8_db holds: the steps applied to a map.
-fn format_v8_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// What tests/data/format_v9_db holds: the steps applied to a map.
+fn format_v9_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut model = BTreeMap::new();
-    for step in format_v8_steps() {
+    for step in format_v9_steps() {
         for (key, value) in step.writes {
             match value {
                 Some(value) => model.insert(key.into_bytes(), value.into_bytes()),
@@ -555,18 +555,18 @@ fn format_v8_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
-/// Writes tests/data/format_v8_db anew with today's code (run by hand,
+/// Writes tests/data/format_v9_db anew with today's code (run by hand,
 /// `SIFTDB_WRITE_FIXTURE=1 cargo test -p siftdb --test read_path --
-/// --ignored write_format_v8_fixture`, only when the format's version
+/// --ignored write_format_v9_fixture`, only when the format's version
 /// changes before the first release: from then on a fixture is never
 /// rewritten, a new one is added beside it).
 #[test]
 #[ignore = "writes the fixture in the source tree; run by hand"]
-fn write_format_v8_fixture() {
+fn write_format_v9_fixture() {
     if std::env::var("SIFTDB_WRITE_FIXTURE").as_deref() != Ok("1") {
         return;
     }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v8_db");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v9_db");
     if fixture.exists() {
         std::fs::remove_dir_all(&fixture).unwrap();
     }
@@ -574,7 +574,7 @@ fn write_format_v8_fixture() {
     // Every write lands in the default keyspace and, in the same batch,
     // in keyspace "events" (value prefixed "e-").
     let events = db.keyspace("events").unwrap();
-    for step in format_v8_steps() {
+    for step in format_v9_steps() {
         for (key, value) in step.writes {
             let mut batch = siftdb::WriteBatch::new();
             match value {
@@ -607,21 +607,21 @@ fn write_format_v8_fixture() {
     let _ = std::fs::remove_file(fixture.join("LOCK"));
 }
 
-/// The one fixture of the format this build writes: tests/data/format_v8_db
-/// (tables of format 8 in level 0 and below it, one with a range
-/// tombstone, in two keyspaces, a log of format 5 holding the last writes and a range delete), made by `write_format_v8_fixture`. Until the first
+/// The one fixture of the format this build writes: tests/data/format_v9_db
+/// (tables of format 9 in level 0 and below it, one with a range
+/// tombstone, in two keyspaces, a log of format 6 holding the last writes and a range delete), made by `write_format_v9_fixture`. Until the first
 /// release a format change replaces the format and this fixture with it;
 /// from the first release on every format change keeps reading the
 /// previous ones, and this fixture (never rewritten) checks that it does.
 #[test]
-fn the_format_v8_fixture_opens_and_reads_every_key() {
-    let dir = copy_of_fixture("format_v8_db");
+fn the_format_v9_fixture_opens_and_reads_every_key() {
+    let dir = copy_of_fixture("format_v9_db");
     let tables = tables_in(dir.path());
     assert!(tables.len() >= 3, "{tables:?}");
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-        assert_eq!(format.version(), 8);
+        assert_eq!(format.version(), 9);
     }
     assert!(
         tables
@@ -649,7 +649,7 @@ fn the_format_v8_fixture_opens_and_reads_every_key() {
         panic!("{logs:?}");
     };
     let log_bytes = std::fs::read(log).unwrap();
-    assert_eq!(&log_bytes[4..8], &5u32.to_le_bytes());
+    assert_eq!(&log_bytes[4..8], &6u32.to_le_bytes());
     assert_eq!(
         state
             .keyspaces
@@ -663,10 +663,10 @@ fn the_format_v8_fixture_opens_and_reads_every_key() {
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{report:?}");
 
-    let want = format_v8_contents();
+    let want = format_v9_contents();
     let check = |db: &Db| {
         for i in 0..360 {
-            let key = format!("v8key{i:04}");
+            let key = format!("v9key{i:04}");
             let got = db.get(&key).unwrap();
             assert_eq!(
                 got.as_deref(),
@@ -748,14 +748,14 @@ fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supporte
     );
 }
 
-/// A database one of whose tables carries an older format version (7, the
+/// A database one of whose tables carries an older format version (8, the
 /// one before this build's) or an unknown later one is refused at open,
 /// naming the table, its version and the one this build reads — by a
 /// read-write and a read-only open alike, and by `Table::open`.
 #[test]
 fn a_database_with_a_table_of_another_format_version_is_refused() {
-    for found in [7u32, 1, 9] {
-        let dir = copy_of_fixture("format_v8_db");
+    for found in [8u32, 1, 10] {
+        let dir = copy_of_fixture("format_v9_db");
         let table = tables_in(dir.path()).pop().unwrap();
         let mut bytes = std::fs::read(&table).unwrap();
         with_table_version(&mut bytes, found);
@@ -808,13 +808,13 @@ fn assert_refused_by_repair_and_verify(
     );
 }
 
-/// A database whose log carries an older format version (4, the last of
-/// the wide record headers) or an unknown later one is refused at open,
+/// A database whose log carries an older format version (5, the one
+/// before merge operands) or an unknown later one is refused at open,
 /// naming the log, its version and the one this build reads.
 #[test]
 fn a_database_with_a_log_of_another_format_version_is_refused() {
-    for found in [4u32, 1, 6] {
-        let dir = copy_of_fixture("format_v8_db");
+    for found in [5u32, 1, 7] {
+        let dir = copy_of_fixture("format_v9_db");
         let log = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())

@@ -69,11 +69,13 @@ fn random_entries(rng: &mut SplitMix64, n: usize, mut big_values: u32) -> Entrie
         };
         let kind = if rng.chance(15) {
             ValueKind::Delete
+        } else if rng.chance(10) {
+            ValueKind::Merge
         } else {
             ValueKind::Put
         };
         let value = match kind {
-            ValueKind::Put => random_value(rng, &mut big_values),
+            ValueKind::Put | ValueKind::Merge => random_value(rng, &mut big_values),
             ValueKind::Delete => Vec::new(),
         };
         entries.push((internal_key(&user_key, SeqNo(seq), kind), value));
@@ -89,6 +91,7 @@ fn model_get(entries: &Entries, user_key: &[u8], snapshot: SeqNo) -> Option<Tabl
         (parsed.user_key == user_key && parsed.seq <= snapshot).then(|| match parsed.kind {
             ValueKind::Put => TableValue::Put(value.clone().into()),
             ValueKind::Delete => TableValue::Deleted,
+            ValueKind::Merge => TableValue::Merge,
         })
     })
 }

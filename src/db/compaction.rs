@@ -22,6 +22,7 @@
 //! number where an older version of the key may remain, or delete an input
 //! before a durable manifest stopped naming it.
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
-use crate::db::iter::{InternalIterator, MergingIter, TableSource};
+use crate::db::iter::{apply_merge, InternalIterator, MergingIter, TableSource};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -44,7 +45,7 @@ use crate::key::{
     before_start_of, encode_internal_key, parse_internal_key, past_end_of, starts_before_end,
     user_key_of, SeqNo, ValueKind,
 };
-use crate::options::{CompactionDecision, CompactionFilter, Options};
+use crate::options::{CompactionDecision, CompactionFilter, MergeOperator, Options};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::ScanMode;
 
@@ -336,13 +337,21 @@ fn is_bottom(version: &Version, pick: &Pick, lo: &[u8], hi: &[u8]) -> bool {
 }
 
 /// Yields the newest version of each user key; at the bottom, drops
-/// tombstones and zeroes sequence numbers.
+/// tombstones and zeroes sequence numbers. A key whose newest version is a
+/// merge operand yields the merge operator's result as a put when the
+/// operands reach the version they apply to (a put, a delete, a deleted
+/// version) or the bottom; otherwise every operand, newest first, for a
+/// later compaction (or read) to merge.
 struct NewestOnly {
     merged: MergingIter,
     /// At the bottom: tombstones are dropped and every surviving entry is
     /// written with sequence number 0.
     bottom: bool,
     started: bool,
+    /// The merge already stands past the last key yielded, or on an older
+    /// version of it (`last` holds the key): the next call skips from
+    /// there without stepping first.
+    moved: bool,
     /// The user key last yielded (reused: no allocation per entry).
     last: Vec<u8>,
     /// The value last yielded, kept so it can be lent.
@@ -354,20 +363,114 @@ struct NewestOnly {
     range_tombstones: Option<FragmentedTombstones>,
     /// The application's filter, asked about each surviving value.
     filter: Option<Arc<dyn CompactionFilter>>,
+    /// The keyspace's merge operator (operands without one fail the
+    /// compaction when they must be merged).
+    merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Operands of one key still to yield (internal key, operand), when
+    /// they could not be merged here.
+    operands: VecDeque<(Vec<u8>, Bytes)>,
+    /// The internal key last yielded from `operands` or a merge.
+    out_key: Vec<u8>,
     /// The level the outputs go to (told to the filter).
     output_level: usize,
     /// The tombstone a filter's removal writes above the bottom (reused).
     removed: Vec<u8>,
 }
 
+impl NewestOnly {
+    /// True when a range tombstone of the inputs deletes `user_key`'s
+    /// version at `seq`.
+    fn deleted(&self, user_key: &[u8], seq: SeqNo) -> bool {
+        self.range_tombstones.as_ref().is_some_and(|list| {
+            list.covering_seq(user_key, SeqNo::MAX)
+                .is_some_and(|deleted_at| deleted_at > seq)
+        })
+    }
+
+    /// The key whose newest version, at `seq`, is the merge operand where
+    /// the merge stands: gathers its operands down to the version they
+    /// apply to. Merged into a put (at `seq`) when that version was found
+    /// or this is the bottom; queued one by one otherwise. Leaves the merge
+    /// past what it read (`moved`).
+    fn take_merge(&mut self, user_key: Vec<u8>, seq: SeqNo) -> Result<()> {
+        let mut operands = vec![(self.merged.key().to_vec(), self.merged.value())];
+        let mut existing = None;
+        let mut reached = false;
+        loop {
+            self.merged.next();
+            self.merged.status()?;
+            if !self.merged.valid() {
+                break;
+            }
+            let parsed = parse_internal_key(self.merged.key())?;
+            if parsed.user_key != user_key.as_slice() {
+                break;
+            }
+            if self.deleted(&user_key, parsed.seq) {
+                reached = true;
+                break;
+            }
+            match parsed.kind {
+                ValueKind::Merge => {
+                    operands.push((self.merged.key().to_vec(), self.merged.value()))
+                }
+                ValueKind::Put => {
+                    existing = Some(self.merged.value());
+                    reached = true;
+                    break;
+                }
+                ValueKind::Delete => {
+                    reached = true;
+                    break;
+                }
+            }
+        }
+        self.moved = true;
+        self.last = user_key;
+        if reached || self.bottom {
+            let values: Vec<Bytes> = operands.into_iter().rev().map(|(_, v)| v).collect();
+            let merged = apply_merge(
+                self.merge_operator.as_deref(),
+                &self.last,
+                existing.as_deref(),
+                &values,
+            )?;
+            self.out_key.clear();
+            encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
+            self.operands.push_back((self.out_key.clone(), merged));
+        } else {
+            self.operands.extend(operands);
+        }
+        Ok(())
+    }
+}
+
 impl EntrySource for NewestOnly {
     fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         loop {
+            if let Some((key, value)) = self.operands.pop_front() {
+                self.out_key = key;
+                self.value = value;
+                let seq = match parse_internal_key(&self.out_key) {
+                    Ok(parsed) if parsed.kind == ValueKind::Put => parsed.seq,
+                    _ => return Some(Ok((&self.out_key, &self.value))),
+                };
+                match self.decide_put(seq) {
+                    PutDecision::Drop => continue,
+                    PutDecision::Tombstone => return Some(Ok((&self.removed, &[]))),
+                    PutDecision::Keep if self.bottom => {
+                        return Some(Ok(self.zeroed_key(ValueKind::Put)))
+                    }
+                    PutDecision::Keep => return Some(Ok((&self.out_key, &self.value))),
+                }
+            }
             if self.started {
-                // Skip older versions of the key just yielded.
-                self.last.clear();
-                self.last.extend_from_slice(user_key_of(self.merged.key()));
-                self.merged.next();
+                if !std::mem::take(&mut self.moved) {
+                    // Skip older versions of the key just yielded.
+                    self.last.clear();
+                    self.last.extend_from_slice(user_key_of(self.merged.key()));
+                    self.merged.next();
+                }
                 while self.merged.valid() && user_key_of(self.merged.key()) == self.last.as_slice()
                 {
                     self.merged.next();
@@ -390,45 +493,81 @@ impl EntrySource for NewestOnly {
             if kind == ValueKind::Delete && self.bottom {
                 continue;
             }
-            let deleted = self.range_tombstones.as_ref().is_some_and(|list| {
-                list.covering_seq(user_key_of(key), SeqNo::MAX)
-                    .is_some_and(|deleted_at| deleted_at > seq)
-            });
-            if deleted {
+            if self.deleted(user_key_of(key), seq) {
                 // Its older versions are older than the tombstone too.
                 continue;
             }
+            if kind == ValueKind::Merge {
+                let user_key = user_key_of(key).to_vec();
+                if let Err(e) = self.take_merge(user_key, seq) {
+                    return Some(Err(e));
+                }
+                continue;
+            }
             self.value = self.merged.value();
+            self.out_key.clear();
+            self.out_key.extend_from_slice(key);
             if kind == ValueKind::Put {
-                if let Some(filter) = &self.filter {
-                    match filter.filter(self.output_level, user_key_of(key), &self.value) {
-                        CompactionDecision::Keep => {}
-                        CompactionDecision::Change(value) => self.value = Bytes::from(value),
-                        CompactionDecision::Remove if self.bottom => continue,
-                        CompactionDecision::Remove => {
-                            // Older versions may live deeper: a tombstone
-                            // at the value's sequence number hides them.
-                            self.removed.clear();
-                            encode_internal_key(
-                                &mut self.removed,
-                                user_key_of(key),
-                                seq,
-                                ValueKind::Delete,
-                            );
-                            return Some(Ok((&self.removed, &[])));
-                        }
-                    }
+                match self.decide_put(seq) {
+                    PutDecision::Drop => continue,
+                    PutDecision::Tombstone => return Some(Ok((&self.removed, &[]))),
+                    PutDecision::Keep => {}
                 }
             }
             if self.bottom {
-                // The only version of its key left in the tree (the older
-                // ones were skipped above and nothing deeper overlaps).
-                self.zeroed.clear();
-                encode_internal_key(&mut self.zeroed, user_key_of(key), SeqNo(0), kind);
-                return Some(Ok((&self.zeroed, &self.value)));
+                return Some(Ok(self.zeroed_key(kind)));
             }
-            return Some(Ok((self.merged.key(), &self.value)));
+            return Some(Ok((&self.out_key, &self.value)));
         }
+    }
+
+    fn at_key_boundary(&self) -> bool {
+        self.operands.is_empty()
+    }
+}
+
+/// What the compaction filter made of a put.
+enum PutDecision {
+    /// Yield it (its value possibly changed).
+    Keep,
+    /// Yield the tombstone in `removed` instead.
+    Tombstone,
+    /// Drop it (at the bottom).
+    Drop,
+}
+
+impl NewestOnly {
+    /// The compaction filter's decision on the put in `out_key` / `value`
+    /// (at `seq`); without a filter, keep it.
+    fn decide_put(&mut self, seq: SeqNo) -> PutDecision {
+        let Some(filter) = &self.filter else {
+            return PutDecision::Keep;
+        };
+        let user_key = user_key_of(&self.out_key);
+        match filter.filter(self.output_level, user_key, &self.value) {
+            CompactionDecision::Keep => PutDecision::Keep,
+            CompactionDecision::Change(value) => {
+                self.value = Bytes::from(value);
+                PutDecision::Keep
+            }
+            CompactionDecision::Remove if self.bottom => PutDecision::Drop,
+            CompactionDecision::Remove => {
+                // Older versions may live deeper: a tombstone at the
+                // value's sequence number hides them.
+                self.removed.clear();
+                encode_internal_key(&mut self.removed, user_key, seq, ValueKind::Delete);
+                PutDecision::Tombstone
+            }
+        }
+    }
+
+    /// The entry in `out_key` / `value` with sequence number 0 and `kind`:
+    /// at the bottom the only version of its key left in the tree (the
+    /// older ones were skipped and nothing deeper overlaps).
+    fn zeroed_key(&mut self, kind: ValueKind) -> (&[u8], &[u8]) {
+        self.zeroed.clear();
+        encode_internal_key(&mut self.zeroed, user_key_of(&self.out_key), SeqNo(0), kind);
+        (&self.zeroed, &self.value)
     }
 }
 
@@ -573,10 +712,14 @@ fn run(
         bottom,
         zeroed: Vec::new(),
         started: false,
+        moved: false,
         last: Vec::new(),
         value: Bytes::new(),
         range_tombstones,
         filter: opts.compaction_filter.clone(),
+        merge_operator: opts.merge_operator.clone(),
+        operands: VecDeque::new(),
+        out_key: Vec::new(),
         output_level: pick.output_level,
         removed: Vec::new(),
     };

@@ -17,7 +17,8 @@
 //! super-version and the last sequence number `S`. The super-version's
 //! tables hold only writes up to `S` and stay on disk while it is held;
 //! its memtables may gain later writes, so their entries are written out
-//! as one more level-0 table, each key's newest version at or below `S`.
+//! as one more level-0 table, every version at or below `S` (a merge
+//! operand needs the versions under it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,19 +129,19 @@ impl KeyspaceExport {
                 "a keyspace export does not carry memtable range tombstones",
             ));
         }
-        let mut newest: BTreeMap<&[u8], (SeqNo, ValueKind, &[u8])> = BTreeMap::new();
+        // Every version at or below the sequence number, not only each
+        // key's newest: a merge operand needs the versions under it.
+        let mut newest: BTreeMap<VersionKey<'_>, (ValueKind, &[u8])> = BTreeMap::new();
         for mem in &mems {
             for (key, value) in mem.iter() {
                 let parsed = parse_internal_key(key)?;
                 if parsed.seq > self.sequence {
                     continue;
                 }
-                match newest.get(parsed.user_key) {
-                    Some((seq, _, _)) if *seq >= parsed.seq => {}
-                    _ => {
-                        newest.insert(parsed.user_key, (parsed.seq, parsed.kind, value));
-                    }
-                }
+                newest.insert(
+                    (parsed.user_key, std::cmp::Reverse(parsed.seq)),
+                    (parsed.kind, value),
+                );
             }
         }
         if newest.is_empty() {
@@ -173,6 +174,10 @@ impl KeyspaceExport {
     }
 }
 
+/// An entry's place in internal-key order: user key ascending, then
+/// sequence number descending.
+type VersionKey<'a> = (&'a [u8], std::cmp::Reverse<SeqNo>);
+
 /// The memtable export's entries in key order, lent one at a time.
 struct NewestEntries<'a, I> {
     iter: I,
@@ -180,11 +185,11 @@ struct NewestEntries<'a, I> {
     value: &'a [u8],
 }
 
-impl<'a, I: Iterator<Item = (&'a [u8], (SeqNo, ValueKind, &'a [u8]))>> EntrySource
+impl<'a, I: Iterator<Item = (VersionKey<'a>, (ValueKind, &'a [u8]))>> EntrySource
     for NewestEntries<'a, I>
 {
     fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
-        let (user_key, (seq, kind, value)) = self.iter.next()?;
+        let ((user_key, std::cmp::Reverse(seq)), (kind, value)) = self.iter.next()?;
         self.key = internal_key(user_key, seq, kind);
         self.value = value;
         Some(Ok((&self.key, self.value)))

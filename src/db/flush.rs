@@ -109,6 +109,13 @@ pub(crate) fn open_live_table_with(
 pub(crate) trait EntrySource {
     /// The next entry, `None` at the end, or the error that ended the stream.
     fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>>;
+
+    /// False while the entries next to come are more versions of the user
+    /// key last given: a table must not end there (a level below 0 keeps
+    /// each user key in one table).
+    fn at_key_boundary(&self) -> bool {
+        true
+    }
 }
 
 /// A memtable's entries, borrowed in place (for `'a`).
@@ -229,6 +236,7 @@ fn write_table(
         if limits
             .stop_after_bytes
             .is_some_and(|limit| written >= limit)
+            && entries.at_key_boundary()
         {
             cut = true;
             break;

@@ -411,6 +411,12 @@ fn check_file(fs: &SharedFs, path: &Path) -> Result<Checked> {
                 parsed.seq.0
             )));
         }
+        if parsed.kind == ValueKind::Merge {
+            return Err(Error::invalid(format!(
+                "{} holds a merge operand (not a TableWriter file)",
+                what()
+            )));
+        }
         if last.as_deref().is_some_and(|l| l >= parsed.user_key) {
             return Err(Error::corruption(what(), "keys out of order"));
         }
@@ -433,7 +439,7 @@ fn check_file(fs: &SharedFs, path: &Path) -> Result<Checked> {
 /// range tombstone.
 fn memtables_overlap(sv: &SuperVersion, file: &Checked) -> bool {
     std::iter::once(&sv.mem).chain(&sv.imm).any(|m| {
-        let from = internal_key(&file.smallest, SeqNo::MAX, ValueKind::Put);
+        let from = internal_key(&file.smallest, SeqNo::MAX, ValueKind::SEEK);
         m.mem.has_range_tombstones()
             || m.mem
                 .range_from(&from)

@@ -26,7 +26,7 @@ use crate::key::{
     past_end_of, SeqNo, ValueKind,
 };
 use crate::memtable::{Memtable, MemtableIter};
-use crate::options::Options;
+use crate::options::{MergeOperator, Options};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::scan_filters::{PrefixProbe, ScanFilters};
 use crate::table::{ScanMode, TableIter};
@@ -539,6 +539,12 @@ pub struct DbIterator {
     /// The range tombstones the snapshot sees, one sequence number per
     /// fragment; `None` when there are none (the common case costs a test).
     range_tombstones: Option<FragmentedTombstones>,
+    /// What a key whose newest version is a merge operand is resolved
+    /// with (`None`: such a key fails the scan with `MergeFailed`).
+    merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// The backward side's versions of the key it is on, oldest first
+    /// (kept for the buffer).
+    back_versions: Vec<(ValueKind, SeqNo, Bytes)>,
     pinned: Arc<SuperVersion>,
 }
 
@@ -704,7 +710,9 @@ impl DbIterator {
         let tally = inner.counters.reads.local();
         tally.bump(|t| &t.scans);
         tally.add(|t| &t.scan_tables, overlapping);
-        DbIterator::over(specs, sv, snapshot, (start, end), range_tombstones)
+        let mut scan = DbIterator::over(specs, sv, snapshot, (start, end), range_tombstones);
+        scan.merge_operator.clone_from(&opts.merge_operator);
+        scan
     }
 
     /// A scan whose every read, in either direction, is `error` (once).
@@ -739,6 +747,8 @@ impl DbIterator {
             back_finished: false,
             back_user_key: None,
             range_tombstones,
+            merge_operator: None,
+            back_versions: Vec::new(),
             pinned: sv,
         }
     }
@@ -811,6 +821,47 @@ impl DbIterator {
         self.back_ceiling = Some(key.to_vec());
     }
 
+    /// The value of `key`, whose newest visible version (where the forward
+    /// merge is) is a merge operand: the operands down to the version they
+    /// apply to — a put, a delete, one a range tombstone deletes, or none
+    /// left — merged by the merge operator. Leaves the merge past them.
+    fn merge_forward(&mut self, key: &[u8]) -> Result<Bytes> {
+        let mut operands = vec![self.merged.value()];
+        let mut existing = None;
+        loop {
+            self.merged.next();
+            self.merged.status()?;
+            if !self.merged.valid() {
+                break;
+            }
+            let parsed = parse_internal_key(self.merged.key())?;
+            if parsed.user_key != key {
+                break;
+            }
+            if parsed.seq > self.snapshot {
+                continue;
+            }
+            if self.deleted_by_range(key, parsed.seq) {
+                break;
+            }
+            match parsed.kind {
+                ValueKind::Merge => operands.push(self.merged.value()),
+                ValueKind::Put => {
+                    existing = Some(self.merged.value());
+                    break;
+                }
+                ValueKind::Delete => break,
+            }
+        }
+        operands.reverse();
+        apply_merge(
+            self.merge_operator.as_deref(),
+            key,
+            existing.as_deref(),
+            &operands,
+        )
+    }
+
     /// True when a range tombstone the snapshot sees deletes the version of
     /// `user_key` at `seq`.
     #[inline]
@@ -837,6 +888,61 @@ impl DbIterator {
     fn before_start(&self, user_key: &[u8]) -> bool {
         before_start_of(&self.start, user_key)
     }
+}
+
+/// The value of `key` from its `versions` the snapshot sees (oldest
+/// first), as a backward scan reads them: the newest decides — unless a
+/// range tombstone of `visible` deletes it — and a merge operand is merged
+/// with the versions under it, down to a put, a delete or a deleted one.
+fn newest_version(
+    visible: Option<&FragmentedTombstones>,
+    operator: Option<&dyn MergeOperator>,
+    key: &[u8],
+    versions: &[(ValueKind, SeqNo, Bytes)],
+) -> Result<Option<Bytes>> {
+    let mut operands: Vec<Bytes> = Vec::new();
+    let mut existing = None;
+    for (kind, seq, value) in versions.iter().rev() {
+        if deleted_by(visible, key, *seq) {
+            break;
+        }
+        match kind {
+            ValueKind::Put if operands.is_empty() => return Ok(Some(value.clone())),
+            ValueKind::Put => {
+                existing = Some(value.clone());
+                break;
+            }
+            ValueKind::Delete => break,
+            ValueKind::Merge => operands.push(value.clone()),
+        }
+    }
+    if operands.is_empty() {
+        return Ok(None);
+    }
+    operands.reverse();
+    apply_merge(operator, key, existing.as_deref(), &operands).map(Some)
+}
+
+/// `operands` (oldest first) merged into `existing` by `operator`:
+/// `MergeFailed` when there is no operator or it refuses them.
+pub(crate) fn apply_merge(
+    operator: Option<&dyn MergeOperator>,
+    key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &[Bytes],
+) -> Result<Bytes> {
+    let failed = |reason: &str| Error::MergeFailed {
+        key: key.to_vec(),
+        reason: reason.to_string(),
+    };
+    let operator = operator.ok_or_else(|| {
+        failed("the key holds merge operands and its keyspace has no merge operator")
+    })?;
+    let operands: Vec<&[u8]> = operands.iter().map(|o| o.as_ref()).collect();
+    operator
+        .merge(key, existing, &operands)
+        .map(Bytes::from)
+        .ok_or_else(|| failed("the merge operator refused the operands"))
 }
 
 /// Puts a backward merge on the last entry within `end`.
@@ -970,7 +1076,17 @@ impl Iterator for DbIterator {
                 self.merged.next();
                 continue;
             }
-            let item = (Bytes::copy_from_slice(parsed.user_key), self.merged.value());
+            let key = Bytes::copy_from_slice(parsed.user_key);
+            if parsed.kind == ValueKind::Merge {
+                // The merge moves past the operands (and the value under
+                // them): nothing is pending.
+                let merged = self.merge_forward(&key);
+                if merged.is_err() {
+                    self.finished = true;
+                }
+                return Some(merged.map(|value| (key, value)));
+            }
+            let item = (key, self.merged.value());
             self.step_pending = true;
             return Some(Ok(item));
         }
@@ -1023,13 +1139,14 @@ impl DoubleEndedIterator for DbIterator {
             }
             // Backwards, a key's versions come oldest first: the newest one
             // the snapshot sees is the last at or below it before the key
-            // changes.
-            let mut newest: Option<(ValueKind, SeqNo, Bytes)> = None;
+            // changes (the ones under it are kept for a merge).
+            let mut versions = std::mem::take(&mut self.back_versions);
+            versions.clear();
             loop {
                 match parse_internal_key(back.key()) {
                     Ok(p) if p.user_key == user_key.as_slice() => {
                         if p.seq <= self.snapshot {
-                            newest = Some((p.kind, p.seq, back.value()));
+                            versions.push((p.kind, p.seq, back.value()));
                         }
                     }
                     Ok(_) => break,
@@ -1049,9 +1166,19 @@ impl DoubleEndedIterator for DbIterator {
             }
             let key = Bytes::from(user_key);
             self.back_user_key = Some(key.clone());
-            if let Some((ValueKind::Put, seq, value)) = newest {
-                if !deleted_by(self.range_tombstones.as_ref(), &key, seq) {
-                    return Some(Ok((key, value)));
+            let found = newest_version(
+                self.range_tombstones.as_ref(),
+                self.merge_operator.as_deref(),
+                &key,
+                &versions,
+            );
+            self.back_versions = versions;
+            match found {
+                Ok(Some(value)) => return Some(Ok((key, value))),
+                Ok(None) => {}
+                Err(e) => {
+                    self.back_finished = true;
+                    return Some(Err(e));
                 }
             }
         }

@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
 use crate::memtable::{Memtable, MemtableRangeStats};
-use crate::options::{CompactionFilter, Compression, Options, WriteOptions};
+use crate::options::{CompactionFilter, Compression, MergeOperator, Options, WriteOptions};
 use crate::prefix::PrefixExtractor;
 use crate::table::TableKeyspace;
 
@@ -183,6 +183,7 @@ pub struct KeyspaceOptions {
     range_filter_bits_per_key: Option<f64>,
     memtable_bytes: Option<usize>,
     compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    merge_operator: Option<Arc<dyn MergeOperator>>,
 }
 
 impl KeyspaceOptions {
@@ -244,6 +245,12 @@ impl KeyspaceOptions {
         self
     }
 
+    /// See [`Options::merge_operator`]: this keyspace's.
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = Some(operator);
+        self
+    }
+
     /// `base` with these settings applied, checked as [`Options::validate`] does.
     pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
         let mut opts = base.clone();
@@ -270,6 +277,9 @@ impl KeyspaceOptions {
         }
         if let Some(filter) = &self.compaction_filter {
             opts = opts.compaction_filter(Arc::clone(filter));
+        }
+        if let Some(operator) = &self.merge_operator {
+            opts = opts.merge_operator(Arc::clone(operator));
         }
         opts.validate()?;
         Ok(opts)
@@ -356,6 +366,13 @@ impl Keyspace {
     /// Removes `key` from this keyspace (a no-op when absent).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_with(key, WriteOptions::new())
+    }
+
+    /// [`Db::merge`] in this keyspace (with this keyspace's merge operator).
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.merge_in(self, key, operand);
+        Db::write_batch(&self.inner, batch, WriteOptions::new())
     }
 
     /// [`Keyspace::put`] with options of its own: with

@@ -46,7 +46,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{RawBatch, WriteBatch};
+use crate::batch::{OpKind, RawBatch, WriteBatch};
 use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::filter::FilterKind;
@@ -610,6 +610,21 @@ fn check_writable(inner: &DbInner) -> Result<()> {
     Ok(())
 }
 
+/// `InvalidArgument` unless keyspace `id` has a merge operator: a merge
+/// operand it could never merge is refused before it is written.
+fn check_merge_operator(inner: &DbInner, id: u32) -> Result<()> {
+    let tree = inner
+        .tree_by_id(id)
+        .ok_or_else(|| Error::invalid(format!("no keyspace with id {id}")))?;
+    if tree.opts.load().merge_operator.is_none() {
+        return Err(Error::invalid(format!(
+            "a merge into keyspace {:?}, which has no merge operator (Options::merge_operator)",
+            tree.name
+        )));
+    }
+    Ok(())
+}
+
 fn check_value(value: &[u8]) -> Result<()> {
     if value.len() > crate::key::MAX_VALUE_LEN {
         return Err(Error::invalid(format!(
@@ -699,6 +714,16 @@ impl Db {
     /// Removes `key` (a no-op when absent).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_with(key, WriteOptions::new())
+    }
+
+    /// Merges `operand` into `key`'s value with the merge operator
+    /// ([`Options::merge_operator`]; `InvalidArgument` without one): no read
+    /// of the value now — a read, or a compaction, applies the operands
+    /// later. A one-operation batch: see [`WriteBatch::merge`].
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.merge(key, operand);
+        self.write(batch)
     }
 
     /// [`Db::put`] with options of its own (see [`Db::write_with`]): with
@@ -819,6 +844,9 @@ impl Db {
                 })?;
                 tree.check_live()?;
                 known = op.keyspace;
+            }
+            if op.kind == OpKind::Merge {
+                check_merge_operator(inner, op.keyspace)?;
             }
         }
         let sync = options.sync_or(inner.opts.sync_writes);

@@ -22,6 +22,7 @@
 
 use bytes::Bytes;
 
+use crate::db::iter::DbIterator;
 use crate::db::version::{sorted_candidate, LiveTable};
 use crate::db::{DbInner, SuperVersion, Tree};
 use crate::error::Result;
@@ -32,6 +33,8 @@ use crate::table::overlapped::{ReadRequest, ReadSession, SessionReads};
 use crate::table::reader::BlockOrRead;
 use crate::table::{LookupKey, ReadSettings, Table, TableValue};
 use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) fn get(inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Bytes>> {
@@ -39,14 +42,15 @@ pub(crate) fn get(inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Byt
     // the other order lets a compaction drop the version this read needs.
     let sv = tree.current.load();
     let snapshot = inner.snapshot();
-    get_at(inner, &sv, snapshot, key)
+    get_at(inner, tree, &sv, snapshot, key)
 }
 
-/// [`get`] in the super-version `sv` at `snapshot` (taken after `sv` was
-/// loaded, so `sv` holds every version the snapshot can see).
+/// [`get`] in `tree`'s super-version `sv` at `snapshot` (taken after `sv`
+/// was loaded, so `sv` holds every version the snapshot can see).
 pub(crate) fn get_at(
     inner: &DbInner,
-    sv: &SuperVersion,
+    tree: &Tree,
+    sv: &Arc<SuperVersion>,
     snapshot: SeqNo,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
@@ -58,10 +62,11 @@ pub(crate) fn get_at(
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get_hashed(key, lookup.hash(), snapshot) {
             tally.bump(|t| &t.memtable_hits);
-            return Ok(match found {
-                MemValue::Put(value) => Some(value),
-                MemValue::Deleted => None,
-            });
+            return match found {
+                MemValue::Put(value) => Ok(Some(value)),
+                MemValue::Deleted => Ok(None),
+                MemValue::Merge => merged_value(inner, tree, sv, snapshot, key),
+            };
         }
     }
 
@@ -82,6 +87,7 @@ pub(crate) fn get_at(
         true
     });
     let mut answer = Ok(None);
+    let mut merge = false;
     let mut consulted = 0u64;
     let mut ask = |live: &LiveTable| {
         consulted += 1;
@@ -92,6 +98,10 @@ pub(crate) fn get_at(
                 false
             }
             Ok(Some(TableValue::Deleted)) => false,
+            Ok(Some(TableValue::Merge)) => {
+                merge = true;
+                false
+            }
             Err(e) => {
                 answer = Err(e);
                 false
@@ -113,7 +123,29 @@ pub(crate) fn get_at(
         });
     }
     tally.add(|t| &t.tables_consulted, consulted);
+    if merge {
+        return merged_value(inner, tree, sv, snapshot, key);
+    }
     answer
+}
+
+/// The value of `key`, whose newest version at `snapshot` is a merge
+/// operand: a scan of the key alone, which gathers the operands down to
+/// the value they apply to and merges them (`DbIterator`). The slow path
+/// of a get, taken only for such keys.
+#[cold]
+fn merged_value(
+    inner: &DbInner,
+    tree: &Tree,
+    sv: &Arc<SuperVersion>,
+    snapshot: SeqNo,
+    key: &[u8],
+) -> Result<Option<Bytes>> {
+    let range = (Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
+    let mut scan = DbIterator::at(inner, &tree.opts.load(), Arc::clone(sv), snapshot, range);
+    scan.next()
+        .transpose()
+        .map(|found| found.map(|(_, value)| value))
 }
 
 /// Whether `key` may have a value now, from memory alone (RocksDB's
@@ -131,7 +163,8 @@ pub(crate) fn key_may_exist(inner: &DbInner, tree: &Tree, key: &[u8]) -> bool {
     let lookup = LookupKey::new(key, snapshot);
     for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         if let Some(found) = logged.mem.get_hashed(key, lookup.hash(), snapshot) {
-            return matches!(found, MemValue::Put(_));
+            // A merge operand: a value exists (whatever the merge gives).
+            return !matches!(found, MemValue::Deleted);
         }
     }
     let mut may = false;
@@ -247,24 +280,25 @@ pub(crate) fn multi_get(
 ) -> Result<Vec<Option<Bytes>>> {
     let sv = tree.current.load();
     let snapshot = inner.snapshot();
-    multi_get_at(inner, &sv, snapshot, keys)
+    multi_get_at(inner, tree, &sv, snapshot, keys)
 }
 
 /// [`multi_get`] in the super-version `sv` at `snapshot` (see [`get_at`]),
 /// in batches of `Options::multi_get_batch` keys.
 pub(crate) fn multi_get_at(
     inner: &DbInner,
-    sv: &SuperVersion,
+    tree: &Tree,
+    sv: &Arc<SuperVersion>,
     snapshot: SeqNo,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
     let batch = inner.tables.settings().multi_get_batch.max(1);
     if keys.len() <= batch {
-        return multi_get_batch(inner, sv, snapshot, keys);
+        return multi_get_batch(inner, tree, sv, snapshot, keys);
     }
     let mut answers = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(batch) {
-        answers.extend(multi_get_batch(inner, sv, snapshot, chunk)?);
+        answers.extend(multi_get_batch(inner, tree, sv, snapshot, chunk)?);
     }
     Ok(answers)
 }
@@ -272,7 +306,8 @@ pub(crate) fn multi_get_at(
 /// One batch of [`multi_get_at`].
 fn multi_get_batch(
     inner: &DbInner,
-    sv: &SuperVersion,
+    tree: &Tree,
+    sv: &Arc<SuperVersion>,
     snapshot: SeqNo,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
@@ -280,14 +315,19 @@ fn multi_get_batch(
     tally.add(|t| &t.gets, keys.len() as u64);
 
     let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
+    // Slots whose newest version is a merge operand: resolved last, each
+    // by `merged_value`.
+    let mut merges: Vec<usize> = Vec::new();
     let mut pending = Vec::with_capacity(keys.len());
     let mut memtable_hits = 0u64;
     'keys: for (slot, &key) in keys.iter().enumerate() {
         for logged in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             if let Some(found) = logged.mem.get(key, snapshot) {
                 memtable_hits += 1;
-                if let (MemValue::Put(value), Some(answer)) = (found, answers.get_mut(slot)) {
-                    *answer = Some(value);
+                match (found, answers.get_mut(slot)) {
+                    (MemValue::Put(value), Some(answer)) => *answer = Some(value),
+                    (MemValue::Merge, _) => merges.push(slot),
+                    _ => {}
                 }
                 continue 'keys;
             }
@@ -351,6 +391,7 @@ fn multi_get_batch(
             &mut scratch.candidates,
             &mut pending,
             &mut answers,
+            &mut merges,
         )?;
         // Keys whose every table was asked are answered (or absent); those
         // that stopped at a read go on from the table after it.
@@ -365,6 +406,11 @@ fn multi_get_batch(
         });
     }
     tally.add(|t| &t.tables_consulted, consulted);
+    for slot in merges {
+        if let (Some(&key), Some(answer)) = (keys.get(slot), answers.get_mut(slot)) {
+            *answer = merged_value(inner, tree, sv, snapshot, key)?;
+        }
+    }
     Ok(answers)
 }
 
@@ -580,9 +626,10 @@ fn read_wave(
     candidates: &mut Vec<Candidate<'_>>,
     pending: &mut [Pending<'_>],
     answers: &mut [Option<Bytes>],
+    merges: &mut Vec<usize>,
 ) -> Result<()> {
     reads.finish();
-    let answered = answer_steps(reads, candidates, pending, answers);
+    let answered = answer_steps(reads, candidates, pending, answers, merges);
     reads.clear();
     candidates.clear();
     answered
@@ -594,6 +641,7 @@ fn answer_steps(
     candidates: &mut [Candidate<'_>],
     pending: &mut [Pending<'_>],
     answers: &mut [Option<Bytes>],
+    merges: &mut Vec<usize>,
 ) -> Result<()> {
     if candidates.is_empty() {
         return Ok(());
@@ -657,8 +705,10 @@ fn answer_steps(
             }
         }
         if let Some(found) = answer {
-            if let (TableValue::Put(value), Some(slot)) = (found, answers.get_mut(p.slot)) {
-                *slot = Some(value);
+            match (found, answers.get_mut(p.slot)) {
+                (TableValue::Put(value), Some(slot)) => *slot = Some(value),
+                (TableValue::Merge, _) => merges.push(p.slot),
+                _ => {}
             }
             p.done = true;
         }

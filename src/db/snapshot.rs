@@ -82,7 +82,13 @@ impl Snapshot {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         check_key(key)?;
-        read::get_at(&self.inner, self.default_sv(), self.sequence, key)
+        read::get_at(
+            &self.inner,
+            &self.default.0,
+            self.default_sv(),
+            self.sequence,
+            key,
+        )
     }
 
     /// The value of `key` in `keyspace` as of the snapshot (`None` in a
@@ -91,7 +97,7 @@ impl Snapshot {
         let key = key.as_ref();
         check_key(key)?;
         match self.sv_of(keyspace) {
-            Some((_, sv)) => read::get_at(&self.inner, sv, self.sequence, key),
+            Some((tree, sv)) => read::get_at(&self.inner, tree, sv, self.sequence, key),
             None => Ok(None),
         }
     }
@@ -102,7 +108,13 @@ impl Snapshot {
         for key in &keys {
             check_key(key)?;
         }
-        read::multi_get_at(&self.inner, self.default_sv(), self.sequence, &keys)
+        read::multi_get_at(
+            &self.inner,
+            &self.default.0,
+            self.default_sv(),
+            self.sequence,
+            &keys,
+        )
     }
 
     /// The values of many keys of `keyspace` as of the snapshot.
@@ -116,7 +128,7 @@ impl Snapshot {
             check_key(key)?;
         }
         match self.sv_of(keyspace) {
-            Some((_, sv)) => read::multi_get_at(&self.inner, sv, self.sequence, &keys),
+            Some((tree, sv)) => read::multi_get_at(&self.inner, tree, sv, self.sequence, &keys),
             None => Ok(vec![None; keys.len()]),
         }
     }

@@ -57,6 +57,10 @@ pub enum MemValue {
     /// The newest visible version is a tombstone: the key is deleted, and
     /// older tables must not be consulted.
     Deleted,
+    /// The newest visible version is a merge operand: the value is the
+    /// merge operator's result over it and older versions, which a scan
+    /// of the key gathers (`db::read` falls back to one).
+    Merge,
 }
 
 /// About what a key range holds in a keyspace's memtables, the writes not
@@ -191,6 +195,7 @@ impl Memtable {
     pub fn apply(&self, op: &BatchOp<'_>, seq: SeqNo) -> Result<()> {
         match op.kind {
             OpKind::Put => self.insert(op.key, seq, ValueKind::Put, op.value),
+            OpKind::Merge => self.insert(op.key, seq, ValueKind::Merge, op.value),
             OpKind::Delete => self.insert(op.key, seq, ValueKind::Delete, b""),
             OpKind::DeleteRange => {
                 self.insert_range_tombstone(op.key, op.range_end(), seq);
@@ -284,11 +289,12 @@ impl Memtable {
         {
             return None;
         }
-        // Among versions at one sequence number the Put tag is the largest,
-        // so this probe sorts before every version visible at `snapshot`.
+        // Among versions at one sequence number the seek kind's tag is the
+        // largest, so this probe sorts before every version visible at
+        // `snapshot`.
         let probe = Probe {
             user_key,
-            tag: tag(snapshot, ValueKind::Put),
+            tag: tag(snapshot, ValueKind::SEEK),
         };
         let entry = self.list.lower_bound(&probe)?;
         let (key, tag, value) = entry.parts();
@@ -298,6 +304,7 @@ impl Memtable {
         let found = match kind_of(tag) {
             ValueKind::Put => MemValue::Put(Bytes::copy_from_slice(value)),
             ValueKind::Delete => MemValue::Deleted,
+            ValueKind::Merge => MemValue::Merge,
         };
         Some((found, SeqNo(tag >> 8)))
     }
@@ -482,6 +489,7 @@ mod tests {
         t.get(k.as_bytes(), SeqNo(snapshot)).map(|v| match v {
             MemValue::Put(b) => String::from_utf8(b.to_vec()).unwrap(),
             MemValue::Deleted => "<deleted>".to_string(),
+            MemValue::Merge => "<merge>".to_string(),
         })
     }
 

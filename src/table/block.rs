@@ -39,21 +39,26 @@ const WHAT: &str = "block";
 /// Most bytes of an entry's header: three varint32s of up to 5 bytes.
 pub const MAX_VARINT_HEADER_LEN: usize = 15;
 
-/// Most a packed tag may hold: sequence numbers fit in 56 bits.
-const MAX_PACKED_TAG: u64 = (1 << 57) - 1;
+/// Most a packed tag may hold: sequence numbers fit in 56 bits, the kind
+/// in two.
+const MAX_PACKED_TAG: u64 = (1 << 58) - 1;
 
-/// The number stored for `tag` (`seq << 8 | kind`): `seq << 1 | kind`;
-/// `None` for a kind other than put (1) or delete (0).
+/// The kind bits of a packed tag.
+const PACKED_KIND_BITS: u32 = 2;
+
+/// The number stored for `tag` (`seq << 8 | kind`): `seq << 2 | kind`;
+/// `None` for a kind other than delete (0), put (1) or merge (2).
 fn stored_tag(tag: u64) -> Option<u64> {
     let kind = tag & 0xff;
-    (kind <= 1).then_some(((tag >> 8) << 1) | kind)
+    (kind <= 2).then_some(((tag >> 8) << PACKED_KIND_BITS) | kind)
 }
 
 /// The tag a stored number stands for, `None` for one no writer makes (a
-/// packed tag past 56 bits of sequence number).
+/// packed tag past 56 bits of sequence number, or of kind 3).
 #[inline]
 fn tag_of_stored(stored: u64) -> Option<u64> {
-    (stored <= MAX_PACKED_TAG).then_some(((stored >> 1) << 8) | (stored & 1))
+    let kind = stored & 3;
+    (stored <= MAX_PACKED_TAG && kind != 3).then_some(((stored >> PACKED_KIND_BITS) << 8) | kind)
 }
 
 /// Bytes of the header for these lengths.
@@ -486,7 +491,7 @@ impl Block {
                 self.entries_end
             )),
             EntryFault::Tag => self.corrupt(format!(
-                "entry at {offset}: its tag runs past the entries or past 64 bits, or packs a sequence number past 56 bits"
+                "entry at {offset}: its tag runs past the entries or past 64 bits, or packs a sequence number past 56 bits or a kind of 3"
             )),
         }
     }
@@ -886,8 +891,8 @@ mod tests {
                 .unwrap();
             b.finish().len()
         };
-        // One bit of kind: a sequence number below 2^6 takes one byte, one
-        // below 2^27 four.
+        // Two bits of kind: a sequence number below 2^5 takes one byte, one
+        // below 2^26 four.
         for seq in [
             0,
             1,
@@ -897,13 +902,13 @@ mod tests {
             (1 << 20) - 1,
             1 << 20,
             20_000_000,
-            (1 << 27) - 1,
+            (1 << 26) - 1,
             1 << 48,
             (1 << 56) - 1,
         ] {
-            assert_eq!(size(seq) - size(0), varint_len((seq << 1) | 1) - 1, "{seq}");
+            assert_eq!(size(seq) - size(0), varint_len((seq << 2) | 1) - 1, "{seq}");
         }
-        assert_eq!(varint_len(((1 << 27) - 1) << 1 | 1), 4);
+        assert_eq!(varint_len(((1 << 26) - 1) << 2 | 1), 4);
     }
 
     #[test]
@@ -913,8 +918,9 @@ mod tests {
             (&b"apple"[..], 9, ValueKind::Put),
             (b"apple", 3, ValueKind::Delete),
             (b"apply", 1 << 50, ValueKind::Put),
+            (b"apply", 7, ValueKind::Merge),
             (b"apply", 0, ValueKind::Delete),
-            (b"apricot", (1 << 56) - 1, ValueKind::Put),
+            (b"apricot", (1 << 56) - 1, ValueKind::Merge),
         ]
         .into_iter()
         .map(|(user, seq, kind)| internal_key(user, SeqNo(seq), kind))
@@ -923,7 +929,7 @@ mod tests {
             b.add(key, b"v").unwrap();
         }
         let block = Block::parse(Bytes::from(b.finish())).unwrap();
-        assert_eq!(block.check_structure().unwrap(), 5);
+        assert_eq!(block.check_structure().unwrap(), 6);
         let mut it = block.iter();
         for key in &keys {
             it.seek(key).unwrap();
@@ -933,8 +939,8 @@ mod tests {
         let mut short = BlockBuilder::new(16);
         assert!(short.add(b"1234567", b"v").is_err());
         assert!(short.is_empty());
-        // A packed tag has one bit of kind: a kind byte of 2 is refused.
-        let odd = [&b"key"[..], &((7u64 << 8) | 2).to_le_bytes()].concat();
+        // A packed tag has two bits of kind: a kind byte of 3 is refused.
+        let odd = [&b"key"[..], &((7u64 << 8) | 3).to_le_bytes()].concat();
         let mut packed = BlockBuilder::new(16);
         assert!(packed.add(&odd, b"v").is_err());
         assert!(packed.is_empty());
@@ -950,13 +956,15 @@ mod tests {
             data.extend_from_slice(&1u32.to_le_bytes());
             Block::parse(Bytes::from(data)).unwrap()
         };
-        let mut it = block_of(MAX_PACKED_TAG).iter();
+        let mut it = block_of(MAX_PACKED_TAG - 1).iter();
         it.seek_to_first().unwrap();
         assert_eq!(
             it.key(),
-            internal_key(b"k", SeqNo((1 << 56) - 1), ValueKind::Put)
+            internal_key(b"k", SeqNo((1 << 56) - 1), ValueKind::Merge)
         );
-        for tag in [MAX_PACKED_TAG + 1, u64::MAX] {
+        // Past 56 bits of sequence number, or a kind of 3 (no writer makes
+        // either).
+        for tag in [MAX_PACKED_TAG + 1, u64::MAX, MAX_PACKED_TAG, (7 << 2) | 3] {
             let err = block_of(tag).iter().seek_to_first().unwrap_err();
             assert!(err.is_corruption(), "{err}");
             assert!(err.to_string().contains("56 bits"), "{err}");

@@ -361,7 +361,7 @@ impl TableBuilder {
                 max_seq = max_seq.max(high);
             }
             if let Some(start) = list.smallest_key().filter(|s| *s < user_key_of(&smallest)) {
-                smallest = Bytes::from(internal_key(start, max_seq, ValueKind::Put));
+                smallest = Bytes::from(internal_key(start, max_seq, ValueKind::SEEK));
             }
             if let Some(end) = list.end() {
                 let mut upper = inclusive_upper_bound(end);

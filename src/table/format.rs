@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 /// checksums that cover the version, and a range tombstone block (from
 /// version 8). Until the first release a format change replaces the format
 /// (see `docs/format.md`).
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 /// What [`crate::Error::UnsupportedVersion`] calls a table file.
 pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
@@ -477,7 +477,7 @@ mod tests {
     /// file and both versions.
     #[test]
     fn an_older_or_unknown_version_is_refused_naming_it() {
-        for found in [0, 1, 7, 9, u32::MAX] {
+        for found in [0, 1, 7, 8, 10, u32::MAX] {
             let (mut file, _) = sample_file(TableFormat::CURRENT);
             let at = file.len() - FOOTER_LEN + 48;
             file[at..at + 4].copy_from_slice(&found.to_le_bytes());
@@ -496,11 +496,11 @@ mod tests {
             };
             assert_eq!(
                 (path.to_str(), *kind, *named, *supported),
-                (Some("t.sst"), "table", u64::from(found), 8)
+                (Some("t.sst"), "table", u64::from(found), 9)
             );
             assert_eq!(
                 err.to_string(),
-                format!("table t.sst has format version {found}; this build reads version 8 only")
+                format!("table t.sst has format version {found}; this build reads version 9 only")
             );
         }
     }

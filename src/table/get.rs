@@ -51,6 +51,9 @@ pub enum TableValue {
     Put(Bytes),
     /// The newest visible version is a tombstone.
     Deleted,
+    /// The newest visible version is a merge operand (see
+    /// [`crate::memtable::MemValue::Merge`]).
+    Merge,
 }
 
 impl Table {
@@ -406,6 +409,7 @@ impl TableInner {
                 let value = match parsed.kind {
                     ValueKind::Put => TableValue::Put(entries.value()),
                     ValueKind::Delete => TableValue::Deleted,
+                    ValueKind::Merge => TableValue::Merge,
                 };
                 Ok(Some((value, parsed.seq)))
             })();

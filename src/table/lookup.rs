@@ -31,7 +31,7 @@ enum Encoded {
 /// use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 /// use siftdb::internals::table::LookupKey;
 /// let lookup = LookupKey::new(b"apple", SeqNo(7));
-/// assert_eq!(lookup.internal_key(), internal_key(b"apple", SeqNo(7), ValueKind::Put));
+/// assert_eq!(lookup.internal_key(), internal_key(b"apple", SeqNo(7), ValueKind::SEEK));
 /// assert_eq!(lookup.hash(), siftdb::filter::hash_key(b"apple"));
 /// ```
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ impl<'k> LookupKey<'k> {
         let encoded = if user_key.len() <= INLINE_KEY_LEN {
             let mut bytes = [0u8; INLINE_KEY_LEN + TAG_LEN];
             let len = user_key.len() + TAG_LEN;
-            let tag_bytes = tag(snapshot, ValueKind::Put).to_le_bytes();
+            let tag_bytes = tag(snapshot, ValueKind::SEEK).to_le_bytes();
             // Two block copies (a byte-by-byte loop over the chained slices
             // cost a tenth of a missing key's get).
             let (key_part, tag_part) = bytes.split_at_mut(user_key.len());
@@ -66,7 +66,7 @@ impl<'k> LookupKey<'k> {
             Encoded::Inline { bytes, len }
         } else {
             let mut heap = Vec::with_capacity(user_key.len() + TAG_LEN);
-            encode_internal_key(&mut heap, user_key, snapshot, ValueKind::Put);
+            encode_internal_key(&mut heap, user_key, snapshot, ValueKind::SEEK);
             Encoded::Heap(heap)
         };
         LookupKey {
@@ -132,7 +132,7 @@ mod tests {
                 let lookup = LookupKey::new(&user_key, seq);
                 assert_eq!(
                     lookup.internal_key(),
-                    internal_key(&user_key, seq, ValueKind::Put)
+                    internal_key(&user_key, seq, ValueKind::SEEK)
                 );
                 assert_eq!(lookup.user_key(), &user_key[..]);
                 assert_eq!(lookup.snapshot(), seq);

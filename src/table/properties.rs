@@ -541,9 +541,9 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 9, "version"),
+            (|p| p.format_version = 10, "version"),
             (|p| p.format_version = 0, "version"),
-            (|p| p.format_version = 7, "version"),
+            (|p| p.format_version = 8, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),

@@ -23,7 +23,7 @@ pub const MAGIC: [u8; 4] = *b"SWAL";
 /// batch payloads in varints, each operation naming its keyspace unless
 /// it is the default one; range deletes, operation kind 2; a close record
 /// after a clean close).
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// What [`crate::Error::UnsupportedVersion`] calls a log file.
 pub const FILE_KIND: &str = "write-ahead log";
 /// Bytes of the close record, header included (a 2-byte check, a 1-byte
@@ -372,7 +372,7 @@ mod tests {
         let long = [7u8; 200];
         let log = log_bytes(0x0102, &[b"xy", &long]);
         assert_eq!(&log[..4], b"SWAL");
-        assert_eq!(&log[4..8], &[5, 0, 0, 0]);
+        assert_eq!(&log[4..8], &[6, 0, 0, 0]);
         assert_eq!(&log[8..16], &[2, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&log[16..20], &crc32_of(&[&log[..16]]).to_le_bytes());
         let rec = &log[20..29];

@@ -464,7 +464,7 @@ mod tests {
     /// salvage gives its header up rather than guess.
     #[test]
     fn an_older_or_unknown_version_is_refused_naming_it() {
-        for found in [0, 1, 2, 3, 4, 6, u32::MAX] {
+        for found in [0, 1, 2, 3, 4, 5, 7, u32::MAX] {
             let mut log = header_of_version(found);
             encode_record_into(&mut log, &batch_payload(1, &["a"])).unwrap();
             for err in [
@@ -484,7 +484,7 @@ mod tests {
                 };
                 assert_eq!(
                     (path.to_str(), *kind, *named, *supported),
-                    (Some("000005.log"), "write-ahead log", u64::from(found), 5)
+                    (Some("000005.log"), "write-ahead log", u64::from(found), 6)
                 );
                 let text = err.to_string();
                 assert!(text.contains(&format!("format version {found};")), "{text}");

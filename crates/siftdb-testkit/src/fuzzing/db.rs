@@ -20,8 +20,10 @@
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
 //! filters); then each op is an opcode byte followed by its operands; bytes
 //! past the end read as zero, and at most [`MAX_OPS`] ops run. A write's
-//! kind byte with bit 6 set writes to keyspace `ks1`; reads alternate
-//! between the keyspaces by op number.
+//! kind byte with bit 6 set writes to keyspace `ks1`; a kind byte two more
+//! than a multiple of 4 is a merge (an operand appended to the value by
+//! the keyspaces' merge operator); reads alternate between the keyspaces
+//! by op number.
 #![expect(
     clippy::panic,
     clippy::expect_used,
@@ -34,7 +36,9 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use crate::{FaultFs, FaultMode, PowerLoss};
-use siftdb::{Db, Keyspace, Options, WriteBatch};
+use std::sync::Arc;
+
+use siftdb::{Db, Keyspace, MergeOperator, Options, WriteBatch};
 
 /// Ops run per input at most.
 pub const MAX_OPS: usize = 128;
@@ -57,6 +61,8 @@ struct Op {
 enum Write {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// A merge operand, appended to the value by [`Append`].
+    Merge(Vec<u8>, Vec<u8>),
     /// Every key within the bounds (never reversed).
     DeleteRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
 }
@@ -135,6 +141,8 @@ impl Input<'_> {
         let key = self.key();
         if kind.is_multiple_of(4) {
             Write::Delete(key)
+        } else if kind % 4 == 2 {
+            Write::Merge(key, self.value(op_index))
         } else {
             Write::Put(key, self.value(op_index))
         }
@@ -206,7 +214,31 @@ fn options(flags: u8, disk: &FaultFs) -> Options {
         .level1_bytes(4096)
         .level_size_ratio(2)
         .table_target_bytes(4096)
+        .merge_operator(Arc::new(Append))
         .file_system(disk.shared())
+}
+
+/// The merge operator of both keyspaces: each operand appended after a
+/// `|` (none before the first), so a lost, repeated or reordered operand
+/// shows in the value.
+struct Append;
+
+impl MergeOperator for Append {
+    fn merge(&self, _key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+        let mut value = existing.map(<[u8]>::to_vec).unwrap_or_default();
+        for operand in operands {
+            append(&mut value, operand);
+        }
+        Some(value)
+    }
+}
+
+/// What [`Append`] does with one operand.
+fn append(value: &mut Vec<u8>, operand: &[u8]) {
+    if !value.is_empty() {
+        value.push(b'|');
+    }
+    value.extend_from_slice(operand);
 }
 
 fn apply(models: &mut Models, ops: &[Op]) {
@@ -220,6 +252,10 @@ fn apply(models: &mut Models, ops: &[Op]) {
             }
             Write::Delete(key) => {
                 model.remove(key);
+            }
+            Write::Merge(key, operand) => {
+                let value = model.entry(key.clone()).or_default();
+                append(value, operand);
             }
             Write::DeleteRange(lo, hi) => model.retain(|key, _| !in_range(key, lo, hi)),
         }
@@ -235,6 +271,7 @@ fn batch_of(ops: &[Op], spaces: &[Keyspace]) -> WriteBatch {
         match &op.write {
             Write::Put(key, value) => batch.put_in(space, key, value),
             Write::Delete(key) => batch.delete_in(space, key),
+            Write::Merge(key, operand) => batch.merge_in(space, key, operand),
             Write::DeleteRange(lo, hi) => {
                 batch.delete_range_in::<Vec<u8>, _>(space, (lo.clone(), hi.clone()));
             }

@@ -121,6 +121,7 @@ pub fn table_open(data: &[u8]) {
                 TableValue::Deleted
             }
             Ok((ValueKind::Put, _)) => TableValue::Put(want_value.clone()),
+            Ok((ValueKind::Merge, _)) => TableValue::Merge,
             _ => TableValue::Deleted,
         };
         let got = table
