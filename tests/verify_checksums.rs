@@ -28,16 +28,19 @@ fn fill(db: &Db, tables: u32) {
     }
 }
 
+/// Options under which a few flushed tables stay as they are: neither
+/// level-0 trigger is reached (a compaction would change the count of
+/// tables, and one that read a damaged table would stop writes).
+fn no_compaction() -> Options {
+    Options::default()
+        .level0_compaction_trigger(8)
+        .level0_quiet_trigger(8)
+}
+
 #[test]
 fn a_sound_database_verifies_and_counts_its_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path(),
-        Options::default()
-            .level0_compaction_trigger(8)
-            .level0_quiet_trigger(8),
-    )
-    .unwrap();
+    let db = Db::open_with(dir.path(), no_compaction()).unwrap();
     fill(&db, 3);
     let events = db.keyspace("events").unwrap();
     events.put("e", "1").unwrap();
@@ -66,15 +69,7 @@ fn a_sound_database_verifies_and_counts_its_tables() {
 #[test]
 fn a_byte_changed_under_an_open_table_is_found_and_named() {
     let dir = tempfile::tempdir().unwrap();
-    // No compaction (neither trigger is reached): one that read the
-    // damaged table would stop writes, which is not what is tested here.
-    let db = Db::open_with(
-        dir.path(),
-        Options::default()
-            .level0_compaction_trigger(8)
-            .level0_quiet_trigger(8),
-    )
-    .unwrap();
+    let db = Db::open_with(dir.path(), no_compaction()).unwrap();
     fill(&db, 2);
     db.verify_checksums().unwrap();
     let manifest = read_manifest(&siftdb::internals::fs::OsFileSystem, dir.path())

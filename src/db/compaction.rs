@@ -34,7 +34,9 @@ use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
-use crate::db::iter::{apply_merge, InternalIterator, MergingIter, TableSource};
+use crate::db::iter::{
+    apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
+};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -381,10 +383,7 @@ impl NewestOnly {
     /// True when a range tombstone of the inputs deletes `user_key`'s
     /// version at `seq`.
     fn deleted(&self, user_key: &[u8], seq: SeqNo) -> bool {
-        self.range_tombstones.as_ref().is_some_and(|list| {
-            list.covering_seq(user_key, SeqNo::MAX)
-                .is_some_and(|deleted_at| deleted_at > seq)
-        })
+        deleted_by(self.range_tombstones.as_ref(), user_key, seq)
     }
 
     /// The key whose newest version, at `seq`, is the merge operand where
@@ -393,53 +392,30 @@ impl NewestOnly {
     /// or this is the bottom; queued one by one otherwise. Leaves the merge
     /// past what it read (`moved`).
     fn take_merge(&mut self, user_key: Vec<u8>, seq: SeqNo) -> Result<()> {
-        let mut operands = vec![(self.merged.key().to_vec(), self.merged.value())];
-        let mut existing = None;
-        let mut reached = false;
-        loop {
-            self.merged.next();
-            self.merged.status()?;
-            if !self.merged.valid() {
-                break;
-            }
-            let parsed = parse_internal_key(self.merged.key())?;
-            if parsed.user_key != user_key.as_slice() {
-                break;
-            }
-            if self.deleted(&user_key, parsed.seq) {
-                reached = true;
-                break;
-            }
-            match parsed.kind {
-                ValueKind::Merge => {
-                    operands.push((self.merged.key().to_vec(), self.merged.value()))
-                }
-                ValueKind::Put => {
-                    existing = Some(self.merged.value());
-                    reached = true;
-                    break;
-                }
-                ValueKind::Delete => {
-                    reached = true;
-                    break;
-                }
-            }
-        }
+        let list = self.range_tombstones.as_ref();
+        let gathered = gather_operands(&mut self.merged, &user_key, SeqNo::MAX, |at| {
+            deleted_by(list, &user_key, at)
+        })?;
         self.moved = true;
         self.last = user_key;
-        if reached || self.bottom {
-            let values: Vec<Bytes> = operands.into_iter().rev().map(|(_, v)| v).collect();
+        if gathered.reached || self.bottom {
+            let values: Vec<Bytes> = gathered
+                .operands
+                .into_iter()
+                .rev()
+                .map(|(_, v)| v)
+                .collect();
             let merged = apply_merge(
                 self.merge_operator.as_deref(),
                 &self.last,
-                existing.as_deref(),
+                gathered.existing.as_deref(),
                 &values,
             )?;
             self.out_key.clear();
             encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
             self.operands.push_back((self.out_key.clone(), merged));
         } else {
-            self.operands.extend(operands);
+            self.operands.extend(gathered.operands);
         }
         Ok(())
     }

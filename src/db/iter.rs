@@ -826,38 +826,20 @@ impl DbIterator {
     /// apply to — a put, a delete, one a range tombstone deletes, or none
     /// left — merged by the merge operator. Leaves the merge past them.
     fn merge_forward(&mut self, key: &[u8]) -> Result<Bytes> {
-        let mut operands = vec![self.merged.value()];
-        let mut existing = None;
-        loop {
-            self.merged.next();
-            self.merged.status()?;
-            if !self.merged.valid() {
-                break;
-            }
-            let parsed = parse_internal_key(self.merged.key())?;
-            if parsed.user_key != key {
-                break;
-            }
-            if parsed.seq > self.snapshot {
-                continue;
-            }
-            if self.deleted_by_range(key, parsed.seq) {
-                break;
-            }
-            match parsed.kind {
-                ValueKind::Merge => operands.push(self.merged.value()),
-                ValueKind::Put => {
-                    existing = Some(self.merged.value());
-                    break;
-                }
-                ValueKind::Delete => break,
-            }
-        }
-        operands.reverse();
+        let visible = self.range_tombstones.as_ref();
+        let gathered = gather_operands(&mut self.merged, key, self.snapshot, |seq| {
+            deleted_by(visible, key, seq)
+        })?;
+        let operands: Vec<Bytes> = gathered
+            .operands
+            .into_iter()
+            .rev()
+            .map(|(_, o)| o)
+            .collect();
         apply_merge(
             self.merge_operator.as_deref(),
             key,
-            existing.as_deref(),
+            gathered.existing.as_deref(),
             &operands,
         )
     }
@@ -923,6 +905,70 @@ fn newest_version(
     apply_merge(operator, key, existing.as_deref(), &operands).map(Some)
 }
 
+/// What lies under a key's newest merge operand (where `merged` stands),
+/// as [`gather_operands`] finds it.
+pub(crate) struct Gathered {
+    /// The operands as (internal key, operand), newest first: the one the
+    /// merge stood on, then each older one.
+    pub operands: Vec<(Vec<u8>, Bytes)>,
+    /// The value they apply to, when a put ended the gathering.
+    pub existing: Option<Bytes>,
+    /// Whether the gathering met what the operands apply to — a put, a
+    /// delete, or a version `deleted` removes — rather than the key's end.
+    pub reached: bool,
+}
+
+/// Gathers the merge operands of `key` from `merged`, which stands on its
+/// newest visible version (an operand), down to the version they apply to;
+/// versions newer than `snapshot` are passed over, and `deleted(seq)` says
+/// whether a range tombstone removes the version at `seq`. Leaves `merged`
+/// on the version that ended the gathering, or past the key. Shared by
+/// scans (a key's value) and compaction (merged, or the operands kept).
+pub(crate) fn gather_operands(
+    merged: &mut MergingIter,
+    key: &[u8],
+    snapshot: SeqNo,
+    deleted: impl Fn(SeqNo) -> bool,
+) -> Result<Gathered> {
+    let mut gathered = Gathered {
+        operands: vec![(merged.key().to_vec(), merged.value())],
+        existing: None,
+        reached: false,
+    };
+    loop {
+        merged.next();
+        merged.status()?;
+        if !merged.valid() {
+            return Ok(gathered);
+        }
+        let parsed = parse_internal_key(merged.key())?;
+        if parsed.user_key != key {
+            return Ok(gathered);
+        }
+        if parsed.seq > snapshot {
+            continue;
+        }
+        if deleted(parsed.seq) {
+            gathered.reached = true;
+            return Ok(gathered);
+        }
+        match parsed.kind {
+            ValueKind::Merge => gathered
+                .operands
+                .push((merged.key().to_vec(), merged.value())),
+            ValueKind::Put => {
+                gathered.existing = Some(merged.value());
+                gathered.reached = true;
+                return Ok(gathered);
+            }
+            ValueKind::Delete => {
+                gathered.reached = true;
+                return Ok(gathered);
+            }
+        }
+    }
+}
+
 /// `operands` (oldest first) merged into `existing` by `operator`:
 /// `MergeFailed` when there is no operator or it refuses them.
 pub(crate) fn apply_merge(
@@ -959,7 +1005,11 @@ fn seek_back_to_end(back: &mut MergingIter, end: &Bound<Vec<u8>>) {
 /// True when `visible` (range tombstones seen at a scan's snapshot)
 /// deletes the version of `user_key` at `seq`.
 #[inline]
-fn deleted_by(visible: Option<&FragmentedTombstones>, user_key: &[u8], seq: SeqNo) -> bool {
+pub(crate) fn deleted_by(
+    visible: Option<&FragmentedTombstones>,
+    user_key: &[u8],
+    seq: SeqNo,
+) -> bool {
     visible.is_some_and(|list| {
         list.covering_seq(user_key, SeqNo::MAX)
             .is_some_and(|deleted_at| deleted_at > seq)
