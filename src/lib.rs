@@ -60,6 +60,7 @@ pub mod filter;
 mod fs;
 mod inspect;
 mod key;
+mod keyspace_settings;
 mod manifest;
 mod memtable;
 mod options;

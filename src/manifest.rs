@@ -11,7 +11,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic "SMAN"
-//! 4       4     format version (u32 LE, 3)
+//! 4       4     format version (u32 LE, 4)
 //! 8       8     next file number
 //! 16      8     last sequence
 //! 24      8     log number (the oldest log any keyspace needs)
@@ -20,7 +20,8 @@
 //! 48      4     next keyspace id
 //! 52      4     keyspace count K
 //! 56      ...   K keyspace records:
-//!               id u32, log number u64, name (u8 length + bytes)
+//!               id u32, log number u64, name (u8 length + bytes),
+//!               settings (`keyspace_settings`: u8 count + tagged values)
 //! ...     4     table count T
 //! ...     ...   T table records:
 //!               keyspace id u32, level u32, file number u64,
@@ -40,12 +41,14 @@ use crate::error::{Error, Result};
 use crate::filename::{MANIFEST_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::FileSystem;
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, TAG_LEN};
+pub use crate::keyspace_settings::KeyspaceSettings;
+use crate::keyspace_settings::MIN_SETTINGS_LEN;
 
 /// The four bytes every manifest starts with.
 pub const MAGIC: [u8; 4] = *b"SMAN";
 /// The one format version this code reads and writes (3: keyspaces;
 /// versions 1 and 2, without them, are not read).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
 /// Bytes of the fixed fields before the keyspace records.
@@ -53,7 +56,7 @@ pub const HEADER_LEN: usize = 56;
 /// Bytes of one table record with both keys empty (real keys add at least 16).
 pub const MIN_TABLE_RECORD_LEN: usize = 4 + 4 + 5 * 8 + 4 + 4;
 /// Bytes of one keyspace record with an empty name (real names add 1-255).
-pub const MIN_KEYSPACE_RECORD_LEN: usize = 4 + 8 + 1;
+pub const MIN_KEYSPACE_RECORD_LEN: usize = 4 + 8 + 1 + MIN_SETTINGS_LEN;
 /// The id of the keyspace named `default`, which every database has.
 pub const DEFAULT_KEYSPACE_ID: u32 = 0;
 /// The name of keyspace [`DEFAULT_KEYSPACE_ID`].
@@ -70,7 +73,7 @@ pub fn valid_keyspace_name(name: &str) -> bool {
 }
 
 /// One keyspace, as the manifest records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyspaceRecord {
     /// Its id, in table records and log records; never reused.
     pub id: u32,
@@ -79,6 +82,8 @@ pub struct KeyspaceRecord {
     /// The oldest log that may hold records of this keyspace not yet in
     /// its tables: replay skips its records in older logs.
     pub log_number: u64,
+    /// The settings `Db::keyspace_with` gave it, kept across opens.
+    pub settings: KeyspaceSettings,
 }
 
 /// One live table, as the manifest records it.
@@ -119,7 +124,7 @@ pub struct ClosedLog {
 }
 
 /// Everything the manifest records.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ManifestState {
     /// The next unused file number (larger than every number in use).
     pub next_file_number: u64,
@@ -229,7 +234,7 @@ fn check_keyspace(
             keyspace.log_number, state.log_number, state.next_file_number
         ));
     }
-    Ok(())
+    keyspace.settings.check()
 }
 
 fn check_table(state: &ManifestState, table: &TableRecord) -> std::result::Result<(), String> {
@@ -297,6 +302,7 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
         let name = name.get(..MAX_KEYSPACE_NAME_LEN).unwrap_or(name);
         out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
         out.extend_from_slice(name);
+        keyspace.settings.encode_into(&mut out);
     }
     let count = u32::try_from(state.tables.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&count.to_le_bytes());
@@ -384,10 +390,12 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
                 Error::corruption("manifest", format!("keyspace {id}: name is not UTF-8"))
             })?
             .to_string();
+        let settings = KeyspaceSettings::decode(&mut reader)?;
         keyspaces.push(KeyspaceRecord {
             id,
             name,
             log_number,
+            settings,
         });
     }
     let count = reader.u32()? as usize;
@@ -506,11 +514,18 @@ mod tests {
                     id: DEFAULT_KEYSPACE_ID,
                     name: DEFAULT_KEYSPACE_NAME.to_string(),
                     log_number: 18,
+                    settings: KeyspaceSettings::default(),
                 },
                 KeyspaceRecord {
                     id: 1,
                     name: "raft.log-1_A".to_string(),
                     log_number: 19,
+                    settings: KeyspaceSettings {
+                        block_size: Some(16 << 10),
+                        prefix_len: Some(8),
+                        memtable_bytes: Some(1 << 20),
+                        ..KeyspaceSettings::default()
+                    },
                 },
             ],
             tables: vec![
@@ -546,7 +561,7 @@ mod tests {
         let bytes = encode(&state);
         assert_eq!(bytes.len(), HEADER_LEN + 4 + 4);
         assert_eq!(&bytes[..4], b"SMAN");
-        assert_eq!(&bytes[4..8], &[3, 0, 0, 0]);
+        assert_eq!(&bytes[4..8], &[4, 0, 0, 0]);
         assert_eq!(bytes[8], 2);
         assert_eq!(bytes[16], 3);
         assert_eq!(bytes[24], 1);
@@ -558,6 +573,7 @@ mod tests {
                 id: 0,
                 name: "default".to_string(),
                 log_number: 1,
+                settings: KeyspaceSettings::default(),
             }],
             ..state.clone()
         });
@@ -570,6 +586,7 @@ mod tests {
         assert_eq!(named[60], 1);
         assert_eq!(named[68], 7);
         assert_eq!(&named[69..76], b"default");
+        assert_eq!(named[76], 0, "no settings");
         let closed = encode(&ManifestState {
             closed_log: Some(ClosedLog { number: 1, len: 47 }),
             ..state.clone()
@@ -583,6 +600,7 @@ mod tests {
                 id: 0,
                 name: "default".to_string(),
                 log_number: 1,
+                settings: KeyspaceSettings::default(),
             }],
             ..state
         });
@@ -633,8 +651,9 @@ mod tests {
             b.truncate(b.len() - 4);
             b
         };
-        // Versions 1 and 2 (before keyspaces) are not read.
-        for version in [1u8, 2, 4] {
+        // Versions 1 and 2 (before keyspaces) and 3 (before keyspace
+        // settings) are not read.
+        for version in [1u8, 2, 3, 5] {
             let mut wrong_version = body(&sample());
             wrong_version[4] = version;
             let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
@@ -707,6 +726,10 @@ mod tests {
         bad_states.push(s);
         let mut s = sample();
         s.keyspaces[1].log_number = 17;
+        bad_states.push(s);
+        // Settings `Options::validate` refuses.
+        let mut s = sample();
+        s.keyspaces[1].settings.block_size = Some(100);
         bad_states.push(s);
         for state in bad_states {
             assert!(state.check().is_err(), "{state:?}");

@@ -126,6 +126,15 @@ impl PrefixExtractor {
         })
     }
 
+    /// The length of a fixed extractor ([`PrefixExtractor::fixed`]);
+    /// `None` for a custom one.
+    pub(crate) fn fixed_len(&self) -> Option<usize> {
+        match self.kind {
+            Kind::Fixed(len) => Some(len),
+            Kind::Custom(_) => None,
+        }
+    }
+
     /// The name tables record.
     pub fn name(&self) -> &str {
         &self.name

@@ -53,8 +53,8 @@ use crate::key::{
     compare_internal_keys, internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
 };
 use crate::manifest::{
-    read_manifest, write_manifest, KeyspaceRecord, ManifestState, TableRecord, DEFAULT_KEYSPACE_ID,
-    DEFAULT_KEYSPACE_NAME,
+    read_manifest, write_manifest, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord,
+    DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
 };
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -1120,6 +1120,9 @@ impl Repair<'_> {
                     id,
                     name,
                     log_number,
+                    // Tables do not record them: a rebuilt keyspace takes
+                    // the database's options until `keyspace_with` is called.
+                    settings: KeyspaceSettings::default(),
                 })
                 .collect(),
             tables: records,

@@ -15,8 +15,11 @@ use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 
 use siftdb::internals::batch::RawBatch;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
-use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord};
+use siftdb::internals::manifest::{
+    self, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord,
+};
 use siftdb::internals::wal::{encode_close_record, encode_file_header, encode_record_into};
+use siftdb::Compression;
 use siftdb::WriteBatch;
 use siftdb_testkit::fuzzing::storage::{manifest_decode, wal_replay};
 
@@ -115,11 +118,17 @@ fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
                 id: 0,
                 name: "default".to_string(),
                 log_number: 9,
+                settings: KeyspaceSettings::default(),
             },
             KeyspaceRecord {
                 id: 1,
                 name: "logs".to_string(),
                 log_number: 9,
+                settings: KeyspaceSettings {
+                    compression: Some(Compression::None),
+                    prefix_len: Some(4),
+                    ..KeyspaceSettings::default()
+                },
             },
         ],
         tables: vec![table(0, 8, b"a", b"q"), table(1, 3, b"b", b"c")],

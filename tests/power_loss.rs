@@ -33,7 +33,7 @@ use siftdb::internals::filename::table_file_name;
 use siftdb::internals::fs::FileSystem;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::manifest::{
-    read_manifest, write_manifest, KeyspaceRecord, ManifestState, TableRecord,
+    read_manifest, write_manifest, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord,
 };
 use siftdb::{Db, Error, Options, WriteBatch};
 
@@ -816,6 +816,7 @@ fn manifest_sample() -> ManifestState {
             id: 0,
             name: "default".to_string(),
             log_number: 19,
+            settings: KeyspaceSettings::default(),
         }],
         tables: vec![
             table(0, 12, b"a", b"m"),

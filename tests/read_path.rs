@@ -572,8 +572,11 @@ fn write_format_v9_fixture() {
     }
     let db = Db::open_with(&fixture, Options::default()).unwrap();
     // Every write lands in the default keyspace and, in the same batch,
-    // in keyspace "events" (value prefixed "e-").
-    let events = db.keyspace("events").unwrap();
+    // in keyspace "events" (value prefixed "e-"), whose stored settings
+    // the manifest records.
+    let events = db
+        .keyspace_with("events", fixture_events_settings())
+        .unwrap();
     for step in format_v9_steps() {
         for (key, value) in step.writes {
             let mut batch = siftdb::WriteBatch::new();
@@ -605,6 +608,13 @@ fn write_format_v9_fixture() {
     drop((db, events));
     // The lock file is no part of the database.
     let _ = std::fs::remove_file(fixture.join("LOCK"));
+}
+
+/// The settings the fixture's keyspace "events" was given.
+fn fixture_events_settings() -> siftdb::KeyspaceOptions {
+    siftdb::KeyspaceOptions::new()
+        .block_size(1024)
+        .prefix_extractor(siftdb::PrefixExtractor::fixed(5).unwrap())
 }
 
 /// The one fixture of the format this build writes: tests/data/format_v9_db
@@ -657,6 +667,11 @@ fn the_format_v9_fixture_opens_and_reads_every_key() {
             .map(|k| k.name.as_str())
             .collect::<Vec<_>>(),
         ["default", "events"]
+    );
+    let stored = &state.keyspaces[1].settings;
+    assert_eq!(
+        (stored.block_size, stored.prefix_len, stored.compression),
+        (Some(1024), Some(5), None)
     );
     let replayed = siftdb::internals::wal::replay(&log_bytes, "log").unwrap();
     assert!(replayed.closed_cleanly && !replayed.records.is_empty());

@@ -41,6 +41,7 @@ use crate::db::{Db, DbInner, Snapshot, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::fs::FileSystem;
+use crate::manifest::KeyspaceSettings;
 
 /// The file that marks a checkpoint directory as not finished.
 pub const CHECKPOINT_PARTIAL_FILE: &str = "CHECKPOINT-PARTIAL";
@@ -70,8 +71,9 @@ struct Pinned {
     sequence: crate::key::SeqNo,
     next_file_number: u64,
     next_keyspace_id: u32,
-    /// Per keyspace: id, name, super-version (holding its tables).
-    trees: Vec<(u32, String, Arc<SuperVersion>)>,
+    /// Per keyspace: id, name, super-version (holding its tables), stored
+    /// settings.
+    trees: Vec<(u32, String, Arc<SuperVersion>, KeyspaceSettings)>,
     /// The logs to copy: number, bytes to copy, where the pinned copy is.
     logs: Vec<(u64, u64, PathBuf)>,
 }
@@ -204,15 +206,18 @@ fn pin(inner: &Arc<DbInner>, temp: &Path) -> Result<(Pinned, Snapshot)> {
         return Err(Error::read_only(cause));
     }
     let versions = inner.versions.lock();
-    let trees: Vec<(u32, String, Arc<SuperVersion>)> = inner
+    let trees: Vec<(u32, String, Arc<SuperVersion>, KeyspaceSettings)> = inner
         .trees
         .load()
         .iter()
-        .map(|t| (t.id, t.name.clone(), t.current.load_full()))
+        .map(|t| {
+            let settings = t.given.lock().settings().clone();
+            (t.id, t.name.clone(), t.current.load_full(), settings)
+        })
         .collect();
     let oldest = trees
         .iter()
-        .map(|(_, _, sv)| sv.oldest_log())
+        .map(|(_, _, sv, _)| sv.oldest_log())
         .min()
         .unwrap_or(writer.log_number);
     let mut logs = Vec::new();
@@ -252,7 +257,7 @@ fn copy_pinned(inner: &DbInner, temp: &Path, pinned: &Pinned) -> Result<Checkpoi
         logs: pinned.logs.len(),
         ..CheckpointInfo::default()
     };
-    for (_, _, sv) in &pinned.trees {
+    for (_, _, sv, _) in &pinned.trees {
         for table in sv.version.levels.iter().flatten() {
             let name = table_file_name(table.file_number());
             let (from, to) = (inner.path_of(&name), temp.join(&name));
@@ -272,11 +277,12 @@ fn copy_pinned(inner: &DbInner, temp: &Path, pinned: &Pinned) -> Result<Checkpoi
     let parts: Vec<TreeState<'_>> = pinned
         .trees
         .iter()
-        .map(|(id, name, sv)| TreeState {
+        .map(|(id, name, sv, settings)| TreeState {
             id: *id,
             name,
             version: &sv.version,
             log_number: sv.oldest_log(),
+            settings: settings.clone(),
         })
         .collect();
     // A version set of the checkpoint's own: the live one is not changed.

@@ -29,7 +29,7 @@ use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
 };
 use crate::db::version::{LiveTable, Version};
-use crate::db::{write, DbInner, Keyspace, SuperVersion, Tree, LEVELS};
+use crate::db::{write, DbInner, Keyspace, KeyspaceOptions, SuperVersion, Tree, LEVELS};
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
@@ -276,6 +276,7 @@ pub fn import_keyspace(db: &Db, name: &str, tables: &[(PathBuf, TableRecord)]) -
         id,
         name.to_string(),
         inner.opts.clone(),
+        KeyspaceOptions::new(),
         version,
         writer.log_number,
     ));

@@ -30,7 +30,9 @@ use crate::db::version::{RangeTargets, Version};
 use crate::db::{check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
-use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
+use crate::manifest::{
+    valid_keyspace_name, KeyspaceSettings, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
+};
 use crate::memtable::{Memtable, MemtableRangeStats};
 use crate::options::{CompactionFilter, Compression, MergeOperator, Options, WriteOptions};
 use crate::prefix::PrefixExtractor;
@@ -43,6 +45,10 @@ pub(crate) struct Tree {
     /// The database's options with the keyspace's own settings applied
     /// (replaced by `Db::keyspace_with`).
     pub opts: ArcSwap<Options>,
+    /// The keyspace's own settings, every `Db::keyspace_with` given since
+    /// the open applied over those the manifest stored; the manifest
+    /// stores their data part. Locked after the version lock.
+    pub given: Mutex<KeyspaceOptions>,
     /// The keyspace's memtables and tables, swapped as one.
     pub current: ArcSwap<SuperVersion>,
     /// Per level, the largest key of the last table compacted out of it.
@@ -52,10 +58,18 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    /// A tree of `version` with an empty memtable for log `log_number`.
-    pub fn new(id: u32, name: String, opts: Options, version: Version, log_number: u64) -> Tree {
+    /// A tree of `version` with an empty memtable for log `log_number`;
+    /// `opts` are the database's options with `given` applied.
+    pub fn new(
+        id: u32,
+        name: String,
+        opts: Options,
+        given: KeyspaceOptions,
+        version: Version,
+        log_number: u64,
+    ) -> Tree {
         let mem = Memtable::with_key_filter(opts.memtable_bytes);
-        Tree::with_memtable(id, name, opts, version, mem, log_number)
+        Tree::with_memtable(id, name, opts, given, version, mem, log_number)
     }
 
     /// A tree of `version` whose active memtable is `mem` (records of logs
@@ -64,6 +78,7 @@ impl Tree {
         id: u32,
         name: String,
         opts: Options,
+        given: KeyspaceOptions,
         version: Version,
         mem: Memtable,
         log_number: u64,
@@ -73,6 +88,7 @@ impl Tree {
             id,
             name,
             opts: ArcSwap::from_pointee(opts),
+            given: Mutex::new(given),
             current: ArcSwap::from_pointee(SuperVersion {
                 mem: LoggedMemtable {
                     mem: Arc::new(mem),
@@ -87,7 +103,7 @@ impl Tree {
     }
 
     /// `opts` as this keyspace's: its tables record the keyspace.
-    fn own_options(id: u32, name: &str, mut opts: Options) -> Options {
+    pub fn own_options(id: u32, name: &str, mut opts: Options) -> Options {
         opts.keyspace = (id != DEFAULT_KEYSPACE_ID).then(|| TableKeyspace {
             id,
             name: name.to_string(),
@@ -166,22 +182,24 @@ impl Tree {
     }
 }
 
-/// Settings of one keyspace that belong to its data: how its tables are
-/// built and filtered, and its memtable's size. Unset fields take the
-/// database's [`Options`].
+/// Settings of one keyspace: how its tables are built and filtered, its
+/// memtable's size, and its compaction filter and merge operator. Unset
+/// fields take the database's [`Options`].
 ///
-/// They are not stored in the database: give the same settings each time
-/// the keyspace is opened (a table keeps the settings it was built with,
-/// so a change applies to tables written after it).
+/// [`Db::keyspace_with`] applies the fields it is given over the
+/// keyspace's current ones (a field not given keeps its value). The data
+/// settings — filter policy, block size, compression, a fixed prefix
+/// extractor, whole-key filtering, range filter bits, memtable size — are
+/// stored in the manifest, so the keyspace keeps them when the database is
+/// opened again ([`Db::keyspace`] then gives it with them). Code is not
+/// stored: give the compaction filter, the merge operator and a custom
+/// prefix extractor at each open (until then the keyspace has none). A
+/// table keeps the settings it was built with, so a change applies to
+/// tables written after it.
 #[derive(Clone, Default)]
 pub struct KeyspaceOptions {
-    filter_policy: Option<FilterPolicy>,
-    block_size: Option<usize>,
-    compression: Option<Compression>,
-    prefix_extractor: Option<PrefixExtractor>,
-    whole_key_filtering: Option<bool>,
-    range_filter_bits_per_key: Option<f64>,
-    memtable_bytes: Option<usize>,
+    settings: KeyspaceSettings,
+    custom_prefix_extractor: Option<PrefixExtractor>,
     compaction_filter: Option<Arc<dyn CompactionFilter>>,
     merge_operator: Option<Arc<dyn MergeOperator>>,
 }
@@ -194,7 +212,7 @@ impl KeyspaceOptions {
 
     /// See [`Options::filter_policy`].
     pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
-        self.filter_policy = Some(policy);
+        self.settings.filter_policy = Some(policy);
         self
     }
 
@@ -205,37 +223,47 @@ impl KeyspaceOptions {
 
     /// See [`Options::block_size`].
     pub fn block_size(mut self, bytes: usize) -> Self {
-        self.block_size = Some(bytes);
+        self.settings.block_size = Some(u32::try_from(bytes).unwrap_or(u32::MAX));
         self
     }
 
     /// See [`Options::compression`].
     pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = Some(compression);
+        self.settings.compression = Some(compression);
         self
     }
 
-    /// See [`Options::prefix_extractor`].
+    /// See [`Options::prefix_extractor`]. A fixed extractor is stored; a
+    /// custom one is code, given at each open.
     pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
-        self.prefix_extractor = Some(extractor);
+        match extractor.fixed_len() {
+            Some(len) => {
+                self.settings.prefix_len = Some(u32::try_from(len).unwrap_or(u32::MAX));
+                self.custom_prefix_extractor = None;
+            }
+            None => {
+                self.settings.prefix_len = Some(0);
+                self.custom_prefix_extractor = Some(extractor);
+            }
+        }
         self
     }
 
     /// See [`Options::whole_key_filtering`].
     pub fn whole_key_filtering(mut self, whole_keys: bool) -> Self {
-        self.whole_key_filtering = Some(whole_keys);
+        self.settings.whole_key_filtering = Some(whole_keys);
         self
     }
 
     /// See [`Options::range_filter_bits_per_key`].
     pub fn range_filter_bits_per_key(mut self, bits: f64) -> Self {
-        self.range_filter_bits_per_key = Some(bits);
+        self.settings.range_filter_bits_per_key = Some(bits);
         self
     }
 
     /// See [`Options::memtable_bytes`].
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
-        self.memtable_bytes = Some(bytes);
+        self.settings.memtable_bytes = Some(bytes as u64);
         self
     }
 
@@ -251,29 +279,47 @@ impl KeyspaceOptions {
         self
     }
 
+    /// A keyspace's options as the manifest stored them.
+    pub(crate) fn from_settings(settings: KeyspaceSettings) -> KeyspaceOptions {
+        KeyspaceOptions {
+            settings,
+            ..KeyspaceOptions::default()
+        }
+    }
+
+    /// What the manifest stores of these options.
+    pub(crate) fn settings(&self) -> &KeyspaceSettings {
+        &self.settings
+    }
+
+    /// These options with the fields `given` sets replacing theirs.
+    pub(crate) fn overlaid(&self, given: &KeyspaceOptions) -> KeyspaceOptions {
+        let (mut out, g) = (self.clone(), &given.settings);
+        let s = &mut out.settings;
+        s.filter_policy = g.filter_policy.or(s.filter_policy);
+        s.block_size = g.block_size.or(s.block_size);
+        s.compression = g.compression.or(s.compression);
+        if g.prefix_len.is_some() {
+            s.prefix_len = g.prefix_len;
+            out.custom_prefix_extractor = given.custom_prefix_extractor.clone();
+        }
+        s.whole_key_filtering = g.whole_key_filtering.or(s.whole_key_filtering);
+        s.range_filter_bits_per_key = g.range_filter_bits_per_key.or(s.range_filter_bits_per_key);
+        s.memtable_bytes = g.memtable_bytes.or(s.memtable_bytes);
+        if let Some(filter) = &given.compaction_filter {
+            out.compaction_filter = Some(Arc::clone(filter));
+        }
+        if let Some(operator) = &given.merge_operator {
+            out.merge_operator = Some(Arc::clone(operator));
+        }
+        out
+    }
+
     /// `base` with these settings applied, checked as [`Options::validate`] does.
     pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
-        let mut opts = base.clone();
-        if let Some(policy) = &self.filter_policy {
-            opts = opts.filter_policy(*policy);
-        }
-        if let Some(bytes) = self.block_size {
-            opts = opts.block_size(bytes);
-        }
-        if let Some(compression) = self.compression {
-            opts = opts.compression(compression);
-        }
-        if let Some(extractor) = &self.prefix_extractor {
-            opts = opts.prefix_extractor(extractor.clone());
-        }
-        if let Some(whole) = self.whole_key_filtering {
-            opts = opts.whole_key_filtering(whole);
-        }
-        if let Some(bits) = self.range_filter_bits_per_key {
-            opts = opts.range_filter_bits_per_key(bits);
-        }
-        if let Some(bytes) = self.memtable_bytes {
-            opts = opts.memtable_bytes(bytes);
+        let mut opts = self.settings.apply_to(base);
+        if let Some(extractor) = &self.custom_prefix_extractor {
+            opts.prefix_extractor = Some(extractor.clone());
         }
         if let Some(filter) = &self.compaction_filter {
             opts = opts.compaction_filter(Arc::clone(filter));
@@ -289,10 +335,14 @@ impl KeyspaceOptions {
 impl std::fmt::Debug for KeyspaceOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyspaceOptions")
-            .field("block_size", &self.block_size)
-            .field("compression", &self.compression)
-            .field("memtable_bytes", &self.memtable_bytes)
-            .finish_non_exhaustive()
+            .field("settings", &self.settings)
+            .field(
+                "custom_prefix_extractor",
+                &self.custom_prefix_extractor.as_ref().map(|p| p.name()),
+            )
+            .field("compaction_filter", &self.compaction_filter.is_some())
+            .field("merge_operator", &self.merge_operator.is_some())
+            .finish()
     }
 }
 
@@ -645,40 +695,48 @@ impl std::fmt::Debug for Keyspace {
 }
 
 impl Db {
-    /// Opens the keyspace `name`, creating it (empty) if the database has
-    /// none of that name, with the database's settings. Names are 1 to 255
+    /// Opens the keyspace `name` with the settings it has (those stored
+    /// for it by [`Db::keyspace_with`], the database's for the rest),
+    /// creating it (empty) with the database's settings if the database
+    /// has none of that name. Names are 1 to 255
     /// bytes of `[A-Za-z0-9_.-]`; `default` is the keyspace the methods of
     /// `Db` itself act on.
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
-        self.open_keyspace(name, &self.inner.opts)
+        self.open_keyspace(name, None)
     }
 
-    /// [`Db::keyspace`] with settings of the keyspace's own, which apply
-    /// from now on to the keyspace (already existing or not) until the
-    /// database is closed: give them at each open.
+    /// [`Db::keyspace`] with settings of the keyspace's own, applied over
+    /// its current ones (a field not given keeps its value) and, for the
+    /// data settings, stored in the manifest before this returns: the
+    /// keyspace keeps them when the database is opened again. The code
+    /// among them (compaction filter, merge operator, a custom prefix
+    /// extractor) lasts until the database is closed: give it at each
+    /// open. See [`KeyspaceOptions`]. On a read-only database the settings
+    /// apply until it is closed and nothing is stored.
     pub fn keyspace_with(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
-        let opts = options.apply(&self.inner.opts)?;
-        let keyspace = self.open_keyspace(name, &opts)?;
-        keyspace.tree.set_options(opts);
-        Ok(keyspace)
+        options.apply(&self.inner.opts)?;
+        self.open_keyspace(name, Some(&options))
     }
 
-    fn open_keyspace(&self, name: &str, opts: &Options) -> Result<Keyspace> {
+    fn open_keyspace(&self, name: &str, given: Option<&KeyspaceOptions>) -> Result<Keyspace> {
         if !valid_keyspace_name(name) {
             return Err(Error::invalid(format!(
                 "keyspace name {name:?} is not 1-255 bytes of [A-Za-z0-9_.-]"
             )));
         }
         let inner = &self.inner;
-        if let Some(tree) = inner.tree_named(name) {
-            return Ok(Keyspace {
-                inner: Arc::clone(inner),
-                tree,
-            });
-        }
-        self.check_writable()?;
-        let opts = opts.clone();
-        let tree = write::create_keyspace(inner, name, opts)?;
+        let tree = match inner.tree_named(name) {
+            Some(tree) => {
+                if let Some(given) = given {
+                    write::update_keyspace_options(inner, &tree, given)?;
+                }
+                tree
+            }
+            None => {
+                self.check_writable()?;
+                write::create_keyspace(inner, name, given.cloned().unwrap_or_default())?
+            }
+        };
         Ok(Keyspace {
             inner: Arc::clone(inner),
             tree,

@@ -318,12 +318,14 @@ impl DbInner {
                     name: &tree.name,
                     version,
                     log_number,
+                    settings: tree.given.lock().settings().clone(),
                 },
                 _ => open::TreeState {
                     id: tree.id,
                     name: &tree.name,
                     version: &sv.version,
                     log_number: sv.oldest_log(),
+                    settings: tree.given.lock().settings().clone(),
                 },
             })
             .collect();

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::batch::decode_record;
 use crate::db::pacing::Pacer;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{background, flush, write, DbCounters, DbInner, Tree, LEVELS};
+use crate::db::{background, flush, write, DbCounters, DbInner, KeyspaceOptions, Tree, LEVELS};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
@@ -27,8 +27,8 @@ use crate::fs::{DirLock, FileSystem, SharedFs};
 use crate::inspect::check_is_database;
 use crate::key::SeqNo;
 use crate::manifest::{
-    read_manifest, write_manifest, ClosedLog, KeyspaceRecord, ManifestState, TableRecord,
-    DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
+    read_manifest, write_manifest, ClosedLog, KeyspaceRecord, KeyspaceSettings, ManifestState,
+    TableRecord, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
 };
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -129,6 +129,7 @@ impl VersionSet {
                     id: t.id,
                     name: t.name.to_string(),
                     log_number: t.log_number,
+                    settings: t.settings.clone(),
                 })
                 .collect(),
             tables: trees
@@ -155,6 +156,8 @@ pub(crate) struct TreeState<'a> {
     pub version: &'a Version,
     /// The oldest log that may hold records of it not in its tables.
     pub log_number: u64,
+    /// Its stored settings.
+    pub settings: KeyspaceSettings,
 }
 
 /// What recovery found, for callers who want to know.
@@ -470,10 +473,17 @@ pub(crate) fn keyspaces_of(state: &ManifestState) -> Vec<KeyspaceRecord> {
                 id: DEFAULT_KEYSPACE_ID,
                 name: DEFAULT_KEYSPACE_NAME.to_string(),
                 log_number: state.log_number,
+                settings: KeyspaceSettings::default(),
             },
         );
     }
     keyspaces
+}
+
+/// The options a keyspace's tables are built with: `base` with its stored
+/// settings applied, its tables recording the keyspace.
+pub(crate) fn tree_options(base: &Options, record: &KeyspaceRecord) -> Options {
+    Tree::own_options(record.id, &record.name, record.settings.apply_to(base))
 }
 
 /// One keyspace as an open recovers it.
@@ -564,6 +574,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                     id: DEFAULT_KEYSPACE_ID,
                     name: DEFAULT_KEYSPACE_NAME.to_string(),
                     log_number: 1,
+                    settings: KeyspaceSettings::default(),
                 }],
                 tables: Vec::new(),
             };
@@ -607,8 +618,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             continue;
         }
         let number = versions.new_file_number();
+        let own = tree_options(&opts, &tree.record);
         let built =
-            flush::write_level0_table(&tables, dir, &opts, &tree.version, number, &tree.recovered);
+            flush::write_level0_table(&tables, dir, &own, &tree.version, number, &tree.recovered);
         match built {
             Ok(Some((table, _))) => {
                 tree.version = tree.version.apply(&[], vec![table]);
@@ -634,6 +646,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             name: &t.record.name,
             version: &t.version,
             log_number,
+            settings: t.record.settings.clone(),
         })
         .collect();
     let started = versions
@@ -672,9 +685,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let trees = trees
         .into_iter()
         .map(|t| PartTree {
+            mem: Memtable::with_key_filter(tree_options(&opts, &t.record).memtable_bytes),
             record: t.record,
             version: t.version,
-            mem: Memtable::with_key_filter(opts.memtable_bytes),
         })
         .collect();
     Ok(Parts {
@@ -720,10 +733,12 @@ impl Parts {
             .trees
             .into_iter()
             .map(|t| {
+                let own = t.record.settings.apply_to(&opts);
                 Arc::new(Tree::with_memtable(
                     t.record.id,
                     t.record.name,
-                    opts.clone(),
+                    own,
+                    KeyspaceOptions::from_settings(t.record.settings),
                     t.version,
                     t.mem,
                     log_number,
@@ -738,6 +753,7 @@ impl Parts {
                     DEFAULT_KEYSPACE_ID,
                     DEFAULT_KEYSPACE_NAME.to_string(),
                     opts.clone(),
+                    KeyspaceOptions::new(),
                     Version::with_levels(LEVELS),
                     log_number,
                 ));

@@ -21,13 +21,12 @@ use crate::db::background::{self, Blocked};
 use crate::db::flush;
 use crate::db::oracle::ConflictCheck;
 use crate::db::version::Version;
-use crate::db::{DbInner, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
+use crate::db::{DbInner, KeyspaceOptions, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
-use crate::options::Options;
 use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
 /// A group takes batches behind its leader only while all of its batches
@@ -516,12 +515,20 @@ fn rotate(
 /// Creates the keyspace `name` (with `opts`), empty, durably: it is in
 /// the manifest before it is returned. Under the writer lock, so no batch
 /// is logged meanwhile (its memtable starts at the active log).
-pub(crate) fn create_keyspace(inner: &DbInner, name: &str, opts: Options) -> Result<Arc<Tree>> {
+pub(crate) fn create_keyspace(
+    inner: &DbInner,
+    name: &str,
+    given: KeyspaceOptions,
+) -> Result<Arc<Tree>> {
+    let opts = given.apply(&inner.opts)?;
     let writer = inner.writer.lock();
     check_writable(inner, &writer)?;
     let mut versions = inner.versions.lock();
-    // Created meanwhile by another thread.
+    // Created meanwhile by another thread: `given` applies over its settings.
     if let Some(tree) = inner.tree_named(name) {
+        drop(versions);
+        drop(writer);
+        update_keyspace_options(inner, &tree, &given)?;
         return Ok(tree);
     }
     let id = versions.next_keyspace_id;
@@ -532,6 +539,7 @@ pub(crate) fn create_keyspace(inner: &DbInner, name: &str, opts: Options) -> Res
         id,
         name.to_string(),
         opts,
+        given,
         Version::with_levels(LEVELS),
         writer.log_number,
     ));
@@ -545,6 +553,34 @@ pub(crate) fn create_keyspace(inner: &DbInner, name: &str, opts: Options) -> Res
         return Err(e);
     }
     Ok(tree)
+}
+
+/// Applies `given` over `tree`'s settings; a change of the stored ones is
+/// in the manifest (durably) before this returns. On a read-only database
+/// the change lasts until the close and nothing is written.
+pub(crate) fn update_keyspace_options(
+    inner: &DbInner,
+    tree: &Arc<Tree>,
+    given: &KeyspaceOptions,
+) -> Result<()> {
+    tree.check_live()?;
+    let writer = inner.writer.lock();
+    let mut versions = inner.versions.lock();
+    let now = tree.given.lock().clone();
+    let next = now.overlaid(given);
+    let opts = next.apply(&inner.opts)?;
+    if next.settings() != now.settings() && !inner.opts.read_only {
+        check_writable(inner, &writer)?;
+        *tree.given.lock() = next;
+        if let Err(e) = inner.persist(&mut versions, None) {
+            *tree.given.lock() = now;
+            return Err(e);
+        }
+    } else {
+        *tree.given.lock() = next;
+    }
+    tree.set_options(opts);
+    Ok(())
 }
 
 /// Drops the keyspace of `tree`: gone from the manifest (durably) before

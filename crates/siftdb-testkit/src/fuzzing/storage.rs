@@ -20,12 +20,15 @@
 
 use siftdb::internals::batch::{decode_record, RawBatch, WriteBatch};
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
-use siftdb::internals::manifest::{self, KeyspaceRecord, ManifestState, TableRecord, MAX_LEVELS};
+use siftdb::internals::manifest::{
+    self, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
+};
 use siftdb::internals::wal::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len, replay,
     replay_batches, FILE_HEADER_LEN,
 };
 use siftdb::Error;
+use siftdb::{Compression, FilterPolicy};
 
 /// Reads recipe bytes; zero once the input runs out, so every input is a recipe.
 struct Recipe<'a> {
@@ -322,6 +325,54 @@ pub fn manifest_decode(data: &[u8]) {
     manifest_recipe(data);
 }
 
+/// Stored keyspace settings from the recipe: each one set or not by a bit
+/// of one byte, with values valid for `Options::validate`.
+fn settings_recipe(recipe: &mut Recipe<'_>) -> KeyspaceSettings {
+    let set = recipe.byte();
+    let on = |bit: u8| set & (1 << bit) != 0;
+    let mut settings = KeyspaceSettings::default();
+    if on(0) {
+        let bits = f64::from(recipe.byte() % 40);
+        let policy = if on(7) {
+            FilterPolicy::level_aware(bits)
+        } else {
+            FilterPolicy::bits_per_key(bits)
+        };
+        settings.filter_policy = Some(
+            policy
+                .optimize_for_hits(recipe.byte() % 2 == 1)
+                .static_filters_from_level(u32::from(recipe.byte() % 7)),
+        );
+    }
+    if on(1) {
+        settings.block_size = Some(256 + u32::from(recipe.u16()));
+    }
+    if on(2) {
+        settings.compression = Some(if recipe.byte().is_multiple_of(2) {
+            Compression::None
+        } else {
+            Compression::Lz4
+        });
+    }
+    if on(3) {
+        settings.prefix_len = Some(u32::from(recipe.byte()));
+    }
+    if on(4) {
+        settings.whole_key_filtering = Some(recipe.byte().is_multiple_of(2));
+    }
+    if on(5) {
+        settings.range_filter_bits_per_key = Some(if recipe.byte().is_multiple_of(2) {
+            0.0
+        } else {
+            16.0
+        });
+    }
+    if on(6) {
+        settings.memtable_bytes = Some(4096 + u64::from(recipe.u16()));
+    }
+    settings
+}
+
 fn manifest_recipe(data: &[u8]) {
     let mut recipe = Recipe { rest: data };
     let next_file_number = u64::from(recipe.u16()) + 1;
@@ -333,6 +384,7 @@ fn manifest_recipe(data: &[u8]) {
         id: 0,
         name: "default".to_string(),
         log_number,
+        settings: KeyspaceSettings::default(),
     }];
     for name in ["a", "b.c-d_1"]
         .into_iter()
@@ -343,10 +395,12 @@ fn manifest_recipe(data: &[u8]) {
             continue;
         }
         let log = log_number + u64::from(recipe.u16()) % (next_file_number - log_number);
+        let settings = settings_recipe(&mut recipe);
         keyspaces.push(KeyspaceRecord {
             id,
             name: name.to_string(),
             log_number: log,
+            settings,
         });
     }
     let next_keyspace_id = keyspaces.iter().map(|k| k.id).max().unwrap_or(0) + 1;

@@ -1,0 +1,374 @@
+//! A keyspace's stored settings: the part of its options that is data (how
+//! its tables are built and filtered, its memtable's size), which the
+//! manifest records so that a reopened keyspace keeps them.
+//!
+//! Owns: [`KeyspaceSettings`], its bytes inside a manifest keyspace record
+//! (`docs/format.md`, "Manifest") and their check.
+//! Must never: store code (a compaction filter, a merge operator, a custom
+//! prefix extractor: those are given again at each open), or accept a value
+//! [`Options::validate`] would refuse.
+//!
+//! ```text
+//! 1      count c (u8, 0..=7)
+//! ...    c settings, tags strictly increasing, each a tag u8 and its value:
+//!        1 filter policy (14): rule u8 (0 bits per key, 1 level-aware),
+//!          bits per key f64, flags u8 (bit 0 optimize for hits, bit 1
+//!          static filters), static filters' first level u32 (0 without)
+//!        2 block size u32        3 compression u8 (0 none, 1 LZ4)
+//!        4 fixed prefix length u32 (0: no fixed extractor)
+//!        5 whole-key filtering u8 (0, 1)   6 range filter bits f64
+//!        7 memtable bytes u64
+//! ```
+
+use crate::codec::ByteReader;
+use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
+use crate::options::{Compression, Options};
+use crate::prefix::PrefixExtractor;
+
+/// The fewest bytes settings take (a count of 0).
+pub const MIN_SETTINGS_LEN: usize = 1;
+
+const TAG_FILTER_POLICY: u8 = 1;
+const TAG_BLOCK_SIZE: u8 = 2;
+const TAG_COMPRESSION: u8 = 3;
+const TAG_PREFIX: u8 = 4;
+const TAG_WHOLE_KEY_FILTERING: u8 = 5;
+const TAG_RANGE_FILTER_BITS: u8 = 6;
+const TAG_MEMTABLE_BYTES: u8 = 7;
+
+/// A keyspace's stored settings; an unset one takes the database's
+/// [`Options`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyspaceSettings {
+    /// See `Options::filter_policy`.
+    pub filter_policy: Option<FilterPolicy>,
+    /// See `Options::block_size`.
+    pub block_size: Option<u32>,
+    /// See `Options::compression`.
+    pub compression: Option<Compression>,
+    /// `Some(len)`: the fixed prefix extractor of `len` bytes. `Some(0)`: no
+    /// fixed one (none, or a custom extractor, which is given at each open;
+    /// until then the keyspace has none).
+    pub prefix_len: Option<u32>,
+    /// See `Options::whole_key_filtering`.
+    pub whole_key_filtering: Option<bool>,
+    /// See `Options::range_filter_bits_per_key`.
+    pub range_filter_bits_per_key: Option<f64>,
+    /// See `Options::memtable_bytes`.
+    pub memtable_bytes: Option<u64>,
+}
+
+impl KeyspaceSettings {
+    /// `base` with these settings applied (not validated).
+    pub(crate) fn apply_to(&self, base: &Options) -> Options {
+        let mut opts = base.clone();
+        if let Some(policy) = self.filter_policy {
+            opts.filter_policy = policy;
+        }
+        if let Some(bytes) = self.block_size {
+            opts.block_size = bytes as usize;
+        }
+        if let Some(compression) = self.compression {
+            opts.compression = compression;
+        }
+        match self.prefix_len {
+            Some(0) => opts.prefix_extractor = None,
+            Some(len) => {
+                // A length `check` refused leaves the base's extractor.
+                if let Ok(extractor) = PrefixExtractor::fixed(len as usize) {
+                    opts.prefix_extractor = Some(extractor);
+                }
+            }
+            None => {}
+        }
+        if let Some(whole) = self.whole_key_filtering {
+            opts.whole_key_filtering = whole;
+        }
+        if let Some(bits) = self.range_filter_bits_per_key {
+            opts.range_filter_bits_per_key = bits;
+        }
+        if let Some(bytes) = self.memtable_bytes {
+            opts.memtable_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        opts
+    }
+
+    /// An error naming the first setting [`Options::validate`] would
+    /// refuse, whatever the database's options.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.prefix_len.is_some_and(|len| len != 0) {
+            PrefixExtractor::fixed(self.prefix_len.unwrap_or(0) as usize)
+                .map_err(|e| e.to_string())?;
+        }
+        if self
+            .memtable_bytes
+            .is_some_and(|bytes| usize::try_from(bytes).is_err())
+        {
+            return Err("memtable bytes do not fit this machine's usize".to_string());
+        }
+        self.apply_to(&Options::default())
+            .validate()
+            .map_err(|e| e.to_string())
+    }
+
+    /// Appends the settings' bytes (see the module docs) to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut fields = Vec::with_capacity(64);
+        let mut count = 0u8;
+        let mut field = |fields: &mut Vec<u8>, tag: u8, value: &[u8]| {
+            fields.push(tag);
+            fields.extend_from_slice(value);
+            count += 1;
+        };
+        if let Some(policy) = self.filter_policy {
+            let mut value = Vec::with_capacity(14);
+            value.push(u8::from(policy.is_level_aware()));
+            value.extend_from_slice(&policy.average_bits_per_key().to_bits().to_le_bytes());
+            let level = policy.static_filters_level();
+            value.push(u8::from(policy.optimizes_for_hits()) | (u8::from(level.is_some()) << 1));
+            value.extend_from_slice(&level.unwrap_or(0).to_le_bytes());
+            field(&mut fields, TAG_FILTER_POLICY, &value);
+        }
+        if let Some(bytes) = self.block_size {
+            field(&mut fields, TAG_BLOCK_SIZE, &bytes.to_le_bytes());
+        }
+        if let Some(compression) = self.compression {
+            field(
+                &mut fields,
+                TAG_COMPRESSION,
+                &[compression_byte(compression)],
+            );
+        }
+        if let Some(len) = self.prefix_len {
+            field(&mut fields, TAG_PREFIX, &len.to_le_bytes());
+        }
+        if let Some(whole) = self.whole_key_filtering {
+            field(&mut fields, TAG_WHOLE_KEY_FILTERING, &[u8::from(whole)]);
+        }
+        if let Some(bits) = self.range_filter_bits_per_key {
+            field(
+                &mut fields,
+                TAG_RANGE_FILTER_BITS,
+                &bits.to_bits().to_le_bytes(),
+            );
+        }
+        if let Some(bytes) = self.memtable_bytes {
+            field(&mut fields, TAG_MEMTABLE_BYTES, &bytes.to_le_bytes());
+        }
+        out.push(count);
+        out.extend_from_slice(&fields);
+    }
+
+    /// Reads settings written by [`KeyspaceSettings::encode_into`]:
+    /// `Corruption` for an unknown or repeated tag, tags out of order, a
+    /// flag or enum byte out of range, or a value [`KeyspaceSettings::check`]
+    /// refuses.
+    pub fn decode(reader: &mut ByteReader<'_>) -> Result<KeyspaceSettings> {
+        let bad =
+            |detail: String| Error::corruption("manifest", format!("keyspace settings: {detail}"));
+        let count = reader.u8()?;
+        let mut settings = KeyspaceSettings::default();
+        let mut last_tag = 0u8;
+        for _ in 0..count {
+            let tag = reader.u8()?;
+            if tag <= last_tag {
+                return Err(bad(format!("tag {tag} after tag {last_tag}")));
+            }
+            last_tag = tag;
+            match tag {
+                TAG_FILTER_POLICY => {
+                    let rule = reader.u8()?;
+                    let bits = f64::from_bits(reader.u64()?);
+                    let flags = reader.u8()?;
+                    let level = reader.u32()?;
+                    let policy = match rule {
+                        0 => FilterPolicy::bits_per_key(bits),
+                        1 => FilterPolicy::level_aware(bits),
+                        other => return Err(bad(format!("filter rule {other}"))),
+                    };
+                    if flags & !0b11 != 0 || (flags & 0b10 == 0 && level != 0) {
+                        return Err(bad(format!(
+                            "filter flags {flags:#04x} with static level {level}"
+                        )));
+                    }
+                    let policy = policy.optimize_for_hits(flags & 1 != 0);
+                    settings.filter_policy = Some(if flags & 0b10 != 0 {
+                        policy.static_filters_from_level(level)
+                    } else {
+                        policy.without_static_filters()
+                    });
+                }
+                TAG_BLOCK_SIZE => settings.block_size = Some(reader.u32()?),
+                TAG_COMPRESSION => {
+                    settings.compression = Some(match reader.u8()? {
+                        0 => Compression::None,
+                        1 => Compression::Lz4,
+                        other => return Err(bad(format!("compression {other}"))),
+                    })
+                }
+                TAG_PREFIX => settings.prefix_len = Some(reader.u32()?),
+                TAG_WHOLE_KEY_FILTERING => {
+                    settings.whole_key_filtering = Some(match reader.u8()? {
+                        0 => false,
+                        1 => true,
+                        other => return Err(bad(format!("whole-key filtering {other}"))),
+                    })
+                }
+                TAG_RANGE_FILTER_BITS => {
+                    settings.range_filter_bits_per_key = Some(f64::from_bits(reader.u64()?));
+                }
+                TAG_MEMTABLE_BYTES => settings.memtable_bytes = Some(reader.u64()?),
+                other => return Err(bad(format!("unknown tag {other}"))),
+            }
+        }
+        settings.check().map_err(bad)?;
+        Ok(settings)
+    }
+}
+
+fn compression_byte(compression: Compression) -> u8 {
+    match compression {
+        Compression::None => 0,
+        Compression::Lz4 => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(settings: &KeyspaceSettings) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        settings.encode_into(&mut bytes);
+        let mut reader = ByteReader::new(&bytes, "test");
+        let back = KeyspaceSettings::decode(&mut reader).unwrap();
+        reader.finish().unwrap();
+        assert_eq!(&back, settings);
+        bytes
+    }
+
+    fn every_setting() -> KeyspaceSettings {
+        KeyspaceSettings {
+            filter_policy: Some(
+                FilterPolicy::level_aware(12.5)
+                    .optimize_for_hits(true)
+                    .static_filters_from_level(2),
+            ),
+            block_size: Some(16 << 10),
+            compression: Some(Compression::None),
+            prefix_len: Some(6),
+            whole_key_filtering: Some(false),
+            range_filter_bits_per_key: Some(14.0),
+            memtable_bytes: Some(1 << 20),
+        }
+    }
+
+    #[test]
+    fn none_is_one_byte_and_every_setting_round_trips() {
+        assert_eq!(round_trip(&KeyspaceSettings::default()), [0]);
+        let bytes = round_trip(&every_setting());
+        assert_eq!(
+            bytes.len(),
+            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9
+        );
+        assert_eq!(bytes[0], 7);
+        for policy in [
+            FilterPolicy::bits_per_key(10.0),
+            FilterPolicy::bits_per_key(0.0),
+            FilterPolicy::level_aware(8.0).static_filters_from_level(0),
+        ] {
+            round_trip(&KeyspaceSettings {
+                filter_policy: Some(policy),
+                prefix_len: Some(0),
+                ..KeyspaceSettings::default()
+            });
+        }
+    }
+
+    #[test]
+    fn applied_settings_override_the_base_and_unset_ones_keep_it() {
+        let base = Options::default().prefix_extractor(PrefixExtractor::fixed(3).unwrap());
+        let opts = every_setting().apply_to(&base);
+        assert_eq!(opts.block_size, 16 << 10);
+        assert_eq!(opts.compression, Compression::None);
+        assert_eq!(
+            opts.prefix_extractor.as_ref().map(|p| p.name().to_string()),
+            Some("siftdb.fixed:6".to_string())
+        );
+        assert!(!opts.whole_key_filtering);
+        assert_eq!(opts.memtable_bytes, 1 << 20);
+        let unset = KeyspaceSettings::default().apply_to(&base);
+        assert_eq!(unset.block_size, base.block_size);
+        assert!(unset.prefix_extractor.is_some());
+        let cleared = KeyspaceSettings {
+            prefix_len: Some(0),
+            ..KeyspaceSettings::default()
+        }
+        .apply_to(&base);
+        assert!(cleared.prefix_extractor.is_none());
+    }
+
+    #[test]
+    fn refuses_what_validate_refuses_and_malformed_bytes() {
+        let mut bytes = Vec::new();
+        every_setting().encode_into(&mut bytes);
+        let decode = |bytes: &[u8]| {
+            let mut reader = ByteReader::new(bytes, "test");
+            KeyspaceSettings::decode(&mut reader).and_then(|s| reader.finish().map(|()| s))
+        };
+        assert!(decode(&bytes).is_ok());
+        // Every truncation fails; a changed byte either fails or reads as
+        // other valid settings, never panics.
+        for len in 0..bytes.len() {
+            assert!(decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+        for at in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut flipped = bytes.clone();
+                flipped[at] ^= 1 << bit;
+                if let Ok(settings) = decode(&flipped) {
+                    assert!(settings.check().is_ok());
+                }
+            }
+        }
+        for bad in [
+            KeyspaceSettings {
+                block_size: Some(100),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                memtable_bytes: Some(10),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                range_filter_bits_per_key: Some(f64::NAN),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                filter_policy: Some(FilterPolicy::bits_per_key(1000.0)),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                prefix_len: Some(u32::MAX),
+                ..KeyspaceSettings::default()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+            let mut bytes = Vec::new();
+            bad.encode_into(&mut bytes);
+            assert!(decode(&bytes).is_err(), "{bad:?}");
+        }
+        // Tags out of order, repeated, unknown; enum bytes out of range.
+        for bytes in [
+            &[2, 3, 0, 2, 0, 16, 0, 0][..],
+            &[2, 3, 0, 3, 1][..],
+            &[1, 8, 0][..],
+            &[1, 3, 2][..],
+            &[1, 5, 2][..],
+            &[1, 1, 0, 0, 0, 0, 0, 0, 0x24, 0x40, 0, 1, 0, 0, 0][..],
+        ] {
+            assert!(decode(bytes).is_err(), "{bytes:?}");
+        }
+    }
+}
