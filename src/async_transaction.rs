@@ -155,6 +155,22 @@ impl AsyncTransaction {
             .await
     }
 
+    /// Adds a merge operand for `key` (see [`Transaction::merge`]).
+    pub async fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.write(|txn| txn.merge(key, operand)).await
+    }
+
+    /// Adds a merge operand for `key` in `keyspace`.
+    pub async fn merge_in(
+        &self,
+        keyspace: &AsyncKeyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.write(|txn| txn.merge_in(keyspace.blocking_handle(), key, operand))
+            .await
+    }
+
     /// Removes `key` when the transaction commits.
     pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.write(|txn| txn.delete(key)).await

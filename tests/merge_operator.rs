@@ -215,3 +215,130 @@ fn a_merge_without_an_operator_is_refused_and_a_refusal_fails_that_key_only() {
     db.put("k", "new").unwrap();
     assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"new"[..]));
 }
+
+/// A transaction's own reads (`get`, scans both ways) against the model of
+/// the database with the transaction's writes applied, and after commit the
+/// database itself.
+fn check_transaction(txn: &siftdb::Transaction, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
+    for i in 0..KEYS {
+        assert_eq!(
+            txn.get(key(i)).unwrap().as_deref(),
+            model.get(&key(i)).map(Vec::as_slice),
+            "{what}: get {i}"
+        );
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let forward: Vec<(Vec<u8>, Vec<u8>)> = txn
+        .iter()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(forward, want, "{what}: forward scan");
+    let mut backward: Vec<(Vec<u8>, Vec<u8>)> = txn
+        .iter()
+        .rev()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    backward.reverse();
+    assert_eq!(backward, want, "{what}: backward scan");
+}
+
+#[test]
+fn a_transactions_merges_are_seen_by_its_reads_and_written_by_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), options()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = SplitMix64::new(11);
+    for i in (0..KEYS).step_by(2) {
+        db.put(key(i), format!("base{i}")).unwrap();
+        model.insert(key(i), format!("base{i}").into_bytes());
+    }
+    // Operands in the database under the transaction's, too.
+    for i in (0..KEYS).step_by(3) {
+        db.merge(key(i), "db").unwrap();
+        model_merge(&mut model, &key(i), b"db");
+    }
+    for round in 0..12u64 {
+        let mut txn = db.transaction();
+        let mut own = model.clone();
+        let mut saved = Vec::new();
+        for step in 0..60u64 {
+            let i = rng.next() % KEYS;
+            let operand = format!("t{round}.{step}").into_bytes();
+            match rng.next() % 20 {
+                0..=10 => {
+                    txn.merge(key(i), &operand).unwrap();
+                    model_merge(&mut own, &key(i), &operand);
+                }
+                11..=13 => {
+                    txn.put(key(i), &operand).unwrap();
+                    own.insert(key(i), operand);
+                }
+                14 | 15 => {
+                    txn.delete(key(i)).unwrap();
+                    own.remove(&key(i));
+                }
+                16 => {
+                    let end = (i + 1 + rng.next() % 8).min(KEYS);
+                    txn.delete_range(key(i)..key(end)).unwrap();
+                    own.retain(|k, _| !(key(i)..key(end)).contains(k));
+                }
+                17 => {
+                    txn.set_savepoint();
+                    saved.push(own.clone());
+                }
+                _ => {
+                    if let Some(back) = saved.pop() {
+                        txn.rollback_to_savepoint().unwrap();
+                        own = back;
+                    }
+                }
+            }
+            if step % 20 == 19 {
+                check_transaction(&txn, &own, &format!("round {round} step {step}"));
+            }
+        }
+        check_transaction(&txn, &own, &format!("round {round} before commit"));
+        // The database does not see the transaction before its commit.
+        check(&db, &model, &format!("round {round} uncommitted"));
+        txn.commit().unwrap();
+        model = own;
+        check(&db, &model, &format!("round {round} committed"));
+        if round % 4 == 3 {
+            db.flush().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_transactions_merge_conflicts_like_a_write_and_needs_an_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), options()).unwrap();
+    db.put("k", "0").unwrap();
+    let mut txn = db.transaction();
+    txn.merge("k", "1").unwrap();
+    assert_eq!(txn.get("k").unwrap().as_deref(), Some(&b"0,1"[..]));
+    db.put("k", "other").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict)));
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"other"[..]));
+    // Operands apply at commit to the value then (a blind update), while
+    // the transaction's read saw them over its snapshot's.
+    let mut txn = db.transaction();
+    txn.merge("j", "a").unwrap();
+    db.put("unrelated", "x").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(db.get("j").unwrap().as_deref(), Some(&b"a"[..]));
+    // A refused operand fails the transaction's read of that key only.
+    let mut txn = db.transaction();
+    txn.merge("j", "bad").unwrap();
+    assert!(matches!(txn.get("j"), Err(Error::MergeFailed { .. })));
+    assert_eq!(txn.get("k").unwrap().as_deref(), Some(&b"other"[..]));
+    drop((txn, db));
+    let db = Db::open(dir.path()).unwrap();
+    let mut txn = db.transaction();
+    assert!(matches!(
+        txn.merge("k", "1"),
+        Err(Error::InvalidArgument(_))
+    ));
+}

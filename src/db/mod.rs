@@ -614,7 +614,7 @@ fn check_writable(inner: &DbInner) -> Result<()> {
 
 /// `InvalidArgument` unless keyspace `id` has a merge operator: a merge
 /// operand it could never merge is refused before it is written.
-fn check_merge_operator(inner: &DbInner, id: u32) -> Result<()> {
+pub(crate) fn check_merge_operator(inner: &DbInner, id: u32) -> Result<()> {
     let tree = inner
         .tree_by_id(id)
         .ok_or_else(|| Error::invalid(format!("no keyspace with id {id}")))?;

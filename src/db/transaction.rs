@@ -25,7 +25,9 @@ use crate::db::iter::{owned_range, prefix_range};
 use crate::db::oracle::{ConflictCheck, KeyRange};
 use crate::db::transaction_scan::TransactionIter;
 use crate::db::write_set::{OwnRead, WriteSet};
-use crate::db::{check_key, check_value, check_writable, Db, DbInner, Keyspace, Snapshot};
+use crate::db::{
+    check_key, check_merge_operator, check_value, check_writable, Db, DbInner, Keyspace, Snapshot,
+};
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 
@@ -209,7 +211,12 @@ impl Transaction {
         check_key(key)?;
         self.record_key(keyspace.id(), key, for_update);
         match self.writes.read(keyspace.id(), key) {
-            OwnRead::Value(value) => Ok(value),
+            OwnRead::Write(write) => {
+                let operator = keyspace.tree().opts.load().merge_operator.clone();
+                write.resolve(operator.as_deref(), key, || {
+                    self.snapshot.get_in(keyspace, key)
+                })
+            }
             OwnRead::Snapshot => self.snapshot.get_in(keyspace, key),
         }
     }
@@ -264,7 +271,8 @@ impl Transaction {
             self.reads.lock().ranges.push(range);
         }
         let snapshot = self.snapshot.range_in(keyspace, bounds);
-        TransactionIter::new(snapshot, own, deleted, keyspace.id())
+        let operator = keyspace.tree().opts.load().merge_operator.clone();
+        TransactionIter::new(snapshot, own, deleted, keyspace.id(), operator)
     }
 
     /// Stores `value` under `key` when the transaction commits.
@@ -286,6 +294,34 @@ impl Transaction {
         keyspace.tree().check_live()?;
         self.writes
             .put(keyspace.id(), key, Some(Bytes::copy_from_slice(value)));
+        Ok(())
+    }
+
+    /// Adds a merge operand for `key` (see [`Db::merge`]): written with
+    /// the commit, and seen by this transaction's own reads (the operands
+    /// applied, by the keyspace's merge operator, over its own earlier
+    /// write of the key or else the snapshot's value). The key counts as
+    /// written for the commit's conflict check. `InvalidArgument` when the
+    /// keyspace has no merge operator.
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let default = self.default.clone();
+        self.merge_in(&default, key, operand)
+    }
+
+    /// [`Transaction::merge`] in `keyspace`.
+    pub fn merge_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (key, operand) = (key.as_ref(), operand.as_ref());
+        check_key(key)?;
+        check_value(operand)?;
+        keyspace.tree().check_live()?;
+        check_merge_operator(&self.inner, keyspace.id())?;
+        self.writes
+            .merge(keyspace.id(), key, Bytes::copy_from_slice(operand));
         Ok(())
     }
 

@@ -3,16 +3,20 @@
 //!
 //! Owns: [`TransactionIter`], in both directions.
 //! Must never: show a snapshot entry the transaction overwrote, deleted or
-//! range-deleted, hide one of its puts, or yield an entry twice when the two
+//! range-deleted, hide one of its puts, apply its merge operands to
+//! anything but the value they follow, or yield an entry twice when the two
 //! ends meet.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::db::iter::DbIterator;
 use crate::db::oracle::KeyRange;
+use crate::db::write_set::PointWrite;
 use crate::error::Result;
+use crate::options::MergeOperator;
 
 /// The entries of a transaction's scan, ascending (`.rev()` for
 /// descending): what its snapshot holds in the range, with the
@@ -23,12 +27,14 @@ pub struct TransactionIter {
     front: Option<(Bytes, Bytes)>,
     back: Option<(Bytes, Bytes)>,
     /// The transaction's point writes in the range; `own[lo..hi]` are left.
-    own: Vec<(Bytes, Option<Bytes>)>,
+    own: Vec<(Bytes, PointWrite)>,
     lo: usize,
     hi: usize,
     /// The transaction's range deletes of the keyspace.
     deleted: Vec<KeyRange>,
     keyspace: u32,
+    /// The keyspace's merge operator, for the transaction's operands.
+    operator: Option<Arc<dyn MergeOperator>>,
     failed: bool,
 }
 
@@ -43,9 +49,10 @@ enum Next {
 impl TransactionIter {
     pub(crate) fn new(
         snapshot: DbIterator,
-        own: Vec<(Bytes, Option<Bytes>)>,
+        own: Vec<(Bytes, PointWrite)>,
         deleted: Vec<KeyRange>,
         keyspace: u32,
+        operator: Option<Arc<dyn MergeOperator>>,
     ) -> TransactionIter {
         let hi = own.len();
         TransactionIter {
@@ -57,6 +64,7 @@ impl TransactionIter {
             hi,
             deleted,
             keyspace,
+            operator,
             failed: false,
         }
     }
@@ -117,12 +125,16 @@ impl TransactionIter {
             };
             return Some(Ok(taken.filter(|(key, _)| !self.deleted_by_txn(key))));
         }
+        // The snapshot's value of the key the transaction wrote: what its
+        // merge operands apply to (none when the snapshot lacks the key).
+        let mut snapshot_value = None;
         if matches!(next, Next::Both) {
-            if forward {
-                self.front = None;
+            let taken = if forward {
+                self.front.take()
             } else {
-                self.back = None;
-            }
+                self.back.take()
+            };
+            snapshot_value = taken.map(|(_, value)| value);
         }
         let index = if forward {
             self.lo += 1;
@@ -131,11 +143,9 @@ impl TransactionIter {
             self.hi -= 1;
             self.hi
         };
-        let written = self
-            .own
-            .get(index)
-            .and_then(|(key, value)| value.clone().map(|v| (key.clone(), v)));
-        Some(Ok(written))
+        let (key, write) = self.own.get(index)?;
+        let value = write.resolve(self.operator.as_deref(), key, || Ok(snapshot_value));
+        Some(value.map(|value| value.map(|v| (key.clone(), v))))
     }
 
     fn advance(&mut self, forward: bool) -> Option<Result<(Bytes, Bytes)>> {

@@ -1,7 +1,8 @@
 //! A transaction's own writes, before its commit.
 //!
-//! Owns: [`WriteSet`] — the transaction's puts, deletes and range deletes by
-//! keyspace, what its reads see of them, and the batch its commit writes.
+//! Owns: [`WriteSet`] — the transaction's puts, deletes, merge operands and
+//! range deletes by keyspace, what its reads see of them, and the batch its
+//! commit writes.
 //! Must never: let a read of the transaction miss one of its own writes, or
 //! let the batch apply them in another order than the transaction made them
 //! (a put after a range delete over its key survives it).
@@ -12,22 +13,71 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use crate::batch::{RawBatch, WriteBatch};
+use crate::db::iter::apply_merge;
 use crate::db::oracle::KeyRange;
+use crate::error::Result;
+use crate::options::MergeOperator;
 
-/// What the transaction says of one key: `Some(value)`, `None` (deleted),
-/// or nothing (the snapshot's answer stands).
+/// What the transaction says of one key: its own write, or nothing (the
+/// snapshot's answer stands).
 pub(crate) enum OwnRead {
-    Value(Option<Bytes>),
+    Write(PointWrite),
     Snapshot,
+}
+
+/// The transaction's last word on one key.
+#[derive(Clone, Debug)]
+pub(crate) enum PointWrite {
+    Put(Bytes),
+    Delete,
+    /// Merge operands, oldest first, over `base`.
+    Merge {
+        base: MergeBase,
+        operands: Vec<Bytes>,
+    },
+}
+
+/// What a transaction's merge operands apply to.
+#[derive(Clone, Debug)]
+pub(crate) enum MergeBase {
+    /// The key's value at the snapshot (the transaction wrote nothing of
+    /// it before its first operand).
+    Snapshot,
+    /// The transaction's own put (`Some`) or delete or range delete
+    /// (`None`) before its first operand.
+    Own(Option<Bytes>),
+}
+
+impl PointWrite {
+    /// The key's value after this write, given its value at the snapshot
+    /// (asked only for operands over the snapshot).
+    pub fn resolve(
+        &self,
+        operator: Option<&dyn MergeOperator>,
+        key: &[u8],
+        snapshot: impl FnOnce() -> Result<Option<Bytes>>,
+    ) -> Result<Option<Bytes>> {
+        match self {
+            PointWrite::Put(value) => Ok(Some(value.clone())),
+            PointWrite::Delete => Ok(None),
+            PointWrite::Merge { base, operands } => {
+                let base = match base {
+                    MergeBase::Own(value) => value.clone(),
+                    MergeBase::Snapshot => snapshot()?,
+                };
+                apply_merge(operator, key, base.as_deref(), operands).map(Some)
+            }
+        }
+    }
 }
 
 /// A transaction's writes.
 #[derive(Default, Clone)]
 pub(crate) struct WriteSet {
-    /// (keyspace, key) -> the value put, or `None` for a delete. A point
-    /// write is always newer than every range delete (a range delete
-    /// removes the points it covers from here).
-    points: BTreeMap<(u32, Vec<u8>), Option<Bytes>>,
+    /// (keyspace, key) -> the transaction's write. A point write is always
+    /// newer than every range delete (a range delete removes the points it
+    /// covers from here).
+    points: BTreeMap<(u32, Vec<u8>), PointWrite>,
     /// Range deletes, `[start, end)` per keyspace.
     ranges: Vec<KeyRange>,
     /// Bytes of keys and values held (for the size limit).
@@ -39,9 +89,43 @@ impl WriteSet {
         self.points.is_empty() && self.ranges.is_empty()
     }
 
+    /// A put (`Some`) or a delete (`None`) of `key`.
     pub fn put(&mut self, keyspace: u32, key: &[u8], value: Option<Bytes>) {
         self.bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
-        self.points.insert((keyspace, key.to_vec()), value);
+        let write = value.map_or(PointWrite::Delete, PointWrite::Put);
+        self.points.insert((keyspace, key.to_vec()), write);
+    }
+
+    /// A merge operand for `key`, after the transaction's writes so far.
+    pub fn merge(&mut self, keyspace: u32, key: &[u8], operand: Bytes) {
+        self.bytes += key.len() + operand.len();
+        let covered = self.covers(keyspace, key);
+        let write = self
+            .points
+            .entry((keyspace, key.to_vec()))
+            .or_insert_with(|| PointWrite::Merge {
+                base: if covered {
+                    MergeBase::Own(None)
+                } else {
+                    MergeBase::Snapshot
+                },
+                operands: Vec::new(),
+            });
+        match write {
+            PointWrite::Merge { operands, .. } => operands.push(operand),
+            PointWrite::Put(value) => {
+                *write = PointWrite::Merge {
+                    base: MergeBase::Own(Some(value.clone())),
+                    operands: vec![operand],
+                }
+            }
+            PointWrite::Delete => {
+                *write = PointWrite::Merge {
+                    base: MergeBase::Own(None),
+                    operands: vec![operand],
+                }
+            }
+        }
     }
 
     /// Deletes `[start, end)` of `keyspace`: the points already written in
@@ -55,11 +139,11 @@ impl WriteSet {
 
     /// What the transaction itself says of `key`.
     pub fn read(&self, keyspace: u32, key: &[u8]) -> OwnRead {
-        if let Some(value) = self.points.get(&(keyspace, key.to_vec())) {
-            return OwnRead::Value(value.clone());
+        if let Some(write) = self.points.get(&(keyspace, key.to_vec())) {
+            return OwnRead::Write(write.clone());
         }
         if self.covers(keyspace, key) {
-            return OwnRead::Value(None);
+            return OwnRead::Write(PointWrite::Delete);
         }
         OwnRead::Snapshot
     }
@@ -70,7 +154,7 @@ impl WriteSet {
     }
 
     /// The point writes of `keyspace` in `range`, ascending.
-    pub fn points_in(&self, range: &KeyRange) -> Vec<(Bytes, Option<Bytes>)> {
+    pub fn points_in(&self, range: &KeyRange) -> Vec<(Bytes, PointWrite)> {
         let lower = match &range.start {
             Bound::Included(k) => Bound::Included((range.keyspace, k.clone())),
             Bound::Excluded(k) => Bound::Excluded((range.keyspace, k.clone())),
@@ -117,10 +201,20 @@ impl WriteSet {
                 batch.push_range_delete(range.keyspace, start, end);
             }
         }
-        for ((keyspace, key), value) in &self.points {
-            match value {
-                Some(value) => batch.put_to(*keyspace, key, value),
-                None => batch.delete_from(*keyspace, key),
+        for ((keyspace, key), write) in &self.points {
+            match write {
+                PointWrite::Put(value) => batch.put_to(*keyspace, key, value),
+                PointWrite::Delete => batch.delete_from(*keyspace, key),
+                PointWrite::Merge { base, operands } => {
+                    match base {
+                        MergeBase::Own(Some(value)) => batch.put_to(*keyspace, key, value),
+                        MergeBase::Own(None) => batch.delete_from(*keyspace, key),
+                        MergeBase::Snapshot => {}
+                    }
+                    for operand in operands {
+                        batch.merge_to(*keyspace, key, operand);
+                    }
+                }
             }
         }
         batch
