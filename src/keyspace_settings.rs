@@ -227,6 +227,41 @@ impl KeyspaceSettings {
     }
 }
 
+/// The settings recorded, as `name=value` pairs (`-` when none is).
+impl std::fmt::Display for KeyspaceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(policy) = self.filter_policy {
+            parts.push(format!("filter=\"{policy}\""));
+        }
+        if let Some(bytes) = self.block_size {
+            parts.push(format!("block_size={bytes}"));
+        }
+        if let Some(compression) = self.compression {
+            parts.push(format!("compression={compression:?}"));
+        }
+        match self.prefix_len {
+            Some(0) => parts.push("prefix=none-stored".to_string()),
+            Some(len) => parts.push(format!("prefix=fixed:{len}")),
+            None => {}
+        }
+        if let Some(whole) = self.whole_key_filtering {
+            parts.push(format!("whole_key_filtering={whole}"));
+        }
+        if let Some(bits) = self.range_filter_bits_per_key {
+            parts.push(format!("range_filter_bits={bits}"));
+        }
+        if let Some(bytes) = self.memtable_bytes {
+            parts.push(format!("memtable_bytes={bytes}"));
+        }
+        if parts.is_empty() {
+            f.write_str("-")
+        } else {
+            f.write_str(&parts.join(" "))
+        }
+    }
+}
+
 fn compression_byte(compression: Compression) -> u8 {
     match compression {
         Compression::None => 0,
@@ -267,6 +302,13 @@ mod tests {
     #[test]
     fn none_is_one_byte_and_every_setting_round_trips() {
         assert_eq!(round_trip(&KeyspaceSettings::default()), [0]);
+        assert_eq!(KeyspaceSettings::default().to_string(), "-");
+        assert_eq!(
+            every_setting().to_string(),
+            "filter=\"level-aware 12.5 bits/key, static filters from level 2, no filter on the last level\" \
+             block_size=16384 compression=None prefix=fixed:6 whole_key_filtering=false \
+             range_filter_bits=14 memtable_bytes=1048576"
+        );
         let bytes = round_trip(&every_setting());
         assert_eq!(
             bytes.len(),

@@ -14,7 +14,7 @@ use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE}
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
 use crate::key::SeqNo;
-use crate::manifest::{read_manifest, ManifestState, TableRecord};
+use crate::manifest::{read_manifest, KeyspaceSettings, ManifestState, TableRecord};
 use crate::table::{LevelFilterStats, ReadContext, ReadCounters, ReadSettings, Table};
 
 /// The name of the lock file a running database holds.
@@ -56,7 +56,7 @@ pub struct LevelSummary {
 }
 
 /// One keyspace and the totals of its tables.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct KeyspaceSummary {
     /// Its id.
     pub id: u32,
@@ -64,6 +64,8 @@ pub struct KeyspaceSummary {
     pub name: String,
     /// The oldest log that may hold records of it not in its tables.
     pub log_number: u64,
+    /// Its stored settings (`Db::keyspace_with`).
+    pub settings: KeyspaceSettings,
     /// Its live tables.
     pub tables: usize,
     /// Bytes of their files.
@@ -284,6 +286,7 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
                 id: k.id,
                 name: k.name.clone(),
                 log_number: k.log_number,
+                settings: k.settings.clone(),
                 tables: own.clone().count(),
                 file_bytes: own.clone().map(|t| t.file_size).sum(),
                 entries: own.map(|t| t.entries).sum(),

@@ -338,6 +338,13 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
             k.log_number
         ));
     }
+    for k in s
+        .keyspaces
+        .iter()
+        .filter(|k| k.settings != Default::default())
+    {
+        lines.push(format!("  {} settings: {}", k.name, k.settings));
+    }
     lines.push(String::new());
     lines.extend(level_lines(s));
     let keyspace_name = |id: u32| {
