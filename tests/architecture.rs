@@ -226,7 +226,7 @@ fn layer(module: &[String]) -> Option<u32> {
         "error" | "filename" | "counter" | "prefetch" => 0,
         "codec" | "key" | "fs" | "prefix" | "events" => 1,
         "filter" | "range_tombstone" => 2,
-        "options" | "batch" | "memtable" | "manifest" | "cache" => 3,
+        "options" | "batch" | "memtable" | "manifest" | "keyspace_settings" | "cache" => 3,
         "wal" | "table" => 4,
         "db" | "inspect" | "repair" => 5,
         "async_db" | "async_iter" | "async_transaction" | "backup" => 6,

@@ -2,8 +2,8 @@
 //!
 //! Owns: [`Tree`] (one keyspace's memtables and tables: its own
 //! super-version, compaction pointers and options), the public
-//! [`Keyspace`] handle and [`KeyspaceOptions`], and creating, listing and
-//! dropping keyspaces.
+//! [`Keyspace`] handle, and creating, listing and dropping keyspaces
+//! (their settings: `keyspace_options.rs`).
 //! Must never: let one keyspace's keys reach another's memtable or tables,
 //! hand out a keyspace id twice (a dropped keyspace's records in an old log
 //! would come back under the new one), or let a handle of a dropped
@@ -26,16 +26,13 @@ use parking_lot::Mutex;
 use crate::batch::WriteBatch;
 use crate::db::compaction::CompactionScope;
 use crate::db::iter::DbIterator;
+use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::version::{RangeTargets, Version};
 use crate::db::{check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion};
 use crate::error::{Error, Result};
-use crate::filter::FilterPolicy;
-use crate::manifest::{
-    valid_keyspace_name, KeyspaceSettings, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
-};
+use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
 use crate::memtable::{Memtable, MemtableRangeStats};
-use crate::options::{CompactionFilter, Compression, MergeOperator, Options, WriteOptions};
-use crate::prefix::PrefixExtractor;
+use crate::options::{Options, WriteOptions};
 use crate::table::TableKeyspace;
 
 /// One keyspace's tree: what reads and background work of the keyspace use.
@@ -179,170 +176,6 @@ impl Tree {
             Some(damaged) => damaged.readable().map(|_| ()),
             None => Ok(()),
         }
-    }
-}
-
-/// Settings of one keyspace: how its tables are built and filtered, its
-/// memtable's size, and its compaction filter and merge operator. Unset
-/// fields take the database's [`Options`].
-///
-/// [`Db::keyspace_with`] applies the fields it is given over the
-/// keyspace's current ones (a field not given keeps its value). The data
-/// settings — filter policy, block size, compression, a fixed prefix
-/// extractor, whole-key filtering, range filter bits, memtable size — are
-/// stored in the manifest, so the keyspace keeps them when the database is
-/// opened again ([`Db::keyspace`] then gives it with them). Code is not
-/// stored: give the compaction filter, the merge operator and a custom
-/// prefix extractor at each open (until then the keyspace has none). A
-/// table keeps the settings it was built with, so a change applies to
-/// tables written after it.
-#[derive(Clone, Default)]
-pub struct KeyspaceOptions {
-    settings: KeyspaceSettings,
-    custom_prefix_extractor: Option<PrefixExtractor>,
-    compaction_filter: Option<Arc<dyn CompactionFilter>>,
-    merge_operator: Option<Arc<dyn MergeOperator>>,
-}
-
-impl KeyspaceOptions {
-    /// The database's settings, unchanged.
-    pub fn new() -> KeyspaceOptions {
-        KeyspaceOptions::default()
-    }
-
-    /// See [`Options::filter_policy`].
-    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
-        self.settings.filter_policy = Some(policy);
-        self
-    }
-
-    /// See [`Options::bloom_bits_per_key`].
-    pub fn bloom_bits_per_key(self, bits: f64) -> Self {
-        self.filter_policy(FilterPolicy::bits_per_key(bits))
-    }
-
-    /// See [`Options::block_size`].
-    pub fn block_size(mut self, bytes: usize) -> Self {
-        self.settings.block_size = Some(u32::try_from(bytes).unwrap_or(u32::MAX));
-        self
-    }
-
-    /// See [`Options::compression`].
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.settings.compression = Some(compression);
-        self
-    }
-
-    /// See [`Options::prefix_extractor`]. A fixed extractor is stored; a
-    /// custom one is code, given at each open.
-    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
-        match extractor.fixed_len() {
-            Some(len) => {
-                self.settings.prefix_len = Some(u32::try_from(len).unwrap_or(u32::MAX));
-                self.custom_prefix_extractor = None;
-            }
-            None => {
-                self.settings.prefix_len = Some(0);
-                self.custom_prefix_extractor = Some(extractor);
-            }
-        }
-        self
-    }
-
-    /// See [`Options::whole_key_filtering`].
-    pub fn whole_key_filtering(mut self, whole_keys: bool) -> Self {
-        self.settings.whole_key_filtering = Some(whole_keys);
-        self
-    }
-
-    /// See [`Options::range_filter_bits_per_key`].
-    pub fn range_filter_bits_per_key(mut self, bits: f64) -> Self {
-        self.settings.range_filter_bits_per_key = Some(bits);
-        self
-    }
-
-    /// See [`Options::memtable_bytes`].
-    pub fn memtable_bytes(mut self, bytes: usize) -> Self {
-        self.settings.memtable_bytes = Some(bytes as u64);
-        self
-    }
-
-    /// See [`Options::compaction_filter`]: this keyspace's.
-    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
-        self.compaction_filter = Some(filter);
-        self
-    }
-
-    /// See [`Options::merge_operator`]: this keyspace's.
-    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
-        self.merge_operator = Some(operator);
-        self
-    }
-
-    /// A keyspace's options as the manifest stored them.
-    pub(crate) fn from_settings(settings: KeyspaceSettings) -> KeyspaceOptions {
-        KeyspaceOptions {
-            settings,
-            ..KeyspaceOptions::default()
-        }
-    }
-
-    /// What the manifest stores of these options.
-    pub(crate) fn settings(&self) -> &KeyspaceSettings {
-        &self.settings
-    }
-
-    /// These options with the fields `given` sets replacing theirs.
-    pub(crate) fn overlaid(&self, given: &KeyspaceOptions) -> KeyspaceOptions {
-        let (mut out, g) = (self.clone(), &given.settings);
-        let s = &mut out.settings;
-        s.filter_policy = g.filter_policy.or(s.filter_policy);
-        s.block_size = g.block_size.or(s.block_size);
-        s.compression = g.compression.or(s.compression);
-        if g.prefix_len.is_some() {
-            s.prefix_len = g.prefix_len;
-            out.custom_prefix_extractor = given.custom_prefix_extractor.clone();
-        }
-        s.whole_key_filtering = g.whole_key_filtering.or(s.whole_key_filtering);
-        s.range_filter_bits_per_key = g.range_filter_bits_per_key.or(s.range_filter_bits_per_key);
-        s.memtable_bytes = g.memtable_bytes.or(s.memtable_bytes);
-        if let Some(filter) = &given.compaction_filter {
-            out.compaction_filter = Some(Arc::clone(filter));
-        }
-        if let Some(operator) = &given.merge_operator {
-            out.merge_operator = Some(Arc::clone(operator));
-        }
-        out
-    }
-
-    /// `base` with these settings applied, checked as [`Options::validate`] does.
-    pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
-        let mut opts = self.settings.apply_to(base);
-        if let Some(extractor) = &self.custom_prefix_extractor {
-            opts.prefix_extractor = Some(extractor.clone());
-        }
-        if let Some(filter) = &self.compaction_filter {
-            opts = opts.compaction_filter(Arc::clone(filter));
-        }
-        if let Some(operator) = &self.merge_operator {
-            opts = opts.merge_operator(Arc::clone(operator));
-        }
-        opts.validate()?;
-        Ok(opts)
-    }
-}
-
-impl std::fmt::Debug for KeyspaceOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyspaceOptions")
-            .field("settings", &self.settings)
-            .field(
-                "custom_prefix_extractor",
-                &self.custom_prefix_extractor.as_ref().map(|p| p.name()),
-            )
-            .field("compaction_filter", &self.compaction_filter.is_some())
-            .field("merge_operator", &self.merge_operator.is_some())
-            .finish()
     }
 }
 
