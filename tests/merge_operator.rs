@@ -81,21 +81,97 @@ fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
             "{what}: multi_get {i}"
         );
     }
-    let forward: Vec<(Vec<u8>, Vec<u8>)> = db
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
+    check_scans(|| db.iter(), model, what);
+}
+
+/// A full scan from `scan`, forward and backward, equals the model.
+fn check_scans<I>(scan: impl Fn() -> I, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str)
+where
+    I: DoubleEndedIterator<Item = siftdb::Result<(bytes::Bytes, bytes::Bytes)>>,
+{
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let owned =
+        |e: siftdb::Result<(bytes::Bytes, bytes::Bytes)>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
+    let forward: Vec<(Vec<u8>, Vec<u8>)> = scan().map(owned).collect::<Result<_, _>>().unwrap();
     assert_eq!(forward, want, "{what}: forward scan");
-    let mut backward: Vec<(Vec<u8>, Vec<u8>)> = db
-        .iter()
-        .rev()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let mut backward: Vec<(Vec<u8>, Vec<u8>)> =
+        scan().rev().map(owned).collect::<Result<_, _>>().unwrap();
     backward.reverse();
     assert_eq!(backward, want, "{what}: backward scan");
+}
+
+/// What both model tests write through: the database or a transaction.
+trait Writes {
+    fn merge_key(&mut self, key: &[u8], operand: &[u8]);
+    fn put_key(&mut self, key: &[u8], value: &[u8]);
+    fn delete_key(&mut self, key: &[u8]);
+    fn delete_keys(&mut self, start: &[u8], end: &[u8]);
+}
+
+impl Writes for Db {
+    fn merge_key(&mut self, key: &[u8], operand: &[u8]) {
+        self.merge(key, operand).unwrap();
+    }
+    fn put_key(&mut self, key: &[u8], value: &[u8]) {
+        self.put(key, value).unwrap();
+    }
+    fn delete_key(&mut self, key: &[u8]) {
+        self.delete(key).unwrap();
+    }
+    fn delete_keys(&mut self, start: &[u8], end: &[u8]) {
+        self.delete_range(start..end).unwrap();
+    }
+}
+
+impl Writes for siftdb::Transaction {
+    fn merge_key(&mut self, key: &[u8], operand: &[u8]) {
+        self.merge(key, operand).unwrap();
+    }
+    fn put_key(&mut self, key: &[u8], value: &[u8]) {
+        self.put(key, value).unwrap();
+    }
+    fn delete_key(&mut self, key: &[u8]) {
+        self.delete(key).unwrap();
+    }
+    fn delete_keys(&mut self, start: &[u8], end: &[u8]) {
+        self.delete_range(start..end).unwrap();
+    }
+}
+
+/// One random write of the mix both model tests use, to `target` and
+/// `model` alike, when `pick` (0..18) names one: a merge (0..=10), a put
+/// (11..=13), a delete (14, 15) or a range delete of up to `span` keys
+/// (16, 17). False for any other `pick`.
+fn random_write(
+    target: &mut impl Writes,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut SplitMix64,
+    pick: u64,
+    span: u64,
+    operand: Vec<u8>,
+) -> bool {
+    let i = rng.next() % KEYS;
+    match pick {
+        0..=10 => {
+            target.merge_key(&key(i), &operand);
+            model_merge(model, &key(i), &operand);
+        }
+        11..=13 => {
+            target.put_key(&key(i), &operand);
+            model.insert(key(i), operand);
+        }
+        14 | 15 => {
+            target.delete_key(&key(i));
+            model.remove(&key(i));
+        }
+        16 | 17 => {
+            let end = (i + 1 + rng.next() % span).min(KEYS);
+            target.delete_keys(&key(i), &key(end));
+            model.retain(|k, _| !(key(i)..key(end)).contains(k));
+        }
+        _ => return false,
+    }
+    true
 }
 
 #[test]
@@ -116,36 +192,20 @@ fn merges_agree_with_the_model_through_flushes_compactions_and_reopens() {
         let snapshot = db.snapshot();
         let before = model.clone();
         for step in 0..150u64 {
-            let i = rng.next() % KEYS;
             let operand = format!("{round}.{step}").into_bytes();
-            match rng.next() % 20 {
-                0..=11 => {
-                    db.merge(key(i), &operand).unwrap();
-                    model_merge(&mut model, &key(i), &operand);
-                }
-                12..=14 => {
-                    db.put(key(i), &operand).unwrap();
-                    model.insert(key(i), operand);
-                }
-                15 | 16 => {
-                    db.delete(key(i)).unwrap();
-                    model.remove(&key(i));
-                }
-                17 => {
-                    let end = (i + 1 + rng.next() % 10).min(KEYS);
-                    db.delete_range(key(i)..key(end)).unwrap();
-                    model.retain(|k, _| !(key(i)..key(end)).contains(k));
-                }
-                _ => {
-                    // A batch: a merge and a put of another key, together.
-                    let j = (i + 1) % KEYS;
-                    let mut batch = WriteBatch::new();
-                    batch.merge(key(i), &operand);
-                    batch.put(key(j), b"batched");
-                    db.write(batch).unwrap();
-                    model_merge(&mut model, &key(i), &operand);
-                    model.insert(key(j), b"batched".to_vec());
-                }
+            let pick = rng.next() % 20;
+            // Range deletes one time in 20, like batches.
+            let pick = if pick == 17 { 18 } else { pick };
+            if !random_write(&mut db, &mut model, &mut rng, pick, 10, operand.clone()) {
+                // A batch: a merge and a put of another key, together.
+                let i = rng.next() % KEYS;
+                let j = (i + 1) % KEYS;
+                let mut batch = WriteBatch::new();
+                batch.merge(key(i), &operand);
+                batch.put(key(j), b"batched");
+                db.write(batch).unwrap();
+                model_merge(&mut model, &key(i), &operand);
+                model.insert(key(j), b"batched".to_vec());
             }
         }
         // A snapshot taken before the round still sees the values before it.
@@ -227,21 +287,7 @@ fn check_transaction(txn: &siftdb::Transaction, model: &BTreeMap<Vec<u8>, Vec<u8
             "{what}: get {i}"
         );
     }
-    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let forward: Vec<(Vec<u8>, Vec<u8>)> = txn
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(forward, want, "{what}: forward scan");
-    let mut backward: Vec<(Vec<u8>, Vec<u8>)> = txn
-        .iter()
-        .rev()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    backward.reverse();
-    assert_eq!(backward, want, "{what}: backward scan");
+    check_scans(|| txn.iter(), model, what);
 }
 
 #[test]
@@ -264,35 +310,20 @@ fn a_transactions_merges_are_seen_by_its_reads_and_written_by_its_commit() {
         let mut own = model.clone();
         let mut saved = Vec::new();
         for step in 0..60u64 {
-            let i = rng.next() % KEYS;
             let operand = format!("t{round}.{step}").into_bytes();
-            match rng.next() % 20 {
-                0..=10 => {
-                    txn.merge(key(i), &operand).unwrap();
-                    model_merge(&mut own, &key(i), &operand);
-                }
-                11..=13 => {
-                    txn.put(key(i), &operand).unwrap();
-                    own.insert(key(i), operand);
-                }
-                14 | 15 => {
-                    txn.delete(key(i)).unwrap();
-                    own.remove(&key(i));
-                }
-                16 => {
-                    let end = (i + 1 + rng.next() % 8).min(KEYS);
-                    txn.delete_range(key(i)..key(end)).unwrap();
-                    own.retain(|k, _| !(key(i)..key(end)).contains(k));
-                }
-                17 => {
+            // Range deletes one time in 20, savepoints set and rolled back
+            // to one time in 20 each.
+            let pick = match rng.next() % 20 {
+                17 => 20,
+                pick => pick,
+            };
+            if !random_write(&mut txn, &mut own, &mut rng, pick, 8, operand) {
+                if pick == 18 {
                     txn.set_savepoint();
                     saved.push(own.clone());
-                }
-                _ => {
-                    if let Some(back) = saved.pop() {
-                        txn.rollback_to_savepoint().unwrap();
-                        own = back;
-                    }
+                } else if let Some(back) = saved.pop() {
+                    txn.rollback_to_savepoint().unwrap();
+                    own = back;
                 }
             }
             if step % 20 == 19 {
