@@ -45,8 +45,9 @@
 //! snapshot build) lets go of it; its tables go with it, but for those the
 //! live snapshot directory still links.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -353,6 +354,49 @@ pub(crate) struct SessionRecord {
     pub(crate) response: Response,
 }
 
+/// Ranges of state keys deleted by the batch being gathered, merged into
+/// disjoint half-open ranges keyed by their start.
+#[derive(Default)]
+struct DeletedRanges(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl DeletedRanges {
+    /// Adds `[start, end)`, merged with the ranges it meets.
+    fn insert(&mut self, mut start: Vec<u8>, mut end: Vec<u8>) {
+        if let Some((before, before_end)) = self
+            .0
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start.as_slice())))
+            .next_back()
+        {
+            if *before_end >= start {
+                start.clone_from(before);
+                end = end.max(before_end.clone());
+            }
+        }
+        let met: Vec<Vec<u8>> = self
+            .0
+            .range::<[u8], _>((
+                Bound::Included(start.as_slice()),
+                Bound::Included(end.as_slice()),
+            ))
+            .map(|(from, _)| from.clone())
+            .collect();
+        for from in met {
+            if let Some(to) = self.0.remove(&from) {
+                end = end.max(to);
+            }
+        }
+        self.0.insert(start, end);
+    }
+
+    /// Whether a range holds `key`.
+    fn covers(&self, key: &[u8]) -> bool {
+        self.0
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .is_some_and(|(_, end)| key < end.as_slice())
+    }
+}
+
 /// Applies the requests of one `apply` call into a siftdb batch; its reads
 /// (compare-and-swap, increment, sessions) see the writes of the requests
 /// before them, also those not yet written to the keyspace. Applies are
@@ -361,8 +405,12 @@ pub(crate) struct SessionRecord {
 struct Applier<'a> {
     state: &'a Keyspace,
     batch: WriteBatch,
-    /// State keys written to `batch` (`None`: deleted), for reads.
-    written: std::collections::HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// State keys written to `batch` (`None`: deleted), for reads; a key
+    /// here was written after every range in `deleted` that holds it.
+    written: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// What the range deletes in `batch` cover, for reads of the keys not
+    /// in `written`.
+    deleted: DeletedRanges,
 }
 
 impl<'a> Applier<'a> {
@@ -370,7 +418,8 @@ impl<'a> Applier<'a> {
         Applier {
             state,
             batch: WriteBatch::new(),
-            written: std::collections::HashMap::new(),
+            written: BTreeMap::new(),
+            deleted: DeletedRanges::default(),
         }
     }
 
@@ -378,12 +427,16 @@ impl<'a> Applier<'a> {
     /// keyspace).
     fn take_batch(&mut self) -> WriteBatch {
         self.written.clear();
+        self.deleted = DeletedRanges::default();
         std::mem::take(&mut self.batch)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(value) = self.written.get(key) {
             return Ok(value.clone());
+        }
+        if self.deleted.covers(key) {
+            return Ok(None);
         }
         Ok(self.state.get(key)?.map(|v| v.to_vec()))
     }
@@ -396,6 +449,26 @@ impl<'a> Applier<'a> {
     fn delete(&mut self, key: Vec<u8>) {
         self.batch.delete_in(self.state, &key);
         self.written.insert(key, None);
+    }
+
+    /// Deletes the user keys in `[start, end)` (`end: None`: from `start`
+    /// on) with one range delete over their data keys only.
+    fn delete_range(&mut self, start: &[u8], end: Option<&[u8]>) {
+        let (start, end) = codec::data_range(start, end);
+        self.batch
+            .delete_range_in(self.state, start.as_slice()..end.as_slice());
+        let gone: Vec<Vec<u8>> = self
+            .written
+            .range::<[u8], _>((
+                Bound::Included(start.as_slice()),
+                Bound::Excluded(end.as_slice()),
+            ))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            self.written.remove(&key);
+        }
+        self.deleted.insert(start, end);
     }
 
     /// Applies `req` of an entry stamped `time_ms`: once per (client, seq).
@@ -466,12 +539,16 @@ impl<'a> Applier<'a> {
                 self.put(key, &value.to_be_bytes());
                 Ok(Response::Counter { value })
             }
-            Command::Put { .. } | Command::Delete { .. } | Command::Batch(_) => {
+            Command::Put { .. }
+            | Command::Delete { .. }
+            | Command::Batch(_)
+            | Command::DeleteRange { .. } => {
                 let ops = cmd.ops();
                 for op in &ops {
                     match *op {
                         OpRef::Put(key, value) => self.put(data_key(key), value),
                         OpRef::Delete(key) => self.delete(data_key(key)),
+                        OpRef::DeleteRange(start, end) => self.delete_range(start, end),
                     }
                 }
                 Ok(Response::Applied { ops: ops.len() })
