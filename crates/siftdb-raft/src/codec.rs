@@ -257,7 +257,7 @@ mod tests {
     /// layout or in postcard fails here before it reaches a disk.
     #[test]
     fn encodings_are_pinned() {
-        use crate::types::{Command, Proposal, Request, Session};
+        use crate::types::{Command, Op, Proposal, Request, Session};
         use openraft::{CommittedLeaderId, Entry, EntryPayload, Vote};
         let id = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 300);
         assert_eq!(encode(&id, "t").unwrap(), [2, 3, 2, 0xac, 0x02]);
@@ -310,6 +310,32 @@ mod tests {
                 1, 9, 1, 1, 1, b'j', // session 9/1, delete j
                 0, 3, 1, b'c', 0, 1, 1, b'n', // cas c none -> n
                 0, 4, 1, b'i', 2, // increment i by 2
+            ]
+        );
+        // The range deletes, appended after the variants above.
+        let range = Request::unsessioned(Command::DeleteRange {
+            start: b"a".to_vec(),
+            end: None,
+        });
+        assert_eq!(encode(&range, "t").unwrap(), [2, 0, 5, 1, b'a', 0]);
+        let bounded = Request::unsessioned(Command::DeleteRange {
+            start: Vec::new(),
+            end: Some(b"b".to_vec()),
+        });
+        assert_eq!(encode(&bounded, "t").unwrap(), [2, 0, 5, 0, 1, 1, b'b']);
+        let batch = Request::unsessioned(Command::Batch(vec![
+            Op::Delete { key: b"k".to_vec() },
+            Op::DeleteRange {
+                start: b"a".to_vec(),
+                end: Some(b"b".to_vec()),
+            },
+        ]));
+        assert_eq!(
+            encode(&batch, "t").unwrap(),
+            [
+                2, 0, 2, 2, // no session, a batch of two ops
+                1, 1, b'k', // delete k
+                2, 1, b'a', 1, 1, b'b', // range delete [a, b)
             ]
         );
     }
