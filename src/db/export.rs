@@ -369,6 +369,29 @@ fn check_levels(tables: &[(PathBuf, TableRecord)]) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A database in `dir/a` whose keyspace `s` holds `k00000`.. (`n` keys,
+    /// each `old`) in a table.
+    fn old_table(dir: &Path, n: u32) -> (Db, Keyspace) {
+        let db = Db::open(dir.join("a")).unwrap();
+        let ks = db.keyspace("s").unwrap();
+        for i in 0..n {
+            ks.put(format!("k{i:05}"), b"old").unwrap();
+        }
+        db.flush().unwrap();
+        (db, ks)
+    }
+
+    /// `export` written to the new directory `out`: each table's path and
+    /// record, as [`import_keyspace`] takes them.
+    fn written_out(export: &KeyspaceExport, out: &Path) -> Vec<(PathBuf, TableRecord)> {
+        std::fs::create_dir(out).unwrap();
+        let tables = export.write_to(out).unwrap();
+        tables
+            .iter()
+            .map(|t| (out.join(&t.file_name), t.record.clone()))
+            .collect()
+    }
+
     /// An export pinned between writes holds exactly the keyspace at the
     /// pin (tables and memtable alike, later writes left out); imported
     /// into another database it reads the same, and writes there after
@@ -376,12 +399,7 @@ mod tests {
     #[test]
     fn an_export_imports_as_the_pinned_state() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path().join("a")).unwrap();
-        let ks = db.keyspace("s").unwrap();
-        for i in 0..2000u32 {
-            ks.put(format!("k{i:05}"), b"old").unwrap();
-        }
-        db.flush().unwrap();
+        let (_db, ks) = old_table(dir.path(), 2000);
         for i in 0..1000u32 {
             ks.put(format!("k{i:05}"), b"mid").unwrap();
         }
@@ -390,17 +408,11 @@ mod tests {
         for i in 0..2000u32 {
             ks.put(format!("k{i:05}"), b"new").unwrap();
         }
-        let out = dir.path().join("export");
-        std::fs::create_dir(&out).unwrap();
-        let tables = export.write_to(&out).unwrap();
-        assert!(tables.len() >= 2, "{tables:?}");
+        let files = written_out(&export, &dir.path().join("export"));
+        assert!(files.len() >= 2, "{files:?}");
 
         let other = Db::open(dir.path().join("b")).unwrap();
         other.put(b"unrelated", b"1").unwrap();
-        let files: Vec<_> = tables
-            .iter()
-            .map(|t| (out.join(&t.file_name), t.record.clone()))
-            .collect();
         let imported = import_keyspace(&other, "t", &files).unwrap();
         for i in 0..2000u32 {
             let want = match i {
@@ -437,26 +449,15 @@ mod tests {
     #[test]
     fn an_export_carries_the_memtable_range_tombstones() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path().join("a")).unwrap();
-        let ks = db.keyspace("s").unwrap();
-        for i in 0..100u32 {
-            ks.put(format!("k{i:03}"), b"old").unwrap();
-        }
-        db.flush().unwrap();
-        ks.put(b"k050", b"mem").unwrap();
-        ks.delete_range(&b"k010"[..]..&b"k060"[..]).unwrap();
-        ks.put(b"k020", b"after").unwrap();
+        let (_db, ks) = old_table(dir.path(), 100);
+        ks.put(b"k00050", b"mem").unwrap();
+        ks.delete_range(&b"k00010"[..]..&b"k00060"[..]).unwrap();
+        ks.put(b"k00020", b"after").unwrap();
         let export = KeyspaceExport::pin(&ks).unwrap();
-        ks.delete_range(&b"k000"[..]..).unwrap();
-        let out = dir.path().join("export");
-        std::fs::create_dir(&out).unwrap();
-        let tables = export.write_to(&out).unwrap();
+        ks.delete_range(&b"k"[..]..).unwrap();
+        let files = written_out(&export, &dir.path().join("export"));
 
         let other = Db::open(dir.path().join("b")).unwrap();
-        let files: Vec<_> = tables
-            .iter()
-            .map(|t| (out.join(&t.file_name), t.record.clone()))
-            .collect();
         let imported = import_keyspace(&other, "t", &files).unwrap();
         for i in 0..100u32 {
             let want = match i {
@@ -464,7 +465,7 @@ mod tests {
                 10..=59 => None,
                 _ => Some(&b"old"[..]),
             };
-            let got = imported.get(format!("k{i:03}")).unwrap();
+            let got = imported.get(format!("k{i:05}")).unwrap();
             assert_eq!(got.as_deref(), want, "key {i}");
         }
         assert_eq!(imported.iter().count(), 51);

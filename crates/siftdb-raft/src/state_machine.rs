@@ -354,6 +354,16 @@ pub(crate) struct SessionRecord {
     pub(crate) response: Response,
 }
 
+/// Removes the entries of `map` whose keys lie in `range`; their values,
+/// in key order.
+fn remove_range<V>(map: &mut BTreeMap<Vec<u8>, V>, range: (Bound<&[u8]>, Bound<&[u8]>)) -> Vec<V> {
+    let keys: Vec<Vec<u8>> = map
+        .range::<[u8], _>(range)
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.iter().filter_map(|key| map.remove(key)).collect()
+}
+
 /// Ranges of state keys deleted by the batch being gathered, merged into
 /// disjoint half-open ranges keyed by their start.
 #[derive(Default)]
@@ -372,18 +382,15 @@ impl DeletedRanges {
                 end = end.max(before_end.clone());
             }
         }
-        let met: Vec<Vec<u8>> = self
-            .0
-            .range::<[u8], _>((
+        let met = remove_range(
+            &mut self.0,
+            (
                 Bound::Included(start.as_slice()),
                 Bound::Included(end.as_slice()),
-            ))
-            .map(|(from, _)| from.clone())
-            .collect();
-        for from in met {
-            if let Some(to) = self.0.remove(&from) {
-                end = end.max(to);
-            }
+            ),
+        );
+        for to in met {
+            end = end.max(to);
         }
         self.0.insert(start, end);
     }
@@ -457,17 +464,13 @@ impl<'a> Applier<'a> {
         let (start, end) = codec::data_range(start, end);
         self.batch
             .delete_range_in(self.state, start.as_slice()..end.as_slice());
-        let gone: Vec<Vec<u8>> = self
-            .written
-            .range::<[u8], _>((
+        remove_range(
+            &mut self.written,
+            (
                 Bound::Included(start.as_slice()),
                 Bound::Excluded(end.as_slice()),
-            ))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in gone {
-            self.written.remove(&key);
-        }
+            ),
+        );
         self.deleted.insert(start, end);
     }
 

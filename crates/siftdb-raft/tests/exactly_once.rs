@@ -187,20 +187,7 @@ async fn run_range_deletes(dir: &std::path::Path) {
             .unwrap();
     }
     cluster.start(follower);
-    let last = client
-        .write(&Command::Put {
-            key: b"last".to_vec(),
-            value: b"1".to_vec(),
-        })
-        .await
-        .unwrap();
-    let statuses =
-        common::wait_applied(&client, &cluster, last.index, Duration::from_secs(120)).await;
-    assert!(
-        statuses[&follower].sm.snapshots_installed >= 1,
-        "node {follower} caught up without a snapshot install: {:?}",
-        statuses[&follower]
-    );
+    common::caught_up_by_snapshot(&client, &cluster, follower, Duration::from_secs(120)).await;
 
     let kept = |i: u64| !(10..50).contains(&i) && !(60..70).contains(&i) && (i < 80 || i == 90);
     common::dumps_agree(&client, &cluster, b"k-", |id, dump| {
