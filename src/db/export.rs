@@ -18,7 +18,8 @@
 //! tables hold only writes up to `S` and stay on disk while it is held;
 //! its memtables may gain later writes, so their entries are written out
 //! as one more level-0 table, every version at or below `S` (a merge
-//! operand needs the versions under it).
+//! operand needs the versions under it) and every range tombstone at or
+//! below `S`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
+    TombstoneCuts,
 };
 use crate::db::version::{LiveTable, Version};
 use crate::db::{write, DbInner, Keyspace, KeyspaceOptions, SuperVersion, Tree, LEVELS};
@@ -34,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{valid_keyspace_name, TableRecord};
+use crate::range_tombstone::FragmentedTombstones;
 use crate::table::Table;
 use crate::Db;
 
@@ -94,8 +97,9 @@ impl KeyspaceExport {
     /// Hard-links every pinned table into `dir` (which must exist; copies
     /// across file systems) and writes the memtables' entries up to the
     /// sequence number as one more level-0 table there, synced; returns the
-    /// tables, newest level-0 table first. Memtable range tombstones are
-    /// refused (`InvalidArgument`): no user of exports writes them.
+    /// tables, newest level-0 table first. The memtables' range tombstones
+    /// at or below the sequence number go into that table too (siftdb-raft's
+    /// replicated range deletes write them).
     pub fn write_to(&self, dir: &Path) -> Result<Vec<ExportedTable>> {
         let fs = self.inner.fs.as_ref();
         let mut out = Vec::new();
@@ -117,18 +121,23 @@ impl KeyspaceExport {
         Ok(out)
     }
 
-    /// The memtables' newest version of each key at or below the sequence
-    /// number, as a level-0 table in `dir` (`None` when there is none).
+    /// The memtables' versions of each key and range tombstones at or
+    /// below the sequence number, as a level-0 table in `dir` (`None` when
+    /// there is none).
     fn memtable_table(&self, dir: &Path) -> Result<Option<ExportedTable>> {
         let mems: Vec<_> = std::iter::once(&self.sv.mem)
             .chain(&self.sv.imm)
             .map(|m| &m.mem)
             .collect();
-        if mems.iter().any(|m| m.has_range_tombstones()) {
-            return Err(Error::invalid(
-                "a keyspace export does not carry memtable range tombstones",
-            ));
-        }
+        // One table holds them all: within one source a tombstone hides
+        // only the versions older than itself, as in the memtables.
+        let lists: Vec<_> = mems.iter().filter_map(|m| m.range_tombstones()).collect();
+        let tombstones = FragmentedTombstones::new(
+            lists
+                .iter()
+                .flat_map(|list| list.tombstones())
+                .filter(|t| t.seq <= self.sequence),
+        );
         // Every version at or below the sequence number, not only each
         // key's newest: a merge operand needs the versions under it.
         let mut newest: BTreeMap<VersionKey<'_>, (ValueKind, &[u8])> = BTreeMap::new();
@@ -144,9 +153,10 @@ impl KeyspaceExport {
                 );
             }
         }
-        if newest.is_empty() {
+        if newest.is_empty() && tombstones.is_empty() {
             return Ok(None);
         }
+        let mut cuts = (!tombstones.is_empty()).then(|| TombstoneCuts::new(tombstones, None));
         let number = self.inner.versions.lock().new_file_number();
         let opts = self.tree.opts.load();
         let options = table_options_for(&opts, &self.sv.version.level_tables(), 0);
@@ -162,7 +172,7 @@ impl KeyspaceExport {
             number,
             &mut entries,
             OutputLimits::default(),
-            None,
+            cuts.as_mut(),
         )?;
         let Some((record, _)) = built else {
             return Ok(None);
@@ -359,6 +369,29 @@ fn check_levels(tables: &[(PathBuf, TableRecord)]) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A database in `dir/a` whose keyspace `s` holds `k00000`.. (`n` keys,
+    /// each `old`) in a table.
+    fn old_table(dir: &Path, n: u32) -> (Db, Keyspace) {
+        let db = Db::open(dir.join("a")).unwrap();
+        let ks = db.keyspace("s").unwrap();
+        for i in 0..n {
+            ks.put(format!("k{i:05}"), b"old").unwrap();
+        }
+        db.flush().unwrap();
+        (db, ks)
+    }
+
+    /// `export` written to the new directory `out`: each table's path and
+    /// record, as [`import_keyspace`] takes them.
+    fn written_out(export: &KeyspaceExport, out: &Path) -> Vec<(PathBuf, TableRecord)> {
+        std::fs::create_dir(out).unwrap();
+        let tables = export.write_to(out).unwrap();
+        tables
+            .iter()
+            .map(|t| (out.join(&t.file_name), t.record.clone()))
+            .collect()
+    }
+
     /// An export pinned between writes holds exactly the keyspace at the
     /// pin (tables and memtable alike, later writes left out); imported
     /// into another database it reads the same, and writes there after
@@ -366,12 +399,7 @@ mod tests {
     #[test]
     fn an_export_imports_as_the_pinned_state() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path().join("a")).unwrap();
-        let ks = db.keyspace("s").unwrap();
-        for i in 0..2000u32 {
-            ks.put(format!("k{i:05}"), b"old").unwrap();
-        }
-        db.flush().unwrap();
+        let (_db, ks) = old_table(dir.path(), 2000);
         for i in 0..1000u32 {
             ks.put(format!("k{i:05}"), b"mid").unwrap();
         }
@@ -380,17 +408,11 @@ mod tests {
         for i in 0..2000u32 {
             ks.put(format!("k{i:05}"), b"new").unwrap();
         }
-        let out = dir.path().join("export");
-        std::fs::create_dir(&out).unwrap();
-        let tables = export.write_to(&out).unwrap();
-        assert!(tables.len() >= 2, "{tables:?}");
+        let files = written_out(&export, &dir.path().join("export"));
+        assert!(files.len() >= 2, "{files:?}");
 
         let other = Db::open(dir.path().join("b")).unwrap();
         other.put(b"unrelated", b"1").unwrap();
-        let files: Vec<_> = tables
-            .iter()
-            .map(|t| (out.join(&t.file_name), t.record.clone()))
-            .collect();
         let imported = import_keyspace(&other, "t", &files).unwrap();
         for i in 0..2000u32 {
             let want = match i {
@@ -419,5 +441,33 @@ mod tests {
             reopened.get(b"k01500").unwrap().as_deref(),
             Some(&b"old"[..])
         );
+    }
+
+    /// Range tombstones in the memtable at the pin travel with the export
+    /// (over keys in tables and in the memtable, a put after one in the
+    /// same memtable surviving it); one written after the pin does not.
+    #[test]
+    fn an_export_carries_the_memtable_range_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, ks) = old_table(dir.path(), 100);
+        ks.put(b"k00050", b"mem").unwrap();
+        ks.delete_range(&b"k00010"[..]..&b"k00060"[..]).unwrap();
+        ks.put(b"k00020", b"after").unwrap();
+        let export = KeyspaceExport::pin(&ks).unwrap();
+        ks.delete_range(&b"k"[..]..).unwrap();
+        let files = written_out(&export, &dir.path().join("export"));
+
+        let other = Db::open(dir.path().join("b")).unwrap();
+        let imported = import_keyspace(&other, "t", &files).unwrap();
+        for i in 0..100u32 {
+            let want = match i {
+                20 => Some(&b"after"[..]),
+                10..=59 => None,
+                _ => Some(&b"old"[..]),
+            };
+            let got = imported.get(format!("k{i:05}")).unwrap();
+            assert_eq!(got.as_deref(), want, "key {i}");
+        }
+        assert_eq!(imported.iter().count(), 51);
     }
 }

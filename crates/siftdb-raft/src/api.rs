@@ -2,7 +2,8 @@
 //! reads, cluster initialisation and status, over HTTP.
 //!
 //! Owns: the request and reply types of `/api/*` (postcard bodies, for
-//! [`crate::client`]), the plain `/kv/{key}` routes for curl, and the
+//! [`crate::client`]), the plain `/kv/{key}` routes (and `/kv?start=&end=`
+//! for a range delete) for curl, and the
 //! status document `/api/metrics` (JSON).
 //! Must never: answer a read from the state machine before leadership was
 //! confirmed by a majority after the read arrived and the state applied
@@ -22,7 +23,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::{BasicNode, Raft};
@@ -664,6 +665,14 @@ struct ReadQuery {
     consistency: Option<Consistency>,
 }
 
+/// The range of `DELETE /kv?start=S&end=E`: `start` required (`start=`
+/// is every key), no `end`: every key from `start` on.
+#[derive(Deserialize)]
+struct KvRange {
+    start: String,
+    end: Option<String>,
+}
+
 fn not_leader(leader: Option<String>) -> Response {
     let text = match leader {
         Some(addr) => format!("not the leader; the leader is {addr}\n"),
@@ -727,6 +736,16 @@ async fn kv_delete(State(api): State<ApiState>, Path(key): Path<String>) -> Resp
     )
 }
 
+async fn kv_delete_range(State(api): State<ApiState>, Query(range): Query<KvRange>) -> Response {
+    write_response(
+        api.write(Request::unsessioned(Command::DeleteRange {
+            start: range.start.into_bytes(),
+            end: range.end.map(String::into_bytes),
+        }))
+        .await,
+    )
+}
+
 /// The client routes.
 pub fn routes(state: ApiState) -> Router {
     Router::new()
@@ -741,6 +760,7 @@ pub fn routes(state: ApiState) -> Router {
         .route(READ_INDEX, post(read_index))
         .route(MEMBER, post(member))
         .route("/kv/{key}", get(kv_get).put(kv_put).delete(kv_delete))
+        .route("/kv", delete(kv_delete_range))
         // A command is at most MAX_COMMAND_BYTES of keys and values; its
         // encoding adds a few bytes per op.
         .layer(axum::extract::DefaultBodyLimit::max(2 * MAX_COMMAND_BYTES))

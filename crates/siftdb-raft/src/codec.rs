@@ -172,6 +172,19 @@ pub fn data_key(key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The state-machine keyspace's keys of the user keys in `[start, end)`
+/// (`end: None`: every user key from `start` on), as a half-open range
+/// that holds data keys only: unbounded, it ends where the data prefix
+/// does, before the sessions and the metadata.
+pub fn data_range(start: &[u8], end: Option<&[u8]>) -> (Vec<u8>, Vec<u8>) {
+    const DATA_END: u8 = DATA_PREFIX + 1;
+    let end = match end {
+        Some(end) => data_key(end),
+        None => vec![DATA_END],
+    };
+    (data_key(start), end)
+}
+
 /// The state-machine keyspace's key of client `client`'s session.
 pub fn session_key(client: u64) -> [u8; 9] {
     let mut out = [SESSION_PREFIX; 9];
@@ -244,7 +257,7 @@ mod tests {
     /// layout or in postcard fails here before it reaches a disk.
     #[test]
     fn encodings_are_pinned() {
-        use crate::types::{Command, Proposal, Request, Session};
+        use crate::types::{Command, Op, Proposal, Request, Session};
         use openraft::{CommittedLeaderId, Entry, EntryPayload, Vote};
         let id = LogId::<NodeId>::new(CommittedLeaderId::new(3, 2), 300);
         assert_eq!(encode(&id, "t").unwrap(), [2, 3, 2, 0xac, 0x02]);
@@ -299,11 +312,55 @@ mod tests {
                 0, 4, 1, b'i', 2, // increment i by 2
             ]
         );
+        // The range deletes, appended after the variants above.
+        let range = Request::unsessioned(Command::DeleteRange {
+            start: b"a".to_vec(),
+            end: None,
+        });
+        assert_eq!(encode(&range, "t").unwrap(), [2, 0, 5, 1, b'a', 0]);
+        let bounded = Request::unsessioned(Command::DeleteRange {
+            start: Vec::new(),
+            end: Some(b"b".to_vec()),
+        });
+        assert_eq!(encode(&bounded, "t").unwrap(), [2, 0, 5, 0, 1, 1, b'b']);
+        let batch = Request::unsessioned(Command::Batch(vec![
+            Op::Delete { key: b"k".to_vec() },
+            Op::DeleteRange {
+                start: b"a".to_vec(),
+                end: Some(b"b".to_vec()),
+            },
+        ]));
+        assert_eq!(
+            encode(&batch, "t").unwrap(),
+            [
+                2, 0, 2, 2, // no session, a batch of two ops
+                1, 1, b'k', // delete k
+                2, 1, b'a', 1, 1, b'b', // range delete [a, b)
+            ]
+        );
     }
 
     #[test]
     fn data_keys_round_trip() {
         assert_eq!(user_key(&data_key(b"abc")), Some(&b"abc"[..]));
         assert_eq!(user_key(KEY_APPLIED), None);
+    }
+
+    /// An unbounded data range holds the largest user key and no session
+    /// or metadata key.
+    #[test]
+    fn data_ranges_hold_data_keys_only() {
+        let (start, end) = data_range(b"", None);
+        let inside = |key: &[u8]| start.as_slice() <= key && key < end.as_slice();
+        assert!(inside(&data_key(b"")));
+        assert!(inside(&data_key(&[0xff; crate::types::MAX_KEY_LEN])));
+        assert!(!inside(&session_key(0)));
+        assert!(!inside(&session_key(u64::MAX)));
+        assert!(!inside(KEY_APPLIED));
+        assert!(!inside(KEY_MEMBERSHIP));
+        assert_eq!(
+            data_range(b"a", Some(b"b")),
+            (data_key(b"a"), data_key(b"b"))
+        );
     }
 }

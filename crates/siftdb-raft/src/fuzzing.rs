@@ -251,14 +251,22 @@ pub fn raft_decode_seeds() -> Vec<Vec<u8>> {
                 value: b"v".to_vec(),
             },
             crate::types::Op::Delete { key: b"x".to_vec() },
+            crate::types::Op::DeleteRange {
+                start: b"a".to_vec(),
+                end: Some(b"c".to_vec()),
+            },
         ]),
     };
+    let range = crate::types::Request::unsessioned(crate::types::Command::DeleteRange {
+        start: b"p".to_vec(),
+        end: None,
+    });
     let log_id = LogId::new(openraft::CommittedLeaderId::new(3, 1), 42);
     let entry = Entry::<TypeConfig> {
         log_id,
         payload: openraft::EntryPayload::Normal(crate::types::Proposal {
             time_ms: 1_700_000_000_000,
-            requests: vec![put],
+            requests: vec![put, range],
         }),
     };
     let nodes: std::collections::BTreeMap<NodeId, BasicNode> = (1..=3)

@@ -1,5 +1,5 @@
 //! The `siftdb-raft` binary: run a node, start a local cluster, talk to a
-//! cluster (init, put, get, delete, status, membership changes) and measure replicated write
+//! cluster (init, put, get, delete, delete-range, status, membership changes) and measure replicated write
 //! throughput (bench); over https with a client token or certificate when
 //! given them.
 
@@ -86,6 +86,17 @@ enum Cmd {
         cluster: ClusterArg,
         /// The key.
         key: String,
+    },
+    /// Deletes every key from START up to END (excluded; every key from
+    /// START on without END) with one range delete: `delete-range ""`
+    /// deletes every key.
+    DeleteRange {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The first key deleted.
+        start: String,
+        /// The first key kept after the range.
+        end: Option<String>,
     },
     /// Measures read latency at the leader per consistency: CLIENTS tasks
     /// reading one key in a closed loop, READS reads per mode; prints p50
@@ -364,6 +375,17 @@ async fn change(cluster: ClusterArg, change: MembershipChange) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes `cmd` through the cluster's leader; prints the log index it
+/// was committed at.
+async fn write(cluster: ClusterArg, cmd: &Command) -> Result<ExitCode, String> {
+    let ack = client(cluster)?
+        .write(cmd)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("ok, log index {}", ack.index);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn client(cluster: ClusterArg) -> Result<Client, String> {
     Client::with_auth(
         cluster.cluster,
@@ -553,25 +575,28 @@ async fn main_async(cli: Cli) -> Result<ExitCode, String> {
             key,
             value,
         } => {
-            let ack = client(cluster)?
-                .write(&Command::Put {
-                    key: key.into_bytes(),
-                    value: value.into_bytes(),
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-            println!("ok, log index {}", ack.index);
-            Ok(ExitCode::SUCCESS)
+            let put = Command::Put {
+                key: key.into_bytes(),
+                value: value.into_bytes(),
+            };
+            write(cluster, &put).await
         }
         Cmd::Delete { cluster, key } => {
-            let ack = client(cluster)?
-                .write(&Command::Delete {
-                    key: key.into_bytes(),
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-            println!("ok, log index {}", ack.index);
-            Ok(ExitCode::SUCCESS)
+            let delete = Command::Delete {
+                key: key.into_bytes(),
+            };
+            write(cluster, &delete).await
+        }
+        Cmd::DeleteRange {
+            cluster,
+            start,
+            end,
+        } => {
+            let range = Command::DeleteRange {
+                start: start.into_bytes(),
+                end: end.map(String::into_bytes),
+            };
+            write(cluster, &range).await
         }
         Cmd::BenchReads {
             cluster,

@@ -45,8 +45,9 @@
 //! snapshot build) lets go of it; its tables go with it, but for those the
 //! live snapshot directory still links.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -353,6 +354,56 @@ pub(crate) struct SessionRecord {
     pub(crate) response: Response,
 }
 
+/// Removes the entries of `map` whose keys lie in `range`; their values,
+/// in key order.
+fn remove_range<V>(map: &mut BTreeMap<Vec<u8>, V>, range: (Bound<&[u8]>, Bound<&[u8]>)) -> Vec<V> {
+    let keys: Vec<Vec<u8>> = map
+        .range::<[u8], _>(range)
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.iter().filter_map(|key| map.remove(key)).collect()
+}
+
+/// Ranges of state keys deleted by the batch being gathered, merged into
+/// disjoint half-open ranges keyed by their start.
+#[derive(Default)]
+struct DeletedRanges(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl DeletedRanges {
+    /// Adds `[start, end)`, merged with the ranges it meets.
+    fn insert(&mut self, mut start: Vec<u8>, mut end: Vec<u8>) {
+        if let Some((before, before_end)) = self
+            .0
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start.as_slice())))
+            .next_back()
+        {
+            if *before_end >= start {
+                start.clone_from(before);
+                end = end.max(before_end.clone());
+            }
+        }
+        let met = remove_range(
+            &mut self.0,
+            (
+                Bound::Included(start.as_slice()),
+                Bound::Included(end.as_slice()),
+            ),
+        );
+        for to in met {
+            end = end.max(to);
+        }
+        self.0.insert(start, end);
+    }
+
+    /// Whether a range holds `key`.
+    fn covers(&self, key: &[u8]) -> bool {
+        self.0
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .is_some_and(|(_, end)| key < end.as_slice())
+    }
+}
+
 /// Applies the requests of one `apply` call into a siftdb batch; its reads
 /// (compare-and-swap, increment, sessions) see the writes of the requests
 /// before them, also those not yet written to the keyspace. Applies are
@@ -361,8 +412,12 @@ pub(crate) struct SessionRecord {
 struct Applier<'a> {
     state: &'a Keyspace,
     batch: WriteBatch,
-    /// State keys written to `batch` (`None`: deleted), for reads.
-    written: std::collections::HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// State keys written to `batch` (`None`: deleted), for reads; a key
+    /// here was written after every range in `deleted` that holds it.
+    written: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// What the range deletes in `batch` cover, for reads of the keys not
+    /// in `written`.
+    deleted: DeletedRanges,
 }
 
 impl<'a> Applier<'a> {
@@ -370,7 +425,8 @@ impl<'a> Applier<'a> {
         Applier {
             state,
             batch: WriteBatch::new(),
-            written: std::collections::HashMap::new(),
+            written: BTreeMap::new(),
+            deleted: DeletedRanges::default(),
         }
     }
 
@@ -378,12 +434,16 @@ impl<'a> Applier<'a> {
     /// keyspace).
     fn take_batch(&mut self) -> WriteBatch {
         self.written.clear();
+        self.deleted = DeletedRanges::default();
         std::mem::take(&mut self.batch)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(value) = self.written.get(key) {
             return Ok(value.clone());
+        }
+        if self.deleted.covers(key) {
+            return Ok(None);
         }
         Ok(self.state.get(key)?.map(|v| v.to_vec()))
     }
@@ -396,6 +456,22 @@ impl<'a> Applier<'a> {
     fn delete(&mut self, key: Vec<u8>) {
         self.batch.delete_in(self.state, &key);
         self.written.insert(key, None);
+    }
+
+    /// Deletes the user keys in `[start, end)` (`end: None`: from `start`
+    /// on) with one range delete over their data keys only.
+    fn delete_range(&mut self, start: &[u8], end: Option<&[u8]>) {
+        let (start, end) = codec::data_range(start, end);
+        self.batch
+            .delete_range_in(self.state, start.as_slice()..end.as_slice());
+        remove_range(
+            &mut self.written,
+            (
+                Bound::Included(start.as_slice()),
+                Bound::Excluded(end.as_slice()),
+            ),
+        );
+        self.deleted.insert(start, end);
     }
 
     /// Applies `req` of an entry stamped `time_ms`: once per (client, seq).
@@ -466,12 +542,16 @@ impl<'a> Applier<'a> {
                 self.put(key, &value.to_be_bytes());
                 Ok(Response::Counter { value })
             }
-            Command::Put { .. } | Command::Delete { .. } | Command::Batch(_) => {
+            Command::Put { .. }
+            | Command::Delete { .. }
+            | Command::Batch(_)
+            | Command::DeleteRange { .. } => {
                 let ops = cmd.ops();
                 for op in &ops {
                     match *op {
                         OpRef::Put(key, value) => self.put(data_key(key), value),
                         OpRef::Delete(key) => self.delete(data_key(key)),
+                        OpRef::DeleteRange(start, end) => self.delete_range(start, end),
                     }
                 }
                 Ok(Response::Applied { ops: ops.len() })
@@ -987,6 +1067,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Op;
     use openraft::CommittedLeaderId;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1007,6 +1088,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
         sm.apply(entries).await.unwrap();
+        build(&mut sm).await
+    }
+
+    /// A snapshot of `sm` now: its meta and its stream.
+    async fn build(sm: &mut StateMachine) -> (Meta, Vec<u8>) {
         let snap = sm
             .get_snapshot_builder()
             .await
@@ -1260,19 +1346,11 @@ mod tests {
             .apply(vec![entry(1, 5, vec![incr(3, 1), incr(3, 2)])])
             .await
             .unwrap();
-        let snap = leader
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
-        let mut bytes = Vec::new();
-        let mut data = snap.snapshot;
-        data.read_to_end(&mut bytes).await.unwrap();
+        let (meta, bytes) = build(&mut leader).await;
 
         let follower_dir = tempfile::tempdir().unwrap();
         let (_log, mut follower, _) = crate::open_storage(follower_dir.path()).unwrap();
-        install(&mut follower, &snap.meta, &bytes).await;
+        install(&mut follower, &meta, &bytes).await;
         let out = follower
             .apply(vec![entry(2, 6, vec![incr(3, 2), incr(3, 3)])])
             .await
@@ -1285,5 +1363,369 @@ mod tests {
             ]]
         );
         assert_eq!(counter(&follower), 3);
+    }
+
+    fn req(command: Command) -> Request {
+        Request::unsessioned(command)
+    }
+
+    fn put_cmd(key: &[u8], value: &[u8]) -> Command {
+        Command::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }
+    }
+
+    fn range_cmd(start: &[u8], end: Option<&[u8]>) -> Command {
+        Command::DeleteRange {
+            start: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+        }
+    }
+
+    fn cas_cmd(key: &[u8], expected: Option<&[u8]>, new: &[u8]) -> Command {
+        Command::CompareAndSwap {
+            key: key.to_vec(),
+            expected: expected.map(<[u8]>::to_vec),
+            new: Some(new.to_vec()),
+        }
+    }
+
+    /// Every user key and value of `sm`'s state.
+    fn contents(sm: &StateMachine) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let scanned = sm.reader().scan(b"").unwrap();
+        scanned
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect()
+    }
+
+    /// Inside one entry, reads after a range delete see the keys it covers
+    /// absent (those already stored and those the entry put before it),
+    /// but a put after it present; the keyspace ends the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_in_the_entry_of_a_range_delete_see_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        sm.apply(vec![entry(
+            1,
+            0,
+            vec![req(put_cmd(b"a", b"1")), req(put_cmd(b"b", b"22"))],
+        )])
+        .await
+        .unwrap();
+        let applied = Response::Applied { ops: 1 };
+        let out = sm
+            .apply(vec![entry(
+                2,
+                0,
+                vec![
+                    // Stored keys, then a read of each.
+                    req(range_cmd(b"a", Some(b"c"))),
+                    req(cas_cmd(b"a", None, b"new-a")),
+                    req(Command::Increment {
+                        key: b"b".to_vec(),
+                        delta: 5,
+                    }),
+                    // A put of this entry, deleted, then read.
+                    req(put_cmd(b"p", b"early")),
+                    req(Command::Batch(vec![
+                        Op::Put {
+                            key: b"q".to_vec(),
+                            value: b"early".to_vec(),
+                        },
+                        Op::DeleteRange {
+                            start: b"p".to_vec(),
+                            end: Some(b"r".to_vec()),
+                        },
+                    ])),
+                    req(cas_cmd(b"p", None, b"p-absent")),
+                    req(cas_cmd(b"q", Some(b"early"), b"q-present")),
+                    // Deleted, put again, read.
+                    req(put_cmd(b"x", b"early")),
+                    req(range_cmd(b"x", Some(b"y"))),
+                    req(put_cmd(b"x", b"late")),
+                    req(cas_cmd(b"x", Some(b"late"), b"x-late")),
+                ],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![vec![
+                applied.clone(),
+                Response::Swapped,
+                Response::Counter { value: 5 },
+                applied.clone(),
+                Response::Applied { ops: 2 },
+                Response::Swapped,
+                Response::CasFailed { current: None },
+                applied.clone(),
+                applied.clone(),
+                applied,
+                Response::Swapped,
+            ]]
+        );
+        assert_eq!(
+            contents(&sm),
+            vec![
+                (b"a".to_vec(), b"new-a".to_vec()),
+                (b"b".to_vec(), 5u64.to_be_bytes().to_vec()),
+                (b"p".to_vec(), b"p-absent".to_vec()),
+                (b"x".to_vec(), b"x-late".to_vec()),
+            ]
+        );
+    }
+
+    /// A range delete over every user key leaves the client sessions (a
+    /// repeat is still answered with its first answer, in the same entry
+    /// and later) and the keys under `m/`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_range_delete_leaves_sessions_and_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let state = Arc::clone(&sm.shared.live.read().generation);
+        state.keyspace.put(b"m/marker", b"kept").unwrap();
+        let c = |value| Response::Counter { value };
+        let out = sm
+            .apply(vec![
+                entry(1, 5, vec![incr(7, 1), incr(7, 2)]),
+                entry(
+                    2,
+                    5,
+                    vec![
+                        incr(8, 1),
+                        incr(8, 2),
+                        req(range_cmd(b"", None)),
+                        incr(8, 2),
+                        incr(8, 3),
+                    ],
+                ),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                vec![c(1), c(2)],
+                vec![c(3), c(4), Response::Applied { ops: 1 }, c(4), c(1)]
+            ]
+        );
+        let out = sm
+            .apply(vec![entry(3, 5, vec![incr(7, 2), incr(7, 3)])])
+            .await
+            .unwrap();
+        assert_eq!(out, vec![vec![c(2), c(2)]]);
+        assert_eq!(
+            state.keyspace.get(b"m/marker").unwrap().as_deref(),
+            Some(&b"kept"[..])
+        );
+        for client in [7, 8] {
+            assert!(state
+                .keyspace
+                .get(codec::session_key(client))
+                .unwrap()
+                .is_some());
+        }
+        let (applied, _) = read_applied(&state.keyspace).unwrap();
+        assert_eq!(applied.map(|id| id.index), Some(3));
+    }
+
+    /// A range delete without an end removes every user key from its
+    /// start on, the longest included; one from the empty key removes all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_range_delete_without_an_end_reaches_the_last_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+        let longest = vec![0xff; crate::types::MAX_KEY_LEN];
+        sm.apply(vec![entry(
+            1,
+            0,
+            vec![
+                req(put_cmd(b"a", b"1")),
+                req(put_cmd(b"b", b"2")),
+                req(put_cmd(b"\xff", b"3")),
+                req(put_cmd(&longest, b"4")),
+            ],
+        )])
+        .await
+        .unwrap();
+        sm.apply(vec![entry(2, 0, vec![req(range_cmd(b"b", None))])])
+            .await
+            .unwrap();
+        assert_eq!(contents(&sm), vec![(b"a".to_vec(), b"1".to_vec())]);
+        sm.apply(vec![entry(3, 0, vec![req(range_cmd(b"", None))])])
+            .await
+            .unwrap();
+        assert_eq!(contents(&sm), vec![]);
+    }
+
+    /// What a command does to a map of the user keys, and its answer.
+    fn model_apply(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, cmd: &Command) -> Response {
+        if let Err(reason) = cmd.validate() {
+            return Response::Rejected { reason };
+        }
+        match cmd {
+            Command::CompareAndSwap { key, expected, new } => {
+                let current = model.get(key).cloned();
+                if current != *expected {
+                    return Response::CasFailed { current };
+                }
+                match new {
+                    Some(value) => model.insert(key.clone(), value.clone()),
+                    None => model.remove(key),
+                };
+                Response::Swapped
+            }
+            Command::Increment { key, delta } => {
+                let old = match model.get(key) {
+                    None => 0,
+                    Some(v) => match <[u8; 8]>::try_from(v.as_slice()) {
+                        Ok(bytes) => u64::from_be_bytes(bytes),
+                        Err(_) => {
+                            return Response::Rejected {
+                                reason: format!("the value is {} bytes, not a counter", v.len()),
+                            }
+                        }
+                    },
+                };
+                let value = old.wrapping_add(*delta);
+                model.insert(key.clone(), value.to_be_bytes().to_vec());
+                Response::Counter { value }
+            }
+            _ => {
+                let ops = cmd.ops();
+                for op in &ops {
+                    match *op {
+                        OpRef::Put(key, value) => {
+                            model.insert(key.to_vec(), value.to_vec());
+                        }
+                        OpRef::Delete(key) => {
+                            model.remove(key);
+                        }
+                        OpRef::DeleteRange(start, end) => {
+                            model.retain(|k, _| {
+                                k.as_slice() < start || end.is_some_and(|end| k.as_slice() >= end)
+                            });
+                        }
+                    }
+                }
+                Response::Applied { ops: ops.len() }
+            }
+        }
+    }
+
+    /// A random command over a few short keys (an invalid range now and
+    /// then).
+    fn random_command(rng: &mut siftdb_testkit::SplitMix64) -> Command {
+        fn key(rng: &mut siftdb_testkit::SplitMix64, min_len: usize) -> Vec<u8> {
+            let len = min_len + rng.index(3 - min_len);
+            (0..len).map(|_| b"abcd"[rng.index(4)]).collect()
+        }
+        fn value(rng: &mut siftdb_testkit::SplitMix64) -> Vec<u8> {
+            if rng.chance(30) {
+                rng.below(4).to_be_bytes().to_vec()
+            } else {
+                vec![b'v'; rng.index(3)]
+            }
+        }
+        fn range(rng: &mut siftdb_testkit::SplitMix64) -> (Vec<u8>, Option<Vec<u8>>) {
+            let start = key(rng, 0);
+            let end = if rng.chance(25) {
+                None
+            } else {
+                let end = key(rng, 0);
+                // Mostly a range that holds keys.
+                if end <= start && rng.chance(80) {
+                    let mut past = start.clone();
+                    past.push(b'z');
+                    Some(past)
+                } else {
+                    Some(end)
+                }
+            };
+            (start, end)
+        }
+        match rng.index(7) {
+            0 => Command::Put {
+                key: key(rng, 1),
+                value: value(rng),
+            },
+            1 => Command::Delete { key: key(rng, 1) },
+            2 | 3 => {
+                let (start, end) = range(rng);
+                Command::DeleteRange { start, end }
+            }
+            4 => Command::Batch(
+                (0..1 + rng.index(4))
+                    .map(|_| match rng.index(3) {
+                        0 => Op::Put {
+                            key: key(rng, 1),
+                            value: value(rng),
+                        },
+                        1 => Op::Delete { key: key(rng, 1) },
+                        _ => {
+                            let (start, end) = range(rng);
+                            Op::DeleteRange { start, end }
+                        }
+                    })
+                    .collect(),
+            ),
+            5 => Command::CompareAndSwap {
+                key: key(rng, 1),
+                expected: rng.chance(50).then(|| value(rng)),
+                new: rng.chance(80).then(|| value(rng)),
+            },
+            _ => Command::Increment {
+                key: key(rng, 1),
+                delta: rng.below(3),
+            },
+        }
+    }
+
+    /// Random puts, deletes, range deletes, batches, compare-and-swaps and
+    /// increments, several to an entry and several entries to an apply
+    /// call, answer and store what a map does with them; now and then the
+    /// state is flushed (range deletes into tables), and at the end a
+    /// snapshot of it installed on another node holds the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn random_commands_match_a_model() {
+        for seed in 1..=4u64 {
+            let mut rng = siftdb_testkit::SplitMix64::new(seed);
+            let dir = tempfile::tempdir().unwrap();
+            let (_log, mut sm, _) = crate::open_storage(dir.path()).unwrap();
+            let mut model = BTreeMap::new();
+            let mut index = 0;
+            for call in 0..150 {
+                let mut entries = Vec::new();
+                let mut want = Vec::new();
+                for _ in 0..1 + rng.index(3) {
+                    index += 1;
+                    let commands: Vec<Command> = (0..rng.index(7))
+                        .map(|_| random_command(&mut rng))
+                        .collect();
+                    want.push(
+                        commands
+                            .iter()
+                            .map(|cmd| model_apply(&mut model, cmd))
+                            .collect::<Vec<_>>(),
+                    );
+                    entries.push(entry(index, 0, commands.into_iter().map(req).collect()));
+                }
+                let got = sm.apply(entries.clone()).await.unwrap();
+                assert_eq!(got, want, "seed {seed}, call {call}: {entries:?}");
+                let expected: Vec<_> = model.clone().into_iter().collect();
+                assert_eq!(contents(&sm), expected, "seed {seed}, call {call}");
+                if rng.chance(10) {
+                    sm.shared.db.flush().unwrap();
+                }
+            }
+            let (meta, bytes) = build(&mut sm).await;
+            let other_dir = tempfile::tempdir().unwrap();
+            let (_log, mut other, _) = crate::open_storage(other_dir.path()).unwrap();
+            install(&mut other, &meta, &bytes).await;
+            let expected: Vec<_> = model.into_iter().collect();
+            assert_eq!(contents(&other), expected, "seed {seed}, installed");
+        }
     }
 }

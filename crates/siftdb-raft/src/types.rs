@@ -63,6 +63,14 @@ pub enum Op {
         /// The key.
         key: Vec<u8>,
     },
+    /// Removes every key in `[start, end)` (`end: None`: every key from
+    /// `start` on), as one engine range delete.
+    DeleteRange {
+        /// The first key removed (empty: from the first key).
+        start: Vec<u8>,
+        /// The first key past the range (`None`: no upper bound).
+        end: Option<Vec<u8>>,
+    },
 }
 
 /// A replicated command: applied on every node, atomically, in log order.
@@ -101,6 +109,15 @@ pub enum Command {
         key: Vec<u8>,
         /// What to add.
         delta: u64,
+    },
+    /// Removes every key in `[start, end)` (`end: None`: every key from
+    /// `start` on) with one engine range delete, however many keys it
+    /// covers; answers [`Response::Applied`] with one op.
+    DeleteRange {
+        /// The first key removed (empty: from the first key).
+        start: Vec<u8>,
+        /// The first key past the range (`None`: no upper bound).
+        end: Option<Vec<u8>>,
     },
 }
 
@@ -197,15 +214,12 @@ pub const SESSION_EXPIRY_MS: u64 = 60 * 60 * 1000;
 pub const SESSION_SWEEP_EVERY: u64 = 1024;
 
 impl Command {
-    /// Bytes of keys and values (a compare-and-swap's expected value
-    /// included).
+    /// Bytes of keys and values (a compare-and-swap's expected value and
+    /// a range delete's bounds included).
     pub fn payload_bytes(&self) -> usize {
         self.ops()
             .iter()
-            .map(|op| match op {
-                OpRef::Put(k, v) => k.len().saturating_add(v.len()),
-                OpRef::Delete(k) => k.len(),
-            })
+            .map(OpRef::payload_bytes)
             .fold(self.expected_bytes(), usize::saturating_add)
     }
 
@@ -232,35 +246,45 @@ impl Command {
             } => vec![OpRef::Put(key, value)],
             Command::CompareAndSwap { key, new: None, .. } => vec![OpRef::Delete(key)],
             Command::Increment { key, .. } => vec![OpRef::Put(key, &[0; 8])],
+            Command::DeleteRange { start, end } => vec![OpRef::DeleteRange(start, end.as_deref())],
             Command::Batch(ops) => ops
                 .iter()
                 .map(|op| match op {
                     Op::Put { key, value } => OpRef::Put(key, value),
                     Op::Delete { key } => OpRef::Delete(key),
+                    Op::DeleteRange { start, end } => OpRef::DeleteRange(start, end.as_deref()),
                 })
                 .collect(),
         }
     }
 
-    /// `Err(reason)` when a key is empty or longer than [`MAX_KEY_LEN`], or
-    /// the keys and values sum to more than [`MAX_COMMAND_BYTES`].
+    /// `Err(reason)` when a key is empty or longer than [`MAX_KEY_LEN`], a
+    /// range delete's bound is longer than that or its range is empty
+    /// (`end <= start`), or the keys and values sum to more than
+    /// [`MAX_COMMAND_BYTES`].
     pub fn validate(&self) -> Result<(), String> {
         let mut total = self.expected_bytes();
         for op in self.ops() {
-            let (key, value_len) = match op {
-                OpRef::Put(key, value) => (key, value.len()),
-                OpRef::Delete(key) => (key, 0),
-            };
-            if key.is_empty() {
-                return Err("empty key".to_string());
+            match op {
+                OpRef::Put(key, _) | OpRef::Delete(key) => {
+                    if key.is_empty() {
+                        return Err("empty key".to_string());
+                    }
+                    check_key_len(key)?;
+                }
+                OpRef::DeleteRange(start, end) => {
+                    check_key_len(start)?;
+                    if let Some(end) = end {
+                        check_key_len(end)?;
+                        if end <= start {
+                            return Err(
+                                "empty range: its end does not sort after its start".to_string()
+                            );
+                        }
+                    }
+                }
             }
-            if key.len() > MAX_KEY_LEN {
-                return Err(format!(
-                    "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
-                    key.len()
-                ));
-            }
-            total = total.saturating_add(key.len()).saturating_add(value_len);
+            total = total.saturating_add(op.payload_bytes());
         }
         if total > MAX_COMMAND_BYTES {
             return Err(format!(
@@ -271,6 +295,17 @@ impl Command {
     }
 }
 
+/// `Err(reason)` when `key` is longer than [`MAX_KEY_LEN`].
+fn check_key_len(key: &[u8]) -> Result<(), String> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
+            key.len()
+        ));
+    }
+    Ok(())
+}
+
 /// A borrowed write of a command.
 #[derive(Clone, Copy, Debug)]
 pub enum OpRef<'a> {
@@ -278,6 +313,21 @@ pub enum OpRef<'a> {
     Put(&'a [u8], &'a [u8]),
     /// Delete key.
     Delete(&'a [u8]),
+    /// Delete every key in `[start, end)` (`None`: no upper bound).
+    DeleteRange(&'a [u8], Option<&'a [u8]>),
+}
+
+impl OpRef<'_> {
+    /// Bytes of its keys and value (a range delete's bounds).
+    pub fn payload_bytes(&self) -> usize {
+        match *self {
+            OpRef::Put(key, value) => key.len().saturating_add(value.len()),
+            OpRef::Delete(key) => key.len(),
+            OpRef::DeleteRange(start, end) => {
+                start.len().saturating_add(end.map_or(0, <[u8]>::len))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -314,5 +364,37 @@ mod tests {
             },
         ]);
         assert!(big.validate().is_err());
+    }
+
+    /// A range delete may start at the first key and have no end, but
+    /// its bounds keep the key limit and its range must hold a key.
+    #[test]
+    fn range_delete_limits_are_checked() {
+        let range = |start: &[u8], end: Option<&[u8]>| Command::DeleteRange {
+            start: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+        };
+        assert!(range(b"", None).validate().is_ok());
+        assert!(range(b"a", Some(b"b")).validate().is_ok());
+        assert!(range(b"", Some(b"\0")).validate().is_ok());
+        assert!(range(b"b", Some(b"b")).validate().is_err());
+        assert!(range(b"b", Some(b"a")).validate().is_err());
+        assert!(range(b"", Some(b"")).validate().is_err());
+        assert!(range(&[1; MAX_KEY_LEN], None).validate().is_ok());
+        assert!(range(&[1; MAX_KEY_LEN + 1], None).validate().is_err());
+        assert!(range(b"a", Some(&[1; MAX_KEY_LEN + 1])).validate().is_err());
+        let in_batch = Command::Batch(vec![
+            Op::Put {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+            },
+            Op::DeleteRange {
+                start: b"z".to_vec(),
+                end: Some(b"y".to_vec()),
+            },
+        ]);
+        assert!(in_batch.validate().is_err());
+        assert_eq!(range(b"ab", Some(b"cde")).payload_bytes(), 5);
+        assert_eq!(range(b"ab", None).ops().len(), 1);
     }
 }

@@ -8,6 +8,10 @@
 //! for it (each applied once), and a repeat answers what the first
 //! application answered (the counter value it produced, which is also
 //! the sequence number's position in that writer's series).
+//!
+//! Also here (one binary less to build): range deletes committed through
+//! the leader, by the client and by `DELETE /kv?start=&end=`, read alike
+//! on every node, one of them caught up by a snapshot that carries them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -24,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use siftdb_raft::client::new_client_id;
-use siftdb_raft::{Command, Request, Response, Session};
+use siftdb_raft::{Command, Op, Request, Response, Session};
 
 use common::{find_leader, Cluster};
 
@@ -109,5 +113,94 @@ async fn run(dir: &std::path::Path) {
             .await
             .unwrap();
         assert_eq!(ack.response, Response::Counter { value: i });
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k-{i:03}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_deletes_reach_every_node() {
+    common::in_test_dir(Duration::from_secs(300), |path| async move {
+        run_range_deletes(&path).await
+    })
+    .await;
+}
+
+async fn run_range_deletes(dir: &std::path::Path) {
+    let mut cluster = Cluster::new(dir, 3, 20, 5);
+    for id in 1..=3 {
+        cluster.start(id);
+    }
+    let client = cluster.client(Duration::from_secs(60), Duration::from_secs(5));
+    client.init(cluster.addr(1)).await.unwrap();
+    let puts = (0..100)
+        .map(|i| Op::Put {
+            key: key(i),
+            value: b"v".to_vec(),
+        })
+        .collect();
+    client.write(&Command::Batch(puts)).await.unwrap();
+    // A follower misses the range deletes and, with the log purged
+    // behind snapshots meanwhile, catches up by a snapshot.
+    let leader = find_leader(&client, &cluster).await;
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    cluster.kill(follower);
+
+    let ack = client
+        .write(&Command::DeleteRange {
+            start: key(10),
+            end: Some(key(50)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ack.response, Response::Applied { ops: 1 });
+    let batch = Command::Batch(vec![
+        Op::DeleteRange {
+            start: key(80),
+            end: None,
+        },
+        Op::Put {
+            key: key(90),
+            value: b"after".to_vec(),
+        },
+    ]);
+    client.write(&batch).await.unwrap();
+    let leader = find_leader(&client, &cluster).await;
+    let over_http = reqwest::Client::new()
+        .delete(format!(
+            "http://{}/kv?start=k-060&end=k-070",
+            cluster.addr(leader)
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(over_http.status().is_success(), "{over_http:?}");
+    for i in 0..60 {
+        client
+            .write(&Command::Put {
+                key: format!("filler-{i}").into_bytes(),
+                value: b"f".to_vec(),
+            })
+            .await
+            .unwrap();
+    }
+    cluster.start(follower);
+    common::caught_up_by_snapshot(&client, &cluster, follower, Duration::from_secs(120)).await;
+
+    let kept = |i: u64| !(10..50).contains(&i) && !(60..70).contains(&i) && (i < 80 || i == 90);
+    common::dumps_agree(&client, &cluster, b"k-", |id, dump| {
+        let want: Vec<Vec<u8>> = (0..100).filter(|&i| kept(i)).map(key).collect();
+        let got: Vec<Vec<u8>> = dump.keys().cloned().collect();
+        assert_eq!(got, want, "node {id}'s keys");
+        assert_eq!(dump.get(&key(90)).map(Vec::as_slice), Some(&b"after"[..]));
+    })
+    .await;
+    for id in 1..=3 {
+        for i in [9, 10, 49, 50, 65, 79, 80, 90, 99] {
+            let read = client.read_at(cluster.addr(id), &key(i)).await.unwrap();
+            assert_eq!(read.is_some(), kept(i), "node {id}, key {i}");
+        }
     }
 }

@@ -152,20 +152,7 @@ async fn install_kill(dir: &Path) {
     cluster.start(follower);
 
     // It recovers: applies up to a write made after all of the above.
-    let last = client
-        .write(&Command::Put {
-            key: b"last".to_vec(),
-            value: b"1".to_vec(),
-        })
-        .await
-        .unwrap();
-    let statuses =
-        common::wait_applied(&client, &cluster, last.index, Duration::from_secs(180)).await;
-    assert!(
-        statuses[&follower].sm.snapshots_installed >= 1,
-        "node {follower} caught up without a snapshot install: {:?}",
-        statuses[&follower]
-    );
+    common::caught_up_by_snapshot(&client, &cluster, follower, Duration::from_secs(180)).await;
     // No received directory is left behind once installed.
     assert_eq!(receiving(&node_dir), 0);
 

@@ -217,20 +217,8 @@ async fn kill_test(dir: &Path) {
     cluster.start(follower);
 
     // Every node applies up to a write made after all of the above.
-    let last = client
-        .write(&Command::Put {
-            key: b"last".to_vec(),
-            value: b"1".to_vec(),
-        })
-        .await
-        .unwrap();
-    let statuses =
-        common::wait_applied(&client, &cluster, last.index, Duration::from_secs(300)).await;
-    assert!(
-        statuses[&follower].sm.snapshots_installed >= 1,
-        "node {follower} caught up without a snapshot install: {:?}",
-        statuses[&follower]
-    );
+    let (last_index, statuses) =
+        common::caught_up_by_snapshot(&client, &cluster, follower, Duration::from_secs(300)).await;
 
     common::dumps_agree(&client, &cluster, b"", |id, dump| {
         for w in 0..WRITERS {
@@ -265,7 +253,7 @@ async fn kill_test(dir: &Path) {
          {reads} linearizable reads, node {follower} caught up by a snapshot after \
          {catch_up_writes} more writes, snapshot installs per node {installed:?}, \
          writes done in {:.1} s, total {:.1} s",
-        last.index,
+        last_index,
         writes_done.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );

@@ -256,6 +256,31 @@ pub async fn wait_applied(
     statuses
 }
 
+/// Writes a last put through `client`, waits until every node of `cluster`
+/// applied it and checks that `follower` caught up by a snapshot install;
+/// the put's log index and the nodes' statuses.
+pub async fn caught_up_by_snapshot(
+    client: &Client,
+    cluster: &Cluster,
+    follower: u64,
+    limit: Duration,
+) -> (u64, BTreeMap<u64, siftdb_raft::api::NodeStatus>) {
+    let last = client
+        .write(&siftdb_raft::Command::Put {
+            key: b"last".to_vec(),
+            value: b"1".to_vec(),
+        })
+        .await
+        .unwrap();
+    let statuses = wait_applied(client, cluster, last.index, limit).await;
+    assert!(
+        statuses[&follower].sm.snapshots_installed >= 1,
+        "node {follower} caught up without a snapshot install: {:?}",
+        statuses[&follower]
+    );
+    (last.index, statuses)
+}
+
 /// Each node's keys under `prefix`, checked by `check(node, dump)`; the
 /// nodes' dumps must be equal.
 pub async fn dumps_agree(
