@@ -508,6 +508,8 @@ impl InternalIterator for MergingIter {
 /// ```
 pub struct DbIterator {
     merged: MergingIter,
+    /// How the scan's tables read data blocks (`fill_cache`).
+    mode: ScanMode,
     snapshot: SeqNo,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -563,18 +565,16 @@ enum SourceSpec {
 }
 
 impl SourceSpec {
-    fn open(&self, version: &Arc<Version>) -> Box<dyn InternalIterator> {
+    fn open(&self, version: &Arc<Version>, mode: ScanMode) -> Box<dyn InternalIterator> {
         match self {
             SourceSpec::Failed(error) => Box::new(FailedSource(error.duplicate())),
             SourceSpec::Mem(mem) => Box::new(MemSource::new(Arc::clone(mem))),
-            SourceSpec::Table(table) => {
-                Box::new(TableSource::new(Arc::clone(table), ScanMode::Cached))
-            }
+            SourceSpec::Table(table) => Box::new(TableSource::new(Arc::clone(table), mode)),
             SourceSpec::Level { level, picked } => Box::new(TableSource::level(
                 Arc::clone(version),
                 *level,
                 picked.clone(),
-                ScanMode::Cached,
+                mode,
             )),
         }
     }
@@ -604,8 +604,8 @@ impl InternalIterator for FailedSource {
     }
 }
 
-fn merge_of(specs: &[SourceSpec], version: &Arc<Version>) -> MergingIter {
-    MergingIter::new(specs.iter().map(|s| s.open(version)).collect())
+fn merge_of(specs: &[SourceSpec], version: &Arc<Version>, mode: ScanMode) -> MergingIter {
+    MergingIter::new(specs.iter().map(|s| s.open(version, mode)).collect())
 }
 
 impl DbIterator {
@@ -732,7 +732,8 @@ impl DbIterator {
         range_tombstones: Option<FragmentedTombstones>,
     ) -> DbIterator {
         DbIterator {
-            merged: merge_of(&specs, &sv.version),
+            merged: merge_of(&specs, &sv.version, ScanMode::Cached),
+            mode: ScanMode::Cached,
             snapshot,
             start,
             end,
@@ -751,6 +752,37 @@ impl DbIterator {
             back_versions: Vec::new(),
             pinned: sv,
         }
+    }
+
+    /// With `false`, the scan reads its tables' data blocks straight from
+    /// the files, in spans of consecutive blocks (one read each, every
+    /// block verified), neither taking them from the block cache nor
+    /// putting them in it: for a scan over much data, read once, that
+    /// should not push the blocks gets use out of the cache (RocksDB's
+    /// `ReadOptions::fill_cache = false`, with readahead). Memtables are
+    /// read as always, and the entries are the same either way. Give it
+    /// before the first step: a side of the scan already started keeps
+    /// reading as it began.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// db.put("k", "v")?;
+    /// db.flush()?;
+    /// let entries: Vec<_> = db.iter().fill_cache(false).collect::<Result<_, _>>()?;
+    /// assert_eq!(entries.len(), 1);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn fill_cache(mut self, fill: bool) -> DbIterator {
+        self.mode = if fill {
+            ScanMode::Cached
+        } else {
+            ScanMode::Sequential
+        };
+        if !self.started {
+            self.merged = merge_of(&self.specs, &self.pinned.version, self.mode);
+        }
+        self
     }
 
     /// Moves the forward side (what [`Iterator::next`] returns) to the first
@@ -808,7 +840,7 @@ impl DbIterator {
         let mut back = self
             .back
             .take()
-            .unwrap_or_else(|| merge_of(&self.specs, &self.pinned.version));
+            .unwrap_or_else(|| merge_of(&self.specs, &self.pinned.version, self.mode));
         if past_end_of(&self.end, key) {
             seek_back_to_end(&mut back, &self.end);
         } else {
@@ -1149,7 +1181,7 @@ impl DoubleEndedIterator for DbIterator {
             return None;
         }
         if self.back.is_none() {
-            let mut back = merge_of(&self.specs, &self.pinned.version);
+            let mut back = merge_of(&self.specs, &self.pinned.version, self.mode);
             seek_back_to_end(&mut back, &self.end);
             self.back = Some(back);
         }

@@ -63,6 +63,9 @@ pub struct TableIter {
     entries: Option<BlockIter>,
     /// The last span read ([`ScanMode::Sequential`]).
     span: Option<Span>,
+    /// The cursor last moved backward: a span read now ends at the block
+    /// asked for instead of starting there.
+    backward: bool,
 }
 
 impl TableIter {
@@ -73,6 +76,7 @@ impl TableIter {
             block_no: 0,
             entries: None,
             span: None,
+            backward: false,
         }
     }
 
@@ -99,6 +103,7 @@ impl TableIter {
 
     /// Positions on the first entry.
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.backward = false;
         self.guard(|it| {
             it.load(0)?;
             it.skip_exhausted_blocks()
@@ -108,6 +113,12 @@ impl TableIter {
     /// Positions on the first entry ≥ `target` (an internal key); invalid
     /// when every entry is smaller.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.backward = false;
+        self.seek_from(target)
+    }
+
+    /// [`TableIter::seek`] without choosing the direction of span reads.
+    fn seek_from(&mut self, target: &[u8]) -> Result<()> {
         self.guard(|it| {
             match it
                 .table
@@ -134,6 +145,7 @@ impl TableIter {
         reason = "a fallible cursor step, not an Iterator"
     )]
     pub fn next(&mut self) -> Result<()> {
+        self.backward = false;
         self.guard(|it| {
             it.in_block(BlockIter::next)?;
             it.skip_exhausted_blocks()
@@ -142,6 +154,7 @@ impl TableIter {
 
     /// Positions on the last entry.
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.backward = true;
         self.guard(|it| match it.table.inner.index.len().checked_sub(1) {
             None => {
                 it.entries = None;
@@ -158,7 +171,10 @@ impl TableIter {
     /// Positions on the last entry ≤ `target` (an internal key); invalid
     /// when every entry is larger.
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.seek(target)?;
+        // The steps after it go backward: a span read ends at the target's
+        // block.
+        self.backward = true;
+        self.seek_from(target)?;
         if !self.valid() {
             return self.seek_to_last();
         }
@@ -171,6 +187,7 @@ impl TableIter {
     /// Moves to the previous entry; invalid before the first. No-op when
     /// invalid.
     pub fn prev(&mut self) -> Result<()> {
+        self.backward = true;
         self.guard(|it| {
             it.in_block(BlockIter::prev)?;
             it.skip_exhausted_blocks_back()
@@ -215,6 +232,7 @@ impl TableIter {
             ScanMode::Sequential => {
                 let span = match self.span.take() {
                     Some(span) if span.holds(block_no) => span,
+                    _ if self.backward => inner.read_span_ending(block_no, SPAN_BYTES)?,
                     _ => inner.read_span(block_no, SPAN_BYTES)?,
                 };
                 let block = inner.block_in_span(&span, block_no);
@@ -250,5 +268,100 @@ impl TableIter {
             self.load(next)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::OsFileSystem;
+    use crate::key::{internal_key, SeqNo, ValueKind};
+    use crate::table::{TableBuilder, TableOptions};
+
+    const ENTRIES: u32 = 20_000;
+
+    fn table(dir: &std::path::Path) -> Table {
+        let path = dir.join("t.sst");
+        let mut builder =
+            TableBuilder::create(&OsFileSystem, &path, &TableOptions::default()).unwrap();
+        for i in 0..ENTRIES {
+            // About a thousand blocks, a few spans.
+            let value: Vec<u8> = (0..200u32)
+                .flat_map(|j| {
+                    i.wrapping_mul(2_654_435_761)
+                        .wrapping_add(j * 40_503)
+                        .to_le_bytes()
+                })
+                .take(200)
+                .collect();
+            builder
+                .add(
+                    &internal_key(format!("k{i:06}").as_bytes(), SeqNo(1), ValueKind::Put),
+                    &value,
+                )
+                .unwrap();
+        }
+        builder.finish().unwrap();
+        Table::open_path(&path).unwrap()
+    }
+
+    /// Walks the whole table one way; returns the keys and how many spans
+    /// were read.
+    fn walk(table: &Table, backward: bool) -> (Vec<Vec<u8>>, usize) {
+        let mut it = TableIter::new(table.clone(), ScanMode::Sequential);
+        if backward {
+            it.seek_to_last().unwrap();
+        } else {
+            it.seek_to_first().unwrap();
+        }
+        let (mut keys, mut spans, mut last_span) = (Vec::new(), 0, None);
+        while it.valid() {
+            keys.push(it.key().to_vec());
+            let span = it.span.as_ref().map(Span::blocks);
+            if span != last_span {
+                spans += 1;
+                last_span = span;
+            }
+            if backward {
+                it.prev().unwrap();
+            } else {
+                it.next().unwrap();
+            }
+        }
+        (keys, spans)
+    }
+
+    #[test]
+    fn sequential_scans_read_spans_the_way_they_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = table(dir.path());
+        let bytes = std::fs::metadata(dir.path().join("t.sst")).unwrap().len();
+        let most = usize::try_from(bytes / SPAN_BYTES).unwrap() + 2;
+        let (forward, forward_spans) = walk(&table, false);
+        let (mut backward, backward_spans) = walk(&table, true);
+        assert_eq!(forward.len(), ENTRIES as usize);
+        backward.reverse();
+        assert_eq!(backward, forward);
+        // A backward span ends at the block asked for: reading spans that
+        // start there would take one span per block.
+        assert!(
+            forward_spans <= most,
+            "{forward_spans} spans for {bytes} bytes"
+        );
+        assert!(
+            backward_spans <= most,
+            "{backward_spans} spans for {bytes} bytes"
+        );
+        // A seek for the previous entry from the middle, then back.
+        let mut it = TableIter::new(table.clone(), ScanMode::Sequential);
+        let middle = internal_key(b"k010000", SeqNo(0), ValueKind::Delete);
+        it.seek_for_prev(&middle).unwrap();
+        assert_eq!(user_key_of(it.key()), b"k010000");
+        let span = it.span.as_ref().map(Span::blocks).unwrap();
+        assert_eq!(span.1, it.block_no, "the span ends at the block sought");
+        for _ in 0..100 {
+            it.prev().unwrap();
+        }
+        assert_eq!(user_key_of(it.key()), b"k009900");
     }
 }

@@ -188,6 +188,12 @@ impl Span {
     pub(crate) fn holds(&self, block_no: usize) -> bool {
         (self.first..=self.last).contains(&block_no)
     }
+
+    /// The first and the last block it holds.
+    #[cfg(test)]
+    pub(crate) fn blocks(&self) -> (usize, usize) {
+        (self.first, self.last)
+    }
 }
 
 impl Table {
@@ -868,6 +874,34 @@ impl TableInner {
             first,
             last,
             offset: start.offset,
+            bytes,
+        })
+    }
+
+    /// Data blocks `..=last` read with one positioned read, up to
+    /// `max_bytes` (at least block `last`), bypassing the block cache: the
+    /// span a backward scan reads next.
+    pub(crate) fn read_span_ending(&self, last: usize, max_bytes: u64) -> Result<Span> {
+        let end = self.handle(last)?.end_with_trailer().unwrap_or(u64::MAX);
+        let mut first = last;
+        while let Some(before) = first.checked_sub(1) {
+            let offset = self.handle(before)?.offset;
+            if end.saturating_sub(offset) > max_bytes {
+                break;
+            }
+            first = before;
+        }
+        let offset = self.handle(first)?.offset;
+        let location = self.location(BlockKind::Data, offset);
+        let len = end
+            .checked_sub(offset)
+            .and_then(|len| usize::try_from(len).ok())
+            .ok_or_else(|| location.corruption("block too large"))?;
+        let bytes = self.read_at(offset, len)?;
+        Ok(Span {
+            first,
+            last,
+            offset,
             bytes,
         })
     }
