@@ -513,8 +513,9 @@ fn rotate(
     result
 }
 
-/// Creates the keyspace `name` (with `opts`), empty, durably: it is in
-/// the manifest before it is returned. Under the writer lock, so no batch
+/// Creates the keyspace `name` (its settings `given` over the database's
+/// options), empty, durably: it is in the manifest, settings included,
+/// before it is returned. Under the writer lock, so no batch
 /// is logged meanwhile (its memtable starts at the active log).
 pub(crate) fn create_keyspace(
     inner: &DbInner,
