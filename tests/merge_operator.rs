@@ -108,35 +108,28 @@ trait Writes {
     fn delete_keys(&mut self, start: &[u8], end: &[u8]);
 }
 
-impl Writes for Db {
-    fn merge_key(&mut self, key: &[u8], operand: &[u8]) {
-        self.merge(key, operand).unwrap();
-    }
-    fn put_key(&mut self, key: &[u8], value: &[u8]) {
-        self.put(key, value).unwrap();
-    }
-    fn delete_key(&mut self, key: &[u8]) {
-        self.delete(key).unwrap();
-    }
-    fn delete_keys(&mut self, start: &[u8], end: &[u8]) {
-        self.delete_range(start..end).unwrap();
-    }
+/// `Db` and `Transaction` name their writes alike.
+macro_rules! writes_through {
+    ($target:ty) => {
+        impl Writes for $target {
+            fn merge_key(&mut self, key: &[u8], operand: &[u8]) {
+                self.merge(key, operand).unwrap();
+            }
+            fn put_key(&mut self, key: &[u8], value: &[u8]) {
+                self.put(key, value).unwrap();
+            }
+            fn delete_key(&mut self, key: &[u8]) {
+                self.delete(key).unwrap();
+            }
+            fn delete_keys(&mut self, start: &[u8], end: &[u8]) {
+                self.delete_range(start..end).unwrap();
+            }
+        }
+    };
 }
 
-impl Writes for siftdb::Transaction {
-    fn merge_key(&mut self, key: &[u8], operand: &[u8]) {
-        self.merge(key, operand).unwrap();
-    }
-    fn put_key(&mut self, key: &[u8], value: &[u8]) {
-        self.put(key, value).unwrap();
-    }
-    fn delete_key(&mut self, key: &[u8]) {
-        self.delete(key).unwrap();
-    }
-    fn delete_keys(&mut self, start: &[u8], end: &[u8]) {
-        self.delete_range(start..end).unwrap();
-    }
-}
+writes_through!(Db);
+writes_through!(siftdb::Transaction);
 
 /// One random write of the mix both model tests use, to `target` and
 /// `model` alike, when `pick` (0..18) names one: a merge (0..=10), a put
