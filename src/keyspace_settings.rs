@@ -97,9 +97,8 @@ impl KeyspaceSettings {
     /// An error naming the first setting [`Options::validate`] would
     /// refuse, whatever the database's options.
     pub fn check(&self) -> std::result::Result<(), String> {
-        if self.prefix_len.is_some_and(|len| len != 0) {
-            PrefixExtractor::fixed(self.prefix_len.unwrap_or(0) as usize)
-                .map_err(|e| e.to_string())?;
+        if let Some(len) = self.prefix_len.filter(|&len| len != 0) {
+            PrefixExtractor::fixed(len as usize).map_err(|e| e.to_string())?;
         }
         if self
             .memtable_bytes
