@@ -23,8 +23,27 @@ const CHUNK: usize = 256;
 /// An entry of a scan.
 type Entry = (Bytes, Bytes);
 
-/// A blocking scan an [`AsyncIter`] steps.
-type Scan = Box<dyn DoubleEndedIterator<Item = Result<Entry>> + Send>;
+/// A blocking scan an [`AsyncIter`] steps: a database's or a
+/// transaction's, either of which can be told how to read its tables.
+pub(crate) trait BlockingScan: DoubleEndedIterator<Item = Result<Entry>> + Send {
+    /// The scan with [`DbIterator::fill_cache`] applied.
+    fn with_fill_cache(self: Box<Self>, fill: bool) -> Scan;
+}
+
+/// A boxed [`BlockingScan`].
+type Scan = Box<dyn BlockingScan>;
+
+impl BlockingScan for crate::db::DbIterator {
+    fn with_fill_cache(self: Box<Self>, fill: bool) -> Scan {
+        Box::new(self.fill_cache(fill))
+    }
+}
+
+impl BlockingScan for crate::TransactionIter {
+    fn with_fill_cache(self: Box<Self>, fill: bool) -> Scan {
+        Box::new(self.fill_cache(fill))
+    }
+}
 
 /// A scan as of the moment it was made (see [`DbIterator`]), stepped
 /// without blocking the async runtime: each call that needs entries takes
@@ -73,15 +92,35 @@ enum End {
 }
 
 impl AsyncIter {
-    pub(crate) fn new(
-        iter: impl DoubleEndedIterator<Item = Result<Entry>> + Send + 'static,
-    ) -> AsyncIter {
+    pub(crate) fn new(iter: impl BlockingScan + 'static) -> AsyncIter {
         AsyncIter {
             iter: Some(Box::new(iter)),
             front: VecDeque::new(),
             back: VecDeque::new(),
             failed: None,
         }
+    }
+
+    /// [`DbIterator::fill_cache`] for this scan: with `false`, its tables'
+    /// data blocks are read straight from the files in spans, neither
+    /// taken from the block cache nor put into it. Give it before the
+    /// first step; a side already started keeps reading as it began.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> siftdb::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::AsyncDb::open_with(dir.path(), siftdb::Options::default()).await?;
+    /// db.put("k", "v").await?;
+    /// db.flush().await?;
+    /// let entries = db.iter().fill_cache(false).next_chunk(10).await?;
+    /// assert_eq!(entries.len(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fill_cache(mut self, fill: bool) -> AsyncIter {
+        self.iter = self.iter.take().map(|scan| scan.with_fill_cache(fill));
+        self
     }
 
     /// The next entry in key order, `None` at the end.

@@ -2,7 +2,8 @@
 //! in spans straight from the files gives the same entries as one through
 //! the block cache — forward, backward, bounded, after seeks, with
 //! memtable entries, deletes and range deletes over the tables — and
-//! leaves the block cache as it found it.
+//! leaves the block cache as it found it; so do a transaction's scans and
+//! the async scans.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -109,4 +110,98 @@ fn a_scan_without_the_cache_reads_the_same_and_caches_nothing() {
     // The same scan through the cache fills it.
     assert_eq!(entries(db.iter(), false), want);
     assert!(db.stats().block_cache_bytes > 1 << 20);
+}
+
+/// A database of 5,000 entries in tables, reopened so that nothing is
+/// cached, and what it holds.
+fn reopened_with_tables(dir: &std::path::Path) -> (Db, Vec<(Vec<u8>, Vec<u8>)>) {
+    let options = || Options::default().compression(siftdb::Compression::None);
+    let mut want = Vec::new();
+    {
+        let db = Db::open_with(dir, options()).unwrap();
+        for i in 0..5_000u32 {
+            let key = format!("k{i:05}").into_bytes();
+            let value = format!("value {i}").into_bytes();
+            db.put(&key, &value).unwrap();
+            want.push((key, value));
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open_with(dir, options()).unwrap();
+    assert_eq!(db.stats().block_cache_bytes, 0);
+    (db, want)
+}
+
+#[test]
+fn a_transactions_scan_without_the_cache_caches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut want) = reopened_with_tables(dir.path());
+    let mut txn = db.transaction();
+    txn.put("k00002", "own").unwrap();
+    txn.delete("k00003").unwrap();
+    want[2].1 = b"own".to_vec();
+    want.remove(3);
+    for backward in [false, true] {
+        let owned = |e: siftdb::Result<(bytes::Bytes, bytes::Bytes)>| {
+            let (k, v) = e.unwrap();
+            (k.to_vec(), v.to_vec())
+        };
+        let mut got: Vec<_> = if backward {
+            txn.iter().fill_cache(false).rev().map(owned).collect()
+        } else {
+            txn.iter().fill_cache(false).map(owned).collect()
+        };
+        if backward {
+            got.reverse();
+        }
+        assert_eq!(got, want, "backward {backward}");
+    }
+    assert_eq!(db.stats().block_cache_bytes, 0, "the scans cached nothing");
+    assert_eq!(txn.iter().count(), want.len());
+    assert!(
+        db.stats().block_cache_bytes > 0,
+        "a scan through the cache fills it"
+    );
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn async_scans_without_the_cache_cache_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, want) = reopened_with_tables(dir.path());
+    let db = siftdb::AsyncDb::new(db);
+    let owned = |chunk: Vec<(bytes::Bytes, bytes::Bytes)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        chunk
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect()
+    };
+    let got = owned(
+        db.iter()
+            .fill_cache(false)
+            .next_chunk(10_000)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got, want);
+    let mut scan = db.prefix("k0").fill_cache(false);
+    let mut backward = Vec::new();
+    while let Some(entry) = scan.next_back().await {
+        backward.push(entry.unwrap());
+    }
+    backward.reverse();
+    assert_eq!(owned(backward), want);
+    let txn = db.transaction();
+    let scan = txn.range("k00100".."k00200").await.unwrap();
+    let got = owned(scan.fill_cache(false).next_chunk(1_000).await.unwrap());
+    assert_eq!(got, want[100..200].to_vec());
+    assert_eq!(db.stats().block_cache_bytes, 0, "the scans cached nothing");
+    assert_eq!(
+        db.iter().next_chunk(10_000).await.unwrap().len(),
+        want.len()
+    );
+    assert!(
+        db.stats().block_cache_bytes > 0,
+        "a scan through the cache fills it"
+    );
 }

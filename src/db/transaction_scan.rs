@@ -69,6 +69,15 @@ impl TransactionIter {
         }
     }
 
+    /// [`DbIterator::fill_cache`] for the snapshot's side of the scan (the
+    /// transaction's own writes are in memory): with `false`, its tables'
+    /// data blocks are read straight from the files and left out of the
+    /// block cache. Give it before the first step.
+    pub fn fill_cache(mut self, fill: bool) -> TransactionIter {
+        self.snapshot = self.snapshot.fill_cache(fill);
+        self
+    }
+
     fn deleted_by_txn(&self, key: &[u8]) -> bool {
         self.deleted.iter().any(|r| r.contains(self.keyspace, key))
     }
