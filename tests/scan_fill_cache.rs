@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use siftdb::{Db, DbIterator, Options};
 use siftdb_testkit::SplitMix64;
 
+/// Owned entries, in key order.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 fn entries(scan: DbIterator, backward: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
     let owned = |e: siftdb::Result<(bytes::Bytes, bytes::Bytes)>| {
         let (k, v) = e.unwrap();
@@ -114,7 +117,7 @@ fn a_scan_without_the_cache_reads_the_same_and_caches_nothing() {
 
 /// A database of 5,000 entries in tables, reopened so that nothing is
 /// cached, and what it holds.
-fn reopened_with_tables(dir: &std::path::Path) -> (Db, Vec<(Vec<u8>, Vec<u8>)>) {
+fn reopened_with_tables(dir: &std::path::Path) -> (Db, Entries) {
     let options = || Options::default().compression(siftdb::Compression::None);
     let mut want = Vec::new();
     {
@@ -170,7 +173,7 @@ async fn async_scans_without_the_cache_cache_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (db, want) = reopened_with_tables(dir.path());
     let db = siftdb::AsyncDb::new(db);
-    let owned = |chunk: Vec<(bytes::Bytes, bytes::Bytes)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+    let owned = |chunk: Vec<(bytes::Bytes, bytes::Bytes)>| -> Entries {
         chunk
             .into_iter()
             .map(|(k, v)| (k.to_vec(), v.to_vec()))
