@@ -3,8 +3,8 @@
 //! checked against a `BTreeMap`.
 //!
 //! Owns: the op decoding and the invariants — every `get` and every scan
-//! (bounded both ways, or not; forward, then backward) agrees with the
-//! model, range deletes included, in two keyspaces (`default` and `ks1`,
+//! (bounded both ways, or not; forward, then backward; through the block
+//! cache, or in spans from the files, by turns) agrees with the model, range deletes included, in two keyspaces (`default` and `ks1`,
 //! batches across both); an iterator keeps its
 //! snapshot while writes, flushes and compactions go on; a clean reopen
 //! loses nothing; and after a crash armed by an op — the process killed at
@@ -629,6 +629,10 @@ pub fn db_ops(data: &[u8]) {
         let what = format!("op {op_index}");
         // The keyspace reads of this op look at.
         let ks = op_index % KEYSPACES.len();
+        // Whether this op's scans go through the block cache or read their
+        // tables in spans straight from the files (`fill_cache(false)`):
+        // each in turn, in both keyspaces.
+        let fill_cache = (op_index / KEYSPACES.len()) % 2 == 0;
         match input.byte() % 10 {
             0 | 1 => {
                 let op = input.write_op(op_index);
@@ -664,13 +668,19 @@ pub fn db_ops(data: &[u8]) {
                     unflushed.is_ok(),
                     "{what}: approximate_memtable_stats failed: {unflushed:?}"
                 );
-                let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                let iter = run
+                    .space(ks)
+                    .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                    .fill_cache(fill_cache);
                 let model = run.model[ks].clone();
                 let boot = run.boot;
                 run.scan(iter, &model, (&lo, &hi), boot, false, &what);
                 // The same range backwards (no further input bytes).
                 if run.db.is_some() && run.boot == boot {
-                    let iter = run.space(ks).range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                    let iter = run
+                        .space(ks)
+                        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                        .fill_cache(fill_cache);
                     run.scan(iter, &model, (&lo, &hi), boot, true, &what);
                 }
             }
@@ -694,7 +704,7 @@ pub fn db_ops(data: &[u8]) {
                 // (across a crash and reopen too, as far as it can still read).
                 let before = run.model[ks].clone();
                 let boot = run.boot;
-                let iter = run.space(ks).iter();
+                let iter = run.space(ks).iter().fill_cache(fill_cache);
                 let ops = [input.write_op(op_index), input.write_op(op_index)];
                 run.write(&ops, &what);
                 if input.byte().is_multiple_of(2) {
