@@ -632,7 +632,7 @@ pub fn db_ops(data: &[u8]) {
         // Whether this op's scans go through the block cache or read their
         // tables in spans straight from the files (`fill_cache(false)`):
         // each in turn, in both keyspaces.
-        let fill_cache = (op_index / KEYSPACES.len()) % 2 == 0;
+        let fill_cache = (op_index / KEYSPACES.len()).is_multiple_of(2);
         match input.byte() % 10 {
             0 | 1 => {
                 let op = input.write_op(op_index);
