@@ -126,6 +126,21 @@ impl PrefixExtractor {
         })
     }
 
+    /// The extractor a table names when the name is one of siftdb's own
+    /// (`siftdb.fixed:<len>`, exactly as [`PrefixExtractor::fixed`] writes
+    /// it): the name alone defines the function, so a table built with it
+    /// can be trusted by any reader. `None` for any other name.
+    pub(crate) fn builtin(name: &str) -> Option<PrefixExtractor> {
+        let len: usize = name
+            .strip_prefix(RESERVED_NAME_PREFIX)?
+            .strip_prefix("fixed:")?
+            .parse()
+            .ok()?;
+        PrefixExtractor::fixed(len)
+            .ok()
+            .filter(|fixed| fixed.name() == name)
+    }
+
     /// The length of a fixed extractor ([`PrefixExtractor::fixed`]);
     /// `None` for a custom one.
     pub(crate) fn fixed_len(&self) -> Option<usize> {
@@ -217,6 +232,30 @@ impl PartialEq for PrefixExtractor {
 
 impl Eq for PrefixExtractor {}
 
+/// Custom extractors given to keyspaces (`KeyspaceOptions::prefix_extractor`),
+/// by name: a table built with one of them that was opened before it was
+/// given (at the database's open, for one) finds it here when first asked.
+/// A name stands for one function, so the last one given under a name
+/// replaces the one before.
+#[derive(Debug, Default)]
+pub(crate) struct KnownExtractors(parking_lot::RwLock<Vec<PrefixExtractor>>);
+
+impl KnownExtractors {
+    /// Makes `extractor` known by its name.
+    pub(crate) fn remember(&self, extractor: &PrefixExtractor) {
+        let mut known = self.0.write();
+        match known.iter_mut().find(|e| e.name() == extractor.name()) {
+            Some(slot) => *slot = extractor.clone(),
+            None => known.push(extractor.clone()),
+        }
+    }
+
+    /// The extractor of this name, if one was given.
+    pub(crate) fn named(&self, name: &str) -> Option<PrefixExtractor> {
+        self.0.read().iter().find(|e| e.name() == name).cloned()
+    }
+}
+
 impl fmt::Debug for PrefixExtractor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("PrefixExtractor").field(&self.name).finish()
@@ -226,6 +265,34 @@ impl fmt::Debug for PrefixExtractor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_siftdbs_own_names_define_an_extractor() {
+        let four = PrefixExtractor::builtin("siftdb.fixed:4").unwrap();
+        assert_eq!(four.fixed_len(), Some(4));
+        assert_eq!(four.name(), "siftdb.fixed:4");
+        let max = format!("siftdb.fixed:{MAX_FIXED_LEN}");
+        assert_eq!(
+            PrefixExtractor::builtin(&max).unwrap().fixed_len(),
+            Some(MAX_FIXED_LEN)
+        );
+        for name in [
+            "siftdb.fixed:04",
+            "siftdb.fixed:+4",
+            "siftdb.fixed:0",
+            "siftdb.fixed:",
+            "siftdb.fixed:4 ",
+            "siftdb.fixed:99999999999999999999999",
+            "siftdb.fixedd:4",
+            "fixed:4",
+            "up-to-colon",
+            "",
+        ] {
+            assert!(PrefixExtractor::builtin(name).is_none(), "{name:?}");
+        }
+        let too_long = format!("siftdb.fixed:{}", MAX_FIXED_LEN + 1);
+        assert!(PrefixExtractor::builtin(&too_long).is_none());
+    }
 
     #[test]
     fn fixed_and_custom_prefixes() {

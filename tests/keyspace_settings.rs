@@ -263,3 +263,75 @@ fn invalid_settings_are_refused_and_nothing_is_stored() {
     let table = fill_and_inspect(&db, &k, dir.path());
     assert!(table.data_blocks > 150, "{}", table.data_blocks);
 }
+
+/// Tables of a keyspace whose prefix extractor is its own (the database has
+/// none) answer for prefixes: a prefix scan skips the tables that cannot
+/// hold the prefix, and a `get` with prefix-only filters is ruled out by
+/// them — in the open that built the tables and after a reopen, for a
+/// fixed extractor (stored) and a custom one (given again at the reopen,
+/// after the tables were opened).
+#[test]
+fn a_keyspaces_own_prefix_extractor_serves_its_tables_filters() {
+    let fixed = || PrefixExtractor::fixed(4).unwrap();
+    let custom =
+        || PrefixExtractor::custom("first-four", |key| (key.len() >= 4).then_some(4)).unwrap();
+    for extractor in [fixed(), custom()] {
+        own_prefix_extractor_serves_filters(extractor);
+    }
+}
+
+fn own_prefix_extractor_serves_filters(extractor: PrefixExtractor) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        KeyspaceOptions::new()
+            .prefix_extractor(extractor.clone())
+            .whole_key_filtering(false)
+    };
+    let name = extractor.name().to_owned();
+    // Every table's key range holds `cccc`, which none holds: each is
+    // ruled out by its filter, for the scan and for the get.
+    let check = |db: &Db, keyspace: &Keyspace| {
+        let tables = keyspace.live_tables().len() as u64;
+        assert!(tables > 0);
+        let before = db.stats();
+        assert_eq!(keyspace.prefix("cccc").count(), 0);
+        let scanned = db.stats();
+        assert_eq!(keyspace.get("cccc0001").unwrap(), None);
+        let got = db.stats();
+        assert_eq!(
+            scanned.prefix_filter_skips - before.prefix_filter_skips,
+            tables,
+            "{name}: the scan of an absent prefix skipped every table: {scanned:?}"
+        );
+        assert_eq!(
+            got.filter_skips - scanned.filter_skips,
+            tables,
+            "{name}: the get of an absent prefix was ruled out by every table's filter: {got:?}"
+        );
+        assert_eq!(
+            keyspace.get("aaaa0001").unwrap().as_deref(),
+            Some(&b"a"[..])
+        );
+        assert_eq!(keyspace.prefix("bbbb").count(), 100);
+    };
+    {
+        let db = Db::open(dir.path()).unwrap();
+        let keyspace = db.keyspace_with("tuned", options()).unwrap();
+        for prefixes in [["aaaa", "dddd"], ["bbbb", "eeee"]] {
+            for prefix in prefixes {
+                for i in 0..100 {
+                    keyspace
+                        .put(format!("{prefix}{i:04}"), &prefix[..1])
+                        .unwrap();
+                }
+            }
+            db.flush().unwrap();
+        }
+        assert_eq!(keyspace.live_tables().len(), 2);
+        check(&db, &keyspace);
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path()).unwrap();
+    let keyspace = db.keyspace_with("tuned", options()).unwrap();
+    check(&db, &keyspace);
+}

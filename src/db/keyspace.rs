@@ -548,7 +548,13 @@ impl Db {
     /// apply until it is closed and nothing is stored.
     pub fn keyspace_with(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
         options.apply(&self.inner.opts)?;
-        self.open_keyspace(name, Some(&options))
+        let keyspace = self.open_keyspace(name, Some(&options))?;
+        if let Some(extractor) = options.custom_prefix_extractor() {
+            // The keyspace's tables opened before it was given (all of
+            // them, at an open) find it when their filter is first asked.
+            self.inner.tables.keyspace_extractors.remember(extractor);
+        }
+        Ok(keyspace)
     }
 
     fn open_keyspace(&self, name: &str, given: Option<&KeyspaceOptions>) -> Result<Keyspace> {

@@ -122,6 +122,11 @@ impl KeyspaceOptions {
         }
     }
 
+    /// The custom prefix extractor given, if one was.
+    pub(crate) fn custom_prefix_extractor(&self) -> Option<&PrefixExtractor> {
+        self.custom_prefix_extractor.as_ref()
+    }
+
     /// What the manifest stores of these options.
     pub(crate) fn settings(&self) -> &KeyspaceSettings {
         &self.settings

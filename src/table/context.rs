@@ -26,7 +26,7 @@ use crate::options::{
     Options, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_MULTI_GET_BATCH,
     DEFAULT_MULTI_GET_IN_FLIGHT,
 };
-use crate::prefix::PrefixExtractor;
+use crate::prefix::{KnownExtractors, PrefixExtractor};
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
 
@@ -122,6 +122,9 @@ pub struct ReadContext {
     /// The database's prefix extractor: tables built with one of the same
     /// name use it to ask their filter about a key's prefix.
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    /// The keyspaces' custom extractors: a table built with one of them
+    /// asks its filter about prefixes once it is given.
+    pub(crate) keyspace_extractors: Arc<KnownExtractors>,
     blocks: Option<quick_cache::sync::Cache<BlockKey, Block, BlockWeighter>>,
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
     next_table_id: AtomicU64,
@@ -208,6 +211,7 @@ impl ReadContext {
             counters,
             settings,
             prefix_extractor,
+            keyspace_extractors: Arc::default(),
             blocks,
             files: quick_cache::sync::Cache::new(settings.max_open_files.max(1)),
             next_table_id: AtomicU64::new(1),

@@ -460,7 +460,12 @@ impl TableInner {
         let range_block = properties
             .range_filter
             .map(|info| table.read_range_filter(&info));
-        table.scan = ScanFilters::new(context.prefix_extractor.as_ref(), &properties, range_block);
+        table.scan = ScanFilters::new(
+            context.prefix_extractor.as_ref(),
+            &context.keyspace_extractors,
+            &properties,
+            range_block,
+        );
         if table.scan.range_error().is_some() {
             context.counters.local().bump(|c| &c.filter_fallbacks);
         }

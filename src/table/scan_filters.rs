@@ -18,17 +18,19 @@
 //! (`ScanFilters::may_match`, asked through `Table::scan_may_match`).
 //! Must never: rule a table out for a range that holds one of its keys —
 //! prefixes are trusted only from a table built with an extractor of the
-//! database's name, a damaged or inconsistent range filter is treated as
+//! database's name or with one of siftdb's own, whose name defines it (a
+//! keyspace's fixed extractor, whatever the database's), a damaged or inconsistent range filter is treated as
 //! absent (every range may match), and every key a table holds (tombstones
 //! included) is in both filters.
 
 use std::ops::Bound;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::filter::hash_key_seeded;
 use crate::filter::range::RangeFilterView;
 use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
-use crate::prefix::PrefixExtractor;
+use crate::prefix::{KnownExtractors, PrefixExtractor};
 use crate::table::counters::ReadCounters;
 use crate::table::properties::{PrefixFilterInfo, TableProperties};
 use crate::table::TableOptions;
@@ -188,8 +190,13 @@ pub(crate) struct ScanFilters {
     /// `whole_key_filtering`).
     whole_keys: bool,
     /// The extractor the table was built with, when the reading database
-    /// has one of the same name.
-    trusted: Option<PrefixExtractor>,
+    /// has one of the same name or it is one of siftdb's own; or, once
+    /// asked for, the keyspace's custom extractor of that name.
+    trusted: OnceLock<PrefixExtractor>,
+    /// The name of the extractor the table was built with when no
+    /// extractor of that name was known at its open, and where a
+    /// keyspace's custom one is looked up when the filter is first asked.
+    unresolved: Option<(Box<str>, Arc<KnownExtractors>)>,
     range: Option<RangeFilterView<Vec<u8>>>,
     /// Why the range filter the properties name is not used.
     range_error: Option<String>,
@@ -201,7 +208,8 @@ impl ScanFilters {
     pub(crate) fn none() -> ScanFilters {
         ScanFilters {
             whole_keys: true,
-            trusted: None,
+            trusted: OnceLock::new(),
+            unresolved: None,
             range: None,
             range_error: None,
             range_bytes: 0,
@@ -216,16 +224,30 @@ impl ScanFilters {
     /// says why.
     pub(crate) fn new(
         extractor: Option<&PrefixExtractor>,
+        keyspace_extractors: &Arc<KnownExtractors>,
         properties: &TableProperties,
         range_block: Option<Result<Vec<u8>>>,
     ) -> ScanFilters {
         let prefix = properties.prefix_filter.as_ref();
-        let trusted = prefix.and_then(|p| extractor.filter(|e| e.name() == p.extractor).cloned());
         let mut filters = ScanFilters {
             whole_keys: prefix.is_none_or(|p| p.whole_keys),
-            trusted,
             ..ScanFilters::none()
         };
+        if let Some(p) = prefix {
+            let known = extractor
+                .filter(|e| e.name() == p.extractor)
+                .cloned()
+                .or_else(|| PrefixExtractor::builtin(&p.extractor));
+            match known {
+                Some(known) => {
+                    let _ = filters.trusted.set(known);
+                }
+                None => {
+                    let name = p.extractor.clone().into_boxed_str();
+                    filters.unresolved = Some((name, Arc::clone(keyspace_extractors)));
+                }
+            }
+        }
         let checked = range_block.map(|block| {
             let view = RangeFilterView::parse(block?)?;
             let keys = view.header().keys;
@@ -329,14 +351,18 @@ impl ScanFilters {
     /// The extractor the table was built with, when the reading database
     /// has one of the same name (prefixes are trusted only then).
     pub(crate) fn trusted_extractor(&self) -> Option<&PrefixExtractor> {
-        self.trusted.as_ref()
+        if let Some(trusted) = self.trusted.get() {
+            return Some(trusted);
+        }
+        let (name, known) = self.unresolved.as_ref()?;
+        let found = known.named(name)?;
+        Some(self.trusted.get_or_init(|| found))
     }
 
     /// The prefix hashes the point filter must hold for `user_key`, for
     /// `verify` (none when the extractor is not trusted).
     pub(crate) fn prefix_entry(&self, user_key: &[u8]) -> Option<u64> {
-        self.trusted
-            .as_ref()
+        self.trusted_extractor()
             .and_then(|e| e.prefix(user_key))
             .map(prefix_hash)
     }

@@ -4,9 +4,11 @@
 //!
 //! Owns: the op decoding and the invariants — every `get` and every scan
 //! (bounded both ways, or not; forward, then backward; through the block
-//! cache, or in spans from the files, by turns) agrees with the model, range deletes included, in two keyspaces (`default` and `ks1`,
-//! batches across both); an iterator keeps its
-//! snapshot while writes, flushes and compactions go on; a clean reopen
+//! cache, or in spans from the files, by turns) agrees with the model,
+//! range deletes included, in two keyspaces (`default` and `ks1`, batches
+//! across both; `ks1`'s stored settings change from open to open); an
+//! iterator keeps its snapshot while writes, flushes and compactions go
+//! on; a clean reopen
 //! loses nothing; and after a crash armed by an op — the process killed at
 //! its n-th file operation (an append may be left torn), or the power cut
 //! there, keeping none, a torn part or a reordered part of what was not
@@ -38,7 +40,10 @@ use std::path::{Path, PathBuf};
 use crate::{FaultFs, FaultMode, PowerLoss};
 use std::sync::Arc;
 
-use siftdb::{Db, Keyspace, MergeOperator, Options, WriteBatch};
+use siftdb::{
+    Compression, Db, FilterPolicy, Keyspace, KeyspaceOptions, MergeOperator, Options,
+    PrefixExtractor, WriteBatch,
+};
 
 /// Ops run per input at most.
 pub const MAX_OPS: usize = 128;
@@ -218,6 +223,33 @@ fn options(flags: u8, disk: &FaultFs) -> Options {
         .file_system(disk.shared())
 }
 
+/// What the `open`-th open of a run gives keyspace `ks1`, in turn: nothing
+/// (its stored settings stay), then the smallest uncompressed blocks with a fixed
+/// two-byte prefix extractor, prefix-only point filters and range filters,
+/// then large compressed blocks with a level-aware policy and whole keys
+/// again, then no filters and larger memtables. Its tables of earlier
+/// opens keep the settings they were written with, so the keyspace's
+/// levels mix them.
+fn ks1_options(open: u32) -> KeyspaceOptions {
+    match open % 4 {
+        1 => KeyspaceOptions::new()
+            .block_size(256)
+            .compression(Compression::None)
+            .prefix_extractor(PrefixExtractor::fixed(2).expect("a fixed length of 2 is valid"))
+            .whole_key_filtering(false)
+            .range_filter_bits_per_key(12.0),
+        2 => KeyspaceOptions::new()
+            .block_size(2048)
+            .compression(Compression::Lz4)
+            .filter_policy(FilterPolicy::level_aware(6.0))
+            .whole_key_filtering(true),
+        3 => KeyspaceOptions::new()
+            .bloom_bits_per_key(0.0)
+            .memtable_bytes(8192),
+        _ => KeyspaceOptions::new(),
+    }
+}
+
 /// The merge operator of both keyspaces: each operand appended after a
 /// `|` (none before the first), so a lost, repeated or reordered operand
 /// shows in the value.
@@ -320,6 +352,8 @@ struct Run {
     /// when either moved, its process is dead.
     boot: u64,
     faults: u64,
+    /// Opens so far ([`ks1_options`]).
+    opens: u32,
     /// Power losses before the open database started.
     power_losses: u64,
     /// What the database must hold: `durable` plus `since` applied.
@@ -352,11 +386,17 @@ impl Run {
             .unwrap_or_else(|e| panic!("{what}: open failed without a crash: {e}"));
         // `ks1` was made by the first open (before any crash was armed):
         // every later open finds it.
+        let tuned = ks1_options(self.opens);
+        self.opens += 1;
         self.spaces = KEYSPACES
             .iter()
-            .map(|name| {
-                db.keyspace(name)
-                    .unwrap_or_else(|e| panic!("{what}: keyspace {name}: {e}"))
+            .map(|&name| {
+                let space = if name == "ks1" {
+                    db.keyspace_with(name, tuned.clone())
+                } else {
+                    db.keyspace(name)
+                };
+                space.unwrap_or_else(|e| panic!("{what}: keyspace {name}: {e}"))
             })
             .collect();
         db
@@ -612,6 +652,7 @@ pub fn db_ops(data: &[u8]) {
         db: None,
         spaces: Vec::new(),
         boot: 0,
+        opens: 0,
         faults: 0,
         power_losses: 0,
         model: Models::default(),
