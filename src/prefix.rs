@@ -52,6 +52,7 @@
 
 use std::fmt;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -238,21 +239,33 @@ impl Eq for PrefixExtractor {}
 /// A name stands for one function, so the last one given under a name
 /// replaces the one before.
 #[derive(Debug, Default)]
-pub(crate) struct KnownExtractors(parking_lot::RwLock<Vec<PrefixExtractor>>);
+pub(crate) struct KnownExtractors {
+    known: parking_lot::RwLock<Vec<PrefixExtractor>>,
+    /// Extractors remembered so far: a table that found none of its name
+    /// looks again only once this has moved.
+    generation: AtomicU64,
+}
 
 impl KnownExtractors {
     /// Makes `extractor` known by its name.
     pub(crate) fn remember(&self, extractor: &PrefixExtractor) {
-        let mut known = self.0.write();
+        let mut known = self.known.write();
         match known.iter_mut().find(|e| e.name() == extractor.name()) {
             Some(slot) => *slot = extractor.clone(),
             None => known.push(extractor.clone()),
         }
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many extractors were remembered so far; read before
+    /// [`KnownExtractors::named`], a later change shows as a larger value.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The extractor of this name, if one was given.
     pub(crate) fn named(&self, name: &str) -> Option<PrefixExtractor> {
-        self.0.read().iter().find(|e| e.name() == name).cloned()
+        self.known.read().iter().find(|e| e.name() == name).cloned()
     }
 }
 

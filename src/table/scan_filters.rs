@@ -18,12 +18,13 @@
 //! (`ScanFilters::may_match`, asked through `Table::scan_may_match`).
 //! Must never: rule a table out for a range that holds one of its keys —
 //! prefixes are trusted only from a table built with an extractor of the
-//! database's name or with one of siftdb's own, whose name defines it (a
-//! keyspace's fixed extractor, whatever the database's), a damaged or inconsistent range filter is treated as
-//! absent (every range may match), and every key a table holds (tombstones
-//! included) is in both filters.
+//! database's or a keyspace's name, or with one of siftdb's own, whose
+//! name defines it; a damaged or inconsistent range filter is treated as
+//! absent (every range may match); and every key a table holds
+//! (tombstones included) is in both filters.
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
@@ -193,14 +194,24 @@ pub(crate) struct ScanFilters {
     /// has one of the same name or it is one of siftdb's own; or, once
     /// asked for, the keyspace's custom extractor of that name.
     trusted: OnceLock<PrefixExtractor>,
-    /// The name of the extractor the table was built with when no
-    /// extractor of that name was known at its open, and where a
-    /// keyspace's custom one is looked up when the filter is first asked.
-    unresolved: Option<(Box<str>, Arc<KnownExtractors>)>,
+    /// The extractor the table was built with when none of its name was
+    /// known at its open: where a keyspace's custom one is looked up.
+    unresolved: Option<Unresolved>,
     range: Option<RangeFilterView<Vec<u8>>>,
     /// Why the range filter the properties name is not used.
     range_error: Option<String>,
     range_bytes: u64,
+}
+
+/// A table's extractor by name, not yet found among the keyspaces'.
+#[derive(Debug)]
+struct Unresolved {
+    name: Box<str>,
+    known: Arc<KnownExtractors>,
+    /// One more than the [`KnownExtractors::generation`] last searched in
+    /// vain (0: never searched), so a get does not search again until an
+    /// extractor is given.
+    searched: AtomicU64,
 }
 
 impl ScanFilters {
@@ -243,8 +254,11 @@ impl ScanFilters {
                     let _ = filters.trusted.set(known);
                 }
                 None => {
-                    let name = p.extractor.clone().into_boxed_str();
-                    filters.unresolved = Some((name, Arc::clone(keyspace_extractors)));
+                    filters.unresolved = Some(Unresolved {
+                        name: p.extractor.clone().into_boxed_str(),
+                        known: Arc::clone(keyspace_extractors),
+                        searched: AtomicU64::new(0),
+                    });
                 }
             }
         }
@@ -349,14 +363,26 @@ impl ScanFilters {
     }
 
     /// The extractor the table was built with, when the reading database
-    /// has one of the same name (prefixes are trusted only then).
+    /// or one of its keyspaces has one of the same name or it is one of
+    /// siftdb's own (prefixes are trusted only then).
     pub(crate) fn trusted_extractor(&self) -> Option<&PrefixExtractor> {
         if let Some(trusted) = self.trusted.get() {
             return Some(trusted);
         }
-        let (name, known) = self.unresolved.as_ref()?;
-        let found = known.named(name)?;
-        Some(self.trusted.get_or_init(|| found))
+        let unresolved = self.unresolved.as_ref()?;
+        let generation = unresolved.known.generation();
+        if unresolved.searched.load(Ordering::Relaxed) == generation.wrapping_add(1) {
+            return None;
+        }
+        match unresolved.known.named(&unresolved.name) {
+            Some(found) => Some(self.trusted.get_or_init(|| found)),
+            None => {
+                unresolved
+                    .searched
+                    .store(generation.wrapping_add(1), Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// The prefix hashes the point filter must hold for `user_key`, for
@@ -371,6 +397,45 @@ impl ScanFilters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table built with a custom extractor unknown at its open trusts
+    /// the keyspace's of that name once it is given, not before; a fixed
+    /// one is trusted by its name; an unknown name never is.
+    #[test]
+    fn a_custom_extractor_is_trusted_once_a_keyspace_gives_it() {
+        let built_with = |name: &str| TableProperties {
+            prefix_filter: Some(PrefixFilterInfo {
+                extractor: name.to_owned(),
+                whole_keys: false,
+                prefixes: 1,
+            }),
+            ..TableProperties::placeholder()
+        };
+        let known = Arc::new(KnownExtractors::default());
+        let custom = built_with("first-two");
+        let filters = ScanFilters::new(None, &known, &custom, None);
+        assert!(filters.trusted_extractor().is_none());
+        // Searched in vain once, then not again until something is given.
+        assert!(filters.trusted_extractor().is_none());
+        known.remember(&PrefixExtractor::custom("other", |_| Some(1)).unwrap());
+        assert!(filters.trusted_extractor().is_none());
+        let first_two = PrefixExtractor::custom("first-two", |_| Some(2)).unwrap();
+        known.remember(&first_two);
+        assert_eq!(filters.trusted_extractor(), Some(&first_two));
+        // A table opened after it was given finds it too.
+        let later = ScanFilters::new(None, &known, &custom, None);
+        assert_eq!(later.trusted_extractor(), Some(&first_two));
+
+        let fixed = ScanFilters::new(None, &known, &built_with("siftdb.fixed:3"), None);
+        assert_eq!(
+            fixed
+                .trusted_extractor()
+                .and_then(PrefixExtractor::fixed_len),
+            Some(3)
+        );
+        let unknown = ScanFilters::new(None, &known, &built_with("nobody"), None);
+        assert!(unknown.trusted_extractor().is_none());
+    }
 
     #[test]
     fn entries_hold_whole_keys_and_each_prefix_once() {
