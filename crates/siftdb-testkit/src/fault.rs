@@ -34,7 +34,8 @@
 //! - [`PowerLoss::ReorderedUnsynced`]: the same, but each directory keeps a
 //!   random *subset* of its pending changes — all POSIX promises.
 //!
-//! Directories themselves (`create_dir_all`) are durable at once.
+//! Directories themselves (`create_dir_all`, and a directory's `rename`)
+//! are durable at once.
 //!
 //! # Processes and boots
 //!
@@ -358,6 +359,40 @@ impl Disk {
         self.dirs
             .get_mut(dir)
             .ok_or_else(|| not_found(dir, "no such directory"))
+    }
+
+    /// Renames directory `from` (and every directory under it) to `to`,
+    /// which must not exist and whose parent must: durable at once, as a
+    /// directory's creation is.
+    fn rename_dir(&mut self, from: &Path, to: &Path) -> Result<()> {
+        if self.dirs.contains_key(to) || self.lookup(to).is_ok() {
+            return Err(Error::io(
+                to,
+                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the target exists"),
+            ));
+        }
+        if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.dir(parent)?;
+        }
+        if to.starts_with(from) {
+            return Err(Error::invalid("a directory cannot move into itself"));
+        }
+        let moved: Vec<PathBuf> = self
+            .dirs
+            .keys()
+            .filter(|d| d.starts_with(from))
+            .cloned()
+            .collect();
+        for old in moved {
+            let new = match old.strip_prefix(from) {
+                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+                _ => to.to_path_buf(),
+            };
+            if let Some(dir) = self.dirs.remove(&old) {
+                self.dirs.insert(new, dir);
+            }
+        }
+        Ok(())
     }
 
     fn lookup(&self, path: &Path) -> Result<InodeId> {
@@ -879,6 +914,9 @@ impl FileSystem for FaultFs {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         self.with_op("rename", from, |disk| {
+            if disk.dirs.contains_key(from) {
+                return disk.rename_dir(from, to);
+            }
             let inode = disk.lookup(from)?;
             let (from_dir, from_name) = split(from)?;
             let (to_dir, to_name) = split(to)?;
@@ -1041,6 +1079,29 @@ mod tests {
         // The dead process's handle can no longer write.
         assert!(f.append(b"x").is_err());
         assert!(f.sync().is_err());
+    }
+
+    /// A directory's rename moves it and the directories under it, with
+    /// their files, durable at once; it refuses a target that exists.
+    #[test]
+    fn a_directory_rename_moves_the_tree_and_survives_a_power_loss() {
+        let fs = disk_with_dir();
+        fs.create_dir_all(&p("/db/tmp/sub")).unwrap();
+        write(&fs, "/db/tmp/a", b"a", true);
+        write(&fs, "/db/tmp/sub/b", b"b", true);
+        fs.sync_dir(&p("/db/tmp")).unwrap();
+        fs.sync_dir(&p("/db/tmp/sub")).unwrap();
+        fs.create_dir_all(&p("/db/taken")).unwrap();
+        assert!(fs.rename(&p("/db/tmp"), &p("/db/taken")).is_err());
+        assert!(fs.rename(&p("/db/tmp"), &p("/db/tmp/sub/inside")).is_err());
+        assert!(fs.rename(&p("/db/tmp"), &p("/nodir/x")).is_err());
+        fs.rename(&p("/db/tmp"), &p("/db/done")).unwrap();
+        assert!(!fs.exists(&p("/db/tmp")) && !fs.exists(&p("/db/tmp/a")));
+        assert!(fs.is_dir(&p("/db/done/sub")));
+        fs.power_loss(PowerLoss::DropUnsynced);
+        assert_eq!(read(&fs, "/db/done/a").unwrap(), b"a");
+        assert_eq!(read(&fs, "/db/done/sub/b").unwrap(), b"b");
+        assert_eq!(fs.list(&p("/db/done")).unwrap(), vec!["a", "sub"]);
     }
 
     #[test]

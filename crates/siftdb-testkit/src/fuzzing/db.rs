@@ -16,11 +16,13 @@
 //! database holds exactly the writes of some prefix of the write sequence:
 //! every acknowledged write when no power was lost or `sync_writes` is on,
 //! at least those made durable by a `flush`, `compact` or clean close
-//! otherwise; the write that failed, if any, whole or not at all.
+//! otherwise; the write that failed, if any, whole or not at all; and at
+//! the end (when byte 0 says so) a checkpoint, opened as a database of its
+//! own, holds what the database holds.
 //! Must never: panic except when an invariant is violated.
 //!
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
-//! filters); then each op is an opcode byte followed by its operands; bytes
+//! filters) and bit 2 a checkpoint at the end; then each op is an opcode byte followed by its operands; bytes
 //! past the end read as zero, and at most [`MAX_OPS`] ops run. A write's
 //! kind byte with bit 6 set writes to keyspace `ks1`; a kind byte two more
 //! than a multiple of 4 is a merge (an operand appended to the value by
@@ -547,6 +549,37 @@ impl Run {
         }
     }
 
+    /// After the final reopen (nothing armed): one more write, so the
+    /// memtables hold something, then a checkpoint, opened as a database
+    /// of its own, holds what the model holds in both keyspaces.
+    fn check_checkpoint(&mut self) {
+        let what = "the final checkpoint";
+        let last = [Op {
+            ks: 1,
+            write: Write::Put(b"k07".to_vec(), b"checkpointed".to_vec()),
+        }];
+        self.write(&last, what);
+        let dir = Path::new("/checkpoint");
+        self.db()
+            .checkpoint(dir)
+            .unwrap_or_else(|e| panic!("{what} failed without a crash: {e}"));
+        let copy = Db::open_with(dir, options(self.flags, &self.disk))
+            .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
+        for (model, name) in self.model.iter().zip(KEYSPACES) {
+            let space = copy
+                .keyspace(name)
+                .unwrap_or_else(|e| panic!("{what}: keyspace {name}: {e}"));
+            let found =
+                collect(space.iter()).unwrap_or_else(|e| panic!("{what}: scan of {name}: {e}"));
+            assert!(
+                &found == model,
+                "{what}: {name} holds keys {:?}, the database {:?}",
+                keys_of(found.keys()),
+                keys_of(model.keys())
+            );
+        }
+    }
+
     /// A read's error must come from a crash; then the database restarts.
     fn read_failed(&mut self, e: &siftdb::Error, what: &str) {
         assert!(self.dead(), "{what}: read failed without a crash: {e}");
@@ -771,4 +804,7 @@ pub fn db_ops(data: &[u8]) {
         }
     }
     run.restart(None, "the final reopen");
+    if flags & 4 != 0 {
+        run.check_checkpoint();
+    }
 }
