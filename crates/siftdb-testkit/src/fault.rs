@@ -932,6 +932,21 @@ impl FileSystem for FaultFs {
         })
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        self.with_op("hard_link", to, |disk| {
+            let inode = disk.lookup(from)?;
+            if disk.dirs.contains_key(to) || disk.lookup(to).is_ok() {
+                return Err(Error::io(
+                    to,
+                    std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the name is taken"),
+                ));
+            }
+            let (to_dir, to_name) = split(to)?;
+            disk.dir_mut(&to_dir)?.change(vec![(to_name, Some(inode))]);
+            Ok(())
+        })
+    }
+
     fn remove(&self, path: &Path) -> Result<()> {
         self.with_op("remove", path, |disk| {
             disk.lookup(path)?;
@@ -1079,6 +1094,37 @@ mod tests {
         // The dead process's handle can no longer write.
         assert!(f.append(b"x").is_err());
         assert!(f.sync().is_err());
+    }
+
+    /// A hard link is a second name for the same data: it outlives the
+    /// first name's removal, refuses a taken name, and like any new name
+    /// is lost to a power cut unless its directory was synced.
+    #[test]
+    fn a_hard_link_names_the_same_data_and_needs_a_directory_sync() {
+        let fs = disk_with_dir();
+        fs.create_dir_all(&p("/other")).unwrap();
+        write(&fs, "/db/a", b"data", true);
+        fs.sync_dir(&p("/db")).unwrap();
+        fs.hard_link(&p("/db/a"), &p("/other/kept")).unwrap();
+        fs.hard_link(&p("/db/a"), &p("/other/lost")).unwrap();
+        assert!(fs.hard_link(&p("/db/a"), &p("/other/kept")).is_err());
+        assert!(fs.hard_link(&p("/db/missing"), &p("/other/x")).is_err());
+        fs.remove(&p("/db/a")).unwrap();
+        fs.sync_dir(&p("/db")).unwrap();
+        assert_eq!(read(&fs, "/other/kept").unwrap(), b"data");
+        let mut f = fs.open_append(&p("/other/kept")).unwrap();
+        f.append(b"+").unwrap();
+        assert_eq!(read(&fs, "/other/lost").unwrap(), b"data+");
+        f.sync().unwrap();
+        drop(f);
+        fs.remove(&p("/other/lost")).unwrap();
+        fs.sync_dir(&p("/other")).unwrap();
+        fs.hard_link(&p("/other/kept"), &p("/other/unsynced"))
+            .unwrap();
+        fs.power_loss(PowerLoss::DropUnsynced);
+        assert_eq!(read(&fs, "/other/kept").unwrap(), b"data+");
+        assert_eq!(read(&fs, "/other/unsynced"), None);
+        assert_eq!(read(&fs, "/db/a"), None);
     }
 
     /// A directory's rename moves it and the directories under it, with
