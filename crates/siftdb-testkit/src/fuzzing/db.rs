@@ -8,26 +8,26 @@
 //! range deletes included, in two keyspaces (`default` and `ks1`, batches
 //! across both; `ks1`'s stored settings change from open to open); an
 //! iterator keeps its snapshot while writes, flushes and compactions go
-//! on; a clean reopen
-//! loses nothing; and after a crash armed by an op — the process killed at
-//! its n-th file operation (an append may be left torn), or the power cut
-//! there, keeping none, a torn part or a reordered part of what was not
-//! synced — and possibly a second one during the recovery, the reopened
-//! database holds exactly the writes of some prefix of the write sequence:
-//! every acknowledged write when no power was lost or `sync_writes` is on,
-//! at least those made durable by a `flush`, `compact` or clean close
-//! otherwise; the write that failed, if any, whole or not at all; and at
-//! the end (when byte 0 says so) a checkpoint, opened as a database of its
-//! own, holds what the database holds.
+//! on; a clean reopen loses nothing; and after a crash armed by an op —
+//! the process killed at its n-th file operation (an append may be left
+//! torn), or the power cut there, keeping none, a torn part or a
+//! reordered part of what was not synced — and possibly a second one
+//! during the recovery, the reopened database holds exactly the writes of
+//! some prefix of the write sequence: every acknowledged write when no
+//! power was lost or `sync_writes` is on, at least those made durable by a
+//! `flush`, `compact` or clean close otherwise; the write that failed, if
+//! any, whole or not at all; and at the end (when byte 0 says so) a
+//! checkpoint, opened as a database of its own, holds what the database
+//! holds.
 //! Must never: panic except when an invariant is violated.
 //!
 //! Input: byte 0 picks the options (bit 0: `sync_writes`, bit 1: no Bloom
-//! filters) and bit 2 a checkpoint at the end; then each op is an opcode byte followed by its operands; bytes
-//! past the end read as zero, and at most [`MAX_OPS`] ops run. A write's
-//! kind byte with bit 6 set writes to keyspace `ks1`; a kind byte two more
-//! than a multiple of 4 is a merge (an operand appended to the value by
-//! the keyspaces' merge operator); reads alternate between the keyspaces
-//! by op number.
+//! filters) and bit 2 a checkpoint at the end; then each op is an opcode
+//! byte followed by its operands; bytes past the end read as zero, and at
+//! most [`MAX_OPS`] ops run. A write's kind byte with bit 6 set writes to
+//! keyspace `ks1`; a kind byte two more than a multiple of 4 is a merge
+//! (an operand appended to the value by the keyspaces' merge operator);
+//! reads alternate between the keyspaces by op number.
 #![expect(
     clippy::panic,
     clippy::expect_used,
@@ -226,10 +226,10 @@ fn options(flags: u8, disk: &FaultFs) -> Options {
 }
 
 /// What the `open`-th open of a run gives keyspace `ks1`, in turn: nothing
-/// (its stored settings stay), then the smallest uncompressed blocks with a fixed
-/// two-byte prefix extractor, prefix-only point filters and range filters,
-/// then large compressed blocks with a level-aware policy and whole keys
-/// again, then no filters and larger memtables. Its tables of earlier
+/// (its stored settings stay), then the smallest uncompressed blocks with
+/// a fixed two-byte prefix extractor, prefix-only point filters and range
+/// filters, then large compressed blocks with a level-aware policy and
+/// whole keys again, then no filters and larger memtables. Its tables of earlier
 /// opens keep the settings they were written with, so the keyspace's
 /// levels mix them.
 fn ks1_options(open: u32) -> KeyspaceOptions {
