@@ -58,11 +58,12 @@ use crate::manifest::{
 };
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::prefix::PrefixExtractor;
 use crate::range_tombstone::{inclusive_upper_bound, key_successor, FragmentedTombstones};
 use crate::table::format::FOOTER_LEN;
 use crate::table::{
     Footer, ReadContext, ReadCounters, ReadSettings, Salvaged, SalvagedTombstones, Table,
-    TableBuilder, TableKeyspace, TableOptions, TableSalvager,
+    TableBuilder, TableKeyspace, TableOptions, TableProperties, TableSalvager,
 };
 use crate::wal::{replay, replay_batches, salvage, LostRecord};
 
@@ -308,6 +309,9 @@ struct Examined {
     /// Its keyspace: the manifest's word, else its properties' (the
     /// default keyspace when neither says).
     keyspace: TableKeyspace,
+    /// What its properties record of its keyspace's settings (when they
+    /// could be read).
+    recorded: Option<KeyspaceSettings>,
     /// Its range tombstones, read from the table or found past its damage
     /// (when they cannot be told, its whole range is a lost range).
     range_tombstones: Option<FragmentedTombstones>,
@@ -458,6 +462,55 @@ fn keyspace_of(state: &ManifestState, id: u32) -> TableKeyspace {
     }
 }
 
+/// What a keyspace's settings were, as far as its newest readable table
+/// records them (the manifest that stored them is lost): see
+/// [`recorded_settings`].
+fn settings_from_tables(examined: &[Examined]) -> BTreeMap<u32, KeyspaceSettings> {
+    let mut newest: BTreeMap<u32, (SeqNo, &KeyspaceSettings)> = BTreeMap::new();
+    for e in examined {
+        let (Some(recorded), Some(seq)) = (&e.recorded, e.max_seq) else {
+            continue;
+        };
+        let entry = newest.entry(e.keyspace.id).or_insert((seq, recorded));
+        if seq > entry.0 {
+            *entry = (seq, recorded);
+        }
+    }
+    newest
+        .into_iter()
+        .map(|(id, (_, recorded))| (id, recorded.clone()))
+        .collect()
+}
+
+/// What a table's properties record of the settings it was built with: a
+/// fixed prefix extractor (a custom one is given again at the next open,
+/// so none is stored and the keyspace takes the database's until then)
+/// with whole-key filtering beside it, and range filter bits. The rest
+/// (block size, compression, filter policy, memtable bytes) is not
+/// recorded: a rebuilt keyspace takes the database's options for them
+/// until `keyspace_with` gives them again.
+fn recorded_settings(properties: &TableProperties) -> KeyspaceSettings {
+    let mut settings = KeyspaceSettings::default();
+    if let Some(prefix) = &properties.prefix_filter {
+        if let Some(len) = PrefixExtractor::builtin(&prefix.extractor)
+            .and_then(|e| e.fixed_len())
+            .and_then(|len| u32::try_from(len).ok())
+        {
+            settings.prefix_len = Some(len);
+            settings.whole_key_filtering = Some(prefix.whole_keys);
+        }
+    }
+    if let Some(range) = &properties.range_filter {
+        settings.range_filter_bits_per_key = Some(range.bits_per_key);
+    }
+    // A value no open would accept (a table written by a bug or by hand)
+    // is not stored: the keyspace must open after its repair.
+    if settings.check().is_err() {
+        return KeyspaceSettings::default();
+    }
+    settings
+}
+
 /// The name repair gives a keyspace whose name nothing records (only its
 /// records in a log survived).
 fn recovered_keyspace_name(id: u32) -> String {
@@ -497,6 +550,7 @@ impl Repair<'_> {
             user_range: record_range.clone(),
             max_seq: record.as_ref().map(|r| r.max_seq),
             filtered: None,
+            recorded: None,
             keyspace: TableKeyspace {
                 id: record.as_ref().map_or(DEFAULT_KEYSPACE_ID, |r| r.keyspace),
                 name: String::new(),
@@ -528,6 +582,7 @@ impl Repair<'_> {
         match salvager.table() {
             Some(table) => {
                 let p = table.properties();
+                examined.recorded = Some(recorded_settings(p));
                 if record.is_none() {
                     if let Some(keyspace) = &p.keyspace {
                         examined.keyspace = keyspace.clone();
@@ -1056,6 +1111,7 @@ impl Repair<'_> {
             }
         }
 
+        let mut settings = settings_from_tables(&examined);
         let runs = disjoint_runs(&examined);
         let mut counts = vec![(0u64, 0u64); examined.len()];
         let mut records = Vec::new();
@@ -1120,9 +1176,7 @@ impl Repair<'_> {
                     id,
                     name,
                     log_number,
-                    // Tables do not record them: a rebuilt keyspace takes
-                    // the database's options until `keyspace_with` is called.
-                    settings: KeyspaceSettings::default(),
+                    settings: settings.remove(&id).unwrap_or_default(),
                 })
                 .collect(),
             tables: records,
@@ -1627,6 +1681,47 @@ impl InternalIterator for SalvagedRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo};
+
+    /// A repair stores what a table records of its keyspace's settings: a
+    /// fixed extractor with its whole-key choice and range filter bits;
+    /// nothing for a custom extractor, and nothing at all when a value
+    /// would not pass an open's checks.
+    #[test]
+    fn recorded_settings_keep_what_an_open_accepts() {
+        let built = |extractor: &str, range_bits: f64| {
+            let mut properties = TableProperties::placeholder();
+            properties.prefix_filter = Some(PrefixFilterInfo {
+                extractor: extractor.to_owned(),
+                whole_keys: false,
+                prefixes: 1,
+            });
+            properties.range_filter = Some(RangeFilterInfo {
+                handle: crate::table::BlockHandle { offset: 0, len: 0 },
+                bits_per_key: range_bits,
+            });
+            recorded_settings(&properties)
+        };
+        let fixed = built("siftdb.fixed:6", 16.0);
+        assert_eq!(fixed.prefix_len, Some(6));
+        assert_eq!(fixed.whole_key_filtering, Some(false));
+        assert_eq!(fixed.range_filter_bits_per_key, Some(16.0));
+        let custom = built("my-extractor", 12.0);
+        assert_eq!(custom.prefix_len, None);
+        assert_eq!(custom.whole_key_filtering, None);
+        assert_eq!(custom.range_filter_bits_per_key, Some(12.0));
+        for bad in [f64::NAN, 1000.0, -1.0] {
+            assert_eq!(
+                built("siftdb.fixed:6", bad),
+                KeyspaceSettings::default(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            recorded_settings(&TableProperties::placeholder()),
+            KeyspaceSettings::default()
+        );
+    }
 
     fn examined(range: Option<(&str, &str)>) -> Examined {
         Examined {
@@ -1640,6 +1735,7 @@ mod tests {
             user_range: range.map(|(lo, hi)| (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())),
             max_seq: None,
             filtered: None,
+            recorded: None,
             keyspace: TableKeyspace {
                 id: 0,
                 name: String::new(),

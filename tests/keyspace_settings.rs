@@ -3,7 +3,8 @@
 //! tables it builds say so: block size, compression, filter bits, prefix
 //! extractor, range filter), later calls change only the fields they give,
 //! code (a custom prefix extractor) is not stored, a read-only open writes
-//! nothing, and a checkpoint carries them.
+//! nothing, a checkpoint carries them, and a repair without the manifest
+//! recovers what the tables record of them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -121,6 +122,26 @@ fn recovery_builds_a_keyspaces_tables_with_its_settings() {
     assert_eq!(
         k.get(format!("user{:06}", KEYS - 1)).unwrap().as_deref(),
         Some(&[b'v'; 100][..])
+    );
+    // What the tables record of the settings is stored again: the
+    // keyspace's next tables have its fixed extractor (prefix entries
+    // beside whole keys) and its range filter; the rest is the database's
+    // until given again.
+    let table = fill_and_inspect(&db, &k, dir.path());
+    let prefix = table.prefix_filter.as_ref().expect("a prefix filter");
+    assert_eq!(prefix.extractor, "siftdb.fixed:4");
+    assert!(prefix.whole_keys);
+    match &table.range_filter {
+        RangeFilterSummary::Present {
+            configured_bits_per_key,
+            ..
+        } => assert_eq!(*configured_bits_per_key, 16.0),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        table.data_blocks < 100,
+        "default blocks: {}",
+        table.data_blocks
     );
 }
 
