@@ -482,26 +482,31 @@ fn settings_from_tables(examined: &[Examined]) -> BTreeMap<u32, KeyspaceSettings
         .collect()
 }
 
-/// What a table's properties record of the settings it was built with: a
-/// fixed prefix extractor (a custom one is given again at the next open,
-/// so none is stored and the keyspace takes the database's until then)
-/// with whole-key filtering beside it, and range filter bits. The rest
-/// (block size, compression, filter policy, memtable bytes) is not
-/// recorded: a rebuilt keyspace takes the database's options for them
-/// until `keyspace_with` gives them again.
-fn recorded_settings(properties: &TableProperties) -> KeyspaceSettings {
+/// What a table's properties record of the settings it was built with,
+/// where it differs from what the database's options `opts` give (a value
+/// equal to theirs is taken as inherited, and stays so): a fixed prefix
+/// extractor (a custom one is given again at the next open, so none is
+/// stored and the keyspace takes the database's until then) with
+/// whole-key filtering beside it, and range filter bits. The rest (block
+/// size, compression, filter policy, memtable bytes) is not recorded: a
+/// rebuilt keyspace takes the database's options for them until
+/// `keyspace_with` gives them again.
+fn recorded_settings(properties: &TableProperties, opts: &Options) -> KeyspaceSettings {
     let mut settings = KeyspaceSettings::default();
     if let Some(prefix) = &properties.prefix_filter {
-        if let Some(len) = PrefixExtractor::builtin(&prefix.extractor)
-            .and_then(|e| e.fixed_len())
-            .and_then(|len| u32::try_from(len).ok())
-        {
-            settings.prefix_len = Some(len);
-            settings.whole_key_filtering = Some(prefix.whole_keys);
+        if let Some(fixed) = PrefixExtractor::builtin(&prefix.extractor) {
+            if opts.prefix_extractor.as_ref() != Some(&fixed) {
+                settings.prefix_len = fixed.fixed_len().and_then(|len| u32::try_from(len).ok());
+            }
+            if opts.whole_key_filtering != prefix.whole_keys {
+                settings.whole_key_filtering = Some(prefix.whole_keys);
+            }
         }
     }
     if let Some(range) = &properties.range_filter {
-        settings.range_filter_bits_per_key = Some(range.bits_per_key);
+        if opts.range_filter_bits_per_key != range.bits_per_key {
+            settings.range_filter_bits_per_key = Some(range.bits_per_key);
+        }
     }
     // A value no open would accept (a table written by a bug or by hand)
     // is not stored: the keyspace must open after its repair.
@@ -582,7 +587,7 @@ impl Repair<'_> {
         match salvager.table() {
             Some(table) => {
                 let p = table.properties();
-                examined.recorded = Some(recorded_settings(p));
+                examined.recorded = Some(recorded_settings(p, self.opts));
                 if record.is_none() {
                     if let Some(keyspace) = &p.keyspace {
                         examined.keyspace = keyspace.clone();
@@ -1685,11 +1690,13 @@ mod tests {
 
     /// A repair stores what a table records of its keyspace's settings: a
     /// fixed extractor with its whole-key choice and range filter bits;
-    /// nothing for a custom extractor, and nothing at all when a value
-    /// would not pass an open's checks.
+    /// nothing for a custom extractor, nothing the database's options give
+    /// already, and nothing at all when a value would not pass an open's
+    /// checks.
     #[test]
     fn recorded_settings_keep_what_an_open_accepts() {
-        let built = |extractor: &str, range_bits: f64| {
+        let defaults = Options::default();
+        let built_for = |extractor: &str, range_bits: f64, opts: &Options| {
             let mut properties = TableProperties::placeholder();
             properties.prefix_filter = Some(PrefixFilterInfo {
                 extractor: extractor.to_owned(),
@@ -1700,8 +1707,9 @@ mod tests {
                 handle: crate::table::BlockHandle { offset: 0, len: 0 },
                 bits_per_key: range_bits,
             });
-            recorded_settings(&properties)
+            recorded_settings(&properties, opts)
         };
+        let built = |extractor: &str, range_bits: f64| built_for(extractor, range_bits, &defaults);
         let fixed = built("siftdb.fixed:6", 16.0);
         assert_eq!(fixed.prefix_len, Some(6));
         assert_eq!(fixed.whole_key_filtering, Some(false));
@@ -1718,9 +1726,23 @@ mod tests {
             );
         }
         assert_eq!(
-            recorded_settings(&TableProperties::placeholder()),
+            recorded_settings(&TableProperties::placeholder(), &defaults),
             KeyspaceSettings::default()
         );
+        // The database's own extractor, whole-key choice and range bits
+        // stay inherited.
+        let database = Options::default()
+            .prefix_extractor(PrefixExtractor::fixed(6).unwrap())
+            .whole_key_filtering(false)
+            .range_filter_bits_per_key(16.0);
+        assert_eq!(
+            built_for("siftdb.fixed:6", 16.0, &database),
+            KeyspaceSettings::default()
+        );
+        let other = built_for("siftdb.fixed:3", 12.0, &database);
+        assert_eq!(other.prefix_len, Some(3));
+        assert_eq!(other.whole_key_filtering, None);
+        assert_eq!(other.range_filter_bits_per_key, Some(12.0));
     }
 
     fn examined(range: Option<(&str, &str)>) -> Examined {
