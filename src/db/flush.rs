@@ -84,13 +84,18 @@ pub(crate) fn open_live_table_with(
 ) -> Result<Arc<LiveTable>> {
     let name = table_file_name(record.file_number);
     let path = dir.join(&name);
+    let missing =
+        || Error::corruption(format!("table {name}"), "named by the manifest but missing");
     if !tables.fs.exists(&path) {
-        return Err(Error::corruption(
-            format!("table {name}"),
-            "named by the manifest but missing",
-        ));
+        return Err(missing());
     }
-    let table = open_table(tables, &path)?;
+    // Gone between the check and the open (a writer's compaction removed
+    // it under a read-only open): missing too, not an I/O failure, so the
+    // read-only open sees the manifest moved and tries again.
+    let table = open_table(tables, &path).map_err(|e| match e {
+        Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => missing(),
+        e => e,
+    })?;
     if table.file_size() != record.file_size {
         return Err(Error::corruption(
             format!("table {name}"),
