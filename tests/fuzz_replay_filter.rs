@@ -308,7 +308,7 @@ fn write_seed_corpus() {
     std::fs::create_dir_all(&decode).unwrap();
     std::fs::create_dir_all(&roundtrip).unwrap();
 
-    // Every valid block is in the one layout (3).
+    // Every valid block is in the one layout (4).
     let mut small = BloomFilter::with_bits_per_key(20, 10.0).unwrap();
     for j in 0..20u32 {
         small.insert(format!("k{j:015}").as_bytes());

@@ -178,7 +178,7 @@ fn a_damaged_filter_fails_open_and_is_counted() {
         check_filter_fallback(bytes, "checksum mismatch");
     }
 
-    // A checksum-correct filter of an unknown layout (id 9 instead of 1):
+    // A checksum-correct filter of an unknown layout (id 9 instead of 4):
     // both the filter's own crc and the block trailer are recomputed.
     let mut bytes = clean.clone();
     let (start, end) = (

@@ -10,7 +10,7 @@
 //! offset  size        field
 //! 0       4           magic "SFB1"
 //! 4       1           format version (1)
-//! 5       1           layout id (3, the one layout: where probes fall in a line, see `probe.rs`)
+//! 5       1           layout id (4, the one layout: where probes fall in a line, see `probe.rs`)
 //! 6       1           hash id (1 = xxh3-64)
 //! 7       1           probes k (1..=32)
 //! 8       4           line count L (u32 LE, ≥ 1)

@@ -15,15 +15,15 @@
 //! `b % 64` of little-endian word `b / 64`, or bit `b % 32` of little-endian
 //! 32-bit word `b / 32` — so the bytes on disk are the bytes in memory.
 //!
-//! The one layout, [`Layout::Sectored`] (id 3; ids 1 and 2 named layouts
+//! The one layout, [`Layout::Sectored`] (id 4; ids 1 to 3 named layouts
 //! that were replaced before the first release and are no longer read): the
 //! line is eight 64-bit words (sectors) and a key sets at most one bit per
 //! word per round of eight probes. Probe `j` is in round `r = j / 8`; its
 //! word `w` gets bit `(lo32(hash) · M_(8r+w) mod 2³²) >> 26`, with
 //! `M_i = 0x9e3779b9^(i+1) mod 2³²`. A full round sets a bit in every word;
 //! the last round, of `m = k mod 8 > 0` probes, sets one in the `m`
-//! consecutive words (mod 8) from `s = (lo32(hash) · S mod 2³²) >> 29`, with
-//! `S = 0x9e3779b9^33 mod 2³²`. No probe has to find its word by its bits,
+//! consecutive words (mod 8) from `s = lo32(hash) mod 8`. No probe has to
+//! find its word by its bits,
 //! so eight of them are one vector multiply, one variable shift and one
 //! mask: inserting is as cheap as querying (`sectored_mask`). Why this
 //! layout and not another: `docs/design.md`, "The filter's layout".
@@ -35,9 +35,10 @@ use crate::filter::theory::MAX_PROBES;
 /// There is one layout: the enum names it so a block says which it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
-    /// Layout 3: one bit per 64-bit word per round of eight probes, the top
-    /// six bits of the low hash word times a power of 0x9e3779b9.
-    Sectored = 3,
+    /// Layout 4: one bit per 64-bit word per round of eight probes, the top
+    /// six bits of the low hash word times a power of 0x9e3779b9; a partial
+    /// round starts at the word the hash's three low bits name.
+    Sectored = 4,
 }
 
 impl Layout {
@@ -49,10 +50,10 @@ impl Layout {
         self as u8
     }
 
-    /// The layout with this id, if this build knows it (only 3).
+    /// The layout with this id, if this build knows it (only 4).
     pub fn from_id(id: u8) -> Option<Layout> {
         match id {
-            3 => Some(Layout::Sectored),
+            4 => Some(Layout::Sectored),
             _ => None,
         }
     }
@@ -83,26 +84,12 @@ pub(crate) const MULTIPLIERS: [u32; MAX_PROBES as usize] = {
     out
 };
 
-/// Layout 3's multiplier for the first word of a partial round:
-/// `0x9e3779b9^33 mod 2³²`, the power after the last of [`MULTIPLIERS`].
-/// (The exponent is written out: the layout must not move if the probe
-/// limit ever does.)
-pub(crate) const SECTOR_START_MULTIPLIER: u32 = {
-    let mut power = 1u32;
-    let mut i = 0;
-    while i < 33 {
-        power = power.wrapping_mul(0x9e37_79b9);
-        i += 1;
-    }
-    power
-};
-
-/// Words (sectors) in a line, one probe each per round in layout 3.
+/// Words (sectors) in a line, one probe each per round in layout 4.
 pub(crate) const SECTORS: usize = 8;
-/// Probes in a full round of layout 3: one per word.
+/// Probes in a full round of layout 4: one per word.
 const ROUND: u32 = 8;
 
-/// Layout 3's probes of one round as a mask over the line's eight words:
+/// Layout 4's probes of one round as a mask over the line's eight words:
 /// word `w` gets bit `(x · multipliers[w]) >> 26` when bit `w` of `keep`
 /// ([`round_words`]) is set. Written lane by lane without branches so that,
 /// compiled for AVX2, the eight words are vector lanes.
@@ -147,9 +134,11 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 pub(crate) struct Probes {
     count: u32,
     /// `round_words(min(count, 8), 0)`: the first round's words from word 0,
-    /// in the low byte of a `u32` (the rest zero) so that a kernel receives
-    /// it as a whole register, which the AVX-512 kernels rotate in place and
-    /// move to a mask register with no widening first.
+    /// in every byte of a `u32`, so that a kernel receives it as a whole
+    /// register which the AVX-512 kernels rotate left by the hash's low
+    /// half itself (a 32-bit rotate counts mod 32, and the pattern repeats
+    /// every 8 bits, so the low byte is the words rotated by the start word)
+    /// and move to a mask register with no widening first.
     first_words: u32,
 }
 
@@ -159,7 +148,7 @@ impl Probes {
         let first = if count < ROUND { count } else { ROUND };
         Probes {
             count,
-            first_words: round_words(first, 0) as u32,
+            first_words: round_words(first, 0) as u32 * 0x0101_0101,
         }
     }
 
@@ -185,8 +174,8 @@ impl Probes {
         words.rotate_left(start)
     }
 
-    /// The first round's words from word 0 (`first_round_words(0)`) in the
-    /// low byte of a `u32` whose other bytes are zero.
+    /// The first round's words from word 0 (`first_round_words(0)`) in each
+    /// byte of a `u32`.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(crate) const fn first_words(self) -> u32 {
@@ -194,13 +183,18 @@ impl Probes {
     }
 }
 
-/// The first word of layout 3's partial round for the hash's low half `x`.
+/// The first word of layout 4's partial round for the hash's low half `x`:
+/// its three low bits. (Layout 3 took the top three bits of `x` times a
+/// constant: on a Zen 4 the multiply and shift beside the line's load cost
+/// the single-key query about 3%, docs/design.md, #38's tenth pass; the low
+/// bits need none, as a rotate counts them itself, and the probes, drawn
+/// from the top bits of `x` times odd multipliers, stay independent of them.)
 #[inline(always)]
 pub(crate) fn sector_start(x: u32) -> u32 {
-    x.wrapping_mul(SECTOR_START_MULTIPLIER) >> 29
+    x & 7
 }
 
-/// Layout 3's multipliers by round: row `r` holds `M_(8r) .. M_(8r+8)`.
+/// Layout 4's multipliers by round: row `r` holds `M_(8r) .. M_(8r+8)`.
 #[expect(
     clippy::indexing_slicing,
     reason = "const evaluation: an index out of range fails the build, not a run"
@@ -215,7 +209,7 @@ pub(crate) const ROUND_MULTIPLIERS: [[u32; SECTORS]; MAX_PROBES as usize / SECTO
     rows
 };
 
-/// Layout 3's `k` probes (`1 ≤ k ≤ 32`) as a mask over the line's eight
+/// Layout 4's `k` probes (`1 ≤ k ≤ 32`) as a mask over the line's eight
 /// little-endian words: the bits an insert sets and a query tests.
 #[inline(always)]
 pub(crate) fn sectored_mask(hash: u64, probes: Probes) -> [u64; SECTORS] {
@@ -264,7 +258,7 @@ pub fn for_each_probe(layout: Layout, hash: u64, k: u32, visit: impl FnMut(u32))
     }
 }
 
-/// Layout 3's probes in order: round by round, each round's words from its
+/// Layout 4's probes in order: round by round, each round's words from its
 /// first (word 0 in a full round, the start word in the partial one).
 #[inline]
 fn for_each_sectored_probe(hash: u64, k: u32, mut visit: impl FnMut(u32)) {
@@ -333,11 +327,11 @@ mod tests {
     /// bit.
     fn reference_probes(hash: u64, k: u32) -> Vec<u32> {
         let mut out = Vec::new();
-        // M_j = 0x9e3779b9^(j+1), S = 0x9e3779b9^33, all mod 2^32.
+        // M_j = 0x9e3779b9^(j+1) mod 2^32; the partial round from low mod 8.
         let low = hash & 0xffff_ffff;
         let power = |e: u64| (0..e).fold(1u64, |p, _| p * 0x9e37_79b9 % (1 << 32));
         let top = |m: u64, bits: u32| (low * m % (1 << 32)) >> (32 - bits);
-        let start = top(power(33), 3);
+        let start = low % 8;
         let (mut placed, mut round) = (0u64, 0u64);
         while placed < k as u64 {
             let m = (k as u64 - placed).min(8);
@@ -436,7 +430,7 @@ mod tests {
     #[test]
     fn the_layout_id_round_trips_and_other_ids_are_refused() {
         assert_eq!(Layout::from_id(Layout::DEFAULT.id()), Some(Layout::DEFAULT));
-        assert_eq!(Layout::DEFAULT.id(), 3);
+        assert_eq!(Layout::DEFAULT.id(), 4);
         assert_eq!(
             (0..=255u8)
                 .filter(|&id| Layout::from_id(id).is_some())

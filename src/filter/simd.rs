@@ -252,7 +252,7 @@ kernels_for!(
 #[cfg(target_arch = "x86_64")]
 const WORD_OF_LANE: [u32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
 
-/// Layout 3's multipliers as 32-bit lanes in [`WORD_OF_LANE`] order, one
+/// Layout 4's multipliers as 32-bit lanes in [`WORD_OF_LANE`] order, one
 /// row per round, for `vpmulld`.
 #[cfg(target_arch = "x86_64")]
 #[expect(
@@ -418,7 +418,7 @@ kernels_for!(
     line_add_mask_avx512(line, sectored_mask_avx512(hash, k))
 );
 
-/// Layout 3's multipliers as 64-bit lanes, one row of eight per round, for
+/// Layout 4's multipliers as 64-bit lanes, one row of eight per round, for
 /// `vpmuludq` (which multiplies each lane's low 32 bits).
 #[cfg(target_arch = "x86_64")]
 #[expect(
@@ -520,12 +520,15 @@ fn one_round_bits_avx512(x: u32) -> __m512i {
 
 /// The instructions that put the first round's words of a hash in mask
 /// register `{lanes}` (one bit per word, as [`Probes::first_round_words`]):
-/// the probe count's words from word 0 (`{words}`, a `u32` whose low byte
-/// they are) rotated as a byte by the start word (in `cl`).
+/// the probe count's words from word 0 (`{words}`, a `u32` with them in
+/// every byte) rotated left by the hash's low half (in `ecx`): the rotate
+/// counts `cl` mod 32 and the pattern repeats every 8 bits, so the low byte
+/// is the words rotated by the start word, `x mod 8` ([`sector_start`]),
+/// with no instruction to work the start word out.
 #[cfg(target_arch = "x86_64")]
 macro_rules! first_round_lanes {
     () => {
-        concat!("rol {words:l}, cl\n", "kmovw {lanes}, {words:e}\n")
+        concat!("rol {words:e}, cl\n", "kmovw {lanes}, {words:e}\n")
     };
 }
 
@@ -572,7 +575,7 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
             "kortestw {missing}, {missing}",
             "sete {found}",
             words = inout(reg) k.first_words() => _,
-            in("ecx") sector_start(x),
+            in("ecx") x,
             lanes = out(kreg) _,
             missing = out(kreg) _,
             probes = in(zmm_reg) probes,
@@ -612,7 +615,7 @@ pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64,
             "vporq {probes}, {probes}, zmmword ptr [{lines} + {offset}]",
             "vmovdqu64 zmmword ptr [{lines} + {offset}], {probes}",
             words = inout(reg) k.first_words() => _,
-            in("ecx") sector_start(x),
+            in("ecx") x,
             lanes = out(kreg) _,
             probes = out(zmm_reg) _,
             one = in(zmm_reg) _mm512_set1_epi64(1),
