@@ -23,10 +23,10 @@
 //! `M_i = 0x9e3779b9^(i+1) mod 2³²`. A full round sets a bit in every word;
 //! the last round, of `m = k mod 8 > 0` probes, sets one in the `m`
 //! consecutive words (mod 8) from `s = lo32(hash) mod 8`. No probe has to
-//! find its word by its bits,
-//! so eight of them are one vector multiply, one variable shift and one
-//! mask: inserting is as cheap as querying (`sectored_mask`). Why this
-//! layout and not another: `docs/design.md`, "The filter's layout".
+//! find its word by its bits, so eight of them are one vector multiply, one
+//! variable shift and one mask: inserting is as cheap as querying
+//! (`sectored_mask`). Why this layout and not another: `docs/design.md`,
+//! "The filter's layout".
 
 pub use crate::filter::line::LINE_BYTES;
 use crate::filter::theory::MAX_PROBES;
