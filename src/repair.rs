@@ -504,12 +504,18 @@ fn recorded_settings(properties: &TableProperties, opts: &Options) -> KeyspaceSe
         }
     }
     if let Some(range) = &properties.range_filter {
-        if opts.range_filter_bits_per_key != range.bits_per_key {
+        // Range bits no open would accept (a table written by a bug or by
+        // hand) are dropped on their own; the extractor still counts.
+        let alone = KeyspaceSettings {
+            range_filter_bits_per_key: Some(range.bits_per_key),
+            ..KeyspaceSettings::default()
+        };
+        if opts.range_filter_bits_per_key != range.bits_per_key && alone.check().is_ok() {
             settings.range_filter_bits_per_key = Some(range.bits_per_key);
         }
     }
-    // A value no open would accept (a table written by a bug or by hand)
-    // is not stored: the keyspace must open after its repair.
+    // The keyspace must open after its repair: a whole that an open would
+    // refuse is not stored.
     if settings.check().is_err() {
         return KeyspaceSettings::default();
     }
@@ -1718,12 +1724,13 @@ mod tests {
         assert_eq!(custom.prefix_len, None);
         assert_eq!(custom.whole_key_filtering, None);
         assert_eq!(custom.range_filter_bits_per_key, Some(12.0));
+        // Range bits an open refuses are dropped, and only they.
         for bad in [f64::NAN, 1000.0, -1.0] {
-            assert_eq!(
-                built("siftdb.fixed:6", bad),
-                KeyspaceSettings::default(),
-                "{bad}"
-            );
+            let kept = built("siftdb.fixed:6", bad);
+            assert_eq!(kept.range_filter_bits_per_key, None, "{bad}");
+            assert_eq!(kept.prefix_len, Some(6), "{bad}");
+            assert_eq!(kept.whole_key_filtering, Some(false), "{bad}");
+            assert!(kept.check().is_ok(), "{bad}");
         }
         assert_eq!(
             recorded_settings(&TableProperties::placeholder(), &defaults),
