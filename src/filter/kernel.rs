@@ -24,9 +24,9 @@ use crate::filter::simd::{self, Isa};
 /// because every kernel indexes its line without a check: the lines must
 /// not be empty ([`LineTest`] tests a slice, and a [`LineMemory`] always
 /// holds a line).
-type ContainsKernel = unsafe fn(&[[u8; LINE_BYTES]], u64, Probes) -> bool;
+type ContainsKernel = unsafe fn(&[[u8; LINE_BYTES]], Probes, u64) -> bool;
 /// A single-key insert kernel: sets a hash's probes in a filter's lines.
-type InsertKernel = unsafe fn(&mut [Line], u64, Probes);
+type InsertKernel = unsafe fn(&mut [Line], Probes, u64);
 
 /// The kernels for one probe count on this CPU. The single-key kernels are
 /// chosen once, when the filter is made — for the instruction set and for
@@ -87,7 +87,7 @@ impl LineTest {
         }
         // SAFETY: `with_isa` stored a kernel of `isa`, this CPU's (or one it
         // also runs), for `probes`' number of rounds; `lines` is not empty.
-        unsafe { (self.contains)(lines, hash, self.probes) }
+        unsafe { (self.contains)(lines, self.probes, hash) }
     }
 
     /// [`LineTest::contains_hash`] in a filter's own lines, which always
@@ -95,7 +95,7 @@ impl LineTest {
     #[inline(always)]
     pub(crate) fn contains_in(&self, lines: &LineMemory, hash: u64) -> bool {
         // SAFETY: as in `contains_hash`; a `LineMemory` is never empty.
-        unsafe { (self.contains)(lines.as_arrays(), hash, self.probes) }
+        unsafe { (self.contains)(lines.as_arrays(), self.probes, hash) }
     }
 
     /// Sets the probes of a hash in its line of `lines`, in one call of
@@ -107,7 +107,7 @@ impl LineTest {
             return;
         }
         // SAFETY: as in `contains_hash`.
-        unsafe { (self.insert)(lines, hash, self.probes) }
+        unsafe { (self.insert)(lines, self.probes, hash) }
     }
 
     /// [`LineTest::insert_hash`] into a filter's own lines, which always
@@ -115,7 +115,7 @@ impl LineTest {
     #[inline(always)]
     pub(crate) fn insert_in(&self, lines: &mut LineMemory, hash: u64) {
         // SAFETY: as in `contains_in`.
-        unsafe { (self.insert)(lines.as_mut_slice(), hash, self.probes) }
+        unsafe { (self.insert)(lines.as_mut_slice(), self.probes, hash) }
     }
 
     /// Sets the probes of every hash of `hashes` in the line it picks among

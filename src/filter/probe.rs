@@ -130,32 +130,38 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 /// filter is made: the words of its first round before the rotate to the
 /// hash's start word. A query then pays one rotate for its word mask
 /// instead of a minimum, a shift and a mask per call.
+///
+/// Both are packed in one `u64` — the first round's words from word 0
+/// (`round_words(min(count, 8), 0)`) in every byte of the low half, the
+/// count in the high half — so a single-key kernel receives them in one
+/// register, and with the hash after them as its last argument the hash
+/// arrives in `rcx`, where the AVX-512 kernels' rotate wants its count:
+/// the caller sets up three registers and the kernel copies none
+/// (docs/design.md, #38's eleventh pass). The words are in every byte so
+/// that the kernels rotate the low half left by the hash's low half itself
+/// (a 32-bit rotate counts mod 32, and the pattern repeats every 8 bits, so
+/// the low byte is the words rotated by the start word) and move it to a
+/// mask register with no widening first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Probes {
-    count: u32,
-    /// `round_words(min(count, 8), 0)`: the first round's words from word 0,
-    /// in every byte of a `u32`, so that a kernel receives it as a whole
-    /// register which the AVX-512 kernels rotate left by the hash's low
-    /// half itself (a 32-bit rotate counts mod 32, and the pattern repeats
-    /// every 8 bits, so the low byte is the words rotated by the start word)
-    /// and move to a mask register with no widening first.
-    first_words: u32,
+    /// `count << 32 | first_words`.
+    packed: u64,
 }
 
 impl Probes {
     /// `count` probes per key (`1 ≤ count ≤ 32`).
     pub(crate) const fn new(count: u32) -> Probes {
         let first = if count < ROUND { count } else { ROUND };
+        let first_words = round_words(first, 0) as u32 * 0x0101_0101;
         Probes {
-            count,
-            first_words: round_words(first, 0) as u32 * 0x0101_0101,
+            packed: (count as u64) << 32 | first_words as u64,
         }
     }
 
     /// Probes per key.
     #[inline(always)]
     pub(crate) const fn count(self) -> u32 {
-        self.count
+        low_half(self.packed >> 32)
     }
 
     /// Whether every probe is in the first round (`count ≤ 8`, every
@@ -163,23 +169,22 @@ impl Probes {
     /// one bit, and a kernel needs no loop over rounds.
     #[inline(always)]
     pub(crate) const fn one_round(self) -> bool {
-        self.count <= ROUND
+        self.count() <= ROUND
     }
 
     /// The words the first round sets for a hash whose start word is
     /// `start` (`round_words(min(count, 8), start)`).
     #[inline(always)]
     pub(crate) const fn first_round_words(self, start: u32) -> u8 {
-        let [words, ..] = self.first_words.to_le_bytes();
+        let [words, ..] = self.first_words().to_le_bytes();
         words.rotate_left(start)
     }
 
     /// The first round's words from word 0 (`first_round_words(0)`) in each
     /// byte of a `u32`.
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(crate) const fn first_words(self) -> u32 {
-        self.first_words
+        low_half(self.packed)
     }
 }
 

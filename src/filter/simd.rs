@@ -23,10 +23,11 @@
 //! one round (`k ≤ 8`, every filter at 12.75 bits per key or below), the
 //! one-round kernels, which have no loop or test of the probe count; the
 //! caller hashes the key inline (one xxh3, no branch on the seed) and the
-//! kernel takes the filter's lines, the hash and the probe count
-//! ([`crate::filter::probe::Probes`], the first round's word mask one
-//! rotate). The line's index needs no bounds check (`line_index` is below
-//! any non-empty line count).
+//! kernel takes the filter's lines, the probe count
+//! ([`crate::filter::probe::Probes`], one register, the first round's word
+//! mask one rotate) and the hash, last, so that it arrives in `rcx`, the
+//! rotate's count. The line's index needs no bounds check (`line_index` is
+//! below any non-empty line count).
 //!
 //! The AVX-512 one-round kernels are written for the chain after the
 //! line's load, since a query spends most of its time waiting for that
@@ -40,7 +41,8 @@
 //! zeroed outside the round's words) and the store. Both are `asm!`
 //! blocks: from intrinsics LLVM moves the mask to a general register
 //! (`kmovw`, `test`) and loads the line separately, a chain two steps
-//! longer. At n = 1M (a 1.25 MB filter, past the 1 MB L2 of the Zen 4 it
+//! longer; and the blocks use `zmm16` and `zmm17`, which SSE cannot name,
+//! so the kernels end without a `vzeroupper`. At n = 1M (a 1.25 MB filter, past the 1 MB L2 of the Zen 4 it
 //! was measured on) this took the query from 1.02–1.05× sbbf-rs-safe's
 //! time to 1.00–1.03×, and at 20M from 0.97–0.99× to 0.91–0.96× (the
 //! insert there from 0.90–0.94× to 0.81–0.87×; docs/design.md, "The
@@ -142,8 +144,8 @@ static DETECTED: AtomicU8 = AtomicU8::new(0);
 #[inline(never)]
 pub(crate) unsafe fn contains_hash_scalar(
     lines: &[[u8; LINE_BYTES]],
-    hash: u64,
     k: Probes,
+    hash: u64,
 ) -> bool {
     let test = |line: &[u8; LINE_BYTES], hash| line_has_mask(line, &sectored_mask(hash, k));
     // SAFETY: `lines` is not empty (this function's contract).
@@ -154,7 +156,7 @@ pub(crate) unsafe fn contains_hash_scalar(
 /// # Safety
 /// `lines` must not be empty (see [`add_hash`]).
 #[inline(never)]
-pub(crate) unsafe fn insert_hash_scalar(lines: &mut [Line], hash: u64, k: Probes) {
+pub(crate) unsafe fn insert_hash_scalar(lines: &mut [Line], k: Probes, hash: u64) {
     let set = |line: &mut [u8; LINE_BYTES], hash| line_add_mask(line, &sectored_mask(hash, k));
     // SAFETY: `lines` is not empty (this function's contract).
     unsafe { add_hash(lines, hash, set) };
@@ -194,8 +196,8 @@ macro_rules! kernels_for {
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $contains_hash(
             lines: &[[u8; LINE_BYTES]],
-            $hash: u64,
             $k: Probes,
+            $hash: u64,
         ) -> bool {
             let test = |$line: &[u8; LINE_BYTES], $hash| $test_body;
             // SAFETY: `lines` is not empty (this function's contract).
@@ -206,7 +208,7 @@ macro_rules! kernels_for {
         /// # Safety
         /// As the query's.
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $insert_hash(lines: &mut [Line], $hash: u64, $k: Probes) {
+        pub(crate) unsafe fn $insert_hash(lines: &mut [Line], $k: Probes, $hash: u64) {
             let set = |$line: &mut [u8; LINE_BYTES], $hash| $add_body;
             // SAFETY: `lines` is not empty (this function's contract).
             unsafe { add_hash(lines, $hash, set) };
@@ -386,8 +388,8 @@ fn one_round_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn contains_hash_avx2_one_round(
     lines: &[[u8; LINE_BYTES]],
-    hash: u64,
     k: Probes,
+    hash: u64,
 ) -> bool {
     let test =
         |line: &[u8; LINE_BYTES], hash| line_has_mask_avx2(line, one_round_mask_avx2(hash, k));
@@ -400,7 +402,7 @@ pub(crate) unsafe fn contains_hash_avx2_one_round(
 /// As [`contains_hash_avx2_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], hash: u64, k: Probes) {
+pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], k: Probes, hash: u64) {
     let set =
         |line: &mut [u8; LINE_BYTES], hash| line_add_mask_avx2(line, one_round_mask_avx2(hash, k));
     // SAFETY: `lines` is not empty (this function's contract).
@@ -502,20 +504,34 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
     unsafe { _mm512_storeu_si512(place, _mm512_or_si512(_mm512_loadu_si512(place), mask)) };
 }
 
-/// The probe bits of a filter whose probes fit one round (`k ≤ 8`), one
-/// per 64-bit lane: its six low bits, as counts of a rotate (which counts
-/// mod 64, so the lane's higher product bits need no clearing). Which
-/// lanes are probes — the round's words — the kernels apply as a mask
-/// register (`first_round_lanes!`).
+/// The 1 every lane's probe bit is rotated from, broadcast by the
+/// one-round kernels from memory (a load folded into the broadcast, where
+/// a constant would take a general register and a move).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl")]
-#[inline]
-fn one_round_bits_avx512(x: u32) -> __m512i {
-    let spread = _mm512_set1_epi64(i64::from(x));
-    let [first, ..] = &SECTOR_LANES;
-    // SAFETY: `first` is 64 bytes of u64s; the load has no alignment need.
-    let multipliers = unsafe { _mm512_loadu_si512(first.as_ptr().cast()) };
-    _mm512_srli_epi64::<26>(_mm512_mul_epu32(spread, multipliers))
+static ONE_BIT: u64 = 1;
+
+/// The instructions that put one round of probe bits in `zmm16`, for a
+/// hash in `rcx`: its low half broadcast to eight 64-bit lanes, multiplied
+/// by the first round's multipliers (`vpmuludq` multiplies each lane's low
+/// 32 bits), shifted right by 26 so the top six bits of each product's low
+/// half are the low six of the lane, and 1 (from `{one}`, [`ONE_BIT`])
+/// rotated left by each lane — a rotate counts mod 64, so the product's
+/// higher bits need no clearing. The zeroing of the lanes outside the
+/// round's words is left to the kernel (a mask register). `zmm16` and
+/// `zmm17` are registers SSE cannot name: writing them leaves no upper
+/// half of `ymm0`–`ymm15` dirty, so the kernels need no `vzeroupper` on
+/// their way out (LLVM puts one at the end of any function that writes
+/// those halves; `vzeroupper` itself leaves `zmm16`–`zmm31` alone).
+#[cfg(target_arch = "x86_64")]
+macro_rules! one_round_bits {
+    () => {
+        concat!(
+            "vpbroadcastq zmm16, rcx\n",
+            "vpmuludq zmm16, zmm16, zmmword ptr [rip + {mult}]\n",
+            "vpsrlq zmm16, zmm16, 26\n",
+            "vpbroadcastq zmm17, qword ptr [rip + {one}]\n",
+        )
+    };
 }
 
 /// The instructions that put the first round's words of a hash in mask
@@ -533,18 +549,18 @@ macro_rules! first_round_lanes {
 }
 
 /// The single-key query for `k ≤ 8` with AVX-512: the hash's line tested in
-/// one instruction, `vptestnmq` of the probes (1 rotated left by
-/// [`one_round_bits_avx512`] in every lane) against the
-/// line in memory, masked to the round's words (a lane is set when its
-/// probe's bit is missing), then `kortestw` of that mask: found when no
-/// lane is set. The probes and the word mask are worked out while the line
-/// is on its way, so after the load only the test, `kortestw` and `sete`
-/// remain — the shortest chain from the load to the answer (docs/design.md,
-/// "The filter's layout and kernels"). No test of the length, no bounds
-/// check of the index ([`line_offset`]). Written in `asm!` because LLVM
+/// one instruction, `vptestnmq` of the probes ([`one_round_bits`], the
+/// rotate after it) against the line in memory, masked to the round's
+/// words (a lane is set when its probe's bit is missing), then `kortestw`
+/// of that mask: found when no lane is set. The probes and the word mask
+/// are worked out while the line is on its way, so after the load only the
+/// test, `kortestw` and `sete` remain — the shortest chain from the load to
+/// the answer (docs/design.md, "The filter's layout and kernels"). No test
+/// of the length, no bounds check of the index ([`line_offset`]), no
+/// `vzeroupper` ([`one_round_bits`]). All in `asm!`: from intrinsics LLVM
 /// turns the masked test into a test of a general register (`kmovw`,
-/// `test`: one more step after the load) and the folded load back into a
-/// separate one.
+/// `test`: one more step after the load), loads the line separately, and
+/// allocates `zmm0` and up, which cost the `vzeroupper`.
 /// # Safety
 /// The CPU must support AVX-512 F and VL; `lines` must not be empty; `k`
 /// must be one round ([`Probes::one_round`]), or the probes past the first
@@ -557,28 +573,32 @@ macro_rules! first_round_lanes {
 )]
 pub(crate) unsafe fn contains_hash_avx512_one_round(
     lines: &[[u8; LINE_BYTES]],
-    hash: u64,
     k: Probes,
+    hash: u64,
 ) -> bool {
     let offset = line_offset(hash, lines.len());
-    let x = low_half(hash);
-    let probes = _mm512_rolv_epi64(_mm512_set1_epi64(1), one_round_bits_avx512(x));
     let found: u8;
     // SAFETY: `lines` is not empty (this function's contract), so the 64
     // bytes at `offset` are one of its lines (`line_offset`), which the
-    // block only reads (no alignment needed); it writes its own registers
-    // and the flags, and touches no stack.
+    // block only reads (no alignment needed), as it reads the multipliers
+    // and `ONE_BIT` (statics); it writes its own registers and the flags,
+    // and touches no stack.
     unsafe {
         asm!(
+            one_round_bits!(),
+            "vprolvq zmm16, zmm17, zmm16",
             first_round_lanes!(),
-            "vptestnmq {missing}{{{lanes}}}, {probes}, zmmword ptr [{lines} + {offset}]",
+            "vptestnmq {missing}{{{lanes}}}, zmm16, zmmword ptr [{lines} + {offset}]",
             "kortestw {missing}, {missing}",
             "sete {found}",
             words = inout(reg) k.first_words() => _,
-            in("ecx") x,
+            in("rcx") hash,
+            mult = sym SECTOR_LANES,
+            one = sym ONE_BIT,
+            out("zmm16") _,
+            out("zmm17") _,
             lanes = out(kreg) _,
             missing = out(kreg) _,
-            probes = in(zmm_reg) probes,
             lines = in(reg) lines.as_ptr(),
             offset = in(reg) offset,
             found = out(reg_byte) found,
@@ -589,10 +609,10 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
     unsafe { std::mem::transmute::<u8, bool>(found) }
 }
 
-/// The single-key insert for `k ≤ 8` with AVX-512: the probes (1 rotated
-/// left by [`one_round_bits_avx512`], zeroed outside the round's words),
-/// ORed with the line in memory (`vporq` with the load folded in) and
-/// stored — one instruction between the load and the store, and one
+/// The single-key insert for `k ≤ 8` with AVX-512: the probes
+/// ([`one_round_bits`], rotated with the lanes outside the round's words
+/// zeroed), ORed with the line in memory (`vporq` with the load folded in)
+/// and stored — one instruction between the load and the store, and one
 /// instruction fewer than a separate load. In `asm!` as the query is: LLVM
 /// turns the zeroing and the OR back into a masked OR of a separately
 /// loaded line.
@@ -600,26 +620,27 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
 /// As [`contains_hash_avx512_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
-pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], hash: u64, k: Probes) {
+pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], k: Probes, hash: u64) {
     let offset = line_offset(hash, lines.len());
-    let x = low_half(hash);
-    let bits = one_round_bits_avx512(x);
     // SAFETY: `lines` is not empty (this function's contract), so the 64
     // bytes at `offset` are one of its lines (`line_offset`), which the
-    // block reads and writes (no alignment needed); it writes its own
-    // registers and the flags otherwise, and touches no stack.
+    // block reads and writes (no alignment needed); it reads the
+    // multipliers and `ONE_BIT` (statics), writes its own registers and
+    // the flags otherwise, and touches no stack.
     unsafe {
         asm!(
+            one_round_bits!(),
             first_round_lanes!(),
-            "vprolvq {probes}{{{lanes}}}{{z}}, {one}, {bits}",
-            "vporq {probes}, {probes}, zmmword ptr [{lines} + {offset}]",
-            "vmovdqu64 zmmword ptr [{lines} + {offset}], {probes}",
+            "vprolvq zmm16{{{lanes}}}{{z}}, zmm17, zmm16",
+            "vporq zmm16, zmm16, zmmword ptr [{lines} + {offset}]",
+            "vmovdqu64 zmmword ptr [{lines} + {offset}], zmm16",
             words = inout(reg) k.first_words() => _,
-            in("ecx") x,
+            in("rcx") hash,
+            mult = sym SECTOR_LANES,
+            one = sym ONE_BIT,
+            out("zmm16") _,
+            out("zmm17") _,
             lanes = out(kreg) _,
-            probes = out(zmm_reg) _,
-            one = in(zmm_reg) _mm512_set1_epi64(1),
-            bits = in(zmm_reg) bits,
             lines = in(reg) lines.as_mut_ptr(),
             offset = in(reg) offset,
             options(nostack),
