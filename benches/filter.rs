@@ -515,11 +515,22 @@ fn spread(values: &mut [f64]) -> [f64; 5] {
     [at(0.0), at(0.25), at(0.5), at(0.75), at(1.0)]
 }
 
+/// Writes a buffer larger than any cache of the machine (64 MiB), so that
+/// what was touched before it is no longer cached.
+fn evict_caches() {
+    let mut junk = vec![1u8; 64 << 20];
+    for at in (0..junk.len()).step_by(64) {
+        junk[at] = junk[at].wrapping_add(1);
+    }
+    black_box(&junk);
+}
+
 /// `SIFTDB_BENCH_PAIRED=1`: siftdb's single-key paths against
 /// sbbf-rs-safe's alone, in pairs close in time, for a ratio a shared
 /// machine's bursts move less than `compare`'s. Each round (`SIFTDB_BENCH_ROUNDS`,
 /// 21) builds both filters one `insert` per key and siftdb's also with
-/// `insert_keys` (in an order that alternates by round), then runs the
+/// `insert_keys` (in an order that alternates by round), evicts the caches
+/// (or the filter built last would start its queries warm), then runs the
 /// absent and the present queries in eight slices, each slice through
 /// both filters back to back (which goes first alternates); a round's
 /// ratio is siftdb's time over sbbf's. Printed: the quartiles and extremes
@@ -555,6 +566,10 @@ fn paired(n: u64) {
             let (o, ot) = siftdb_each_build(n);
             (o, ot, t, tt, kt)
         };
+        // The filter built last would start its queries warm in the cache
+        // (the build order alternates by round, so the rounds split in two
+        // modes): both start cold instead.
+        evict_caches();
         times[2].push((per_key(ours_time), per_key(theirs_time)));
         times[3].push((per_key(keys_time), per_key(theirs_time)));
         if round == 0 {
