@@ -21,8 +21,9 @@
 //! grid of [`GRID_STEP`] bits; `b = 0` is "no filter" (every lookup reads the
 //! table, FP = 1). The optimum is found by bisection on the Lagrange
 //! multiplier λ: each level takes the `b` that minimises
-//! `runs · FP(b) + λ · keys · b` over the grid, and λ is moved until the
-//! bits spent meet the budget.
+//! `runs · FP(b) + λ · keys · b` over the grid (found by a binary search
+//! along the grid's lower convex hull, where that minimum always lies),
+//! and λ is moved until the bits spent meet the budget.
 
 use std::sync::OnceLock;
 
@@ -155,6 +156,40 @@ fn fp_table() -> &'static [(f64, f64)] {
     })
 }
 
+/// The points of [`fp_table`] on its lower convex hull, in the table's
+/// order (points on a hull edge kept): the only points where a cost
+/// `runs · FP(b) + λ · keys · b` with positive weights can be least, since
+/// a linear function over a finite set is least at a vertex of its hull,
+/// and on its lower side when it grows with both coordinates' weights. So
+/// `choose` searches these and picks what a scan of the whole grid picks,
+/// ties too: the first least point in the table's order is on the hull
+/// (tested).
+fn hull_table() -> &'static [(f64, f64)] {
+    static HULL: OnceLock<Vec<(f64, f64)>> = OnceLock::new();
+    HULL.get_or_init(|| lower_hull(fp_table()))
+}
+
+/// Andrew's monotone chain, lower half, over points sorted by x; a point
+/// is dropped only when it lies strictly above the segment of its
+/// neighbours, so points on an edge stay.
+fn lower_hull(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut hull: Vec<(f64, f64)> = Vec::with_capacity(points.len());
+    for &p in points {
+        while let [.., o, a] = hull[..] {
+            // Cross product of o→a and o→p: negative when a is above the
+            // segment o→p (the chain turns clockwise at a).
+            let cross = (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0);
+            if cross < 0.0 {
+                hull.pop();
+            } else {
+                break;
+            }
+        }
+        hull.push(p);
+    }
+    hull
+}
+
 /// The expected false table probes of one absent-key lookup when level `i`
 /// gets `bits[i]` bits per key (`0` = no filter).
 pub fn expected_false_probes(levels: &[LevelShape], bits: &[f64]) -> f64 {
@@ -177,13 +212,16 @@ pub fn expected_false_probes_of(levels: &[LevelShape], choices: &[FilterChoice])
         .sum()
 }
 
-/// For multiplier `lambda`, each level's best choice (the grid of Bloom
-/// filters, plus the level's `extra` choices) and the bits spent.
+/// For multiplier `lambda`, each level's best choice (among the Bloom
+/// filters of `hull`, [`hull_table`], plus the level's `extra` choices)
+/// and the bits spent: the first least of `runs · FP + λ · keys · bits`
+/// in the grid's order, then an extra choice only when strictly less —
+/// what a scan of the whole grid and then the extras picks (tested).
 fn choose(
     levels: &[LevelShape],
     extra: &[Vec<FilterChoice>],
     lambda: f64,
-    table: &[(f64, f64)],
+    hull: &[(f64, f64)],
 ) -> (Vec<FilterChoice>, f64) {
     let mut spent = 0.0;
     let choice = levels
@@ -193,15 +231,15 @@ fn choose(
             let keys = level.keys as f64;
             let runs = f64::from(level.runs);
             let cost = |bits: f64, fp: f64| runs * fp + lambda * keys * bits;
-            let grid = table
-                .iter()
-                .map(|&(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
+            let grid = least_on_hull(hull, &cost)
+                .map(|(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
             let others = extra
                 .get(i)
                 .into_iter()
                 .flatten()
                 .map(|&c| (c, cost(c.bits_per_key(), c.fp_rate())));
             let best = grid
+                .into_iter()
                 .chain(others)
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .map_or(FilterChoice::None, |(choice, _)| choice);
@@ -211,6 +249,36 @@ fn choose(
         .collect();
     (choice, spent)
 }
+
+/// The first point of `hull` where `cost` (a positive mix of FP and bits)
+/// is least, in a logarithmic number of evaluations: along the lower hull
+/// the cost falls, then rises, so the first point not above the next one
+/// is where it stops falling (a binary search over neighbouring pairs).
+/// Rounding can blur the turn over a point or two where neighbours' costs
+/// nearly tie, so the points around it are compared one by one, keeping
+/// the first least, as a scan would.
+fn least_on_hull(hull: &[(f64, f64)], cost: &impl Fn(f64, f64) -> f64) -> Option<(f64, f64)> {
+    let of = |&(bits, fp): &(f64, f64)| cost(bits, fp);
+    let falls_after = |i: usize| match (hull.get(i), hull.get(i + 1)) {
+        (Some(here), Some(next)) => of(next) < of(here),
+        _ => false,
+    };
+    let (mut lo, mut hi) = (0, hull.len().saturating_sub(1));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if falls_after(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let turn = lo;
+    let near = hull.get(turn.saturating_sub(NEAR_TURN)..hull.len().min(turn + NEAR_TURN + 1))?;
+    near.iter().copied().min_by(|a, b| of(a).total_cmp(&of(b)))
+}
+
+/// Points on each side of the hull's turn [`least_on_hull`] compares.
+const NEAR_TURN: usize = 3;
 
 /// Bits per key for each level (`0` = build no filter there) that minimise
 /// [`expected_false_probes`] while spending at most `avg_bits_per_key` bits
@@ -312,15 +380,16 @@ pub fn allocate_filters(
         })
         .collect();
     let table = fp_table();
+    let hull = hull_table();
     // λ = 0 spends the most; a huge λ spends nothing. Bisect in log space.
     let (mut lo, mut hi) = (1e-30f64, 1e6f64);
-    let (most, spent_most) = choose(levels, &extra, lo, table);
+    let (most, spent_most) = choose(levels, &extra, lo, hull);
     let mut best = if spent_most <= budget {
         most
     } else {
         for _ in 0..200 {
             let mid = (lo * hi).sqrt();
-            let (_, spent) = choose(levels, &extra, mid, table);
+            let (_, spent) = choose(levels, &extra, mid, hull);
             if spent > budget {
                 lo = mid;
             } else {
@@ -330,7 +399,7 @@ pub fn allocate_filters(
                 break;
             }
         }
-        choose(levels, &extra, hi, table).0
+        choose(levels, &extra, hi, hull).0
     };
     spend_what_is_left(levels, &extra, table, budget, &mut best);
     for (i, (choice, level)) in best.iter_mut().zip(levels).enumerate() {
@@ -351,6 +420,89 @@ mod tests {
             .zip(bits)
             .map(|(l, b)| l.keys as f64 * b)
             .sum()
+    }
+
+    /// The hull keeps the grid's first point, its last, and every point
+    /// a linear cost can be least at: for a spread of multipliers and
+    /// level shapes (with and without fuse choices), `choose` (a binary
+    /// search along the hull) picks exactly what a scan of the whole grid
+    /// picks. It fails if the hull dropped a point that is some cost's
+    /// first least one, or the search missed it.
+    #[test]
+    fn the_hull_picks_what_the_grid_picks() {
+        let (table, hull) = (fp_table(), hull_table());
+        assert_eq!(hull.first(), table.first());
+        assert_eq!(hull.last(), table.last());
+        assert!(
+            hull.len() < table.len(),
+            "{} of {}",
+            hull.len(),
+            table.len()
+        );
+        let shapes: Vec<LevelShape> = [1u64, 7, 1_000, 65_536, 10_000_000, 3_000_000_000]
+            .into_iter()
+            .flat_map(|keys| [1u32, 4, 20].map(|runs| LevelShape { keys, runs }))
+            .collect();
+        let extra: Vec<Vec<FilterChoice>> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                if i % 2 == 0 {
+                    fuse_choices(l.keys.max(2)).to_vec()
+                } else {
+                    vec![]
+                }
+            })
+            .collect();
+        for step in 0..=3_600 {
+            let lambda = 10f64.powf(-30.0 + f64::from(step) / 100.0);
+            assert_eq!(
+                choose(&shapes, &extra, lambda, hull),
+                choose_by_scan(&shapes, &extra, lambda, table),
+                "lambda {lambda}"
+            );
+        }
+        // A point strictly above its neighbours' segment is dropped.
+        let v = lower_hull(&[(0.0, 1.0), (1.0, 0.9), (2.0, 0.2), (3.0, 0.1)]);
+        assert_eq!(v, vec![(0.0, 1.0), (2.0, 0.2), (3.0, 0.1)]);
+        // A point on the segment stays.
+        let v = lower_hull(&[(0.0, 1.0), (1.0, 0.5), (2.0, 0.0)]);
+        assert_eq!(v.len(), 3);
+    }
+
+    /// `choose` as a scan of every grid point and then the extras: the
+    /// reference the hull's binary search is held to.
+    fn choose_by_scan(
+        levels: &[LevelShape],
+        extra: &[Vec<FilterChoice>],
+        lambda: f64,
+        table: &[(f64, f64)],
+    ) -> (Vec<FilterChoice>, f64) {
+        let mut spent = 0.0;
+        let choice = levels
+            .iter()
+            .enumerate()
+            .map(|(i, level)| {
+                let keys = level.keys as f64;
+                let runs = f64::from(level.runs);
+                let cost = |bits: f64, fp: f64| runs * fp + lambda * keys * bits;
+                let grid = table
+                    .iter()
+                    .map(|&(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
+                let others = extra
+                    .get(i)
+                    .into_iter()
+                    .flatten()
+                    .map(|&c| (c, cost(c.bits_per_key(), c.fp_rate())));
+                let best = grid
+                    .chain(others)
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .map_or(FilterChoice::None, |(choice, _)| choice);
+                spent += keys * best.bits_per_key();
+                best
+            })
+            .collect();
+        (choice, spent)
     }
 
     /// A tree of size ratio 10: level 0 with four tables, then L1..L3.
