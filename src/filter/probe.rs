@@ -136,8 +136,8 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 /// count in the high half — so a single-key kernel receives them in one
 /// register, and with the hash after them as its last argument the hash
 /// arrives in `rcx`, where the AVX-512 kernels' rotate wants its count:
-/// the caller sets up three registers and the kernel copies none
-/// (docs/design.md, #38's eleventh pass). The words are in every byte so
+/// the caller sets up three registers, not four, and the kernel moves
+/// nothing into `rcx` (docs/design.md, #38's eleventh pass). The words are in every byte so
 /// that the kernels rotate the low half left by the hash's low half itself
 /// (a 32-bit rotate counts mod 32, and the pattern repeats every 8 bits, so
 /// the low byte is the words rotated by the start word) and move it to a
