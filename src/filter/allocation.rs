@@ -223,6 +223,16 @@ fn choose(
     lambda: f64,
     hull: &[(f64, f64)],
 ) -> (Vec<FilterChoice>, f64) {
+    choose_with(levels, extra, lambda, |cost| least_on_hull(hull, cost))
+}
+
+/// [`choose`] with the grid's least point for a cost found by `least`.
+fn choose_with(
+    levels: &[LevelShape],
+    extra: &[Vec<FilterChoice>],
+    lambda: f64,
+    least: impl Fn(&dyn Fn(f64, f64) -> f64) -> Option<(f64, f64)>,
+) -> (Vec<FilterChoice>, f64) {
     let mut spent = 0.0;
     let choice = levels
         .iter()
@@ -231,8 +241,7 @@ fn choose(
             let keys = level.keys as f64;
             let runs = f64::from(level.runs);
             let cost = |bits: f64, fp: f64| runs * fp + lambda * keys * bits;
-            let grid = least_on_hull(hull, &cost)
-                .map(|(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
+            let grid = least(&cost).map(|(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
             let others = extra
                 .get(i)
                 .into_iter()
@@ -257,7 +266,7 @@ fn choose(
 /// Rounding can blur the turn over a point or two where neighbours' costs
 /// nearly tie, so the points around it are compared one by one, keeping
 /// the first least, as a scan would.
-fn least_on_hull(hull: &[(f64, f64)], cost: &impl Fn(f64, f64) -> f64) -> Option<(f64, f64)> {
+fn least_on_hull(hull: &[(f64, f64)], cost: &dyn Fn(f64, f64) -> f64) -> Option<(f64, f64)> {
     let of = |&(bits, fp): &(f64, f64)| cost(bits, fp);
     let falls_after = |i: usize| match (hull.get(i), hull.get(i + 1)) {
         (Some(here), Some(next)) => of(next) < of(here),
@@ -470,39 +479,21 @@ mod tests {
         assert_eq!(v.len(), 3);
     }
 
-    /// `choose` as a scan of every grid point and then the extras: the
-    /// reference the hull's binary search is held to.
+    /// `choose` with the grid's least point found by a scan of every
+    /// point, the first least kept: the reference the hull's binary
+    /// search is held to.
     fn choose_by_scan(
         levels: &[LevelShape],
         extra: &[Vec<FilterChoice>],
         lambda: f64,
         table: &[(f64, f64)],
     ) -> (Vec<FilterChoice>, f64) {
-        let mut spent = 0.0;
-        let choice = levels
-            .iter()
-            .enumerate()
-            .map(|(i, level)| {
-                let keys = level.keys as f64;
-                let runs = f64::from(level.runs);
-                let cost = |bits: f64, fp: f64| runs * fp + lambda * keys * bits;
-                let grid = table
-                    .iter()
-                    .map(|&(bits, fp)| (FilterChoice::bloom(bits), cost(bits, fp)));
-                let others = extra
-                    .get(i)
-                    .into_iter()
-                    .flatten()
-                    .map(|&c| (c, cost(c.bits_per_key(), c.fp_rate())));
-                let best = grid
-                    .chain(others)
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .map_or(FilterChoice::None, |(choice, _)| choice);
-                spent += keys * best.bits_per_key();
-                best
-            })
-            .collect();
-        (choice, spent)
+        choose_with(levels, extra, lambda, |cost| {
+            table
+                .iter()
+                .copied()
+                .min_by(|a, b| cost(a.0, a.1).total_cmp(&cost(b.0, b.1)))
+        })
     }
 
     /// A tree of size ratio 10: level 0 with four tables, then L1..L3.
