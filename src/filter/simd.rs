@@ -512,14 +512,15 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
 #[cfg(target_arch = "x86_64")]
 static ONE_BIT: u64 = 1;
 
-/// The instructions that put one round of probe bits in `zmm16`, for a
-/// hash in `rcx`: its low half broadcast to eight 64-bit lanes, multiplied
-/// by the first round's multipliers (`vpmuludq` multiplies each lane's low
-/// 32 bits), shifted right by 26 so the top six bits of each product's low
-/// half are the low six of the lane, and 1 (from `{one}`, [`ONE_BIT`])
-/// rotated left by each lane — a rotate counts mod 64, so the product's
-/// higher bits need no clearing. The zeroing of the lanes outside the
-/// round's words is left to the kernel (a mask register). `zmm16` and
+/// The instructions that put one round's probe bit numbers in `zmm16` and
+/// 1 in every lane of `zmm17` (from `{one}`, [`ONE_BIT`]), for a hash in
+/// `rcx`: its low half broadcast to eight 64-bit lanes, multiplied by the
+/// first round's multipliers (`vpmuludq` multiplies each lane's low 32
+/// bits) and shifted right by 26, so the top six bits of each product's
+/// low half are the low six of the lane. The kernel then rotates `zmm17`
+/// left by `zmm16` — a rotate counts mod 64, so the product's higher bits
+/// need no clearing — and applies the round's words as a mask register
+/// (the query masks its test, the insert zeroes the other lanes). `zmm16` and
 /// `zmm17` are registers SSE cannot name: writing them leaves no upper
 /// half of `ymm0`–`ymm15` dirty, so the kernels need no `vzeroupper` on
 /// their way out (LLVM puts one at the end of any function that writes
