@@ -58,19 +58,6 @@ pub fn line_index(hash: u64, lines: u64) -> usize {
     ((hash >> 32).wrapping_mul(lines) >> 32) as usize
 }
 
-/// Where the line of `hash` starts among `lines` lines, in bytes:
-/// [`line_index`] times [`LINE_BYTES`], so below `lines · LINE_BYTES` for
-/// every hash when `lines ≥ 1` — the offset the AVX-512 kernels address
-/// their line by, with no bounds check (x86-64 only: the product is below
-/// 2³⁸).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) fn line_offset(hash: u64, lines: usize) -> usize {
-    let index = line_index(hash, lines as u64);
-    debug_assert!(index < lines.max(1), "{index} of {lines}");
-    index * LINE_BYTES
-}
-
 /// The line of `hash` among `lines`: the index [`line_index`] is in bounds
 /// for every hash, so no check follows it.
 ///

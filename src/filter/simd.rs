@@ -48,7 +48,9 @@
 //! at 20M from 0.97–0.99× to 0.91–0.96× (the insert there from 0.90–0.94×
 //! to 0.81–0.87×; docs/design.md, "The filter's layout and kernels"); the
 //! missing `vzeroupper` and the argument order took a later host's query
-//! from 1.05–1.06× to 1.02–1.03× (#38's eleventh pass).
+//! from 1.05–1.06× to 1.02–1.03× (#38's eleventh pass), and the line's
+//! offset worked out in the hash's own register, first, took it to
+//! 0.97–1.00× (the twelfth).
 
 #![expect(
     unsafe_code,
@@ -66,8 +68,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 #[cfg(target_arch = "x86_64")]
 use std::arch::asm;
 
-#[cfg(target_arch = "x86_64")]
-use crate::filter::line::line_offset;
 use crate::filter::line::{add_each, add_hash, answer_each, answer_hash, Line, LINE_BYTES};
 use crate::filter::probe::{line_add_mask, line_has_mask, sectored_mask, Probes};
 #[cfg(target_arch = "x86_64")]
@@ -512,11 +512,45 @@ fn line_add_mask_avx512(line: &mut [u8; LINE_BYTES], mask: __m512i) {
 #[cfg(target_arch = "x86_64")]
 static ONE_BIT: u64 = 1;
 
-/// The instructions that put one round's probe bit numbers in `zmm16` and
-/// 1 in every lane of `zmm17` (from `{one}`, [`ONE_BIT`]), for a hash in
-/// `rcx`: its low half broadcast to eight 64-bit lanes, multiplied by the
-/// first round's multipliers (`vpmuludq` multiplies each lane's low 32
-/// bits) and shifted right by 26, so the top six bits of each product's
+/// The instructions that read the hash in `rcx` twice and then replace it
+/// with the byte offset of its line among `{len}` lines, so the hash is
+/// never copied:
+/// - the hash is broadcast to the eight lanes of `zmm16` (for
+///   [`one_round_bits`]);
+/// - the first round's words go to mask register `{lanes}` (one bit per
+///   word, as [`Probes::first_round_words`]): the probe count's words from
+///   word 0 (`{words}`, a `u32` with them in every byte) rotated left by the
+///   hash's low half — the rotate counts `cl` mod 32 and the pattern repeats
+///   every 8 bits, so the low byte is the words rotated by the start word,
+///   `x mod 8` ([`sector_start`]), with no instruction to work it out;
+/// - `rcx` becomes `⌊hi · len / 2³²⌋ · 64` ([`crate::filter::line::line_index`]
+///   times [`LINE_BYTES`]; the shift by 26 and the `and` are the shift by 32 and
+///   the times 64). For `len ≥ 1` the product is below `2³² · len`, so the
+///   offset is below `len · 64` whatever the hash: the line at
+///   `[{lines} + rcx]` needs no bounds check.
+///
+/// The offset's four steps come first so the line's load can start before
+/// the probes are ready.
+#[cfg(target_arch = "x86_64")]
+macro_rules! line_and_words {
+    () => {
+        concat!(
+            "vpbroadcastq zmm16, rcx\n",
+            "rol {words:e}, cl\n",
+            "shr rcx, 32\n",
+            "imul rcx, {len}\n",
+            "shr rcx, 26\n",
+            "and rcx, -64\n",
+            "kmovw {lanes}, {words:e}\n",
+        )
+    };
+}
+
+/// The instructions that turn the hash broadcast in `zmm16`
+/// ([`line_and_words`]) into one round's probe bit numbers, and put 1 in
+/// every lane of `zmm17` (from `{one}`, [`ONE_BIT`]): the lanes multiplied
+/// by the first round's multipliers (`vpmuludq` multiplies each lane's low
+/// 32 bits) and shifted right by 26, so the top six bits of each product's
 /// low half are the low six of the lane. The kernel then rotates `zmm17`
 /// left by `zmm16` — a rotate counts mod 64, so the product's higher bits
 /// need no clearing — and applies the round's words as a mask register
@@ -529,25 +563,10 @@ static ONE_BIT: u64 = 1;
 macro_rules! one_round_bits {
     () => {
         concat!(
-            "vpbroadcastq zmm16, rcx\n",
             "vpmuludq zmm16, zmm16, zmmword ptr [rip + {mult}]\n",
             "vpsrlq zmm16, zmm16, 26\n",
             "vpbroadcastq zmm17, qword ptr [rip + {one}]\n",
         )
-    };
-}
-
-/// The instructions that put the first round's words of a hash in mask
-/// register `{lanes}` (one bit per word, as [`Probes::first_round_words`]):
-/// the probe count's words from word 0 (`{words}`, a `u32` with them in
-/// every byte) rotated left by the hash's low half (in `ecx`): the rotate
-/// counts `cl` mod 32 and the pattern repeats every 8 bits, so the low byte
-/// is the words rotated by the start word, `x mod 8` ([`sector_start`]),
-/// with no instruction to work the start word out.
-#[cfg(target_arch = "x86_64")]
-macro_rules! first_round_lanes {
-    () => {
-        concat!("rol {words:e}, cl\n", "kmovw {lanes}, {words:e}\n")
     };
 }
 
@@ -559,7 +578,7 @@ macro_rules! first_round_lanes {
 /// are worked out while the line is on its way, so after the load only the
 /// test, `kortestw` and `sete` remain — the shortest chain from the load to
 /// the answer (docs/design.md, "The filter's layout and kernels"). No test
-/// of the length, no bounds check of the index ([`line_offset`]), no
+/// of the length, no bounds check of the index ([`line_and_words`]), no
 /// `vzeroupper` ([`one_round_bits`]). All in `asm!`: from intrinsics LLVM
 /// turns the masked test into a test of a general register (`kmovw`,
 /// `test`: one more step after the load), loads the line separately, and
@@ -579,23 +598,23 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
     k: Probes,
     hash: u64,
 ) -> bool {
-    let offset = line_offset(hash, lines.len());
     let found: u8;
     // SAFETY: `lines` is not empty (this function's contract), so the 64
-    // bytes at `offset` are one of its lines (`line_offset`), which the
-    // block only reads (no alignment needed), as it reads the multipliers
+    // bytes at `lines + rcx` are one of its lines (`line_and_words`), which
+    // the block only reads (no alignment needed), as it reads the multipliers
     // and `ONE_BIT` (statics); it writes its own registers and the flags,
     // and touches no stack.
     unsafe {
         asm!(
+            line_and_words!(),
             one_round_bits!(),
             "vprolvq zmm16, zmm17, zmm16",
-            first_round_lanes!(),
-            "vptestnmq {missing}{{{lanes}}}, zmm16, zmmword ptr [{lines} + {offset}]",
+            "vptestnmq {missing}{{{lanes}}}, zmm16, zmmword ptr [{lines} + rcx]",
             "kortestw {missing}, {missing}",
             "sete {found}",
             words = inout(reg) k.first_words() => _,
-            in("rcx") hash,
+            inout("rcx") hash => _,
+            len = in(reg) lines.len(),
             mult = sym SECTOR_LANES,
             one = sym ONE_BIT,
             out("zmm16") _,
@@ -603,7 +622,6 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
             lanes = out(kreg) _,
             missing = out(kreg) _,
             lines = in(reg) lines.as_ptr(),
-            offset = in(reg) offset,
             found = out(reg_byte) found,
             options(pure, readonly, nostack),
         );
@@ -624,28 +642,27 @@ pub(crate) unsafe fn contains_hash_avx512_one_round(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 pub(crate) unsafe fn insert_hash_avx512_one_round(lines: &mut [Line], k: Probes, hash: u64) {
-    let offset = line_offset(hash, lines.len());
     // SAFETY: `lines` is not empty (this function's contract), so the 64
-    // bytes at `offset` are one of its lines (`line_offset`), which the
-    // block reads and writes (no alignment needed); it reads the
+    // bytes at `lines + rcx` are one of its lines (`line_and_words`), which
+    // the block reads and writes (no alignment needed); it reads the
     // multipliers and `ONE_BIT` (statics), writes its own registers and
     // the flags otherwise, and touches no stack.
     unsafe {
         asm!(
+            line_and_words!(),
             one_round_bits!(),
-            first_round_lanes!(),
             "vprolvq zmm16{{{lanes}}}{{z}}, zmm17, zmm16",
-            "vporq zmm16, zmm16, zmmword ptr [{lines} + {offset}]",
-            "vmovdqu64 zmmword ptr [{lines} + {offset}], zmm16",
+            "vporq zmm16, zmm16, zmmword ptr [{lines} + rcx]",
+            "vmovdqu64 zmmword ptr [{lines} + rcx], zmm16",
             words = inout(reg) k.first_words() => _,
-            in("rcx") hash,
+            inout("rcx") hash => _,
+            len = in(reg) lines.len(),
             mult = sym SECTOR_LANES,
             one = sym ONE_BIT,
             out("zmm16") _,
             out("zmm17") _,
             lanes = out(kreg) _,
             lines = in(reg) lines.as_mut_ptr(),
-            offset = in(reg) offset,
             options(nostack),
         );
     }
