@@ -44,6 +44,8 @@
 //! `SIFTDB_BENCH_COMPARE=1` runs only the single-key comparison the issue
 //! asks for (see `compare`): the four filters built and queried one key at a
 //! time in one process, in turn, medians and ratios to sbbf-rs-safe.
+//! `SIFTDB_BENCH_ISA=avx2` makes siftdb's filters use their AVX2 kernels
+//! on a CPU with AVX-512, to measure what a CPU without it runs.
 //! `SIFTDB_BENCH_PAIRED=1` runs siftdb against sbbf-rs-safe alone, query
 //! slices of the two back to back, and prints the spread of the per-round
 //! ratios (see `paired`): the figure to quote on a busy machine.
@@ -634,6 +636,10 @@ fn main() {
     let n: u64 = chosen.unwrap_or(if huge { 100_000_000 } else { 1_000_000 });
     for j in [0u64, 7, 123_456_789, 999_999_999_999_999] {
         assert_eq!(&key(j)[..], format!("k{j:015}").as_bytes());
+    }
+    if std::env::var("SIFTDB_BENCH_ISA").is_ok_and(|v| v == "avx2") {
+        // What a CPU without AVX-512 runs (siftdb's kernels only).
+        siftdb::internals::filter_kernels::cap_at_avx2();
     }
     if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {
         compare(n);

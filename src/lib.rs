@@ -146,6 +146,11 @@ pub mod internals {
     pub mod keyspace_export {
         pub use crate::db::export::*;
     }
+    /// The filters' kernels: an instruction-set cap for benchmarks.
+    #[cfg(target_arch = "x86_64")]
+    pub mod filter_kernels {
+        pub use crate::filter::simd::cap_at_avx2;
+    }
     /// The memtable.
     pub mod memtable {
         pub use crate::memtable::*;

@@ -36,7 +36,7 @@ pub mod policy;
 pub mod probe;
 pub mod range;
 pub mod scalable;
-mod simd;
+pub(crate) mod simd;
 pub mod theory;
 mod wide_hash;
 

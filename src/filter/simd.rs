@@ -137,6 +137,18 @@ impl Isa {
 #[cfg(target_arch = "x86_64")]
 static DETECTED: AtomicU8 = AtomicU8::new(0);
 
+/// Makes the filters made from now on use the AVX2 kernels on a CPU that
+/// also has AVX-512 (filters already made keep theirs), so a benchmark can
+/// measure what a CPU without AVX-512 runs. A CPU without AVX2 is left as
+/// it is. For the project's benchmarks ([`crate::internals`]), never called
+/// by the library.
+#[cfg(target_arch = "x86_64")]
+pub fn cap_at_avx2() {
+    if Isa::detected() == Isa::Avx512 {
+        DETECTED.store(2, Ordering::Relaxed);
+    }
+}
+
 /// The single-key query of a filter's lines in the portable build. Never
 /// inlined into a filter's query: a caller that may also call a vector
 /// kernel would carry its registers (saved and restored on every query)
