@@ -50,7 +50,10 @@
 //! missing `vzeroupper` and the argument order took a later host's query
 //! from 1.05–1.06× to 1.02–1.03× (#38's eleventh pass), and the line's
 //! offset worked out in the hash's own register, first, took it to
-//! 0.97–1.00× (the twelfth).
+//! 0.97–1.00× (the twelfth). The AVX2 one-round kernels, for CPUs
+//! without AVX-512, are `asm!` too (the same offset in `rcx`, the two
+//! halves of the line in `ymm0`/`ymm1`): 26 instructions, a `vzeroupper`
+//! and a `ret` for the query, where LLVM's code from the intrinsics had 30.
 
 #![expect(
     unsafe_code,
@@ -380,47 +383,163 @@ fn line_add_mask_avx2(line: &mut [u8; LINE_BYTES], mask: [__m256i; 2]) {
     }
 }
 
-/// The probe mask of a filter whose probes fit one round (`k ≤ 8`):
-/// [`sectored_mask_avx2`] without the test for more rounds.
+/// The four instructions that replace the hash in `rcx` with the byte
+/// offset of its line among `len` lines (`len` the register named),
+/// `⌊hi · len / 2³²⌋ · 64` (see [`line_and_words`]).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-fn one_round_mask_avx2(hash: u64, probes: Probes) -> [__m256i; 2] {
-    let x = low_half(hash);
-    // The lanes multiply modulo 2³²: the sign the cast gives is no matter.
-    let spread = _mm256_set1_epi32(x as i32);
-    let [first, ..] = &AVX2_LANES;
-    sectored_round_avx2(spread, first, probes.first_round_words(sector_start(x)))
+macro_rules! line_offset_in_rcx {
+    ($len:literal) => {
+        concat!(
+            "shr rcx, 32\n",
+            "imul rcx, ",
+            $len,
+            "\n",
+            "shr rcx, 26\n",
+            "and rcx, -64\n",
+        )
+    };
 }
 
-/// The single-key query for `k ≤ 8` with AVX2 (see [`answer_hash`]).
+/// The constants of the AVX2 one-round kernels, 32 bytes each, in the
+/// order [`avx2_one_round_bits`] reads them: the first round's multipliers
+/// in [`WORD_OF_LANE`] order, [`WORD_OF_LANE`] itself (the shift that
+/// brings each lane's word to bit 0 of the word mask), eight 1s and eight
+/// 32s.
+#[cfg(target_arch = "x86_64")]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build, not a run"
+)]
+static AVX2_ONE_ROUND: [[u32; 8]; 4] = {
+    let mut first = [0u32; 8];
+    let mut j = 0;
+    while j < 8 {
+        first[j] = ROUND_MULTIPLIERS[0][WORD_OF_LANE[j] as usize];
+        j += 1;
+    }
+    [first, WORD_OF_LANE, [1; 8], [32; 8]]
+};
+
+/// The instructions of the AVX2 one-round kernels that leave the probes of
+/// the hash in `rcx` in `ymm0` (words 0–3 of the line) and `ymm1` (words
+/// 4–7), and the byte offset of its line among `rsi` lines in `rcx`, as
+/// [`sectored_round_avx2`] and [`line_and_words`] work them out: the hash's
+/// low half broadcast and multiplied (`vpmulld`, lanes in [`WORD_OF_LANE`]
+/// order), its top six bits `b` the bit of each lane's word; the word mask
+/// (`edx`, rotated by the hash as the AVX-512 kernels rotate it) broadcast
+/// and shifted so each lane holds its word's bit of it, 1 or 0; that
+/// shifted left by `b` (the word's low half: a count of 32 or more gives 0)
+/// and by `b ^ 32` (its high half: `b − 32` when `b ≥ 32`, 32 or more
+/// otherwise), and the halves unpacked into words. `ymm2` is free after it.
+/// The registers are named, not allocated: the kernels end with a
+/// `vzeroupper` (they write the upper halves of `ymm0`–`ymm2`), which
+/// changes every vector register, so they declare the C ABI's clobbers, and
+/// with those Rust wants every operand in a named register.
+#[cfg(target_arch = "x86_64")]
+macro_rules! avx2_one_round_bits {
+    () => {
+        concat!(
+            "vmovd xmm0, ecx\n",
+            "rol edx, cl\n",
+            line_offset_in_rcx!("rsi"),
+            "vpbroadcastd ymm0, xmm0\n",
+            "vpmulld ymm0, ymm0, ymmword ptr [rip + {consts}]\n",
+            "vpsrld ymm0, ymm0, 26\n",
+            "vmovd xmm1, edx\n",
+            "vpbroadcastd ymm1, xmm1\n",
+            "vpsrlvd ymm1, ymm1, ymmword ptr [rip + {consts} + 32]\n",
+            "vpand ymm1, ymm1, ymmword ptr [rip + {consts} + 64]\n",
+            "vpsllvd ymm2, ymm1, ymm0\n",
+            "vpxor ymm0, ymm0, ymmword ptr [rip + {consts} + 96]\n",
+            "vpsllvd ymm1, ymm1, ymm0\n",
+            "vpunpckldq ymm0, ymm2, ymm1\n",
+            "vpunpckhdq ymm1, ymm2, ymm1\n",
+        )
+    };
+}
+
+/// The single-key query for `k ≤ 8` with AVX2: the probes and the line's
+/// offset ([`avx2_one_round_bits`]), then the bits of each half missing
+/// from the line (`vpandn`), ORed and tested (`vptest`). In `asm!`, as
+/// the AVX-512 kernels are: LLVM's code from intrinsics (30 instructions,
+/// a `vzeroupper` and a `ret`) copied the hash and the word mask first and
+/// added a redundant mask of the low half's shift.
 /// # Safety
 /// The CPU must support AVX2; `lines` must not be empty; `k` must be one
 /// round ([`Probes::one_round`]), or the probes past the first are not
 /// tested.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[expect(
+    clippy::transmute_int_to_bool,
+    reason = "the answer is `sete`'s 0 or 1: `found != 0` costs a test and a set more"
+)]
 pub(crate) unsafe fn contains_hash_avx2_one_round(
     lines: &[[u8; LINE_BYTES]],
     k: Probes,
     hash: u64,
 ) -> bool {
-    let test =
-        |line: &[u8; LINE_BYTES], hash| line_has_mask_avx2(line, one_round_mask_avx2(hash, k));
-    // SAFETY: `lines` is not empty (this function's contract).
-    unsafe { answer_hash(lines, hash, test) }
+    let found: u8;
+    // SAFETY: `lines` is not empty (this function's contract), so the 64
+    // bytes at `lines + rcx` are one of its lines (`line_offset_in_rcx`),
+    // which the block only reads (no alignment needed), as it reads its
+    // constants (a static); it writes its own registers and the flags, and
+    // touches no stack.
+    unsafe {
+        asm!(
+            avx2_one_round_bits!(),
+            "vmovdqu ymm2, ymmword ptr [rdi + rcx]",
+            "vpandn ymm0, ymm2, ymm0",
+            "vmovdqu ymm2, ymmword ptr [rdi + rcx + 32]",
+            "vpandn ymm1, ymm2, ymm1",
+            "vpor ymm0, ymm0, ymm1",
+            "vptest ymm0, ymm0",
+            "sete al",
+            "vzeroupper",
+            in("rdi") lines.as_ptr(),
+            in("rsi") lines.len(),
+            inout("rdx") k.first_words() => _,
+            inout("rcx") hash => _,
+            consts = sym AVX2_ONE_ROUND,
+            out("al") found,
+            clobber_abi("C"),
+            options(pure, readonly, nostack),
+        );
+    }
+    // SAFETY: `sete` wrote 0 or 1, the two values of a bool.
+    unsafe { std::mem::transmute::<u8, bool>(found) }
 }
 
-/// The single-key insert for `k ≤ 8` with AVX2 (see [`add_hash`]).
+/// The single-key insert for `k ≤ 8` with AVX2: the probes
+/// ([`avx2_one_round_bits`]) ORed with each half of the line in memory and
+/// stored.
 /// # Safety
 /// As [`contains_hash_avx2_one_round`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn insert_hash_avx2_one_round(lines: &mut [Line], k: Probes, hash: u64) {
-    let set =
-        |line: &mut [u8; LINE_BYTES], hash| line_add_mask_avx2(line, one_round_mask_avx2(hash, k));
-    // SAFETY: `lines` is not empty (this function's contract).
-    unsafe { add_hash(lines, hash, set) };
+    // SAFETY: `lines` is not empty (this function's contract), so the 64
+    // bytes at `lines + rcx` are one of its lines (`line_offset_in_rcx`),
+    // which the block reads and writes (no alignment needed); it reads its
+    // constants (a static), writes its own registers and the flags
+    // otherwise, and touches no stack.
+    unsafe {
+        asm!(
+            avx2_one_round_bits!(),
+            "vpor ymm0, ymm0, ymmword ptr [rdi + rcx]",
+            "vmovdqu ymmword ptr [rdi + rcx], ymm0",
+            "vpor ymm1, ymm1, ymmword ptr [rdi + rcx + 32]",
+            "vmovdqu ymmword ptr [rdi + rcx + 32], ymm1",
+            "vzeroupper",
+            in("rdi") lines.as_mut_ptr(),
+            in("rsi") lines.len(),
+            inout("rdx") k.first_words() => _,
+            inout("rcx") hash => _,
+            consts = sym AVX2_ONE_ROUND,
+            clobber_abi("C"),
+            options(nostack),
+        );
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -549,10 +668,7 @@ macro_rules! line_and_words {
         concat!(
             "vpbroadcastq zmm16, rcx\n",
             "rol {words:e}, cl\n",
-            "shr rcx, 32\n",
-            "imul rcx, {len}\n",
-            "shr rcx, 26\n",
-            "and rcx, -64\n",
+            line_offset_in_rcx!("{len}"),
             "kmovw {lanes}, {words:e}\n",
         )
     };
