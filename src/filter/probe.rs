@@ -135,13 +135,13 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 /// (`round_words(min(count, 8), 0)`) in every byte of the low half, the
 /// count in the high half — so a single-key kernel receives them in one
 /// register, and with the hash after them as its last argument the hash
-/// arrives in `rcx`, where the AVX-512 kernels' rotate wants its count:
+/// arrives in `rcx`, where the one-round kernels' rotate wants its count:
 /// the caller sets up three registers, not four, and the kernel moves
 /// nothing into `rcx` (docs/design.md, #38's eleventh pass). The words are in every byte so
 /// that the kernels rotate the low half left by the hash's low half itself
 /// (a 32-bit rotate counts mod 32, and the pattern repeats every 8 bits, so
 /// the low byte is the words rotated by the start word) and move it to a
-/// mask register with no widening first.
+/// mask register (AVX-512) or broadcast it (AVX2) with no widening first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Probes {
     /// `count << 32 | first_words`.

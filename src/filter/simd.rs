@@ -406,17 +406,8 @@ macro_rules! line_offset_in_rcx {
 /// brings each lane's word to bit 0 of the word mask), eight 1s and eight
 /// 32s.
 #[cfg(target_arch = "x86_64")]
-#[expect(
-    clippy::indexing_slicing,
-    reason = "const evaluation: an index out of range fails the build, not a run"
-)]
 static AVX2_ONE_ROUND: [[u32; 8]; 4] = {
-    let mut first = [0u32; 8];
-    let mut j = 0;
-    while j < 8 {
-        first[j] = ROUND_MULTIPLIERS[0][WORD_OF_LANE[j] as usize];
-        j += 1;
-    }
+    let [first, ..] = AVX2_LANES;
     [first, WORD_OF_LANE, [1; 8], [32; 8]]
 };
 
