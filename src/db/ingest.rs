@@ -6,13 +6,15 @@
 //! passes, where it is placed, and the one manifest edit that adds them.
 //! Must never: add part of an ingest (all files are named by one manifest
 //! edit, or none is), change the database when a file is refused, let an
-//! ingested key hide behind an older version of it, or let a snapshot taken
-//! before the ingest see its keys.
+//! ingested key hide behind an older version of it, let a snapshot taken
+//! before the ingest see its keys, let a transaction that read or wrote in
+//! an ingested file's key range before the ingest commit after it, or keep
+//! a file under a name its caller can still write.
 //!
 //! A `TableWriter` file holds each key once, at sequence number 0. Placed
 //! where nothing of the keyspace overlaps it (no memtable entry or range
 //! tombstone, no table at any level) it goes to the deepest level as it is
-//! — linked, or moved — since sequence 0 is then older than nothing it
+//! — copied, or moved — since sequence 0 is then older than nothing it
 //! meets. When it overlaps tables, it must be newer than every write: it is
 //! rewritten with the next sequence number (one above every write; the
 //! writer lock is held meanwhile) and placed at the deepest level above
@@ -22,12 +24,22 @@
 //! keyspace's — a `TableWriter::create` file (the default keyspace's) into
 //! another keyspace — is rewritten too (at its sequence number); a file of
 //! that keyspace's own `Keyspace::table_writer` is placed as it is.
+//!
+//! Either way the ingest takes the next sequence number and registers each
+//! file's key range with the transaction oracle under it, as a commit that
+//! wrote those ranges: a transaction with an older snapshot that checks a
+//! key or range there conflicts, whether the entries went in at that number
+//! or at 0. The sequence number, the manifest edit, the registration and
+//! the new version are published under the oracle's lock, so no transaction
+//! takes a snapshot between them.
 
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
+use crate::db::oracle::KeyRange;
 use crate::db::version::LiveTable;
 use crate::db::{check_key, check_value, write, Db, DbInner, Keyspace, SuperVersion, Tree, LEVELS};
 use crate::error::{Error, Result};
@@ -37,7 +49,7 @@ use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{TableRecord, DEFAULT_KEYSPACE_ID};
 use crate::options::Options;
-use crate::table::{ScanMode, Severity, Table, TableBuilder};
+use crate::table::{ScanMode, Table, TableBuilder};
 
 /// Writes strictly ascending keys (puts and deletes) to a table file in
 /// siftdb's format, with the filters the options ask for, for
@@ -58,25 +70,77 @@ use crate::table::{ScanMode, Severity, Table, TableBuilder};
 /// assert_eq!(db.get(b"key00042")?.as_deref(), Some(&b"value"[..]));
 /// # Ok::<(), siftdb::Error>(())
 /// ```
+///
+/// The file is written under a temporary name beside `path` and renamed to
+/// `path` by [`TableWriter::finish`]: a file already there is replaced
+/// whole at that moment, never truncated or written in place (a database
+/// that ingested it keeps its own copy either way), and a writer dropped
+/// unfinished, or whose `finish` fails, removes its temporary file.
 pub struct TableWriter {
+    // Declared before `temp`: the file is closed before it is removed.
     builder: TableBuilder,
     last: Option<Vec<u8>>,
     key: Vec<u8>,
+    /// The file being written, renamed to `target` by `finish`.
+    temp: TempFile,
+    target: PathBuf,
 }
 
 impl std::fmt::Debug for TableWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableWriter")
+            .field("target", &self.target)
             .field("builder", &self.builder)
             .finish_non_exhaustive()
     }
 }
 
+/// A file removed when dropped, unless kept.
+struct TempFile {
+    fs: SharedFs,
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = self.fs.remove(&self.path);
+        }
+    }
+}
+
+/// Tells apart the temporary files of writers in one process.
+static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
 impl TableWriter {
-    /// Creates (truncating) the table file at `path`, built with `options`'
-    /// block size, compression and filter policy (as for the deepest level).
+    /// Starts the table file that [`TableWriter::finish`] puts at `path`,
+    /// built with `options`' block size, compression and filter policy (as
+    /// for the deepest level). A file at `path` stays as it is until then.
     pub fn create(path: impl AsRef<Path>, options: &Options) -> Result<TableWriter> {
         let fs = OsFileSystem::shared();
+        let target = path.as_ref().to_path_buf();
+        let Some(name) = target.file_name() else {
+            return Err(Error::invalid(format!(
+                "TableWriter::create: {} names no file",
+                target.display()
+            )));
+        };
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(
+            ".{}-{}.tmp",
+            std::process::id(),
+            NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
+        ));
+        let temp_path = parent_dir(&target).join(temp_name);
         // A tree of this one table at the deepest level: it gets the whole
         // budget of bits per key, as a compaction output there would.
         let mut tree = vec![LevelTables::default(); LEVELS];
@@ -87,10 +151,19 @@ impl TableWriter {
             };
         }
         let table_options = table_options_for(options, &tree, LEVELS - 1);
+        let builder = TableBuilder::create(fs.as_ref(), &temp_path, &table_options);
+        let temp = TempFile {
+            fs,
+            path: temp_path,
+            // A builder that failed may have left the file: removed too.
+            keep: false,
+        };
         Ok(TableWriter {
-            builder: TableBuilder::create(fs.as_ref(), path.as_ref(), &table_options)?,
+            builder: builder?,
             last: None,
             key: Vec::new(),
+            temp,
+            target,
         })
     }
 
@@ -134,10 +207,28 @@ impl TableWriter {
         self.builder.entries()
     }
 
-    /// Finishes the file (synced); returns its size in bytes. A writer
-    /// given no key is refused (`InvalidArgument`).
+    /// Finishes the file: synced, renamed to the path given to
+    /// [`TableWriter::create`] (replacing any file there), and the rename
+    /// synced in its directory; returns its size in bytes. A writer given no
+    /// key is refused (`InvalidArgument`), and the path left as it was.
     pub fn finish(self) -> Result<u64> {
-        Ok(self.builder.finish()?.file_size)
+        let TableWriter {
+            builder,
+            mut temp,
+            target,
+            ..
+        } = self;
+        if builder.entries() == 0 {
+            return Err(Error::invalid(format!(
+                "TableWriter for {} was given no key; an empty table is not written",
+                target.display()
+            )));
+        }
+        let size = builder.finish()?.file_size;
+        temp.fs.rename(&temp.path, &target)?;
+        temp.keep = true;
+        temp.fs.sync_dir(parent_dir(&target))?;
+        Ok(size)
     }
 }
 
@@ -148,14 +239,22 @@ pub struct IngestOptions {
 }
 
 impl IngestOptions {
-    /// Hard-links the files (copies them across file systems); the
-    /// originals stay.
+    /// Copies the files (RocksDB's default): the originals stay the
+    /// caller's, and whatever is done to them later (written over in
+    /// place, rewritten by a [`TableWriter`] under the same name) leaves the
+    /// database alone.
     pub fn new() -> IngestOptions {
         IngestOptions::default()
     }
 
-    /// Moves the files into the database (renamed; copied and then removed
-    /// across file systems) instead of linking them.
+    /// Moves the files into the database instead of copying them: each is
+    /// hard-linked in (copied when linking fails, e.g. across file systems)
+    /// and, once the ingest is installed, the caller's name is removed and
+    /// its directory synced, so no name outside the database is left on the
+    /// database's file. A refused or failed ingest leaves the files where
+    /// they were. Should removing a name fail after the install, the ingest
+    /// stands and the error is returned (the caller's name then still
+    /// shares the file: remove it, never write to it).
     pub fn move_files(mut self, yes: bool) -> Self {
         self.move_files = yes;
         self
@@ -174,15 +273,25 @@ impl Db {
     /// Adds table files written by [`TableWriter`] to the default keyspace,
     /// atomically: after it returns every key of every file is there, and
     /// after a crash either all are or none is. Every file is checked first
-    /// (every block's checksum, keys ascending, written by `TableWriter`,
-    /// files not overlapping each other); a refused ingest leaves the
-    /// database unchanged. Snapshots and iterators taken before do not see
-    /// the ingested keys; reads after see them over every older write.
+    /// (every block's checksum, the filter blocks' included, keys ascending,
+    /// written by `TableWriter`, files not overlapping each other); a file
+    /// that fails is refused with an error naming it (`Corruption` for a
+    /// damaged block) and the database is unchanged. Snapshots and
+    /// iterators taken before do not see the ingested keys; reads after see
+    /// them over every older write.
     ///
-    /// Files whose keys meet nothing in the keyspace are linked (or moved)
-    /// in as they are; files that overlap its tables are rewritten once
-    /// with a new sequence number (writes wait meanwhile), and overlapping
-    /// memtables are flushed first.
+    /// Files whose keys meet nothing in the keyspace are copied (or, with
+    /// [`IngestOptions::move_files`], moved) in as they are; files that
+    /// overlap its tables are rewritten once with a new sequence number
+    /// (writes wait meanwhile), and overlapping memtables are flushed first.
+    /// The database never shares a file its caller can still write.
+    ///
+    /// An ingest counts as a write of every key from each file's smallest
+    /// to its largest for [`Transaction`](crate::Transaction)s: one whose
+    /// snapshot is older and that read (with `get_for_update`, or any read
+    /// when serializable) or wrote a key in those ranges fails to commit
+    /// with [`Error::Conflict`]. The ingest takes one sequence number
+    /// either way.
     pub fn ingest<P: AsRef<Path>>(&self, files: &[P], options: IngestOptions) -> Result<()> {
         ingest(&self.inner, &self.inner.default, files, options)
     }
@@ -190,7 +299,7 @@ impl Db {
 
 impl Keyspace {
     /// [`Db::ingest`] into this keyspace. Files of this keyspace's
-    /// [`Keyspace::table_writer`] that meet nothing in it are linked (or
+    /// [`Keyspace::table_writer`] that meet nothing in it are copied (or
     /// moved) in as they are; other files are rewritten once, so that the
     /// table records this keyspace.
     pub fn ingest<P: AsRef<Path>>(&self, files: &[P], options: IngestOptions) -> Result<()> {
@@ -276,10 +385,12 @@ fn ingest<P: AsRef<Path>>(
             .iter()
             .any(|level| level.iter().any(|t| t.overlaps(&c.smallest, &c.largest)))
     });
-    // The sequence number of the ingested entries: 0 when they meet
-    // nothing, else one above every write.
+    // The ingest's sequence number, one above every write: what the oracle
+    // records it under, and that of its entries when they overlap tables
+    // (0 when they meet nothing).
+    let ingest_seq = writer.last_seq.next();
     let seq = if overlaps_tables {
-        writer.last_seq.next()
+        ingest_seq
     } else {
         SeqNo(0)
     };
@@ -296,30 +407,50 @@ fn ingest<P: AsRef<Path>>(
             };
             let number = versions.new_file_number();
             let to = inner.path_of(&table_file_name(number));
-            // A file recording another keyspace is rewritten, so its table
-            // records this one (what `repair` goes by when the manifest is
-            // lost).
-            if as_is(file) {
-                place_file(&inner.fs, &file.path, &to, options.move_files)?;
-            } else {
-                rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
+            // Removed again if anything fails once it is placed.
+            let placed_one = (|| {
+                // A file recording another keyspace is rewritten, so its table
+                // records this one (what `repair` goes by when the manifest is
+                // lost).
+                if as_is(file) {
+                    place_file(&inner.fs, &file.path, &to, options.move_files)?;
+                } else {
+                    rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
+                }
+                let table = Table::open_with(&inner.fs, &to)?;
+                if as_is(file) && table.file_size() != file.table.file_size() {
+                    return Err(Error::corruption(
+                        format!("ingested file {}", file.path.display()),
+                        format!(
+                            "it changed during the ingest ({} bytes when checked, {} when placed)",
+                            file.table.file_size(),
+                            table.file_size()
+                        ),
+                    ));
+                }
+                let props = table.properties();
+                let record = TableRecord {
+                    // Set to the keyspace's when the manifest is written.
+                    keyspace: 0,
+                    level: u32::try_from(level).unwrap_or(0),
+                    file_number: number,
+                    file_size: table.file_size(),
+                    entries: props.entries,
+                    smallest: props.smallest.to_vec(),
+                    largest: props.largest.to_vec(),
+                    min_seq: props.min_seq,
+                    max_seq: props.max_seq,
+                };
+                drop(table);
+                open_live_table(&inner.tables, &inner.dir, record)
+            })();
+            match placed_one {
+                Ok(table) => added.push(table),
+                Err(e) => {
+                    let _ = inner.fs.remove(&to);
+                    return Err(e);
+                }
             }
-            let table = Table::open_with(&inner.fs, &to)?;
-            let props = table.properties();
-            let record = TableRecord {
-                // Set to the keyspace's when the manifest is written.
-                keyspace: 0,
-                level: u32::try_from(level).unwrap_or(0),
-                file_number: number,
-                file_size: table.file_size(),
-                entries: props.entries,
-                smallest: props.smallest.to_vec(),
-                largest: props.largest.to_vec(),
-                min_seq: props.min_seq,
-                max_seq: props.max_seq,
-            };
-            drop(table);
-            added.push(open_live_table(&inner.tables, &inner.dir, record)?);
         }
         inner.fs.sync_dir(&inner.dir)
     })();
@@ -334,33 +465,70 @@ fn ingest<P: AsRef<Path>>(
         remove_added(&added);
         return Err(e);
     }
-    if seq != SeqNo(0) {
-        writer.last_seq = seq;
-        inner.last_visible.store(seq.0, Ordering::Release);
-    }
+    // From the new sequence number (which the manifest records) to the new
+    // version, under the oracle's lock: a transaction's snapshot (taken
+    // under it) is before the ingest or after it, never between.
+    let mut oracle = inner.oracle.lock();
+    let visible = inner.last_visible.load(Ordering::Acquire);
+    writer.last_seq = ingest_seq;
+    inner.last_visible.store(ingest_seq.0, Ordering::Release);
     let current = sv;
     let version = Arc::new(current.version.apply(&[], added.clone()));
     if let Err(e) = inner.persist(&mut versions, Some((tree, &version, current.oldest_log()))) {
+        drop(oracle);
         drop(versions);
         remove_added(&added);
         return Err(e);
     }
+    let ranges = checked
+        .iter()
+        .map(|c| KeyRange {
+            keyspace: tree.id,
+            start: Bound::Included(c.smallest.clone()),
+            end: Bound::Included(c.largest.clone()),
+        })
+        .collect();
+    oracle.register_ranges(ranges, ingest_seq.0, visible);
     tree.current.store(Arc::new(SuperVersion {
         mem: current.mem.clone(),
         imm: current.imm.clone(),
         version,
     }));
+    drop(oracle);
     drop(versions);
     drop(writer);
+    crate::db::background::notify(inner);
     if options.move_files {
-        // Files rewritten rather than moved: their sources go now.
-        for file in &checked {
-            if !as_is(file) {
-                let _ = std::fs::remove_file(&file.path);
-            }
+        remove_sources(&checked)?;
+    }
+    Ok(())
+}
+
+/// After a move: removes the caller's names of the ingested files and
+/// syncs their directories (a name that came back after a crash would
+/// share a database file).
+fn remove_sources(checked: &[Checked]) -> Result<()> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    for file in checked {
+        std::fs::remove_file(&file.path).map_err(|e| {
+            Error::io(
+                &file.path,
+                std::io::Error::new(
+                    e.kind(),
+                    format!("the ingest took place, but its source could not be removed: {e}"),
+                ),
+            )
+        })?;
+        let dir = parent_dir(&file.path);
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
         }
     }
-    crate::db::background::notify(inner);
+    for dir in dirs {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(dir, e))?;
+    }
     Ok(())
 }
 
@@ -379,19 +547,7 @@ fn records_keyspace(table: &Table, tree: &Tree) -> bool {
 fn check_file(fs: &SharedFs, path: &Path) -> Result<Checked> {
     let what = || format!("ingested file {}", path.display());
     let table = Table::open_with(fs, path)?;
-    if let Some(problem) = table
-        .verify()
-        .into_iter()
-        .find(|p| p.severity == Severity::Error)
-    {
-        return Err(Error::corruption(
-            what(),
-            format!(
-                "{} block at offset {}: {}",
-                problem.block, problem.offset, problem.detail
-            ),
-        ));
-    }
+    refuse_problems(&table, path)?;
     if table.range_tombstones().is_some() {
         return Err(Error::invalid(format!(
             "{} holds range tombstones (TableWriter files do not)",
@@ -435,6 +591,22 @@ fn check_file(fs: &SharedFs, path: &Path) -> Result<Checked> {
     })
 }
 
+/// `Corruption` naming `path` when `table` fails any check of
+/// [`Table::verify`] — a damaged filter too: in the database it would only
+/// cost reads, but the file is not what its writer wrote.
+fn refuse_problems(table: &Table, path: &Path) -> Result<()> {
+    match table.verify().into_iter().next() {
+        None => Ok(()),
+        Some(problem) => Err(Error::corruption(
+            format!("ingested file {}", path.display()),
+            format!(
+                "{} block at offset {}: {}",
+                problem.block, problem.offset, problem.detail
+            ),
+        )),
+    }
+}
+
 /// True when a memtable of `sv` holds a key in `file`'s range, or any
 /// range tombstone.
 fn memtables_overlap(sv: &SuperVersion, file: &Checked) -> bool {
@@ -464,23 +636,15 @@ fn level_above_overlaps(sv: &SuperVersion, file: &Checked) -> usize {
     first.saturating_sub(1)
 }
 
-/// Links (or, when `move_file`, renames) `from` to `to`; copies across file
-/// systems (removing `from` after a move).
+/// Copies `from` to `to` (synced), or when `move_file` hard-links it,
+/// copying when linking fails (e.g. across file systems). The caller's name
+/// of a linked file is removed once the ingest is installed.
 fn place_file(fs: &SharedFs, from: &Path, to: &Path, move_file: bool) -> Result<()> {
     let fs = fs.as_ref();
-    let done = if move_file {
-        fs.rename(from, to)
-    } else {
-        fs.hard_link(from, to)
-    };
-    if done.is_ok() {
+    if move_file && fs.hard_link(from, to).is_ok() {
         return Ok(());
     }
-    crate::db::checkpoint::copy_file(fs, from, to, u64::MAX)?;
-    if move_file {
-        fs.remove(from)?;
-    }
-    Ok(())
+    crate::db::checkpoint::copy_file(fs, from, to, u64::MAX).map(drop)
 }
 
 /// Writes `table`'s entries to `to` with sequence number `seq` (built for

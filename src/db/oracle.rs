@@ -2,7 +2,8 @@
 //!
 //! Owns: the snapshots of live transactions, the sequence number of the last
 //! commit of each key hash, the key lists of recent commits (for range
-//! checks), and the commit-time conflict check.
+//! checks) and the key ranges of recent ingests, and the commit-time
+//! conflict check.
 //! Must never: miss a write committed after a live transaction's snapshot to
 //! a key or range that transaction must check (a false conflict, from a hash
 //! collision, is allowed; a missed one is a lost update), or grow without
@@ -182,6 +183,20 @@ impl Oracle {
             }
         }
         self.recent.push_back(commit);
+        self.prune(visible);
+    }
+
+    /// Records a write of every key in `ranges` (an ingest's files, whose
+    /// key ranges stand for their keys) made visible at `seq`; `visible` as
+    /// for [`Oracle::register`]. A read between two of a file's keys then
+    /// conflicts too: a false conflict, which is allowed.
+    pub fn register_ranges(&mut self, ranges: Vec<KeyRange>, seq: u64, visible: u64) {
+        self.recent_bytes += ranges.iter().map(KeyRange::bytes).sum::<usize>();
+        self.recent.push_back(RecentCommit {
+            seq,
+            keys: Vec::new(),
+            ranges,
+        });
         self.prune(visible);
     }
 
