@@ -2,7 +2,7 @@
 //! `IngestExternalFile`): `TableWriter` writes strictly ascending keys into
 //! a table file, with its filters, outside the database; `Db::ingest` adds
 //! such files atomically (all or none, also after a crash). A file that
-//! overlaps nothing in the keyspace is linked (or moved) in as it is, with
+//! overlaps nothing in the keyspace is copied (or moved) in as it is, with
 //! no write-ahead log and no compaction; one that overlaps existing data is
 //! rewritten once as newer than every write.
 //!
@@ -82,7 +82,7 @@ fn main() -> siftdb::Result<()> {
     writer.put("item:000007", "patched")?;
     writer.delete("item:000008")?;
     writer.finish()?;
-    db.ingest(&[&patch], IngestOptions::new())?; // linked: the original stays
+    db.ingest(&[&patch], IngestOptions::new())?; // the original stays the caller's
     println!(
         "item:000007 = {:?}, item:000008 = {:?}",
         db.get("item:000007")?,
@@ -93,7 +93,7 @@ fn main() -> siftdb::Result<()> {
 
     // Into a keyspace of its own: `Keyspace::ingest` of a file from that
     // keyspace's `table_writer` (its options, and the keyspace recorded in
-    // the file), linked in as it is. A `TableWriter::create` file records
+    // the file), copied in as it is. A `TableWriter::create` file records
     // the default keyspace and would be rewritten once on the way in.
     let archive = db.keyspace("archive")?;
     let archived = root.path().join("archive.sst");

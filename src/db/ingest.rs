@@ -253,8 +253,9 @@ impl IngestOptions {
     /// its directory synced, so no name outside the database is left on the
     /// database's file. A refused or failed ingest leaves the files where
     /// they were. Should removing a name fail after the install, the ingest
-    /// stands and the error is returned (the caller's name then still
-    /// shares the file: remove it, never write to it).
+    /// stands and the error is returned; that, or a crash between the
+    /// install and the removal, leaves the caller's name on the database's
+    /// file: remove it, never write to it.
     pub fn move_files(mut self, yes: bool) -> Self {
         self.move_files = yes;
         self

@@ -277,6 +277,32 @@ mod tests {
     }
 
     #[test]
+    fn an_ingested_range_conflicts_with_keys_and_ranges_in_it() {
+        let mut oracle = Oracle::default();
+        oracle.begin(10);
+        let file = KeyRange {
+            keyspace: 0,
+            start: Bound::Included(b"c".to_vec()),
+            end: Bound::Included(b"e".to_vec()),
+        };
+        oracle.register_ranges(vec![file], 11, 10);
+        let range = |s: &[u8], e: &[u8]| KeyRange::half_open(0, s.to_vec(), Some(e.to_vec()));
+        assert!(!oracle.validate(&check(10, &[b"c"], vec![])));
+        assert!(!oracle.validate(&check(10, &[b"e"], vec![])));
+        assert!(oracle.validate(&check(10, &[b"f"], vec![])));
+        assert!(!oracle.validate(&check(10, &[], vec![range(b"a", b"d")])));
+        assert!(oracle.validate(&check(10, &[], vec![range(b"a", b"c")])));
+        assert!(oracle.validate(&check(11, &[b"d"], vec![])));
+        // Another keyspace's key.
+        let other = ConflictCheck {
+            snapshot: 10,
+            keys: vec![(1, b"d".to_vec())],
+            ranges: vec![],
+        };
+        assert!(oracle.validate(&other));
+    }
+
+    #[test]
     fn memory_is_pruned_at_the_horizon() {
         let mut oracle = Oracle::default();
         for i in 0..100_000u64 {
