@@ -343,7 +343,9 @@ fn is_bottom(version: &Version, pick: &Pick, lo: &[u8], hi: &[u8]) -> bool {
 /// merge operand yields the merge operator's result as a put when the
 /// operands reach the version they apply to (a put, a delete, a deleted
 /// version) or the bottom; otherwise every operand, newest first, for a
-/// later compaction (or read) to merge.
+/// later compaction (or read) to merge. Operands the operator refuses are
+/// yielded unmerged, newest first, over the version they apply to: the
+/// compaction goes on, and only reads of that key fail.
 struct NewestOnly {
     merged: MergingIter,
     /// At the bottom: tombstones are dropped and every surviving entry is
@@ -365,9 +367,11 @@ struct NewestOnly {
     range_tombstones: Option<FragmentedTombstones>,
     /// The application's filter, asked about each surviving value.
     filter: Option<Arc<dyn CompactionFilter>>,
-    /// The keyspace's merge operator (operands without one fail the
-    /// compaction when they must be merged).
+    /// The keyspace's merge operator (operands it refuses, or that have
+    /// none, are written out unmerged).
     merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Keys whose operands had to be written out unmerged.
+    refused_merges: u64,
     /// Operands of one key still to yield (internal key, operand), when
     /// they could not be merged here.
     operands: VecDeque<(Vec<u8>, Bytes)>,
@@ -401,21 +405,56 @@ impl NewestOnly {
         if gathered.reached || self.bottom {
             let values: Vec<Bytes> = gathered
                 .operands
-                .into_iter()
+                .iter()
                 .rev()
-                .map(|(_, v)| v)
+                .map(|(_, v)| v.clone())
                 .collect();
             let merged = apply_merge(
                 self.merge_operator.as_deref(),
                 &self.last,
                 gathered.existing.as_deref(),
                 &values,
-            )?;
-            self.out_key.clear();
-            encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
-            self.operands.push_back((self.out_key.clone(), merged));
+            );
+            if let Ok(merged) = merged {
+                self.out_key.clear();
+                encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
+                self.operands.push_back((self.out_key.clone(), merged));
+                return Ok(());
+            }
+            // Refused (or no operator): the operands stay as they are, over
+            // the version they apply to, for reads to fail on alone until a
+            // put or a delete of the key replaces them.
+            self.refused_merges += 1;
+            self.operands.extend(gathered.operands);
+            if gathered.reached {
+                self.keep_merge_base()?;
+            }
         } else {
             self.operands.extend(gathered.operands);
+        }
+        Ok(())
+    }
+
+    /// Queues the version refused operands apply to, where the merge
+    /// stands after gathering them: a put, or a delete above the bottom (at
+    /// the bottom nothing is under it to hide). A version a range
+    /// tombstone deletes is not kept: the tombstone says it.
+    fn keep_merge_base(&mut self) -> Result<()> {
+        if !self.merged.valid() {
+            return Ok(());
+        }
+        let parsed = parse_internal_key(self.merged.key())?;
+        if parsed.user_key != self.last.as_slice() || self.deleted(parsed.user_key, parsed.seq) {
+            return Ok(());
+        }
+        let keep = match parsed.kind {
+            ValueKind::Put => true,
+            ValueKind::Delete => !self.bottom,
+            ValueKind::Merge => false,
+        };
+        if keep {
+            let entry = (self.merged.key().to_vec(), self.merged.value());
+            self.operands.push_back(entry);
         }
         Ok(())
     }
@@ -694,6 +733,7 @@ fn run(
         range_tombstones,
         filter: opts.compaction_filter.clone(),
         merge_operator: opts.merge_operator.clone(),
+        refused_merges: 0,
         operands: VecDeque::new(),
         out_key: Vec::new(),
         output_level: pick.output_level,
@@ -749,6 +789,8 @@ fn run(
     c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
     c.compaction_bytes_written
         .fetch_add(written, Ordering::Relaxed);
+    c.merges_refused
+        .fetch_add(entries.refused_merges, Ordering::Relaxed);
     Ok(())
 }
 
