@@ -2,9 +2,11 @@
 //!
 //! Owns: choosing what to compact (level 0 by table count, deeper levels by
 //! size against `level1_bytes · ratio^(n−1)`, and in such a level the table
-//! whose overlap below is least for its size), merging the inputs into new
-//! tables (each with its own filter, chosen by the filter policy for the
-//! tree as it will be after the compaction), and installing the result.
+//! whose overlap below is least for its size; with nothing over budget, a
+//! run of small adjacent tables within a level, see `small_runs`), merging
+//! the inputs into new tables (each with its own filter, chosen by the
+//! filter policy for the tree as it will be after the compaction), and
+//! installing the result.
 //! At the bottom (nothing deeper overlaps the inputs) a key's surviving
 //! version is the only one left in the tree, so it is written with sequence
 //! number 0, as RocksDB does: its tag then takes one byte of a format-7
@@ -37,6 +39,7 @@ use crate::db::flush::{
 use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
+use crate::db::small_runs::{small_run_pick, within_level};
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -175,7 +178,16 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
             best = Some((score, Arc::clone(tree), sv, picked));
         }
     }
-    best.map(|(_, tree, sv, picked)| (tree, sv, picked))
+    if best.is_some() {
+        return best.map(|(_, tree, sv, picked)| (tree, sv, picked));
+    }
+    // Nothing over its budget: the least urgent work, a run of small
+    // adjacent tables merged within its level.
+    inner.trees.load().iter().find_map(|tree| {
+        let sv = tree.current.load_full();
+        let picked = small_run_pick(&sv.version, &tree.opts.load())?;
+        Some((Arc::clone(tree), sv, picked))
+    })
 }
 
 /// Runs the most urgent compaction of any keyspace, if any.
@@ -183,7 +195,8 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
     let Some((tree, sv, pick)) = pick_any(inner) else {
         return Ok(());
     };
-    if let Some((_, hi)) = key_range(&pick.inputs) {
+    // A merge within a level moves nothing down: the pointer stays.
+    if let Some((_, hi)) = key_range(&pick.inputs).filter(|_| !within_level(&pick)) {
         let mut pointers = tree.compact_pointer.lock();
         let level = pick.output_level - 1;
         if pointers.len() <= level {

@@ -30,6 +30,7 @@ mod oracle;
 mod pacing;
 mod read;
 mod read_only;
+mod small_runs;
 mod snapshot;
 mod transaction;
 mod transaction_scan;
