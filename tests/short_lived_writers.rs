@@ -106,8 +106,9 @@ fn level0_stays_bounded_and_tables_merge_under_short_lived_writers() {
     db.wait_for_background().unwrap();
     let after = db.stats();
     eprintln!(
-        "tables per level: {:?} at the last open, {:?} once background work settled",
-        before.level_tables, after.level_tables
+        "tables per level: {:?} at the last open, {:?} once background work settled \
+         ({} compaction bytes written by this process)",
+        before.level_tables, after.level_tables, after.compaction_bytes_written
     );
     assert!(
         after.table_count <= MOST_TABLES,

@@ -39,7 +39,7 @@ use crate::db::flush::{
 use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
-use crate::db::small_runs::{small_run_pick, within_level};
+use crate::db::small_runs::small_run;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -185,9 +185,21 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
     // adjacent tables merged within its level.
     inner.trees.load().iter().find_map(|tree| {
         let sv = tree.current.load_full();
-        let picked = small_run_pick(&sv.version, &tree.opts.load())?;
+        let (level, inputs) = small_run(&sv.version, &tree.opts.load())?;
+        let picked = Pick {
+            inputs,
+            output_level: level,
+        };
         Some((Arc::clone(tree), sv, picked))
     })
+}
+
+/// True when `pick` compacts tables within their own level (a run of
+/// small tables), not down into the next.
+fn within_level(pick: &Pick) -> bool {
+    pick.inputs
+        .iter()
+        .all(|t| t.record.level as usize == pick.output_level)
 }
 
 /// Runs the most urgent compaction of any keyspace, if any.

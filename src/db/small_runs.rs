@@ -17,7 +17,6 @@
 
 use std::sync::Arc;
 
-use crate::db::compaction::Pick;
 use crate::db::version::{LiveTable, Version};
 use crate::options::Options;
 
@@ -29,35 +28,39 @@ pub(crate) const MIN_RUN: usize = 4;
 const MAX_RUN: usize = 64;
 
 /// The longest qualifying run of small adjacent tables in any level below
-/// 0, shallowest level first, as a compaction within its level; `None`
-/// when no level has one.
-pub(crate) fn small_run_pick(version: &Version, opts: &Options) -> Option<Pick> {
+/// 0, shallowest level first, with its level (where its output goes too);
+/// `None` when no level has one.
+pub(crate) fn small_run(version: &Version, opts: &Options) -> Option<(usize, Vec<Arc<LiveTable>>)> {
     version
         .levels
         .iter()
         .enumerate()
         .skip(1)
         .find_map(|(level, tables)| {
-            let (start, len) = longest_run(tables, opts.table_target_bytes)?;
-            Some(Pick {
-                inputs: tables.get(start..start + len)?.to_vec(),
-                output_level: level,
-            })
+            if tables.len() < MIN_RUN {
+                return None;
+            }
+            let sizes: Vec<Option<u64>> = tables
+                .iter()
+                .map(|t| (!t.is_damaged()).then_some(t.record.file_size))
+                .collect();
+            let (start, len) = longest_run(&sizes, opts.table_target_bytes)?;
+            Some((level, tables.get(start..start + len)?.to_vec()))
         })
 }
 
-/// The start and length of the longest run of `tables` (one level's, in
-/// key order) that qualifies; the first of equal length.
-fn longest_run(tables: &[Arc<LiveTable>], target: u64) -> Option<(usize, usize)> {
-    if tables.len() < MIN_RUN {
-        return None;
-    }
+/// The start and length of the longest run that qualifies among tables of
+/// `sizes` (one level's, in key order; `None` for a damaged table, which
+/// no run takes); the first of equal length.
+fn longest_run(sizes: &[Option<u64>], target: u64) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize)> = None;
-    for start in 0..tables.len() {
+    for start in 0..sizes.len() {
         let (mut sum, mut largest) = (0u64, 0u64);
-        for (len, table) in tables.iter().skip(start).take(MAX_RUN).enumerate() {
-            let size = table.record.file_size;
-            if table.is_damaged() || sum.saturating_add(size) > target {
+        for (len, size) in sizes.iter().skip(start).take(MAX_RUN).enumerate() {
+            let Some(size) = *size else {
+                break;
+            };
+            if sum.saturating_add(size) > target {
                 break;
             }
             sum += size;
@@ -72,10 +75,30 @@ fn longest_run(tables: &[Arc<LiveTable>], target: u64) -> Option<(usize, usize)>
     best
 }
 
-/// True when `pick` compacts tables within their own level (a run this
-/// module found), not down into the next.
-pub(crate) fn within_level(pick: &Pick) -> bool {
-    pick.inputs
-        .iter()
-        .all(|t| t.record.level as usize == pick.output_level)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_needs_four_tables_that_fit_one_target_none_over_half() {
+        let small = |n: usize| vec![Some(10u64); n];
+        assert_eq!(longest_run(&small(3), 100), None);
+        assert_eq!(longest_run(&small(4), 100), Some((0, 4)));
+        // No more than the target: ten of ten bytes, not eleven.
+        assert_eq!(longest_run(&small(12), 100), Some((0, 10)));
+        // A table of half the run or more waits for more neighbours.
+        assert_eq!(
+            longest_run(&[Some(40), Some(10), Some(10), Some(10)], 100),
+            None
+        );
+        assert_eq!(
+            longest_run(&[Some(40), Some(10), Some(10), Some(10), Some(10)], 100),
+            Some((0, 5))
+        );
+        // A target-sized table is never taken; a damaged one splits runs.
+        let sizes = [Some(100), Some(10), Some(10), None, Some(10), Some(10)];
+        assert_eq!(longest_run(&sizes, 100), None);
+        let sizes = [Some(100), Some(10), Some(10), Some(10), Some(10), None];
+        assert_eq!(longest_run(&sizes, 100), Some((1, 4)));
+    }
 }
