@@ -116,8 +116,10 @@ pub enum Error {
     /// A key's merge operands could not be merged: the merge operator
     /// refused them (returned `None`), or the keyspace holding them has no
     /// merge operator (`Options::merge_operator`). Reads of that key fail
-    /// this way (and a compaction that must merge them, until resumed
-    /// with an operator that accepts them); other keys are unaffected.
+    /// this way until a put, delete or range delete of it replaces the
+    /// operands; flushes and compactions keep them unmerged
+    /// (`Stats::merges_refused` counts them), and other keys are
+    /// unaffected.
     #[error("merge of key {} failed: {reason}", String::from_utf8_lossy(.key))]
     MergeFailed {
         /// The key.
@@ -145,7 +147,7 @@ fn recovery_hint(cause: &Error) -> &'static str {
     }
     match cause.class() {
         FailureClass::Retryable => "retried automatically; Db::resume retries now",
-        FailureClass::Hard => "Db::resume retries",
+        FailureClass::Hard => "Db::resume retries it once its cause is fixed",
         FailureClass::Fatal => "reopen the database; `siftdb repair` salvages a damaged one",
     }
 }

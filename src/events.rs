@@ -55,14 +55,16 @@ pub struct FlushEvent {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionReason {
-    /// A level over its budget, or level 0 over its trigger.
+    /// A level over its budget, level 0 over its trigger, or a run of
+    /// small adjacent tables merged within its level.
     Automatic,
     /// Asked for: `Db::compact`, `Keyspace::compact`, `compact_range`.
     Requested,
 }
 
 /// A compaction replaced tables by others one level down (or at the
-/// deepest level a requested compaction reached).
+/// deepest level a requested compaction reached, or in the same level for
+/// a run of small adjacent tables).
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactionEvent {

@@ -121,7 +121,11 @@ pub trait MergeOperator: Send + Sync {
     /// The value of `key` after `operands` (oldest first) were applied to
     /// `existing` — `None` when the key had no value before them (never
     /// written, deleted, or deleted by a range delete). `None` refuses
-    /// them: the read fails with [`Error::MergeFailed`].
+    /// them: reads of that key alone fail with [`Error::MergeFailed`]
+    /// until a put, delete or range delete of it replaces them; flushes
+    /// and compactions keep refused operands as they are
+    /// (`Stats::merges_refused`), and every other key reads and writes
+    /// as usual.
     fn merge(&self, key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>>;
 }
 

@@ -2,9 +2,11 @@
 //!
 //! Owns: choosing what to compact (level 0 by table count, deeper levels by
 //! size against `level1_bytes · ratio^(n−1)`, and in such a level the table
-//! whose overlap below is least for its size), merging the inputs into new
-//! tables (each with its own filter, chosen by the filter policy for the
-//! tree as it will be after the compaction), and installing the result.
+//! whose overlap below is least for its size; with nothing over budget, a
+//! run of small adjacent tables within a level, see `small_runs`), merging
+//! the inputs into new tables (each with its own filter, chosen by the
+//! filter policy for the tree as it will be after the compaction), and
+//! installing the result.
 //! At the bottom (nothing deeper overlaps the inputs) a key's surviving
 //! version is the only one left in the tree, so it is written with sequence
 //! number 0, as RocksDB does: its tag then takes one byte of a format-7
@@ -37,6 +39,7 @@ use crate::db::flush::{
 use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
+use crate::db::small_runs::small_run;
 use crate::db::version::{LiveTable, Version};
 use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
 use crate::error::Result;
@@ -175,7 +178,28 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
             best = Some((score, Arc::clone(tree), sv, picked));
         }
     }
-    best.map(|(_, tree, sv, picked)| (tree, sv, picked))
+    if best.is_some() {
+        return best.map(|(_, tree, sv, picked)| (tree, sv, picked));
+    }
+    // Nothing over its budget: the least urgent work, a run of small
+    // adjacent tables merged within its level.
+    inner.trees.load().iter().find_map(|tree| {
+        let sv = tree.current.load_full();
+        let (level, inputs) = small_run(&sv.version, &tree.opts.load())?;
+        let picked = Pick {
+            inputs,
+            output_level: level,
+        };
+        Some((Arc::clone(tree), sv, picked))
+    })
+}
+
+/// True when `pick` compacts tables within their own level (a run of
+/// small tables), not down into the next.
+fn within_level(pick: &Pick) -> bool {
+    pick.inputs
+        .iter()
+        .all(|t| t.record.level as usize == pick.output_level)
 }
 
 /// Runs the most urgent compaction of any keyspace, if any.
@@ -183,7 +207,8 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
     let Some((tree, sv, pick)) = pick_any(inner) else {
         return Ok(());
     };
-    if let Some((_, hi)) = key_range(&pick.inputs) {
+    // A merge within a level moves nothing down: the pointer stays.
+    if let Some((_, hi)) = key_range(&pick.inputs).filter(|_| !within_level(&pick)) {
         let mut pointers = tree.compact_pointer.lock();
         let level = pick.output_level - 1;
         if pointers.len() <= level {
@@ -343,7 +368,9 @@ fn is_bottom(version: &Version, pick: &Pick, lo: &[u8], hi: &[u8]) -> bool {
 /// merge operand yields the merge operator's result as a put when the
 /// operands reach the version they apply to (a put, a delete, a deleted
 /// version) or the bottom; otherwise every operand, newest first, for a
-/// later compaction (or read) to merge.
+/// later compaction (or read) to merge. Operands the operator refuses are
+/// yielded unmerged, newest first, over the version they apply to: the
+/// compaction goes on, and only reads of that key fail.
 struct NewestOnly {
     merged: MergingIter,
     /// At the bottom: tombstones are dropped and every surviving entry is
@@ -365,9 +392,11 @@ struct NewestOnly {
     range_tombstones: Option<FragmentedTombstones>,
     /// The application's filter, asked about each surviving value.
     filter: Option<Arc<dyn CompactionFilter>>,
-    /// The keyspace's merge operator (operands without one fail the
-    /// compaction when they must be merged).
+    /// The keyspace's merge operator (operands it refuses, or that have
+    /// none, are written out unmerged).
     merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Keys whose operands had to be written out unmerged.
+    refused_merges: u64,
     /// Operands of one key still to yield (internal key, operand), when
     /// they could not be merged here.
     operands: VecDeque<(Vec<u8>, Bytes)>,
@@ -401,21 +430,56 @@ impl NewestOnly {
         if gathered.reached || self.bottom {
             let values: Vec<Bytes> = gathered
                 .operands
-                .into_iter()
+                .iter()
                 .rev()
-                .map(|(_, v)| v)
+                .map(|(_, v)| v.clone())
                 .collect();
             let merged = apply_merge(
                 self.merge_operator.as_deref(),
                 &self.last,
                 gathered.existing.as_deref(),
                 &values,
-            )?;
-            self.out_key.clear();
-            encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
-            self.operands.push_back((self.out_key.clone(), merged));
+            );
+            if let Ok(merged) = merged {
+                self.out_key.clear();
+                encode_internal_key(&mut self.out_key, &self.last, seq, ValueKind::Put);
+                self.operands.push_back((self.out_key.clone(), merged));
+                return Ok(());
+            }
+            // Refused (or no operator): the operands stay as they are, over
+            // the version they apply to, for reads to fail on alone until a
+            // put or a delete of the key replaces them.
+            self.refused_merges += 1;
+            self.operands.extend(gathered.operands);
+            if gathered.reached {
+                self.keep_merge_base()?;
+            }
         } else {
             self.operands.extend(gathered.operands);
+        }
+        Ok(())
+    }
+
+    /// Queues the version refused operands apply to, where the merge
+    /// stands after gathering them: a put, or a delete above the bottom (at
+    /// the bottom nothing is under it to hide). A version a range
+    /// tombstone deletes is not kept: the tombstone says it.
+    fn keep_merge_base(&mut self) -> Result<()> {
+        if !self.merged.valid() {
+            return Ok(());
+        }
+        let parsed = parse_internal_key(self.merged.key())?;
+        if parsed.user_key != self.last.as_slice() || self.deleted(parsed.user_key, parsed.seq) {
+            return Ok(());
+        }
+        let keep = match parsed.kind {
+            ValueKind::Put => true,
+            ValueKind::Delete => !self.bottom,
+            ValueKind::Merge => false,
+        };
+        if keep {
+            let entry = (self.merged.key().to_vec(), self.merged.value());
+            self.operands.push_back(entry);
         }
         Ok(())
     }
@@ -694,6 +758,7 @@ fn run(
         range_tombstones,
         filter: opts.compaction_filter.clone(),
         merge_operator: opts.merge_operator.clone(),
+        refused_merges: 0,
         operands: VecDeque::new(),
         out_key: Vec::new(),
         output_level: pick.output_level,
@@ -749,6 +814,8 @@ fn run(
     c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
     c.compaction_bytes_written
         .fetch_add(written, Ordering::Relaxed);
+    c.merges_refused
+        .fetch_add(entries.refused_merges, Ordering::Relaxed);
     Ok(())
 }
 

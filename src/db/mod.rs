@@ -30,6 +30,7 @@ mod oracle;
 mod pacing;
 mod read;
 mod read_only;
+mod small_runs;
 mod snapshot;
 mod transaction;
 mod transaction_scan;
@@ -165,6 +166,7 @@ pub(crate) struct DbCounters {
     pub compaction_bytes_written: AtomicU64,
     pub background_errors: AtomicU64,
     pub background_retries: AtomicU64,
+    pub merges_refused: AtomicU64,
     pub filter_builds: FilterBuildCounters,
 }
 
@@ -483,6 +485,12 @@ pub struct Stats {
     pub background_errors: u64,
     /// Retries of failed background work (automatic or by `resume`).
     pub background_retries: u64,
+    /// Keys whose merge operands a compaction had to merge but the merge
+    /// operator refused (or the keyspace had none), once per compaction
+    /// that met them: it wrote them out unmerged and went on. Reads of
+    /// such a key fail with `Error::MergeFailed` (not counted here) until
+    /// a put or delete of it replaces them.
+    pub merges_refused: u64,
     /// The failure background work is stuck on now, if any: what failed,
     /// how often, when it is retried, and the error.
     pub background_error: Option<String>,
@@ -1230,6 +1238,7 @@ impl Db {
             compaction_bytes_written: load(&c.compaction_bytes_written),
             background_errors: load(&c.background_errors),
             background_retries: load(&c.background_retries),
+            merges_refused: load(&c.merges_refused),
             background_error: background::current_failure(inner),
             last_sequence: inner.last_visible.load(Ordering::Acquire),
             transaction_commits: load(&c.transaction_commits),
