@@ -60,7 +60,7 @@ use compaction::CompactionScope;
 use version::LiveTable;
 
 pub use checkpoint::CheckpointInfo;
-pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
+pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use ingest::{IngestOptions, TableWriter};
