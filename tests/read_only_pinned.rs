@@ -3,6 +3,9 @@
 //! budget of one (or three) open files and the block cache off, every get
 //! and an iterator opened before the writer's full compaction removed all
 //! of the view's tables still read them (no "No such file or directory").
+//! A read-only open that runs out of file handles (a child process under
+//! `ulimit -n 32`, 48 tables) fails at the open with an error saying how
+//! many files it holds open and the limit, never later with a bare ENOENT.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,7 +18,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use std::process::Command;
+
 use siftdb::{Db, Options};
+
+/// Set in the child: the database directory it opens read-only.
+const CHILD_ENV: &str = "SIFTDB_READ_ONLY_PINNED_CHILD";
+
+/// Tables of the database the child opens under a lower file limit.
+const MANY_TABLES: u64 = 48;
 
 const TABLES: u64 = 8;
 const KEYS_PER_TABLE: u64 = 250;
@@ -115,4 +126,61 @@ fn a_read_only_view_reads_tables_the_writer_compacted_away_with_few_open_files()
         drop(reader);
         writer.close().unwrap();
     }
+}
+
+/// The child: opens the database read-only under the parent's file limit
+/// and prints the outcome.
+#[test]
+fn child_process() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    match Db::open_with(&dir, Options::default().read_only(true)) {
+        Ok(_) => println!("RESULT opened"),
+        Err(e) => println!("RESULT {e}"),
+    }
+}
+
+#[test]
+fn a_read_only_open_out_of_file_handles_says_how_many_it_needs() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Db::open_with(dir.path(), writer_options()).unwrap();
+    for table in 0..MANY_TABLES {
+        writer.put(key(table), value(table)).unwrap();
+        writer.flush().unwrap();
+    }
+    writer.close().unwrap();
+    let out = Command::new("prlimit")
+        .arg("--nofile=32:32")
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process", "--test-threads", "1"])
+        .args(["--quiet", "--nocapture"])
+        .env(CHILD_ENV, dir.path())
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipped: cannot run prlimit: {e}");
+            return;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no result from the child ({}): {stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        result.contains(&format!("holds every table file open, {MANY_TABLES} here"))
+            && result.contains("limit is 32"),
+        "{result}"
+    );
 }
