@@ -105,6 +105,6 @@ fn main() -> siftdb::Result<()> {
     archive.ingest(&[&archived], IngestOptions::new())?;
     println!("archive holds {} items", archive.iter().count());
     assert_eq!(archive.iter().count(), 1000);
-    drop(archive); // a keyspace handle holds the database open
+    drop((archive, before)); // handles hold the database open
     db.close()
 }

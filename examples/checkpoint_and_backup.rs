@@ -64,6 +64,7 @@ fn main() -> siftdb::Result<()> {
         );
     }
     backups.verify(second.id)?; // every file against its checksum
+    drop(orders); // a keyspace handle holds the database open
     db.close()?; // the backups need nothing of the live database
 
     // Restore each into a new directory, reopen and check.

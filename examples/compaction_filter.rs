@@ -97,6 +97,6 @@ fn main() -> siftdb::Result<()> {
         before.get_in(&docs, "doc:1")?.as_deref(),
         Some(&b"v1:hello"[..])
     );
-    drop(before);
+    drop((before, docs)); // handles hold the database open
     db.close()
 }

@@ -74,5 +74,7 @@ fn main() -> siftdb::Result<()> {
     let fresh = db.keyspace("users-by-email")?;
     println!("reopened by name, keys: {}", fresh.iter().count());
     assert_eq!(fresh.iter().count(), 0);
+    // Keyspace handles hold the database open: `close` names any still alive.
+    drop((users, by_email, fresh));
     db.close()
 }

@@ -247,7 +247,7 @@ impl WriteBatch {
             }
             Ok(None) => {}
             Err(e) => {
-                self.invalid_range.get_or_insert_with(|| e.to_string());
+                self.invalid_range.get_or_insert_with(|| e.detail());
             }
         }
     }
@@ -579,7 +579,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<DecodedBatch<'_>> {
     let mut ops = Vec::with_capacity(count as usize);
     for index in 0..count {
         let op = read_op(&mut reader, Lengths::Limited)
-            .map_err(|e| Error::corruption(WHAT, format!("operation {index}: {e}")))?;
+            .map_err(|e| Error::corruption(WHAT, format!("operation {index}: {}", e.detail())))?;
         if op.key.len() > MAX_KEY_LEN || op.value.len() > MAX_VALUE_LEN {
             return Err(Error::corruption(
                 WHAT,

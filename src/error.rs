@@ -107,6 +107,18 @@ pub enum Error {
     #[error("the database is closing")]
     Closed,
 
+    /// `Db::close` closed the database (background work stopped, the log
+    /// synced and marked closed), but handles of it still live and keep
+    /// its directory locked until they drop.
+    #[error(
+        "the database is closed, but {handles} of it still live: its directory stays locked \
+         until they are dropped"
+    )]
+    HandlesLive {
+        /// The live handles: "1 Keyspace, 2 Snapshots".
+        handles: String,
+    },
+
     /// A transaction's commit was refused: a key it wrote (or, when
     /// serializable, a key or range it read) was written by a commit after
     /// its snapshot. Nothing of it was written; run it again.
@@ -173,6 +185,18 @@ impl Error {
         Error::InvalidArgument(detail.to_string())
     }
 
+    /// What this error says without its kind's prefix: the text of an
+    /// `InvalidArgument`, "WHAT: DETAIL" of a `Corruption`, the whole
+    /// message of any other. For an error that wraps another of the same
+    /// kind, so that none reads "invalid argument: invalid argument: …".
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            Error::InvalidArgument(detail) => detail.clone(),
+            Error::Corruption { what, detail } => format!("{what}: {detail}"),
+            other => other.to_string(),
+        }
+    }
+
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io {
@@ -216,6 +240,9 @@ impl Error {
             },
             Error::Panicked(m) => Error::Panicked(m.clone()),
             Error::Closed => Error::Closed,
+            Error::HandlesLive { handles } => Error::HandlesLive {
+                handles: handles.clone(),
+            },
             Error::Conflict => Error::Conflict,
             Error::MergeFailed { key, reason } => Error::MergeFailed {
                 key: key.clone(),

@@ -472,6 +472,9 @@ impl Options {
     /// (`RLIMIT_NOFILE`) when that is lower, so a database of thousands of
     /// tables works under `ulimit -n 256`. Must be at least 1. Readers that
     /// are between a reopen and their read may briefly hold a few more.
+    /// A read-only database ([`Options::read_only`]) holds every table file
+    /// open instead, whatever this says: a writer beside it may remove any
+    /// of them, and a file reopened by name would be gone.
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = Some(files);
         self
@@ -632,6 +635,10 @@ impl Options {
     /// reads the manifest and every live table, and replays the logs into
     /// memory; reads then see the database as of the open (a consistent
     /// view: a manifest that changes meanwhile makes the open start again).
+    /// Every table file is held open for the database's life, whatever
+    /// [`Options::max_open_files`], so the view stays readable after a
+    /// writer's compaction removes its tables; an open that runs out of
+    /// file handles fails with an error saying how many it needs.
     /// Writes, `flush`, `compact` and `resume` are refused with
     /// [`crate::Error::ReadOnly`]. A directory without a database is an
     /// error, never created.

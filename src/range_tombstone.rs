@@ -469,8 +469,9 @@ impl FragmentedTombstones {
         let count = usize::try_from(count).unwrap_or(usize::MAX);
         let mut fragments: Vec<Fragment> = Vec::with_capacity(count);
         for index in 0..count {
-            let fragment = read_fragment(&mut reader)
-                .map_err(|e| Error::corruption(WHAT, format!("fragment {index}: {e}")))?;
+            let fragment = read_fragment(&mut reader).map_err(|e| {
+                Error::corruption(WHAT, format!("fragment {index}: {}", e.detail()))
+            })?;
             if let Some(before) = fragments.last() {
                 let in_order = before
                     .end

@@ -82,6 +82,7 @@ fn flushes_and_compactions_are_shown_with_their_tables() {
     logs.put("line", "1").unwrap();
     db.flush().unwrap();
     db.compact().unwrap();
+    drop(logs); // a keyspace handle holds the database open
     db.close().unwrap();
 
     let flushes = recorder.flushes.lock().unwrap();

@@ -353,6 +353,7 @@ fn own_prefix_extractor_serves_filters(extractor: PrefixExtractor) {
         }
         assert_eq!(keyspace.live_tables().len(), 2);
         check(&db, &keyspace);
+        drop(keyspace); // a keyspace handle holds the database open
         db.close().unwrap();
     }
     let db = Db::open_with(dir.path(), two_tables_stay()).unwrap();

@@ -47,6 +47,7 @@ fn many_keyspaces_stay_within_the_budget() {
         for (k, ks) in spaces.iter().enumerate() {
             assert_eq!(ks.iter().count(), writes as usize / KEYSPACES, "ks{k}");
         }
+        drop(spaces); // keyspace handles hold the database open
         db.close().unwrap();
     }
     let db = Db::open_with(dir.path(), opts()).unwrap();

@@ -178,6 +178,7 @@ fn put_with_and_delete_with_each_sync_their_write_on_the_db_and_a_keyspace() {
             db.get("after").unwrap().is_none(),
             "{name}: the plain write after it"
         );
+        drop(orders); // a keyspace handle holds the database open
         db.close().unwrap();
     }
 }
@@ -204,6 +205,7 @@ fn log_syncs_count_synced_writes_and_persists_only() {
         .unwrap();
     db.persist().unwrap();
     assert_eq!(db.stats().log_syncs, before + 4);
+    drop(orders); // a keyspace handle holds the database open
     db.close().unwrap();
 }
 

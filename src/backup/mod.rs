@@ -14,15 +14,19 @@
 //! shared/NNNNNN_CRC_SIZE.sst  tables, shared by every backup that holds them
 //! private/ID/                 one backup's logs and manifest
 //! meta/ID                     one backup's metadata: what it holds, checksums
-//! tmp/                        a backup or restore being made (removed at the next one)
+//! tmp/                        a backup being made (removed when it fails, or at the next one)
 //! ```
 //!
-//! A backup is a [`Db::checkpoint`] taken into `tmp/`, whose tables are then
-//! moved into `shared/` (a table already there — same number, checksum and
-//! size — is not stored again) and whose other files into `private/ID/`.
+//! A backup is a [`Db::checkpoint`] taken into `tmp/` with every table
+//! copied, never hard-linked (a backup shares no storage with the database
+//! it protects: damage to a live file cannot reach it), whose tables are
+//! then moved into `shared/` (a table already there — same number, checksum
+//! and size — is not stored again: backups share files with one another,
+//! inside the backup directory) and whose other files into `private/ID/`.
 //! The metadata is written last (beside, synced, renamed): a backup exists
 //! once its `meta/ID` does, and a crash before leaves only files that the
-//! next [`BackupEngine::purge_old`] removes. A table's name carries its
+//! next [`BackupEngine::purge_old`] removes; a `create` that fails (no
+//! space, say) removes what it stored before it returns. A table's name carries its
 //! checksum so a database restored from an older backup, whose file
 //! numbers start again below those of later backups, cannot collide with
 //! them.
@@ -31,7 +35,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::db::{remove_partial, temp_dir_of, Db, CHECKPOINT_PARTIAL_FILE};
+use crate::db::{discard_temp, remove_partial, temp_dir_of, Db, CHECKPOINT_PARTIAL_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, FileKind};
 use crate::fs::{OsFileSystem, SharedFs};
@@ -97,21 +101,80 @@ impl BackupEngine {
         Ok(engine)
     }
 
+    /// Opens the backup directory `dir`, which must exist and hold backups'
+    /// layout: `InvalidArgument` naming it otherwise, and nothing is
+    /// created (for reading backups: a mistyped directory is an error, not
+    /// a new empty one).
+    pub fn open_existing(dir: impl AsRef<Path>) -> Result<BackupEngine> {
+        let dir = dir.as_ref();
+        let fs = OsFileSystem::shared();
+        if !fs.is_dir(dir) {
+            return Err(Error::invalid(format!(
+                "no backup directory at {}",
+                dir.display()
+            )));
+        }
+        if let Some(sub) = [SHARED_DIR, PRIVATE_DIR, META_DIR]
+            .into_iter()
+            .find(|sub| !fs.is_dir(&dir.join(sub)))
+        {
+            return Err(Error::invalid(format!(
+                "{} is not a backup directory (no {sub}/)",
+                dir.display()
+            )));
+        }
+        Ok(BackupEngine {
+            dir: dir.to_path_buf(),
+            fs,
+        })
+    }
+
+    /// True when backup `id` exists (its metadata does; whether its files
+    /// are whole is [`BackupEngine::verify`]'s question).
+    pub fn exists(&self, id: u64) -> bool {
+        self.fs.exists(&self.meta_path(id))
+    }
+
     /// The backup directory.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Makes a new backup of `db` (as of one sequence number, while writes
-    /// go on) and verifies it; returns what it holds.
+    /// go on) and verifies it; returns what it holds. Every file is copied:
+    /// the backup shares no storage with the database. A `create` that
+    /// fails leaves no trace: no `tmp/`, no metadata, none of the files it
+    /// stored.
     pub fn create(&self, db: &Db) -> Result<BackupInfo> {
-        let fs = self.fs.as_ref();
         let id = self.list()?.last().map_or(1, |b| b.id + 1);
         let tmp = self.dir.join(TMP_DIR);
         self.remove_tree(&tmp)?;
+        let mut stored = Vec::new();
+        let made = self.create_as(db, id, &mut stored);
+        if made.is_err() {
+            // Best effort (the failure is what is reported; removing needs
+            // no space). The metadata first: the backup is gone once it is.
+            let fs = self.fs.as_ref();
+            if fs.exists(&self.meta_path(id)) {
+                let _ = fs.remove(&self.meta_path(id));
+            }
+            let _ = self.remove_tree(&self.dir.join(PRIVATE_DIR).join(id.to_string()));
+            for path in &stored {
+                let _ = fs.remove(path);
+            }
+            let _ = self.remove_tree(&tmp);
+        }
+        made
+    }
+
+    /// [`BackupEngine::create`] as backup `id`; adds to `stored` each file
+    /// it put into `shared/` (for the clean-up after a failure).
+    fn create_as(&self, db: &Db, id: u64, stored: &mut Vec<PathBuf>) -> Result<BackupInfo> {
+        let fs = self.fs.as_ref();
+        let tmp = self.dir.join(TMP_DIR);
         fs.create_dir_all(&tmp)?;
         let checkpoint_dir = tmp.join("checkpoint");
-        let checkpoint = db.checkpoint(&checkpoint_dir)?;
+        let checkpoint = db.checkpoint_copied(&checkpoint_dir)?;
         // Every block of every table, the logs and the manifest checked
         // before anything is stored.
         let report = verify_dir_with(&self.fs, &checkpoint_dir)?;
@@ -129,23 +192,26 @@ impl BackupEngine {
         for name in fs.list(&checkpoint_dir)? {
             let from = checkpoint_dir.join(&name);
             let (size, crc32) = checksum(fs, &from)?;
-            let stored = match parse_file_name(&name) {
+            let stored_name = match parse_file_name(&name) {
                 Some((FileKind::Table, number)) => {
                     format!("{SHARED_DIR}/{number:06}_{crc32:08x}_{size}.sst")
                 }
                 _ => format!("{private}/{name}"),
             };
-            let to = self.dir.join(&stored);
+            let to = self.dir.join(&stored_name);
             if fs.exists(&to) {
                 // Already backed up: checked as any stored file is.
-                check_file(fs, &to, &stored, size, crc32)?;
+                check_file(fs, &to, &stored_name, size, crc32)?;
                 fs.remove(&from)?;
             } else {
                 fs.rename(&from, &to)?;
+                if stored_name.starts_with(SHARED_DIR) {
+                    stored.push(to);
+                }
                 new_bytes += size;
             }
             files.push(BackupFile {
-                stored,
+                stored: stored_name,
                 name,
                 size,
                 crc32,
@@ -205,7 +271,8 @@ impl BackupEngine {
     /// all: it is written as `DIR.checkpoint-tmp`, which a marker file
     /// keeps `Db::open` from opening until it is whole, and renamed.
     /// Files are copied, never linked: the restored database shares no
-    /// file with the backup.
+    /// file with the backup. A restore that fails (no space, say) removes
+    /// `DIR.checkpoint-tmp` before it returns.
     pub fn restore(&self, id: u64, dir: impl AsRef<Path>) -> Result<BackupInfo> {
         let dir = dir.as_ref();
         let fs = self.fs.as_ref();
@@ -219,23 +286,30 @@ impl BackupEngine {
         let temp = temp_dir_of(dir)?;
         remove_partial(fs, &temp)?;
         fs.create_dir_all(&temp)?;
-        let mut marker = fs.create(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
-        marker.sync()?;
-        drop(marker);
-        fs.sync_dir(&temp)?;
-        for file in &info.files {
-            let copied = copy_checked(fs, &self.dir.join(&file.stored), &temp.join(&file.name))?;
-            if copied != (file.size, file.crc32) {
-                return Err(Error::corruption(
-                    format!("backup file {}", file.stored),
-                    "changed while it was restored",
-                ));
+        let copied = (|| {
+            let mut marker = fs.create(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
+            marker.sync()?;
+            drop(marker);
+            fs.sync_dir(&temp)?;
+            for file in &info.files {
+                let copied =
+                    copy_checked(fs, &self.dir.join(&file.stored), &temp.join(&file.name))?;
+                if copied != (file.size, file.crc32) {
+                    return Err(Error::corruption(
+                        format!("backup file {}", file.stored),
+                        "changed while it was restored",
+                    ));
+                }
             }
+            fs.sync_dir(&temp)?;
+            fs.remove(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
+            fs.sync_dir(&temp)?;
+            fs.rename(&temp, dir)
+        })();
+        if let Err(e) = copied {
+            discard_temp(fs, &temp);
+            return Err(e);
         }
-        fs.sync_dir(&temp)?;
-        fs.remove(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
-        fs.sync_dir(&temp)?;
-        fs.rename(&temp, dir)?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs.sync_dir(parent)?;
         }

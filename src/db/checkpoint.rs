@@ -15,7 +15,7 @@
 //! file systems, copies) every log some keyspace still needs into the
 //! checkpoint's directory under a temporary name. Then, locks released:
 //! the tables of those versions are hard-linked (copied across file
-//! systems); they cannot go meanwhile, because the held super-versions pin
+//! systems, and always for a backup: [`TableFiles`]); they cannot go meanwhile, because the held super-versions pin
 //! them (a table's file is removed only when its last handle drops). The
 //! logs are copied to their own names — the active one only up to the
 //! length taken, so its replay stops at `S` (no flush is forced: the
@@ -31,7 +31,8 @@
 //! refused by `Db::open` (the marker is not a database file: `NotADatabase`,
 //! or `Corruption` once tables are in it and the manifest is not). A
 //! later checkpoint to the same `DIR` removes a temporary directory that
-//! still holds the marker.
+//! still holds the marker. A checkpoint that fails (no space, say) removes
+//! its temporary directory before it returns the error.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,6 +67,17 @@ pub struct CheckpointInfo {
     pub bytes_copied: u64,
 }
 
+/// How a checkpoint stores the live database's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableFiles {
+    /// Hard-linked where the file system allows (copied across file
+    /// systems): the checkpoint shares their storage with the database.
+    Linked,
+    /// Copied, always: what a backup needs, which must survive any damage
+    /// to the live database's files.
+    Copied,
+}
+
 /// What was taken under the locks.
 struct Pinned {
     sequence: crate::key::SeqNo,
@@ -87,10 +99,17 @@ impl Db {
     /// at that sequence number. Writes wait only while the files are
     /// pinned, not while they are copied.
     ///
+    /// A linked table shares its storage with the live database's: the
+    /// same file under two names, so damage to one is damage to the other
+    /// (neither is ever written again). A checkpoint is a cheap consistent
+    /// copy, not a backup: [`crate::backup::BackupEngine`] copies every
+    /// file.
+    ///
     /// `dir` appears whole or not at all: the checkpoint is written into
     /// `DIR.checkpoint-tmp` (refused by `Db::open` until finished) and
-    /// renamed at the end; a crash leaves at most that temporary directory,
-    /// which the next checkpoint to `dir` removes.
+    /// renamed at the end. A checkpoint that fails removes that temporary
+    /// directory before it returns; a crash leaves at most the temporary
+    /// directory, which the next checkpoint to `dir` removes.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -103,7 +122,12 @@ impl Db {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointInfo> {
-        checkpoint(&self.inner, dir.as_ref()).map(|(info, _)| info)
+        checkpoint(&self.inner, dir.as_ref(), TableFiles::Linked).map(|(info, _)| info)
+    }
+
+    /// [`Db::checkpoint`] with every table copied, never linked (a backup's).
+    pub(crate) fn checkpoint_copied(&self, dir: &Path) -> Result<CheckpointInfo> {
+        checkpoint(&self.inner, dir, TableFiles::Copied).map(|(info, _)| info)
     }
 
     /// [`Db::checkpoint`], and a [`Snapshot`] of exactly the state the
@@ -113,7 +137,7 @@ impl Db {
         &self,
         dir: impl AsRef<Path>,
     ) -> Result<(CheckpointInfo, Snapshot)> {
-        checkpoint(&self.inner, dir.as_ref())
+        checkpoint(&self.inner, dir.as_ref(), TableFiles::Linked)
     }
 }
 
@@ -127,7 +151,11 @@ pub(crate) fn temp_dir_of(dir: &Path) -> Result<PathBuf> {
     Ok(dir.with_file_name(temp))
 }
 
-pub(crate) fn checkpoint(inner: &Arc<DbInner>, dir: &Path) -> Result<(CheckpointInfo, Snapshot)> {
+pub(crate) fn checkpoint(
+    inner: &Arc<DbInner>,
+    dir: &Path,
+    tables: TableFiles,
+) -> Result<(CheckpointInfo, Snapshot)> {
     let fs = inner.fs.as_ref();
     if inner.opts.read_only {
         return Err(Error::invalid(
@@ -149,26 +177,44 @@ pub(crate) fn checkpoint(inner: &Arc<DbInner>, dir: &Path) -> Result<(Checkpoint
         drop(marker);
         fs.sync_dir(&temp)?;
         let (pinned, snapshot) = pin(inner, &temp)?;
-        let info = copy_pinned(inner, &temp, &pinned)?;
+        let info = copy_pinned(inner, &temp, &pinned, tables)?;
         fs.remove(&temp.join(CHECKPOINT_PARTIAL_FILE))?;
         fs.sync_dir(&temp)?;
+        fs.rename(&temp, dir)?;
         Ok((info, snapshot))
     })();
     let (mut info, snapshot) = match written {
         Ok(info) => info,
         Err(e) => {
-            // Best effort; the marker (if it is still there) makes a
-            // leftover refused and removable.
-            let _ = remove_partial(fs, &temp);
+            discard_temp(fs, &temp);
             return Err(e);
         }
     };
-    fs.rename(&temp, dir)?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs.sync_dir(parent)?;
     }
     info.dir = dir.to_path_buf();
     Ok((info, snapshot))
+}
+
+/// Removes the temporary directory `temp` that this checkpoint or restore
+/// created, with the files in it, after a failure — best effort: the
+/// failure is what the caller reports, and removing files needs no space.
+/// The marker goes last, so a removal cut short leaves a directory the next
+/// checkpoint or restore to the same place still recognises and removes.
+pub(crate) fn discard_temp(fs: &dyn FileSystem, temp: &Path) {
+    if !fs.exists(temp) {
+        return;
+    }
+    if let Ok(names) = fs.list(temp) {
+        for name in names.iter().filter(|n| *n != CHECKPOINT_PARTIAL_FILE) {
+            let _ = fs.remove(&temp.join(name));
+        }
+        if names.iter().any(|n| n == CHECKPOINT_PARTIAL_FILE) {
+            let _ = fs.remove(&temp.join(CHECKPOINT_PARTIAL_FILE));
+        }
+    }
+    let _ = fs.remove_dir(temp);
 }
 
 /// Removes the unfinished checkpoint at `temp` (one holding the marker);
@@ -250,7 +296,12 @@ fn pin(inner: &Arc<DbInner>, temp: &Path) -> Result<(Pinned, Snapshot)> {
 
 /// Links or copies the pinned tables and logs into `temp` and writes the
 /// manifest naming them.
-fn copy_pinned(inner: &DbInner, temp: &Path, pinned: &Pinned) -> Result<CheckpointInfo> {
+fn copy_pinned(
+    inner: &DbInner,
+    temp: &Path,
+    pinned: &Pinned,
+    tables: TableFiles,
+) -> Result<CheckpointInfo> {
     let fs = inner.fs.as_ref();
     let mut info = CheckpointInfo {
         sequence: pinned.sequence.0,
@@ -262,7 +313,7 @@ fn copy_pinned(inner: &DbInner, temp: &Path, pinned: &Pinned) -> Result<Checkpoi
             let name = table_file_name(table.file_number());
             let (from, to) = (inner.path_of(&name), temp.join(&name));
             info.tables += 1;
-            if fs.hard_link(&from, &to).is_ok() {
+            if tables == TableFiles::Linked && fs.hard_link(&from, &to).is_ok() {
                 info.tables_linked += 1;
             } else {
                 info.bytes_copied += copy_file(fs, &from, &to, u64::MAX)?;

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::db::close::HandleKind;
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
@@ -71,6 +72,12 @@ impl std::fmt::Debug for KeyspaceExport {
     }
 }
 
+impl Drop for KeyspaceExport {
+    fn drop(&mut self) {
+        self.inner.handles.dropped(HandleKind::KeyspaceExport);
+    }
+}
+
 impl KeyspaceExport {
     /// Pins `keyspace` as of the last write.
     pub fn pin(keyspace: &Keyspace) -> Result<KeyspaceExport> {
@@ -81,6 +88,7 @@ impl KeyspaceExport {
         let sv = keyspace.tree().current.load_full();
         let sequence = writer.last_seq;
         drop(writer);
+        inner.handles.made(HandleKind::KeyspaceExport);
         Ok(KeyspaceExport {
             inner: Arc::clone(inner),
             tree: Arc::clone(keyspace.tree()),

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
+use crate::db::close::HandleKind;
 use crate::db::compaction::CompactionScope;
 use crate::db::iter::DbIterator;
 use crate::db::keyspace_options::KeyspaceOptions;
@@ -204,15 +205,28 @@ impl Tree {
 /// assert_eq!(db.keyspaces(), ["default", "users", "users-by-email"]);
 /// # Ok::<(), siftdb::Error>(())
 /// ```
-#[derive(Clone)]
 pub struct Keyspace {
     inner: Arc<DbInner>,
     tree: Arc<Tree>,
 }
 
+impl Clone for Keyspace {
+    fn clone(&self) -> Keyspace {
+        Keyspace::of(Arc::clone(&self.inner), Arc::clone(&self.tree))
+    }
+}
+
+impl Drop for Keyspace {
+    fn drop(&mut self) {
+        self.inner.handles.dropped(HandleKind::Keyspace);
+    }
+}
+
 impl Keyspace {
-    /// The handle of `tree` in the database `inner`.
+    /// The handle of `tree` in the database `inner` (every handle is made
+    /// here: `Db::close` counts them).
     pub(crate) fn of(inner: Arc<DbInner>, tree: Arc<Tree>) -> Keyspace {
+        inner.handles.made(HandleKind::Keyspace);
         Keyspace { inner, tree }
     }
 
@@ -230,10 +244,7 @@ impl Keyspace {
 
     /// The default keyspace of the database `inner`.
     pub(crate) fn default_of(inner: &Arc<DbInner>) -> Keyspace {
-        Keyspace {
-            inner: Arc::clone(inner),
-            tree: Arc::clone(&inner.default),
-        }
+        Keyspace::of(Arc::clone(inner), Arc::clone(&inner.default))
     }
 
     /// The keyspace's name.
@@ -576,10 +587,7 @@ impl Db {
                 write::create_keyspace(inner, name, given.cloned().unwrap_or_default())?
             }
         };
-        Ok(Keyspace {
-            inner: Arc::clone(inner),
-            tree,
-        })
+        Ok(Keyspace::of(Arc::clone(inner), tree))
     }
 
     /// The names of every keyspace, `default` first, then in the order

@@ -11,12 +11,14 @@
 //! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
 //! reads only), `checkpoint.rs` (consistent copies of a live database),
+//! `close.rs` (closing, and the handles that outlive the `Db`),
 //! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
 //! keyspace's tables linked out at a sequence number, and imported as a new
 //! keyspace).
 
 mod background;
 mod checkpoint;
+mod close;
 mod compaction;
 mod compare_and_swap;
 pub(crate) mod export;
@@ -61,7 +63,7 @@ use compaction::CompactionScope;
 use version::LiveTable;
 
 pub use checkpoint::CheckpointInfo;
-pub(crate) use checkpoint::{remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
+pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use ingest::{IngestOptions, TableWriter};
@@ -275,8 +277,10 @@ pub(crate) struct DbInner {
     /// Where background work's events go (`Options::add_event_listener`).
     pub events: crate::events::EventQueue,
     pub recovery: RecoveryReport,
+    /// Live handles by kind (what `close` names).
+    pub handles: close::HandleCounts,
     /// The directory lock: released when the last of the `Db` and its
-    /// snapshots goes (a snapshot still reads the directory's tables).
+    /// handles goes (a snapshot still reads the directory's tables).
     pub _lock: Box<dyn DirLock>,
 }
 
@@ -1260,28 +1264,6 @@ impl Db {
 }
 
 impl Db {
-    /// Closes the database: stops background work, syncs the log and marks
-    /// it closed, and returns what went wrong — the final sync's error, a
-    /// background thread's panic, or the failure background work was stuck
-    /// on. Dropping a `Db` does the same but can only swallow the error.
-    ///
-    /// Acknowledged writes are in the log either way: a failed close loses
-    /// nothing that a crash at the same moment would not (the next open
-    /// replays the log).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = siftdb::Db::open(dir.path())?;
-    /// db.put(b"k", b"v")?;
-    /// db.close()?;
-    /// let db = siftdb::Db::open(dir.path())?;
-    /// assert!(db.recovery_report().closed_cleanly);
-    /// # Ok::<(), siftdb::Error>(())
-    /// ```
-    pub fn close(mut self) -> Result<()> {
-        self.shut_down()
-    }
-
     /// Stops background work and closes the log; idempotent (the second
     /// call finds no threads and a closed log).
     fn shut_down(&mut self) -> Result<()> {

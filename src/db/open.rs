@@ -435,7 +435,7 @@ pub(crate) fn replay_logs<'a>(
                 if let Some(recovered) = route(op.keyspace, number) {
                     recovered
                         .apply(op, seq)
-                        .map_err(|e| Error::corruption(format!("log {name}"), e.to_string()))?;
+                        .map_err(|e| Error::corruption(format!("log {name}"), e.detail()))?;
                 }
                 last_seq = last_seq.max(seq);
                 seq = seq.next();
@@ -791,6 +791,7 @@ impl Parts {
             recovery: self.report,
             pacer: opts.compaction_bytes_per_sec.map(Pacer::new),
             opts,
+            handles: crate::db::close::HandleCounts::default(),
             _lock: self.lock,
         }
     }

@@ -9,7 +9,10 @@
 //! them, so a later removal takes nothing away), reads the manifest again
 //! and starts over when it moved meanwhile; then opens the tables (held
 //! open too), and starts over only when one the manifest named is gone and
-//! the manifest no longer names it.
+//! the manifest no longer names it. Every table's file is held open for
+//! the database's life whatever `max_open_files` (which bounds the
+//! open-file cache of a writer's tables): a file reopened by name could be
+//! gone.
 //! Must never: create, change or delete anything (no lock file, no
 //! manifest, no log, no table, no removal of obsolete files), or need
 //! write permission on the directory.
@@ -56,6 +59,32 @@ fn read_state(opts: &Options, dir: &Path) -> Result<ManifestState> {
     read_manifest(opts.fs.as_ref(), dir)
         .map_err(|e| repair_hint(e, dir))?
         .ok_or_else(|| no_database(dir))
+}
+
+/// An open that ran out of file handles (`EMFILE`, `ENFILE`) said as such:
+/// a read-only database holds every table file open.
+fn out_of_file_handles(e: Error, tables: usize, opts: &Options) -> Error {
+    let Error::Io { path, source } = &e else {
+        return e;
+    };
+    let errno = rustix::io::Errno::from_io_error(source);
+    if errno != Some(rustix::io::Errno::MFILE) && errno != Some(rustix::io::Errno::NFILE) {
+        return e;
+    }
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let limit = limit.map_or_else(|| "unlimited".to_owned(), |l| l.to_string());
+    Error::Io {
+        path: path.clone(),
+        source: std::io::Error::new(
+            source.kind(),
+            format!(
+                "{source}: a read-only open holds every table file open, {tables} here \
+                 (max_open_files, {}, does not limit it); the process's open-file limit is \
+                 {limit} (ulimit -n)",
+                opts.effective_max_open_files()
+            ),
+        ),
+    }
 }
 
 fn no_database(dir: &Path) -> Error {
@@ -110,15 +139,10 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
 
     let tables = ReadContext::for_options(opts, ReadCounters::new());
     let mut report = RecoveryReport::default();
-    // Held open, so a writer's compaction cannot take a table away from
-    // under a read — unless that would pass the open-file budget; then
-    // through the open-file cache (a table removed since may then fail
-    // to reopen, with an error naming it).
-    let open_table = if state.tables.len() <= opts.effective_max_open_files() {
-        Table::open_held
-    } else {
-        Table::open
-    };
+    // Every table held open, whatever `max_open_files`: a writer's
+    // compaction may remove any of them, and a file reopened by name
+    // would then be gone. The table never reopens its file by name.
+    let open_table = Table::open_held;
     let numbers: Vec<u64> = logs.iter().map(|(number, _)| *number).collect();
     let names: Vec<String> = numbers.iter().map(|&n| wal_file_name(n)).collect();
     let read = |number: u64| -> Result<Bytes> {
@@ -142,7 +166,8 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         read,
         &mut report,
         open_table,
-    )?;
+    )
+    .map_err(|e| out_of_file_handles(e, state.tables.len(), opts))?;
     if !report.damaged_tables.is_empty() {
         // A table a compaction removed looks missing: only the current
         // manifest tells it from damage.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::db::close::HandleKind;
 use crate::db::iter::{owned_range, prefix_range, DbIterator};
 use crate::db::{check_key, read, DbInner, Keyspace, SuperVersion, Tree};
 use crate::error::Result;
@@ -33,6 +34,12 @@ pub struct Snapshot {
     sequence: SeqNo,
 }
 
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.inner.handles.dropped(HandleKind::Snapshot);
+    }
+}
+
 impl Snapshot {
     pub(crate) fn new(inner: &Arc<DbInner>) -> Snapshot {
         // Super-versions first, then the sequence number (see DbIterator::new).
@@ -52,6 +59,7 @@ impl Snapshot {
                 (tree, sv)
             });
         let sequence = inner.snapshot();
+        inner.handles.made(HandleKind::Snapshot);
         Snapshot {
             inner: Arc::clone(inner),
             default,

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::db::close::HandleKind;
 use crate::db::iter::{owned_range, prefix_range};
 use crate::db::oracle::{ConflictCheck, KeyRange};
 use crate::db::transaction_scan::TransactionIter;
@@ -78,6 +79,7 @@ struct LiveSnapshot {
 impl Drop for LiveSnapshot {
     fn drop(&mut self) {
         self.inner.oracle.lock().end(self.sequence);
+        self.inner.handles.dropped(HandleKind::Transaction);
     }
 }
 
@@ -141,6 +143,7 @@ impl Transaction {
         let snapshot = Snapshot::new(inner);
         oracle.begin(snapshot.sequence());
         drop(oracle);
+        inner.handles.made(HandleKind::Transaction);
         Transaction {
             _live: LiveSnapshot {
                 inner: Arc::clone(inner),

@@ -176,7 +176,7 @@ impl TableBuilder {
     pub fn add(&mut self, internal_key: &[u8], value: &[u8]) -> Result<()> {
         self.check_usable()?;
         let parsed = parse_internal_key(internal_key)
-            .map_err(|e| Error::invalid(format!("not an internal key: {e}")))?;
+            .map_err(|e| Error::invalid(format!("not an internal key: {}", e.detail())))?;
         if parsed.user_key.len() > MAX_KEY_LEN || value.len() > MAX_VALUE_LEN {
             return Err(Error::invalid(format!(
                 "key of {} bytes or value of {} bytes exceeds the limits ({MAX_KEY_LEN}, {MAX_VALUE_LEN})",

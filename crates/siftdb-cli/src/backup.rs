@@ -3,7 +3,8 @@
 //!
 //! Owns: the subcommands' flags and their reports.
 //! Must never: create a database at DB (a mistyped directory is an error),
-//! or report a backup good that `verify` found damaged.
+//! create a backup directory but for `create`, or report a backup good
+//! that `verify` found damaged (or a missing one damaged).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +25,9 @@ Backups live in BACKUP_DIR: tables in shared/ (a table already backed up is \
 not stored again), each backup's logs and manifest in private/ID/, its \
 metadata (every file's size and CRC-32) in meta/ID. `create` opens DB \
 (taking its lock) and checks every checksum of what it stores. \
-Exit status: 0, 1 when verify found damage, 2 on an error.")]
+Only `create` makes BACKUP_DIR; the others refuse a missing one. \
+Exit status: 0, 1 when verify found damage, 2 on an error (a missing \
+backup directory, or no backup ID).")]
 pub struct BackupArgs {
     #[command(subcommand)]
     command: BackupCommand,
@@ -70,8 +73,16 @@ enum BackupCommand {
     },
 }
 
+/// The backup directory `dir`, created when missing (for `create`).
 fn engine(dir: &std::path::Path) -> Result<BackupEngine, String> {
     BackupEngine::open(dir).map_err(|e| format!("cannot open backups {}: {e}", dir.display()))
+}
+
+/// The backup directory `dir`, which must exist (for reading backups: a
+/// mistyped directory is an error, never created).
+fn existing_engine(dir: &std::path::Path) -> Result<BackupEngine, String> {
+    BackupEngine::open_existing(dir)
+        .map_err(|e| format!("cannot open backups {}: {e}", dir.display()))
 }
 
 /// Runs `siftdb backup`.
@@ -97,7 +108,10 @@ pub fn run(args: &BackupArgs) -> Result<ExitCode, String> {
             ));
         }
         BackupCommand::List { backup_dir } => {
-            for info in engine(backup_dir)?.list().map_err(|e| e.to_string())? {
+            for info in existing_engine(backup_dir)?
+                .list()
+                .map_err(|e| e.to_string())?
+            {
                 lines.push(format!(
                     "{}\tsequence {}\tcreated {}\t{} files\t{} bytes\t{} new",
                     info.id,
@@ -110,8 +124,12 @@ pub fn run(args: &BackupArgs) -> Result<ExitCode, String> {
             }
         }
         BackupCommand::Verify { backup_dir, id } => {
-            let engine = engine(backup_dir)?;
+            let engine = existing_engine(backup_dir)?;
             let ids = match id {
+                // No such backup is an error of the request, not damage.
+                Some(id) if !engine.exists(*id) => {
+                    return Err(format!("no backup {id} in {}", backup_dir.display()));
+                }
                 Some(id) => vec![*id],
                 None => engine
                     .list()
@@ -135,7 +153,7 @@ pub fn run(args: &BackupArgs) -> Result<ExitCode, String> {
             id,
             dir,
         } => {
-            let info = engine(backup_dir)?
+            let info = existing_engine(backup_dir)?
                 .restore(*id, dir)
                 .map_err(|e| format!("restore failed: {e}"))?;
             lines.push(format!(
@@ -145,7 +163,7 @@ pub fn run(args: &BackupArgs) -> Result<ExitCode, String> {
             ));
         }
         BackupCommand::Purge { backup_dir, keep } => {
-            let gone = engine(backup_dir)?
+            let gone = existing_engine(backup_dir)?
                 .purge_old(*keep)
                 .map_err(|e| format!("purge failed: {e}"))?;
             lines.push(format!("removed {} backups {gone:?}", gone.len()));

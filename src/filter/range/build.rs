@@ -135,7 +135,7 @@ impl RangeFilterBuilder {
         }
         let (positions, keys_fit) = stats.plan();
         let map = KeyMap::new(&positions, keys_fit, "range filter builder")
-            .map_err(|e| Error::invalid(format!("planned an invalid key map: {e}")))?;
+            .map_err(|e| Error::invalid(format!("planned an invalid key map: {}", e.detail())))?;
 
         // Mapped values are non-decreasing in key order: dedup in passing.
         let mut values: Vec<u64> = Vec::new();
