@@ -33,7 +33,7 @@ use crate::manifest::{
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
-use crate::wal::{replay, WalReplay, WalWriter};
+use crate::wal::{mend, replay, WalReplay, WalWriter};
 
 mod manifest_recovery;
 pub use manifest_recovery::ManifestRecovery;
@@ -192,6 +192,12 @@ pub struct RecoveryReport {
     /// else the open is refused as for a damaged manifest. A read-write
     /// open then wrote a fresh `MANIFEST`.
     pub manifest_recovered: Option<ManifestRecovery>,
+    /// Logs whose only damage was one byte of their file header (every
+    /// byte of which follows from the file's number) or of their close
+    /// record (every byte of which follows from the records before it),
+    /// read with every record whole and that byte put back: (file, what).
+    /// No write was lost.
+    pub logs_mended: Vec<(String, String)>,
 }
 
 fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
@@ -389,7 +395,9 @@ pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
 /// operation: its keyspace was dropped, or its tables already hold that
 /// log's records; returns the last sequence number seen (at least
 /// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
-/// the newest log) is `Corruption` naming the log and `siftdb repair`. The
+/// the newest log) is `Corruption` naming the log and `siftdb repair`; a
+/// log damaged only in one byte of its header or close record is mended
+/// (`wal::mend`) and reported (`logs_mended`). The
 /// log the manifest records as closed cleanly (`closed`) must be as the
 /// close left it: if not, the loss is reported (`log_cut_short`; see
 /// [`refuse_cut_short`]).
@@ -409,8 +417,20 @@ pub(crate) fn replay_logs<'a>(
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
         let bytes = read(number)?;
-        let log =
-            replay(&bytes, &name).map_err(|e| repair_hint(e.at_path(&dir.join(&name)), dir))?;
+        let mended;
+        let log = match replay(&bytes, &name) {
+            Ok(log) => log,
+            Err(e) => match e.is_corruption().then(|| mend(&bytes, number)).flatten() {
+                // Only a header or close record was damaged: no write lost.
+                Some((whole, what)) => {
+                    report.logs_mended.push((name.clone(), what));
+                    mended = whole;
+                    replay(&mended, &name)
+                        .map_err(|e| repair_hint(e.at_path(&dir.join(&name)), dir))?
+                }
+                None => return Err(repair_hint(e.at_path(&dir.join(&name)), dir)),
+            },
+        };
         if let Some(closed) = closed.filter(|c| c.number == number) {
             if let Some((offset, what)) = cut_short(closed, &bytes, &log) {
                 report.log_cut_short = Some((name.clone(), offset, what));
