@@ -490,9 +490,9 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestS
 }
 
 /// Reads the second copy, `dir/MANIFEST.copy`; `None` when there is none
-/// (a database whose manifest was last written by a build without copies,
-/// or a checkpoint). It is the state of `MANIFEST` or, after a crash or an
-/// error between the two replacements, the newer state.
+/// (a database whose manifest was last written by a build without copies).
+/// It is the state of `MANIFEST` or, after a crash or an error between the
+/// two replacements, the newer state.
 pub fn read_manifest_copy(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestState>> {
     read_file(fs, dir, MANIFEST_COPY_FILE)
 }
