@@ -7,8 +7,13 @@
 
 /// The current manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
-/// A manifest being written; renamed over [`MANIFEST_FILE`] once synced.
+/// A manifest being written; renamed over [`MANIFEST_COPY_FILE`], then
+/// (written again) over [`MANIFEST_FILE`], once synced.
 pub const MANIFEST_TEMP_FILE: &str = "MANIFEST.tmp";
+/// The second copy of the manifest, the same bytes, replaced just before
+/// [`MANIFEST_FILE`] at each switch: what an open reads when the manifest
+/// is damaged or missing.
+pub const MANIFEST_COPY_FILE: &str = "MANIFEST.copy";
 
 /// What a numbered file in the database directory holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -80,8 +80,8 @@ pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
-    KeyspaceOptions, KeyspaceStats, RecoveryReport, Snapshot, Stats, TableWriter, Transaction,
-    TransactionIter, TransactionOptions, VerifyStats,
+    KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Snapshot, Stats, TableWriter,
+    Transaction, TransactionIter, TransactionOptions, VerifyStats,
 };
 pub use error::{Error, Result};
 pub use events::{

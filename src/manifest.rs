@@ -2,10 +2,12 @@
 //! level, and where the log and the sequence numbers stand.
 //!
 //! Owns: [`ManifestState`], its byte layout documented in `docs/format.md`
-//! ("Manifest"), and the atomic replacement of the `MANIFEST` file.
+//! ("Manifest"), and the atomic replacement of the `MANIFEST` file and of
+//! its second copy `MANIFEST.copy` (the same bytes, replaced first).
 //! Must never: leave a moment where `MANIFEST` is missing or half written
 //! (a new one is written beside it, synced, the directory synced, renamed
-//! over it, and the directory synced again), write a state it would refuse to read, or accept a
+//! over it, and the directory synced again), let the copy fall behind
+//! `MANIFEST`, write a state it would refuse to read, or accept a
 //! byte before the checksum over the whole file is verified.
 //!
 //! ```text
@@ -38,7 +40,7 @@ use std::path::Path;
 
 use crate::codec::{crc32_of, put_len_prefixed, split_checked, ByteReader};
 use crate::error::{Error, Result};
-use crate::filename::{MANIFEST_FILE, MANIFEST_TEMP_FILE};
+use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::FileSystem;
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, TAG_LEN};
 pub use crate::keyspace_settings::KeyspaceSettings;
@@ -438,12 +440,18 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
     Ok(state)
 }
 
-/// Replaces `dir/MANIFEST` with `state`, atomically and durably: writes
-/// `MANIFEST.tmp`, syncs it, syncs `dir` (so every file created since the
-/// last directory sync — the tables `state` names among them — has a
-/// durable name before the manifest can take effect: POSIX does not order
-/// directory changes that no directory sync separates), renames it over
-/// `MANIFEST`, syncs `dir` again.
+/// Replaces `dir/MANIFEST` with `state`, atomically and durably, and its
+/// second copy `dir/MANIFEST.copy` just before it. Each of the two is
+/// replaced the same way: `MANIFEST.tmp` written and synced, `dir` synced
+/// (so every file created since the last directory sync — the tables
+/// `state` names among them — has a durable name before the file can take
+/// effect: POSIX does not order directory changes that no directory sync
+/// separates), renamed over it, `dir` synced again.
+///
+/// The copy goes first, so it is never older than `MANIFEST`: when a crash
+/// or an error comes between the two, the copy holds the newer state, whose
+/// tables are durable and whose obsolete files are all still there (nothing
+/// is removed before this returns).
 ///
 /// `InvalidArgument` (and nothing written) when the state fails
 /// [`ManifestState::check`]. Once this returns, a table the new state no
@@ -453,9 +461,16 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
         .check()
         .map_err(|reason| Error::invalid(format!("refusing to write manifest: {reason}")))?;
     let bytes = encode(state);
+    replace_file(fs, dir, MANIFEST_COPY_FILE, &bytes)?;
+    replace_file(fs, dir, MANIFEST_FILE, &bytes)
+}
+
+/// Replaces `dir/name` with `bytes` through `MANIFEST.tmp` (see
+/// [`write_manifest`]).
+fn replace_file(fs: &dyn FileSystem, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let temp = dir.join(MANIFEST_TEMP_FILE);
     let written = fs.create(&temp).and_then(|mut file| {
-        file.append(&bytes)?;
+        file.append(bytes)?;
         file.sync()
     });
     if let Err(e) = written.and_then(|()| fs.sync_dir(dir)) {
@@ -463,7 +478,7 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
         let _ = fs.remove(&temp);
         return Err(e);
     }
-    fs.rename(&temp, &dir.join(MANIFEST_FILE))?;
+    fs.rename(&temp, &dir.join(name))?;
     fs.sync_dir(dir)
 }
 
@@ -471,7 +486,19 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
 /// by a crash is ignored: it was never renamed, so it never took effect
 /// (the next [`write_manifest`] overwrites it).
 pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestState>> {
-    let path = dir.join(MANIFEST_FILE);
+    read_file(fs, dir, MANIFEST_FILE)
+}
+
+/// Reads the second copy, `dir/MANIFEST.copy`; `None` when there is none
+/// (a database whose manifest was last written by a build without copies).
+/// It is the state of `MANIFEST` or, after a crash or an error between the
+/// two replacements, the newer state.
+pub fn read_manifest_copy(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestState>> {
+    read_file(fs, dir, MANIFEST_COPY_FILE)
+}
+
+fn read_file(fs: &dyn FileSystem, dir: &Path, name: &str) -> Result<Option<ManifestState>> {
+    let path = dir.join(name);
     if !fs.exists(&path) {
         return Ok(None);
     }
@@ -753,9 +780,17 @@ mod tests {
         state.next_file_number = 21;
         write_manifest(&fs, dir.path(), &state).unwrap();
         assert_eq!(read_manifest(&fs, dir.path()).unwrap(), Some(state.clone()));
+        let mut names = fs.list(dir.path()).unwrap();
+        names.sort();
+        assert_eq!(names, [MANIFEST_FILE, MANIFEST_COPY_FILE]);
+        // The copy holds the same bytes.
         assert_eq!(
-            fs.list(dir.path()).unwrap(),
-            vec![MANIFEST_FILE.to_string()]
+            std::fs::read(dir.path().join(MANIFEST_COPY_FILE)).unwrap(),
+            std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap()
+        );
+        assert_eq!(
+            read_manifest_copy(&fs, dir.path()).unwrap(),
+            Some(state.clone())
         );
 
         // A crash while writing leaves a stray temp file: ignored.

@@ -549,6 +549,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use LogReport",
         "use LostRange",
         "use ManifestFinding",
+        "use ManifestRecovery",
         "use RepairOptions",
         "use RepairReport",
         "use TableAction",

@@ -11,7 +11,13 @@
 //! when the reopen reports it as a torn tail (a checksum failing in the last
 //! record is what a crash mid-append looks like); then the database must be
 //! exactly the state before that batch. A damaged table never refuses the
-//! open (only the manifest and the log may, naming `siftdb repair`).
+//! open, nor does a damaged manifest or its copy (the open reads the other
+//! one); only the log may, naming `siftdb repair`.
+//!
+//! Besides the structural positions, a sampled sweep (half its cases at a
+//! byte drawn over every byte of the files, half within a file's last 128
+//! bytes) measures the share of single-byte changes that refuse the open;
+//! it must stay at most 10%, and the test prints it per file kind.
 //!
 //! Then every damaged copy is repaired (`siftdb::internals::repair`) and read again:
 //! it must open with no damaged table, verify clean, and answer every key
@@ -42,6 +48,15 @@ use siftdb::{repair, Db, Options, RepairOptions, WriteBatch};
 
 /// Positions picked at random in each file, on top of the structural ones.
 const RANDOM_POSITIONS_PER_FILE: usize = 150;
+/// Cases in the sampled sweep: half at a byte drawn over every byte of
+/// the database's files, half within the last [`TAIL_BYTES`] of a file
+/// drawn among them (where footers, trailers and close records are).
+const SAMPLED_CASES: usize = 400;
+const TAIL_BYTES: u64 = 128;
+/// The most of the sampled cases that may refuse the open: a damaged
+/// manifest opens from its copy, so only damage that loses data (a log
+/// record) refuses.
+const MAX_REFUSED_SHARE: f64 = 0.10;
 /// A trial that takes longer than this has hung.
 const TRIAL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -243,6 +258,8 @@ fn build_template() -> Template {
 struct Position {
     file: String,
     offset: usize,
+    /// One of the sampled sweep's cases (not a structural position).
+    sampled: bool,
 }
 
 fn positions(template: &Template) -> Vec<Position> {
@@ -293,7 +310,8 @@ fn positions(template: &Template) -> Vec<Position> {
                 // Every byte of the last record.
                 range(template.last_record as usize, len);
             }
-            None if name == MANIFEST_FILE => range(0, len),
+            // The manifest and its second copy.
+            None if name.starts_with(MANIFEST_FILE) => range(0, len),
             None => panic!("unexpected file {name} in the template"),
         }
         for _ in 0..RANDOM_POSITIONS_PER_FILE {
@@ -304,9 +322,62 @@ fn positions(template: &Template) -> Vec<Position> {
         out.extend(chosen.into_iter().map(|offset| Position {
             file: name.clone(),
             offset,
+            sampled: false,
         }));
     }
     out
+}
+
+/// [`SAMPLED_CASES`] positions drawn over the template's files.
+fn sampled_positions(template: &Template) -> Vec<Position> {
+    let mut rng = SplitMix64::new(0x5a3f_1e00);
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(&template.dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .filter(|(_, len)| *len > 0)
+        .collect();
+    files.sort();
+    let total: u64 = files.iter().map(|(_, len)| len).sum();
+    (0..SAMPLED_CASES)
+        .map(|i| {
+            if i % 2 == 0 {
+                let mut at = rng.below(total);
+                for (file, len) in &files {
+                    if at < *len {
+                        return Position {
+                            file: file.clone(),
+                            offset: at as usize,
+                            sampled: true,
+                        };
+                    }
+                    at -= len;
+                }
+                unreachable!("{at} past {total}");
+            }
+            let (file, len) = &files[rng.below(files.len() as u64) as usize];
+            Position {
+                file: file.clone(),
+                offset: (len - 1 - rng.below(TAIL_BYTES.min(*len))) as usize,
+                sampled: true,
+            }
+        })
+        .collect()
+}
+
+/// What kind of file `name` is, for the tallies.
+fn kind_of(name: &str) -> &'static str {
+    match parse_file_name(name) {
+        Some((FileKind::Table, _)) => "table",
+        Some((FileKind::Wal, _)) => "log",
+        None if name == MANIFEST_FILE => "manifest",
+        None => "manifest copy",
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -538,8 +609,10 @@ fn repair_trial(template: &Template, root: &Path) -> Result<Repaired, String> {
 #[test]
 fn single_byte_changes_give_right_answers_or_errors() {
     let template = build_template();
-    let all = positions(&template);
+    let mut all = positions(&template);
     assert!(all.len() >= 300, "only {} positions", all.len());
+    let structural = all.len();
+    all.extend(sampled_positions(&template));
     let count = all.len();
 
     let (results_tx, results_rx) = mpsc::channel();
@@ -550,6 +623,7 @@ fn single_byte_changes_give_right_answers_or_errors() {
         let pristine = Position {
             file: MANIFEST_FILE.to_string(),
             offset: usize::MAX,
+            sampled: false,
         };
         let _ = results_tx.send((
             pristine.clone(),
@@ -570,6 +644,8 @@ fn single_byte_changes_give_right_answers_or_errors() {
     let mut per_file: BTreeMap<String, [usize; 4]> = BTreeMap::new();
     let mut repaired_per_file: BTreeMap<String, [usize; 3]> = BTreeMap::new();
     let mut damaged_at_open: BTreeMap<String, usize> = BTreeMap::new();
+    // Per file kind: (refused, cases), of the structural and the sampled sweep.
+    let mut refused_by_kind: BTreeMap<(bool, &str), (usize, usize)> = BTreeMap::new();
     let mut failures = Vec::new();
     for i in 0..=count {
         let (at, outcome) = results_rx
@@ -590,6 +666,14 @@ fn single_byte_changes_give_right_answers_or_errors() {
                 continue;
             }
         };
+        let by_kind = refused_by_kind
+            .entry((at.sampled, kind_of(&at.file)))
+            .or_default();
+        by_kind.0 += usize::from(outcome == Outcome::RefusedAtOpen);
+        by_kind.1 += 1;
+        if at.sampled {
+            continue;
+        }
         if let Outcome::ErrorsReported {
             damaged_at_open: true,
         } = outcome
@@ -620,7 +704,34 @@ fn single_byte_changes_give_right_answers_or_errors() {
         *tally.entry(name).or_default() += 1;
     }
     worker.join().unwrap();
-    println!("{count} single-byte changes:");
+    let mut refused_share = 0.0;
+    for (sampled, cases) in [(false, structural), (true, count - structural)] {
+        let refused: usize = refused_by_kind
+            .iter()
+            .filter(|((s, _), _)| *s == sampled)
+            .map(|(_, (refused, _))| refused)
+            .sum();
+        let share = refused as f64 / cases.max(1) as f64;
+        println!(
+            "{}: {refused} of {cases} single-byte changes refused the open ({:.1}%); by file kind \
+             (refused / cases):",
+            if sampled {
+                "sampled sweep (half over every byte, half in a file's last 128 bytes)"
+            } else {
+                "structural sweep (every manifest byte, the log's last record, block edges)"
+            },
+            100.0 * share
+        );
+        for ((_, kind), (refused, cases)) in
+            refused_by_kind.iter().filter(|((s, _), _)| *s == sampled)
+        {
+            println!("  {kind:<14} {refused:>4} / {cases}");
+        }
+        if sampled {
+            refused_share = share;
+        }
+    }
+    println!("{structural} single-byte changes at structural positions:");
     for (name, n) in &tally {
         println!("  {n:>5}  {name}");
     }
@@ -641,11 +752,25 @@ fn single_byte_changes_give_right_answers_or_errors() {
         .filter(|(file, _)| file.ends_with(".sst"))
         .map(|(_, counts)| counts[0])
         .sum();
-    assert_eq!(refused_tables, 0, "a damaged table refused the open");
     assert!(
         failures.is_empty(),
         "{} broken promises:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+    assert_eq!(refused_tables, 0, "a damaged table refused the open");
+    let refused_metadata: usize = refused_by_kind
+        .iter()
+        .filter(|((_, kind), _)| kind.starts_with("manifest"))
+        .map(|(_, (refused, _))| refused)
+        .sum();
+    assert_eq!(
+        refused_metadata, 0,
+        "a single damaged manifest byte refused the open"
+    );
+    assert!(
+        refused_share <= MAX_REFUSED_SHARE,
+        "{:.1}% of the sampled changes refused the open",
+        100.0 * refused_share
     );
 }

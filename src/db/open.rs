@@ -21,19 +21,23 @@ use crate::db::version::{LiveTable, Version};
 use crate::db::{background, flush, write, DbCounters, DbInner, KeyspaceOptions, Tree, LEVELS};
 use crate::error::{Error, Result};
 use crate::filename::{
-    parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE, MANIFEST_TEMP_FILE,
+    parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE,
 };
 use crate::fs::{DirLock, FileSystem, SharedFs};
 use crate::inspect::check_is_database;
 use crate::key::SeqNo;
 use crate::manifest::{
-    read_manifest, write_manifest, ClosedLog, KeyspaceRecord, KeyspaceSettings, ManifestState,
-    TableRecord, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
+    read_manifest, read_manifest_copy, write_manifest, ClosedLog, KeyspaceRecord, KeyspaceSettings,
+    ManifestState, TableRecord, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME,
 };
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
-use crate::wal::{replay, WalReplay, WalWriter};
+use crate::wal::{mend, replay, WalReplay, WalWriter};
+
+mod manifest_recovery;
+pub use manifest_recovery::ManifestRecovery;
+pub(crate) use manifest_recovery::{check_recovered, manifest_exists, read_state};
 
 /// Name of the lock file.
 pub(crate) const LOCK_FILE: &str = "LOCK";
@@ -181,6 +185,19 @@ pub struct RecoveryReport {
     /// The database opened without them (see `Options::paranoid_checks`):
     /// reads that need one fail with `Corruption` naming it.
     pub damaged_tables: Vec<(String, String)>,
+    /// `MANIFEST` was damaged or missing, and the state was read from its
+    /// second copy (`MANIFEST.copy`, whole and checksummed): which file,
+    /// what was wrong with it, where the state came from. Only when every
+    /// table the copy names opened and no log it covers was cut short —
+    /// else the open is refused as for a damaged manifest. A read-write
+    /// open then wrote a fresh `MANIFEST`.
+    pub manifest_recovered: Option<ManifestRecovery>,
+    /// Logs whose only damage was one byte of their file header (every
+    /// byte of which follows from the file's number) or of their close
+    /// record (every byte of which follows from the records before it),
+    /// read with every record whole and that byte put back: (file, what).
+    /// No write was lost.
+    pub logs_mended: Vec<(String, String)>,
 }
 
 fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
@@ -242,9 +259,17 @@ pub(crate) fn repair_hint(error: Error, dir: &Path) -> Error {
 /// names them), and the new log.
 fn remove_unnamed(fs: &dyn FileSystem, dir: &Path, tables: &[u64], log: Option<&Path>) {
     if !tables.is_empty() {
-        if let Ok(Some(state)) = read_manifest(fs, dir) {
+        // The copy is written first: it may name them when `MANIFEST` does not.
+        let states: Vec<ManifestState> = [read_manifest(fs, dir), read_manifest_copy(fs, dir)]
+            .into_iter()
+            .filter_map(|read| read.ok().flatten())
+            .collect();
+        if !states.is_empty() {
             for &number in tables {
-                if !state.tables.iter().any(|t| t.file_number == number) {
+                if !states
+                    .iter()
+                    .any(|s| s.tables.iter().any(|t| t.file_number == number))
+                {
                     let _ = fs.remove(&dir.join(table_file_name(number)));
                 }
             }
@@ -370,7 +395,9 @@ pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
 /// operation: its keyspace was dropped, or its tables already hold that
 /// log's records; returns the last sequence number seen (at least
 /// `last_sequence`). A damaged record (anywhere but a crash's torn tail of
-/// the newest log) is `Corruption` naming the log and `siftdb repair`. The
+/// the newest log) is `Corruption` naming the log and `siftdb repair`; a
+/// log damaged only in one byte of its header or close record is mended
+/// (`wal::mend`) and reported (`logs_mended`). The
 /// log the manifest records as closed cleanly (`closed`) must be as the
 /// close left it: if not, the loss is reported (`log_cut_short`; see
 /// [`refuse_cut_short`]).
@@ -390,8 +417,20 @@ pub(crate) fn replay_logs<'a>(
     for (i, &number) in logs.iter().enumerate() {
         let name = wal_file_name(number);
         let bytes = read(number)?;
-        let log =
-            replay(&bytes, &name).map_err(|e| repair_hint(e.at_path(&dir.join(&name)), dir))?;
+        let mended;
+        let log = match replay(&bytes, &name) {
+            Ok(log) => log,
+            Err(e) => match e.is_corruption().then(|| mend(&bytes, number)).flatten() {
+                // Only a header or close record was damaged: no write lost.
+                Some((whole, what)) => {
+                    report.logs_mended.push((name.clone(), what));
+                    mended = whole;
+                    replay(&mended, &name)
+                        .map_err(|e| repair_hint(e.at_path(&dir.join(&name)), dir))?
+                }
+                None => return Err(repair_hint(e.at_path(&dir.join(&name)), dir)),
+            },
+        };
         if let Some(closed) = closed.filter(|c| c.number == number) {
             if let Some((offset, what)) = cut_short(closed, &bytes, &log) {
                 report.log_cut_short = Some((name.clone(), offset, what));
@@ -547,20 +586,20 @@ pub(crate) fn recover_trees(
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = Arc::clone(&opts.fs);
-    if !opts.create_if_missing && !fs.exists(&dir.join(MANIFEST_FILE)) {
+    if !opts.create_if_missing && !manifest_exists(fs.as_ref(), dir) {
         return Err(not_created(dir));
     }
     check_directory(fs.as_ref(), dir)?;
     // A directory that is not a database is refused before the lock file
     // is created in it (and checked again under the lock).
-    if !fs.exists(&dir.join(MANIFEST_FILE)) {
+    if !manifest_exists(fs.as_ref(), dir) {
         check_fresh(&fs, dir)?;
     }
     let lock = fs.lock(&dir.join(LOCK_FILE))?;
 
-    let state = match read_manifest(fs.as_ref(), dir).map_err(|e| repair_hint(e, dir))? {
+    let (state, recovery) = match read_state(fs.as_ref(), dir)? {
         Some(_) if opts.error_if_exists => return Err(Error::AlreadyExists(dir.to_path_buf())),
-        Some(state) => state,
+        Some(read) => read,
         None if !opts.create_if_missing => return Err(not_created(dir)),
         None => {
             check_fresh(&fs, dir)?;
@@ -579,7 +618,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                 tables: Vec::new(),
             };
             write_manifest(fs.as_ref(), dir, &state)?;
-            state
+            (state, None)
         }
     };
 
@@ -608,6 +647,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         &mut report,
         Table::open,
     )?;
+    check_recovered(recovery, &mut report, dir)?;
     refuse_cut_short(&opts, &report, dir)?;
 
     // Recovered writes become a level-0 table per keyspace, so the old logs

@@ -22,15 +22,15 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::open::{
-    logs_from, recover_trees, refuse_cut_short, repair_hint, PartTree, Parts, RecoveryReport,
-    VersionSet,
+    self, check_recovered, logs_from, manifest_exists, recover_trees, refuse_cut_short,
+    ManifestRecovery, PartTree, Parts, RecoveryReport, VersionSet,
 };
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
 use crate::inspect::check_is_database;
-use crate::manifest::{read_manifest, ManifestState};
+use crate::manifest::ManifestState;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Table};
 use crate::wal::WalWriter;
@@ -55,10 +55,10 @@ pub(crate) fn refusal() -> Error {
     }
 }
 
-fn read_state(opts: &Options, dir: &Path) -> Result<ManifestState> {
-    read_manifest(opts.fs.as_ref(), dir)
-        .map_err(|e| repair_hint(e, dir))?
-        .ok_or_else(|| no_database(dir))
+/// The state, from `MANIFEST` or, when it is damaged or missing, its copy
+/// (see `manifest_recovery`).
+fn read_state(opts: &Options, dir: &Path) -> Result<(ManifestState, Option<ManifestRecovery>)> {
+    open::read_state(opts.fs.as_ref(), dir)?.ok_or_else(|| no_database(dir))
 }
 
 /// An open that ran out of file handles (`EMFILE`, `ENFILE`) said as such:
@@ -97,7 +97,7 @@ fn no_database(dir: &Path) -> Error {
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     opts.validate()?;
     let fs = opts.fs.as_ref();
-    if !fs.is_dir(dir) || !fs.exists(&dir.join(MANIFEST_FILE)) {
+    if !fs.is_dir(dir) || !manifest_exists(fs, dir) {
         if fs.is_dir(dir) {
             // Another engine's files are named as such.
             check_is_database(&opts.fs, dir, &fs.list(dir)?)?;
@@ -121,7 +121,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
 /// One attempt; `None` when the writer moved the database under it.
 fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
     let fs = opts.fs.as_ref();
-    let state = read_state(opts, dir)?;
+    let (state, recovery) = read_state(opts, dir)?;
     // The logs first, held open: a flush that removes one after this has
     // put its records into a table this manifest does not name.
     let mut logs = Vec::new();
@@ -129,11 +129,11 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         match fs.open_read(&dir.join(wal_file_name(number))) {
             Ok(file) => logs.push((number, file)),
             // Removed since the listing: the manifest has moved.
-            Err(_) if read_state(opts, dir)? != state => return Ok(None),
+            Err(_) if read_state(opts, dir)?.0 != state => return Ok(None),
             Err(e) => return Err(e),
         }
     }
-    if read_state(opts, dir)? != state {
+    if read_state(opts, dir)?.0 != state {
         return Ok(None);
     }
 
@@ -171,7 +171,7 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
     if !report.damaged_tables.is_empty() {
         // A table a compaction removed looks missing: only the current
         // manifest tells it from damage.
-        let now = read_state(opts, dir)?;
+        let (now, _) = read_state(opts, dir)?;
         let gone = report.damaged_tables.iter().any(|(name, _)| {
             !now.tables
                 .iter()
@@ -181,6 +181,7 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
             return Ok(None);
         }
     }
+    check_recovered(recovery, &mut report, dir)?;
     refuse_cut_short(opts, &report, dir)?;
     let log_number = state.log_number;
     let trees = trees

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::filename::MANIFEST_TEMP_FILE;
 use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE};
+use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
 use crate::key::SeqNo;
@@ -90,6 +90,9 @@ pub enum FileRole {
     Manifest,
     /// A manifest a crash left half written; ignored, overwritten next time.
     ManifestTemp,
+    /// The manifest's second copy, read by open only when the manifest is
+    /// damaged or missing.
+    ManifestCopy,
     /// The lock file.
     Lock,
     /// A table the manifest names, at this level.
@@ -312,6 +315,7 @@ pub(crate) fn role_of(name: &str, tables: &[TableRecord], log_number: u64) -> Fi
     match name {
         MANIFEST_FILE => return FileRole::Manifest,
         MANIFEST_TEMP_FILE => return FileRole::ManifestTemp,
+        MANIFEST_COPY_FILE => return FileRole::ManifestCopy,
         LOCK_FILE => return FileRole::Lock,
         _ => {}
     }
@@ -415,6 +419,7 @@ mod tests {
         assert_eq!(role("000009.wal"), FileRole::ObsoleteLog);
         assert_eq!(role("MANIFEST"), FileRole::Manifest);
         assert_eq!(role("MANIFEST.tmp"), FileRole::ManifestTemp);
+        assert_eq!(role("MANIFEST.copy"), FileRole::ManifestCopy);
         assert_eq!(role("LOCK"), FileRole::Lock);
         assert_eq!(role("7.sst"), FileRole::Other);
     }

@@ -71,6 +71,7 @@
 //! what other code uses, so its paths are `crate::wal::...`.
 
 mod format;
+mod mend;
 mod replay;
 mod salvage;
 mod writer;
@@ -79,6 +80,7 @@ pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
     CLOSE_RECORD_LEN, FILE_HEADER_LEN, FILE_KIND, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN,
 };
+pub use mend::mend;
 pub use replay::{replay, replay_batches, ReplayedBatches, TornTail, WalRecord, WalReplay};
 pub use salvage::{salvage, LostRecord, WalSalvage};
 pub use writer::WalWriter;

@@ -233,6 +233,7 @@ fn role_text(role: FileRole) -> String {
     match role {
         FileRole::Manifest => "manifest".into(),
         FileRole::ManifestTemp => "half-written manifest (ignored)".into(),
+        FileRole::ManifestCopy => "the manifest's second copy".into(),
         FileRole::Lock => "lock file".into(),
         FileRole::LiveTable { level } => format!("live table, level {level}"),
         FileRole::MissingTable { level } => {

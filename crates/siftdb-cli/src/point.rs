@@ -76,7 +76,8 @@ pub struct DeleteArgs {
 /// open). Unless `create`, a directory without a manifest is refused. A log
 /// the recovery found cut short after a clean close is a loss this open
 /// is the only one to see (it moves the database past that log): it is
-/// printed as a warning on stderr.
+/// printed as a warning on stderr, as are a manifest read from its copy
+/// and a log whose header or close record was mended.
 pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
     let opts = Options::default().create_if_missing(create);
     let db = Db::open_with(dir, opts).map_err(|e| match e {
@@ -86,8 +87,22 @@ pub fn open_db(dir: &Path, create: bool) -> Result<Db, String> {
         ),
         e => format!("cannot open {}: {e}", dir.display()),
     })?;
-    if let Some((file, _, what)) = &db.recovery_report().log_cut_short {
+    let report = db.recovery_report();
+    if let Some((file, _, what)) = &report.log_cut_short {
         eprintln!("siftdb: warning: {}: {file}: {what}", dir.display());
+    }
+    // Mended damage, gone after this open: said once.
+    if let Some(recovered) = &report.manifest_recovered {
+        eprintln!(
+            "siftdb: warning: {}: {}: {}; opened from {}",
+            dir.display(),
+            recovered.damaged,
+            recovered.problem,
+            recovered.recovered_from
+        );
+    }
+    for (file, what) in &report.logs_mended {
+        eprintln!("siftdb: warning: {}: {file}: mended: {what}", dir.display());
     }
     Ok(db)
 }
