@@ -1,4 +1,4 @@
-//! `multi_get` with overlapped block reads (issue 36): answers against a
+//! `multi_get` with overlapped block reads: answers against a
 //! BTreeMap model over random batches — duplicate keys, absent keys, keys
 //! in the memtable, level 0 and the deepest level — with a block cache of a
 //! few blocks, from 8 threads, on the io_uring path and the forced pool

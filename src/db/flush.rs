@@ -59,9 +59,8 @@ pub(crate) fn table_options_for(
 
 /// Entries between restart points in a level-0 table's data blocks (see
 /// [`table_options_for`]). With 2 threads reading 1M benchmark keys, all in
-/// level 0 (siftdb alone, medians of three alternations, 2026-11-27):
-/// readrandom +9%, seekrandom +13%, mixed +10% against 16, at 1.0% more
-/// table bytes.
+/// level 0: readrandom +9%, seekrandom +13%, mixed +10% against 16, at 1.0%
+/// more table bytes (docs/design.md, "Reading tables").
 pub(crate) const LEVEL0_RESTART_INTERVAL: usize = 8;
 
 /// Opens the table a manifest record names (its filter and index into

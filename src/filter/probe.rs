@@ -137,10 +137,10 @@ pub(crate) const fn low_half(hash: u64) -> u32 {
 /// register, and with the hash after them as its last argument the hash
 /// arrives in `rcx`, where the one-round kernels' rotate wants its count:
 /// the caller sets up three registers, not four, and the kernel moves
-/// nothing into `rcx` (docs/design.md, #38's eleventh pass). The words are in every byte so
-/// that the kernels rotate the low half left by the hash's low half itself
-/// (a 32-bit rotate counts mod 32, and the pattern repeats every 8 bits, so
-/// the low byte is the words rotated by the start word) and move it to a
+/// nothing into `rcx` (docs/design.md, "The filter's layout and kernels").
+/// The words are in every byte so that the kernels rotate the low half left
+/// by the hash's low half itself (a 32-bit rotate counts mod 32, and the
+/// pattern repeats every 8 bits, so the low byte is the words rotated by the start word) and move it to a
 /// mask register (AVX-512) or broadcast it (AVX2) with no widening first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Probes {
@@ -189,11 +189,12 @@ impl Probes {
 }
 
 /// The first word of layout 4's partial round for the hash's low half `x`:
-/// its three low bits. (Layout 3 took the top three bits of `x` times a
-/// constant: on a Zen 4 the multiply and shift beside the line's load cost
-/// the single-key query about 3%, docs/design.md, #38's tenth pass; the low
-/// bits need none, as a rotate counts them itself, and the probes, drawn
-/// from the top bits of `x` times odd multipliers, stay independent of them.)
+/// its three low bits. (A start word from the top three bits of `x` times a
+/// constant costs a multiply and a shift beside the line's load, about 3%
+/// of the single-key query: docs/design.md, "The filter's layout and
+/// kernels"; the low bits need none, as a rotate counts them itself, and
+/// the probes, drawn from the top bits of `x` times odd multipliers, stay
+/// independent of them.)
 #[inline(always)]
 pub(crate) fn sector_start(x: u32) -> u32 {
     x & 7

@@ -42,15 +42,12 @@
 //! blocks: from intrinsics LLVM moves the mask to a general register
 //! (`kmovw`, `test`) and loads the line separately, a chain two steps
 //! longer; and the blocks use `zmm16` and `zmm17`, which SSE cannot name,
-//! so the kernels end without a `vzeroupper`. At n = 1M (a 1.25 MB filter,
-//! past the 1 MB L2 of the Zen 4 it was measured on) the `asm!` blocks
-//! took the query from 1.02–1.05× sbbf-rs-safe's time to 1.00–1.03×, and
-//! at 20M from 0.97–0.99× to 0.91–0.96× (the insert there from 0.90–0.94×
-//! to 0.81–0.87×; docs/design.md, "The filter's layout and kernels"); the
-//! missing `vzeroupper` and the argument order took a later host's query
-//! from 1.05–1.06× to 1.02–1.03× (#38's eleventh pass), and the line's
-//! offset worked out in the hash's own register, first, took it to
-//! 0.97–1.00× (the twelfth). The AVX2 one-round kernels, for CPUs
+//! so the kernels end without a `vzeroupper`. The line's offset is worked
+//! out first, in the hash's own register, so the load issues before the
+//! probes are ready. With them the query takes 0.98–1.00× sbbf-rs-safe's
+//! time at n = 1M (a 1.25 MB filter, past the 1 MB L2 of a Zen 4) and
+//! 0.85–0.86× at 20M (docs/design.md, "The filter's layout and kernels",
+//! with the command). The AVX2 one-round kernels, for CPUs
 //! without AVX-512, are `asm!` too (the same offset in `rcx`, the two
 //! halves of the line in `ymm0`/`ymm1`): 26 instructions, a `vzeroupper`
 //! and a `ret` for the query, where LLVM's code from the intrinsics had 30.
