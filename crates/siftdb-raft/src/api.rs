@@ -29,8 +29,9 @@ use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::{BasicNode, Raft};
 use serde::{Deserialize, Serialize};
 
+use crate::body::{bad_body, decode_body, encode_body};
+use crate::heard::Heard;
 use crate::lease::{self, Acks, Lease};
-use crate::network::{bad_body, decode_body, encode_body, Heard};
 use crate::proposer::Proposer;
 pub use crate::proposer::WriteReply;
 use crate::retire::Retirement;
@@ -44,10 +45,6 @@ pub const WRITE: &str = "/api/write";
 /// Path of a read (postcard key → [`ReadReply`]); linearizable by
 /// ReadIndex, or `?consistency=lease` / `stale` ([`Consistency`]).
 pub const READ: &str = "/api/read";
-/// Path of the leader's membership verdict on a node (postcard node id →
-/// postcard [`crate::retire::Verdict`]): a node that heard no leader for a
-/// while asks whether it is still a member.
-pub const MEMBER: &str = "/api/member";
 
 /// How a read is served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +123,7 @@ pub enum ReadIndexReply {
     },
 }
 
-pub use crate::retire::RETIRED_FILE;
+pub use crate::retire::{MEMBER, RETIRED_FILE};
 
 /// A change of the cluster's members.
 #[derive(Clone, Debug, Serialize, Deserialize)]

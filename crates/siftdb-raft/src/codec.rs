@@ -11,7 +11,7 @@ use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::types::NodeId;
+use crate::node_id::NodeId;
 
 /// The version byte every encoded value starts with.
 pub const VALUE_VERSION: u8 = 2;

@@ -20,14 +20,18 @@
 
 pub mod api;
 pub mod bench;
+mod body;
 pub mod client;
 pub mod codec;
 pub mod early_send;
+pub mod fs_util;
 pub mod fuzzing;
+pub mod heard;
 pub mod lease;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod node_id;
 pub mod pointer;
 pub mod proposer;
 pub mod retire;

@@ -7,7 +7,7 @@
 //! through openraft's chunked transfer), the byte budget of an
 //! append-entries message ([`APPEND_BODY_BUDGET`]), and [`routes`], the
 //! receiving side, which keeps a follower receiving a snapshot from
-//! standing for election, notes when a leader was last heard ([`Heard`]),
+//! standing for election, notes when a leader was last heard ([`Heard`], [`crate::heard`]),
 //! and answers a vote request from a removed node `410 Gone`
 //! ([`crate::retire`]); the send time of each append-entries message a
 //! follower accepts, for the leader's lease ([`crate::lease::Acks`]);
@@ -38,6 +38,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::body::{bad_body, decode_body, encode_body};
+pub use crate::heard::Heard;
 use crate::lease::Acks;
 use crate::retire::{self, Retirement, Verdict};
 use crate::timings::{Step, Timings};
@@ -347,28 +349,6 @@ impl EarlyAcks {
     }
 }
 
-/// A postcard body.
-pub(crate) fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, postcard::Error> {
-    postcard::from_bytes(body)
-}
-
-/// The 400 answering a body that did not decode.
-pub(crate) fn bad_body(e: postcard::Error) -> Response {
-    (StatusCode::BAD_REQUEST, format!("undecodable body: {e}")).into_response()
-}
-
-/// `value` as a postcard body, or a 500.
-pub(crate) fn encode_body<T: Serialize>(value: &T) -> Response {
-    match postcard::to_allocvec(value) {
-        Ok(bytes) => bytes.into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("unencodable reply: {e}"),
-        )
-            .into_response(),
-    }
-}
-
 /// What the receiving routes share.
 #[derive(Clone)]
 struct Receiver {
@@ -377,61 +357,6 @@ struct Receiver {
     heard: Arc<Heard>,
     /// Where a follower's share of an append is timed.
     timings: Option<Arc<Timings>>,
-}
-
-/// When this node last accepted an append-entries message (a live leader
-/// sends one every heartbeat interval), and whether it has since it
-/// started.
-#[derive(Debug)]
-pub struct Heard {
-    start: std::time::Instant,
-    /// ms since `start`.
-    last: std::sync::atomic::AtomicU64,
-    /// Set by the first message accepted.
-    any: tokio::sync::watch::Sender<bool>,
-}
-
-impl Default for Heard {
-    fn default() -> Heard {
-        Heard {
-            start: std::time::Instant::now(),
-            last: std::sync::atomic::AtomicU64::new(0),
-            any: tokio::sync::watch::Sender::new(false),
-        }
-    }
-}
-
-impl Heard {
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    fn heard(&self) {
-        self.last
-            .fetch_max(self.now_ms(), std::sync::atomic::Ordering::Relaxed);
-        self.any
-            .send_if_modified(|any| !std::mem::replace(any, true));
-    }
-
-    /// Whether a leader was heard since this node started.
-    pub fn any(&self) -> bool {
-        *self.any.borrow()
-    }
-
-    /// Waits until a leader was heard since this node started, at most
-    /// `limit`; whether one was.
-    pub async fn wait_any(&self, limit: Duration) -> bool {
-        let mut any = self.any.subscribe();
-        let heard = tokio::time::timeout(limit, any.wait_for(|a| *a)).await;
-        matches!(heard, Ok(Ok(_)))
-    }
-
-    /// How long since a leader was last heard (since the node started when
-    /// none was).
-    pub fn since(&self) -> Duration {
-        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
-        Duration::from_millis(self.now_ms().saturating_sub(last))
-    }
 }
 
 /// Keeps a follower from standing for election while it receives a

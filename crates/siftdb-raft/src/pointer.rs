@@ -1,7 +1,7 @@
 //! Which state generation and which snapshot file of a node are live: one
 //! value under `live` in the `raft.meta` keyspace.
 //!
-//! Owns: [`Pointer`], its read and its synced write, and [`sync_dir`].
+//! Owns: [`Pointer`], its read and its synced write.
 //! Must never: be written before what it names is durable — the state
 //! keyspace it names is in the same write-ahead log, earlier, so the synced
 //! write of the pointer makes it durable too (a log is synced in order and
@@ -17,12 +17,10 @@
 //! log synced first, then a file written, fsynced, renamed and its
 //! directory fsynced: more steps and more fsyncs for the same guarantee.
 
-use std::fs::File;
-use std::path::Path;
-
 use siftdb::{Db, Keyspace, WriteBatch, WriteOptions};
 
-use crate::codec::{self, decode, encode, Error, Result};
+use crate::codec::{self, decode, encode, Result};
+pub use crate::fs_util::sync_dir;
 
 /// Which state keyspace (`state.<generation>`) and which snapshot file
 /// (`snap-<snapshot>.snap`, none when 0) are live.
@@ -51,13 +49,6 @@ impl Pointer {
         db.write_with(batch, WriteOptions::new().sync(true))?;
         Ok(())
     }
-}
-
-/// Makes the names in `dir` (created, renamed, removed files) durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
 }
 
 #[cfg(test)]

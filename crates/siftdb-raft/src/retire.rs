@@ -72,6 +72,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::{NodeId, TypeConfig};
 
+/// Path of the leader's membership verdict on a node (postcard node id →
+/// postcard [`Verdict`]): a node that heard no leader for a
+/// while asks whether it is still a member.
+pub const MEMBER: &str = "/api/member";
+
 /// The file in a node directory that says the node was removed.
 pub const RETIRED_FILE: &str = "RETIRED";
 
@@ -220,7 +225,7 @@ pub struct Asker {
 pub async fn watch(
     raft: Raft<TypeConfig>,
     retirement: Arc<Retirement>,
-    last_heard: Arc<crate::network::Heard>,
+    last_heard: Arc<crate::heard::Heard>,
     asker: Asker,
     silence: Duration,
 ) {
@@ -249,7 +254,7 @@ pub async fn watch(
             };
             let sent = asker
                 .http
-                .post(format!("{}://{addr}{}", asker.scheme, crate::api::MEMBER))
+                .post(format!("{}://{addr}{}", asker.scheme, MEMBER))
                 .timeout(silence)
                 .body(body)
                 .send()

@@ -26,7 +26,7 @@ use openraft::SnapshotMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode, Error, Result};
-use crate::types::NodeId;
+use crate::node_id::NodeId;
 
 const MAGIC: &[u8; 8] = b"SIFTSNAP";
 /// The snapshot format version.
@@ -594,7 +594,7 @@ impl Receiver {
             Some((header, true)) => header.clone(),
             _ => return Err(Error::corruption(WHAT, "the stream ended early")),
         };
-        crate::pointer::sync_dir(&self.dir)?;
+        crate::fs_util::sync_dir(&self.dir)?;
         self.keep = true;
         Ok((self.dir.clone(), header))
     }

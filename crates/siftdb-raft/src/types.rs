@@ -13,8 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A node's id in the cluster.
-pub type NodeId = u64;
+pub use crate::node_id::NodeId;
 
 /// The largest key a command may carry: siftdb's limit less the one-byte
 /// prefix the state machine puts before user keys.
