@@ -1,12 +1,14 @@
 //! The shape of the code, checked: the library's imports form no circle and
 //! never run up the layers (db → version → table → filter → block, with the
-//! small shared modules below them); no `allow` attribute is left in library
+//! small shared modules below them); the files of each crate under
+//! `crates/` form no import circle; no `allow` attribute is left in library
 //! or tool sources (exceptions are reasoned `#[expect]`s); and every file a
 //! document cites exists.
 //!
 //! Imports are read as text (`crate::…`, `super::…` paths outside test
-//! modules), the way a reader follows them; `pub use` re-exports in a
-//! `mod.rs` or `lib.rs` are followed to the file that defines the name.
+//! modules, with the braces of a `use` expanded), the way a reader follows
+//! them; `pub use` re-exports in a `mod.rs`, `lib.rs` or `main.rs`, one
+//! line or many, are followed to the file that defines the name.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -40,15 +42,17 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A library file's module path: `src/filter/bloom.rs` → `["filter", "bloom"]`,
-/// `src/filter/mod.rs` → `["filter"]`, `src/lib.rs` → `[]`.
+/// A source file's module path: `src/filter/bloom.rs` → `["filter", "bloom"]`,
+/// `src/filter/mod.rs` → `["filter"]`, `src/lib.rs` → `[]` (and
+/// `src/main.rs` → `[]` in a crate without a `lib.rs`).
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
     let mut parts: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+    let binary_root = parts == ["main"] && !src.join("lib.rs").exists();
+    if binary_root || parts.last().is_some_and(|p| p == "mod" || p == "lib") {
         parts.pop();
     }
     parts
@@ -67,8 +71,82 @@ fn code_of(text: &str) -> String {
         .join("\n")
 }
 
+/// The paths of the use tree (or plain path) at the start of `text`:
+/// `a::b::{c, d::{e, self}, f as g}` → `a::b::c`, `a::b::d::e`, `a::b::d`,
+/// `a::b::f`; `a::b(x)` → `a::b`.
+fn use_tree(text: &str) -> Vec<Vec<String>> {
+    fn skip_space(chars: &[char], at: &mut usize) {
+        while chars.get(*at).is_some_and(|c| c.is_whitespace()) {
+            *at += 1;
+        }
+    }
+    fn ident(chars: &[char], at: &mut usize) -> String {
+        let mut word = String::new();
+        while let Some(c) = chars
+            .get(*at)
+            .filter(|c| c.is_ascii_alphanumeric() || **c == '_')
+        {
+            word.push(*c);
+            *at += 1;
+        }
+        word
+    }
+    fn tree(chars: &[char], at: &mut usize, mut segments: Vec<String>, out: &mut Vec<Vec<String>>) {
+        loop {
+            skip_space(chars, at);
+            if chars.get(*at) == Some(&'{') {
+                *at += 1;
+                loop {
+                    skip_space(chars, at);
+                    match chars.get(*at) {
+                        Some('}') => {
+                            *at += 1;
+                            return;
+                        }
+                        Some(',') => *at += 1,
+                        None => return,
+                        Some(_) => {
+                            let before = *at;
+                            tree(chars, at, segments.clone(), out);
+                            if *at == before {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            let word = ident(chars, at);
+            if word.is_empty() {
+                out.push(segments);
+                return;
+            }
+            if word != "self" {
+                segments.push(word);
+            }
+            if chars.get(*at) == Some(&':') && chars.get(*at + 1) == Some(&':') {
+                *at += 2;
+                continue;
+            }
+            // A rename (`x as y`) names the same item.
+            skip_space(chars, at);
+            let rest: String = chars.iter().skip(*at).take(3).collect();
+            if rest == "as " {
+                *at += 3;
+                skip_space(chars, at);
+                ident(chars, at);
+            }
+            out.push(segments);
+            return;
+        }
+    }
+    let chars: Vec<char> = text.chars().take(4000).collect();
+    let mut out = Vec::new();
+    tree(&chars, &mut 0, Vec::new(), &mut out);
+    out
+}
+
 /// Module paths a file refers to: each `crate::a::b::c` or `super::x` path,
-/// with braces of a `use` expanded one level.
+/// with the braces of a `use` expanded.
 fn referenced_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let bytes = code.as_bytes();
@@ -94,29 +172,9 @@ fn referenced_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
                 base.pop();
                 rest = r;
             }
-            let path: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            let mut segments = base.clone();
-            segments.extend(
-                path.split("::")
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string),
-            );
-            let after = &rest[path.len()..];
-            if path.ends_with("::") && after.starts_with('{') {
-                let inner: String = after[1..].chars().take_while(|c| *c != '}').collect();
-                for item in inner.split(',') {
-                    let item = item.trim().split("::").next().unwrap_or("").trim();
-                    if !item.is_empty() && item != "self" {
-                        let mut s = segments.clone();
-                        s.push(item.to_string());
-                        out.push(s);
-                    }
-                }
-                out.push(segments);
-            } else {
+            for path in use_tree(rest) {
+                let mut segments = base.clone();
+                segments.extend(path);
                 out.push(segments);
             }
         }
@@ -124,72 +182,135 @@ fn referenced_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The re-exports of a module root's code: (exported name, module path the
+/// statement names relative to `module`, the item's name there), read from
+/// `pub use` statements of one line or many (as the crate's readers see
+/// them; a `pub(crate) use` is not followed). Glob re-exports (`*`) are
+/// left out.
+fn reexports_of(module: &[String], code: &str) -> Vec<(String, Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut statement = String::new();
+    for line in code.lines() {
+        let trimmed = line.trim();
+        if statement.is_empty() {
+            match trimmed.strip_prefix("pub use ") {
+                Some(rest) => statement.push_str(rest),
+                None => continue,
+            }
+        } else {
+            statement.push(' ');
+            statement.push_str(trimmed);
+        }
+        let Some(body) = statement.strip_suffix(';') else {
+            continue;
+        };
+        let body = body.to_string();
+        statement.clear();
+        let (base, body) = if let Some(rest) = body.strip_prefix("crate::") {
+            (Vec::new(), rest.to_string())
+        } else {
+            let rest = body.strip_prefix("self::").unwrap_or(&body);
+            (module.to_vec(), rest.to_string())
+        };
+        // Each leaf of the tree, with its exported name (a rename's).
+        for leaf in use_tree_with_names(&body) {
+            let (path, exported) = leaf;
+            let Some((item, parent)) = path.split_last() else {
+                continue;
+            };
+            let mut child = base.clone();
+            child.extend(parent.iter().cloned());
+            out.push((
+                exported.unwrap_or_else(|| item.clone()),
+                child,
+                item.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// The leaves of a use tree with the name each is exported as when renamed
+/// (`a::{b as c}` → (`a::b`, Some(`c`))); globs are left out.
+fn use_tree_with_names(body: &str) -> Vec<(Vec<String>, Option<String>)> {
+    let paths = use_tree(body);
+    // Renames, read apart: `x as y` pairs in the text, by the item's name.
+    let words: Vec<&str> = body
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut renames = BTreeMap::new();
+    for window in words.windows(3) {
+        if window[1] == "as" {
+            renames.insert(window[0].to_string(), window[2].to_string());
+        }
+    }
+    if body.contains('*') {
+        return Vec::new();
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            let renamed = p.last().and_then(|last| renames.get(last).cloned());
+            (p, renamed)
+        })
+        .collect()
+}
+
+/// One crate's source files and the re-exports of its module roots.
 struct Library {
-    src: PathBuf,
     /// Module path → file.
     files: BTreeMap<Vec<String>, PathBuf>,
-    /// (module of a mod.rs/lib.rs, re-exported name) → child module path.
-    reexports: BTreeMap<(Vec<String>, String), Vec<String>>,
+    /// (module of a root file, re-exported name) → (the module the `use`
+    /// names, the item's name there).
+    reexports: BTreeMap<(Vec<String>, String), (Vec<String>, String)>,
 }
 
 impl Library {
+    /// The library at the workspace root.
     fn read() -> Library {
-        let src = root().join("src");
+        Library::read_crate(&root().join("src"))
+    }
+
+    /// The crate whose sources are under `src`.
+    fn read_crate(src: &Path) -> Library {
         let mut files = BTreeMap::new();
         let mut reexports = BTreeMap::new();
-        for file in rust_files(&src) {
-            let module = module_of(&src, &file);
+        for file in rust_files(src) {
+            let module = module_of(src, &file);
             let text = std::fs::read_to_string(&file).unwrap();
             let name = file.file_name().unwrap().to_string_lossy();
-            if name == "mod.rs" || name == "lib.rs" {
-                for line in code_of(&text).lines() {
-                    let Some(rest) = line.trim().strip_prefix("pub use ") else {
-                        continue;
-                    };
-                    let rest = rest.trim_end_matches(';');
-                    let (child, items) = match rest.split_once("::{") {
-                        Some((child, items)) => (child, items.trim_end_matches('}').to_string()),
-                        None => match rest.rsplit_once("::") {
-                            Some((child, item)) => (child, item.to_string()),
-                            None => continue,
-                        },
-                    };
-                    let child_path: Vec<String> = if let Some(c) = child.strip_prefix("crate::") {
-                        c.split("::").map(str::to_string).collect()
-                    } else {
-                        let mut p = module.clone();
-                        p.extend(child.split("::").map(str::to_string));
-                        p
-                    };
-                    for item in items.split(',') {
-                        let item = item.trim();
-                        let item = item.split(" as ").last().unwrap_or(item).trim();
-                        if !item.is_empty() {
-                            reexports
-                                .insert((module.clone(), item.to_string()), child_path.clone());
-                        }
-                    }
+            if name == "mod.rs" || name == "lib.rs" || name == "main.rs" {
+                for (exported, child, item) in reexports_of(&module, &code_of(&text)) {
+                    reexports.insert((module.clone(), exported), (child, item));
                 }
             }
             files.insert(module, file);
         }
-        Library {
-            src,
-            files,
-            reexports,
-        }
+        Library { files, reexports }
     }
 
     /// The file a path names: its longest prefix that is a module, with a
-    /// re-exported item followed to the module that defines it.
+    /// re-exported item followed (through every re-export on the way) to
+    /// the module that defines it.
     fn resolve(&self, path: &[String]) -> Option<Vec<String>> {
+        self.resolve_within(path, 8)
+    }
+
+    fn resolve_within(&self, path: &[String], hops: u32) -> Option<Vec<String>> {
         for len in (0..=path.len()).rev() {
             let prefix = path[..len].to_vec();
             if self.files.contains_key(&prefix) {
                 if let Some(item) = path.get(len) {
-                    if let Some(child) = self.reexports.get(&(prefix.clone(), item.clone())) {
-                        if self.files.contains_key(child) {
-                            return Some(child.clone());
+                    if let Some((child, name)) = self.reexports.get(&(prefix.clone(), item.clone()))
+                    {
+                        let mut followed = child.clone();
+                        followed.push(name.clone());
+                        followed.extend(path[len + 1..].iter().cloned());
+                        if hops > 0 && followed != path {
+                            if let Some(found) = self.resolve_within(&followed, hops - 1) {
+                                return Some(found);
+                            }
                         }
                     }
                 }
@@ -220,19 +341,49 @@ impl Library {
 /// The layer of a library module, deepest first: a module may import its
 /// own layer (without a circle) and the layers below, never one above.
 fn layer(module: &[String]) -> Option<u32> {
-    let top = module.first().map(String::as_str).unwrap_or("");
-    Some(match top {
-        "" => 9, // lib.rs: the crate root re-exports everything
-        "error" | "filename" | "counter" | "prefetch" => 0,
-        "codec" | "key" | "fs" | "prefix" | "events" => 1,
-        "filter" | "range_tombstone" => 2,
-        "options" | "batch" | "memtable" | "manifest" | "keyspace_settings" | "cache" => 3,
-        "wal" | "table" => 4,
-        "db" | "inspect" | "repair" => 5,
-        "async_db" | "async_iter" | "async_transaction" | "backup" => 6,
-        _ => return None,
-    })
+    let Some(top) = module.first() else {
+        return Some(9); // lib.rs: the crate root re-exports everything
+    };
+    LAYERS
+        .iter()
+        .find(|(_, names)| names.contains(&top.as_str()))
+        .map(|(layer, _)| *layer)
 }
+
+/// The library's top-level modules by layer, deepest first. Every name
+/// here is a module of `src/` (a test below refuses one that is not).
+const LAYERS: &[(u32, &[&str])] = &[
+    (0, &["error", "filename", "counter", "prefetch"]),
+    (1, &["codec", "key", "fs", "prefix", "events"]),
+    (2, &["filter", "range_tombstone"]),
+    (
+        3,
+        &[
+            "options",
+            "batch",
+            "memtable",
+            "manifest",
+            "keyspace_settings",
+        ],
+    ),
+    (4, &["wal", "table"]),
+    (5, &["db", "inspect", "repair"]),
+    (
+        6,
+        &["async_db", "async_iter", "async_transaction", "backup"],
+    ),
+];
+
+/// Imports that breach the layers, still in the code on this branch while
+/// another branch removes them: (importing module, imported module), left
+/// out of the graph before it is checked (with the circles they close).
+/// Temporary: the coordinator empties this list when the branches meet (the
+/// test fails on an entry it no longer sees, so a stale one cannot stay).
+const KNOWN_BREACHES: &[(&str, &str)] = &[
+    // src/batch.rs takes `&crate::Keyspace` (db, a higher layer); the
+    // branch that moves the keyspace argument out of batch.rs removes it.
+    ("batch", "db::keyspace"),
+];
 
 fn name(module: &[String]) -> String {
     if module.is_empty() {
@@ -240,6 +391,51 @@ fn name(module: &[String]) -> String {
     } else {
         module.join("::")
     }
+}
+
+/// The import circles of a graph (a depth-first search for back edges),
+/// each as `a → b → … → a` with modules written by `name`.
+fn circles(
+    edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+    name: fn(&[String]) -> String,
+) -> Vec<String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        marks: &mut BTreeMap<Vec<String>, Mark>,
+        stack: &mut Vec<Vec<String>>,
+        circles: &mut Vec<String>,
+        name: fn(&[String]) -> String,
+    ) {
+        marks.insert(node.clone(), Mark::Open);
+        stack.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            match marks.get(next) {
+                Some(Mark::Open) => {
+                    let at = stack.iter().position(|m| m == next).unwrap();
+                    let names: Vec<String> = stack[at..].iter().map(|m| name(m)).collect();
+                    circles.push(format!("{} → {}", names.join(" → "), name(next)));
+                }
+                Some(Mark::Done) => {}
+                None => visit(next, edges, marks, stack, circles, name),
+            }
+        }
+        stack.pop();
+        marks.insert(node.clone(), Mark::Done);
+    }
+    let mut marks = BTreeMap::new();
+    let mut circles = Vec::new();
+    for node in edges.keys() {
+        if !marks.contains_key(node) {
+            visit(node, edges, &mut marks, &mut Vec::new(), &mut circles, name);
+        }
+    }
+    circles
 }
 
 #[test]
@@ -250,8 +446,19 @@ fn library_imports_form_no_circle_and_never_run_up() {
         "read {} files",
         library.files.len()
     );
-    let edges = library.edges();
+    let mut edges = library.edges();
     let mut problems = Vec::new();
+    for (from, to) in KNOWN_BREACHES {
+        let module = |m: &str| m.split("::").map(str::to_string).collect::<Vec<_>>();
+        let removed = edges
+            .get_mut(&module(from))
+            .is_some_and(|targets| targets.remove(&module(to)));
+        if !removed {
+            problems.push(format!(
+                "{from} no longer imports {to}: remove it from KNOWN_BREACHES"
+            ));
+        }
+    }
 
     for (from, targets) in &edges {
         let Some(from_layer) = layer(from) else {
@@ -274,42 +481,7 @@ fn library_imports_form_no_circle_and_never_run_up() {
         }
     }
 
-    // Circles: a depth-first search for a back edge.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        Open,
-        Done,
-    }
-    fn visit(
-        node: &Vec<String>,
-        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
-        marks: &mut BTreeMap<Vec<String>, Mark>,
-        stack: &mut Vec<Vec<String>>,
-        circles: &mut Vec<String>,
-    ) {
-        marks.insert(node.clone(), Mark::Open);
-        stack.push(node.clone());
-        for next in edges.get(node).into_iter().flatten() {
-            match marks.get(next) {
-                Some(Mark::Open) => {
-                    let at = stack.iter().position(|m| m == next).unwrap();
-                    let names: Vec<String> = stack[at..].iter().map(|m| name(m)).collect();
-                    circles.push(format!("{} → {}", names.join(" → "), name(next)));
-                }
-                Some(Mark::Done) => {}
-                None => visit(next, edges, marks, stack, circles),
-            }
-        }
-        stack.pop();
-        marks.insert(node.clone(), Mark::Done);
-    }
-    let mut marks = BTreeMap::new();
-    let mut circles = Vec::new();
-    for node in edges.keys() {
-        if !marks.contains_key(node) {
-            visit(node, &edges, &mut marks, &mut Vec::new(), &mut circles);
-        }
-    }
+    let circles = circles(&edges, name);
     problems.extend(circles.into_iter().map(|c| format!("import circle: {c}")));
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
@@ -336,7 +508,73 @@ fn the_import_reader_sees_known_edges() {
                 == Some(vec!["filter".to_string(), "line".to_string()])
     );
     assert!(layer(&["nonexistent".to_string()]).is_none());
-    let _ = &library.src;
+    // A name the crate root re-exports in a `pub use` of many lines is
+    // followed through `db/mod.rs` to the file that defines it.
+    assert_eq!(
+        library.resolve(&["Keyspace".to_string()]),
+        Some(vec!["db".to_string(), "keyspace".to_string()])
+    );
+    let module = vec!["a".to_string(), "b".to_string()];
+    let paths = referenced_paths(
+        &module,
+        "use crate::{x, y::{z, self}, w as v};\nfn f(k: &crate::K) {}\nuse super::s::T;",
+    );
+    let strings: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(strings, ["x", "y::z", "y", "w", "K", "a::s::T"]);
+    let reexports = reexports_of(
+        &[],
+        "pub use a::{\n    B, c::D as E,\n    F,\n};\npub use g::H;\npub use crate::i::*;",
+    );
+    let seen: Vec<String> = reexports
+        .iter()
+        .map(|(name, child, item)| format!("{name}={}::{item}", child.join("::")))
+        .collect();
+    assert_eq!(seen, ["B=a::B", "E=a::c::D", "F=a::F", "H=g::H"]);
+}
+
+/// Every module the layer lists name exists in `src/`: a name left behind
+/// by a module that moved or never came would hide that the list is stale.
+#[test]
+fn every_module_the_layers_name_exists() {
+    let library = Library::read();
+    let missing: Vec<&str> = LAYERS
+        .iter()
+        .flat_map(|(_, names)| names.iter().copied())
+        .filter(|n| !library.files.contains_key(&vec![n.to_string()]))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "`LAYERS` names modules that src/ does not have: {missing:?}"
+    );
+}
+
+/// The files of each crate under `crates/` import one another without a
+/// circle (a file that needs a name from a file that needs one of its own
+/// wants a module below both).
+#[test]
+fn no_crate_under_crates_has_an_import_circle() {
+    let mut problems = Vec::new();
+    let mut crates = 0;
+    let mut files = 0;
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        crates += 1;
+        let library = Library::read_crate(&src);
+        files += library.files.len();
+        let crate_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        for circle in circles(&library.edges(), name) {
+            problems.push(format!("crates/{crate_name}: import circle: {circle}"));
+        }
+    }
+    assert!(
+        crates >= 4 && files > 60,
+        "read {crates} crates, {files} files"
+    );
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
 #[test]
