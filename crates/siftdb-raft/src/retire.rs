@@ -5,7 +5,7 @@
 //! [`RETIRED_FILE`] that keeps it from starting again, and the signal that
 //! stops its raft), [`verdict`] — the leader's answer to "is node N a
 //! member?" — and [`watch`], the loop by which a node that has heard no
-//! leader for a while asks its peers that question.
+//! leader for a while asks its peers that question (at [`MEMBER`]).
 //! Must never: retire a node on the word of anything but a leader that
 //! confirmed its leadership with a majority after the question arrived and
 //! has committed an entry of its own term; retire a node that is in the
