@@ -505,8 +505,8 @@ mod tests {
     #[test]
     fn inserted_keys_are_always_found() {
         // Under Miri a hundred keys: the kernels' unchecked indexing.
-        let n = if cfg!(miri) { 100 } else { 10_000 };
-        let mut f = BloomFilter::with_bits_per_key(n as usize, 10.0).unwrap();
+        let n: u64 = if cfg!(miri) { 100 } else { 10_000 };
+        let mut f = BloomFilter::with_bits_per_key(usize::try_from(n).unwrap(), 10.0).unwrap();
         for j in 0..n {
             f.insert(&key(j));
         }

@@ -596,7 +596,7 @@ mod uring {
         fn written(len: usize) -> Vec<u8> {
             let mut buffer = Vec::with_capacity(64);
             for (i, byte) in buffer.spare_capacity_mut().iter_mut().take(len).enumerate() {
-                byte.write(i as u8);
+                byte.write(u8::try_from(i).unwrap());
             }
             buffer
         }

@@ -25,7 +25,7 @@ const fn sizes() -> (u64, u64) {
 /// interleave with the other writers' (so their CASes meet). The value
 /// repeats the user key, so a reader can tell a whole node from a torn one.
 fn entry_of(w: u64, i: u64) -> (Vec<u8>, u64, Vec<u8>) {
-    let (key, tag) = if i % 4 == 0 {
+    let (key, tag) = if i.is_multiple_of(4) {
         (format!("k{i:05}-shared"), 1 << 8 | 1)
     } else {
         (format!("k{i:05}-{w}"), (w + 1) << 8 | 1)
@@ -73,7 +73,7 @@ fn threads_insert_and_read_at_once() {
                         Ok(()) => {
                             inserted.fetch_add(1, AtomicOrdering::Relaxed);
                         }
-                        Err(InsertError::Duplicate) => assert_eq!(i % 4, 0, "{key:?}"),
+                        Err(InsertError::Duplicate) => assert!(i.is_multiple_of(4), "{key:?}"),
                         Err(e) => panic!("{e:?}"),
                     }
                 }
@@ -85,7 +85,8 @@ fn threads_insert_and_read_at_once() {
             let mut cursor = Cursor::new(Arc::clone(list));
             let mut round = 0u64;
             loop {
-                let done = finished.load(AtomicOrdering::Acquire) == writers as usize;
+                let done =
+                    finished.load(AtomicOrdering::Acquire) == usize::try_from(writers).unwrap();
                 walk_checked(list);
                 // A seek, a step back and a step forward between entries
                 // other threads are inserting.
