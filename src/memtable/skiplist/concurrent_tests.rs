@@ -95,14 +95,22 @@ fn threads_insert_and_read_at_once() {
                     user_key: &key,
                     tag: u64::MAX,
                 });
-                if let Some(entry) = cursor.entry() {
-                    assert_ne!(compare_bytes(entry.parts().0, &key), Ordering::Less);
+                if let Some(at) = cursor.entry().map(|e| e.internal_key().to_vec()) {
+                    let user_key = at.get(..at.len() - TAG_LEN).unwrap();
+                    assert_ne!(compare_bytes(user_key, &key), Ordering::Less);
+                    // Before the entry the cursor was at; not necessarily
+                    // before `key`, which a writer may have inserted since.
+                    cursor.prev();
+                    if let Some(entry) = cursor.entry() {
+                        let before = entry.internal_key();
+                        assert_eq!(compare_internal_keys(before, &at), Ordering::Less);
+                        // One step on: at most that entry (one inserted
+                        // since may lie between).
+                        cursor.next();
+                        let next = cursor.entry().map(|e| e.internal_key().to_vec());
+                        assert!(next.is_some_and(|n| compare_internal_keys(&n, &at).is_le()));
+                    }
                 }
-                cursor.prev();
-                if let Some(entry) = cursor.entry() {
-                    assert_eq!(compare_bytes(entry.parts().0, &key), Ordering::Less);
-                }
-                cursor.next();
                 cursor.seek_to_last();
                 round += 1;
                 if done {
