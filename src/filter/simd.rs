@@ -90,6 +90,11 @@ impl Isa {
     #[cfg(target_arch = "x86_64")]
     pub(crate) fn detected() -> Isa {
         use std::arch::is_x86_feature_detected as has;
+        // Miri runs neither the `asm!` kernels nor most vector intrinsics:
+        // there the filters' unsafe code checked is the scalar kernels'.
+        if cfg!(miri) {
+            return Isa::Scalar;
+        }
         match DETECTED.load(Ordering::Relaxed) {
             3 => return Isa::Avx512,
             2 => return Isa::Avx2,
@@ -120,7 +125,7 @@ impl Isa {
     pub(crate) fn available() -> Vec<Isa> {
         let mut out = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
-        {
+        if !cfg!(miri) {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") {
                 out.push(Isa::Avx2);

@@ -583,6 +583,36 @@ mod uring {
         unsafe { buffer.set_len(len) };
         Some(buffer)
     }
+
+    /// The two helpers' unsafe code without a ring (so Miri, which has no
+    /// io_uring, runs them): the spare capacity written as a read would,
+    /// then handed on or copied out.
+    #[cfg(test)]
+    mod buffer_tests {
+        use super::{copied, filled};
+
+        /// A buffer of capacity 64 whose first `len` bytes of spare
+        /// capacity were written (as a completed read writes them).
+        fn written(len: usize) -> Vec<u8> {
+            let mut buffer = Vec::with_capacity(64);
+            for (i, byte) in buffer.spare_capacity_mut().iter_mut().take(len).enumerate() {
+                byte.write(u8::try_from(i).unwrap());
+            }
+            buffer
+        }
+
+        #[test]
+        fn only_written_bytes_are_handed_on_or_copied() {
+            let expected: Vec<u8> = (0..40).collect();
+            assert_eq!(filled(written(40), 40), Some(expected.clone()));
+            assert_eq!(filled(written(0), 0), Some(Vec::new()));
+            assert_eq!(filled(Vec::new(), 1), None);
+            let buffer = written(40);
+            assert_eq!(copied(&buffer, 8, 32).as_deref(), Some(&expected[8..40]));
+            assert_eq!(copied(&buffer, 0, 0).as_deref(), Some(&[][..]));
+            assert_eq!(copied(&buffer, 60, 8), None);
+        }
+    }
 }
 
 mod pool {
