@@ -543,7 +543,7 @@ impl Options {
     /// open-file limit.
     pub fn effective_max_open_files(&self) -> usize {
         self.max_open_files.unwrap_or_else(|| {
-            let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+            let limit = crate::fs::open_file_limit();
             let half = limit.map_or(usize::MAX, |l| usize::try_from(l / 2).unwrap_or(usize::MAX));
             DEFAULT_MAX_OPEN_FILES.min(half).max(16)
         })

@@ -78,6 +78,13 @@ use crate::filter::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIER
 
 /// The instruction set a filter's kernels are compiled for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    expect(
+        dead_code,
+        reason = "only x86-64 detects AVX2 and AVX-512; elsewhere every filter is Scalar"
+    )
+)]
 pub(crate) enum Isa {
     /// The portable build.
     Scalar,
