@@ -6,9 +6,9 @@
 //! memmap2 only for the opt-in `Options::mmap_reads`, and the directory
 //! lock: on unix a POSIX record lock no child process inherits, with a
 //! per-process table of held lock files; elsewhere the standard library's
-//! per-handle lock). What differs per operating system lives in `os`. `FaultFs` (in the
-//! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
-//! loss and injects errors through this same trait.
+//! per-handle lock). What differs per operating system lives in `os`.
+//! `FaultFs` (in the `siftdb-testkit` crate) is the in-memory stand-in that
+//! simulates power loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
 //! power-loss tests stands in here, and anything that skips it is untested;
 //! turn a short file or a failed read into anything but an `Err` (no
@@ -212,8 +212,9 @@ struct OsReadFile {
     len: u64,
     path: PathBuf,
     /// The same file opened past the page cache on its first direct read
-    /// (`os::open_direct`); `None` when the system or file system refused it (the reads then go through
-    /// the page cache, as `read_direct_at`'s `None` tells the caller).
+    /// (`os::open_direct`); `None` when the system or the file system
+    /// refused it (the reads then go through the page cache, as
+    /// `read_direct_at`'s `None` tells the caller).
     direct: std::sync::OnceLock<Option<File>>,
 }
 
@@ -757,6 +758,10 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("truncated"), "{err}");
+        // Closed before the remove: under Windows' legacy delete semantics
+        // (Wine; Windows before 10 1903 or off NTFS) a removed file's name
+        // stays until its last handle is closed.
+        drop(file);
         let b = dir.path().join("b");
         fs.rename(&a, &b).unwrap();
         fs.sync_dir(dir.path()).unwrap();

@@ -128,6 +128,10 @@ impl Isa {
     /// kernel to the definition.
     #[cfg(test)]
     pub(crate) fn available() -> Vec<Isa> {
+        #[cfg_attr(
+            not(target_arch = "x86_64"),
+            expect(unused_mut, reason = "x86-64 adds to it")
+        )]
         let mut out = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
