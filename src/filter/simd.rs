@@ -75,6 +75,13 @@ use crate::filter::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIER
 
 /// The instruction set a filter's kernels are compiled for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    expect(
+        dead_code,
+        reason = "only x86-64 detects AVX2 and AVX-512; elsewhere every filter is Scalar"
+    )
+)]
 pub(crate) enum Isa {
     /// The portable build.
     Scalar,
@@ -123,6 +130,10 @@ impl Isa {
     /// kernel to the definition.
     #[cfg(test)]
     pub(crate) fn available() -> Vec<Isa> {
+        #[cfg_attr(
+            not(target_arch = "x86_64"),
+            expect(unused_mut, reason = "x86-64 adds to it")
+        )]
         let mut out = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
         if !cfg!(miri) {

@@ -35,6 +35,10 @@ use crate::filter::line::hash_key_seeded;
 pub(crate) const GROUP: usize = 256;
 
 /// Keys per vector: eight 64-bit lanes.
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    expect(dead_code, reason = "the vector kernels are x86-64's")
+)]
 const LANES: usize = 8;
 
 /// xxh3's default secret, bytes 24..56, as the little-endian words its

@@ -37,8 +37,8 @@ pub(crate) struct ReadRequest {
     pub(crate) file: Arc<dyn RandomAccessFile>,
     pub(crate) offset: u64,
     pub(crate) len: usize,
-    /// Read past the page cache (`O_DIRECT`): set only for a file that has
-    /// a direct descriptor (`RandomAccessFile::direct_fd`).
+    /// Read past the page cache (`O_DIRECT`): set only for a file that
+    /// reads so (`RandomAccessFile::reads_direct`).
     pub(crate) direct: bool,
 }
 
@@ -820,7 +820,7 @@ mod tests {
         let file = OsFileSystem::shared().open_read(path).unwrap();
         // Every other request past the page cache, where the file system
         // allows it (tmpfs does not: those read through it).
-        let direct = file.direct_fd().is_some();
+        let direct = file.reads_direct();
         (0..count)
             .map(|i| ReadRequest {
                 file: Arc::clone(&file),

@@ -774,7 +774,7 @@ impl TableInner {
         let location = self.location(BlockKind::Data, handle.offset);
         let len = self.stored_len(handle, &location)?;
         let file = file_of(&self.context, self.id, &self.source)?;
-        let direct = self.context.settings.direct_reads && file.direct_fd().is_some();
+        let direct = self.context.settings.direct_reads && file.reads_direct();
         Ok(BlockOrRead::Read(ReadRequest {
             file,
             offset: handle.offset,
