@@ -25,7 +25,7 @@
 //! table, miss a present key — a filter that cannot answer for a key
 //! (no usable filter, or prefixes kept by an extractor this database does
 //! not trust) is not asked — or return a value from a block whose checksum
-//! failed (the block read is `reader.rs`'s).
+//! failed (the block read is `block_reads.rs`'s).
 
 use bytes::Bytes;
 

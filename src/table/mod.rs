@@ -12,7 +12,8 @@
 //!
 //! Owns: the table file format (one version, `format::FORMAT_VERSION`: a
 //! table of any other is `Error::UnsupportedVersion`), its builder, reader
-//! (`reader.rs`: open, metadata, data blocks), point lookup (`get.rs`:
+//! (`reader.rs`: the handle and its metadata; `open.rs`: opening;
+//! `block_reads.rs`: reading and caching blocks), point lookup (`get.rs`:
 //! filter → index → block), scans (`scan.rs`, the cursor in `iter.rs`) and
 //! verification (`verify.rs`).
 //! Must never: return a wrong value or silently miss a present key — a
@@ -41,6 +42,8 @@
 
 pub mod block;
 mod block_buffer;
+pub mod block_iter;
+mod block_reads;
 pub mod builder;
 pub mod compression;
 pub mod context;
@@ -51,6 +54,7 @@ mod get;
 mod index;
 pub mod iter;
 pub mod lookup;
+mod open;
 pub(crate) mod overlapped;
 pub mod properties;
 pub mod reader;
