@@ -33,9 +33,10 @@ use crate::error::Result;
 use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
+use crate::table::filter_hash::prefix_hash;
 use crate::table::lookup::LookupKey;
 use crate::table::reader::{BlockOrRead, Table, TableInner};
-use crate::table::scan_filters::{prefix_hash, ScanFilters};
+use crate::table::scan_filters::ScanFilters;
 
 thread_local! {
     /// The key buffer a get's block cursor rebuilds keys in, reused so a
