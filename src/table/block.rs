@@ -67,21 +67,23 @@ fn header_len(shared: usize, unshared: usize, value_len: usize) -> usize {
     varint_len(shared as u64) + varint_len(unshared as u64) + varint_len(value_len as u64)
 }
 
-/// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`. `None` when
-/// it runs past `bytes` or past 32 bits (a fifth byte above 0x0f, or a sixth).
+/// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`: the
+/// codec's varint of at most `u32::MAX` ([`get_varint_of`]).
 #[inline]
 fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u32> {
-    get_varint_of::<32>(bytes, pos).and_then(|v| u32::try_from(v).ok())
+    get_varint_of(bytes, pos, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok())
 }
 
-/// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`. `None` when
-/// it runs past `bytes` or past 64 bits (a tenth byte above 1).
+/// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`: the
+/// codec's varint of at most `u64::MAX` ([`get_varint_of`]).
 ///
-/// A varint of at most eight bytes with eight bytes to read (every tag of
-/// a sequence number below 2^48 inside a block: a value follows it) is
-/// decoded from one 8-byte load without a branch per byte: the first byte
-/// without its top bit ends it, and the 7-bit groups below it are packed
-/// together by three shift-and-mask steps.
+/// A varint of one to eight bytes in its shortest form with eight bytes to
+/// read (every tag of a sequence number below 2^48 inside a block: a value
+/// follows it) is decoded from one 8-byte load without a branch per byte:
+/// the first byte without its top bit ends it, and the 7-bit groups below
+/// it are packed together by three shift-and-mask steps. Any other input
+/// (a longer varint, a last byte of zero, the end of the bytes) goes to the
+/// codec, whose rule decides.
 #[inline]
 fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     if let Some(word) = pos
@@ -96,34 +98,31 @@ fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
             // bit is clear.
             let len = ends.trailing_zeros() / 8 + 1;
             let kept = word & (u64::MAX >> (64 - 8 * len)) & 0x7f7f_7f7f_7f7f_7f7f;
-            let pairs = (kept & 0x007f_007f_007f_007f) | ((kept & 0x7f00_7f00_7f00_7f00) >> 1);
-            let quads = (pairs & 0x0000_3fff_0000_3fff) | ((pairs & 0x3fff_0000_3fff_0000) >> 2);
-            let value = (quads & 0x0000_0000_0fff_ffff) | ((quads & 0x0fff_ffff_0000_0000) >> 4);
-            *pos += len as usize;
-            return Some(value);
+            // The shortest form: one byte, or a last byte that is not zero.
+            if len == 1 || kept >> (8 * (len - 1)) != 0 {
+                let pairs = (kept & 0x007f_007f_007f_007f) | ((kept & 0x7f00_7f00_7f00_7f00) >> 1);
+                let quads =
+                    (pairs & 0x0000_3fff_0000_3fff) | ((pairs & 0x3fff_0000_3fff_0000) >> 2);
+                let value =
+                    (quads & 0x0000_0000_0fff_ffff) | ((quads & 0x0fff_ffff_0000_0000) >> 4);
+                *pos += len as usize;
+                return Some(value);
+            }
         }
     }
-    get_varint_of::<64>(bytes, pos)
+    get_varint_of(bytes, pos, u64::MAX)
 }
 
-/// A LEB128 varint of at most `BITS` bits (32 or 64): its last possible
-/// byte may carry only the bits left (`BITS mod 7`, or 7); a longer than
-/// shortest encoding is accepted.
+/// A varint of at most `max` read by the codec ([`ByteReader::varint`]:
+/// LEB128 in its shortest form, the one rule every varint of the crate is
+/// read by), advancing `*pos` past it; `None` when it runs past `bytes`,
+/// exceeds `max`, or is longer than its value needs.
 #[inline]
-fn get_varint_of<const BITS: u32>(bytes: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..BITS).step_by(7) {
-        let byte = *bytes.get(*pos)?;
-        *pos += 1;
-        if BITS - shift < 7 && u32::from(byte) >> (BITS - shift) != 0 {
-            return None;
-        }
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
+fn get_varint_of(bytes: &[u8], pos: &mut usize, max: u64) -> Option<u64> {
+    let mut reader = ByteReader::new(bytes.get(*pos..)?, WHAT);
+    let value = reader.varint(max).ok()?;
+    *pos = bytes.len() - reader.remaining();
+    Some(value)
 }
 
 /// Restart entries a seek requests together before its binary search (a
@@ -789,6 +788,26 @@ mod tests {
             get_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00], &mut 0),
             None
         );
+    }
+
+    #[test]
+    fn varints_longer_than_their_value_needs_are_refused() {
+        // Zero and 1 in two bytes, 5 in three: refused as the codec refuses
+        // them, with bytes after them (the word-at-once path) and without.
+        for over in [&[0x80, 0x00][..], &[0x81, 0x00], &[0x85, 0x80, 0x00]] {
+            let mut padded = over.to_vec();
+            padded.extend_from_slice(&[0; 8]);
+            for bytes in [over, &padded[..]] {
+                assert_eq!(get_varint(bytes, &mut 0), None, "{bytes:02x?}");
+                assert_eq!(get_varint64(bytes, &mut 0), None, "{bytes:02x?}");
+            }
+        }
+        // The shortest forms of the same values are read.
+        assert_eq!(
+            get_varint64(&[0x81, 0x01, 0, 0, 0, 0, 0, 0, 0], &mut 0),
+            Some(0x81)
+        );
+        assert_eq!(get_varint(&[0x00], &mut 0), Some(0));
     }
 
     #[test]
