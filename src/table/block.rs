@@ -354,7 +354,7 @@ impl Block {
 
     #[cold]
     #[inline(never)]
-    pub(super) fn restart_error(&self, i: usize) -> Error {
+    fn restart_error(&self, i: usize) -> Error {
         self.corrupt(format!(
             "restart {i} lies outside the {} restarts",
             self.restart_count
@@ -419,7 +419,7 @@ impl Block {
     /// or `None` when it runs past the entries. Three one-byte lengths (every entry of short keys and values under 128
     /// bytes) take one bounds check and one test.
     #[inline]
-    pub(super) fn varint_header(&self, offset: usize) -> Option<(usize, usize, usize, usize)> {
+    fn varint_header(&self, offset: usize) -> Option<(usize, usize, usize, usize)> {
         let entries = self.data.get(..self.entries_end)?;
         if let Some(&[a, b, c]) = offset
             .checked_add(3)
@@ -448,7 +448,7 @@ impl Block {
     /// line: only damaged blocks get here).
     #[cold]
     #[inline(never)]
-    pub(super) fn entry_error(&self, offset: usize, fault: EntryFault) -> Error {
+    fn entry_error(&self, offset: usize, fault: EntryFault) -> Error {
         match fault {
             EntryFault::Header => {
                 self.corrupt(format!("entry at {offset}: header runs past the entries"))

@@ -115,7 +115,7 @@ impl BlockIter {
         result
     }
 
-    pub(super) fn seek_unchecked(&mut self, target: &[u8]) -> Result<()> {
+    fn seek_unchecked(&mut self, target: &[u8]) -> Result<()> {
         let restart_count = self.block.restart_count;
         // A block's memory is rarely in the CPU's cache when a get reaches
         // it, and each step below finds its next address in the bytes it
@@ -225,7 +225,7 @@ impl BlockIter {
 
     /// Decodes from the restart at `start` on to the entry that ends at
     /// `end` (an entry's start, or the end of the entries), and stays on it.
-    pub(super) fn decode_run_before(&mut self, start: usize, end: usize) -> Result<()> {
+    fn decode_run_before(&mut self, start: usize, end: usize) -> Result<()> {
         if start >= end {
             return Err(self.block.corrupt(format!(
                 "restart at {start} is not before the entry at {end}"
@@ -246,7 +246,7 @@ impl BlockIter {
         Ok(())
     }
 
-    pub(super) fn decode_at(&mut self, offset: usize) -> Result<()> {
+    fn decode_at(&mut self, offset: usize) -> Result<()> {
         match self.block.entry_at(offset, self.key.len()) {
             Ok(parts) => {
                 let delta = self.block.bytes(parts.key_delta.clone());

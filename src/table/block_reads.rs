@@ -34,7 +34,7 @@ impl TableInner {
     }
 
     /// `len` bytes at `offset`: a slice of the map, or a positioned read.
-    pub(super) fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
         read_source(&self.context, self.id, &self.source, offset, len)
     }
 
@@ -88,7 +88,7 @@ impl TableInner {
             .ok_or_else(|| location.corruption("block too large"))
     }
 
-    pub(super) fn checked_stored(
+    fn checked_stored(
         &self,
         stored: Bytes,
         location: &BlockLocation<'_>,
@@ -227,7 +227,7 @@ impl TableInner {
     /// A raw data block as a slice of the map, its checksum verified on its
     /// first read; `None` when the block is compressed (it goes through the
     /// block cache like a read from a file).
-    pub(super) fn mapped_raw_block(
+    fn mapped_raw_block(
         &self,
         map: &Bytes,
         verified: &[AtomicU64],
@@ -263,12 +263,7 @@ impl TableInner {
 
     /// The block of a checked stored block: decompressed when stored so,
     /// then its restart array checked.
-    pub(super) fn decode_data_block(
-        &self,
-        stored: Bytes,
-        codec: Codec,
-        handle: BlockHandle,
-    ) -> Result<Block> {
+    fn decode_data_block(&self, stored: Bytes, codec: Codec, handle: BlockHandle) -> Result<Block> {
         let location = self.location(BlockKind::Data, handle.offset);
         let bytes = match codec {
             Codec::Raw => stored,
@@ -347,7 +342,7 @@ impl TableInner {
         self.decode_data_block(stored, codec, handle)
     }
 
-    pub(super) fn handle(&self, block_no: usize) -> Result<BlockHandle> {
+    fn handle(&self, block_no: usize) -> Result<BlockHandle> {
         self.index.handle(block_no).ok_or_else(|| {
             Error::corruption(
                 format!("table {}", self.name),
@@ -371,7 +366,7 @@ impl TableInner {
 
 /// One data block read from a file in this many is timed for
 /// [`ReadContext::note_file_read`].
-pub(super) const FILE_READ_SAMPLE: u64 = 8;
+const FILE_READ_SAMPLE: u64 = 8;
 
 /// The open file of a positioned-read source.
 pub(super) fn file_of(

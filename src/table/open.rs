@@ -137,7 +137,7 @@ impl Table {
 }
 
 impl TableInner {
-    pub(super) fn open(
+    fn open(
         context: &Arc<ReadContext>,
         id: u64,
         name: &str,
@@ -228,7 +228,7 @@ impl TableInner {
     /// The range filter block `info` names, its trailer checked and its bytes
     /// copied into memory of their own (a mapped table's bytes could change):
     /// `Corruption` when the handle runs past the blocks or the trailer fails.
-    pub(super) fn read_range_filter(&self, info: &RangeFilterInfo) -> Result<Vec<u8>> {
+    fn read_range_filter(&self, info: &RangeFilterInfo) -> Result<Vec<u8>> {
         let location = self.location(BlockKind::RangeFilter, info.handle.offset);
         let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
         let fits = info
@@ -248,10 +248,7 @@ impl TableInner {
     /// The range tombstone block at `handle`, checked (bounds, trailer,
     /// then the fragments' own order): `Corruption` naming the block when
     /// any check fails.
-    pub(super) fn read_range_tombstones(
-        &self,
-        handle: BlockHandle,
-    ) -> Result<FragmentedTombstones> {
+    fn read_range_tombstones(&self, handle: BlockHandle) -> Result<FragmentedTombstones> {
         let location = self.location(BlockKind::RangeTombstones, handle.offset);
         let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
         if handle.end_with_trailer().is_none_or(|end| end > blocks_end) {
@@ -271,7 +268,7 @@ impl TableInner {
     /// Reads the filter into an aligned buffer, or records why there is none.
     /// Never fails: a filter that cannot be trusted, or of a kind this build
     /// does not read, is treated as absent.
-    pub(super) fn open_filter(&mut self, properties: &TableProperties) {
+    fn open_filter(&mut self, properties: &TableProperties) {
         let Some(handle) = self.footer.filter else {
             self.filter_status = FilterStatus::Missing;
             return;
@@ -298,7 +295,7 @@ impl TableInner {
         }
     }
 
-    pub(super) fn read_filter(
+    fn read_filter(
         &self,
         handle: BlockHandle,
         properties: &TableProperties,
@@ -343,7 +340,7 @@ impl TableInner {
     }
 
     /// The filter block at `handle` in an aligned buffer, its trailer checked.
-    pub(super) fn read_filter_block(
+    fn read_filter_block(
         &self,
         handle: BlockHandle,
         location: &BlockLocation<'_>,
