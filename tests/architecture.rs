@@ -327,7 +327,7 @@ fn the_import_reader_sees_known_edges() {
     };
     assert!(has(&["db", "read"], &["db", "version"]));
     assert!(has(&["filter", "bloom"], &["filter", "line"]));
-    assert!(has(&["table", "reader"], &["error"]));
+    assert!(has(&["table", "open"], &["error"]));
     // `crate::filter::hash_key` is re-exported by filter/mod.rs from line.rs.
     assert!(
         library.resolve(&["filter".to_string(), "hash_key".to_string()])
