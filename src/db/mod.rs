@@ -63,7 +63,8 @@ use crate::options::{Options, WriteOptions};
 use crate::table::ReadContext;
 use compaction::CompactionScope;
 
-pub(crate) use open::{closed_log_missing, cut_short};
+/// Where `repair` has found it (defined with the log, below `db` and `inspect`).
+pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
 pub(crate) use checks::{check_key, check_merge_operator, check_value, check_writable};

@@ -70,12 +70,14 @@
 //! `salvage.rs` ([`salvage`], for `siftdb repair`); this module re-exports
 //! what other code uses, so its paths are `crate::wal::...`.
 
+mod closed;
 mod format;
 mod mend;
 mod replay;
 mod salvage;
 mod writer;
 
+pub(crate) use closed::{closed_log_missing, cut_short};
 pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
     CLOSE_RECORD_LEN, FILE_HEADER_LEN, FILE_KIND, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN,
