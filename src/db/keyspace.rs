@@ -332,7 +332,7 @@ impl Keyspace {
 
     /// This keyspace's tables now (see [`Db::live_tables`]); none once it
     /// was dropped.
-    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
         if self.tree.check_live().is_err() {
             return Vec::new();
         }
@@ -340,7 +340,7 @@ impl Keyspace {
     }
 
     /// [`Db::verify_checksums`] for this keyspace's tables only.
-    pub fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+    pub fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
         self.tree.check_live()?;
         crate::db::verify::verify_trees([&self.tree])
     }

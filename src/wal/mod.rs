@@ -93,9 +93,9 @@ mod testing {
     use super::*;
     use crate::batch::{RawBatch, WriteBatch};
     use crate::codec::crc32_of;
+    use crate::error::Error;
     use crate::fs::{FileSystem, OsFileSystem};
     use crate::key::SeqNo;
-    use crate::Error;
 
     pub(crate) fn log_bytes(log_number: u64, payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = encode_file_header(log_number).to_vec();
