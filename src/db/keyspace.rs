@@ -23,7 +23,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::batch::WriteBatch;
+use crate::batch::{KeyspaceId, WriteBatch};
 use crate::db::close::HandleKind;
 use crate::db::compaction::CompactionScope;
 use crate::db::iter::DbIterator;
@@ -213,6 +213,13 @@ pub struct Keyspace {
 impl Clone for Keyspace {
     fn clone(&self) -> Keyspace {
         Keyspace::of(Arc::clone(&self.inner), Arc::clone(&self.tree))
+    }
+}
+
+/// What a [`WriteBatch`]'s `_in` methods take: the keyspace's id.
+impl From<&Keyspace> for KeyspaceId {
+    fn from(keyspace: &Keyspace) -> KeyspaceId {
+        KeyspaceId::new(keyspace.id())
     }
 }
 
