@@ -6,7 +6,8 @@
 //! the public limits allow (`MAX_KEY_LEN`, `MAX_VALUE_LEN`), or let a
 //! refused write reach the log.
 
-use super::{read_only, DbInner};
+use super::read_only;
+use super::DbInner;
 use crate::error::{Error, Result};
 
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {

@@ -40,6 +40,7 @@ mod stats;
 mod super_version;
 mod transaction;
 mod transaction_scan;
+mod tree;
 mod verify;
 mod version;
 mod write;
@@ -67,7 +68,7 @@ use compaction::CompactionScope;
 pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
-pub(crate) use checks::{check_key, check_merge_operator, check_value, check_writable};
+use checks::{check_key, check_merge_operator, check_value, check_writable};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use ingest::{IngestOptions, TableWriter};
@@ -76,25 +77,21 @@ pub(crate) use iter::owned_range;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use keyspace::Keyspace;
-pub(crate) use keyspace::Tree;
 pub use keyspace_options::KeyspaceOptions;
 pub(crate) use open::LOCK_FILE;
 pub use open::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
-pub(crate) use stats::DbCounters;
 pub use stats::{FilterBuildStats, KeyspaceStats, Stats};
-pub(crate) use super_version::{LoggedMemtable, SuperVersion};
+use super_version::SuperVersion;
 pub use transaction::{Transaction, TransactionOptions};
 pub use transaction_scan::TransactionIter;
 pub use verify::VerifyStats;
+pub(crate) use version::LEVELS;
 
 use crate::events::TableMetadata;
+use stats::DbCounters;
+use tree::Tree;
 use version::Version;
-
-/// Number of levels, level 0 included.
-pub(crate) const LEVELS: usize = 7;
-/// Immutable memtables allowed to wait for flushing before writers stall.
-pub(crate) const MAX_IMMUTABLE: usize = 2;
 
 pub(crate) struct DbInner {
     pub dir: PathBuf,

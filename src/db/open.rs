@@ -16,9 +16,13 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
+use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::pacing::Pacer;
+use crate::db::stats::DbCounters;
+use crate::db::tree::Tree;
+use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{background, flush, write, DbCounters, DbInner, KeyspaceOptions, Tree, LEVELS};
+use crate::db::{background, flush, write, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE,

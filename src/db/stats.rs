@@ -11,8 +11,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::super_version::SuperVersion;
+use super::tree::Tree;
 use super::version::LiveTable;
-use super::{background, Db, SuperVersion, Tree, LEVELS};
+use super::version::LEVELS;
+use super::{background, Db};
 use crate::counter::Sharded;
 use crate::filter::FilterKind;
 use crate::table::{LevelFilterStats, Table, TableInfo};

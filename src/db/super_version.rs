@@ -9,8 +9,11 @@
 use std::sync::Arc;
 
 use super::version::Version;
-use super::LEVELS;
+use super::version::LEVELS;
 use crate::memtable::Memtable;
+
+/// Immutable memtables allowed to wait for flushing before writers stall.
+pub(crate) const MAX_IMMUTABLE: usize = 2;
 
 /// A memtable and the log that holds its records.
 #[derive(Clone)]
