@@ -15,7 +15,10 @@
 //! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
 //! keyspace's tables linked out at a sequence number, and imported as a new
 //! keyspace), `stats.rs` (counters and `Stats`), `super_version.rs` (what
-//! a read of one keyspace loads), `checks.rs` (argument checks).
+//! a read of one keyspace loads), `checks.rs` (argument checks),
+//! `keyspace.rs` (the public `Keyspace` handle) over `tree.rs` (one
+//! keyspace's state). Siblings import each type from the file that
+//! defines it; they reach this file only for `Db` and `DbInner`.
 
 mod background;
 mod checkpoint;
