@@ -227,7 +227,7 @@ fn layer(module: &[String]) -> Option<u32> {
         "codec" | "key" | "fs" | "prefix" | "events" => 1,
         "filter" | "range_tombstone" => 2,
         "options" | "batch" | "memtable" | "manifest" | "keyspace_settings" | "cache" => 3,
-        "wal" | "table" => 4,
+        "wal" | "table" | "identify" => 4,
         "db" | "inspect" | "repair" => 5,
         "async_db" | "async_iter" | "async_transaction" | "backup" => 6,
         _ => return None,

@@ -29,7 +29,7 @@ use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
-use crate::inspect::check_is_database;
+use crate::identify::check_is_database;
 use crate::manifest::ManifestState;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Table};
