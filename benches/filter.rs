@@ -637,8 +637,9 @@ fn main() {
     for j in [0u64, 7, 123_456_789, 999_999_999_999_999] {
         assert_eq!(&key(j)[..], format!("k{j:015}").as_bytes());
     }
+    // What a CPU without AVX-512 runs (siftdb's kernels only; x86-64's).
+    #[cfg(target_arch = "x86_64")]
     if std::env::var("SIFTDB_BENCH_ISA").is_ok_and(|v| v == "avx2") {
-        // What a CPU without AVX-512 runs (siftdb's kernels only).
         siftdb::internals::filter_kernels::cap_at_avx2();
     }
     if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {

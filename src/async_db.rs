@@ -137,7 +137,7 @@ impl AsyncDb {
     }
 
     /// See [`Db::live_tables`]: answered from memory, so not async.
-    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
         self.db.live_tables()
     }
 
@@ -147,7 +147,7 @@ impl AsyncDb {
     }
 
     /// See [`Db::verify_checksums`].
-    pub async fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+    pub async fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
         let db = Arc::clone(&self.db);
         blocking(move || db.verify_checksums()).await
     }
@@ -330,7 +330,7 @@ impl AsyncKeyspace {
     }
 
     /// See [`Keyspace::live_tables`]: answered from memory, so not async.
-    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
         self.keyspace.live_tables()
     }
 
@@ -340,7 +340,7 @@ impl AsyncKeyspace {
     }
 
     /// See [`Keyspace::verify_checksums`].
-    pub async fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+    pub async fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
         let ks = self.keyspace.clone();
         blocking(move || ks.verify_checksums()).await
     }

@@ -39,7 +39,7 @@ impl BlockingScan for crate::db::DbIterator {
     }
 }
 
-impl BlockingScan for crate::TransactionIter {
+impl BlockingScan for crate::db::TransactionIter {
     fn with_fill_cache(self: Box<Self>, fill: bool) -> Scan {
         Box::new(self.fill_cache(fill))
     }

@@ -104,6 +104,27 @@ impl BatchOp<'_> {
     }
 }
 
+/// The keyspace an operation of a [`WriteBatch`] goes to, by id: what
+/// [`WriteBatch::put_in`] and the other `_in` methods take. A `&Keyspace`
+/// converts into it, so `batch.put_in(&users, key, value)` reads as it says.
+///
+/// Defined with the batch (below the database) so that the batch's encoding
+/// needs nothing of the keyspaces but their ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyspaceId(u32);
+
+impl KeyspaceId {
+    /// The keyspace with id `id` (the default keyspace's is 0).
+    pub(crate) fn new(id: u32) -> KeyspaceId {
+        KeyspaceId(id)
+    }
+
+    /// The id as the log record writes it.
+    pub(crate) fn get(self) -> u32 {
+        self.0
+    }
+}
+
 /// Puts, deletes and range deletes that the database applies atomically, in
 /// insertion order, with consecutive sequence numbers.
 ///
@@ -151,16 +172,16 @@ impl WriteBatch {
     /// Adds "set `key` to `value`" in `keyspace`.
     pub fn put_in(
         &mut self,
-        keyspace: &crate::Keyspace,
+        keyspace: impl Into<KeyspaceId>,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) {
-        self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
+        self.put_to(keyspace.into().get(), key.as_ref(), value.as_ref());
     }
 
     /// Adds "delete `key`" in `keyspace`.
-    pub fn delete_in(&mut self, keyspace: &crate::Keyspace, key: impl AsRef<[u8]>) {
-        self.delete_from(keyspace.id(), key.as_ref());
+    pub fn delete_in(&mut self, keyspace: impl Into<KeyspaceId>, key: impl AsRef<[u8]>) {
+        self.delete_from(keyspace.into().get(), key.as_ref());
     }
 
     /// Adds "merge `operand` into `key`'s value" (in the default keyspace):
@@ -175,11 +196,11 @@ impl WriteBatch {
     /// [`WriteBatch::merge`] in `keyspace`.
     pub fn merge_in(
         &mut self,
-        keyspace: &crate::Keyspace,
+        keyspace: impl Into<KeyspaceId>,
         key: impl AsRef<[u8]>,
         operand: impl AsRef<[u8]>,
     ) {
-        self.merge_to(keyspace.id(), key.as_ref(), operand.as_ref());
+        self.merge_to(keyspace.into().get(), key.as_ref(), operand.as_ref());
     }
 
     /// Appends one operation: its kind byte (and keyspace id), `key` and,
@@ -256,10 +277,10 @@ impl WriteBatch {
     /// [`WriteBatch::delete_range`]).
     pub fn delete_range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &mut self,
-        keyspace: &crate::Keyspace,
+        keyspace: impl Into<KeyspaceId>,
         range: R,
     ) {
-        self.delete_range_to(keyspace.id(), &range);
+        self.delete_range_to(keyspace.into().get(), &range);
     }
 
     /// Appends every operation of `other`, after this batch's own (for group commit).

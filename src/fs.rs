@@ -4,10 +4,11 @@
 //! Owns: the trait, and [`OsFileSystem`], the real implementation (std::fs,
 //! positioned reads with the kernel's read-ahead turned off for tables,
 //! memmap2 only for the opt-in `Options::mmap_reads`, and the directory
-//! lock: a POSIX record lock no child process inherits, with a per-process
-//! table of held lock files). `FaultFs` (in the
-//! `siftdb-testkit` crate) is the in-memory stand-in that simulates power
-//! loss and injects errors through this same trait.
+//! lock: on unix a POSIX record lock no child process inherits, with a
+//! per-process table of held lock files; elsewhere the standard library's
+//! per-handle lock). What differs per operating system lives in `os`.
+//! `FaultFs` (in the `siftdb-testkit` crate) is the in-memory stand-in that
+//! simulates power loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
 //! power-loss tests stands in here, and anything that skips it is untested;
 //! turn a short file or a failed read into anything but an `Err` (no
@@ -16,13 +17,16 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+
+mod os;
+
+pub(crate) use os::open_file_limit;
 
 /// A file opened for appending.
 pub trait WritableFile: Send + Sync {
@@ -69,6 +73,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_direct_at(&self, len: usize, offset: u64) -> Option<Result<Vec<u8>>> {
         let _ = (len, offset);
         None
+    }
+    /// True when [`RandomAccessFile::read_direct_at`] has a path past the
+    /// page cache for this file (`O_DIRECT` on Linux, `F_NOCACHE` on macOS,
+    /// `FILE_FLAG_NO_BUFFERING` on Windows); false by default.
+    fn reads_direct(&self) -> bool {
+        false
     }
     /// A descriptor of this file opened with `O_DIRECT` (see
     /// [`RandomAccessFile::read_direct_at`]), for `multi_get`'s io_uring
@@ -193,7 +203,7 @@ impl WritableFile for OsWritableFile {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        os::sync_data(&self.file).map_err(|e| Error::io(&self.path, e))
     }
 }
 
@@ -201,23 +211,26 @@ struct OsReadFile {
     file: File,
     len: u64,
     path: PathBuf,
-    /// The same file opened with `O_DIRECT` on its first direct read;
-    /// `None` when the file system refused it (the reads then go through
-    /// the page cache, as `read_direct_at`'s `None` tells the caller).
+    /// The same file opened past the page cache on its first direct read
+    /// (`os::open_direct`); `None` when the system or the file system
+    /// refused it (the reads then go through the page cache, as
+    /// `read_direct_at`'s `None` tells the caller).
     direct: std::sync::OnceLock<Option<File>>,
 }
 
 impl OsReadFile {
     fn direct_file(&self) -> Option<&File> {
         self.direct
-            .get_or_init(|| {
-                use rustix::fs::{Mode, OFlags};
-                let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
-                rustix::fs::open(&self.path, flags, Mode::empty())
-                    .ok()
-                    .map(File::from)
-            })
+            .get_or_init(|| os::open_direct(&self.path))
             .as_ref()
+    }
+
+    /// A failed read's error: past the end, the short read naming the file.
+    fn read_error(&self, e: std::io::Error, want: usize, offset: u64) -> Error {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return short_read(&self.path, want, offset, self.len);
+        }
+        Error::io(&self.path, e)
     }
 }
 
@@ -263,12 +276,8 @@ impl DirectSpan {
 
 impl RandomAccessFile for OsReadFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.file.read_exact_at(buf, offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                return short_read(&self.path, buf.len(), offset, self.len);
-            }
-            Error::io(&self.path, e)
-        })
+        os::read_exact_at(&self.file, buf, offset)
+            .map_err(|e| self.read_error(e, buf.len(), offset))
     }
 
     fn read_vec_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
@@ -278,66 +287,19 @@ impl RandomAccessFile for OsReadFile {
     }
 
     fn read_into_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> Result<()> {
-        buf.clear();
-        buf.reserve(len);
-        while buf.len() < len {
-            let at = offset.saturating_add(buf.len() as u64);
-            // Into the spare capacity, at most the bytes still wanted (a
-            // recycled buffer's capacity may reach past `len`); the length
-            // then grows by what the kernel wrote, so no byte is ever seen
-            // before it was read.
-            let done = buf.len();
-            let spare = buf.spare_capacity_mut();
-            let wanted = (len - done).min(spare.len());
-            let spare = match spare.split_at_mut_checked(wanted) {
-                Some((spare, _)) => spare,
-                None => spare,
-            };
-            match rustix::io::pread(&self.file, spare, at).map(|(read, _)| read.len()) {
-                Ok(0) => return Err(short_read(&self.path, len, offset, self.len)),
-                Ok(read) => {
-                    let filled = done + read;
-                    #[expect(
-                        unsafe_code,
-                        reason = "the kernel initialised `read` bytes of the spare capacity past `buf.len()`"
-                    )]
-                    // SAFETY: the kernel wrote the first `read` bytes of
-                    // `spare`, which starts at `buf.len()` within the capacity.
-                    unsafe {
-                        buf.set_len(filled);
-                    }
-                }
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(Error::io(&self.path, e.into())),
-            }
-        }
-        Ok(())
+        os::read_into_vec(&self.file, buf, len, offset).map_err(|e| self.read_error(e, len, offset))
     }
 
     fn read_direct_at(&self, len: usize, offset: u64) -> Option<Result<Vec<u8>>> {
-        let direct = self.direct_file()?;
-        let wanted = DirectSpan::of(len, offset)
-            .and_then(|span| Some((span, span.buffer()?)))
-            .and_then(|(span, (mut buffer, pad))| {
-                let spare = buffer.spare_capacity_mut().get_mut(pad..pad + span.span)?;
-                loop {
-                    match rustix::io::pread(direct, &mut *spare, span.start) {
-                        // The span's bytes the kernel wrote (fewer at the
-                        // file's end); a copy of the wanted ones, so the
-                        // block cache keeps no padding.
-                        Ok((read, _)) => {
-                            break read.get(span.skip..span.skip + len).map(<[u8]>::to_vec)
-                        }
-                        Err(rustix::io::Errno::INTR) => {}
-                        Err(_) => break None,
-                    }
-                }
-            });
-        // A short read (the file was truncated) or one the kernel refused
+        // A short read (the file was truncated) or one the system refused
         // (an alignment it wants larger): `None`, so the caller reads
         // through the page cache (the same bytes, or the file's own error)
         // and counts no direct read.
-        wanted.map(Ok)
+        os::read_direct(self.direct_file()?, len, offset).map(Ok)
+    }
+
+    fn reads_direct(&self) -> bool {
+        self.direct_file().is_some()
     }
 
     #[cfg(unix)]
@@ -352,10 +314,10 @@ impl RandomAccessFile for OsReadFile {
 
     fn will_need(&self, offset: u64, len: usize) {
         let len = u64::try_from(len).ok().and_then(std::num::NonZeroU64::new);
-        if len.is_some() {
+        if let Some(len) = len {
             // Advice only: an error (an old kernel, a file system without
             // it) costs the overlap, never an answer.
-            let _ = rustix::fs::fadvise(&self.file, offset, len, rustix::fs::Advice::WillNeed);
+            os::will_need(&self.file, offset, len);
         }
     }
 
@@ -436,12 +398,12 @@ impl FileSystem for OsFileSystem {
     }
 
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let file = open_no_atime(path).map_err(|e| Error::io(path, e))?;
+        let file = os::open_no_atime(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         // Without this, each 4 KiB block read from a cold file brings in the
         // device's whole read-ahead window (8 MiB on the project's machine).
         // Only advice: a kernel that ignores it reads more, never wrongly.
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+        os::advise_random(&file);
         Ok(Arc::new(OsReadFile {
             file,
             len,
@@ -466,12 +428,12 @@ impl FileSystem for OsFileSystem {
         // `Options::mmap_reads`, the only caller, documents that hazard.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         // Point reads: no read-ahead around each fault.
-        let _ = map.advise(memmap2::Advice::Random);
+        os::advise_map_random(&map);
         Ok(Bytes::from_owner(map))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        std::fs::rename(from, to).map_err(|e| Error::io(from, e))
+        os::rename(from, to).map_err(|e| Error::io(from, e))
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
@@ -487,9 +449,7 @@ impl FileSystem for OsFileSystem {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir, e))
+        os::sync_dir(dir).map_err(|e| Error::io(dir, e))
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
@@ -526,23 +486,6 @@ impl FileSystem for OsFileSystem {
 
     fn lock(&self, path: &Path) -> Result<Box<dyn DirLock>> {
         dir_lock::lock(path)
-    }
-}
-
-/// Opens `path` read-only without access-time updates (`O_NOATIME`): a
-/// table is read once per block-cache miss, and the kernel's atime check on
-/// every positioned read costs about 1.5% of an in-memory get. Only the
-/// file's owner (or a privileged process) may ask it; anyone else gets the
-/// file opened as usual.
-fn open_no_atime(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let no_atime = OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOATIME.bits() as i32)
-        .open(path);
-    match no_atime {
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => File::open(path),
-        other => other,
     }
 }
 
@@ -723,7 +666,7 @@ mod tests {
             match file.read_direct_at(len, offset) {
                 Some(read) => assert_eq!(read.unwrap(), want),
                 // A file system that refuses O_DIRECT (tmpfs).
-                None => assert!(file.direct_fd().is_none()),
+                None => assert!(!file.reads_direct()),
             }
         }
         // Past the end: no direct read (the caller reads through the page
@@ -815,6 +758,10 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("truncated"), "{err}");
+        // Closed before the remove: under Windows' legacy delete semantics
+        // (Wine; Windows before 10 1903 or off NTFS) a removed file's name
+        // stays until its last handle is closed.
+        drop(file);
         let b = dir.path().join("b");
         fs.rename(&a, &b).unwrap();
         fs.sync_dir(dir.path()).unwrap();

@@ -58,6 +58,7 @@ mod events;
 mod filename;
 pub mod filter;
 mod fs;
+mod identify;
 mod inspect;
 mod key;
 mod keyspace_settings;

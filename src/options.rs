@@ -536,8 +536,11 @@ impl Options {
     /// kernel's page-cache work (inserting, then reclaiming, a page for
     /// every block read) and counts no page cache against a memory limit;
     /// a data set the page cache could hold is then read from the device
-    /// every time it misses the block cache. Default false. A file system
-    /// that refuses `O_DIRECT` (tmpfs) is read through the page cache, and
+    /// every time it misses the block cache. Default false. Per system:
+    /// `O_DIRECT` on Linux, `F_NOCACHE` on macOS, `FILE_FLAG_NO_BUFFERING`
+    /// on Windows (4 KiB-aligned reads: a volume with larger sectors
+    /// refuses them). A file system that refuses them (tmpfs), and every
+    /// other system, is read through the page cache, and
     /// [`crate::Stats::direct_block_reads`] counts the reads that went
     /// past it. Filters, indexes, scans and compaction always read
     /// through the page cache.
@@ -550,7 +553,7 @@ impl Options {
     /// open-file limit.
     pub fn effective_max_open_files(&self) -> usize {
         self.max_open_files.unwrap_or_else(|| {
-            let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+            let limit = crate::fs::open_file_limit();
             let half = limit.map_or(usize::MAX, |l| usize::try_from(l / 2).unwrap_or(usize::MAX));
             DEFAULT_MAX_OPEN_FILES.min(half).max(16)
         })

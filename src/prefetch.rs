@@ -59,7 +59,8 @@ pub(crate) fn prefetch_bytes(bytes: &[u8]) {
 /// works the same.
 pub(crate) fn huge_page_mapping(size: usize) -> Option<memmap2::MmapMut> {
     let map = memmap2::MmapMut::map_anon(size).ok()?;
-    #[cfg(target_os = "linux")]
+    // Miri has anonymous mappings but no `madvise`.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         let _ = map.advise(memmap2::Advice::HugePage);
     }

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -21,6 +20,20 @@ use siftdb::{Db, Options};
 
 fn contents(db: &Db) -> BTreeMap<Bytes, Bytes> {
     db.iter().collect::<siftdb::Result<_>>().unwrap()
+}
+
+/// A file's (device, inode).
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// Stable std has no file identity on other systems: there the damage
+/// tests alone show that nothing is shared.
+#[cfg(not(unix))]
+fn file_id(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 /// (device, inode) of every file below `dir`.
@@ -34,7 +47,7 @@ fn inodes(dir: &Path) -> BTreeSet<(u64, u64)> {
             if meta.is_dir() {
                 pending.push(entry.path());
             } else {
-                out.insert((meta.dev(), meta.ino()));
+                out.extend(file_id(&meta));
             }
         }
     }

@@ -1,9 +1,12 @@
-//! The directory lock against processes started by other threads: a child
-//! forked while a `Db` is open must never hold the lock, so a reopen right
-//! after `drop(db)` always succeeds. `flock` locks (the lock's first form)
-//! belong to the open file and stay with a forked child until it calls
-//! exec: 199 of 200 cycles failed that way. POSIX record locks belong to the
-//! process and are not inherited.
+//! The directory lock: one `Db` per directory, whoever asks — another
+//! handle in this process or another process — refused with
+//! `Error::Locked` on every system; and against processes started by other
+//! threads: a child started while a `Db` is open must never hold the lock,
+//! so a reopen right after `drop(db)` always succeeds. `flock` locks (the
+//! lock's first form) belong to the open file and stay with a forked child
+//! until it calls exec: 199 of 200 cycles failed that way. POSIX record
+//! locks belong to the process and are not inherited; on Windows the lock
+//! belongs to a handle std never lets a child inherit.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,6 +15,7 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -31,7 +35,13 @@ fn reopen_after_drop_never_finds_the_lock_held_while_threads_spawn_processes() {
             let spawned = Arc::clone(&spawned);
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let status = std::process::Command::new("true").status().unwrap();
+                    // Any child will do (this test binary listing its
+                    // tests runs on every system).
+                    let status = Command::new(std::env::current_exe().unwrap())
+                        .arg("--list")
+                        .stdout(Stdio::null())
+                        .status()
+                        .unwrap();
                     assert!(status.success());
                     spawned.fetch_add(1, Ordering::Relaxed);
                 }
@@ -90,4 +100,65 @@ fn a_second_open_in_the_same_process_is_refused_until_the_first_is_dropped() {
     drop(db);
     let db = Db::open(dir.path()).unwrap();
     assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// Set (to a database directory) for this binary run as the child of
+/// `another_process_is_refused_with_the_same_error`.
+const CHILD_DIR: &str = "SIFTDB_DIR_LOCK_CHILD";
+/// What the child must find: "locked" or "free".
+const CHILD_FINDS: &str = "SIFTDB_DIR_LOCK_CHILD_FINDS";
+
+/// The child's side (does nothing unless run as that child): opens the
+/// directory and checks it finds what the parent says.
+#[test]
+fn child_opens_the_directory_it_was_given() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else {
+        return;
+    };
+    match (std::env::var(CHILD_FINDS).unwrap().as_str(), Db::open(&dir)) {
+        ("locked", Err(Error::Locked(path))) => {
+            assert!(path.starts_with(&dir), "{}", path.display());
+            println!("refused: {}", Error::Locked(path));
+        }
+        ("free", Ok(db)) => assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..])),
+        (finds, Ok(_)) => panic!("opened a directory that should be {finds}"),
+        (finds, Err(e)) => panic!("open of a directory that should be {finds}: {e}"),
+    }
+}
+
+fn run_child(dir: &std::path::Path, finds: &str) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_opens_the_directory_it_was_given",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR, dir)
+        .env(CHILD_FINDS, finds)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child ({finds}): {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn another_process_is_refused_with_the_same_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    db.put("k", "v").unwrap();
+    // This process's second open and another process's open: the same error.
+    assert!(matches!(Db::open(dir.path()), Err(Error::Locked(_))));
+    let stdout = run_child(dir.path(), "locked");
+    assert!(stdout.contains("refused: "), "{stdout}");
+    // Still held here after the child's refused open and exit.
+    assert!(matches!(Db::open(dir.path()), Err(Error::Locked(_))));
+    drop(db);
+    run_child(dir.path(), "free");
+    Db::open(dir.path()).unwrap();
 }

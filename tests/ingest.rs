@@ -230,12 +230,6 @@ fn files_load_into_a_keyspace_of_their_own() {
     assert_eq!(contents(&db), Model::new(), "the default keyspace got keys");
 }
 
-/// A keyspace's own `table_writer` file is linked in as it is (the source
-/// gains a link), records the keyspace (it survives a repair that rebuilds
-/// the manifest from the tables), and holds its keys; a `TableWriter::create`
-/// file into the same keyspace is rewritten (no second link), and a
-/// keyspace's file into another keyspace is rewritten too.
-#[cfg(unix)]
 /// Whether a table file of `db_dir` holds the bytes of `source`.
 fn copied_as_is(db_dir: &Path, source: &Path) -> bool {
     let bytes = std::fs::read(source).unwrap();
@@ -246,6 +240,11 @@ fn copied_as_is(db_dir: &Path, source: &Path) -> bool {
         .any(|p| std::fs::read(p).unwrap() == bytes)
 }
 
+/// A keyspace's own `table_writer` file is placed as it is (a copy of its
+/// bytes), records the keyspace (it survives a repair that rebuilds the
+/// manifest from the tables), and holds its keys; a `TableWriter::create`
+/// file into the same keyspace is rewritten, and a keyspace's file into
+/// another keyspace is rewritten too.
 #[test]
 fn a_keyspaces_own_table_writer_file_is_placed_without_a_rewrite() {
     let dir = tempfile::tempdir().unwrap();

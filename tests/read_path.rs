@@ -18,7 +18,6 @@
 )]
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -148,6 +147,9 @@ fn a_truncated_live_table_is_an_error_not_a_signal() {
 
 /// The hazard `Options::mmap_reads` documents, shown: the same truncation
 /// under a memory map kills the reading process with SIGBUS.
+// Unix only: SIGBUS is a unix signal (Windows refuses to shrink a mapped
+// file instead).
+#[cfg(unix)]
 #[test]
 fn with_mmap_reads_a_truncated_table_is_the_documented_sigbus() {
     const TEST: &str = "with_mmap_reads_a_truncated_table_is_the_documented_sigbus";
@@ -182,14 +184,17 @@ fn filter_and_index_overwritten_on_disk_after_open_change_no_answer() {
     let footer = *Table::open_path(&path).unwrap().footer();
     // No block cache: every get reads its data block from the file again.
     let db = Db::open_with(dir.path(), Options::default().block_cache_bytes(0)).unwrap();
-    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     let filter = footer.filter.unwrap();
     // An all-zero filter answers "absent" for every key; a zeroed index
     // names no block.
-    file.write_all_at(&vec![0u8; filter.len as usize], filter.offset)
-        .unwrap();
-    file.write_all_at(&vec![0xa5; footer.index.len as usize], footer.index.offset)
-        .unwrap();
+    let mut write_at = |bytes: &[u8], offset: u64| {
+        use std::io::{Seek, SeekFrom, Write};
+        file.seek(SeekFrom::Start(offset)).unwrap();
+        file.write_all(bytes).unwrap();
+    };
+    write_at(&vec![0u8; filter.len as usize], filter.offset);
+    write_at(&vec![0xa5; footer.index.len as usize], footer.index.offset);
     file.sync_all().unwrap();
     for i in 0..5000 {
         assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, false), "key {i}");
@@ -207,6 +212,8 @@ fn filter_and_index_overwritten_on_disk_after_open_change_no_answer() {
     assert!(!verify_dir(dir.path()).unwrap().is_clean());
 }
 
+// Unix only: Windows has no open-file limit to lower (setrlimit).
+#[cfg(unix)]
 #[test]
 fn more_tables_than_open_files_allowed_under_a_low_rlimit() {
     const TEST: &str = "more_tables_than_open_files_allowed_under_a_low_rlimit";

@@ -294,3 +294,37 @@ fn a_footer_handle_to_the_wrong_kind_of_block_is_caught() {
     let err = Table::from_bytes("000007.sst", bytes.into(), ReadCounters::new()).unwrap_err();
     assert!(err.to_string().contains("runs past the footer"), "{err}");
 }
+
+/// A block whose entry header stores `shared` = 0 in two bytes (0x80 0x00)
+/// instead of one: the writer never does, and the reader refuses it as the
+/// codec refuses every varint longer than its value needs, in a scan, a
+/// seek and the structure check alike.
+#[test]
+fn a_block_varint_longer_than_its_value_needs_is_corruption() {
+    use siftdb::internals::table::block::Block;
+    let block = |header: &[u8]| {
+        let mut bytes = header.to_vec();
+        // User key "k", packed tag 1 (sequence 0, put), value "v".
+        bytes.extend_from_slice(&[b'k', 0x01, b'v']);
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        Block::parse(Bytes::from(bytes)).unwrap()
+    };
+    // The shortest form reads back.
+    let good = block(&[0x00, 0x01, 0x01]);
+    let mut it = good.iter();
+    it.seek_to_first().unwrap();
+    assert!(it.valid());
+    assert_eq!(user_key_of(it.key()), b"k");
+    assert_eq!(good.check_structure().unwrap(), 1);
+
+    let over = block(&[0x80, 0x00, 0x01, 0x01]);
+    let mut it = over.iter();
+    let err = it.seek_to_first().unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    assert!(!it.valid());
+    let err = it.seek(b"k").unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    let err = over.check_structure().unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+}

@@ -40,8 +40,11 @@ use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
 use crate::db::small_runs::small_run;
+use crate::db::super_version::SuperVersion;
+use crate::db::tree::Tree;
+use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{DbInner, SuperVersion, Tree, LEVELS};
+use crate::db::DbInner;
 use crate::error::Result;
 use crate::events::{CompactionEvent, CompactionReason, Event};
 use crate::filename::table_file_name;

@@ -31,15 +31,19 @@ use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
+use crate::db::keyspace::Keyspace;
+use crate::db::keyspace_options::KeyspaceOptions;
+use crate::db::super_version::SuperVersion;
+use crate::db::tree::Tree;
+use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{write, DbInner, Keyspace, KeyspaceOptions, SuperVersion, Tree, LEVELS};
+use crate::db::{write, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{valid_keyspace_name, TableRecord};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::Table;
-use crate::Db;
 
 /// One table of an export: its file (in the export's directory) and its
 /// manifest record (level, size, bounds, sequence numbers; the file number

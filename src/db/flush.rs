@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::db::pacing::Pacer;
+use crate::db::super_version::SuperVersion;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{DbInner, SuperVersion};
+use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::events::{Event, FlushEvent};
 use crate::filename::{table_file_name, wal_file_name};

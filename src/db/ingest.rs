@@ -38,10 +38,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::db::checks::{check_key, check_value};
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
+use crate::db::keyspace::Keyspace;
 use crate::db::oracle::KeyRange;
+use crate::db::super_version::SuperVersion;
+use crate::db::tree::Tree;
 use crate::db::version::LiveTable;
-use crate::db::{check_key, check_value, write, Db, DbInner, Keyspace, SuperVersion, Tree, LEVELS};
+use crate::db::version::LEVELS;
+use crate::db::{write, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;

@@ -1,8 +1,6 @@
 //! Keyspaces: named, separate sets of keys in one database.
 //!
-//! Owns: [`Tree`] (one keyspace's memtables and tables: its own
-//! super-version, compaction pointers and options), the public
-//! [`Keyspace`] handle, and creating, listing and dropping keyspaces
+//! Owns: the public [`Keyspace`] handle (over a `Tree`, in `tree.rs`), and creating, listing and dropping keyspaces
 //! (their settings: `keyspace_options.rs`).
 //! Must never: let one keyspace's keys reach another's memtable or tables,
 //! hand out a keyspace id twice (a dropped keyspace's records in an old log
@@ -16,169 +14,23 @@
 //! flushed them (see `write::rotate` and `docs/design.md`, "Keyspaces").
 
 use std::ops::RangeBounds;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
-use parking_lot::Mutex;
 
-use crate::batch::WriteBatch;
+use crate::batch::{KeyspaceId, WriteBatch};
+use crate::db::checks::check_key;
 use crate::db::close::HandleKind;
 use crate::db::compaction::CompactionScope;
 use crate::db::iter::DbIterator;
 use crate::db::keyspace_options::KeyspaceOptions;
-use crate::db::version::{RangeTargets, Version};
-use crate::db::{check_key, iter, read, write, Db, DbInner, LoggedMemtable, SuperVersion};
+use crate::db::tree::Tree;
+use crate::db::version::RangeTargets;
+use crate::db::{iter, read, write, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
-use crate::memtable::{Memtable, MemtableRangeStats};
-use crate::options::{Options, WriteOptions};
-use crate::table::TableKeyspace;
-
-/// One keyspace's tree: what reads and background work of the keyspace use.
-pub(crate) struct Tree {
-    pub id: u32,
-    pub name: String,
-    /// The database's options with the keyspace's own settings applied
-    /// (replaced by `Db::keyspace_with`).
-    pub opts: ArcSwap<Options>,
-    /// The keyspace's own settings, every `Db::keyspace_with` given since
-    /// the open applied over those the manifest stored; the manifest
-    /// stores their data part. Locked after the version lock.
-    pub given: Mutex<KeyspaceOptions>,
-    /// The keyspace's memtables and tables, swapped as one.
-    pub current: ArcSwap<SuperVersion>,
-    /// Per level, the largest key of the last table compacted out of it.
-    pub compact_pointer: Mutex<Vec<Vec<u8>>>,
-    /// Set when the keyspace is dropped: its handles are refused from then on.
-    pub dropped: AtomicBool,
-}
-
-impl Tree {
-    /// A tree of `version` with an empty memtable for log `log_number`;
-    /// `opts` are the database's options with `given` applied.
-    pub fn new(
-        id: u32,
-        name: String,
-        opts: Options,
-        given: KeyspaceOptions,
-        version: Version,
-        log_number: u64,
-    ) -> Tree {
-        let mem = Memtable::with_key_filter(opts.memtable_bytes);
-        Tree::with_memtable(id, name, opts, given, version, mem, log_number)
-    }
-
-    /// A tree of `version` whose active memtable is `mem` (records of logs
-    /// from `log_number` on).
-    pub fn with_memtable(
-        id: u32,
-        name: String,
-        opts: Options,
-        given: KeyspaceOptions,
-        version: Version,
-        mem: Memtable,
-        log_number: u64,
-    ) -> Tree {
-        let opts = Tree::own_options(id, &name, opts);
-        Tree {
-            id,
-            name,
-            opts: ArcSwap::from_pointee(opts),
-            given: Mutex::new(given),
-            current: ArcSwap::from_pointee(SuperVersion {
-                mem: LoggedMemtable {
-                    mem: Arc::new(mem),
-                    log_number,
-                },
-                imm: Vec::new(),
-                version: Arc::new(version),
-            }),
-            compact_pointer: Mutex::new(Vec::new()),
-            dropped: AtomicBool::new(false),
-        }
-    }
-
-    /// `opts` as this keyspace's: its tables record the keyspace.
-    pub fn own_options(id: u32, name: &str, mut opts: Options) -> Options {
-        opts.keyspace = (id != DEFAULT_KEYSPACE_ID).then(|| TableKeyspace {
-            id,
-            name: name.to_string(),
-        });
-        opts
-    }
-
-    /// Replaces the keyspace's settings (for tables written from now on).
-    pub fn set_options(&self, opts: Options) {
-        self.opts
-            .store(Arc::new(Tree::own_options(self.id, &self.name, opts)));
-    }
-
-    /// Makes the active memtable the newest immutable one and starts an
-    /// empty memtable for log `log_number`. The caller holds the writer and
-    /// version locks (so no write and no flush publishes meanwhile).
-    pub fn seal_memtable(&self, log_number: u64) {
-        let old = self.current.load_full();
-        let mut imm = Vec::with_capacity(old.imm.len() + 1);
-        imm.push(old.mem.clone());
-        imm.extend(old.imm.iter().cloned());
-        self.current.store(Arc::new(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::with_key_filter(self.opts.load().memtable_bytes)),
-                log_number,
-            },
-            imm,
-            version: Arc::clone(&old.version),
-        }));
-    }
-
-    /// An empty active memtable now belongs to log `log_number` (it holds
-    /// no record of an older one). Same locks as [`Tree::seal_memtable`].
-    pub fn move_empty_memtable(&self, log_number: u64) {
-        let old = self.current.load_full();
-        self.current.store(Arc::new(SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::clone(&old.mem.mem),
-                log_number,
-            },
-            imm: old.imm.clone(),
-            version: Arc::clone(&old.version),
-        }));
-    }
-
-    /// This keyspace's tables now, level by level (see `Db::live_tables`).
-    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
-        let sv = self.current.load();
-        sv.version
-            .levels
-            .iter()
-            .flatten()
-            .map(|t| t.metadata(&self.name))
-            .collect()
-    }
-
-    /// `InvalidArgument` once the keyspace was dropped.
-    pub fn check_live(&self) -> Result<()> {
-        if self.dropped.load(Ordering::Acquire) {
-            return Err(Error::invalid(format!(
-                "keyspace {:?} was dropped; open it again with Db::keyspace for a new, empty one",
-                self.name
-            )));
-        }
-        Ok(())
-    }
-
-    /// `Corruption` naming the first table of this keyspace that could not
-    /// be opened, if any (a full compaction would have to read it).
-    pub fn check_undamaged(&self) -> Result<()> {
-        let sv = self.current.load();
-        match sv.version.levels.iter().flatten().find(|t| t.is_damaged()) {
-            Some(damaged) => damaged.readable().map(|_| ()),
-            None => Ok(()),
-        }
-    }
-}
+use crate::memtable::MemtableRangeStats;
+use crate::options::WriteOptions;
 
 /// A named keyspace of a [`Db`]: its own keys, memtable and tables, in the
 /// database's one log. `Clone + Send + Sync`; cheap to clone.
@@ -213,6 +65,13 @@ pub struct Keyspace {
 impl Clone for Keyspace {
     fn clone(&self) -> Keyspace {
         Keyspace::of(Arc::clone(&self.inner), Arc::clone(&self.tree))
+    }
+}
+
+/// What a [`WriteBatch`]'s `_in` methods take: the keyspace's id.
+impl From<&Keyspace> for KeyspaceId {
+    fn from(keyspace: &Keyspace) -> KeyspaceId {
+        KeyspaceId::new(keyspace.id())
     }
 }
 
@@ -332,7 +191,7 @@ impl Keyspace {
 
     /// This keyspace's tables now (see [`Db::live_tables`]); none once it
     /// was dropped.
-    pub fn live_tables(&self) -> Vec<crate::TableMetadata> {
+    pub fn live_tables(&self) -> Vec<crate::events::TableMetadata> {
         if self.tree.check_live().is_err() {
             return Vec::new();
         }
@@ -340,7 +199,7 @@ impl Keyspace {
     }
 
     /// [`Db::verify_checksums`] for this keyspace's tables only.
-    pub fn verify_checksums(&self) -> Result<crate::VerifyStats> {
+    pub fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
         self.tree.check_live()?;
         crate::db::verify::verify_trees([&self.tree])
     }

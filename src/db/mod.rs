@@ -1,6 +1,6 @@
 //! The database: the public [`Db`] handle and the state its parts share.
 //!
-//! Owns: `Db`, `Stats`, and `DbInner` — the current super-version (memtable,
+//! Owns: `Db` and `DbInner` — the current super-version (memtable,
 //! immutable memtables, table version) that readers load without a lock.
 //! Must never: let a read wait for a flush or a compaction, acknowledge a
 //! write before it reached the log, or delete a file a durable manifest
@@ -8,16 +8,21 @@
 //!
 //! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
-//! `compaction.rs` (background work in `background.rs`), `iter.rs` (merging
+//! `compaction.rs` (background work in `background.rs`), `iter/` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
 //! reads only), `checkpoint.rs` (consistent copies of a live database),
 //! `close.rs` (closing, and the handles that outlive the `Db`),
 //! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
 //! keyspace's tables linked out at a sequence number, and imported as a new
-//! keyspace).
+//! keyspace), `stats.rs` (counters and `Stats`), `super_version.rs` (what
+//! a read of one keyspace loads), `checks.rs` (argument checks),
+//! `keyspace.rs` (the public `Keyspace` handle) over `tree.rs` (one
+//! keyspace's state). Siblings import each type from the file that
+//! defines it; they reach this file only for `Db` and `DbInner`.
 
 mod background;
 mod checkpoint;
+mod checks;
 mod close;
 mod compaction;
 mod compare_and_swap;
@@ -34,8 +39,11 @@ mod read;
 mod read_only;
 mod small_runs;
 mod snapshot;
+mod stats;
+mod super_version;
 mod transaction;
 mod transaction_scan;
+mod tree;
 mod verify;
 mod version;
 mod write;
@@ -51,19 +59,19 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::{OpKind, RawBatch, WriteBatch};
-use crate::counter::Sharded;
 use crate::error::{Error, Result};
-use crate::filter::FilterKind;
 use crate::fs::{DirLock, SharedFs};
 use crate::key::SeqNo;
-use crate::memtable::{Memtable, MemtableRangeStats};
+use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
-use crate::table::{LevelFilterStats, ReadContext, Table, TableInfo};
+use crate::table::ReadContext;
 use compaction::CompactionScope;
-use version::LiveTable;
 
+/// Where `repair` has found it (defined with the log, below `db` and `inspect`).
+pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
+use checks::{check_key, check_merge_operator, check_value, check_writable};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use ingest::{IngestOptions, TableWriter};
@@ -72,170 +80,21 @@ pub(crate) use iter::owned_range;
 pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use keyspace::Keyspace;
-pub(crate) use keyspace::Tree;
 pub use keyspace_options::KeyspaceOptions;
 pub(crate) use open::LOCK_FILE;
-pub(crate) use open::{closed_log_missing, cut_short};
 pub use open::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
+pub use stats::{FilterBuildStats, KeyspaceStats, Stats};
+use super_version::SuperVersion;
 pub use transaction::{Transaction, TransactionOptions};
 pub use transaction_scan::TransactionIter;
 pub use verify::VerifyStats;
+pub(crate) use version::LEVELS;
 
 use crate::events::TableMetadata;
+use stats::DbCounters;
+use tree::Tree;
 use version::Version;
-
-/// Number of levels, level 0 included.
-pub(crate) const LEVELS: usize = 7;
-/// Immutable memtables allowed to wait for flushing before writers stall.
-pub(crate) const MAX_IMMUTABLE: usize = 2;
-
-/// A memtable and the log that holds its records.
-#[derive(Clone)]
-pub(crate) struct LoggedMemtable {
-    pub mem: Arc<Memtable>,
-    pub log_number: u64,
-}
-
-/// Everything a read of one keyspace needs, swapped as one.
-pub(crate) struct SuperVersion {
-    /// The active memtable; its log number is the first log that may hold
-    /// its records (a memtable may span logs: another keyspace's rotation
-    /// starts a new log without sealing it).
-    pub mem: LoggedMemtable,
-    /// Immutable memtables waiting for a flush, newest first.
-    pub imm: Vec<LoggedMemtable>,
-    pub version: Arc<Version>,
-}
-
-impl SuperVersion {
-    /// A keyspace with nothing in it.
-    pub fn empty() -> SuperVersion {
-        SuperVersion {
-            mem: LoggedMemtable {
-                mem: Arc::new(Memtable::new()),
-                log_number: 0,
-            },
-            imm: Vec::new(),
-            version: Arc::new(Version::with_levels(LEVELS)),
-        }
-    }
-
-    /// Nothing in the memtables: every write of the keyspace is in its
-    /// tables (the trigger of [`crate::Options::level0_quiet_trigger`]).
-    pub fn is_quiet(&self) -> bool {
-        self.mem.mem.is_empty() && self.imm.is_empty()
-    }
-
-    /// Approximate bytes of the immutable memtables.
-    pub fn immutable_bytes(&self) -> usize {
-        self.imm.iter().map(|m| m.mem.approximate_bytes()).sum()
-    }
-
-    /// The oldest log that may hold records of this keyspace not yet in
-    /// its tables.
-    pub fn oldest_log(&self) -> u64 {
-        self.imm
-            .last()
-            .map_or(self.mem.log_number, |m| m.log_number)
-    }
-}
-
-/// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
-#[derive(Default)]
-pub(crate) struct DbCounters {
-    /// Bumped by every get and scan: one shard per thread, so readers on
-    /// different cores write no common cache line.
-    pub reads: Sharded<QueryTally>,
-    pub flushes: AtomicU64,
-    /// Compaction inputs not read because a newer range tombstone deleted
-    /// all of them.
-    pub compaction_tables_deleted: AtomicU64,
-    pub compactions: AtomicU64,
-    pub write_groups: AtomicU64,
-    pub writes: AtomicU64,
-    /// Syncs of the write-ahead log (see `Stats::log_syncs`).
-    pub log_syncs: AtomicU64,
-    pub write_stalls: AtomicU64,
-    pub write_stall_micros: AtomicU64,
-    /// Transactions committed, and refused with `Error::Conflict`.
-    pub transaction_commits: AtomicU64,
-    pub transaction_conflicts: AtomicU64,
-    /// Keys and values of acknowledged writes, in bytes.
-    pub user_bytes_written: AtomicU64,
-    pub flush_bytes_written: AtomicU64,
-    pub compaction_bytes_read: AtomicU64,
-    pub compaction_bytes_written: AtomicU64,
-    pub background_errors: AtomicU64,
-    pub background_retries: AtomicU64,
-    pub merges_refused: AtomicU64,
-    pub filter_builds: FilterBuildCounters,
-}
-
-/// Filters built by flushes and compactions: tables, keys and nanoseconds,
-/// per family of kinds (Bloom; binary fuse).
-#[derive(Default)]
-pub(crate) struct FilterBuildCounters {
-    bloom: [AtomicU64; 3],
-    fuse: [AtomicU64; 3],
-}
-
-impl FilterBuildCounters {
-    /// Counts the filter of a table just built.
-    pub fn record(&self, info: &TableInfo) {
-        let counters = match info.filter_kind {
-            None => return,
-            Some(FilterKind::BlockedBloom) => &self.bloom,
-            Some(FilterKind::BinaryFuse8 | FilterKind::BinaryFuse16) => &self.fuse,
-        };
-        let nanos = u64::try_from(info.filter_build_time.as_nanos()).unwrap_or(u64::MAX);
-        for (counter, amount) in counters.iter().zip([1, info.filter_keys, nanos]) {
-            counter.fetch_add(amount, Ordering::Relaxed);
-        }
-    }
-
-    fn snapshot(counters: &[AtomicU64; 3]) -> FilterBuildStats {
-        let [tables, keys, nanos] = counters.each_ref().map(|c| c.load(Ordering::Relaxed));
-        FilterBuildStats {
-            tables,
-            keys,
-            nanos,
-        }
-    }
-}
-
-/// Filters of one family built since open (by flushes and compactions, in
-/// the background).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FilterBuildStats {
-    /// Filters built.
-    pub tables: u64,
-    /// Keys they were built over.
-    pub keys: u64,
-    /// Nanoseconds their construction took (hashing the keys excluded).
-    pub nanos: u64,
-}
-
-impl FilterBuildStats {
-    /// Construction time per key, in nanoseconds (0 when none was built).
-    pub fn nanos_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.nanos as f64 / self.keys as f64
-        }
-    }
-}
-
-/// One thread shard's counters of gets and scans.
-#[derive(Default)]
-pub(crate) struct QueryTally {
-    pub gets: AtomicU64,
-    pub tables_consulted: AtomicU64,
-    pub memtable_hits: AtomicU64,
-    pub scans: AtomicU64,
-    pub scan_tables: AtomicU64,
-}
 
 pub(crate) struct DbInner {
     pub dir: PathBuf,
@@ -379,277 +238,6 @@ pub struct Db {
     events: Option<std::thread::JoinHandle<()>>,
     /// `close` (or a drop) has run.
     shut_down: bool,
-}
-
-/// A snapshot of the database's counters and shape.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Table filters asked on point lookups.
-    pub filter_checks: u64,
-    /// Lookups a filter answered "absent": data reads avoided.
-    pub filter_skips: u64,
-    /// Filter said "maybe" and the table did not hold the key.
-    pub filter_false_positives: u64,
-    /// Tables whose filter block failed its checks and so is not used.
-    pub filter_fallbacks: u64,
-    /// Data blocks read by lookups (from the block cache or the file).
-    pub data_block_reads: u64,
-    /// Data blocks gets and scans found in the block cache.
-    pub block_cache_hits: u64,
-    /// Data blocks gets and scans did not find in the block cache.
-    pub block_cache_misses: u64,
-    /// Data blocks read from table files for gets and scans: what the filters
-    /// and the block cache did not save (compaction's reads not counted).
-    pub block_reads_from_file: u64,
-    /// Bytes the block cache holds now (at most `Options::block_cache_bytes`).
-    pub block_cache_bytes: u64,
-    /// Bytes of memory the filters of open tables hold (tables a scan or a
-    /// snapshot still reads after compaction replaced them included).
-    pub filter_bytes: u64,
-    /// Bytes of dropped filters' memory the process keeps to hand to the
-    /// next filters of their size (a table build's filter of 1 MiB or
-    /// more): at most two mappings of at most 8 MiB, for the whole
-    /// process, not per database.
-    pub spare_filter_bytes: u64,
-    /// Bytes of memory the decoded indexes of open tables hold.
-    pub index_bytes: u64,
-    /// Filter memory of the live tables, per level.
-    pub level_filter_bytes: Vec<u64>,
-    /// Index memory of the live tables, per level.
-    pub level_index_bytes: Vec<u64>,
-    /// The filters of the live tables, per level: kinds, bits per key,
-    /// expected rate, and the rate measured on this database's lookups
-    /// since its tables were opened.
-    pub level_filters: Vec<LevelFilterStats>,
-    /// Blocked Bloom filters built since open.
-    pub bloom_filter_builds: FilterBuildStats,
-    /// Binary fuse filters built since open.
-    pub fuse_filter_builds: FilterBuildStats,
-    /// Table files held open now (at most `Options::max_open_files`, give
-    /// or take readers between a reopen and their read).
-    pub open_table_files: usize,
-    /// Point lookups served.
-    pub gets: u64,
-    /// Tables whose key range held the key, summed over lookups.
-    pub tables_consulted: u64,
-    /// Live tables.
-    pub table_count: usize,
-    /// Live tables that could not be opened (reads of their key ranges
-    /// fail with `Corruption`; see `RecoveryReport::damaged_tables`).
-    pub damaged_tables: usize,
-    /// Live tables per level.
-    pub level_tables: Vec<usize>,
-    /// Bytes of live tables per level.
-    pub level_bytes: Vec<u64>,
-    /// Immutable memtables waiting to be flushed.
-    pub immutable_memtables: usize,
-    /// Approximate bytes in the active memtables (one per keyspace).
-    pub memtable_bytes: usize,
-    /// Approximate bytes in the immutable memtables waiting to be flushed
-    /// (with `memtable_bytes`: what `Options::total_memtable_bytes` bounds).
-    pub immutable_memtable_bytes: usize,
-    /// Bytes of the memtables' key filters, active and immutable (one bit
-    /// per 16 bytes of `Options::memtable_bytes` each).
-    pub memtable_filter_bytes: usize,
-    /// Memtables flushed to tables since open.
-    pub flushes: u64,
-    /// Compactions run since open.
-    pub compactions: u64,
-    /// Writes (batches) acknowledged since open.
-    pub writes: u64,
-    /// Log writes, each carrying one or more batches (group commit).
-    pub write_groups: u64,
-    /// Syncs (fdatasync) of the write-ahead log since open: one per log
-    /// write carrying a synced batch ([`WriteOptions::sync`],
-    /// [`Options::sync_writes`]), one per [`Db::persist`], and one as each
-    /// log is left for a new one. What durability costs, in device flushes.
-    pub log_syncs: u64,
-    /// Times a writer waited for background work.
-    pub write_stalls: u64,
-    /// Time writers spent waiting for background work (too many immutable
-    /// memtables, or a full level 0), in microseconds, summed over stalls
-    /// (each rounded up to a whole microsecond).
-    pub write_stall_micros: u64,
-    /// Time compactions waited to keep to
-    /// `Options::compaction_bytes_per_sec`, in microseconds.
-    pub compaction_paced_micros: u64,
-    /// Bytes of keys and values in acknowledged writes (what the
-    /// application put: no log or table overhead).
-    pub user_bytes_written: u64,
-    /// Bytes of the tables flushes wrote.
-    pub flush_bytes_written: u64,
-    /// Bytes of the tables compactions read (their inputs; tables moved
-    /// down a level without a rewrite not counted).
-    pub compaction_bytes_read: u64,
-    /// Bytes of the tables compactions wrote.
-    pub compaction_bytes_written: u64,
-    /// Failed units of background work (flushes, compactions, recoveries)
-    /// and failed log writes, since open.
-    pub background_errors: u64,
-    /// Retries of failed background work (automatic or by `resume`).
-    pub background_retries: u64,
-    /// Keys whose merge operands a compaction had to merge but the merge
-    /// operator refused (or the keyspace had none), once per compaction
-    /// that met them: it wrote them out unmerged and went on. Reads of
-    /// such a key fail with `Error::MergeFailed` (not counted here) until
-    /// a put or delete of it replaces them.
-    pub merges_refused: u64,
-    /// The failure background work is stuck on now, if any: what failed,
-    /// how often, when it is retried, and the error.
-    pub background_error: Option<String>,
-    /// Last sequence number visible to reads.
-    pub last_sequence: u64,
-    /// Scans started (`iter`, `range`, `prefix`, on the database or a snapshot).
-    pub scans: u64,
-    /// Tables whose key range met a scan's range, summed over scans: the
-    /// tables a scan reads unless a filter rules them out.
-    pub scan_tables: u64,
-    /// Tables whose filter a scan asked about the one prefix every key of
-    /// its range has (needs `Options::prefix_extractor`; tables built with
-    /// it).
-    pub prefix_filter_checks: u64,
-    /// Of those, tables the prefix ruled out: not read by the scan.
-    pub prefix_filter_skips: u64,
-    /// Tables whose range filter a scan with both bounds asked (needs
-    /// `Options::range_filter_bits_per_key`; tables built with it).
-    pub range_filter_checks: u64,
-    /// Of those, tables the range filter found empty in the range.
-    pub range_filter_skips: u64,
-    /// Bytes of memory the range filters of open tables hold.
-    pub range_filter_bytes: u64,
-    /// Point lookups the point filter let through, whose data block was in
-    /// neither the block cache nor a mapping, that the table's range filter
-    /// ruled out before the block was read from the file (tables built with
-    /// `Options::range_filter_bits_per_key`): file reads saved.
-    pub range_filter_point_skips: u64,
-    /// Lookups a table answered from one of its range tombstones (the
-    /// table is asked whatever its point filter says; see
-    /// [`Db::delete_range`]).
-    pub range_tombstone_hits: u64,
-    /// Live tables that hold range tombstones.
-    pub range_tombstone_tables: usize,
-    /// Waves of `multi_get`'s walk that read data blocks from files
-    /// (overlapped, each started as its key's probe found it missing from
-    /// the block cache; none when `Options::multi_get_in_flight` is 1).
-    pub overlapped_batches: u64,
-    /// Data blocks those batches read through io_uring.
-    pub overlapped_reads_uring: u64,
-    /// Data blocks those batches read on the read pool's threads (io_uring
-    /// refused by the kernel, off by `Options::io_uring`, or a file system
-    /// without file descriptors).
-    pub overlapped_reads_pool: u64,
-    /// Data blocks read past the operating system's page cache
-    /// (`O_DIRECT`, [`Options::direct_reads`]); a file system that refuses
-    /// it reads through the page cache and is not counted here.
-    pub direct_block_reads: u64,
-    /// Compaction inputs dropped without reading a block, because a newer
-    /// range tombstone covered their whole key range.
-    pub compaction_tables_deleted: u64,
-    /// Transactions committed since open (compare-and-swaps included).
-    pub transaction_commits: u64,
-    /// Transaction commits refused with `Error::Conflict` since open.
-    pub transaction_conflicts: u64,
-    /// Bytes of memory the transaction oracle holds now (recent commits'
-    /// key hashes and keys above the oldest live transaction's snapshot).
-    pub oracle_bytes: u64,
-    /// Each keyspace's shape, the default first.
-    pub keyspaces: Vec<KeyspaceStats>,
-}
-
-/// The shape of one keyspace (see [`Stats::keyspaces`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct KeyspaceStats {
-    /// The keyspace's name.
-    pub name: String,
-    /// Its live tables.
-    pub table_count: usize,
-    /// Its live tables per level.
-    pub level_tables: Vec<usize>,
-    /// Bytes of its live tables per level.
-    pub level_bytes: Vec<u64>,
-    /// Its immutable memtables waiting to be flushed.
-    pub immutable_memtables: usize,
-    /// Approximate bytes in its active memtable.
-    pub memtable_bytes: usize,
-    /// Approximate bytes in its immutable memtables.
-    pub immutable_memtable_bytes: usize,
-}
-
-impl Stats {
-    /// Bytes written to tables (by flushes and compactions) per byte of
-    /// keys and values put, since open; `None` before anything was put.
-    /// The log's bytes (about one more per byte put) are not included.
-    pub fn write_amplification(&self) -> Option<f64> {
-        (self.user_bytes_written > 0).then(|| {
-            (self.flush_bytes_written + self.compaction_bytes_written) as f64
-                / self.user_bytes_written as f64
-        })
-    }
-
-    /// The memory the database holds that these statistics count, in one
-    /// figure: the block cache, the open tables' point filters, range
-    /// filters and indexes, the memtables (active and waiting to be
-    /// flushed) and their key filters, and the filter mappings the process
-    /// keeps for reuse. Not counted: the allocator's overhead, the open
-    /// files' kernel state, the page cache, and per-call buffers of scans
-    /// and batches.
-    pub fn memory_bytes(&self) -> u64 {
-        let tables = self.block_cache_bytes
-            + self.filter_bytes
-            + self.range_filter_bytes
-            + self.index_bytes
-            + self.spare_filter_bytes;
-        let memtables =
-            self.memtable_bytes + self.immutable_memtable_bytes + self.memtable_filter_bytes;
-        tables.saturating_add(u64::try_from(memtables).unwrap_or(u64::MAX))
-    }
-}
-
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.len() > crate::key::MAX_KEY_LEN {
-        return Err(Error::invalid(format!(
-            "key of {} bytes exceeds the maximum of {}",
-            key.len(),
-            crate::key::MAX_KEY_LEN
-        )));
-    }
-    Ok(())
-}
-
-/// `ReadOnly` when the database was opened read-only.
-fn check_writable(inner: &DbInner) -> Result<()> {
-    if inner.opts.read_only {
-        return Err(read_only::refusal());
-    }
-    Ok(())
-}
-
-/// `InvalidArgument` unless keyspace `id` has a merge operator: a merge
-/// operand it could never merge is refused before it is written.
-pub(crate) fn check_merge_operator(inner: &DbInner, id: u32) -> Result<()> {
-    let tree = inner
-        .tree_by_id(id)
-        .ok_or_else(|| Error::invalid(format!("no keyspace with id {id}")))?;
-    if tree.opts.load().merge_operator.is_none() {
-        return Err(Error::invalid(format!(
-            "a merge into keyspace {:?}, which has no merge operator (Options::merge_operator)",
-            tree.name
-        )));
-    }
-    Ok(())
-}
-
-fn check_value(value: &[u8]) -> Result<()> {
-    if value.len() > crate::key::MAX_VALUE_LEN {
-        return Err(Error::invalid(format!(
-            "value of {} bytes exceeds the maximum of {}",
-            value.len(),
-            crate::key::MAX_VALUE_LEN
-        )));
-    }
-    Ok(())
 }
 
 impl Db {
@@ -1103,153 +691,6 @@ impl Db {
     pub fn resume(&self) -> Result<()> {
         self.check_writable()?;
         background::resume(&self.inner)
-    }
-
-    /// Counters and shape: the shape summed over every keyspace, and each
-    /// keyspace's own in [`Stats::keyspaces`].
-    pub fn stats(&self) -> Stats {
-        let inner = &self.inner;
-        let reads = inner.tables.counters().snapshot();
-        let c = &inner.counters;
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let svs: Vec<(Arc<Tree>, Arc<SuperVersion>)> = inner
-            .trees
-            .load()
-            .iter()
-            .map(|t| (Arc::clone(t), t.current.load_full()))
-            .collect();
-        let live = || {
-            svs.iter()
-                .flat_map(|(_, sv)| sv.version.levels.iter().enumerate())
-        };
-        let per_level = |f: &dyn Fn(&LiveTable) -> u64| {
-            let mut sums = vec![0u64; LEVELS];
-            for (level, tables) in live() {
-                if let Some(sum) = sums.get_mut(level) {
-                    *sum += tables.iter().map(|t| f(t)).sum::<u64>();
-                }
-            }
-            sums
-        };
-        let readable = |f: fn(&Table) -> u64| move |t: &LiveTable| t.table.as_ref().map_or(0, f);
-        let mut level_filters = vec![LevelFilterStats::default(); LEVELS];
-        for (level, tables) in live() {
-            if let Some(stats) = level_filters.get_mut(level) {
-                // A damaged table has no filter to count.
-                for table in tables.iter().filter_map(|t| t.table.as_ref().ok()) {
-                    let (negatives, false_positives) = table.filter_answers_since_open();
-                    stats.add_table(table, negatives, false_positives);
-                }
-            }
-        }
-        let keyspaces: Vec<KeyspaceStats> = svs
-            .iter()
-            .map(|(tree, sv)| KeyspaceStats {
-                name: tree.name.clone(),
-                table_count: sv.version.table_count(),
-                level_tables: sv.version.levels.iter().map(Vec::len).collect(),
-                level_bytes: (0..sv.version.levels.len())
-                    .map(|l| sv.version.level_bytes(l))
-                    .collect(),
-                immutable_memtables: sv.imm.len(),
-                memtable_bytes: sv.mem.mem.approximate_bytes(),
-                immutable_memtable_bytes: sv.immutable_bytes(),
-            })
-            .collect();
-        let level_count = |f: fn(&KeyspaceStats) -> &Vec<u64>| {
-            let mut sums = vec![0u64; LEVELS];
-            for ks in &keyspaces {
-                for (sum, value) in sums.iter_mut().zip(f(ks)) {
-                    *sum += value;
-                }
-            }
-            sums
-        };
-        let level_tables = {
-            let mut sums = vec![0usize; LEVELS];
-            for ks in &keyspaces {
-                for (sum, value) in sums.iter_mut().zip(&ks.level_tables) {
-                    *sum += value;
-                }
-            }
-            sums
-        };
-        Stats {
-            filter_checks: reads.filter_checks,
-            filter_skips: reads.filter_skips,
-            filter_false_positives: reads.filter_false_positives,
-            filter_fallbacks: reads.filter_fallbacks,
-            data_block_reads: reads.data_block_reads,
-            block_cache_hits: reads.block_cache_hits,
-            block_cache_misses: reads.block_cache_misses,
-            block_reads_from_file: reads.block_reads_from_file,
-            block_cache_bytes: inner.tables.block_cache_bytes(),
-            prefix_filter_checks: reads.prefix_filter_checks,
-            prefix_filter_skips: reads.prefix_filter_skips,
-            range_filter_checks: reads.range_filter_checks,
-            range_filter_skips: reads.range_filter_skips,
-            range_filter_bytes: inner.tables.range_filter_bytes(),
-            range_filter_point_skips: reads.range_filter_point_skips,
-            range_tombstone_hits: reads.range_tombstone_hits,
-            overlapped_batches: reads.overlapped_batches,
-            overlapped_reads_uring: reads.overlapped_reads_uring,
-            overlapped_reads_pool: reads.overlapped_reads_pool,
-            direct_block_reads: reads.direct_block_reads,
-            range_tombstone_tables: svs
-                .iter()
-                .map(|(_, sv)| sv.version.range_tombstone_tables())
-                .sum(),
-            compaction_tables_deleted: load(&c.compaction_tables_deleted),
-            scans: c.reads.iter().map(|t| load(&t.scans)).sum(),
-            scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
-            filter_bytes: inner.tables.filter_bytes(),
-            spare_filter_bytes: crate::filter::spare_mapping_bytes() as u64,
-            index_bytes: inner.tables.index_bytes(),
-            level_filter_bytes: per_level(&readable(Table::filter_memory)),
-            level_index_bytes: per_level(&readable(Table::index_memory)),
-            level_filters,
-            bloom_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.bloom),
-            fuse_filter_builds: FilterBuildCounters::snapshot(&c.filter_builds.fuse),
-            open_table_files: inner.tables.open_files(),
-            gets: c.reads.iter().map(|t| load(&t.gets)).sum(),
-            tables_consulted: c.reads.iter().map(|t| load(&t.tables_consulted)).sum(),
-            table_count: keyspaces.iter().map(|k| k.table_count).sum(),
-            damaged_tables: live()
-                .flat_map(|(_, tables)| tables.iter())
-                .filter(|t| t.is_damaged())
-                .count(),
-            level_tables,
-            level_bytes: level_count(|k| &k.level_bytes),
-            immutable_memtables: keyspaces.iter().map(|k| k.immutable_memtables).sum(),
-            memtable_bytes: keyspaces.iter().map(|k| k.memtable_bytes).sum(),
-            immutable_memtable_bytes: keyspaces.iter().map(|k| k.immutable_memtable_bytes).sum(),
-            memtable_filter_bytes: svs
-                .iter()
-                .flat_map(|(_, sv)| std::iter::once(&sv.mem).chain(&sv.imm))
-                .map(|m| m.mem.key_filter_bytes())
-                .sum(),
-            flushes: load(&c.flushes),
-            compactions: load(&c.compactions),
-            writes: load(&c.writes),
-            write_groups: load(&c.write_groups),
-            log_syncs: load(&c.log_syncs),
-            write_stalls: load(&c.write_stalls),
-            write_stall_micros: load(&c.write_stall_micros),
-            compaction_paced_micros: inner.pacer.as_ref().map_or(0, |p| p.paced_micros()),
-            user_bytes_written: load(&c.user_bytes_written),
-            flush_bytes_written: load(&c.flush_bytes_written),
-            compaction_bytes_read: load(&c.compaction_bytes_read),
-            compaction_bytes_written: load(&c.compaction_bytes_written),
-            background_errors: load(&c.background_errors),
-            background_retries: load(&c.background_retries),
-            merges_refused: load(&c.merges_refused),
-            background_error: background::current_failure(inner),
-            last_sequence: inner.last_visible.load(Ordering::Acquire),
-            transaction_commits: load(&c.transaction_commits),
-            transaction_conflicts: load(&c.transaction_conflicts),
-            oracle_bytes: inner.oracle.lock().memory_bytes(),
-            keyspaces,
-        }
     }
 
     /// What `open` found while recovering (records replayed, a torn log tail).

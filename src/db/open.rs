@@ -16,15 +16,19 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
+use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::pacing::Pacer;
+use crate::db::stats::DbCounters;
+use crate::db::tree::Tree;
+use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{background, flush, write, DbCounters, DbInner, KeyspaceOptions, Tree, LEVELS};
+use crate::db::{background, flush, write, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE,
 };
 use crate::fs::{DirLock, FileSystem, SharedFs};
-use crate::inspect::check_is_database;
+use crate::identify::check_is_database;
 use crate::key::SeqNo;
 use crate::manifest::{
     read_manifest, read_manifest_copy, write_manifest, ClosedLog, KeyspaceRecord, KeyspaceSettings,
@@ -33,7 +37,7 @@ use crate::manifest::{
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Severity, Table};
-use crate::wal::{mend, replay, WalReplay, WalWriter};
+use crate::wal::{closed_log_missing, cut_short, mend, replay, WalWriter};
 
 mod manifest_recovery;
 pub use manifest_recovery::ManifestRecovery;
@@ -345,49 +349,6 @@ pub(crate) fn logs_from(names: &[String], log_number: u64) -> Vec<u64> {
         .collect();
     logs.sort_unstable();
     logs
-}
-
-/// What a log the manifest records as closed cleanly (`closed`) lacks
-/// now that it holds `bytes` and replayed as `log`: `None` when it is
-/// exactly as the close left it, else (where its intact records end, what
-/// is wrong).
-pub(crate) fn cut_short(
-    closed: ClosedLog,
-    bytes: &[u8],
-    log: &WalReplay<'_>,
-) -> Option<(u64, String)> {
-    let len = bytes.len() as u64;
-    if log.closed_cleanly && len == closed.len {
-        return None;
-    }
-    let offset = log.valid_len(bytes.len());
-    Some((
-        offset,
-        format!(
-            "the manifest records a clean close of this log at {} bytes, but it holds {len}{}: \
-             acknowledged writes after offset {offset} may be lost",
-            closed.len,
-            if log.closed_cleanly {
-                ""
-            } else {
-                " and no close record"
-            }
-        ),
-    ))
-}
-
-/// What the open reports for a log the manifest records as closed cleanly
-/// that is missing.
-pub(crate) fn closed_log_missing(closed: ClosedLog) -> (String, u64, String) {
-    (
-        wal_file_name(closed.number),
-        0,
-        format!(
-            "the manifest records a clean close of this log at {} bytes, but it is missing: \
-             every acknowledged write in it may be lost",
-            closed.len
-        ),
-    )
 }
 
 /// Replays `logs` (see [`logs_from`]), their bytes from `read`, into the

@@ -29,7 +29,7 @@ use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
-use crate::inspect::check_is_database;
+use crate::identify::check_is_database;
 use crate::manifest::ManifestState;
 use crate::options::Options;
 use crate::table::{ReadContext, ReadCounters, Table};
@@ -67,12 +67,10 @@ fn out_of_file_handles(e: Error, tables: usize, opts: &Options) -> Error {
     let Error::Io { path, source } = &e else {
         return e;
     };
-    let errno = rustix::io::Errno::from_io_error(source);
-    if errno != Some(rustix::io::Errno::MFILE) && errno != Some(rustix::io::Errno::NFILE) {
+    if !is_out_of_file_handles(source) {
         return e;
     }
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
-    let limit = limit.map_or_else(|| "unlimited".to_owned(), |l| l.to_string());
+    let limit = open_file_limit();
     Error::Io {
         path: path.clone(),
         source: std::io::Error::new(
@@ -85,6 +83,37 @@ fn out_of_file_handles(e: Error, tables: usize, opts: &Options) -> Error {
             ),
         ),
     }
+}
+
+/// `EMFILE` or `ENFILE`: the process's or the system's file table is full.
+#[cfg(unix)]
+fn is_out_of_file_handles(source: &std::io::Error) -> bool {
+    let errno = rustix::io::Errno::from_io_error(source);
+    errno == Some(rustix::io::Errno::MFILE) || errno == Some(rustix::io::Errno::NFILE)
+}
+
+/// `ERROR_TOO_MANY_OPEN_FILES`.
+#[cfg(windows)]
+fn is_out_of_file_handles(source: &std::io::Error) -> bool {
+    source.raw_os_error() == Some(4)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn is_out_of_file_handles(_source: &std::io::Error) -> bool {
+    false
+}
+
+/// The process's open-file limit, as `ulimit -n` gives it.
+#[cfg(unix)]
+fn open_file_limit() -> String {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    limit.map_or_else(|| "unlimited".to_owned(), |l| l.to_string())
+}
+
+/// Windows has no per-process limit to report.
+#[cfg(not(unix))]
+fn open_file_limit() -> String {
+    "the system's".to_owned()
 }
 
 fn no_database(dir: &Path) -> Error {

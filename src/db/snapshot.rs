@@ -12,9 +12,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::db::checks::check_key;
 use crate::db::close::HandleKind;
 use crate::db::iter::{owned_range, prefix_range, DbIterator};
-use crate::db::{check_key, read, DbInner, Keyspace, SuperVersion, Tree};
+use crate::db::keyspace::Keyspace;
+use crate::db::super_version::SuperVersion;
+use crate::db::tree::Tree;
+use crate::db::{read, DbInner};
 use crate::error::Result;
 use crate::key::SeqNo;
 

@@ -21,14 +21,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::db::checks::{check_key, check_merge_operator, check_value, check_writable};
 use crate::db::close::HandleKind;
 use crate::db::iter::{owned_range, prefix_range};
+use crate::db::keyspace::Keyspace;
 use crate::db::oracle::{ConflictCheck, KeyRange};
+use crate::db::snapshot::Snapshot;
 use crate::db::transaction_scan::TransactionIter;
 use crate::db::write_set::{OwnRead, WriteSet};
-use crate::db::{
-    check_key, check_merge_operator, check_value, check_writable, Db, DbInner, Keyspace, Snapshot,
-};
+use crate::db::{Db, DbInner};
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 

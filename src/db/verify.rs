@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::db::Tree;
+use crate::db::tree::Tree;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::table::Severity;

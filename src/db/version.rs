@@ -24,6 +24,9 @@ use crate::key::{
 use crate::manifest::TableRecord;
 use crate::table::Table;
 
+/// Number of levels, level 0 included.
+pub(crate) const LEVELS: usize = 7;
+
 /// Why a table the manifest names could not be opened: kept in the version
 /// (so its key range still answers "unreadable", never "absent"), and
 /// reported to every read that needs it.

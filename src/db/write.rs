@@ -18,11 +18,13 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::batch::{encode_group_into, RawBatch, WriteBatch};
 use crate::db::background::{self, Blocked};
-use crate::db::flush;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
+use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
+use crate::db::tree::Tree;
 use crate::db::version::Version;
-use crate::db::{DbInner, SuperVersion, Tree, LEVELS, MAX_IMMUTABLE};
+use crate::db::version::LEVELS;
+use crate::db::{flush, DbInner};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;

@@ -289,10 +289,16 @@ mod tests {
         let again = pool.take(HUGE_PAGE).unwrap();
         assert_eq!(again.as_ptr(), at, "the same mapping");
         let (cleared, rest) = again.split_at(HUGE_PAGE / 2 + 3);
-        assert!(cleared.iter().all(|&b| b == 0));
+        // Under Miri, about a thousand times slower, a sample of the bytes.
+        let step = if cfg!(miri) { 257 } else { 1 };
+        assert!(cleared
+            .iter()
+            .step_by(step)
+            .chain(cleared.last())
+            .all(|&b| b == 0));
         // Beyond what the filter used the bytes are left alone: still the
         // kernel's zeros in real use (here the test's own 0xa5).
-        assert!(rest.iter().all(|&b| b == 0xa5));
+        assert!(rest.iter().step_by(step).all(|&b| b == 0xa5));
         assert!(pool.take(HUGE_PAGE).is_none(), "handed out once");
         for _ in 0..SPARES + 1 {
             pool.keep(crate::prefetch::huge_page_mapping(HUGE_PAGE).unwrap(), 0);
@@ -310,7 +316,7 @@ mod tests {
     #[test]
     fn a_filter_after_a_dropped_one_is_zeroed() {
         let count = (MAPPED_FROM / LINE_BYTES + 5) as u64;
-        for round in 0..4u8 {
+        for round in 0..if cfg!(miri) { 2 } else { 4u8 } {
             let mut lines = LineMemory::zeroed(count).unwrap();
             assert!(
                 lines.as_slice().iter().all(|l| *l == Line::EMPTY),

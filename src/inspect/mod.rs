@@ -35,13 +35,14 @@
 //! [`FileSystem`]: crate::fs::FileSystem
 
 mod dir;
-mod identify;
 mod table;
 mod verify;
 
+/// Where `repair` has found it (defined below `db` and `inspect`, which
+/// both need it).
+pub(crate) use crate::identify::check_is_database;
 pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
 pub use dir::{KeyspaceSummary, LiveTableSummary, ManifestSummary};
-pub(crate) use identify::check_is_database;
 pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};
 pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};
 pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};

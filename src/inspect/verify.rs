@@ -20,17 +20,16 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::db::{closed_log_missing, cut_short};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
-use crate::inspect::check_is_database;
+use crate::identify::check_is_database;
 use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
 use crate::manifest::ClosedLog;
 use crate::manifest::{self, ManifestState, TableRecord};
 use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, Severity, Table};
-use crate::wal::{replay, replay_batches};
+use crate::wal::{closed_log_missing, cut_short, replay, replay_batches};
 
 /// One problem found by [`verify_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]

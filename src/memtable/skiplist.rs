@@ -680,6 +680,9 @@ impl Cursor {
 }
 
 #[cfg(test)]
+mod concurrent_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -747,6 +750,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "6,000 inserts take minutes under Miri; the concurrent tests walk the same links"
+    )]
     fn estimate_is_exact_below_the_sample_size() {
         let empty = SkipList::new();
         assert_eq!(empty.estimate_count(None, None), 0);
@@ -785,6 +792,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "20,000 inserts take minutes under Miri; the concurrent tests walk the same links"
+    )]
     fn estimate_of_an_empty_or_reversed_range_is_zero() {
         let list = list_of(20_000, 1);
         let (k1, k2, k9) = (key_of(1000), key_of(2000), key_of(9000));
@@ -805,6 +816,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "100,000 inserts: hours under Miri; a statistical test, it cannot be smaller"
+    )]
     fn estimate_of_large_ranges_is_within_a_quarter() {
         // 100,000 entries; ranges of 2,000 to 100,000 of them. Counted from
         // at least ESTIMATE_SAMPLES nodes, an estimate's relative standard
@@ -851,7 +866,9 @@ mod tests {
         // the other writer and the unpublished inserts do meanwhile.
         use std::sync::atomic::AtomicUsize;
         let list = SkipList::new();
-        let per_writer = 20_000;
+        // Under Miri fewer keys and a window of 20 (exact too: below
+        // ESTIMATE_SAMPLES).
+        let (per_writer, window) = if cfg!(miri) { (40, 20) } else { (20_000, 300) };
         let published = [AtomicUsize::new(0), AtomicUsize::new(0)];
         let name = |w: usize, i: usize| format!("{}{i:06}", ["a", "b"][w]).into_bytes();
         std::thread::scope(|s| {
@@ -869,11 +886,11 @@ mod tests {
                 let mut checks = 0;
                 loop {
                     let done = [0, 1].map(|w| published[w].load(AtomicOrdering::Acquire));
-                    for (w, &n) in done.iter().enumerate().filter(|(_, &n)| n >= 300) {
-                        let (from, to) = (name(w, n - 300), name(w, n));
+                    for (w, &n) in done.iter().enumerate().filter(|(_, &n)| n >= window) {
+                        let (from, to) = (name(w, n - window), name(w, n));
                         let estimate =
                             list.estimate_count(Some(&key_probe(&from)), Some(&key_probe(&to)));
-                        assert_eq!(estimate, 300, "writer {w} at {n}");
+                        assert_eq!(estimate, window, "writer {w} at {n}");
                         checks += 1;
                     }
                     if done == [per_writer; 2] {
@@ -891,6 +908,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "400,000 draws, and no unsafe code")]
     fn heights_follow_a_quarter_per_level() {
         let draws = 400_000;
         let mut counts = [0usize; MAX_HEIGHT + 1];

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! Owns: [`BlockBuilder`] and the decoding of untrusted block bytes
-//! ([`Block`], [`BlockIter`]).
+//! ([`Block`]: its restart array, one entry at an offset, the structure
+//! check); the cursor over the entries, [`crate::table::block_iter::BlockIter`],
+//! is `block_iter.rs`'s.
 //! Must never: panic, read outside the block, or grow a key beyond the
 //! block's length — every length is checked against the bytes that remain.
 //! The bytes reaching here have passed their trailer checksum, but the
@@ -31,7 +33,6 @@ use bytes::Bytes;
 use crate::codec::{put_varint, varint_len, ByteReader};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, compare_split_internal_key, split_internal_key, TAG_LEN};
-use crate::prefetch::prefetch_bytes;
 
 /// What block errors name before the table layer locates them.
 const WHAT: &str = "block";
@@ -66,21 +67,23 @@ fn header_len(shared: usize, unshared: usize, value_len: usize) -> usize {
     varint_len(shared as u64) + varint_len(unshared as u64) + varint_len(value_len as u64)
 }
 
-/// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`. `None` when
-/// it runs past `bytes` or past 32 bits (a fifth byte above 0x0f, or a sixth).
+/// Decodes a varint32 from `bytes` at `*pos`, advancing `*pos`: the
+/// codec's varint of at most `u32::MAX` ([`get_varint_of`]).
 #[inline]
 fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u32> {
-    get_varint_of::<32>(bytes, pos).and_then(|v| u32::try_from(v).ok())
+    get_varint_of(bytes, pos, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok())
 }
 
-/// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`. `None` when
-/// it runs past `bytes` or past 64 bits (a tenth byte above 1).
+/// Decodes a varint64 from `bytes` at `*pos`, advancing `*pos`: the
+/// codec's varint of at most `u64::MAX` ([`get_varint_of`]).
 ///
-/// A varint of at most eight bytes with eight bytes to read (every tag of
-/// a sequence number below 2^48 inside a block: a value follows it) is
-/// decoded from one 8-byte load without a branch per byte: the first byte
-/// without its top bit ends it, and the 7-bit groups below it are packed
-/// together by three shift-and-mask steps.
+/// A varint of one to eight bytes in its shortest form with eight bytes to
+/// read (every tag of a sequence number below 2^48 inside a block: a value
+/// follows it) is decoded from one 8-byte load without a branch per byte:
+/// the first byte without its top bit ends it, and the 7-bit groups below
+/// it are packed together by three shift-and-mask steps. Any other input
+/// (a longer varint, a last byte of zero, the end of the bytes) goes to the
+/// codec, whose rule decides.
 #[inline]
 fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     if let Some(word) = pos
@@ -95,40 +98,37 @@ fn get_varint64(bytes: &[u8], pos: &mut usize) -> Option<u64> {
             // bit is clear.
             let len = ends.trailing_zeros() / 8 + 1;
             let kept = word & (u64::MAX >> (64 - 8 * len)) & 0x7f7f_7f7f_7f7f_7f7f;
-            let pairs = (kept & 0x007f_007f_007f_007f) | ((kept & 0x7f00_7f00_7f00_7f00) >> 1);
-            let quads = (pairs & 0x0000_3fff_0000_3fff) | ((pairs & 0x3fff_0000_3fff_0000) >> 2);
-            let value = (quads & 0x0000_0000_0fff_ffff) | ((quads & 0x0fff_ffff_0000_0000) >> 4);
-            *pos += len as usize;
-            return Some(value);
+            // The shortest form: one byte, or a last byte that is not zero.
+            if len == 1 || kept >> (8 * (len - 1)) != 0 {
+                let pairs = (kept & 0x007f_007f_007f_007f) | ((kept & 0x7f00_7f00_7f00_7f00) >> 1);
+                let quads =
+                    (pairs & 0x0000_3fff_0000_3fff) | ((pairs & 0x3fff_0000_3fff_0000) >> 2);
+                let value =
+                    (quads & 0x0000_0000_0fff_ffff) | ((quads & 0x0fff_ffff_0000_0000) >> 4);
+                *pos += len as usize;
+                return Some(value);
+            }
         }
     }
-    get_varint_of::<64>(bytes, pos)
+    get_varint_of(bytes, pos, u64::MAX)
 }
 
-/// A LEB128 varint of at most `BITS` bits (32 or 64): its last possible
-/// byte may carry only the bits left (`BITS mod 7`, or 7); a longer than
-/// shortest encoding is accepted.
+/// A varint of at most `max` read by the codec ([`ByteReader::varint`]:
+/// LEB128 in its shortest form, the one rule every varint of the crate is
+/// read by), advancing `*pos` past it; `None` when it runs past `bytes`,
+/// exceeds `max`, or is longer than its value needs.
 #[inline]
-fn get_varint_of<const BITS: u32>(bytes: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..BITS).step_by(7) {
-        let byte = *bytes.get(*pos)?;
-        *pos += 1;
-        if BITS - shift < 7 && u32::from(byte) >> (BITS - shift) != 0 {
-            return None;
-        }
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
+fn get_varint_of(bytes: &[u8], pos: &mut usize, max: u64) -> Option<u64> {
+    let mut reader = ByteReader::new(bytes.get(*pos..)?, WHAT);
+    let value = reader.varint(max).ok()?;
+    *pos = bytes.len() - reader.remaining();
+    Some(value)
 }
 
 /// Restart entries a seek requests together before its binary search (a
 /// 4 KiB block of 100-byte values has 2 or 3): more would be lines the
 /// search never reads.
-const PREFETCHED_RESTARTS: usize = 8;
+pub(super) const PREFETCHED_RESTARTS: usize = 8;
 
 /// Builds one block from entries added in strictly increasing key order.
 #[derive(Debug)]
@@ -247,25 +247,25 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 /// A parsed block: its restart array checked, entries decoded on demand.
 #[derive(Debug, Clone)]
 pub struct Block {
-    data: Bytes,
-    entries_end: usize,
-    restart_count: usize,
+    pub(super) data: Bytes,
+    pub(super) entries_end: usize,
+    pub(super) restart_count: usize,
 }
 
 /// Where one entry's parts lie inside the block.
 #[derive(Debug, Clone)]
-struct EntryParts {
+pub(super) struct EntryParts {
     /// Bytes of the previous user key kept.
-    shared: usize,
-    key_delta: Range<usize>,
+    pub(super) shared: usize,
+    pub(super) key_delta: Range<usize>,
     /// The tag (unpacked), to append after the user key.
-    tag: u64,
-    value: Range<usize>,
+    pub(super) tag: u64,
+    pub(super) value: Range<usize>,
 }
 
 /// Why an entry failed to decode (see [`Block::entry_at`]).
 #[derive(Debug, Clone, Copy)]
-enum EntryFault {
+pub(super) enum EntryFault {
     Header,
     Shared { shared: usize, prev_key_len: usize },
     Lengths { unshared: usize, value_len: usize },
@@ -273,7 +273,7 @@ enum EntryFault {
 }
 
 impl EntryParts {
-    fn end(&self) -> usize {
+    pub(super) fn end(&self) -> usize {
         self.value.end
     }
 }
@@ -335,36 +335,12 @@ impl Block {
         self.data.is_empty()
     }
 
-    /// A cursor over the entries (not positioned; seek first).
-    pub fn iter(&self) -> BlockIter {
-        self.clone().into_cursor()
-    }
-
-    /// [`Block::iter`] without the clone.
-    pub fn into_cursor(self) -> BlockIter {
-        self.into_cursor_with(Vec::new())
-    }
-
-    /// A cursor that rebuilds keys in `key_buffer` (cleared first), so a
-    /// caller that keeps one buffer per thread decodes without allocating.
-    pub fn into_cursor_with(self, mut key_buffer: Vec<u8>) -> BlockIter {
-        key_buffer.clear();
-        BlockIter {
-            next_offset: self.entries_end,
-            block: self,
-            offset: 0,
-            key: key_buffer,
-            value: 0..0,
-            valid: false,
-        }
-    }
-
-    fn corrupt(&self, detail: impl std::fmt::Display) -> Error {
+    pub(super) fn corrupt(&self, detail: impl std::fmt::Display) -> Error {
         Error::corruption(WHAT, detail)
     }
 
     #[inline]
-    fn restart_offset(&self, i: usize) -> Result<usize> {
+    pub(super) fn restart_offset(&self, i: usize) -> Result<usize> {
         let word: Option<[u8; 4]> = i
             .checked_mul(4)
             .and_then(|o| o.checked_add(self.entries_end))
@@ -392,7 +368,7 @@ impl Block {
     /// checks as it allows, plain integer checks for the rest, and the error
     /// text built only on the cold path.
     #[inline]
-    fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
+    pub(super) fn entry_at(&self, offset: usize, prev_key_len: usize) -> Result<EntryParts> {
         let Some((shared, unshared, value_len, key_start)) = self.varint_header(offset) else {
             return Err(self.entry_error(offset, EntryFault::Header));
         };
@@ -461,7 +437,7 @@ impl Block {
     }
 
     /// The bytes of the header at `offset`, at most (for prefetching).
-    fn header_span(&self, offset: usize) -> &[u8] {
+    pub(super) fn header_span(&self, offset: usize) -> &[u8] {
         let end = offset
             .saturating_add(MAX_VARINT_HEADER_LEN)
             .min(self.entries_end);
@@ -496,13 +472,13 @@ impl Block {
         }
     }
 
-    fn bytes(&self, range: Range<usize>) -> &[u8] {
+    pub(super) fn bytes(&self, range: Range<usize>) -> &[u8] {
         self.data.get(range).unwrap_or_default()
     }
 
     /// How the key stored at restart `i` (restart entries share nothing)
     /// orders against the internal key `target`, compared where it lies.
-    fn compare_restart(&self, i: usize, target: &[u8]) -> Result<Ordering> {
+    pub(super) fn compare_restart(&self, i: usize, target: &[u8]) -> Result<Ordering> {
         let offset = self.restart_offset(i)?;
         let parts = self.entry_at(offset, 0)?;
         let stored = self.bytes(parts.key_delta);
@@ -564,231 +540,6 @@ impl Block {
             Some(Err(e)) => Err(e),
             Some(Ok(offset)) => {
                 Err(self.corrupt(format!("restart at {offset} is not at an entry boundary")))
-            }
-        }
-    }
-}
-
-/// A cursor over one block's entries in order.
-#[derive(Debug, Clone)]
-pub struct BlockIter {
-    block: Block,
-    offset: usize,
-    next_offset: usize,
-    key: Vec<u8>,
-    value: Range<usize>,
-    valid: bool,
-}
-
-impl BlockIter {
-    /// Gives the key buffer back, for reuse by the next cursor.
-    pub fn into_key_buffer(self) -> Vec<u8> {
-        self.key
-    }
-
-    /// True when positioned on an entry.
-    pub fn valid(&self) -> bool {
-        self.valid
-    }
-
-    /// The current entry's key (an internal key).
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// The current entry's value, sharing the block's bytes.
-    pub fn value(&self) -> Bytes {
-        self.block.data.slice(self.value.clone())
-    }
-
-    /// The current entry's value as a slice.
-    pub fn value_slice(&self) -> &[u8] {
-        self.block.bytes(self.value.clone())
-    }
-
-    /// Offset of the current entry inside the block.
-    fn current_offset(&self) -> usize {
-        self.offset
-    }
-
-    /// Positions on the first entry.
-    pub fn seek_to_first(&mut self) -> Result<()> {
-        self.key.clear();
-        self.decode_at(0)
-    }
-
-    /// Moves to the next entry; invalid after the last one.
-    #[expect(
-        clippy::should_implement_trait,
-        reason = "a fallible cursor step, not an Iterator"
-    )]
-    pub fn next(&mut self) -> Result<()> {
-        if self.next_offset >= self.block.entries_end {
-            self.valid = false;
-            return Ok(());
-        }
-        self.decode_at(self.next_offset)
-    }
-
-    /// Positions on the first entry whose key is ≥ `target` in internal-key
-    /// order; invalid when every key is smaller.
-    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let result = self.seek_unchecked(target);
-        if result.is_err() {
-            self.valid = false;
-        }
-        result
-    }
-
-    fn seek_unchecked(&mut self, target: &[u8]) -> Result<()> {
-        let restart_count = self.block.restart_count;
-        // A block's memory is rarely in the CPU's cache when a get reaches
-        // it, and each step below finds its next address in the bytes it
-        // just loaded: the lines it will read are requested up front, so
-        // their loads overlap instead of following one another.
-        if restart_count <= PREFETCHED_RESTARTS {
-            for i in 0..restart_count {
-                let offset = self.block.restart_offset(i)?;
-                prefetch_bytes(self.block.header_span(offset));
-            }
-        }
-        // The first restart whose key is ≥ target; the answer lies after the
-        // restart before it.
-        let (mut low, mut high) = (0, restart_count);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if self.block.compare_restart(mid, target)? == Ordering::Less {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        let start = self.block.restart_offset(low.saturating_sub(1))?;
-        // The scan below reads from `start` up to the entry at restart `low`
-        // (at most), whose key is ≥ target.
-        let scan_end = match low < restart_count {
-            true => {
-                let next = self.block.restart_offset(low)?;
-                next + self.block.header_span(next).len()
-            }
-            false => self.block.entries_end,
-        };
-        prefetch_bytes(self.block.bytes(start..scan_end));
-        self.key.clear();
-        self.decode_at(start)?;
-        while self.valid && compare_internal_keys(&self.key, target) == Ordering::Less {
-            self.next()?;
-        }
-        Ok(())
-    }
-
-    /// Positions on the last entry; invalid when the block has none.
-    pub fn seek_to_last(&mut self) -> Result<()> {
-        let result = match self.block.restart_count.checked_sub(1) {
-            None => {
-                self.valid = false;
-                Ok(())
-            }
-            Some(last) => self
-                .block
-                .restart_offset(last)
-                .and_then(|start| self.decode_run_before(start, self.block.entries_end)),
-        };
-        if result.is_err() {
-            self.valid = false;
-        }
-        result
-    }
-
-    /// Moves to the previous entry; invalid before the first one. No-op
-    /// when invalid. Entries are prefix-compressed forward, so the step
-    /// decodes from the restart before the current entry up to it.
-    pub fn prev(&mut self) -> Result<()> {
-        if !self.valid {
-            return Ok(());
-        }
-        let current = self.offset;
-        if current == 0 {
-            self.valid = false;
-            return Ok(());
-        }
-        // The last restart before the current entry.
-        let (mut low, mut high) = (0, self.block.restart_count);
-        let mut found = Ok(());
-        while low < high {
-            let mid = low + (high - low) / 2;
-            match self.block.restart_offset(mid) {
-                Ok(offset) if offset < current => low = mid + 1,
-                Ok(_) => high = mid,
-                Err(e) => {
-                    found = Err(e);
-                    break;
-                }
-            }
-        }
-        let result = found
-            .and_then(|()| self.block.restart_offset(low.saturating_sub(1)))
-            .and_then(|start| self.decode_run_before(start, current));
-        if result.is_err() {
-            self.valid = false;
-        }
-        result
-    }
-
-    /// Positions on the last entry ≤ `target` in internal-key order;
-    /// invalid when every key is larger.
-    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.seek(target)?;
-        if !self.valid {
-            return self.seek_to_last();
-        }
-        if compare_internal_keys(&self.key, target) == Ordering::Greater {
-            self.prev()?;
-        }
-        Ok(())
-    }
-
-    /// Decodes from the restart at `start` on to the entry that ends at
-    /// `end` (an entry's start, or the end of the entries), and stays on it.
-    fn decode_run_before(&mut self, start: usize, end: usize) -> Result<()> {
-        if start >= end {
-            return Err(self.block.corrupt(format!(
-                "restart at {start} is not before the entry at {end}"
-            )));
-        }
-        self.key.clear();
-        self.decode_at(start)?;
-        while self.next_offset < end {
-            self.decode_at(self.next_offset)?;
-        }
-        if self.next_offset != end {
-            self.valid = false;
-            return Err(self.block.corrupt(format!(
-                "no entry ends at {end}: the one at {} ends at {}",
-                self.offset, self.next_offset
-            )));
-        }
-        Ok(())
-    }
-
-    fn decode_at(&mut self, offset: usize) -> Result<()> {
-        match self.block.entry_at(offset, self.key.len()) {
-            Ok(parts) => {
-                let delta = self.block.bytes(parts.key_delta.clone());
-                self.key.truncate(parts.shared);
-                // One growth for the key's two pieces, not one each.
-                self.key.reserve(delta.len() + TAG_LEN);
-                self.key.extend_from_slice(delta);
-                self.key.extend_from_slice(&parts.tag.to_le_bytes());
-                self.offset = offset;
-                self.next_offset = parts.end();
-                self.value = parts.value;
-                self.valid = true;
-                Ok(())
-            }
-            Err(e) => {
-                self.valid = false;
-                Err(e)
             }
         }
     }
@@ -1037,6 +788,26 @@ mod tests {
             get_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00], &mut 0),
             None
         );
+    }
+
+    #[test]
+    fn varints_longer_than_their_value_needs_are_refused() {
+        // Zero and 1 in two bytes, 5 in three: refused as the codec refuses
+        // them, with bytes after them (the word-at-once path) and without.
+        for over in [&[0x80, 0x00][..], &[0x81, 0x00], &[0x85, 0x80, 0x00]] {
+            let mut padded = over.to_vec();
+            padded.extend_from_slice(&[0; 8]);
+            for bytes in [over, &padded[..]] {
+                assert_eq!(get_varint(bytes, &mut 0), None, "{bytes:02x?}");
+                assert_eq!(get_varint64(bytes, &mut 0), None, "{bytes:02x?}");
+            }
+        }
+        // The shortest forms of the same values are read.
+        assert_eq!(
+            get_varint64(&[0x81, 0x01, 0, 0, 0, 0, 0, 0, 0], &mut 0),
+            Some(0x81)
+        );
+        assert_eq!(get_varint(&[0x00], &mut 0), Some(0));
     }
 
     #[test]

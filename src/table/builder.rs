@@ -31,9 +31,9 @@ use crate::table::format::{
     encode_trailer, BlockHandle, BlockKind, Codec, Footer, TableFormat, FILTER_ALIGN, PAGE,
     TRAILER_LEN,
 };
+use crate::table::options::TableOptions;
 use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo, TableProperties};
 use crate::table::scan_filters::FilterEntries;
-use crate::table::TableOptions;
 
 /// What a finished table holds, for the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -703,7 +703,7 @@ mod tests {
     fn every_filter_kind_holds_prefixes_beside_whole_keys() {
         use crate::filter::{FilterChoice, FingerprintBits};
         use crate::prefix::PrefixExtractor;
-        use crate::table::scan_filters::prefix_hash;
+        use crate::table::filter_hash::prefix_hash;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.sst");
         let choices = [

@@ -25,7 +25,7 @@
 //! table, miss a present key — a filter that cannot answer for a key
 //! (no usable filter, or prefixes kept by an extractor this database does
 //! not trust) is not asked — or return a value from a block whose checksum
-//! failed (the block read is `reader.rs`'s).
+//! failed (the block read is `block_reads.rs`'s).
 
 use bytes::Bytes;
 
@@ -33,9 +33,10 @@ use crate::error::Result;
 use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
+use crate::table::filter_hash::prefix_hash;
 use crate::table::lookup::LookupKey;
 use crate::table::reader::{BlockOrRead, Table, TableInner};
-use crate::table::scan_filters::{prefix_hash, ScanFilters};
+use crate::table::scan_filters::ScanFilters;
 
 thread_local! {
     /// The key buffer a get's block cursor rebuilds keys in, reused so a

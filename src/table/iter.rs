@@ -16,7 +16,8 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::key::{compare_internal_keys, key_head, user_key_of};
-use crate::table::block::{Block, BlockIter};
+use crate::table::block::Block;
+use crate::table::block_iter::BlockIter;
 use crate::table::reader::{Span, Table};
 
 /// Bytes read at once by a [`ScanMode::Sequential`] scan: enough that a

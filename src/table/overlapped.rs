@@ -37,8 +37,8 @@ pub(crate) struct ReadRequest {
     pub(crate) file: Arc<dyn RandomAccessFile>,
     pub(crate) offset: u64,
     pub(crate) len: usize,
-    /// Read past the page cache (`O_DIRECT`): set only for a file that has
-    /// a direct descriptor (`RandomAccessFile::direct_fd`).
+    /// Read past the page cache (`O_DIRECT`): set only for a file that
+    /// reads so (`RandomAccessFile::reads_direct`).
     pub(crate) direct: bool,
 }
 
@@ -583,6 +583,36 @@ mod uring {
         unsafe { buffer.set_len(len) };
         Some(buffer)
     }
+
+    /// The two helpers' unsafe code without a ring (so Miri, which has no
+    /// io_uring, runs them): the spare capacity written as a read would,
+    /// then handed on or copied out.
+    #[cfg(test)]
+    mod buffer_tests {
+        use super::{copied, filled};
+
+        /// A buffer of capacity 64 whose first `len` bytes of spare
+        /// capacity were written (as a completed read writes them).
+        fn written(len: usize) -> Vec<u8> {
+            let mut buffer = Vec::with_capacity(64);
+            for (i, byte) in buffer.spare_capacity_mut().iter_mut().take(len).enumerate() {
+                byte.write(u8::try_from(i).unwrap());
+            }
+            buffer
+        }
+
+        #[test]
+        fn only_written_bytes_are_handed_on_or_copied() {
+            let expected: Vec<u8> = (0..40).collect();
+            assert_eq!(filled(written(40), 40), Some(expected.clone()));
+            assert_eq!(filled(written(0), 0), Some(Vec::new()));
+            assert_eq!(filled(Vec::new(), 1), None);
+            let buffer = written(40);
+            assert_eq!(copied(&buffer, 8, 32).as_deref(), Some(&expected[8..40]));
+            assert_eq!(copied(&buffer, 0, 0).as_deref(), Some(&[][..]));
+            assert_eq!(copied(&buffer, 60, 8), None);
+        }
+    }
 }
 
 mod pool {
@@ -790,7 +820,7 @@ mod tests {
         let file = OsFileSystem::shared().open_read(path).unwrap();
         // Every other request past the page cache, where the file system
         // allows it (tmpfs does not: those read through it).
-        let direct = file.direct_fd().is_some();
+        let direct = file.reads_direct();
         (0..count)
             .map(|i| ReadRequest {
                 file: Arc::clone(&file),

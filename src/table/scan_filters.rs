@@ -3,7 +3,7 @@
 //!
 //! A table built with a prefix extractor (`TableOptions::prefix_extractor`)
 //! adds to its point filter, beside whole keys, the hash of each distinct
-//! key prefix ([`prefix_hash`], a seed of its own so a prefix never answers
+//! key prefix ([`crate::table::filter_hash::prefix_hash`], a seed of its own so a prefix never answers
 //! for an equal whole key). A table built with `range_filter_bits_per_key`
 //! carries a range filter block ([`crate::filter::range`]) over its distinct
 //! user keys. A scan whose range lies within one prefix asks the first
@@ -28,24 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::filter::hash_key_seeded;
 use crate::filter::range::RangeFilterView;
 use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::prefix::{KnownExtractors, PrefixExtractor};
 use crate::table::counters::ReadCounters;
+use crate::table::filter_hash::prefix_hash;
+use crate::table::options::TableOptions;
 use crate::table::properties::{PrefixFilterInfo, TableProperties};
-use crate::table::TableOptions;
-
-/// The seed of a prefix's filter hash (xxh3-64), so that the entry of
-/// prefix `p` and the entry of a whole key equal to `p` are different
-/// hashes: "prefix:" in ASCII, then 1.
-pub const PREFIX_HASH_SEED: u64 = 0x7072_6566_6978_3a01;
-
-/// The hash a table's filter holds for the key prefix `prefix`.
-#[inline]
-pub fn prefix_hash(prefix: &[u8]) -> u64 {
-    hash_key_seeded(prefix, PREFIX_HASH_SEED)
-}
 
 /// The point-filter entries of a table under construction: whole-key hashes
 /// and prefix hashes, collected key by key in sorted order.

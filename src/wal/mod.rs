@@ -70,12 +70,14 @@
 //! `salvage.rs` ([`salvage`], for `siftdb repair`); this module re-exports
 //! what other code uses, so its paths are `crate::wal::...`.
 
+mod closed;
 mod format;
 mod mend;
 mod replay;
 mod salvage;
 mod writer;
 
+pub(crate) use closed::{closed_log_missing, cut_short};
 pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
     CLOSE_RECORD_LEN, FILE_HEADER_LEN, FILE_KIND, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN,
@@ -91,9 +93,9 @@ mod testing {
     use super::*;
     use crate::batch::{RawBatch, WriteBatch};
     use crate::codec::crc32_of;
+    use crate::error::Error;
     use crate::fs::{FileSystem, OsFileSystem};
     use crate::key::SeqNo;
-    use crate::Error;
 
     pub(crate) fn log_bytes(log_number: u64, payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = encode_file_header(log_number).to_vec();

@@ -21,7 +21,21 @@ pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 /// calls it between loading and the phases it times, so the write-back of
 /// what one engine just wrote does not fall on the next engine's reads.
 pub fn write_back_dirty_pages() {
+    // Windows has no system-wide sync: nothing (and no `--cold` there).
+    #[cfg(unix)]
     rustix::fs::sync();
+}
+
+/// True when this process runs as root (effective uid 0); never elsewhere.
+fn running_as_root() -> bool {
+    #[cfg(unix)]
+    {
+        rustix::process::geteuid().is_root()
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
 }
 
 /// A checked way to drop the OS page cache.
@@ -35,7 +49,7 @@ impl ColdCache {
     /// run as root (effective uid 0) and be able to open
     /// `/proc/sys/vm/drop_caches` for writing. The error is one line.
     pub fn for_this_machine() -> Result<ColdCache, String> {
-        ColdCache::check(Path::new(DROP_CACHES), rustix::process::geteuid().is_root())
+        ColdCache::check(Path::new(DROP_CACHES), running_as_root())
     }
 
     /// [`ColdCache::for_this_machine`] with the file and the identity given,
@@ -67,7 +81,7 @@ impl ColdCache {
     /// Writes dirty pages back (`sync`), then drops the page cache, dentries
     /// and inodes. Clean pages only are dropped, hence the sync first.
     pub fn drop_now(&self) -> Result<(), String> {
-        rustix::fs::sync();
+        write_back_dirty_pages();
         OpenOptions::new()
             .write(true)
             .open(&self.path)
@@ -127,7 +141,7 @@ mod tests {
 
     #[test]
     fn this_machine_is_checked_by_the_same_rule() {
-        let root = rustix::process::geteuid().is_root();
+        let root = running_as_root();
         let writable = OpenOptions::new().write(true).open(DROP_CACHES).is_ok();
         assert_eq!(ColdCache::for_this_machine().is_ok(), root && writable);
     }

@@ -10,11 +10,8 @@
 //! depth it could not measure as a number.
 
 use std::fs::File;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use rustix::fs::{Mode, OFlags};
 
 use crate::data::SplitMix64;
 
@@ -96,16 +93,45 @@ fn files_below(dir: &Path) -> Result<Vec<(PathBuf, u64)>, String> {
     Ok(out)
 }
 
-/// Opens `path` for reads that bypass the page cache.
+/// Opens `path` for reads that bypass the page cache (`O_DIRECT`: Linux
+/// only; elsewhere the baseline says it cannot be measured).
 fn open_direct(path: &Path) -> Result<File, String> {
-    rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC, Mode::empty())
+    #[cfg(target_os = "linux")]
+    let opened = {
+        use rustix::fs::{Mode, OFlags};
+        rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
         .map(File::from)
-        .map_err(|e| {
-            format!(
-                "cannot open {} with O_DIRECT ({e}): the device cannot be measured past the page cache here",
-                path.display()
-            )
-        })
+        .map_err(|e| e.to_string())
+    };
+    #[cfg(not(target_os = "linux"))]
+    let opened: Result<File, String> = Err("no O_DIRECT on this system".to_string());
+    opened.map_err(|e| {
+        format!(
+            "cannot open {} with O_DIRECT ({e}): the device cannot be measured past the page cache here",
+            path.display()
+        )
+    })
+}
+
+/// Fills `buf` from `offset` of `file` (one positioned read).
+fn read_page_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        std::os::windows::fs::FileExt::seek_read(file, buf, offset).map(|_| ())
+    }
+    #[cfg(not(any(unix, windows)))]
+    {
+        let _ = (file, buf, offset);
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// Measures random page reads over the files below `dir`: for each depth
@@ -159,7 +185,7 @@ pub fn measure_device(
                             let Some((file, offset)) = locate(rng.below(pages)) else {
                                 return Err("a page outside the files".to_string());
                             };
-                            rustix::io::pread(file.as_fd(), &mut page.0, offset)
+                            read_page_at(file, &mut page.0, offset)
                                 .map_err(|e| format!("O_DIRECT read at {offset} failed: {e}"))?;
                             done += 1;
                         }

@@ -74,9 +74,16 @@ impl Fit {
             })
             .find(|p| p.is_dir())
             .unwrap_or(dir);
+        // Unknown where the system has no statvfs (Windows).
+        #[cfg(unix)]
         let free_disk_bytes = rustix::fs::statvfs(existing)
             .ok()
             .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+        #[cfg(not(unix))]
+        let free_disk_bytes = {
+            let _ = existing;
+            None
+        };
         Fit {
             memory_bytes: super::resident::total_memory_bytes(),
             free_disk_bytes,

@@ -324,12 +324,16 @@ fn parse_peer(s: &str) -> Result<(NodeId, String), String> {
 
 async fn shutdown_signal() {
     let term = async {
+        #[cfg(unix)]
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
                 s.recv().await;
             }
             Err(_) => std::future::pending::<()>().await,
         }
+        // No SIGTERM on Windows: Ctrl-C (or Ctrl-Break) only.
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await;
     };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -489,12 +493,17 @@ async fn cluster(
     shutdown_signal().await;
     for child in &mut children {
         // SIGTERM: each node shuts raft down and closes its database.
+        #[cfg(unix)]
         if let Some(pid) = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()))
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
+        // Windows has no SIGTERM to send: the node is terminated, and its
+        // database recovers from its log at the next open.
+        #[cfg(not(unix))]
+        let _ = child.start_kill();
     }
     for child in &mut children {
         let _ = child.wait().await;

@@ -17,7 +17,6 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -381,6 +380,33 @@ impl StreamDecoder {
     }
 }
 
+/// One positioned read of up to `buf.len()` bytes at `offset` (on Windows
+/// it also moves the handle's cursor, which nothing here uses).
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+    }
+}
+
+/// Fills `buf` from `offset`; past the end an error of kind `UnexpectedEof`.
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    let mut done = 0usize;
+    while let Some(rest) = buf.get_mut(done..).filter(|rest| !rest.is_empty()) {
+        match read_at(file, rest, offset.saturating_add(done as u64)) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// CRC-32 of the whole file at `path`.
 pub fn file_crc32(path: &Path) -> Result<u32> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -388,9 +414,7 @@ pub fn file_crc32(path: &Path) -> Result<u32> {
     let mut buf = vec![0u8; 1 << 20];
     let mut offset = 0u64;
     loop {
-        let n = file
-            .read_at(&mut buf, offset)
-            .map_err(|e| Error::io(path, e))?;
+        let n = read_at(&file, &mut buf, offset).map_err(|e| Error::io(path, e))?;
         let Some(read) = buf.get(..n).filter(|r| !r.is_empty()) else {
             break;
         };
@@ -493,7 +517,7 @@ impl Sender {
                 .files
                 .get(file)
                 .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidInput, "file index"))?;
-            f.read_exact_at(&mut self.frame, offset)?;
+            read_exact_at(f, &mut self.frame, offset)?;
             let crc = crc32fast::hash(&self.frame);
             self.frame.extend_from_slice(&crc.to_le_bytes());
             self.frame_at = Some(frame_start);

@@ -561,22 +561,35 @@ pub fn write_local_pki(
 
 /// 32 random bytes from the kernel, as hex.
 fn random_token() -> Result<String, TlsError> {
-    use std::io::Read;
-    let path = Path::new("/dev/urandom");
     let mut bytes = [0u8; 32];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| file_error(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::io::Read;
+        let path = Path::new("/dev/urandom");
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .map_err(|e| file_error(path, e))?;
+    }
+    // No /dev/urandom: the system's generator, through ring.
+    #[cfg(not(unix))]
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .map_err(|_| TlsError::Config("the system's random generator failed".to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn write_file(path: &Path, contents: &[u8], secret: bool) -> Result<(), TlsError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
+    // Owner-only on unix; on Windows a secret inherits its directory's ACL.
+    #[cfg(unix)]
     if secret {
+        use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
+    #[cfg(not(unix))]
+    let _ = secret;
     options
         .open(path)
         .and_then(|mut f| f.write_all(contents))

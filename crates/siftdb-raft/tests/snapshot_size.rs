@@ -19,6 +19,9 @@
     missing_docs,
     reason = "a measurement tool"
 )]
+// Unix only: the disk use it reports counts inodes' allocated blocks
+// (`MetadataExt::ino`, `blocks`), which Windows does not expose.
+#![cfg(unix)]
 
 mod common;
 

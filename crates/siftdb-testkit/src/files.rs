@@ -9,7 +9,9 @@
 //! dropped.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(unix)]
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::SystemTime;
 
@@ -61,6 +63,8 @@ pub fn flip_byte(path: &Path, offset: u64, mask: u8) {
 /// A directory no one but root may write (mode 0555, its files 0444, its
 /// parent opened to others so an unprivileged user reaches it), until
 /// dropped (then 0755 again).
+/// Unix only: file modes are a unix notion.
+#[cfg(unix)]
 #[derive(Debug)]
 pub struct Unwritable {
     dir: PathBuf,
