@@ -594,12 +594,12 @@ impl TableInner {
             return;
         };
         match self.read_filter(handle, properties) {
-            Ok((view, heap_bytes)) => {
+            Ok(Ok((view, heap_bytes))) => {
                 self.filter_bytes = heap_bytes as u64;
                 self.filter = Some(view);
                 self.filter_status = FilterStatus::Ok;
             }
-            Err(FilterParseError::UnknownKind { magic }) => {
+            Ok(Err(magic)) => {
                 let location = self.location(BlockKind::Filter, handle.offset);
                 self.filter_status = FilterStatus::UnknownKind(format!(
                     "table {}: filter block at offset {}: a kind this build does not read \
@@ -609,26 +609,26 @@ impl TableInner {
                     String::from_utf8_lossy(&magic)
                 ));
             }
-            Err(FilterParseError::Corrupt(e)) => {
+            Err(e) => {
                 self.filter_status = FilterStatus::Corrupt(e.to_string());
             }
         }
     }
 
+    /// The filter, or `Ok(Err(magic))` for a block of a kind this build does not read.
     fn read_filter(
         &self,
         handle: BlockHandle,
         properties: &TableProperties,
-    ) -> std::result::Result<(AnyFilterView<AlignedBytes>, usize), FilterParseError> {
+    ) -> Result<std::result::Result<(AnyFilterView<AlignedBytes>, usize), [u8; 4]>> {
         let location = self.location(BlockKind::Filter, handle.offset);
-        let buffer = self
-            .read_filter_block(handle, &location)
-            .map_err(FilterParseError::Corrupt)?;
+        let buffer = self.read_filter_block(handle, &location)?;
         let heap_bytes = buffer.heap_bytes();
-        let view = AnyFilterView::parse(buffer).map_err(|e| match e {
-            FilterParseError::Corrupt(e) => FilterParseError::Corrupt(location.relocate(e)),
-            unknown => unknown,
-        })?;
+        let view = match AnyFilterView::parse(buffer) {
+            Ok(view) => view,
+            Err(FilterParseError::UnknownKind { magic }) => return Ok(Err(magic)),
+            Err(FilterParseError::Corrupt(e)) => return Err(location.relocate(e.into())),
+        };
         let disagreement = match &view {
             AnyFilterView::Bloom(bloom) => {
                 let header = bloom.header();
@@ -654,8 +654,8 @@ impl TableInner {
             }
         };
         match disagreement {
-            None => Ok((view, heap_bytes)),
-            Some(detail) => Err(FilterParseError::Corrupt(location.corruption(detail))),
+            None => Ok(Ok((view, heap_bytes))),
+            Some(detail) => Err(location.corruption(detail)),
         }
     }
 
