@@ -594,40 +594,37 @@ impl TableInner {
             return;
         };
         match self.read_filter(handle, properties) {
-            Ok(Ok((view, heap_bytes))) => {
+            Ok((view, heap_bytes)) => {
                 self.filter_bytes = heap_bytes as u64;
                 self.filter = Some(view);
                 self.filter_status = FilterStatus::Ok;
             }
-            Ok(Err(magic)) => {
-                let location = self.location(BlockKind::Filter, handle.offset);
-                self.filter_status = FilterStatus::UnknownKind(format!(
+            Err(status) => self.filter_status = status,
+        }
+    }
+
+    /// The filter, or the status that says why it is not used.
+    fn read_filter(
+        &self,
+        handle: BlockHandle,
+        properties: &TableProperties,
+    ) -> std::result::Result<(AnyFilterView<AlignedBytes>, usize), FilterStatus> {
+        let location = self.location(BlockKind::Filter, handle.offset);
+        let corrupt = |e: Error| FilterStatus::Corrupt(e.to_string());
+        let buffer = self.read_filter_block(handle, &location).map_err(corrupt)?;
+        let heap_bytes = buffer.heap_bytes();
+        let view = match AnyFilterView::parse(buffer) {
+            Ok(view) => view,
+            Err(FilterParseError::UnknownKind { magic }) => {
+                return Err(FilterStatus::UnknownKind(format!(
                     "table {}: filter block at offset {}: a kind this build does not read \
                      (magic {:?})",
                     location.file,
                     handle.offset,
                     String::from_utf8_lossy(&magic)
-                ));
+                )));
             }
-            Err(e) => {
-                self.filter_status = FilterStatus::Corrupt(e.to_string());
-            }
-        }
-    }
-
-    /// The filter, or `Ok(Err(magic))` for a block of a kind this build does not read.
-    fn read_filter(
-        &self,
-        handle: BlockHandle,
-        properties: &TableProperties,
-    ) -> Result<std::result::Result<(AnyFilterView<AlignedBytes>, usize), [u8; 4]>> {
-        let location = self.location(BlockKind::Filter, handle.offset);
-        let buffer = self.read_filter_block(handle, &location)?;
-        let heap_bytes = buffer.heap_bytes();
-        let view = match AnyFilterView::parse(buffer) {
-            Ok(view) => view,
-            Err(FilterParseError::UnknownKind { magic }) => return Ok(Err(magic)),
-            Err(FilterParseError::Corrupt(e)) => return Err(location.relocate(e.into())),
+            Err(FilterParseError::Corrupt(e)) => return Err(corrupt(location.relocate(e.into()))),
         };
         let disagreement = match &view {
             AnyFilterView::Bloom(bloom) => {
@@ -654,8 +651,8 @@ impl TableInner {
             }
         };
         match disagreement {
-            None => Ok(Ok((view, heap_bytes))),
-            Some(detail) => Err(location.corruption(detail)),
+            None => Ok((view, heap_bytes)),
+            Some(detail) => Err(corrupt(location.corruption(detail))),
         }
     }
 

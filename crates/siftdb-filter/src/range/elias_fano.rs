@@ -442,6 +442,10 @@ mod tests {
         }
 
         /// A draw from `0..n` (multiply-shift).
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the draw is below n, a usize"
+        )]
         fn index(&mut self, n: usize) -> usize {
             ((u128::from(self.next()) * n as u128) >> 64) as usize
         }
