@@ -97,7 +97,7 @@ impl SparePool {
 }
 
 /// Bytes of dropped filters' mappings this process keeps for the next
-/// filters of their size (at most [`SPARES`] of at most [`SPARE_LARGEST`]).
+/// filters of their size (at most `SPARES` of at most `SPARE_LARGEST` bytes).
 pub fn spare_mapping_bytes() -> usize {
     SPARE_MAPPINGS.bytes()
 }
