@@ -331,6 +331,24 @@ impl Error {
     }
 }
 
+impl From<siftdb_filter::Error> for Error {
+    /// The filter library's error, its kind and message kept.
+    fn from(e: siftdb_filter::Error) -> Error {
+        match e {
+            siftdb_filter::Error::Corruption { what, detail } => Error::Corruption { what, detail },
+            siftdb_filter::Error::InvalidArgument(detail) => Error::InvalidArgument(detail),
+            other => Error::InvalidArgument(other.to_string()),
+        }
+    }
+}
+
+impl From<siftdb_filter::FilterParseError> for Error {
+    /// A point-filter block that does not parse: corruption.
+    fn from(e: siftdb_filter::FilterParseError) -> Error {
+        Error::from(siftdb_filter::Error::from(e))
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(source: std::io::Error) -> Error {
         Error::Io { path: None, source }

@@ -56,7 +56,11 @@ mod db;
 mod error;
 mod events;
 mod filename;
-pub mod filter;
+/// The filter library (the `siftdb-filter` crate): blocked Bloom, binary
+/// fuse, counting, scalable and range filters. A program that needs only
+/// the filters can depend on `siftdb-filter` alone.
+#[doc(inline)]
+pub use siftdb_filter as filter;
 mod fs;
 mod identify;
 mod inspect;
@@ -150,7 +154,7 @@ pub mod internals {
     /// The filters' kernels: an instruction-set cap for benchmarks.
     #[cfg(target_arch = "x86_64")]
     pub mod filter_kernels {
-        pub use crate::filter::simd::cap_at_avx2;
+        pub use siftdb_filter::internals::cap_at_avx2;
     }
     /// The memtable.
     pub mod memtable {

@@ -7,8 +7,8 @@
 //! transparent huge pages, for structures read at random places (a large
 //! filter, the memtable arena's large blocks).
 //!
-//! Owns: the prefetch intrinsic and its one `unsafe` block, and
-//! [`huge_page_mapping`].
+//! Owns: [`prefetch_bytes`]; the prefetch intrinsic (and its one `unsafe`
+//! block) and [`huge_page_mapping`] are the filter crate's, re-exported here.
 //! Must never: read memory architecturally or change a value: a hint that
 //! is wrong only costs time; a refused huge-page hint is not an error.
 
@@ -19,26 +19,9 @@ const CACHE_LINE_BYTES: usize = 64;
 /// sequential prefetcher has caught up and more hints only cost issue slots.
 const MAX_PREFETCHED_LINES: usize = 32;
 
-/// Asks the CPU to start loading the line at `line` into cache; a hint only
-/// (it never faults and changes no value), so it is safe for any address.
-#[inline(always)]
-#[cfg_attr(
-    target_arch = "x86_64",
-    expect(
-        unsafe_code,
-        reason = "the prefetch intrinsic is an unsafe fn, though it cannot fault"
-    )
-)]
-pub(crate) fn prefetch_line(line: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching reads nothing architecturally and cannot fault,
-    // whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = line;
-}
+/// The prefetch hint and the huge-page mapping live with the filters, the
+/// layer below, whose lines they were made for.
+pub(crate) use siftdb_filter::internals::{huge_page_mapping, prefetch_line};
 
 /// Requests every cache line `bytes` spans (at most
 /// [`MAX_PREFETCHED_LINES`] of them, from its start): for a scan whose next
@@ -51,20 +34,6 @@ pub(crate) fn prefetch_bytes(bytes: &[u8]) {
     for line in 0..lines.min(MAX_PREFETCHED_LINES) {
         prefetch_line(start.wrapping_add(line * CACHE_LINE_BYTES));
     }
-}
-
-/// `size` bytes of zeroed anonymous memory, advised (Linux) to be backed by
-/// huge pages before any page is touched; `None` when the system refuses
-/// the mapping. The hint is only a hint: without huge pages the memory
-/// works the same.
-pub(crate) fn huge_page_mapping(size: usize) -> Option<memmap2::MmapMut> {
-    let map = memmap2::MmapMut::map_anon(size).ok()?;
-    // Miri has anonymous mappings but no `madvise`.
-    #[cfg(all(target_os = "linux", not(miri)))]
-    {
-        let _ = map.advise(memmap2::Advice::HugePage);
-    }
-    Some(map)
 }
 
 #[cfg(test)]

@@ -317,7 +317,7 @@ impl Keyspace {
     /// waiting for a flush are summed; every version counts (puts and
     /// deletes; range deletes do not), and the bytes are each memtable's
     /// average bytes an entry (key, value, bookkeeping, as it counts its
-    /// size against [`Options::memtable_bytes`]) times its count.
+    /// size against [`Options::memtable_bytes`](crate::options::Options::memtable_bytes)) times its count.
     ///
     /// The count is estimated without walking the range: from the
     /// skiplist's towers, at the highest level holding 400 or more of the

@@ -196,8 +196,8 @@ pub struct Stats {
     /// Log writes, each carrying one or more batches (group commit).
     pub write_groups: u64,
     /// Syncs (fdatasync) of the write-ahead log since open: one per log
-    /// write carrying a synced batch ([`WriteOptions::sync`],
-    /// [`Options::sync_writes`]), one per [`Db::persist`], and one as each
+    /// write carrying a synced batch ([`WriteOptions::sync`](crate::options::WriteOptions::sync),
+    /// [`Options::sync_writes`](crate::options::Options::sync_writes)), one per [`Db::persist`], and one as each
     /// log is left for a new one. What durability costs, in device flushes.
     pub log_syncs: u64,
     /// Times a writer waited for background work.
@@ -275,7 +275,7 @@ pub struct Stats {
     /// without file descriptors).
     pub overlapped_reads_pool: u64,
     /// Data blocks read past the operating system's page cache
-    /// (`O_DIRECT`, [`Options::direct_reads`]); a file system that refuses
+    /// (`O_DIRECT`, [`Options::direct_reads`](crate::options::Options::direct_reads)); a file system that refuses
     /// it reads through the page cache and is not counted here.
     pub direct_block_reads: u64,
     /// Compaction inputs dropped without reading a block, because a newer

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::counter::Sharded;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::fuse::ARITY;
 use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
@@ -279,36 +279,33 @@ impl TableInner {
                 self.filter = Some(view);
                 self.filter_status = FilterStatus::Ok;
             }
+            Err(status) => self.filter_status = status,
+        }
+    }
+
+    /// The filter, or the status that says why it is not used.
+    fn read_filter(
+        &self,
+        handle: BlockHandle,
+        properties: &TableProperties,
+    ) -> std::result::Result<(AnyFilterView<AlignedBytes>, usize), FilterStatus> {
+        let location = self.location(BlockKind::Filter, handle.offset);
+        let corrupt = |e: Error| FilterStatus::Corrupt(e.to_string());
+        let buffer = self.read_filter_block(handle, &location).map_err(corrupt)?;
+        let heap_bytes = buffer.heap_bytes();
+        let view = match AnyFilterView::parse(buffer) {
+            Ok(view) => view,
             Err(FilterParseError::UnknownKind { magic }) => {
-                let location = self.location(BlockKind::Filter, handle.offset);
-                self.filter_status = FilterStatus::UnknownKind(format!(
+                return Err(FilterStatus::UnknownKind(format!(
                     "table {}: filter block at offset {}: a kind this build does not read \
                      (magic {:?})",
                     location.file,
                     handle.offset,
                     String::from_utf8_lossy(&magic)
-                ));
+                )));
             }
-            Err(FilterParseError::Corrupt(e)) => {
-                self.filter_status = FilterStatus::Corrupt(e.to_string());
-            }
-        }
-    }
-
-    fn read_filter(
-        &self,
-        handle: BlockHandle,
-        properties: &TableProperties,
-    ) -> std::result::Result<(AnyFilterView<AlignedBytes>, usize), FilterParseError> {
-        let location = self.location(BlockKind::Filter, handle.offset);
-        let buffer = self
-            .read_filter_block(handle, &location)
-            .map_err(FilterParseError::Corrupt)?;
-        let heap_bytes = buffer.heap_bytes();
-        let view = AnyFilterView::parse(buffer).map_err(|e| match e {
-            FilterParseError::Corrupt(e) => FilterParseError::Corrupt(location.relocate(e)),
-            unknown => unknown,
-        })?;
+            Err(FilterParseError::Corrupt(e)) => return Err(corrupt(location.relocate(e.into()))),
+        };
         let disagreement = match &view {
             AnyFilterView::Bloom(bloom) => {
                 let header = bloom.header();
@@ -335,7 +332,7 @@ impl TableInner {
         };
         match disagreement {
             None => Ok((view, heap_bytes)),
-            Some(detail) => Err(FilterParseError::Corrupt(location.corruption(detail))),
+            Some(detail) => Err(corrupt(location.corruption(detail))),
         }
     }
 

@@ -5,12 +5,12 @@
 //! Owns: [`LINE_BYTES`], [`Line`], [`hash_key`] / [`hash_key_seeded`] (xxh3),
 //! [`line_index`] (multiply-shift on the hash's high 32 bits), the set-bit
 //! count of a line, and `answer_each` (the prefetch hint it re-exports
-//! lives in `crate::prefetch`).
+//! lives in `crate::hint`).
 //! Must never: import another filter module but the constants of
-//! [`crate::filter::theory`] — this is the leaf every other filter module
+//! [`crate::theory`] — this is the leaf every other filter module
 //! builds on (probes, kernels, batches, the filter, its block).
 
-use crate::filter::theory::LINE_BITS;
+use crate::theory::LINE_BITS;
 
 /// Bytes in one line (512 bits, one x86-64 cache line).
 pub const LINE_BYTES: usize = LINE_BITS as usize / 8;
@@ -102,7 +102,7 @@ pub(crate) fn line_ones(line: &[u8; LINE_BYTES]) -> u32 {
         .sum()
 }
 
-pub(crate) use crate::prefetch::prefetch_line;
+pub(crate) use crate::hint::prefetch_line;
 
 /// Hashes `add_each` requests the line of ahead of the one it sets:
 /// enough loads in flight to cover a memory latency.

@@ -7,11 +7,11 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use crate::error::{Error, Result};
-use crate::filter::range::block::{
+use crate::range::block::{
     block_hash, block_log_of, encode, Parts, RangeFilterHeader, RangeFilterView, RangeMode,
 };
-use crate::filter::range::elias_fano::{Shape, MAX_UNIVERSE};
-use crate::filter::range::keymap::{common_prefix_len, KeyMap, TailStats, MAX_POSITIONS};
+use crate::range::elias_fano::{Shape, MAX_UNIVERSE};
+use crate::range::keymap::{common_prefix_len, KeyMap, TailStats, MAX_POSITIONS};
 
 /// The smallest bits per key accepted (the reduced universe is then 2 per
 /// value, so ranges of one value already see a 50% false-positive bound).

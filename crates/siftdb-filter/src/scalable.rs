@@ -15,7 +15,7 @@
 //! `1 − Π(1 − pᵢ) ≤ Σ pᵢ < p₀ / (1 − r) = 0.95·target`, however many items
 //! arrive (the 5% is kept for the variation of real filters around the theory).
 //!
-//! The key is hashed once (xxh3-64, seed 0, as [`crate::filter::hash_key`]);
+//! The key is hashed once (xxh3-64, seed 0, as [`crate::hash_key`]);
 //! stage `i` probes with `remix(h ⊕ saltᵢ)`, a bijective 64-bit finaliser of
 //! the hash mixed with a per-stage constant, so the stages' line choices and
 //! probes are uncorrelated and a false positive in one stage says nothing
@@ -31,7 +31,7 @@
 //! reports that error instead.
 //!
 //! ```
-//! use siftdb::filter::ScalableBloomFilter;
+//! use siftdb_filter::ScalableBloomFilter;
 //! let mut f = ScalableBloomFilter::new(100, 0.01)?;
 //! for j in 0..10_000 {
 //!     f.insert(format!("url-{j}").as_bytes());
@@ -39,13 +39,13 @@
 //! assert!(f.contains(b"url-42"));
 //! assert!(f.stages() > 1);
 //! assert!(f.estimated_fp_rate() <= 0.01);
-//! # Ok::<(), siftdb::Error>(())
+//! # Ok::<(), siftdb_filter::Error>(())
 //! ```
 
+use crate::bloom::{bits_per_key_for_rate, hash_key, BloomFilter};
 use crate::error::{Error, Result};
-use crate::filter::bloom::{bits_per_key_for_rate, hash_key, BloomFilter};
-use crate::filter::probe::remix;
-use crate::filter::theory::MAX_BITS_PER_KEY;
+use crate::probe::remix;
+use crate::theory::MAX_BITS_PER_KEY;
 
 /// Capacity growth per stage unless chosen otherwise.
 pub const DEFAULT_GROWTH: u32 = 2;
@@ -203,7 +203,7 @@ impl ScalableBloomFilter {
         self.insert_hash(hash_key(key))
     }
 
-    /// [`ScalableBloomFilter::insert`] by the key's [`crate::filter::hash_key`].
+    /// [`ScalableBloomFilter::insert`] by the key's [`crate::hash_key`].
     pub fn insert_hash(&mut self, key_hash: u64) -> bool {
         if self.contains_hash(key_hash) {
             return false;
@@ -243,7 +243,7 @@ impl ScalableBloomFilter {
         self.contains_hash(hash_key(key))
     }
 
-    /// [`ScalableBloomFilter::contains`] by the key's [`crate::filter::hash_key`].
+    /// [`ScalableBloomFilter::contains`] by the key's [`crate::hash_key`].
     pub fn contains_hash(&self, key_hash: u64) -> bool {
         self.stages
             .iter()

@@ -2,7 +2,7 @@
 //! prefix-Bloom hierarchy in the manner of Rosetta built on the same keys.
 //!
 //! ```text
-//! cargo bench --bench range_filter        # about 3 minutes
+//! cargo bench -p siftdb-filter --bench range_filter        # about 3 minutes
 //! ```
 //!
 //! Three key sets of `N` = 1,000,000 keys:
@@ -38,9 +38,10 @@ use std::ops::Bound;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use siftdb::filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
-use siftdb::filter::BloomFilter;
+use siftdb_filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
+use siftdb_filter::BloomFilter;
 
+#[path = "../../../benches/support/mod.rs"]
 mod support;
 use support::{bench_queries, cpu_now, key, splitmix64, ThreadCpuTime, BATCH};
 

@@ -423,7 +423,33 @@ impl<'a> EliasFano<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use siftdb_testkit::SplitMix64;
+
+    /// SplitMix64 (the test kit's generator, which this crate, below
+    /// siftdb, cannot depend on).
+    struct SplitMix64(u64);
+
+    impl SplitMix64 {
+        fn new(seed: u64) -> Self {
+            SplitMix64(seed)
+        }
+
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        /// A draw from `0..n` (multiply-shift).
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the draw is below n, a usize"
+        )]
+        fn index(&mut self, n: usize) -> usize {
+            ((u128::from(self.next()) * n as u128) >> 64) as usize
+        }
+    }
 
     fn build(values: &[u64], u: u64, sample_log: u32) -> (Shape, Vec<u8>) {
         let shape = Shape::new(values.len() as u64, u, sample_log).unwrap();

@@ -26,7 +26,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use crate::filter::line::hash_key_seeded;
+use crate::line::hash_key_seeded;
 
 /// Keys hashed per call of [`hash_keys`] (and so inserted per batch by
 /// `BloomFilter::insert_keys`): 2 KiB of hashes, many times the insert's

@@ -11,9 +11,9 @@
 //! bits, and `siftdb_bloom28`, 28 bits, queried as encoded blocks).
 //!
 //! ```text
-//! cargo bench --bench filter                      # n = 1,000,000: about 2 minutes
-//! SIFTDB_BENCH_HUGE=1 cargo bench --bench filter  # n = 100,000,000: about 9 minutes
-//! SIFTDB_BENCH_KEYS=4000000 cargo bench --bench filter -- build  # another n
+//! cargo bench -p siftdb-filter --bench filter                      # n = 1,000,000: about 2 minutes
+//! SIFTDB_BENCH_HUGE=1 cargo bench -p siftdb-filter --bench filter  # n = 100,000,000: about 9 minutes
+//! SIFTDB_BENCH_KEYS=4000000 cargo bench -p siftdb-filter --bench filter -- build  # another n
 //! ```
 //!
 //! The huge run peaks at 3.3 GB resident (five filters of 125 MB, two copies
@@ -83,7 +83,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
-use siftdb::filter::{hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter};
+use siftdb_filter::{hash_key, theory, BloomFilter, FilterView, FingerprintBits, FuseFilter};
 use xorf::{BinaryFuse8, Filter as _};
 
 const BITS_PER_KEY: usize = 10;
@@ -96,6 +96,7 @@ const ALTERNATIONS: usize = 21;
 /// Keys formatted per chunk while building (the formatting is not timed).
 const CHUNK: usize = 4096;
 
+#[path = "../../../benches/support/mod.rs"]
 mod support;
 use support::{bench_queries, cpu_now, key, splitmix64, Key, ThreadCpuTime, BATCH};
 
@@ -640,7 +641,7 @@ fn main() {
     // What a CPU without AVX-512 runs (siftdb's kernels only; x86-64's).
     #[cfg(target_arch = "x86_64")]
     if std::env::var("SIFTDB_BENCH_ISA").is_ok_and(|v| v == "avx2") {
-        siftdb::internals::filter_kernels::cap_at_avx2();
+        siftdb_filter::internals::cap_at_avx2();
     }
     if std::env::var("SIFTDB_BENCH_COMPARE").is_ok_and(|v| v == "1") {
         compare(n);

@@ -7,7 +7,7 @@
 //!   bits per key (what every LSM engine in use does).
 //! - [`FilterPolicy::level_aware`]: a budget of `avg × keys` bits split
 //!   across the levels to minimise the false probes of a lookup that finds
-//!   nothing ([`crate::filter::allocation`], after Monkey): small upper levels
+//!   nothing ([`crate::allocation`], after Monkey): small upper levels
 //!   get many more bits per key than the large last level. The split is
 //!   recomputed from the tree's shape each time a table is built; each table
 //!   records what it was built with. Level 0, which compaction empties
@@ -16,7 +16,7 @@
 //! - [`FilterPolicy::static_filters_from_level`]: tables of that level and
 //!   deeper, whose key set is final when they are written, may take a binary
 //!   fuse filter where it is better than a Bloom filter for the bits
-//!   ([`crate::filter::allocation::best_within`], or the allocation itself
+//!   ([`crate::allocation::best_within`], or the allocation itself
 //!   for the level-aware rule).
 //!
 //! and a switch, [`FilterPolicy::optimize_for_hits`]: no filter on the last
@@ -32,8 +32,8 @@
 
 use std::fmt;
 
+use crate::allocation::{allocate_filters, best_within, FilterChoice, LevelShape};
 use crate::error::{Error, Result};
-use crate::filter::allocation::{allocate_filters, best_within, FilterChoice, LevelShape};
 
 /// The largest bits per key a policy accepts.
 pub const MAX_POLICY_BITS_PER_KEY: f64 = 64.0;
@@ -54,7 +54,7 @@ enum Rule {
 /// How the tables of a database get their filters. See the module docs.
 ///
 /// ```
-/// use siftdb::filter::FilterPolicy;
+/// use siftdb_filter::FilterPolicy;
 /// let policy = FilterPolicy::level_aware(10.0).static_filters_from_level(1);
 /// assert_eq!(policy.average_bits_per_key(), 10.0);
 /// assert_eq!(policy.to_string(), "level-aware 10 bits/key, static filters from level 1");
@@ -270,7 +270,7 @@ impl fmt::Display for FilterPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::FingerprintBits;
+    use crate::FingerprintBits;
 
     /// A size-ratio-10 tree: four level-0 tables of 500k keys, then 2.2M,
     /// 22M and 60M keys in tables of 300k.

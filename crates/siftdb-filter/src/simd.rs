@@ -1,13 +1,13 @@
 //! The filter's probe kernels: its one layout
-//! ([`crate::filter::probe`]) compiled for each x86-64 instruction set.
+//! ([`crate::probe`]) compiled for each x86-64 instruction set.
 //!
 //! Owns: [`Isa`], the instruction set this CPU offers (detected once per
 //! process), and for each the single-key query and insert of a filter's
 //! lines (the line's index, its address and its test in one call) and the
-//! group query and insert (the loops of [`crate::filter::line`] with the
+//! group query and insert (the loops of [`crate::line`] with the
 //! kernel inlined).
 //! Must never: test or set a different bit than the scalar definition
-//! ([`crate::filter::probe::sectored_mask`]) — the probe tests compare every
+//! ([`crate::probe::sectored_mask`]) — the probe tests compare every
 //! kernel with it on every probe count — or read outside the line.
 //!
 //! The line's eight 64-bit words are eight lanes: one multiply of the
@@ -18,13 +18,13 @@
 //! mask shifted into each lane); with neither the definition itself.
 //!
 //! Single-key calls are one indirect call: a filter chooses its kernels
-//! when it is made ([`crate::filter::kernel::LineTest`] keeps them as
+//! when it is made ([`crate::kernel::LineTest`] keeps them as
 //! function pointers) — for the [`Isa`] detected and, when the probes fit
 //! one round (`k ≤ 8`, every filter at 12.75 bits per key or below), the
 //! one-round kernels, which have no loop or test of the probe count; the
 //! caller hashes the key inline (one xxh3, no branch on the seed) and the
 //! kernel takes the filter's lines, the probe count
-//! ([`crate::filter::probe::Probes`], one register, the first round's word
+//! ([`crate::probe::Probes`], one register, the first round's word
 //! mask one rotate) and the hash, last, so that it arrives in `rcx`, the
 //! rotate's count. The line's index needs no bounds check (`line_index` is
 //! below any non-empty line count).
@@ -68,10 +68,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 #[cfg(target_arch = "x86_64")]
 use std::arch::asm;
 
-use crate::filter::line::{add_each, add_hash, answer_each, answer_hash, Line, LINE_BYTES};
-use crate::filter::probe::{line_add_mask, line_has_mask, sectored_mask, Probes};
+use crate::line::{add_each, add_hash, answer_each, answer_hash, Line, LINE_BYTES};
+use crate::probe::{line_add_mask, line_has_mask, sectored_mask, Probes};
 #[cfg(target_arch = "x86_64")]
-use crate::filter::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIERS};
+use crate::probe::{low_half, round_words, sector_start, ROUND_MULTIPLIERS};
 
 /// The instruction set a filter's kernels are compiled for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -658,7 +658,7 @@ static ONE_BIT: u64 = 1;
 ///   hash's low half — the rotate counts `cl` mod 32 and the pattern repeats
 ///   every 8 bits, so the low byte is the words rotated by the start word,
 ///   `x mod 8` ([`sector_start`]), with no instruction to work it out;
-/// - `rcx` becomes `⌊hi · len / 2³²⌋ · 64` ([`crate::filter::line::line_index`]
+/// - `rcx` becomes `⌊hi · len / 2³²⌋ · 64` ([`crate::line::line_index`]
 ///   times [`LINE_BYTES`]; the shift by 26 and the `and` are the shift by 32 and
 ///   the times 64). For `len ≥ 1` the product is below `2³² · len`, so the
 ///   offset is below `len · 64` whatever the hash: the line at

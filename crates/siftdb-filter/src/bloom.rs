@@ -1,8 +1,8 @@
 //! The cache-line-blocked Bloom filter: line choice and the owned filter.
 //!
 //! Owns: [`BloomFilter`], the mutable in-memory filter, its sizing and its
-//! fill-based estimates. How a hash picks a line is [`crate::filter::line`]'s;
-//! where the probes fall inside the line is [`crate::filter::probe`]'s.
+//! fill-based estimates. How a hash picks a line is [`crate::line`]'s;
+//! where the probes fall inside the line is [`crate::probe`]'s.
 //! Must never: return `false` for a key that was inserted; allocate a size it
 //! did not check first.
 //!
@@ -10,15 +10,15 @@
 //! picks line `((h >> 32) · lines) >> 32` — multiply-shift, no division; the
 //! probes use the rest of the hash as the filter's [`Layout`] says.
 
+use crate::batch::{self, LineLookup};
 use crate::error::{Error, Result};
-use crate::filter::batch::{self, LineLookup};
-use crate::filter::kernel::LineTest;
-use crate::filter::line::{filter_hash, line_ones};
-pub use crate::filter::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
-use crate::filter::memory::LineMemory;
-use crate::filter::probe::Layout;
-use crate::filter::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
-use crate::filter::wide_hash::{hash_keys, GROUP as KEYS_PER_GROUP};
+use crate::kernel::LineTest;
+use crate::line::{filter_hash, line_ones};
+pub use crate::line::{hash_key, hash_key_seeded, line_index, Line, LINE_BYTES};
+use crate::memory::LineMemory;
+use crate::probe::Layout;
+use crate::theory::{self, LINE_BITS, MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
+use crate::wide_hash::{hash_keys, GROUP as KEYS_PER_GROUP};
 
 /// Estimated keys held by lines with the given set-bit counts: each line is a
 /// small Bloom filter of 512 bits, so n ≈ Σ −(512/k)·ln(1 − X/512)
@@ -67,7 +67,7 @@ pub(crate) fn lines_for(items: usize, bits_per_key: f64) -> Result<u64> {
 }
 
 /// Allocates `lines` empty lines (a large filter's in huge pages, see
-/// [`crate::filter::memory`]), or `InvalidArgument` when memory is refused.
+/// [`crate::memory`]), or `InvalidArgument` when memory is refused.
 pub(crate) fn allocate_lines(lines: u64) -> Result<LineMemory> {
     LineMemory::zeroed(lines)
 }
@@ -109,7 +109,7 @@ pub(crate) fn check_bits_per_key(bits_per_key: f64) -> Result<()> {
     }
 }
 
-pub use crate::filter::line::INSERT_AHEAD;
+pub use crate::line::INSERT_AHEAD;
 
 /// A cache-line-blocked Bloom filter: every key touches one 64-byte line.
 #[derive(Clone)]
@@ -270,7 +270,7 @@ impl BloomFilter {
     /// [`BloomFilter::contains_hash`] for each hash, in order. Faster than
     /// one call per hash when the filter is larger than the cache: the lines
     /// of the next hashes are requested while this one is tested, so their
-    /// memory loads overlap (see [`crate::filter::batch`]).
+    /// memory loads overlap (see [`crate::batch`]).
     pub fn contains_hashes<'a>(
         &'a self,
         hashes: &'a [u64],

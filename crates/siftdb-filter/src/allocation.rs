@@ -9,7 +9,7 @@
 //! than the large last level (about `ln T / ln² 2` ≈ 4.8 bits more per level
 //! up at a size ratio T = 10 for a standard Bloom filter).
 //! [`allocate_filters`] widens the choice for levels whose tables may carry
-//! a static filter (a binary fuse filter, [`crate::filter::fuse`]): such a
+//! a static filter (a binary fuse filter, [`crate::fuse`]): such a
 //! level may also take a fuse filter at its cost in bits per key (which
 //! depends on the keys per table) and its rate 2⁻ʷ, so the budget a fuse
 //! filter saves on a large level goes to the levels above it.
@@ -17,7 +17,7 @@
 //! run on the read path — it runs when a table is built.
 //!
 //! `FP(b)` is the blocked filter's rate at `b` bits per key with its best
-//! probe count ([`crate::filter::theory::best_probes`]), tabulated once on a
+//! probe count ([`crate::theory::best_probes`]), tabulated once on a
 //! grid of [`GRID_STEP`] bits; `b = 0` is "no filter" (every lookup reads the
 //! table, FP = 1). The optimum is found by bisection on the Lagrange
 //! multiplier λ: each level takes the `b` that minimises
@@ -27,8 +27,8 @@
 
 use std::sync::OnceLock;
 
-use crate::filter::fuse::{FingerprintBits, Geometry};
-use crate::filter::theory::{best_probes, MIN_BITS_PER_KEY};
+use crate::fuse::{FingerprintBits, Geometry};
+use crate::theory::{best_probes, MIN_BITS_PER_KEY};
 
 /// Grid spacing of the bits-per-key choices, in bits.
 pub const GRID_STEP: f64 = 0.05;

@@ -4,8 +4,8 @@
 //! Owns: [`Layout`], and for each layout the map from a 64-bit key hash and a
 //! probe count `k` to `k` bit positions (0..512) inside the key's line; the
 //! loops that test and set those bits. The line itself is chosen elsewhere
-//! ([`crate::filter::line::line_index`], from the hash's high 32 bits), and
-//! the loops are run by the kernel `crate::filter::kernel` picks.
+//! ([`crate::line::line_index`], from the hash's high 32 bits), and
+//! the loops are run by the kernel `crate::kernel` picks.
 //! Must never: move a bit of a layout that has shipped (encoded filters depend
 //! on every position — the tests pin each layout against a reference written
 //! from its definition), or let a faster path test other bits than the
@@ -28,8 +28,8 @@
 //! (`sectored_mask`). Why this layout and not another: `docs/design.md`,
 //! "The filter's layout".
 
-pub use crate::filter::line::LINE_BYTES;
-use crate::filter::theory::MAX_PROBES;
+pub use crate::line::LINE_BYTES;
+use crate::theory::MAX_PROBES;
 
 /// How probes are placed inside a line; stored in every filter block.
 /// There is one layout: the enum names it so a block says which it holds.
@@ -306,10 +306,10 @@ pub fn line_add_probes(layout: Layout, line: &mut [u8; LINE_BYTES], hash: u64, k
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::bloom::{hash_key, line_index};
-    use crate::filter::kernel::LineTest;
-    use crate::filter::line::Line;
-    use crate::filter::simd::Isa;
+    use crate::bloom::{hash_key, line_index};
+    use crate::kernel::LineTest;
+    use crate::line::Line;
+    use crate::simd::Isa;
 
     /// True when every bit of `mask` is set in `line`: the mask-based oracle.
     fn line_matches(line: &[u8; LINE_BYTES], mask: &[u64; 8]) -> bool {

@@ -4,12 +4,12 @@
 //! Owns: the range filter's public surface — [`RangeFilterBuilder`] (keys
 //! streamed in sorted order, as a table builder produces them),
 //! [`RangeFilterView`] (a checksummed block queried in place, generic over
-//! its byte container like [`crate::filter::FilterView`]) and
+//! its byte container like [`crate::FilterView`]) and
 //! [`RangeFilter`] (a view owning its bytes, built from keys in any order).
 //! Must never: answer "no" for a range that holds a key of the set.
 //!
 //! ```
-//! use siftdb::filter::range::{RangeFilterBuilder, RangeFilterView};
+//! use siftdb_filter::range::{RangeFilterBuilder, RangeFilterView};
 //! let mut builder = RangeFilterBuilder::new(16.0)?;
 //! for j in (0..1000u64).map(|i| 2 * i) {
 //!     builder.add(format!("k{j:015}").as_bytes())?; // sorted order
@@ -18,7 +18,7 @@
 //! assert!(view.may_contain_range(b"k000000000000010", b"k000000000000010"));
 //! // range(key(11)..key(12)) holds no key:
 //! assert!(!view.may_contain_half_open(b"k000000000000011", b"k000000000000012"));
-//! # Ok::<(), siftdb::Error>(())
+//! # Ok::<(), siftdb_filter::Error>(())
 //! ```
 //!
 //! # Design: Grafite over an order-preserving key map
@@ -68,7 +68,7 @@
 //! Plain big-endian bytes would have cost ℓ = 247 per carry and 63,000 per
 //! double carry.
 //!
-//! # Measured (1,000,000 keys; `cargo bench --bench range_filter`)
+//! # Measured (1,000,000 keys; `cargo bench -p siftdb-filter --bench range_filter`)
 //!
 //! False-positive rate over 200,000 empty ranges of ℓ consecutive integers
 //! (keys as `u64` big-endian, and 15-digit `k{j:015}` with random `j`), and

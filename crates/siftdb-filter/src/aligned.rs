@@ -9,7 +9,7 @@
 //! Must never: expose bytes past the length it was given, or uninitialised
 //! memory (it starts zeroed).
 
-use crate::filter::line::{Line, LINE_BYTES};
+use crate::line::{Line, LINE_BYTES};
 
 /// An owned, zero-initialised, 64-byte-aligned byte buffer of a fixed length.
 #[derive(Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! Must never: return `false` for a key inserted more often than removed;
 //! decrement a saturated counter; change anything when asked to remove a key
 //! it does not (probably) hold. It reuses the blocked layout of
-//! [`crate::filter::bloom`] and [`crate::filter::probe`] (line choice, the
+//! [`crate::bloom`] and [`crate::probe`] (line choice, the
 //! default probe layout, hash) and must never grow a layout of its own, so
 //! [`CountingBloomFilter::to_bloom`] is exact.
 //!
@@ -30,7 +30,7 @@
 //! and can make *them* disappear: only remove keys you inserted.
 //!
 //! ```
-//! use siftdb::filter::CountingBloomFilter;
+//! use siftdb_filter::CountingBloomFilter;
 //! let mut f = CountingBloomFilter::with_rate(1000, 0.01)?;
 //! f.insert(b"apple");
 //! f.insert(b"pear");
@@ -38,16 +38,16 @@
 //! assert!(f.contains(b"pear"));
 //! let shipped = f.to_bloom(); // same geometry, 1 bit per counter
 //! assert!(shipped.contains(b"pear"));
-//! # Ok::<(), siftdb::Error>(())
+//! # Ok::<(), siftdb_filter::Error>(())
 //! ```
 
-use crate::error::{Error, Result};
-use crate::filter::bloom::{
+use crate::bloom::{
     allocate_filled, bits_per_key_for_rate, check_bits_per_key, hash_key_seeded, line_index,
     lines_for, BloomFilter, Line, LINE_BYTES,
 };
-use crate::filter::probe::{probe_mask, Layout};
-use crate::filter::theory::{self, LINE_BITS, MAX_PROBES};
+use crate::error::{Error, Result};
+use crate::probe::{probe_mask, Layout};
+use crate::theory::{self, LINE_BITS, MAX_PROBES};
 
 /// Bytes in one line of 512 four-bit counters.
 pub const COUNTER_LINE_BYTES: usize = LINE_BITS as usize / 2;

@@ -1,5 +1,5 @@
 //! The binary fuse filter block: the checksummed byte encoding of a
-//! [binary fuse filter](crate::filter::fuse), and [`FuseView`], which
+//! [binary fuse filter](crate::fuse), and [`FuseView`], which
 //! queries an encoded block in place (inside a memory-mapped table) without
 //! copying it. [`FuseFilter`] is a view that owns its block: what
 //! [`FuseFilter::build`] returns.
@@ -25,29 +25,29 @@
 //! ```
 //!
 //! ```
-//! use siftdb::filter::{hash_key, FingerprintBits, FuseFilter, FuseView};
+//! use siftdb_filter::{hash_key, FingerprintBits, FuseFilter, FuseView};
 //! let hashes: Vec<u64> = (0..1000u32).map(|i| hash_key(&i.to_le_bytes())).collect();
 //! let filter = FuseFilter::build(&hashes, FingerprintBits::Eight)?;
 //! let view = FuseView::parse(filter.as_bytes())?;
 //! assert!(view.contains(&7u32.to_le_bytes()));
-//! # Ok::<(), siftdb::Error>(())
+//! # Ok::<(), siftdb_filter::Error>(())
 //! ```
 
+use crate::batch::{self, Lookup};
+use crate::bloom::allocate_filled;
 use crate::codec::{crc32_of, split_checked, ByteReader};
 use crate::error::{truncated, Error, Result};
-use crate::filter::batch::{self, Lookup};
-use crate::filter::bloom::allocate_filled;
-use crate::filter::fuse::{
+use crate::fuse::{
     construct, Cell, Cell16, Cell8, FingerprintBits, Geometry, Probe, Slots, ARITY, MAX_ATTEMPTS,
     MAX_SEGMENT_LENGTH,
 };
-use crate::filter::line::{hash_key, prefetch_line};
+use crate::line::{hash_key, prefetch_line};
 
 /// The four bytes every binary fuse filter block starts with.
 pub const MAGIC: [u8; 4] = *b"SFF1";
 /// The one format version this code reads and writes.
 pub const FORMAT_VERSION: u8 = 1;
-/// Key hashes are xxh3-64 of the key, seed 0 ([`crate::filter::hash_key`]).
+/// Key hashes are xxh3-64 of the key, seed 0 ([`crate::hash_key`]).
 pub const HASH_XXH3_64: u8 = 1;
 /// Bytes before the first slot.
 pub const HEADER_LEN: usize = 32;
@@ -177,7 +177,7 @@ fn parse_header(bytes: &[u8]) -> Result<FuseHeader> {
 
 impl FuseFilter {
     /// A filter holding every hash of `hashes` (key hashes from
-    /// [`crate::filter::hash_key`]; duplicates are fine), with fingerprints
+    /// [`crate::hash_key`]; duplicates are fine), with fingerprints
     /// of `bits`. `InvalidArgument` when construction fails for every seed
     /// tried (vanishingly rare; build a Bloom filter instead) or the filter
     /// would not fit in memory.
@@ -275,7 +275,7 @@ impl<B: AsRef<[u8]>> FuseView<B> {
     }
 
     /// False when no key with this hash was in the set the filter was built
-    /// from ([`crate::filter::hash_key`] of the key).
+    /// from ([`crate::hash_key`] of the key).
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
         let probe = Probe::new(hash, self.slots, self.header.seed);
@@ -292,7 +292,7 @@ impl<B: AsRef<[u8]>> FuseView<B> {
     }
 
     /// [`FuseView::contains_hash`] for each hash, in order, with the memory
-    /// loads of the next few overlapped (see [`crate::filter::batch`]).
+    /// loads of the next few overlapped (see [`crate::batch`]).
     pub fn contains_hashes<'a>(
         &'a self,
         hashes: &'a [u64],

@@ -11,20 +11,20 @@
 //! kind corrupt (or a damaged known kind unknown).
 //!
 //! ```
-//! use siftdb::filter::{hash_key, AnyFilterView, FilterKind, FingerprintBits, FuseFilter};
+//! use siftdb_filter::{hash_key, AnyFilterView, FilterKind, FingerprintBits, FuseFilter};
 //! let hashes: Vec<u64> = (0..100u32).map(|i| hash_key(&i.to_le_bytes())).collect();
 //! let block = FuseFilter::build(&hashes, FingerprintBits::Eight)?.into_bytes();
 //! let view = AnyFilterView::parse(&block[..])?;
 //! assert_eq!(view.kind(), FilterKind::BinaryFuse8);
 //! assert!(view.contains_hashes(&hashes).all(|found| found));
-//! # Ok::<(), siftdb::Error>(())
+//! # Ok::<(), siftdb_filter::Error>(())
 //! ```
 
+use crate::batch::Lookup;
 use crate::error::Error;
-use crate::filter::batch::Lookup;
-use crate::filter::fuse::FingerprintBits;
-use crate::filter::theory::{blocked_fp_rate, LINE_BITS};
-use crate::filter::{block, fuse_block, FilterView, FuseView};
+use crate::fuse::FingerprintBits;
+use crate::theory::{blocked_fp_rate, LINE_BITS};
+use crate::{block, fuse_block, FilterView, FuseView};
 
 /// The kinds of filter block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,7 +135,7 @@ impl<B: AsRef<[u8]>> AnyFilterView<B> {
         }
     }
 
-    /// False when no key with this hash ([`crate::filter::hash_key`]) was
+    /// False when no key with this hash ([`crate::hash_key`]) was
     /// added. A Bloom block with a non-zero seed expects hashes of its own
     /// seed; tables use seed 0.
     #[inline]
@@ -266,7 +266,7 @@ impl<A: ExactSizeIterator<Item = bool>, F: ExactSizeIterator<Item = bool>> Exact
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::{hash_key, BloomFilter, FuseFilter};
+    use crate::{hash_key, BloomFilter, FuseFilter};
 
     fn hashes(n: u32) -> Vec<u64> {
         (0..n).map(|i| hash_key(&i.to_le_bytes())).collect()

@@ -6,7 +6,7 @@
 //! Owns: the geometry (segment length and count for a number of keys), where
 //! a key hash's three slots lie, its fingerprint, and construction (peeling
 //! and assignment) straight into an encoded block; the block itself and the
-//! queries are [`crate::filter::fuse_block`]'s.
+//! queries are [`crate::fuse_block`]'s.
 //! Must never: build a filter that answers "absent" for a hash it was given —
 //! construction either places every distinct hash or returns an error (the
 //! caller then builds a Bloom filter); panic on any input; allocate without
@@ -16,7 +16,7 @@
 //!
 //! An array of `(S + 2) · L` fingerprint slots of `w` = 8 or 16 bits, cut into
 //! `S + 2` segments of `L` slots (`L` a power of two). A key hash `h` (xxh3-64
-//! of the key, [`crate::filter::hash_key`]) is first remixed with the
+//! of the key, [`crate::hash_key`]) is first remixed with the
 //! filter's seed, `g = xxh3_64_with_seed(h as 8 LE bytes, seed)`; `g` picks
 //! one slot in each of three consecutive segments `s, s+1, s+2`
 //! (`Slots::positions`). The key's fingerprint is the low `w` bits of `h`
@@ -52,9 +52,9 @@
 
 use std::borrow::Cow;
 
+use crate::bloom::allocate_filled;
 use crate::error::{Error, Result};
-use crate::filter::bloom::allocate_filled;
-use crate::filter::line::prefetch_line;
+use crate::line::prefetch_line;
 
 /// Three slots per key (the only arity this module builds or reads).
 pub const ARITY: u8 = 3;

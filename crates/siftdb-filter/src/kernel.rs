@@ -3,7 +3,7 @@
 //! Owns: [`LineTest`] — for a probe count, the query and insert of one key's
 //! hash in a filter's lines (kernels chosen when the filter is made and
 //! kept as function pointers) and of a group, run with the instruction set
-//! detected when the filter was made ([`crate::filter::simd::Isa`]) — and
+//! detected when the filter was made ([`crate::simd::Isa`]) — and
 //! the only calls of the target-feature kernels.
 //! Must never: run a kernel this CPU cannot run (the vector kernels are
 //! `unsafe` for exactly that reason), or answer differently from the
@@ -13,10 +13,10 @@
     reason = "calls the target-feature kernels simd.rs compiled, for the CPU features detected"
 )]
 
-use crate::filter::line::{Line, LINE_BYTES};
-use crate::filter::memory::LineMemory;
-use crate::filter::probe::Probes;
-use crate::filter::simd::{self, Isa};
+use crate::line::{Line, LINE_BYTES};
+use crate::memory::LineMemory;
+use crate::probe::Probes;
+use crate::simd::{self, Isa};
 
 /// A single-key query kernel: whether a hash may be in a filter's lines.
 /// `unsafe` because the vector kernels run only on a CPU with their
@@ -135,7 +135,7 @@ impl LineTest {
     }
 
     /// `found[i]` = whether `hashes[i]` may be in the filter of `lines` (each
-    /// hash picks its line by [`crate::filter::line::line_index`]).
+    /// hash picks its line by [`crate::line::line_index`]).
     #[inline]
     pub(crate) fn test_group(
         &self,

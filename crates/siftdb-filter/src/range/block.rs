@@ -38,11 +38,11 @@
 
 use std::ops::{Bound, Range};
 
+use crate::bloom::hash_key_seeded;
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
-use crate::filter::bloom::hash_key_seeded;
-use crate::filter::range::elias_fano::{EliasFano, Shape};
-use crate::filter::range::keymap::{KeyMap, Position, MAX_POSITIONS};
+use crate::range::elias_fano::{EliasFano, Shape};
+use crate::range::keymap::{KeyMap, Position, MAX_POSITIONS};
 
 /// The four bytes every range filter block starts with.
 pub const MAGIC: [u8; 4] = *b"SRF1";
@@ -163,7 +163,7 @@ pub(crate) fn encode(parts: &Parts<'_>, shape: Option<&Shape>) -> Vec<u8> {
     }
     if let Some(shape) = shape {
         out.resize(out.len().next_multiple_of(8), 0);
-        crate::filter::range::elias_fano::encode(parts.values, shape, &mut out);
+        crate::range::elias_fano::encode(parts.values, shape, &mut out);
     }
     let crc = crc32_of(&[&out]);
     out.extend_from_slice(&crc.to_le_bytes());

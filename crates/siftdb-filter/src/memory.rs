@@ -1,4 +1,4 @@
-//! The memory a [`crate::filter::BloomFilter`]'s lines live in.
+//! The memory a [`crate::BloomFilter`]'s lines live in.
 //!
 //! Owns: [`LineMemory`] — zeroed, cache-line-aligned lines, never none of
 //! them, and for a large filter the choice of memory mapped from the system
@@ -36,7 +36,7 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::filter::line::{Line, LINE_BYTES};
+use crate::line::{Line, LINE_BYTES};
 
 /// A huge page (x86-64's 2 MiB).
 const HUGE_PAGE: usize = 2 << 20;
@@ -97,8 +97,8 @@ impl SparePool {
 }
 
 /// Bytes of dropped filters' mappings this process keeps for the next
-/// filters of their size (at most [`SPARES`] of at most [`SPARE_LARGEST`]).
-pub(crate) fn spare_mapping_bytes() -> usize {
+/// filters of their size (at most `SPARES` of at most `SPARE_LARGEST` bytes).
+pub fn spare_mapping_bytes() -> usize {
     SPARE_MAPPINGS.bytes()
 }
 
@@ -157,7 +157,7 @@ impl LineMemory {
         let whole = size.checked_next_multiple_of(HUGE_PAGE)?;
         let mut map = match SPARE_MAPPINGS.take(whole) {
             Some(kept) => kept,
-            None => crate::prefetch::huge_page_mapping(whole)?,
+            None => crate::hint::huge_page_mapping(whole)?,
         };
         // A mapping starts on a page boundary, so on a line's; it is zeroed
         // and at least `size` bytes long.
@@ -281,7 +281,7 @@ mod tests {
     #[test]
     fn spare_mappings_come_back_zeroed_within_limits() {
         let pool = SparePool::new();
-        let mut map = crate::prefetch::huge_page_mapping(HUGE_PAGE).unwrap();
+        let mut map = crate::hint::huge_page_mapping(HUGE_PAGE).unwrap();
         map.fill(0xa5);
         let at = map.as_ptr();
         pool.keep(map, HUGE_PAGE / 2 + 3);
@@ -301,11 +301,11 @@ mod tests {
         assert!(rest.iter().step_by(step).all(|&b| b == 0xa5));
         assert!(pool.take(HUGE_PAGE).is_none(), "handed out once");
         for _ in 0..SPARES + 1 {
-            pool.keep(crate::prefetch::huge_page_mapping(HUGE_PAGE).unwrap(), 0);
+            pool.keep(crate::hint::huge_page_mapping(HUGE_PAGE).unwrap(), 0);
         }
         assert_eq!(pool.0.lock().unwrap().len(), SPARES);
         assert_eq!(pool.bytes(), SPARES * HUGE_PAGE);
-        let large = crate::prefetch::huge_page_mapping(SPARE_LARGEST + HUGE_PAGE).unwrap();
+        let large = crate::hint::huge_page_mapping(SPARE_LARGEST + HUGE_PAGE).unwrap();
         let pool = SparePool::new();
         pool.keep(large, 1);
         assert!(pool.0.lock().unwrap().is_empty(), "too large to keep");

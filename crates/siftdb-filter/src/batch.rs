@@ -2,9 +2,9 @@
 //! overlapped.
 //!
 //! Owns: `Queries`, the software pipeline behind `contains_hashes` and
-//! `contains_keys` of [`crate::filter::BloomFilter`],
-//! [`crate::filter::FilterView`] and [`crate::filter::FuseView`] (and so
-//! of [`crate::filter::AnyFilterView`]).
+//! `contains_keys` of [`crate::BloomFilter`],
+//! [`crate::FilterView`] and [`crate::FuseView`] (and so
+//! of [`crate::AnyFilterView`]).
 //! Must never: answer differently from one `contains_hash` per item — the
 //! pipeline only reorders when lines are *requested*, never what is tested.
 //!
@@ -15,8 +15,8 @@
 //! tested, the next group is already hashed, its addresses computed and its
 //! lines requested, so a group's worth of loads is always in flight.
 
-use crate::filter::kernel::LineTest;
-use crate::filter::line::{line_index, prefetch_line, LINE_BYTES};
+use crate::kernel::LineTest;
+use crate::line::{line_index, prefetch_line, LINE_BYTES};
 
 /// Items per group: hashed and fetched one group ahead of testing.
 pub const GROUP: usize = 16;
@@ -182,7 +182,7 @@ impl<F: Lookup, T, H: Fn(&F, &T) -> u64> ExactSizeIterator for Queries<'_, F, T,
 
 #[cfg(test)]
 mod tests {
-    use crate::filter::{hash_key, BloomFilter, FilterView};
+    use crate::{hash_key, BloomFilter, FilterView};
 
     #[test]
     fn batched_answers_equal_single_answers() {

@@ -21,14 +21,14 @@
 //! 64+64L  4           crc32 (IEEE) of bytes 0 .. 64+64L
 //! ```
 
+use crate::batch::{self, LineLookup};
+use crate::bloom::{allocate_lines, BloomFilter, Line, LINE_BYTES};
 use crate::codec::{crc32_of, ByteReader};
 use crate::error::{truncated, Error, Result};
-use crate::filter::batch::{self, LineLookup};
-use crate::filter::bloom::{allocate_lines, BloomFilter, Line, LINE_BYTES};
-use crate::filter::kernel::LineTest;
-use crate::filter::line::filter_hash;
-use crate::filter::probe::Layout;
-use crate::filter::theory::MAX_PROBES;
+use crate::kernel::LineTest;
+use crate::line::filter_hash;
+use crate::probe::Layout;
+use crate::theory::MAX_PROBES;
 
 /// The four bytes every filter block starts with.
 pub const MAGIC: [u8; 4] = *b"SFB1";
@@ -225,7 +225,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     }
 
     /// False when no key with this hash was inserted (use the filter's seed;
-    /// table filters use seed 0, i.e. [`crate::filter::hash_key`]).
+    /// table filters use seed 0, i.e. [`crate::hash_key`]).
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
         // The line's index and address inside the kernel's one call (the
@@ -246,7 +246,7 @@ impl<B: AsRef<[u8]>> FilterView<B> {
     }
 
     /// [`FilterView::contains_hash`] for each hash, in order, with the
-    /// memory loads of the next few overlapped (see [`crate::filter::batch`]).
+    /// memory loads of the next few overlapped (see [`crate::batch`]).
     pub fn contains_hashes<'a>(
         &'a self,
         hashes: &'a [u64],
@@ -265,17 +265,17 @@ impl<B: AsRef<[u8]>> FilterView<B> {
 
     /// Set bits in each line, for statistics.
     pub fn ones_per_line(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lines().iter().map(crate::filter::line::line_ones)
+        self.lines().iter().map(crate::line::line_ones)
     }
 
     /// Estimated number of distinct keys, from the fill.
     pub fn estimated_items(&self) -> f64 {
-        crate::filter::bloom::estimate_items(self.ones_per_line(), self.header.probes)
+        crate::bloom::estimate_items(self.ones_per_line(), self.header.probes)
     }
 
     /// The expected false-positive rate for the current fill.
     pub fn current_fp_rate(&self) -> f64 {
-        crate::filter::bloom::fp_rate_of_fill(self.ones_per_line(), self.header.probes)
+        crate::bloom::fp_rate_of_fill(self.ones_per_line(), self.header.probes)
     }
 }
 
