@@ -281,6 +281,8 @@ fn run(inner: &DbInner, lane: Lane) {
                 .fetch_add(1, Ordering::Relaxed);
         }
         run_unit(inner, work);
+        // A flush frees memtable memory a shared budget counts.
+        crate::db::write_buffer::report(inner);
         if let Some(generation) = resume {
             let mut st = inner.bg.lock();
             if let Some(done) = st.resume_done.get_mut(me) {
@@ -779,7 +781,7 @@ pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
 
 /// Tells the background threads to stop after their current unit of work.
 pub(crate) fn shutdown(inner: &DbInner) {
-    if let Some(pacer) = &inner.pacer {
+    for pacer in [&inner.pacer, &inner.flush_pacer].into_iter().flatten() {
         pacer.stop();
     }
     let mut st = inner.bg.lock();

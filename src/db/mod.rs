@@ -47,6 +47,7 @@ mod tree;
 mod verify;
 mod version;
 mod write;
+mod write_buffer;
 mod write_set;
 
 use std::ops::RangeBounds;
@@ -130,8 +131,13 @@ pub(crate) struct DbInner {
     pub tables: Arc<ReadContext>,
     /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
     pub writes_stopped: AtomicBool,
-    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
+    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`,
+    /// `Options::rate_limiter`).
     pub pacer: Option<pacing::Pacer>,
+    /// Paces flushes' writes (`Options::rate_limiter`).
+    pub flush_pacer: Option<pacing::Pacer>,
+    /// This database's place under `Options::write_buffer_manager`.
+    pub write_buffer: Option<crate::shared::WriteBufferSlot>,
     pub counters: DbCounters,
     /// Where background work's events go (`Options::add_event_listener`).
     pub events: crate::events::EventQueue,
@@ -274,6 +280,9 @@ impl Db {
                 }
             }
         };
+        if !read_only {
+            write_buffer::attach(&inner);
+        }
         let mut db = Db {
             inner,
             background,

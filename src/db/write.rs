@@ -115,6 +115,8 @@ pub(crate) fn write(
     sync: bool,
     check: Option<ConflictCheck>,
 ) -> Result<()> {
+    // Before the queue: a wait for a shared memtable budget holds no lock.
+    crate::db::write_buffer::admit(inner);
     let me = Arc::new(Pending {
         batch,
         sync,
@@ -186,6 +188,7 @@ pub(crate) fn write(
     drop(queue);
 
     let result = write_group(inner, &group);
+    crate::db::write_buffer::report(inner);
 
     let mut queue = inner.queue.lock();
     for pending in &group {
@@ -467,6 +470,33 @@ fn budget_seals(trees: &[Arc<Tree>], budget: usize) -> Vec<u32> {
 fn waiting_over_budget(trees: &[Arc<Tree>], budget: usize) -> bool {
     let (active, waiting) = memtable_use(trees);
     waiting >= budget / 2 && total(&active).saturating_add(waiting) >= budget
+}
+
+/// Seals the active memtable holding the most (for a shared memtable
+/// budget, `Options::write_buffer_manager`), taking the writer lock: false
+/// when none was sealed — the database is closed or failing, none holds
+/// anything, or that keyspace has as many memtables waiting for a flush as
+/// it may (sealing would stall its writers).
+pub(crate) fn seal_largest(inner: &DbInner) -> bool {
+    let mut writer = inner.writer.lock();
+    if check_writable(inner, &writer).is_err() || background::rotation_refused(inner).is_some() {
+        return false;
+    }
+    let largest = inner
+        .trees
+        .load()
+        .iter()
+        .map(|tree| {
+            let sv = tree.current.load();
+            (sv.mem.mem.approximate_bytes(), sv.imm.len(), tree.id)
+        })
+        .max_by_key(|&(bytes, ..)| bytes);
+    match largest {
+        Some((bytes, waiting, id)) if bytes > 0 && waiting < MAX_IMMUTABLE => {
+            rotate(inner, &mut writer, &|tree: &Tree| tree.id == id).is_ok()
+        }
+        _ => false,
+    }
 }
 
 /// Starts a new log (the old one synced) and seals the memtables of the
