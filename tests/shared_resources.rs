@@ -49,7 +49,11 @@ fn one_cache_holds_both_databases_blocks_apart() {
         for i in (0..2000).step_by(3) {
             for (d, db) in (0u32..).zip(&dbs) {
                 let got = db.get(key(i)).unwrap();
-                assert_eq!(got.as_deref(), Some(&value(d, i)[..]), "round {round} db{d} {i}");
+                assert_eq!(
+                    got.as_deref(),
+                    Some(&value(d, i)[..]),
+                    "round {round} db{d} {i}"
+                );
             }
         }
     }
@@ -58,7 +62,11 @@ fn one_cache_holds_both_databases_blocks_apart() {
     // Each reports the shared cache, which holds both databases' blocks.
     assert_eq!(a.block_cache_bytes as usize, cache.usage());
     assert_eq!(b.block_cache_bytes as usize, cache.usage());
-    assert!(cache.usage() > 2 * 300_000, "{} bytes cached", cache.usage());
+    assert!(
+        cache.usage() > 2 * 300_000,
+        "{} bytes cached",
+        cache.usage()
+    );
     assert!(cache.usage() <= cache.capacity());
 }
 
@@ -92,29 +100,50 @@ fn the_budget_flushes_the_largest_memtable_of_any_database() {
     while big.stats().flushes == 0 {
         small.put(key(i), value(1, i)).unwrap();
         i += 1;
-        assert!(i < 100_000, "no flush of the largest memtable after {i} writes");
+        assert!(
+            i < 100_000,
+            "no flush of the largest memtable after {i} writes"
+        );
         if budget.flushes_triggered() > 0 {
             big.wait_for_background().unwrap();
         }
     }
     assert!(budget.flushes_triggered() >= 1);
     assert_eq!(small.stats().flushes, 0, "the smaller memtable was flushed");
-    assert!(budget.usage() < 8 << 20, "{} bytes after the flush", budget.usage());
+    assert!(
+        budget.usage() < 8 << 20,
+        "{} bytes after the flush",
+        budget.usage()
+    );
     let flushed = limiter.bytes_through();
-    assert!(flushed >= big.stats().flush_bytes_written / 2, "{flushed} bytes through the limiter");
+    assert!(
+        flushed >= big.stats().flush_bytes_written / 2,
+        "{flushed} bytes through the limiter"
+    );
     small.flush().unwrap();
-    assert!(limiter.bytes_through() > flushed, "the other database's flush not paced");
+    assert!(
+        limiter.bytes_through() > flushed,
+        "the other database's flush not paced"
+    );
     drop((big, small));
     assert_eq!(budget.databases(), 0);
     assert_eq!(budget.usage(), 0);
     // Nothing written is lost.
     let big = Db::open(dir.path().join("big")).unwrap();
     for j in 0..written {
-        assert_eq!(big.get(key(j)).unwrap().as_deref(), Some(&value(0, j)[..]), "{j}");
+        assert_eq!(
+            big.get(key(j)).unwrap().as_deref(),
+            Some(&value(0, j)[..]),
+            "{j}"
+        );
     }
     let small = Db::open(dir.path().join("small")).unwrap();
     for j in 0..i {
-        assert_eq!(small.get(key(j)).unwrap().as_deref(), Some(&value(1, j)[..]), "{j}");
+        assert_eq!(
+            small.get(key(j)).unwrap().as_deref(),
+            Some(&value(1, j)[..]),
+            "{j}"
+        );
     }
 }
 

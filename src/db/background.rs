@@ -282,7 +282,7 @@ fn run(inner: &DbInner, lane: Lane) {
         }
         run_unit(inner, work);
         // A flush frees memtable memory a shared budget counts.
-        crate::db::write_buffer::report(inner);
+        inner.report_memtables();
         if let Some(generation) = resume {
             let mut st = inner.bg.lock();
             if let Some(done) = st.resume_done.get_mut(me) {

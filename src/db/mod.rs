@@ -47,7 +47,6 @@ mod tree;
 mod verify;
 mod version;
 mod write;
-mod write_buffer;
 mod write_set;
 
 use std::ops::RangeBounds;
@@ -156,6 +155,24 @@ impl DbInner {
 
     pub fn path_of(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// Before a write, with no lock of this database held: under a shared
+    /// memtable budget (`Options::write_buffer_manager`) near its end,
+    /// seals the largest memtable of any database and waits while the
+    /// flushes are behind.
+    pub fn admit_write(&self) {
+        if let Some(slot) = &self.write_buffer {
+            slot.admit();
+        }
+    }
+
+    /// After a write group or a flush: tells a shared memtable budget what
+    /// this database's memtables hold now.
+    pub fn report_memtables(&self) {
+        if let Some(slot) = &self.write_buffer {
+            slot.report(tree::memtable_memory(&self.trees.load()).total());
+        }
     }
 
     /// The live keyspace named `name`.
@@ -281,7 +298,7 @@ impl Db {
             }
         };
         if !read_only {
-            write_buffer::attach(&inner);
+            write::join_write_buffer(&inner);
         }
         let mut db = Db {
             inner,

@@ -32,7 +32,7 @@ pub(crate) enum IoPriority {
 }
 
 struct LimiterInner {
-    bytes_per_sec: f64,
+    bytes_per_sec: u64,
     /// Bytes that may pass now (negative: owed), and when that was last
     /// brought up to date.
     bucket: Mutex<(f64, Instant)>,
@@ -79,7 +79,7 @@ impl RateLimiter {
     pub fn new(bytes_per_sec: u64) -> RateLimiter {
         RateLimiter {
             inner: Arc::new(LimiterInner {
-                bytes_per_sec: bytes_per_sec.max(1) as f64,
+                bytes_per_sec: bytes_per_sec.max(1),
                 bucket: Mutex::new((0.0, Instant::now())),
                 bytes: AtomicU64::new(0),
                 waited_micros: AtomicU64::new(0),
@@ -89,7 +89,7 @@ impl RateLimiter {
 
     /// The rate.
     pub fn bytes_per_sec(&self) -> u64 {
-        self.inner.bytes_per_sec as u64
+        self.inner.bytes_per_sec
     }
 
     /// Bytes taken so far by every database that uses it.
@@ -106,7 +106,7 @@ impl RateLimiter {
     /// Takes `bytes` and returns how long the caller must wait before it
     /// writes more (see the module docs for `priority`).
     pub(crate) fn reserve(&self, bytes: u64, priority: IoPriority) -> Duration {
-        let rate = self.inner.bytes_per_sec;
+        let rate = self.inner.bytes_per_sec as f64;
         let wait = {
             let mut bucket = self.inner.bucket.lock();
             let now = Instant::now();
