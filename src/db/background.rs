@@ -572,6 +572,14 @@ pub(crate) fn rotation_refused(inner: &DbInner) -> Option<Error> {
         .map(Error::read_only)
 }
 
+/// Whether the memtables waiting for a flush will be flushed: the flush
+/// lane runs (no shutdown) and no flush, log or corruption failure stands.
+/// A waiter on a shared memtable budget waits only for such flushes.
+pub(crate) fn flushes_going(inner: &DbInner) -> bool {
+    let st = inner.bg.lock();
+    !st.shutdown && st.flush_failure.is_none() && fatal(&st).is_none()
+}
+
 /// Waits while `blocked()` says so, woken by background progress; a
 /// failure of the work it waits for ends the wait with `ReadOnly`.
 ///

@@ -488,7 +488,7 @@ impl BufferedMemory for DbInner {
     }
 
     fn flushes_going(&self) -> bool {
-        background::rotation_refused(self).is_none()
+        background::flushes_going(self)
     }
 }
 

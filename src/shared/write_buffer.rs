@@ -31,8 +31,9 @@
 //! which every other thread only tries, never waits for), and takes that
 //! database's writer lock, whose holder may wait only for its own
 //! database's flushes; flushes never wait for the manager. Memtables of a
-//! database whose flushes are failing are not waited for (their memory
-//! stays until its recovery; its own writes are refused meanwhile).
+//! database whose flushes are failing, or that was closed, are not waited
+//! for (their memory stays until its recovery or its drop; its own writes
+//! are refused meanwhile).
 //!
 //! Owns: the budget, the reported total, the members (weakly: a database
 //! dropped leaves by its slot's drop) and the stall's wake-ups.
