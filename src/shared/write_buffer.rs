@@ -263,14 +263,18 @@ impl Budget {
     /// Whether a writer must wait: everything held is at the budget or
     /// over, and a flush is going that will free some of it.
     fn behind(&self) -> bool {
+        let databases = self.live();
         let mut total = 0usize;
-        let mut flushing = false;
-        for database in self.live() {
+        let mut waiting = Vec::new();
+        for database in &databases {
             let memory = database.memtable_memory();
             total = total.saturating_add(memory.total());
-            flushing = flushing || (memory.waiting > 0 && database.flushes_going());
+            if memory.waiting > 0 {
+                waiting.push(database);
+            }
         }
-        total >= self.bytes && flushing
+        // Only then the databases' background state (a lock each).
+        total >= self.bytes && waiting.iter().any(|database| database.flushes_going())
     }
 
     fn wake_stalled(&self) {
