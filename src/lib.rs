@@ -73,6 +73,7 @@ mod prefetch;
 mod prefix;
 mod range_tombstone;
 mod repair;
+mod shared;
 mod table;
 mod wal;
 
@@ -104,6 +105,7 @@ pub use repair::{
     repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,
     TableAction, TableReport,
 };
+pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
 
 /// siftdb's own internals, public only for the project's tools (the CLI,

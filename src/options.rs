@@ -13,6 +13,7 @@ use crate::events::EventListener;
 use crate::filter::FilterPolicy;
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::prefix::PrefixExtractor;
+use crate::shared::{Cache, RateLimiter, WriteBufferManager};
 
 /// How data blocks are stored (`Options::compression`). Index, filter and
 /// properties blocks are always stored raw.
@@ -82,6 +83,9 @@ pub struct Options {
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
     pub(crate) event_listeners: Vec<Arc<dyn EventListener>>,
+    pub(crate) block_cache: Option<Cache>,
+    pub(crate) write_buffer_manager: Option<WriteBufferManager>,
+    pub(crate) rate_limiter: Option<RateLimiter>,
 }
 
 /// What a [`CompactionFilter`] decides for a key's newest value.
@@ -178,6 +182,9 @@ impl Default for Options {
             compaction_filter: None,
             merge_operator: None,
             event_listeners: Vec::new(),
+            block_cache: None,
+            write_buffer_manager: None,
+            rate_limiter: None,
         }
     }
 }
@@ -217,6 +224,9 @@ impl fmt::Debug for Options {
             .field("compaction_filter", &self.compaction_filter.is_some())
             .field("merge_operator", &self.merge_operator.is_some())
             .field("event_listeners", &self.event_listeners.len())
+            .field("block_cache", &self.block_cache)
+            .field("write_buffer_manager", &self.write_buffer_manager)
+            .field("rate_limiter", &self.rate_limiter)
             .finish_non_exhaustive()
     }
 }
@@ -347,10 +357,11 @@ impl Options {
     }
 
     /// Paces compactions (automatic and asked for) to write at most about
-    /// this many bytes of table per second (RocksDB's rate limiter, for
-    /// compaction only: flushes are never held back, since writers wait on
-    /// them), so a large compaction leaves the disk to the reads and the
-    /// log. The time compactions spent waiting is
+    /// this many bytes of table per second (a rate limiter of this
+    /// database's own, for compaction only: flushes are not held back by
+    /// it, since writers wait on them; [`Options::rate_limiter`] paces
+    /// flushes too, and is shared), so a large compaction leaves the disk
+    /// to the reads and the log. The time compactions spent waiting is
     /// `Stats::compaction_paced_micros`. Too low a rate lets level 0 grow
     /// until writes stall on it. A close does not wait out the pace.
     /// Default: no pacing. At least 64 KiB per second.
@@ -461,6 +472,52 @@ impl Options {
     /// percent of a 1 GiB container.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// A block cache to use in place of one of its own (whose size
+    /// [`Options::block_cache_bytes`] gives, and which this ignores): give
+    /// the same [`Cache`] to many databases and their data blocks together
+    /// stay within its capacity (`Stats::block_cache_bytes` then reports
+    /// the whole shared cache). Keys carry an id per database, so blocks of
+    /// two databases never mix.
+    pub fn block_cache(mut self, cache: Cache) -> Self {
+        self.block_cache = Some(cache);
+        self
+    }
+
+    /// A memtable budget shared with other databases (RocksDB's
+    /// `WriteBufferManager`): the memtables of every database given the
+    /// same [`WriteBufferManager`] stay within about its budget — from 7/8
+    /// of it on, the largest of them (in any database) is flushed, and at
+    /// the budget writers wait for the flushes going. Works beside
+    /// [`Options::total_memtable_bytes`], this database's own bound.
+    /// Ignored by a read-only open.
+    ///
+    /// ```
+    /// use siftdb::{Cache, Db, Options, WriteBufferManager};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // 50 tenants, one process: 64 MiB of blocks and 64 MiB of memtables in all.
+    /// let shared = Options::default()
+    ///     .block_cache(Cache::new(64 << 20))
+    ///     .write_buffer_manager(WriteBufferManager::new(64 << 20))
+    ///     .memtable_bytes(8 << 20);
+    /// let tenant = Db::open_with(dir.path().join("tenant-17"), shared.clone())?;
+    /// tenant.put("k", "v")?;
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn write_buffer_manager(mut self, manager: WriteBufferManager) -> Self {
+        self.write_buffer_manager = Some(manager);
+        self
+    }
+
+    /// A limit on the bytes per second that flushes and compactions write,
+    /// shared with the other databases given the same [`RateLimiter`]
+    /// (RocksDB's `rate_limiter`): flushes go first, compactions wait for
+    /// every byte before theirs. With [`Options::compaction_bytes_per_sec`]
+    /// too, compactions keep to both. A close does not wait out the pace.
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.rate_limiter = Some(limiter);
         self
     }
 
@@ -700,6 +757,24 @@ impl Options {
         {
             return Err(Error::invalid(
                 "compaction_bytes_per_sec must be at least 65536",
+            ));
+        }
+        if self
+            .rate_limiter
+            .as_ref()
+            .is_some_and(|limiter| limiter.bytes_per_sec() < 64 << 10)
+        {
+            return Err(Error::invalid(
+                "rate_limiter must allow at least 65536 bytes per second",
+            ));
+        }
+        if self
+            .write_buffer_manager
+            .as_ref()
+            .is_some_and(|manager| manager.budget() < 4096)
+        {
+            return Err(Error::invalid(
+                "write_buffer_manager's budget must be at least 4096",
             ));
         }
         if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {

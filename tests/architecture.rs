@@ -357,7 +357,7 @@ const LAYERS: &[(u32, &[&str])] = &[
     (1, &["codec", "key", "fs", "prefix", "events"]),
     // The filters are a crate of their own (crates/siftdb-filter), below
     // all of src/: `crate::filter` resolves to no file here.
-    (2, &["range_tombstone"]),
+    (2, &["range_tombstone", "shared"]),
     (
         3,
         &[
@@ -791,6 +791,9 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use MAX_KEY_LEN",
         "use MAX_VALUE_LEN",
         "use MemtableRangeStats",
+        "use Cache",
+        "use RateLimiter",
+        "use WriteBufferManager",
         "use filter",
         "mod backup",
         "mod internals",

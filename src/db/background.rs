@@ -281,6 +281,8 @@ fn run(inner: &DbInner, lane: Lane) {
                 .fetch_add(1, Ordering::Relaxed);
         }
         run_unit(inner, work);
+        // A flush frees memtable memory a shared budget counts.
+        inner.report_memtables();
         if let Some(generation) = resume {
             let mut st = inner.bg.lock();
             if let Some(done) = st.resume_done.get_mut(me) {
@@ -570,6 +572,14 @@ pub(crate) fn rotation_refused(inner: &DbInner) -> Option<Error> {
         .map(Error::read_only)
 }
 
+/// Whether the memtables waiting for a flush will be flushed: the flush
+/// lane runs (no shutdown) and no flush, log or corruption failure stands.
+/// A waiter on a shared memtable budget waits only for such flushes.
+pub(crate) fn flushes_going(inner: &DbInner) -> bool {
+    let st = inner.bg.lock();
+    !st.shutdown && st.flush_failure.is_none() && fatal(&st).is_none()
+}
+
 /// Waits while `blocked()` says so, woken by background progress; a
 /// failure of the work it waits for ends the wait with `ReadOnly`.
 ///
@@ -779,7 +789,7 @@ pub(crate) fn current_failure(inner: &DbInner) -> Option<String> {
 
 /// Tells the background threads to stop after their current unit of work.
 pub(crate) fn shutdown(inner: &DbInner) {
-    if let Some(pacer) = &inner.pacer {
+    for pacer in [&inner.pacer, &inner.flush_pacer].into_iter().flatten() {
         pacer.stop();
     }
     let mut st = inner.bg.lock();

@@ -181,7 +181,7 @@ pub(crate) struct OutputLimits<'a> {
     /// version per user key, so a cut never separates a key's versions).
     pub stop_after_bytes: Option<u64>,
     /// Take the bytes written from this bucket as they are written
-    /// (`Options::compaction_bytes_per_sec`).
+    /// (`Options::compaction_bytes_per_sec`, `Options::rate_limiter`).
     pub pacer: Option<&'a Pacer>,
 }
 
@@ -295,6 +295,7 @@ pub(crate) fn write_level0_table(
     version: &Version,
     number: u64,
     mem: &Memtable,
+    pacer: Option<&Pacer>,
 ) -> Result<Option<(Arc<LiveTable>, TableInfo)>> {
     let mut tree = version.level_tables();
     if tree.is_empty() {
@@ -315,7 +316,10 @@ pub(crate) fn write_level0_table(
         &options,
         number,
         &mut entries,
-        OutputLimits::default(),
+        OutputLimits {
+            pacer,
+            ..OutputLimits::default()
+        },
         tombstones.as_mut(),
     )?;
     let Some((record, info)) = built else {
@@ -379,6 +383,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         &sv.version,
         number,
         &oldest.mem,
+        inner.flush_pacer.as_ref(),
     )?;
     let added: Vec<_> = table
         .map(|(table, info)| {

@@ -130,8 +130,13 @@ pub(crate) struct DbInner {
     pub tables: Arc<ReadContext>,
     /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
     pub writes_stopped: AtomicBool,
-    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
+    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`,
+    /// `Options::rate_limiter`).
     pub pacer: Option<pacing::Pacer>,
+    /// Paces flushes' writes (`Options::rate_limiter`).
+    pub flush_pacer: Option<pacing::Pacer>,
+    /// This database's place under `Options::write_buffer_manager`.
+    pub write_buffer: Option<crate::shared::WriteBufferSlot>,
     pub counters: DbCounters,
     /// Where background work's events go (`Options::add_event_listener`).
     pub events: crate::events::EventQueue,
@@ -150,6 +155,24 @@ impl DbInner {
 
     pub fn path_of(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// Before a write, with no lock of this database held: under a shared
+    /// memtable budget (`Options::write_buffer_manager`) near its end,
+    /// seals the largest memtable of any database and waits while the
+    /// flushes are behind.
+    pub fn admit_write(&self) {
+        if let Some(slot) = &self.write_buffer {
+            slot.admit();
+        }
+    }
+
+    /// After a write group or a flush: tells a shared memtable budget what
+    /// this database's memtables hold now.
+    pub fn report_memtables(&self) {
+        if let Some(slot) = &self.write_buffer {
+            slot.report(tree::memtable_memory(&self.trees.load()).total());
+        }
     }
 
     /// The live keyspace named `name`.
@@ -274,6 +297,9 @@ impl Db {
                 }
             }
         };
+        if !read_only {
+            write::join_write_buffer(&inner);
+        }
         let mut db = Db {
             inner,
             background,

@@ -620,8 +620,15 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
         let number = versions.new_file_number();
         let own = tree_options(&opts, &tree.record);
-        let built =
-            flush::write_level0_table(&tables, dir, &own, &tree.version, number, &tree.recovered);
+        let built = flush::write_level0_table(
+            &tables,
+            dir,
+            &own,
+            &tree.version,
+            number,
+            &tree.recovered,
+            None,
+        );
         match built {
             Ok(Some((table, _))) => {
                 tree.version = tree.version.apply(&[], vec![table]);
@@ -790,7 +797,13 @@ impl Parts {
             counters: DbCounters::default(),
             events: crate::events::EventQueue::default(),
             recovery: self.report,
-            pacer: opts.compaction_bytes_per_sec.map(Pacer::new),
+            pacer: Pacer::for_compactions(&opts),
+            flush_pacer: Pacer::for_flushes(&opts),
+            write_buffer: opts
+                .write_buffer_manager
+                .as_ref()
+                .filter(|_| !opts.read_only)
+                .map(crate::shared::WriteBufferManager::slot),
             opts,
             handles: crate::db::close::HandleCounts::default(),
             _lock: self.lock,

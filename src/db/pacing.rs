@@ -1,58 +1,80 @@
-//! Pacing compaction to `Options::compaction_bytes_per_sec`.
+//! Pacing flushes and compactions to their rate limits: this database's
+//! own for compactions (`Options::compaction_bytes_per_sec`) and the one it
+//! may share with other databases for both (`Options::rate_limiter`).
 //!
-//! Owns: [`Pacer`], a token bucket that a compaction asks for the bytes
-//! of the entries it merges, sleeping while it runs ahead of the rate, and
-//! the count of time it slept (`Stats::compaction_paced_micros`).
+//! Owns: [`Pacer`], what a flush or a compaction asks for the bytes it
+//! writes, sleeping as long as the limiters say it runs ahead of their
+//! rates, and the count of time it slept (`Stats::compaction_paced_micros`
+//! for compactions).
 //! Must never: hold a lock while it sleeps, sleep on after the database
 //! began to close (a close does not wait out a slow rate), or let a burst
-//! beyond a tenth of a second's bytes through after an idle spell.
+//! beyond a tenth of a second's bytes through after an idle spell (the
+//! limiters' buckets save up no more).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::options::Options;
+use crate::shared::{IoPriority, RateLimiter};
 
 /// The longest single sleep: how soon a close is noticed.
 const SLICE: Duration = Duration::from_millis(20);
 
-/// A token bucket of bytes.
+/// One kind of background write's limits (see the module docs).
 pub(crate) struct Pacer {
-    bytes_per_sec: f64,
-    /// Bytes that may pass now (negative: owed, to be slept off), and when
-    /// that was last brought up to date.
-    bucket: Mutex<(f64, Instant)>,
+    /// This database's own limit (compactions only).
+    own: Option<RateLimiter>,
+    /// The limit shared with other databases.
+    shared: Option<RateLimiter>,
+    priority: IoPriority,
     stopped: AtomicBool,
     paced_micros: AtomicU64,
 }
 
 impl Pacer {
+    /// A pacer of `bytes_per_sec` for compactions alone (no shared limit).
+    #[cfg(test)]
     pub(crate) fn new(bytes_per_sec: u64) -> Pacer {
+        Pacer::with(Some(RateLimiter::new(bytes_per_sec)), None, IoPriority::Low)
+    }
+
+    fn with(own: Option<RateLimiter>, shared: Option<RateLimiter>, priority: IoPriority) -> Pacer {
         Pacer {
-            bytes_per_sec: bytes_per_sec as f64,
-            bucket: Mutex::new((0.0, Instant::now())),
+            own,
+            shared,
+            priority,
             stopped: AtomicBool::new(false),
             paced_micros: AtomicU64::new(0),
         }
     }
 
-    /// Takes `bytes` from the bucket, first sleeping for as long as the
-    /// rate needs to have made them (none after [`Pacer::stop`]).
+    /// Compactions' pacer under `opts`, if they have any limit.
+    pub(crate) fn for_compactions(opts: &Options) -> Option<Pacer> {
+        let own = opts.compaction_bytes_per_sec.map(RateLimiter::new);
+        let shared = opts.rate_limiter.clone();
+        (own.is_some() || shared.is_some()).then(|| Pacer::with(own, shared, IoPriority::Low))
+    }
+
+    /// Flushes' pacer under `opts`: only the shared limit paces them.
+    pub(crate) fn for_flushes(opts: &Options) -> Option<Pacer> {
+        let shared = opts.rate_limiter.clone()?;
+        Some(Pacer::with(None, Some(shared), IoPriority::High))
+    }
+
+    /// Takes `bytes` from the limiters, then sleeps for as long as the
+    /// slower of them says (none after [`Pacer::stop`]).
     pub(crate) fn take(&self, bytes: u64) {
-        let owed = {
-            let mut bucket = self.bucket.lock();
-            let now = Instant::now();
-            let refill = now.duration_since(bucket.1).as_secs_f64() * self.bytes_per_sec;
-            // An idle spell saves up at most a tenth of a second's bytes.
-            let most = self.bytes_per_sec / 10.0;
-            bucket.0 = (bucket.0 + refill).min(most) - bytes as f64;
-            bucket.1 = now;
-            bucket.0
-        };
-        if owed >= 0.0 || self.stopped.load(Ordering::Relaxed) {
+        let wait = [&self.own, &self.shared]
+            .into_iter()
+            .flatten()
+            .map(|limiter| limiter.reserve(bytes, self.priority))
+            .max()
+            .unwrap_or(Duration::ZERO);
+        if wait.is_zero() || self.stopped.load(Ordering::Relaxed) {
             return;
         }
         let started = Instant::now();
-        let due = started + Duration::from_secs_f64(-owed / self.bytes_per_sec);
+        let due = started + wait;
         while !self.stopped.load(Ordering::Relaxed) {
             let now = Instant::now();
             if now >= due {
@@ -69,7 +91,7 @@ impl Pacer {
         self.stopped.store(true, Ordering::Relaxed);
     }
 
-    /// Microseconds compactions slept so far.
+    /// Microseconds slept so far.
     pub(crate) fn paced_micros(&self) -> u64 {
         self.paced_micros.load(Ordering::Relaxed)
     }
@@ -91,5 +113,30 @@ mod tests {
         let before = pacer.paced_micros();
         pacer.take(1 << 30); // a thousand seconds' bytes
         assert_eq!(pacer.paced_micros(), before, "slept after the stop");
+    }
+
+    /// Two databases' pacers sharing one limiter are held to its rate
+    /// together: the second's compaction waits for the first's flush.
+    #[test]
+    fn pacers_of_two_databases_share_one_limiter() {
+        let limiter = RateLimiter::new(1 << 20);
+        let options = Options::default().rate_limiter(limiter.clone());
+        let (flushes, compactions) = (
+            Pacer::for_flushes(&options).unwrap(),
+            Pacer::for_compactions(&Options::default().rate_limiter(limiter.clone())).unwrap(),
+        );
+        assert!(Pacer::for_flushes(&Options::default()).is_none());
+        // The first database closing: its flush's bytes count, unslept.
+        flushes.stop();
+        flushes.take(1 << 18); // 1/4 s of bytes
+        assert_eq!(flushes.paced_micros(), 0);
+        compactions.take(1 << 16); // the second's compaction: 1/16 s more
+                                   // 5/16 s owed in all, less what passed between the two takes.
+        assert!(
+            compactions.paced_micros() >= 200_000,
+            "{}",
+            compactions.paced_micros()
+        );
+        assert_eq!(limiter.bytes_through(), (1 << 18) + (1 << 16));
     }
 }

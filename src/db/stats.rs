@@ -137,7 +137,8 @@ pub struct Stats {
     /// Data blocks read from table files for gets and scans: what the filters
     /// and the block cache did not save (compaction's reads not counted).
     pub block_reads_from_file: u64,
-    /// Bytes the block cache holds now (at most `Options::block_cache_bytes`).
+    /// Bytes the block cache holds now (at most `Options::block_cache_bytes`;
+    /// with `Options::block_cache`, the shared cache's, every database's).
     pub block_cache_bytes: u64,
     /// Bytes of memory the filters of open tables hold (tables a scan or a
     /// snapshot still reads after compaction replaced them included).

@@ -20,7 +20,27 @@ use crate::error::{Error, Result};
 use crate::manifest::DEFAULT_KEYSPACE_ID;
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::shared::write_buffer::MemtableMemory;
 use crate::table::TableKeyspace;
+
+/// What the memtables of `trees` hold (each memtable's `memory_bytes`:
+/// its arena's blocks, range tombstones and key filter), as a shared
+/// memtable budget counts it (`Options::write_buffer_manager`).
+pub(crate) fn memtable_memory(trees: &[Arc<Tree>]) -> MemtableMemory {
+    let mut memory = MemtableMemory::default();
+    for tree in trees {
+        let sv = tree.current.load();
+        let active = sv.mem.mem.memory_bytes();
+        memory.active = memory.active.saturating_add(active);
+        if !sv.mem.mem.is_empty() {
+            memory.largest_active = memory.largest_active.max(active);
+        }
+        for waiting in &sv.imm {
+            memory.waiting = memory.waiting.saturating_add(waiting.mem.memory_bytes());
+        }
+    }
+    memory
+}
 
 /// One keyspace's tree: what reads and background work of the keyspace use.
 pub(crate) struct Tree {

@@ -2,7 +2,8 @@
 //!
 //! Owns: the writer queue (the first waiting writer leads a group: one log
 //! append and at most one fsync for every batch queued behind it), sequence
-//! assignment, memtable rotation and write stalls.
+//! assignment, memtable rotation and write stalls, and the database's side
+//! of a shared memtable budget (sealing its largest memtable for it).
 //! Must never: acknowledge a batch before its log record reached the OS (and
 //! the disk, with `sync_writes`), make part of a batch visible, write after
 //! a failed log append left the log's tail uncertain, or seal a memtable
@@ -11,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -21,7 +22,7 @@ use crate::db::background::{self, Blocked};
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
 use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
-use crate::db::tree::Tree;
+use crate::db::tree::{memtable_memory, Tree};
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
 use crate::db::{flush, DbInner};
@@ -30,6 +31,7 @@ use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
+use crate::shared::write_buffer::{BufferedMemory, MemtableMemory};
 use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
 /// A group takes batches behind its leader only while all of its batches
@@ -115,6 +117,8 @@ pub(crate) fn write(
     sync: bool,
     check: Option<ConflictCheck>,
 ) -> Result<()> {
+    // Before the queue: a wait for a shared memtable budget holds no lock.
+    inner.admit_write();
     let me = Arc::new(Pending {
         batch,
         sync,
@@ -186,6 +190,7 @@ pub(crate) fn write(
     drop(queue);
 
     let result = write_group(inner, &group);
+    inner.report_memtables();
 
     let mut queue = inner.queue.lock();
     for pending in &group {
@@ -467,6 +472,62 @@ fn budget_seals(trees: &[Arc<Tree>], budget: usize) -> Vec<u32> {
 fn waiting_over_budget(trees: &[Arc<Tree>], budget: usize) -> bool {
     let (active, waiting) = memtable_use(trees);
     waiting >= budget / 2 && total(&active).saturating_add(waiting) >= budget
+}
+
+/// A database as a member of a shared memtable budget
+/// (`Options::write_buffer_manager`, `src/shared/write_buffer.rs`): what
+/// its memtables hold, sealing its largest, whether its flushes are going.
+/// The budget calls these with no lock of this database held.
+impl BufferedMemory for DbInner {
+    fn memtable_memory(&self) -> MemtableMemory {
+        memtable_memory(&self.trees.load())
+    }
+
+    fn seal_largest(&self) -> bool {
+        seal_largest(self)
+    }
+
+    fn flushes_going(&self) -> bool {
+        background::flushes_going(self)
+    }
+}
+
+/// Makes the database a member of its memtable budget, if it has one
+/// (after the open, once it is shared): the budget may seal its memtables
+/// from now on.
+pub(crate) fn join_write_buffer(inner: &Arc<DbInner>) {
+    if let Some(slot) = &inner.write_buffer {
+        let weak: Weak<DbInner> = Arc::downgrade(inner);
+        slot.attach(weak);
+        inner.report_memtables();
+    }
+}
+
+/// Seals the active memtable holding the most (for a shared memtable
+/// budget, `Options::write_buffer_manager`), taking the writer lock: false
+/// when none was sealed — the database is closed or failing, none holds
+/// anything, or that keyspace has as many memtables waiting for a flush as
+/// it may (sealing would stall its writers).
+pub(crate) fn seal_largest(inner: &DbInner) -> bool {
+    let mut writer = inner.writer.lock();
+    if check_writable(inner, &writer).is_err() || background::rotation_refused(inner).is_some() {
+        return false;
+    }
+    let largest = inner
+        .trees
+        .load()
+        .iter()
+        .map(|tree| {
+            let sv = tree.current.load();
+            (sv.mem.mem.approximate_bytes(), sv.imm.len(), tree.id)
+        })
+        .max_by_key(|&(bytes, ..)| bytes);
+    match largest {
+        Some((bytes, waiting, id)) if bytes > 0 && waiting < MAX_IMMUTABLE => {
+            rotate(inner, &mut writer, &|tree: &Tree| tree.id == id).is_ok()
+        }
+        _ => false,
+    }
 }
 
 /// Starts a new log (the old one synced) and seals the memtables of the

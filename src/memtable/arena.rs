@@ -66,6 +66,8 @@ pub(crate) struct Arena {
     state: Mutex<State>,
     /// Bytes handed out (rounded allocations), for the memtable's size.
     used: AtomicUsize,
+    /// Bytes of the blocks allocated: the memory the arena holds.
+    reserved: AtomicUsize,
 }
 
 impl std::fmt::Debug for Arena {
@@ -93,6 +95,7 @@ impl Arena {
                 blocks: Vec::new(),
             }),
             used: AtomicUsize::new(0),
+            reserved: AtomicUsize::new(0),
         }
     }
 
@@ -107,12 +110,14 @@ impl Arena {
                 // Oversized: its own block; the current one keeps its space.
                 let start = new_block(&mut st.blocks, size);
                 self.used.fetch_add(size, Ordering::Relaxed);
+                self.reserved.fetch_add(size, Ordering::Relaxed);
                 return start;
             }
             let block_size = st.next_block;
             st.next_block = (block_size * 2).min(MAX_BLOCK);
             st.cursor = new_block(&mut st.blocks, block_size);
             st.left = block_size;
+            self.reserved.fetch_add(block_size, Ordering::Relaxed);
         }
         let at = st.cursor;
         // SAFETY: `size <= left`, so `at + size` stays inside (or one past
@@ -127,6 +132,12 @@ impl Arena {
     /// Bytes handed out so far (each allocation rounded up to 8).
     pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the blocks allocated so far (what was handed out and the
+    /// current block's rest): the memory the arena holds.
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Relaxed)
     }
 }
 

@@ -358,6 +358,17 @@ impl Memtable {
         }
     }
 
+    /// Bytes of memory the memtable holds: its arena's blocks (entries and
+    /// the current block's unused rest), its range tombstones and its key
+    /// filter — what a shared memtable budget counts
+    /// (`Options::write_buffer_manager`).
+    pub fn memory_bytes(&self) -> usize {
+        self.list
+            .reserved_bytes()
+            .saturating_add(self.range_tombstone_bytes.load(AtomicOrdering::Relaxed))
+            .saturating_add(self.key_filter_bytes())
+    }
+
     /// Bytes of the key filter (0 without one), beside the arena.
     pub fn key_filter_bytes(&self) -> usize {
         self.key_filter.as_ref().map_or(0, KeyFilter::bytes)

@@ -296,6 +296,11 @@ impl SkipList {
         self.arena.used().saturating_sub(HEAD_BYTES)
     }
 
+    /// Bytes of memory the arena holds (its blocks, used or not).
+    pub(crate) fn reserved_bytes(&self) -> usize {
+        self.arena.reserved()
+    }
+
     fn head(&self) -> Raw {
         Raw(self.head)
     }

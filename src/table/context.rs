@@ -2,9 +2,11 @@
 //! the file system, the read counters, the block cache and the open-file
 //! cache.
 //!
-//! The block cache (`quick_cache`, sharded, weighted by bytes) holds parsed
-//! data blocks keyed by (table id, block number); a value returned by a get
-//! is a `Bytes` slice of the cached block, so a hit copies nothing. The
+//! The block cache ([`crate::Cache`]: `quick_cache`, sharded, weighted by
+//! bytes; the database's own, or one that many databases share) holds
+//! parsed data blocks keyed by (this context's owner id in the cache, table
+//! id, block number); a value returned by a get is a `Bytes` slice of the
+//! cached block, so a hit copies nothing. The
 //! open-file cache holds at most `max_open_files` table files open; a table
 //! whose file was closed reopens it on its next block read. Filters and
 //! indexes are not here: each table holds its own in memory for its life.
@@ -13,7 +15,8 @@
 //! the running average of block read times that tells whether reads reach
 //! the device.
 //! Must never: hand out a block under another table's id (ids are unique
-//! per context and never reused), or let a cache grow past its capacity.
+//! per context and never reused; a context's owner id is unique per
+//! cache), or let a cache grow past its capacity.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,29 +30,9 @@ use crate::options::{
     DEFAULT_MULTI_GET_IN_FLIGHT,
 };
 use crate::prefix::{KnownExtractors, PrefixExtractor};
+use crate::shared::{Cache, CachedBlock};
 use crate::table::block::Block;
 use crate::table::counters::ReadCounters;
-
-/// Memory a cached block costs beyond its bytes (cache entry, `Bytes`
-/// header, allocator), counted against the cache's capacity.
-const BLOCK_OVERHEAD: u64 = 96;
-
-/// Ghosts (keys of evicted blocks) the block cache remembers, as a
-/// fraction of the blocks it holds: see `with_prefix_extractor`.
-const GHOST_ALLOCATION: f64 = 1.0;
-
-/// (table id, data block number): a table's blocks never change, and the
-/// number is known before the block's handle is loaded.
-type BlockKey = (u64, usize);
-
-#[derive(Clone)]
-struct BlockWeighter;
-
-impl quick_cache::Weighter<BlockKey, Block> for BlockWeighter {
-    fn weight(&self, _key: &BlockKey, block: &Block) -> u64 {
-        block.len() as u64 + BLOCK_OVERHEAD
-    }
-}
 
 /// How one database reads its tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +108,9 @@ pub struct ReadContext {
     /// The keyspaces' custom extractors: a table built with one of them
     /// asks its filter about prefixes once it is given.
     pub(crate) keyspace_extractors: Arc<KnownExtractors>,
-    blocks: Option<quick_cache::sync::Cache<BlockKey, Block, BlockWeighter>>,
+    /// The block cache (`None` when its capacity is 0) and this context's
+    /// owner id in it.
+    blocks: Option<(Cache, u64)>,
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
     next_table_id: AtomicU64,
     /// Bytes of filters and decoded indexes held by open tables.
@@ -177,34 +162,23 @@ impl ReadContext {
         counters: Arc<ReadCounters>,
         prefix_extractor: Option<PrefixExtractor>,
     ) -> Arc<ReadContext> {
-        let blocks = (settings.block_cache_bytes > 0).then(|| {
-            // A guess for the hash table's size: blocks of about 4 KiB.
-            let items = (settings.block_cache_bytes / 4096).max(16);
-            // Remembered evicted keys (ghosts) as many as the cache holds
-            // blocks, not quick_cache's default half: a block evicted from
-            // the small cold ring is admitted hot only when asked again
-            // while remembered, and a working set just over the capacity
-            // recurs after about `items` other blocks. With half, readhot
-            // after readrandom (N = 1M, 32 MiB) read 0.49 blocks per get
-            // from files; with as many, 0.08 (its CPU 2.98 -> 2.26 s).
-            let options = quick_cache::OptionsBuilder::new()
-                .estimated_items_capacity(items)
-                .weight_capacity(settings.block_cache_bytes as u64)
-                .ghost_allocation(GHOST_ALLOCATION)
-                .build();
-            match options {
-                Ok(options) => quick_cache::sync::Cache::with_options(
-                    options,
-                    BlockWeighter,
-                    quick_cache::DefaultHashBuilder::default(),
-                    quick_cache::sync::DefaultLifecycle::default(),
-                ),
-                Err(_) => quick_cache::sync::Cache::with_weighter(
-                    items,
-                    settings.block_cache_bytes as u64,
-                    BlockWeighter,
-                ),
-            }
+        let cache =
+            (settings.block_cache_bytes > 0).then(|| Cache::new(settings.block_cache_bytes));
+        ReadContext::with_cache(fs, settings, counters, prefix_extractor, cache)
+    }
+
+    /// [`ReadContext::with_prefix_extractor`] reading through `cache`
+    /// (`None`: no block cache), which other contexts may share.
+    pub(crate) fn with_cache(
+        fs: SharedFs,
+        settings: ReadSettings,
+        counters: Arc<ReadCounters>,
+        prefix_extractor: Option<PrefixExtractor>,
+        cache: Option<Cache>,
+    ) -> Arc<ReadContext> {
+        let blocks = cache.filter(|cache| cache.capacity() > 0).map(|cache| {
+            let owner = cache.new_owner();
+            (cache, owner)
         });
         Arc::new(ReadContext {
             fs,
@@ -223,12 +197,22 @@ impl ReadContext {
     }
 
     /// A context for one database's options.
+    /// Its block cache is `Options::block_cache` when given (shared with
+    /// other databases), else one of `Options::block_cache_bytes`.
     pub fn for_options(options: &Options, counters: Arc<ReadCounters>) -> Arc<ReadContext> {
-        ReadContext::with_prefix_extractor(
+        let settings = ReadSettings::from(options);
+        let cache = match &options.block_cache {
+            Some(shared) => Some(shared.clone()),
+            None => {
+                (settings.block_cache_bytes > 0).then(|| Cache::new(settings.block_cache_bytes))
+            }
+        };
+        ReadContext::with_cache(
             Arc::clone(&options.fs),
-            ReadSettings::from(options),
+            settings,
             counters,
             options.prefix_extractor.clone(),
+            cache,
         )
     }
 
@@ -252,14 +236,17 @@ impl ReadContext {
         self.settings
     }
 
-    /// Bytes the block cache holds now (its entries' weights).
+    /// Bytes the block cache holds now (its entries' weights; of every
+    /// database that shares it).
     pub fn block_cache_bytes(&self) -> u64 {
-        self.blocks.as_ref().map_or(0, |c| c.weight())
+        self.blocks
+            .as_ref()
+            .map_or(0, |(cache, _)| cache.usage() as u64)
     }
 
     /// Blocks the block cache holds now.
     pub fn block_cache_len(&self) -> usize {
-        self.blocks.as_ref().map_or(0, |c| c.len())
+        self.blocks.as_ref().map_or(0, |(cache, _)| cache.len())
     }
 
     /// Table files held open by the open-file cache now.
@@ -332,7 +319,7 @@ impl ReadContext {
     pub(crate) fn holds_block(&self, table: u64, block_no: usize) -> bool {
         self.blocks
             .as_ref()
-            .is_some_and(|cache| cache.contains_key(&(table, block_no)))
+            .is_some_and(|(cache, owner)| cache.contains(&(*owner, table, block_no)))
     }
 
     pub(crate) fn new_table_id(&self) -> u64 {
@@ -340,18 +327,29 @@ impl ReadContext {
     }
 
     pub(crate) fn cached_block(&self, table: u64, block_no: usize) -> Option<Block> {
-        self.blocks.as_ref()?.get(&(table, block_no))
+        let (cache, owner) = self.blocks.as_ref()?;
+        let cached = cache.get(&(*owner, table, block_no))?;
+        Some(Block {
+            data: cached.data,
+            entries_end: cached.entries_end,
+            restart_count: cached.restart_count,
+        })
     }
 
     pub(crate) fn cache_block(&self, table: u64, block_no: usize, block: &Block) {
-        if let Some(cache) = &self.blocks {
-            cache.insert((table, block_no), block.clone());
+        if let Some((cache, owner)) = &self.blocks {
+            let cached = CachedBlock {
+                data: block.data.clone(),
+                entries_end: block.entries_end,
+                restart_count: block.restart_count,
+            };
+            cache.insert((*owner, table, block_no), cached);
         }
     }
 
     pub(crate) fn forget_block(&self, table: u64, block_no: usize) {
-        if let Some(cache) = &self.blocks {
-            cache.remove(&(table, block_no));
+        if let Some((cache, owner)) = &self.blocks {
+            cache.remove(&(*owner, table, block_no));
         }
     }
 
