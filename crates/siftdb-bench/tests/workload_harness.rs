@@ -106,7 +106,7 @@ fn phases_split_across_threads_do_the_same_work() {
             let expected = match r.phase {
                 Phase::FillRandom => 0,
                 Phase::Mixed => (N - N / 20) as i64,
-                Phase::Txn | Phase::TxnUniform => 2 * r.ops as i64,
+                Phase::Txn | Phase::TxnUniform | Phase::TxnLocking => 2 * r.ops as i64,
                 _ => r.ops as i64,
             };
             assert_eq!(engine_ops, expected, "{}", r.phase);
