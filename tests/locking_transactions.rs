@@ -225,7 +225,7 @@ fn bank_transfers_under_threads_match_the_model_and_keep_the_total() {
     let savings = db.keyspace("savings").unwrap();
     let account = |a: u64| format!("acct{a:02}");
     for a in 0..ACCOUNTS {
-        let space = if a % 2 == 0 {
+        let space = if a.is_multiple_of(2) {
             db.default_keyspace()
         } else {
             savings.clone()
@@ -242,7 +242,7 @@ fn bank_transfers_under_threads_match_the_model_and_keep_the_total() {
                 let snapshot = db.snapshot();
                 let total: i64 = (0..ACCOUNTS)
                     .map(|a| {
-                        let space = if a % 2 == 0 {
+                        let space = if a.is_multiple_of(2) {
                             db.default_keyspace()
                         } else {
                             savings.clone()
@@ -274,7 +274,7 @@ fn bank_transfers_under_threads_match_the_model_and_keep_the_total() {
                     let to = (from + 1 + rng.below(ACCOUNTS - 1)) % ACCOUNTS;
                     let amount = 1 + rng.below(20) as i64;
                     let space = |a: u64| {
-                        if a % 2 == 0 {
+                        if a.is_multiple_of(2) {
                             db.default_keyspace()
                         } else {
                             savings.clone()
@@ -315,7 +315,7 @@ fn bank_transfers_under_threads_match_the_model_and_keep_the_total() {
     done.store(true, Ordering::Release);
     auditor.join().unwrap();
     for (a, want) in expected {
-        let space = if a % 2 == 0 {
+        let space = if a.is_multiple_of(2) {
             db.default_keyspace()
         } else {
             savings.clone()

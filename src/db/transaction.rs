@@ -45,22 +45,12 @@ use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 
 /// How a [`Transaction`] is isolated and how its commit is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransactionOptions {
     serializable: bool,
     /// Row locks (pessimistic), waiting at most this long for one.
     locking: Option<Duration>,
     write: WriteOptions,
-}
-
-impl Default for TransactionOptions {
-    fn default() -> TransactionOptions {
-        TransactionOptions {
-            serializable: false,
-            locking: None,
-            write: WriteOptions::default(),
-        }
-    }
 }
 
 impl TransactionOptions {
