@@ -416,3 +416,33 @@ fn locking_histories_with_every_read_for_update_are_serializable() {
     assert!(report.edges.iter().all(|&e| e > 0), "{report:?}");
     assert_eq!(report.serializable_anomalies(), 0, "{report:?}");
 }
+
+/// Through the tokio facade: a write's lock is taken on the blocking pool,
+/// so a task waiting for one blocks no worker; the lock goes at commit.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_locking_transactions_wait_time_out_and_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = siftdb::AsyncDb::open_with(dir.path(), Options::default())
+        .await
+        .unwrap();
+    let holder = db.transaction_with(TransactionOptions::pessimistic());
+    holder.put("k", "1").await.unwrap();
+    let other = db.transaction_with(locking(Duration::from_millis(30)));
+    assert!(matches!(
+        other.put("k", "2").await,
+        Err(Error::LockTimeout { .. })
+    ));
+    assert!(matches!(
+        other.get_for_update("k").await,
+        Err(Error::LockTimeout { .. })
+    ));
+    holder.commit().await.unwrap();
+    assert_eq!(
+        other.get_for_update("k").await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    other.put("k", "2").await.unwrap();
+    other.commit().await.unwrap();
+    assert_eq!(db.get("k").await.unwrap().as_deref(), Some(&b"2"[..]));
+}
