@@ -213,6 +213,14 @@ impl Engine for Faulty {
         self.inner.read_modify_write(a, b)
     }
 
+    fn locking_read_modify_write(
+        &self,
+        a: &[u8],
+        b: &[u8],
+    ) -> Result<siftdb_bench::LockRetries, String> {
+        self.inner.locking_read_modify_write(a, b)
+    }
+
     fn put(&self, k: &[u8], v: &[u8]) -> Result<(), String> {
         if self.fault == Fault::IgnoreOverwrites {
             let mut old = Vec::new();
