@@ -19,12 +19,14 @@ use crate::async_iter::AsyncIter;
 use crate::db::{Transaction, TransactionOptions};
 use crate::error::{Error, Result};
 
-/// An optimistic transaction (see [`Transaction`]: snapshot isolation,
-/// or serializable with [`crate::TransactionOptions::serializable`]) for
-/// async callers, made by [`crate::AsyncDb::transaction`]. Reads and the
-/// commit run on tokio's blocking pool; puts and deletes only add to the
-/// transaction's own writes. A read whose future is dropped still
-/// completes (its key stays recorded for the commit's conflict check).
+/// A transaction (see [`Transaction`]: snapshot isolation, serializable
+/// with [`crate::TransactionOptions::serializable`], or locking with
+/// [`crate::TransactionOptions::pessimistic`]) for async callers, made
+/// by [`crate::AsyncDb::transaction`]. Reads and the commit run on tokio's
+/// blocking pool; puts and deletes only add to the transaction's own
+/// writes (a locking transaction's wait for a write's row lock runs on the
+/// blocking pool too). A read whose future is dropped still completes (its
+/// key stays recorded for the commit's conflict check, or locked).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -52,6 +54,9 @@ use crate::error::{Error, Result};
 pub struct AsyncTransaction {
     /// `None` once committed or rolled back.
     txn: Arc<Mutex<Option<Transaction>>>,
+    /// A locking transaction (its writes wait for row locks, on the
+    /// blocking pool).
+    pessimistic: bool,
 }
 
 impl AsyncDb {
@@ -71,6 +76,7 @@ impl AsyncDb {
 impl AsyncTransaction {
     fn new(txn: Transaction) -> AsyncTransaction {
         AsyncTransaction {
+            pessimistic: txn.is_pessimistic(),
             txn: Arc::new(Mutex::new(Some(txn))),
         }
     }
@@ -141,6 +147,7 @@ impl AsyncTransaction {
 
     /// Stores `value` under `key` when the transaction commits.
     pub async fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.lock_first(None, key.as_ref()).await?;
         self.write(|txn| txn.put(key, value)).await
     }
 
@@ -151,12 +158,14 @@ impl AsyncTransaction {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
+        self.lock_first(Some(keyspace), key.as_ref()).await?;
         self.write(|txn| txn.put_in(keyspace.blocking_handle(), key, value))
             .await
     }
 
     /// Adds a merge operand for `key` (see [`Transaction::merge`]).
     pub async fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.lock_first(None, key.as_ref()).await?;
         self.write(|txn| txn.merge(key, operand)).await
     }
 
@@ -167,17 +176,20 @@ impl AsyncTransaction {
         key: impl AsRef<[u8]>,
         operand: impl AsRef<[u8]>,
     ) -> Result<()> {
+        self.lock_first(Some(keyspace), key.as_ref()).await?;
         self.write(|txn| txn.merge_in(keyspace.blocking_handle(), key, operand))
             .await
     }
 
     /// Removes `key` when the transaction commits.
     pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.lock_first(None, key.as_ref()).await?;
         self.write(|txn| txn.delete(key)).await
     }
 
     /// Removes `key` from `keyspace` when the transaction commits.
     pub async fn delete_in(&self, keyspace: &AsyncKeyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        self.lock_first(Some(keyspace), key.as_ref()).await?;
         self.write(|txn| txn.delete_in(keyspace.blocking_handle(), key))
             .await
     }
@@ -240,6 +252,19 @@ impl AsyncTransaction {
     ) -> Result<T> {
         let txn = Arc::clone(&self.txn);
         blocking(move || read(live(txn.blocking_lock().as_ref())?)).await
+    }
+
+    /// A locking transaction's row lock on `key`, taken on the blocking
+    /// pool (the wait may last the lock timeout) before the write that
+    /// needs it runs in the caller's task; nothing for an optimistic one.
+    async fn lock_first(&self, keyspace: Option<&AsyncKeyspace>, key: &[u8]) -> Result<()> {
+        if !self.pessimistic {
+            return Ok(());
+        }
+        let keyspace = keyspace.map(|k| k.blocking_handle().clone());
+        let key = Bytes::copy_from_slice(key);
+        self.read(move |txn| txn.lock_key_in(keyspace.as_ref(), &key))
+            .await
     }
 
     /// Adds to the transaction's own writes (memory only: no I/O, so in

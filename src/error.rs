@@ -125,6 +125,35 @@ pub enum Error {
     #[error("transaction conflict: a key it touched was written after its snapshot; retry it")]
     Conflict,
 
+    /// A locking transaction waited for the lock of `key` longer than its
+    /// lock timeout ([`crate::TransactionOptions::lock_timeout`]): another
+    /// transaction held it all that time. The transaction keeps the locks
+    /// it had; roll it back (drop it) and run it again, or go on without
+    /// that key.
+    #[error(
+        "lock timeout: key {} stayed locked by another transaction for {timeout:?}",
+        String::from_utf8_lossy(.key)
+    )]
+    LockTimeout {
+        /// The key whose lock was not taken.
+        key: Vec<u8>,
+        /// How long the transaction waited.
+        timeout: std::time::Duration,
+    },
+
+    /// A locking transaction's wait for the lock of `key` would close a
+    /// cycle of transactions each waiting for the next: it is the one
+    /// refused (at once, without waiting) so that the others go on. It
+    /// keeps the locks it had; roll it back (drop it) and run it again.
+    #[error(
+        "deadlock: waiting for key {} would close a cycle of waiting transactions; roll back and retry",
+        String::from_utf8_lossy(.key)
+    )]
+    Deadlock {
+        /// The key whose lock was refused.
+        key: Vec<u8>,
+    },
+
     /// A key's merge operands could not be merged: the merge operator
     /// refused them (returned `None`), or the keyspace holding them has no
     /// merge operator (`Options::merge_operator`). Reads of that key fail
@@ -244,6 +273,11 @@ impl Error {
                 handles: handles.clone(),
             },
             Error::Conflict => Error::Conflict,
+            Error::LockTimeout { key, timeout } => Error::LockTimeout {
+                key: key.clone(),
+                timeout: *timeout,
+            },
+            Error::Deadlock { key } => Error::Deadlock { key: key.clone() },
             Error::MergeFailed { key, reason } => Error::MergeFailed {
                 key: key.clone(),
                 reason: reason.clone(),

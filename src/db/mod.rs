@@ -32,6 +32,7 @@ mod ingest;
 mod iter;
 mod keyspace;
 mod keyspace_options;
+mod locking;
 mod open;
 mod oracle;
 mod pacing;
@@ -122,6 +123,8 @@ pub(crate) struct DbInner {
     /// conflict check at commit. Taken under the writer lock, never the
     /// other way round.
     pub oracle: Mutex<oracle::Oracle>,
+    /// Row locks of locking transactions (`TransactionOptions::pessimistic`).
+    pub locks: Arc<locking::LockTable>,
     /// Serialises manifest writes and super-version publication.
     pub versions: Mutex<open::VersionSet>,
     pub bg: Mutex<background::BgState>,

@@ -789,6 +789,7 @@ impl Parts {
             write_groups_finished: AtomicU64::new(0),
             writes_queued: AtomicU64::new(0),
             oracle: Mutex::new(crate::db::oracle::Oracle::default()),
+            locks: Arc::default(),
             versions: Mutex::new(self.versions),
             bg: Mutex::new(background::BgState::default()),
             bg_cv: Condvar::new(),

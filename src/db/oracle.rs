@@ -78,6 +78,9 @@ pub(crate) struct ConflictCheck {
     pub snapshot: u64,
     pub keys: Vec<(u32, Vec<u8>)>,
     pub ranges: Vec<KeyRange>,
+    /// Keys checked from a sequence number of their own (at or above
+    /// `snapshot`): a locking transaction's keys, each read as of its lock.
+    pub keys_read_at: Vec<(u32, Vec<u8>, u64)>,
 }
 
 /// The keys and ranges one commit above the horizon wrote.
@@ -137,6 +140,18 @@ impl Oracle {
             {
                 return false;
             }
+        }
+        for (keyspace, key, read_at) in &check.keys_read_at {
+            if self
+                .last_commit
+                .get(&key_hash(*keyspace, key))
+                .is_some_and(|&seq| seq > *read_at)
+            {
+                return false;
+            }
+        }
+        if check.keys.is_empty() && check.ranges.is_empty() {
+            return true;
         }
         // Commits after the snapshot, for range checks (theirs and ours).
         let first = self.recent.partition_point(|c| !after(c.seq));
@@ -247,6 +262,7 @@ mod tests {
             snapshot,
             keys: keys.iter().map(|k| (0, k.to_vec())).collect(),
             ranges,
+            keys_read_at: Vec::new(),
         }
     }
 
@@ -298,6 +314,7 @@ mod tests {
             snapshot: 10,
             keys: vec![(1, b"d".to_vec())],
             ranges: vec![],
+            keys_read_at: vec![],
         };
         assert!(oracle.validate(&other));
     }

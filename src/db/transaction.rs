@@ -14,9 +14,19 @@
 //! validation), so the committed transactions are serializable in commit
 //! order. A transaction that wrote nothing commits without a check: it
 //! read one consistent snapshot.
+//!
+//! A locking transaction (`TransactionOptions::pessimistic`) takes a row
+//! lock (see `locking/`) on each key it writes or reads for update, and
+//! reads such a key as of the moment it holds the lock; it keeps its locks
+//! to its end. Among locking transactions that is strict two-phase
+//! locking: their commits never conflict, and with every read for update
+//! they are serializable. Writers that take no locks (plain writes,
+//! optimistic transactions) are caught by the commit's check of each key
+//! read for update from the sequence number it was read at.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -25,11 +35,12 @@ use crate::db::checks::{check_key, check_merge_operator, check_value, check_writ
 use crate::db::close::HandleKind;
 use crate::db::iter::{owned_range, prefix_range};
 use crate::db::keyspace::Keyspace;
+use crate::db::locking::RowLocks;
 use crate::db::oracle::{ConflictCheck, KeyRange};
 use crate::db::snapshot::Snapshot;
 use crate::db::transaction_scan::TransactionIter;
 use crate::db::write_set::{OwnRead, WriteSet};
-use crate::db::{Db, DbInner};
+use crate::db::{read, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 
@@ -37,10 +48,16 @@ use crate::options::WriteOptions;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransactionOptions {
     serializable: bool,
+    /// Row locks (pessimistic), waiting at most this long for one.
+    locking: Option<Duration>,
     write: WriteOptions,
 }
 
 impl TransactionOptions {
+    /// How long a locking transaction waits for a row lock unless told
+    /// (RocksDB's `TransactionDB` default too).
+    pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(1);
+
     /// Snapshot isolation (the default): the commit fails with
     /// [`Error::Conflict`] when a key it wrote, or read with
     /// [`Transaction::get_for_update`], was written after its snapshot.
@@ -57,6 +74,65 @@ impl TransactionOptions {
         }
     }
 
+    /// A locking (pessimistic) transaction: instead of finding out at
+    /// commit that another transaction wrote the same keys, it waits for
+    /// them. [`Transaction::get_for_update`] and every write (put, merge,
+    /// delete) first take the key's row lock — exclusive, per key and
+    /// keyspace — waiting while another transaction holds it, up to
+    /// [`TransactionOptions::lock_timeout`] (then
+    /// [`Error::LockTimeout`]); a wait that would close a cycle of
+    /// waiting transactions fails at once with [`Error::Deadlock`] (the
+    /// others go on). The locks are held until the transaction commits,
+    /// rolls back or is dropped; after either error, drop it and run it
+    /// again.
+    ///
+    /// Point reads (`get`, `get_for_update`, `multi_get`) read the key's
+    /// latest committed value (after taking the lock, for
+    /// `get_for_update`), and see the transaction's own writes; scans read
+    /// the transaction's snapshot and lock nothing. When every read is a
+    /// `get_for_update`, the committed locking transactions are
+    /// serializable, and their commits never fail with
+    /// [`Error::Conflict`] among themselves. Writers that take no lock
+    /// (plain writes, optimistic transactions) do not wait for one: if one
+    /// of them writes a key this transaction read for update, after that
+    /// read, the commit fails with [`Error::Conflict`] rather than lose
+    /// that write. `delete_range` is refused (`InvalidArgument`): locks
+    /// are per key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use siftdb::{Error, TransactionOptions};
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// db.put("stock", "3")?;
+    /// let mut txn = db.transaction_with(TransactionOptions::pessimistic());
+    /// // Others locking "stock" now wait until this transaction ends.
+    /// let stock = txn.get_for_update("stock")?;
+    /// assert_eq!(stock.as_deref(), Some(&b"3"[..]));
+    /// txn.put("stock", "2")?;
+    /// txn.commit()?;
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn pessimistic() -> TransactionOptions {
+        TransactionOptions {
+            locking: Some(TransactionOptions::DEFAULT_LOCK_TIMEOUT),
+            ..TransactionOptions::default()
+        }
+    }
+
+    /// How long a locking transaction waits for one row lock before
+    /// [`Error::LockTimeout`] (1 s by default; zero: not at all). Makes the
+    /// transaction a locking one (see [`TransactionOptions::pessimistic`]).
+    pub fn lock_timeout(mut self, timeout: Duration) -> TransactionOptions {
+        self.locking = Some(timeout);
+        self.serializable = false;
+        self
+    }
+
+    /// Whether the transaction takes row locks.
+    pub fn is_pessimistic(&self) -> bool {
+        self.locking.is_some()
+    }
+
     /// How the commit's batch is written (see [`WriteOptions::sync`]).
     pub fn write_options(mut self, write: WriteOptions) -> TransactionOptions {
         self.write = write;
@@ -69,6 +145,9 @@ impl TransactionOptions {
 struct ReadSet {
     keys: Vec<(u32, Vec<u8>)>,
     ranges: Vec<KeyRange>,
+    /// A locking transaction's keys read for update, each with the
+    /// sequence number it was read at.
+    locked: Vec<(u32, Vec<u8>, u64)>,
 }
 
 /// The transaction's snapshot, registered in the oracle until dropped.
@@ -119,6 +198,9 @@ pub struct Transaction {
     savepoints: Vec<WriteSet>,
     /// `get_for_update` keys, and with serializable every read.
     reads: Mutex<ReadSet>,
+    /// A locking transaction's row locks: released when it drops, after
+    /// its commit was written.
+    locks: Option<RowLocks>,
     /// Declared last: dropped after the snapshot it registered.
     _live: LiveSnapshot,
 }
@@ -157,6 +239,9 @@ impl Transaction {
             writes: WriteSet::default(),
             savepoints: Vec::new(),
             reads: Mutex::new(ReadSet::default()),
+            locks: options
+                .locking
+                .map(|timeout| RowLocks::new(&inner.locks, timeout)),
         }
     }
 
@@ -213,6 +298,9 @@ impl Transaction {
 
     fn read(&self, keyspace: &Keyspace, key: &[u8], for_update: bool) -> Result<Option<Bytes>> {
         check_key(key)?;
+        if let Some(locks) = &self.locks {
+            return self.read_latest(locks, keyspace, key, for_update);
+        }
         self.record_key(keyspace.id(), key, for_update);
         match self.writes.read(keyspace.id(), key) {
             OwnRead::Write(write) => {
@@ -223,6 +311,60 @@ impl Transaction {
             }
             OwnRead::Snapshot => self.snapshot.get_in(keyspace, key),
         }
+    }
+
+    /// A locking transaction's point read: the key's latest committed value
+    /// (under its lock, `for_update`), with its own writes over it.
+    fn read_latest(
+        &self,
+        locks: &RowLocks,
+        keyspace: &Keyspace,
+        key: &[u8],
+        for_update: bool,
+    ) -> Result<Option<Bytes>> {
+        keyspace.tree().check_live()?;
+        if for_update {
+            locks.lock(keyspace.id(), key)?;
+        }
+        // Super-version before sequence number, as in `read::get`.
+        let tree = keyspace.tree();
+        let sv = tree.current.load();
+        let sequence = self.inner.snapshot();
+        let latest = || read::get_at(&self.inner, tree, &sv, sequence, key);
+        if for_update {
+            let read_at = (keyspace.id(), key.to_vec(), sequence.0);
+            self.reads.lock().locked.push(read_at);
+        }
+        match self.writes.read(keyspace.id(), key) {
+            OwnRead::Write(write) => {
+                let operator = keyspace.tree().opts.load().merge_operator.clone();
+                write.resolve(operator.as_deref(), key, latest)
+            }
+            OwnRead::Snapshot => latest(),
+        }
+    }
+
+    /// A locking transaction's lock on `key` before writing it.
+    fn lock_for_write(&self, keyspace: &Keyspace, key: &[u8]) -> Result<()> {
+        match &self.locks {
+            Some(locks) => locks.lock(keyspace.id(), key),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the transaction takes row locks.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn is_pessimistic(&self) -> bool {
+        self.locks.is_some()
+    }
+
+    /// Takes the row lock a write of `key` in `keyspace` (the default
+    /// keyspace for `None`) would take: for callers that must not wait
+    /// where they write (`AsyncTransaction`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn lock_key_in(&self, keyspace: Option<&Keyspace>, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.lock_for_write(keyspace.unwrap_or(&self.default), key)
     }
 
     /// Entries whose keys fall in `range`, as this transaction sees them.
@@ -296,6 +438,7 @@ impl Transaction {
         check_key(key)?;
         check_value(value)?;
         keyspace.tree().check_live()?;
+        self.lock_for_write(keyspace, key)?;
         self.writes
             .put(keyspace.id(), key, Some(Bytes::copy_from_slice(value)));
         Ok(())
@@ -324,6 +467,7 @@ impl Transaction {
         check_value(operand)?;
         keyspace.tree().check_live()?;
         check_merge_operator(&self.inner, keyspace.id())?;
+        self.lock_for_write(keyspace, key)?;
         self.writes
             .merge(keyspace.id(), key, Bytes::copy_from_slice(operand));
         Ok(())
@@ -340,6 +484,7 @@ impl Transaction {
         let key = key.as_ref();
         check_key(key)?;
         keyspace.tree().check_live()?;
+        self.lock_for_write(keyspace, key)?;
         self.writes.put(keyspace.id(), key, None);
         Ok(())
     }
@@ -354,13 +499,19 @@ impl Transaction {
 
     /// Deletes every key of `keyspace` in `range` when the transaction
     /// commits (see [`Db::delete_range`]); its own earlier writes in the
-    /// range are deleted too, its later ones stay.
+    /// range are deleted too, its later ones stay. `InvalidArgument` in a
+    /// locking transaction (its locks are per key).
     pub fn delete_range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &mut self,
         keyspace: &Keyspace,
         range: R,
     ) -> Result<()> {
         keyspace.tree().check_live()?;
+        if self.locks.is_some() {
+            return Err(Error::invalid(
+                "delete_range in a locking transaction: its locks are per key",
+            ));
+        }
         if let Some((start, end)) = crate::range_tombstone::normalize_range(&range)? {
             self.writes.delete_range(keyspace.id(), start, end);
         }
@@ -415,14 +566,25 @@ impl Transaction {
         }
         let batch = self.writes.to_batch();
         batch.check_limits()?;
-        let (mut keys, mut ranges) = self.writes.written();
         let reads = std::mem::take(&mut *self.reads.lock());
-        keys.extend(reads.keys);
-        ranges.extend(reads.ranges);
-        let check = ConflictCheck {
-            snapshot: self.snapshot.sequence(),
-            keys,
-            ranges,
+        let check = if self.locks.is_some() {
+            // Its locks keep other locking transactions off its keys; only
+            // the keys it read for update are checked, each from its read.
+            ConflictCheck {
+                snapshot: self.snapshot.sequence(),
+                keys_read_at: reads.locked,
+                ..ConflictCheck::default()
+            }
+        } else {
+            let (mut keys, mut ranges) = self.writes.written();
+            keys.extend(reads.keys);
+            ranges.extend(reads.ranges);
+            ConflictCheck {
+                snapshot: self.snapshot.sequence(),
+                keys,
+                ranges,
+                keys_read_at: Vec::new(),
+            }
         };
         Db::write_checked(&self.inner, batch, self.options.write, Some(check))
     }
@@ -436,6 +598,7 @@ impl std::fmt::Debug for Transaction {
         f.debug_struct("Transaction")
             .field("snapshot", &self.snapshot.sequence())
             .field("serializable", &self.options.serializable)
+            .field("locks", &self.locks.as_ref().map(RowLocks::count))
             .finish_non_exhaustive()
     }
 }

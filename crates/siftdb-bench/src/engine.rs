@@ -108,6 +108,20 @@ pub trait Engine: Sync {
         Err(format!("{} does not implement transactions", self.name()))
     }
 
+    /// In one locking (pessimistic) transaction, reads `a` and `b` for
+    /// update (each read takes the key's row lock), writes both back
+    /// changed, and commits; when a lock wait ends in a deadlock or a lock
+    /// timeout, rolls back and starts again. Returns the deadlocks and
+    /// timeouts met before the commit (the txn-locking phase). An engine
+    /// without locking transactions refuses.
+    fn locking_read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<LockRetries, String> {
+        let _ = (a, b);
+        Err(format!(
+            "{} does not implement locking transactions",
+            self.name()
+        ))
+    }
+
     /// The engine's own counters, if it keeps any. Called only outside
     /// timed sections, before and after each phase; reports show each
     /// counter's change, that change per operation (so a running total of
@@ -121,6 +135,16 @@ pub trait Engine: Sync {
     fn counters(&self) -> Option<Counters> {
         None
     }
+}
+
+/// What a locking transaction of the txn-locking phase met before it
+/// committed: each one rolled it back and ran it again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockRetries {
+    /// Lock waits refused as deadlocks.
+    pub deadlocks: u64,
+    /// Lock waits that ran out their timeout.
+    pub timeouts: u64,
 }
 
 /// The value a txn phase writes back for `old` (`None`: the key was

@@ -56,7 +56,8 @@ pub use device::{
     READ_BYTES,
 };
 pub use engine::{
-    changed_value, Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
+    changed_value, Counters, Engine, LockRetries, ScanBuffer, BLOCKS_READ_FROM_FILE,
+    WRITE_STALL_MICROS,
 };
 pub use fp_curve::{measure_fp, queries_for, TARGET_FALSE_POSITIVES};
 pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
@@ -67,7 +68,7 @@ pub use phase::{
 };
 pub use report::{
     counter_changes, describe_run, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange,
-    ErrorLog, PhaseReport, MAX_ERROR_SAMPLES,
+    ErrorLog, PhaseReport, MAX_ERROR_SAMPLES, TXN_DEADLOCKS, TXN_LOCK_TIMEOUTS,
 };
 pub use run::{run_phase, NoProgress, Progress, RunOptions};
 pub use siftdb_engine::{SiftdbConfig, SiftdbEngine};

@@ -82,11 +82,15 @@ pub enum Phase {
     Txn,
     /// The txn phase with its two keys drawn uniformly.
     TxnUniform,
+    /// The txn phase's transactions (same Zipfian pairs) as locking ones:
+    /// both keys read for update (locked), both written back, committed;
+    /// a deadlock or a lock timeout rolls back and runs it again.
+    TxnLocking,
 }
 
 impl Phase {
     /// Every phase, in the order a run performs them.
-    pub const ALL: [Phase; 13] = [
+    pub const ALL: [Phase; 14] = [
         Phase::FillRandom,
         Phase::ReadRandom,
         Phase::MultiGetRandom,
@@ -100,11 +104,12 @@ impl Phase {
         Phase::DeleteRange,
         Phase::Txn,
         Phase::TxnUniform,
+        Phase::TxnLocking,
     ];
 
     /// The phase's name: `fillrandom`, `readrandom`, `multigetrandom`, `readmissing`, `readhot`,
     /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
-    /// `deleterange`, `txn`, `txn-uniform`.
+    /// `deleterange`, `txn`, `txn-uniform`, `txn-locking`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::FillRandom => "fillrandom",
@@ -120,6 +125,7 @@ impl Phase {
             Phase::DeleteRange => "deleterange",
             Phase::Txn => "txn",
             Phase::TxnUniform => "txn-uniform",
+            Phase::TxnLocking => "txn-locking",
         }
     }
 
@@ -293,7 +299,8 @@ impl Workload {
             | Phase::Mixed
             | Phase::DeleteRange
             | Phase::Txn
-            | Phase::TxnUniform => self.ops,
+            | Phase::TxnUniform
+            | Phase::TxnLocking => self.ops,
         }
     }
 
@@ -470,10 +477,11 @@ impl Workload {
     }
 
     /// The txn phases' key pairs: per transaction two distinct present
-    /// keys' numbers `2i`, items drawn Zipfian(0.99) (txn) or uniformly
-    /// (txn-uniform) from a seed of their own.
+    /// keys' numbers `2i`, items drawn Zipfian(0.99) (txn, txn-locking) or
+    /// uniformly (txn-uniform) from a seed of their own.
     pub fn txn_pairs(&self, phase: Phase) -> Result<Vec<(u64, u64)>, String> {
-        let zipf = (phase == Phase::Txn).then(|| Zipfian::new(self.n, YCSB_ZIPFIAN_CONSTANT));
+        let zipf =
+            (phase != Phase::TxnUniform).then(|| Zipfian::new(self.n, YCSB_ZIPFIAN_CONSTANT));
         let count = usize::try_from(self.ops).map_err(|_| self.cannot_draw())?;
         let mut pairs = Vec::new();
         pairs
@@ -540,7 +548,8 @@ mod tests {
                 "mixed",
                 "deleterange",
                 "txn",
-                "txn-uniform"
+                "txn-uniform",
+                "txn-locking"
             ]
         );
         for p in Phase::ALL {

@@ -64,6 +64,14 @@ pub struct CounterChange {
 /// transactions met and retried (the harness's own count, for every engine).
 pub const TXN_CONFLICTS: &str = "txn_conflicts";
 
+/// The counter under which the txn-locking phase reports the lock waits
+/// refused as deadlocks (each transaction rolled back and run again).
+pub const TXN_DEADLOCKS: &str = "txn_deadlocks";
+
+/// The counter under which the txn-locking phase reports the lock waits
+/// that timed out (each transaction rolled back and run again).
+pub const TXN_LOCK_TIMEOUTS: &str = "txn_lock_timeouts";
+
 /// Counter changes between two snapshots; a counter missing from `before`
 /// started at 0.
 pub fn counter_changes(before: &Counters, after: &Counters) -> BTreeMap<String, CounterChange> {
@@ -351,6 +359,14 @@ impl PhaseReport {
         let conflicts = self.counters.as_ref()?.get(TXN_CONFLICTS)?;
         (self.ops > 0).then(|| conflicts.end as f64 / self.ops as f64)
     }
+
+    /// Deadlocks and lock timeouts met (txn-locking only).
+    pub fn lock_retries(&self) -> Option<(u64, u64)> {
+        let counters = self.counters.as_ref()?;
+        let deadlocks = counters.get(TXN_DEADLOCKS)?.end;
+        let timeouts = counters.get(TXN_LOCK_TIMEOUTS)?.end;
+        Some((deadlocks, timeouts))
+    }
 }
 
 /// One line per phase: ops/s, p50, p99, data blocks read from files per
@@ -373,9 +389,12 @@ pub fn summary_table(reports: &[PhaseReport]) -> String {
             .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
         let peak = r.peak_rss_bytes.map_or_else(|| "-".to_string(), fmt_mib);
         let verdict = if r.passed() {
-            match r.conflicts_per_txn() {
-                Some(rate) => format!("ok, {rate:.4} conflicts per committed txn"),
-                None => "ok".to_string(),
+            match (r.conflicts_per_txn(), r.lock_retries()) {
+                (Some(rate), _) => format!("ok, {rate:.4} conflicts per committed txn"),
+                (None, Some((deadlocks, timeouts))) => {
+                    format!("ok, {deadlocks} deadlocks, {timeouts} lock timeouts retried")
+                }
+                (None, None) => "ok".to_string(),
             }
         } else {
             format!("FAILED ({} errors)", group_digits(r.errors.count))

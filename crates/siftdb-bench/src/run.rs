@@ -15,10 +15,13 @@ use std::time::{Duration, Instant};
 use super::cold::ColdCache;
 use super::cpu;
 use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
-use super::engine::{Engine, ScanBuffer};
+use super::engine::{Engine, LockRetries, ScanBuffer};
 use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, PREFIX_LEN, SCAN_ENTRIES};
-use super::report::{counter_changes, CounterChange, ErrorLog, PhaseReport, TXN_CONFLICTS};
+use super::report::{
+    counter_changes, CounterChange, ErrorLog, PhaseReport, TXN_CONFLICTS, TXN_DEADLOCKS,
+    TXN_LOCK_TIMEOUTS,
+};
 use super::resident;
 use super::written;
 
@@ -242,7 +245,7 @@ pub fn run_phase<E: Engine + ?Sized>(
     };
     let mixed_lanes = mixed_lanes(&mixed_ops, threads);
     // The txn phases' key pairs, drawn before the clock starts.
-    let txn_pairs = if matches!(phase, Phase::Txn | Phase::TxnUniform) {
+    let txn_pairs = if matches!(phase, Phase::Txn | Phase::TxnUniform | Phase::TxnLocking) {
         match workload.txn_pairs(phase) {
             Ok(pairs) => pairs,
             Err(message) => {
@@ -254,6 +257,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         Vec::new()
     };
     let conflicts = AtomicU64::new(0);
+    let lock_retries = [AtomicU64::new(0), AtomicU64::new(0)];
     let counters_before = engine.counters();
     let peak_reset = resident::reset_peak_rss();
     let written_before = written::bytes_written();
@@ -345,6 +349,11 @@ pub fn run_phase<E: Engine + ?Sized>(
                 txn_op(engine, &txn_pairs, o, &conflicts, sampler)
             })
         }),
+        Phase::TxnLocking => split_across_threads(ops, threads, |range| {
+            drive(range, progress, |o, sampler| {
+                locking_txn_op(engine, &txn_pairs, o, &lock_retries, sampler)
+            })
+        }),
         Phase::Mixed => across_threads(mixed_lanes, |lane| {
             let mut buf = Vec::new();
             let mut at = lane.iter();
@@ -381,17 +390,26 @@ pub fn run_phase<E: Engine + ?Sized>(
         (None, Some(after)) => Some(counter_changes(&Default::default(), &after)),
         _ => None,
     };
-    if !txn_pairs.is_empty() {
-        // Conflicts met (and retried) by the phase's transactions.
-        let conflicts = conflicts.load(Ordering::Relaxed);
+    // Conflicts (optimistic), deadlocks and lock timeouts (locking) met
+    // and retried by the phase's transactions.
+    let retried: &[(&str, &AtomicU64)] = match phase {
+        Phase::Txn | Phase::TxnUniform => &[(TXN_CONFLICTS, &conflicts)],
+        Phase::TxnLocking => &[
+            (TXN_DEADLOCKS, &lock_retries[0]),
+            (TXN_LOCK_TIMEOUTS, &lock_retries[1]),
+        ],
+        _ => &[],
+    };
+    for (name, count) in retried {
+        let count = count.load(Ordering::Relaxed);
         let change = CounterChange {
-            delta: i64::try_from(conflicts).unwrap_or(i64::MAX),
-            end: conflicts,
+            delta: i64::try_from(count).unwrap_or(i64::MAX),
+            end: count,
         };
         report
             .counters
             .get_or_insert_with(BTreeMap::new)
-            .insert(TXN_CONFLICTS.to_string(), change);
+            .insert((*name).to_string(), change);
     }
     report.latency = outcome.sampler.summary();
     report.errors = outcome.errors;
@@ -413,6 +431,30 @@ fn txn_op<E: Engine + ?Sized>(
         .time(o, || engine.read_modify_write(&key(a), &key(b)))
         .map_err(|e| format!("txn op {o}: keys {a} and {b}: {e}"))?;
     conflicts.fetch_add(met, Ordering::Relaxed);
+    Ok(())
+}
+
+/// One transaction of the txn-locking phase: its latency includes its
+/// retries; `retries` counts deadlocks, then timeouts.
+fn locking_txn_op<E: Engine + ?Sized>(
+    engine: &E,
+    pairs: &[(u64, u64)],
+    o: u64,
+    retries: &[AtomicU64; 2],
+    sampler: &mut Sampler,
+) -> Result<(), String> {
+    let Some(&(a, b)) = usize::try_from(o).ok().and_then(|o| pairs.get(o)) else {
+        return Err(format!("txn op {o}: no such pair was drawn"));
+    };
+    let LockRetries {
+        deadlocks,
+        timeouts,
+    } = sampler
+        .time(o, || engine.locking_read_modify_write(&key(a), &key(b)))
+        .map_err(|e| format!("txn op {o}: keys {a} and {b}: {e}"))?;
+    let [d, t] = retries;
+    d.fetch_add(deadlocks, Ordering::Relaxed);
+    t.fetch_add(timeouts, Ordering::Relaxed);
     Ok(())
 }
 

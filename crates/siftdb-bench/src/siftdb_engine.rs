@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use crate::{
-    changed_value, Counters, Engine, ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
+    changed_value, Counters, Engine, LockRetries, ScanBuffer, BLOCKS_READ_FROM_FILE,
+    WRITE_STALL_MICROS,
 };
 use siftdb::{Db, DbIterator, FilterPolicy, Options, PrefixExtractor};
 
@@ -209,6 +210,27 @@ impl Engine for SiftdbEngine {
             match txn.commit() {
                 Err(siftdb::Error::Conflict) => conflicts += 1,
                 other => return other.map(|()| conflicts).map_err(|e| e.to_string()),
+            }
+        }
+    }
+
+    /// A locking transaction (`TransactionOptions::pessimistic`, its 1 s
+    /// default lock timeout): `get_for_update` both keys, put both, commit.
+    fn locking_read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<LockRetries, String> {
+        let mut retries = LockRetries::default();
+        loop {
+            let mut txn = self
+                .db
+                .transaction_with(siftdb::TransactionOptions::pessimistic());
+            let attempt = [a, b].into_iter().try_for_each(|key| {
+                let old = txn.get_for_update(key)?;
+                txn.put(key, changed_value(old.as_deref()))
+            });
+            match attempt {
+                Err(siftdb::Error::Deadlock { .. }) => retries.deadlocks += 1,
+                Err(siftdb::Error::LockTimeout { .. }) => retries.timeouts += 1,
+                Err(e) => return Err(e.to_string()),
+                Ok(()) => return txn.commit().map(|()| retries).map_err(|e| e.to_string()),
             }
         }
     }

@@ -106,7 +106,7 @@ fn phases_split_across_threads_do_the_same_work() {
             let expected = match r.phase {
                 Phase::FillRandom => 0,
                 Phase::Mixed => (N - N / 20) as i64,
-                Phase::Txn | Phase::TxnUniform => 2 * r.ops as i64,
+                Phase::Txn | Phase::TxnUniform | Phase::TxnLocking => 2 * r.ops as i64,
                 _ => r.ops as i64,
             };
             assert_eq!(engine_ops, expected, "{}", r.phase);
@@ -211,6 +211,14 @@ impl Engine for Faulty {
 
     fn read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<u64, String> {
         self.inner.read_modify_write(a, b)
+    }
+
+    fn locking_read_modify_write(
+        &self,
+        a: &[u8],
+        b: &[u8],
+    ) -> Result<siftdb_bench::LockRetries, String> {
+        self.inner.locking_read_modify_write(a, b)
     }
 
     fn put(&self, k: &[u8], v: &[u8]) -> Result<(), String> {

@@ -56,9 +56,12 @@ pub struct BenchArgs {
     /// Phases to run, comma-separated, in this order: fillrandom, readrandom,
     /// multigetrandom (not run by default), readmissing, readhot, seekrandom,
     /// seekrandom-rev, seekprefix, seekempty, mixed, deleterange, txn,
-    /// txn-uniform (the txn phases, not run by default: M transactions reading
-    /// two keys, Zipfian or uniform, and writing both back, retried on
-    /// conflict; the summary gives conflicts per commit).
+    /// txn-uniform, txn-locking (the txn phases, not run by default: M
+    /// transactions reading two keys, Zipfian or uniform, and writing both
+    /// back, retried on conflict; the summary gives conflicts per commit;
+    /// txn-locking: the Zipfian pairs in locking transactions, both keys
+    /// read for update, retried on deadlock or lock timeout, which the
+    /// summary counts).
     #[arg(
         long,
         value_delimiter = ',',

@@ -62,6 +62,10 @@ pub struct PeerConfig {
     /// `OptimisticTransactionDB`, fjall's `OptimisticTxDatabase`), which
     /// the txn phases need; siftdb has transactions on every `Db`.
     pub transactions: bool,
+    /// Open RocksDB as its locking `TransactionDB`, which the txn-locking
+    /// phase needs (fjall has no locking transactions); siftdb has them on
+    /// every `Db`.
+    pub locking: bool,
     /// siftdb reads data blocks past the page cache
     /// (`Options::direct_reads`); the peers read through it.
     pub direct_reads: bool,
@@ -99,6 +103,7 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
             config.bits_per_key,
             config.prefix_len,
             config.transactions,
+            config.locking,
         )?)),
         "fjall" => Ok(Box::new(fjall_engine::FjallEngine::open(
             dir,

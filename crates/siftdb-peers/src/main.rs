@@ -71,7 +71,9 @@ struct Args {
     /// readmissing, readhot, seekrandom, seekrandom-rev, seekprefix, seekempty, mixed,
     /// deleterange (it deletes 10% of the keys), txn, txn-uniform (with
     /// either, the peers open their optimistic transaction databases for
-    /// the whole run).
+    /// the whole run), txn-locking (RocksDB opened as its locking
+    /// TransactionDB for the whole run, so not with txn or txn-uniform;
+    /// fjall has no locking transactions).
     #[arg(
         long,
         value_delimiter = ',',
@@ -188,6 +190,19 @@ fn check_args(args: &Args) -> Result<(), String> {
         // starts empty at every opening.
         return Err("--rounds above 1 needs engines that keep their data: not memory".to_string());
     }
+    if args.phases.contains(&Phase::TxnLocking)
+        && args
+            .phases
+            .iter()
+            .any(|phase| matches!(phase, Phase::Txn | Phase::TxnUniform))
+    {
+        // RocksDB is opened as one transactional type for the whole run.
+        return Err(
+            "txn-locking (RocksDB's TransactionDB) cannot share a run with txn or txn-uniform \
+             (its OptimisticTransactionDB): run them apart"
+                .to_string(),
+        );
+    }
     if !(args.bits_per_key > 0.0 && args.bits_per_key.is_finite()) {
         return Err(format!(
             "--bits-per-key must be positive, got {}",
@@ -251,6 +266,7 @@ fn peer_config(args: &Args) -> PeerConfig {
             .phases
             .iter()
             .any(|phase| matches!(phase, Phase::Txn | Phase::TxnUniform)),
+        locking: args.phases.contains(&Phase::TxnLocking),
     }
 }
 

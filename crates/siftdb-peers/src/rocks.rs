@@ -7,8 +7,9 @@
 //! adapter from the workload seam to `rocksdb::DB`, including which scans
 //! use prefix mode.
 //! For a run with the txn phases the database is opened as an
-//! `OptimisticTransactionDB` (the plain `DB` cannot run transactions), for
-//! every phase of that run; `settings` says so.
+//! `OptimisticTransactionDB` (the plain `DB` cannot run transactions), and
+//! for one with txn-locking as a `TransactionDB` (row locks, deadlock
+//! detection on), for every phase of that run; `settings` says so.
 //! Must never: tune RocksDB beyond the filter and the extractor; anything
 //! set here that differs from RocksDB's defaults must appear in `settings`.
 //! With an extractor, a scan that may cross prefixes must seek in total
@@ -18,22 +19,30 @@ use std::path::Path;
 
 use rocksdb::{
     BlockBasedOptions, ColumnFamilyDescriptor, DBAccess, DBRawIteratorWithThreadMode, ErrorKind,
-    OptimisticTransactionDB, Options, ReadOptions, SliceTransform, DB, DEFAULT_COLUMN_FAMILY_NAME,
+    MultiThreaded, OptimisticTransactionDB, Options, ReadOptions, SliceTransform, TransactionDB,
+    TransactionDBOptions, TransactionOptions, WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
 };
-use siftdb_bench::{changed_value, Counters, Engine, ScanBuffer, WRITE_STALL_MICROS};
+use siftdb_bench::{changed_value, Counters, Engine, LockRetries, ScanBuffer, WRITE_STALL_MICROS};
 
 use crate::quiesce::wait_until;
 
 /// LSM levels RocksDB reports file counts for (its default `num_levels`).
 const LEVELS: usize = 7;
 
-/// The database handle: the plain `DB`, or the `OptimisticTransactionDB`
-/// a run with the txn phases needs. Both are `DBCommon`s with the same
-/// read, write, flush and property methods ([`on_db!`] calls them alike).
+/// The database handle: the plain `DB`, the `OptimisticTransactionDB` a
+/// run with the txn phases needs, or the `TransactionDB` of a run with
+/// txn-locking. They share the read, write, flush and property methods
+/// ([`on_db!`] calls them alike), but no trait the crate exports.
 enum Handle {
     Plain(DB),
     Optimistic(OptimisticTransactionDB),
+    /// Multi-threaded: its property methods are defined for that mode only.
+    Pessimistic(TransactionDB<MultiThreaded>),
 }
+
+/// How long a RocksDB locking transaction waits for a lock: its default
+/// (`TransactionDBOptions::set_txn_lock_timeout`), siftdb's too.
+const LOCK_TIMEOUT_MS: i64 = 1000;
 
 /// Evaluates `$body` with `$db` bound to whichever database `$handle`
 /// holds: the two types share the methods but no trait the crate exports.
@@ -42,6 +51,7 @@ macro_rules! on_db {
         match $handle {
             Handle::Plain($db) => $body,
             Handle::Optimistic($db) => $body,
+            Handle::Pessimistic($db) => $body,
         }
     };
 }
@@ -62,12 +72,15 @@ impl RocksEngine {
     /// fixed prefix extractor of `prefix_len` bytes when given (its prefixes
     /// join the full filter; whole keys stay in it, RocksDB's default).
     /// With `transactions`, as an `OptimisticTransactionDB` (same options)
-    /// so that [`Engine::read_modify_write`] can run.
+    /// so that [`Engine::read_modify_write`] can run; with `locking`, as a
+    /// `TransactionDB` (same options, its default 16 lock stripes and 1 s
+    /// lock timeout) for [`Engine::locking_read_modify_write`].
     pub fn open(
         dir: &Path,
         bits_per_key: f64,
         prefix_len: Option<usize>,
         transactions: bool,
+        locking: bool,
     ) -> Result<RocksEngine, String> {
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(bits_per_key, false);
@@ -81,7 +94,15 @@ impl RocksEngine {
         // `DB::open` does), so that `cf_handle` serves it: batched MultiGet
         // asks with it, and so does `delete_range_cf` (an optimistic
         // transaction database's write batch has no range delete).
-        let db = if transactions {
+        let db = if locking {
+            let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+            let mut txn_db = TransactionDBOptions::default();
+            txn_db.set_txn_lock_timeout(LOCK_TIMEOUT_MS);
+            Handle::Pessimistic(
+                TransactionDB::open_cf_descriptors(&opts, &txn_db, dir, [default])
+                    .map_err(|e| e.to_string())?,
+            )
+        } else if transactions {
             let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
             Handle::Optimistic(
                 OptimisticTransactionDB::open_cf_descriptors(&opts, dir, [default])
@@ -169,6 +190,12 @@ impl Engine for RocksEngine {
                 "OptimisticTransactionDB (the run has txn phases; every phase runs on it); a transaction reads with get_for_update and commits, retried on Busy or TryAgain".to_string(),
             ));
         }
+        if matches!(self.db, Handle::Pessimistic(_)) {
+            settings.push((
+                "database".to_string(),
+                format!("TransactionDB (the run has txn-locking; every phase runs on it); a transaction (deadlock_detect on, lock timeout {LOCK_TIMEOUT_MS} ms) locks with get_for_update (exclusive) and commits, retried on a deadlock (Busy) or a lock timeout (TimedOut)"),
+            ));
+        }
         if let Some(len) = self.prefix_len {
             settings.push((
                 "prefix_extractor".to_string(),
@@ -196,6 +223,9 @@ impl Engine for RocksEngine {
                 Some(cf) => db.delete_range_cf(cf, start, end),
                 None => return Err("rocksdb has no default column family handle".to_string()),
             },
+            Handle::Pessimistic(_) => {
+                return Err("rocksdb's TransactionDB has no range delete".to_string())
+            }
         }
         .map_err(|e| e.to_string())
     }
@@ -228,6 +258,35 @@ impl Engine for RocksEngine {
         }
     }
 
+    /// A locking transaction (deadlock detection on, the 1 s lock
+    /// timeout): `get_pinned_for_update` (exclusive) on both keys, which
+    /// locks them, `put` both changed, `commit`; a deadlock (`Busy`) or a
+    /// lock timeout (`TimedOut`) rolls back and starts again.
+    fn locking_read_modify_write(&self, a: &[u8], b: &[u8]) -> Result<LockRetries, String> {
+        let Handle::Pessimistic(db) = &self.db else {
+            return Err("rocksdb was opened without locking transactions".to_string());
+        };
+        let mut options = TransactionOptions::default();
+        options.set_deadlock_detect(true);
+        options.set_lock_timeout(LOCK_TIMEOUT_MS);
+        let write = WriteOptions::default();
+        let mut retries = LockRetries::default();
+        loop {
+            let txn = db.transaction_opt(&write, &options);
+            let attempt = [a, b].into_iter().try_for_each(|key| {
+                let old = txn.get_pinned_for_update(key, true)?;
+                txn.put(key, changed_value(old.as_deref()))
+            });
+            match attempt {
+                Ok(()) => return txn.commit().map(|()| retries).map_err(|e| e.to_string()),
+                Err(e) if e.kind() == ErrorKind::Busy => retries.deadlocks += 1,
+                Err(e) if e.kind() == ErrorKind::TimedOut => retries.timeouts += 1,
+                Err(e) => return Err(e.to_string()),
+            }
+            // Dropping `txn` rolls it back and releases its locks.
+        }
+    }
+
     fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool, String> {
         on_db!(&self.db, db => match db.get_pinned(key).map_err(|e| e.to_string())? {
             Some(found) => {
@@ -239,19 +298,34 @@ impl Engine for RocksEngine {
     }
 
     /// RocksDB's batched MultiGet (`batched_multi_get_cf_opt`) with
-    /// `async_io` on: its blocks read in parallel where the build allows.
+    /// `async_io` on: its blocks read in parallel where the build allows
+    /// (a `TransactionDB` has none: a get per key).
     fn multi_get(&self, keys: &[Vec<u8>], values: &mut Vec<Option<Vec<u8>>>) -> Result<(), String> {
         let mut options = rocksdb::ReadOptions::default();
         options.set_async_io(true);
-        on_db!(&self.db, db => {
-            let cf = db
-                .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
-                .ok_or_else(|| "no default column family".to_string())?;
-            for found in db.batched_multi_get_cf_opt(cf, keys, false, &options) {
-                values.push(found.map_err(|e| e.to_string())?.map(|v| v.to_vec()));
+        macro_rules! batched {
+            ($db:expr) => {{
+                let cf = $db
+                    .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
+                    .ok_or_else(|| "no default column family".to_string())?;
+                for found in $db.batched_multi_get_cf_opt(cf, keys, false, &options) {
+                    values.push(found.map_err(|e| e.to_string())?.map(|v| v.to_vec()));
+                }
+                Ok(())
+            }};
+        }
+        match &self.db {
+            Handle::Plain(db) => batched!(db),
+            Handle::Optimistic(db) => batched!(db),
+            Handle::Pessimistic(_) => {
+                for key in keys {
+                    let mut value = Vec::new();
+                    let found = self.get(key, &mut value)?;
+                    values.push(found.then_some(value));
+                }
+                Ok(())
             }
-            Ok(())
-        })
+        }
     }
 
     fn scan(&self, start: &[u8], limit: usize, out: &mut ScanBuffer) -> Result<(), String> {

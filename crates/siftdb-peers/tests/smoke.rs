@@ -19,6 +19,7 @@ fn plain() -> PeerConfig {
         prefix_len: None,
         range_bits: None,
         transactions: false,
+        locking: false,
         direct_reads: false,
     }
 }
@@ -38,6 +39,9 @@ fn phases(config: &PeerConfig) -> impl Iterator<Item = Phase> + '_ {
     Phase::ALL
         .into_iter()
         .filter(|phase| config.transactions || !matches!(phase, Phase::Txn | Phase::TxnUniform))
+        // txn-locking needs RocksDB opened as a TransactionDB (and fjall
+        // has no locking transactions).
+        .filter(|phase| *phase != Phase::TxnLocking)
 }
 
 /// With the scan filters of the measurements: a 14-byte prefix
