@@ -84,9 +84,9 @@ pub use async_iter::AsyncIter;
 pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
 pub use db::{
-    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
-    KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Snapshot, Stats, TableWriter,
-    Transaction, TransactionIter, TransactionOptions, VerifyStats,
+    CatchUp, CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions,
+    Keyspace, KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Secondary,
+    Snapshot, Stats, TableWriter, Transaction, TransactionIter, TransactionOptions, VerifyStats,
 };
 pub use error::{Error, Result};
 pub use events::{
