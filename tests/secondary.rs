@@ -277,12 +277,16 @@ fn a_secondary_follows_a_primary_that_writes_flushes_and_compacts() {
     };
     let mut model = Model::default();
     let mut lags = Vec::new();
+    // Reported, not asserted: how long a catch-up takes.
+    let mut took_us = Vec::new();
     let mut catch_ups = 0u64;
     let mut manifest_changes = 0u64;
     loop {
         let finished = primary_done.load(Ordering::Acquire);
         let acked_before = acked.load(Ordering::Acquire);
+        let began = Instant::now();
         let done = secondary.try_catch_up().unwrap();
+        took_us.push(began.elapsed().as_micros() as u64);
         let acked_after = acked.load(Ordering::Acquire);
         catch_ups += 1;
         manifest_changes += u64::from(done.manifest_changed);
@@ -313,15 +317,19 @@ fn a_secondary_follows_a_primary_that_writes_flushes_and_compacts() {
     assert_eq!(check_view(&secondary, &mut model, "at the end"), total);
 
     lags.sort_unstable();
+    took_us.sort_unstable();
     eprintln!(
         "primary: {seconds} s, {summary}; secondary: {catch_ups} catch-ups ({manifest_changes} \
          with a new manifest), {reader_checks} concurrent snapshot checks; lag after a catch-up \
          in batches of {OPS_PER_BATCH} sequence numbers (acknowledged when it returned minus \
-         shown): p50 {} p90 {} p99 {} max {}",
+         shown): p50 {} p90 {} p99 {} max {}; a catch-up took p50 {} us, p99 {} us, max {} us",
         percentile(&lags, 50),
         percentile(&lags, 90),
         percentile(&lags, 99),
         percentile(&lags, 100),
+        percentile(&took_us, 50),
+        percentile(&took_us, 99),
+        percentile(&took_us, 100),
     );
     assert!(manifest_changes > 1, "the primary never flushed");
 }
@@ -422,6 +430,33 @@ fn tables_compacted_away_and_logs_flushed_away_stay_readable_in_the_view() {
         Some(&b"yes"[..])
     );
     assert!(on_disk > 0);
+}
+
+#[test]
+fn a_primary_closed_and_opened_again_is_followed_across() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary_dir, own_dir) = (dir.path().join("p"), dir.path().join("s"));
+    let primary = Db::open(&primary_dir).unwrap();
+    primary.put("a", "1").unwrap();
+    let secondary = Db::open_secondary(&primary_dir, &own_dir, Options::default()).unwrap();
+    primary.put("b", "2").unwrap();
+    primary.close().unwrap();
+    // The log ends with its close record.
+    assert_eq!(secondary.try_catch_up().unwrap().sequence, 2);
+    assert_eq!(secondary.try_catch_up().unwrap().records_read, 0);
+    // The next open moves the closed log's records into a table.
+    let primary = Db::open(&primary_dir).unwrap();
+    primary.put("c", "3").unwrap();
+    let done = secondary.try_catch_up().unwrap();
+    assert!(done.manifest_changed);
+    assert_eq!(done.sequence, 3);
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3")] {
+        assert_eq!(
+            secondary.get(k).unwrap().as_deref(),
+            Some(v.as_bytes()),
+            "{k}"
+        );
+    }
 }
 
 #[test]

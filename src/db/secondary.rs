@@ -115,6 +115,8 @@ impl Secondary {
                 reason: "it is not a directory".into(),
             });
         }
+        // Checked before anything is created.
+        primary_state(&fs, primary)?;
         fs.create_dir_all(own)?;
         let same = match (std::fs::canonicalize(primary), std::fs::canonicalize(own)) {
             (Ok(a), Ok(b)) => a == b,
@@ -143,8 +145,6 @@ impl Secondary {
             events: None,
             shut_down: false,
         };
-        // The primary's manifest, checked before anything is read.
-        primary_state(&db.inner, primary)?;
         let mut follower = Follower::new(primary);
         follower.catch_up(&db.inner)?;
         Ok(Secondary {

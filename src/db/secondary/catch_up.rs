@@ -39,6 +39,7 @@ use crate::db::version::{LiveTable, Version, LEVELS};
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
+use crate::fs::SharedFs;
 use crate::identify::check_is_database;
 use crate::key::SeqNo;
 use crate::manifest::{KeyspaceRecord, ManifestState};
@@ -118,14 +119,13 @@ enum Attempt {
 }
 
 /// The primary's manifest state; `NotADatabase` when it has none.
-pub(super) fn primary_state(inner: &DbInner, dir: &Path) -> Result<ManifestState> {
-    let fs = inner.fs.as_ref();
-    match read_state(fs, dir)? {
+pub(super) fn primary_state(fs: &SharedFs, dir: &Path) -> Result<ManifestState> {
+    match read_state(fs.as_ref(), dir)? {
         Some((state, _)) => Ok(state),
         None => {
-            if fs.is_dir(dir) && !manifest_exists(fs, dir) {
+            if fs.is_dir(dir) && !manifest_exists(fs.as_ref(), dir) {
                 // Another engine's files are named as such.
-                check_is_database(&inner.fs, dir, &fs.list(dir)?)?;
+                check_is_database(fs, dir, &fs.list(dir)?)?;
             }
             Err(Error::NotADatabase {
                 path: dir.to_path_buf(),
@@ -143,7 +143,7 @@ fn moved_or(
     state: &ManifestState,
     otherwise: Error,
 ) -> Result<Attempt> {
-    let now = primary_state(inner, primary)?;
+    let now = primary_state(&inner.fs, primary)?;
     if now == *state {
         return Err(otherwise);
     }
@@ -168,7 +168,7 @@ impl Follower {
     /// Reads what the primary wrote since the last catch-up and publishes
     /// it in `inner` (see the module docs).
     pub(super) fn catch_up(&mut self, inner: &DbInner) -> Result<CatchUp> {
-        let mut state = primary_state(inner, &self.primary)?;
+        let mut state = primary_state(&inner.fs, &self.primary)?;
         for _ in 0..MAX_ATTEMPTS {
             match self.attempt(inner, state)? {
                 Attempt::Published(done) => return Ok(done),
@@ -258,7 +258,7 @@ impl Follower {
                 LogStop::Partial(_) => break,
             }
         }
-        let now = primary_state(inner, &self.primary)?;
+        let now = primary_state(&inner.fs, &self.primary)?;
         if now != state {
             return Ok(Attempt::Moved(now));
         }
@@ -287,7 +287,7 @@ impl Follower {
                         // manifest was read, unless the manifest still
                         // names it.
                         Err(e) if e.is_corruption() => {
-                            let now = primary_state(inner, &self.primary)?;
+                            let now = primary_state(&inner.fs, &self.primary)?;
                             if now != state {
                                 return Ok(Attempt::Moved(now));
                             }
