@@ -16,7 +16,11 @@
 //! printed as a distribution.
 //!
 //! Smaller tests, in one process: a record the primary is still writing is
-//! not taken; tables removed by the primary's compaction and logs removed
+//! not taken; a log the primary's flush removes between the secondary's
+//! read of the manifest and its listing of the logs, and a table its
+//! compaction removes before the secondary opens it, make the catch-up
+//! start over from the newer manifest (a file system that runs the
+//! primary's work at that moment); tables removed by the primary's compaction and logs removed
 //! by its flush stay readable in the view that uses them; keyspaces
 //! created and dropped by the primary appear and go; writes are refused.
 #![allow(
@@ -37,6 +41,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use siftdb::internals::batch::RawBatch;
+use siftdb::internals::fs::{
+    DirLock, FileSystem, OsFileSystem, RandomAccessFile, SharedFs, WritableFile,
+};
 use siftdb::internals::key::SeqNo;
 use siftdb::internals::wal::encode_record_into;
 use siftdb::{Db, Error, Options, Secondary, WriteBatch};
@@ -50,7 +57,7 @@ const DEFAULT_SECONDS: u64 = 5;
 const CATCH_UP_EVERY: Duration = Duration::from_millis(10);
 
 /// Keys the batches write.
-const KEYS: u64 = 400;
+const KEYS: u64 = 64;
 /// Operations per batch: `KEY_OPS` keys and the `last` marker.
 const KEY_OPS: u64 = 3;
 const OPS_PER_BATCH: u64 = KEY_OPS + 1;
@@ -527,4 +534,136 @@ fn a_secondary_refuses_writes_and_a_directory_it_cannot_follow() {
         "the secondary changed the primary's directory"
     );
     assert_eq!(primary.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// The operating system's file system, which runs a hook (the primary's
+/// flush or compaction) at the first listing of a directory, or opening of
+/// a table, after it was armed.
+#[derive(Default)]
+struct HookFs {
+    on_list: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    on_open_table: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl HookFs {
+    fn run(hook: &parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>) {
+        let hook = hook.lock().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+}
+
+impl FileSystem for HookFs {
+    fn create(&self, path: &Path) -> siftdb::Result<Box<dyn WritableFile>> {
+        OsFileSystem.create(path)
+    }
+    fn open_append(&self, path: &Path) -> siftdb::Result<Box<dyn WritableFile>> {
+        OsFileSystem.open_append(path)
+    }
+    fn read_all(&self, path: &Path) -> siftdb::Result<bytes::Bytes> {
+        OsFileSystem.read_all(path)
+    }
+    fn open_read(&self, path: &Path) -> siftdb::Result<Arc<dyn RandomAccessFile>> {
+        if path.extension().is_some_and(|e| e == "sst") {
+            HookFs::run(&self.on_open_table);
+        }
+        OsFileSystem.open_read(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> siftdb::Result<()> {
+        OsFileSystem.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> siftdb::Result<()> {
+        OsFileSystem.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> siftdb::Result<()> {
+        OsFileSystem.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> siftdb::Result<()> {
+        OsFileSystem.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> siftdb::Result<Vec<String>> {
+        HookFs::run(&self.on_list);
+        OsFileSystem.list(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        OsFileSystem.exists(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        OsFileSystem.is_dir(path)
+    }
+    fn lock(&self, path: &Path) -> siftdb::Result<Box<dyn DirLock>> {
+        OsFileSystem.lock(path)
+    }
+}
+
+#[test]
+fn a_log_flushed_away_before_the_listing_makes_the_catch_up_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary_dir, own_dir) = (dir.path().join("p"), dir.path().join("s"));
+    let primary = Arc::new(Db::open(&primary_dir).unwrap());
+    let fs = Arc::new(HookFs::default());
+    let shared: SharedFs = Arc::clone(&fs) as SharedFs;
+    let secondary = Db::open_secondary(
+        &primary_dir,
+        &own_dir,
+        Options::default().file_system(shared),
+    )
+    .unwrap();
+    primary.put("a", "1").unwrap();
+    primary.flush().unwrap();
+    primary.put("b", "2").unwrap();
+    // After the secondary read the manifest naming the log that holds
+    // "b" (a log it never saw), a flush moves "b" into a table and removes
+    // that log, and "c" goes to the next log.
+    let writer = Arc::clone(&primary);
+    *fs.on_list.lock() = Some(Box::new(move || {
+        writer.flush().unwrap();
+        writer.put("c", "3").unwrap();
+    }));
+    let done = secondary.try_catch_up().unwrap();
+    assert!(fs.on_list.lock().is_none(), "the hook did not run");
+    assert_eq!((done.sequence, done.tables), (3, 2));
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3")] {
+        assert_eq!(
+            secondary.get(k).unwrap().as_deref(),
+            Some(v.as_bytes()),
+            "{k}"
+        );
+    }
+}
+
+#[test]
+fn a_table_compacted_away_before_it_is_opened_makes_the_catch_up_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary_dir, own_dir) = (dir.path().join("p"), dir.path().join("s"));
+    let options = Options::default()
+        .level0_compaction_trigger(100)
+        .level0_quiet_trigger(100)
+        .level0_stop_writes(200);
+    let primary = Arc::new(Db::open_with(&primary_dir, options).unwrap());
+    let fs = Arc::new(HookFs::default());
+    let shared: SharedFs = Arc::clone(&fs) as SharedFs;
+    let secondary = Db::open_secondary(
+        &primary_dir,
+        &own_dir,
+        Options::default().file_system(shared),
+    )
+    .unwrap();
+    for i in 0..3 {
+        primary.put(format!("k{i}"), i.to_string()).unwrap();
+        primary.flush().unwrap();
+    }
+    // The secondary read the manifest naming three tables; before it
+    // opens the first, a full compaction replaces all three.
+    let compactor = Arc::clone(&primary);
+    *fs.on_open_table.lock() = Some(Box::new(move || compactor.compact().unwrap()));
+    let done = secondary.try_catch_up().unwrap();
+    assert!(fs.on_open_table.lock().is_none(), "the hook did not run");
+    assert_eq!(done.damaged_tables, Vec::<(String, String)>::new());
+    assert_eq!((done.sequence, done.tables), (3, 1));
+    for i in 0..3 {
+        let value = secondary.get(format!("k{i}")).unwrap();
+        assert_eq!(value.as_deref(), Some(i.to_string().as_bytes()));
+    }
 }
