@@ -83,10 +83,11 @@ pub use async_iter::AsyncIter;
 #[cfg(feature = "tokio")]
 pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
+pub use db::secondary::{CatchUp, Secondary};
 pub use db::{
-    CatchUp, CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions,
-    Keyspace, KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Secondary,
-    Snapshot, Stats, TableWriter, Transaction, TransactionIter, TransactionOptions, VerifyStats,
+    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
+    KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Snapshot, Stats, TableWriter,
+    Transaction, TransactionIter, TransactionOptions, VerifyStats,
 };
 pub use error::{Error, Result};
 pub use events::{

@@ -70,7 +70,7 @@ fn key(k: u64) -> String {
 /// put (`None`: deleted).
 fn batch_op(n: u64, i: u64) -> (u64, Option<String>) {
     let k = (n.wrapping_mul(7919) + i * 131) % KEYS;
-    if (n + i) % 7 == 0 {
+    if (n + i).is_multiple_of(7) {
         (k, None)
     } else {
         (

@@ -1,9 +1,9 @@
 //! Secondary instances (`Db::open_secondary`): a process that reads a
 //! database another process has open for writing, and follows it.
 //!
-//! Owns: [`Secondary`] and [`CatchUp`] — the open (no lock on the
-//! primary's directory; a lock of its own in its own directory) and
-//! `try_catch_up`, which `catch_up.rs` carries out. Must never: create,
+//! Owns: [`Secondary`] — the open (no lock on the primary's directory; a
+//! lock of its own in its own directory) and `try_catch_up`, which
+//! `catch_up.rs` carries out (it defines [`CatchUp`]). Must never: create,
 //! change or delete anything in the primary's directory, accept a write
 //! (`Error::ReadOnly`), or start background work.
 
@@ -25,6 +25,7 @@ use crate::wal::WalWriter;
 
 mod catch_up;
 
+pub use catch_up::CatchUp;
 use catch_up::{primary_state, Follower};
 
 /// A database opened as a secondary instance of another process's (the
@@ -43,26 +44,6 @@ use catch_up::{primary_state, Follower};
 pub struct Secondary {
     db: Db,
     follower: Mutex<Follower>,
-}
-
-/// What one [`Secondary::try_catch_up`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CatchUp {
-    /// The sequence number of the last write the secondary sees now (the
-    /// primary's sequence numbers: one per operation).
-    pub sequence: u64,
-    /// Log records (write groups of the primary) read by this call.
-    pub records_read: u64,
-    /// The primary's manifest had changed since the last catch-up (a
-    /// flush, a compaction, a keyspace created or dropped).
-    pub manifest_changed: bool,
-    /// Tables the view reads now.
-    pub tables: usize,
-    /// Tables the primary's manifest names that could not be opened:
-    /// (file, reason). Reads that need one fail with `Corruption` naming
-    /// it (with [`Options::paranoid_checks`] the catch-up fails instead).
-    pub damaged_tables: Vec<(String, String)>,
 }
 
 impl Db {

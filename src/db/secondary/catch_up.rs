@@ -2,7 +2,8 @@
 //! manifest it last applied, the tables of its view (held open), and per
 //! live log how far it read and the memtables (one per keyspace) of the
 //! records read — and one catch-up: reading the primary's newer manifest
-//! and log records, and publishing them as a new view.
+//! and log records, and publishing them as a new view; [`CatchUp`], what
+//! one reports.
 //!
 //! Owns: the order a catch-up reads the primary's files in, and why the
 //! view it publishes is a prefix of the primary's write history. The logs
@@ -47,11 +48,30 @@ use crate::memtable::Memtable;
 use crate::table::Table;
 use crate::wal::{LogCursor, LogStop};
 
-use super::CatchUp;
-
 /// Attempts started over because the primary moved its manifest meanwhile,
 /// before a catch-up gives up (the view stays as it was).
 const MAX_ATTEMPTS: u32 = 50;
+
+/// What one [`Secondary::try_catch_up`](super::Secondary::try_catch_up) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CatchUp {
+    /// The sequence number of the last write the secondary sees now (the
+    /// primary's sequence numbers: one per operation).
+    pub sequence: u64,
+    /// Log records (write groups of the primary) read by this call.
+    pub records_read: u64,
+    /// The primary's manifest had changed since the last catch-up (a
+    /// flush, a compaction, a keyspace created or dropped).
+    pub manifest_changed: bool,
+    /// Tables the view reads now.
+    pub tables: usize,
+    /// Tables the primary's manifest names that could not be opened:
+    /// (file, reason). Reads that need one fail with `Corruption` naming
+    /// it (with [`Options::paranoid_checks`](crate::Options::paranoid_checks)
+    /// the catch-up fails instead).
+    pub damaged_tables: Vec<(String, String)>,
+}
 
 /// What a secondary knows of its primary between catch-ups.
 pub(super) struct Follower {
