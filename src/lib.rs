@@ -84,6 +84,7 @@ pub use async_iter::AsyncIter;
 #[cfg(feature = "tokio")]
 pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
+pub use db::secondary::{CatchUp, Secondary};
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
     KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Snapshot, Stats, TableWriter,

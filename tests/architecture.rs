@@ -749,6 +749,8 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use FilterBuildStats",
         "use RecoveryReport",
         "use Snapshot",
+        "use Secondary",
+        "use CatchUp",
         "use Stats",
         "use Keyspace",
         "use KeyspaceOptions",

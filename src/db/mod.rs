@@ -10,7 +10,8 @@
 //! memtable rotation), `read.rs` (point lookups), `flush.rs` and
 //! `compaction.rs` (background work in `background.rs`), `iter/` (merging
 //! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only), `checkpoint.rs` (consistent copies of a live database),
+//! reads only), `secondary/` (a reader that follows another process's
+//! writes), `checkpoint.rs` (consistent copies of a live database),
 //! `close.rs` (closing, and the handles that outlive the `Db`),
 //! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
 //! keyspace's tables linked out at a sequence number, and imported as a new
@@ -38,6 +39,7 @@ mod oracle;
 mod pacing;
 mod read;
 mod read_only;
+pub(crate) mod secondary;
 mod small_runs;
 mod snapshot;
 mod stats;

@@ -49,8 +49,8 @@ impl DirLock for NoLock {}
 pub(crate) fn refusal() -> Error {
     Error::ReadOnly {
         cause: Box::new(Error::invalid(
-            "the database was opened read-only (Options::read_only): writes, flush, compact \
-             and resume are refused",
+            "the database was opened read-only (Options::read_only, or as a secondary \
+             instance): writes, flush, compact and resume are refused",
         )),
     }
 }
@@ -63,7 +63,7 @@ fn read_state(opts: &Options, dir: &Path) -> Result<(ManifestState, Option<Manif
 
 /// An open that ran out of file handles (`EMFILE`, `ENFILE`) said as such:
 /// a read-only database holds every table file open.
-fn out_of_file_handles(e: Error, tables: usize, opts: &Options) -> Error {
+pub(crate) fn out_of_file_handles(e: Error, tables: usize, opts: &Options) -> Error {
     let Error::Io { path, source } = &e else {
         return e;
     };

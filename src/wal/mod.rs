@@ -67,10 +67,12 @@
 //! The log is laid out like `src/table/`: `format.rs` (constants, the file
 //! header, record framing and the close record), `writer.rs`
 //! ([`WalWriter`]), `replay.rs` ([`replay`], [`replay_batches`]) and
-//! `salvage.rs` ([`salvage`], for `siftdb repair`); this module re-exports
+//! `salvage.rs` ([`salvage`], for `siftdb repair`), `follow.rs` (reading a
+//! log another process is appending to, for secondary instances); this module re-exports
 //! what other code uses, so its paths are `crate::wal::...`.
 
 mod closed;
+mod follow;
 mod format;
 mod mend;
 mod replay;
@@ -78,6 +80,7 @@ mod salvage;
 mod writer;
 
 pub(crate) use closed::{closed_log_missing, cut_short};
+pub(crate) use follow::{LogCursor, LogStop};
 pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
     CLOSE_RECORD_LEN, FILE_HEADER_LEN, FILE_KIND, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN,
