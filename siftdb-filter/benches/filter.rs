@@ -96,7 +96,7 @@ const ALTERNATIONS: usize = 21;
 /// Keys formatted per chunk while building (the formatting is not timed).
 const CHUNK: usize = 4096;
 
-#[path = "../../../benches/support/mod.rs"]
+#[path = "support/mod.rs"]
 mod support;
 use support::{bench_queries, cpu_now, key, splitmix64, Key, ThreadCpuTime, BATCH};
 
