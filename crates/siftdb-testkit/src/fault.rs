@@ -82,7 +82,6 @@
 //! a file gives its space back at once (as unlinking a closed file does).
 //! [`FaultFs::used_bytes`] tells what the files hold.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //! read faults and the space limit.
 //! Must never: use a real file.
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 fn p(s: &str) -> PathBuf {
