@@ -122,9 +122,6 @@ pub struct BlockHandle {
     pub len: u64,
 }
 
-/// Bytes of an encoded handle.
-pub const HANDLE_LEN: usize = 16;
-
 impl BlockHandle {
     /// Appends `offset ‖ len`, both u64 LE.
     pub fn encode_to(&self, out: &mut Vec<u8>) {
