@@ -3,7 +3,8 @@
 //! small shared modules below them); the files of each member crate of
 //! the workspace (the tools under `crates/`, the filter library in
 //! `siftdb-filter/`) form no import circle; no `allow` attribute is left in
-//! library or tool sources (exceptions are reasoned `#[expect]`s); and every
+//! library or tool sources (exceptions are reasoned `#[expect]`s); no source
+//! file of the library or of a member crate is over 1,000 lines; and every
 //! file a document cites exists.
 //!
 //! Imports are read as text (`crate::…`, `super::…` paths outside test
@@ -592,6 +593,41 @@ fn no_member_crate_has_an_import_circle() {
         "read {crates} crates, {files} files"
     );
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// The longest a source file may be: past it, a file holds more than one
+/// concern (put the new one in a file of its own).
+const MAX_LINES: usize = 1000;
+
+/// Every Rust file of the library (`src/`) and of the member crates (their
+/// sources, tests and benches) is at most `MAX_LINES` long.
+#[test]
+fn no_source_file_is_over_1000_lines() {
+    let mut dirs = vec![root().join("src")];
+    dirs.extend(member_crates());
+    let mut long = Vec::new();
+    let mut files = 0;
+    for dir in dirs {
+        for file in rust_files(&dir) {
+            if file.components().any(|c| c.as_os_str() == "target") {
+                continue;
+            }
+            files += 1;
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            if lines > MAX_LINES {
+                long.push(format!(
+                    "{}: {lines} lines",
+                    file.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(files > 200, "read {files} files");
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines (split them by concern):\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]
