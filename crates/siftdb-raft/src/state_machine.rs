@@ -3,7 +3,7 @@
 //!
 //! Owns: the state keyspaces `state.<n>` of the node's database (user keys
 //! under `d`, client sessions under `s`, the last applied log id and
-//! membership under `m/`), writing the batches [`crate::apply`] gathers
+//! membership under `m/`), writing the batches `apply.rs` gathers
 //! (requests applied exactly once per client session and sequence number)
 //! with the applied position they reach, the
 //! pointer to the live one and to the live snapshot (`live` in
