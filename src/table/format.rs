@@ -175,7 +175,7 @@ impl BlockHandle {
     }
 }
 
-/// The format version of a table: [`FORMAT_VERSION`], the only one this
+/// The format version of a table: `FORMAT_VERSION` (9), the only one this
 /// code reads (a footer of another is [`crate::Error::UnsupportedVersion`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableFormat(u32);
