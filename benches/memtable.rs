@@ -42,6 +42,7 @@ use siftdb::internals::memtable::{MemValue, Memtable};
 
 #[path = "support/crossbeam_memtable.rs"]
 mod crossbeam_memtable;
+#[path = "../siftdb-filter/benches/support/mod.rs"]
 #[expect(
     dead_code,
     reason = "the filter benches' helpers are not all used here"

@@ -110,7 +110,9 @@ pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
 
 /// siftdb's own internals, public only for the project's tools (the CLI,
-/// the benchmarks, the test kit and the fuzz targets).
+/// the benchmarks, the test kit and the fuzz targets). Each module here
+/// re-exports by name exactly the items the tools and tests use, never a
+/// whole module of the crate.
 ///
 /// **No stability promise**: anything here may change or vanish in any
 /// release, patch releases included. An application uses the items at the
@@ -119,72 +121,106 @@ pub use table::LevelFilterStats;
 pub mod internals {
     /// Write batches and their log encoding.
     pub mod batch {
-        pub use crate::batch::*;
+        pub use crate::batch::{decode_record, RawBatch, WriteBatch};
     }
     /// Checksums and varints.
     pub mod codec {
-        pub use crate::codec::*;
+        pub use crate::codec::crc32_of;
     }
     /// File names of a database directory.
     pub mod filename {
-        pub use crate::filename::*;
+        pub use crate::filename::{
+            parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE,
+        };
     }
     /// The file-system seam (fault injection plugs in here).
     pub mod fs {
-        pub use crate::fs::*;
+        pub use crate::fs::{
+            short_read, DirLock, FileSystem, OsFileSystem, RandomAccessFile, SharedFs, WritableFile,
+        };
     }
     /// Reports on a database directory and its tables, and `verify`.
     pub mod inspect {
-        pub use crate::inspect::*;
+        pub use crate::inspect::{
+            inspect_dir, inspect_dir_with, inspect_table, verify_dir, DirSummary, FileRole,
+            FilterFigures, FilterSummary, LevelSummary, RangeFilterSummary, TableSummary,
+            VerifyReport,
+        };
     }
     /// Internal keys: user key, sequence number and kind.
     pub mod key {
-        pub use crate::key::*;
+        pub use crate::key::{
+            compare_internal_keys, internal_key, lookup_key, parse_internal_key, tag, user_key_of,
+            SeqNo, ValueKind, TAG_LEN,
+        };
     }
     /// The manifest file.
     pub mod manifest {
-        pub use crate::manifest::*;
+        pub use crate::manifest::{
+            decode, encode, read_manifest, read_manifest_copy, write_manifest, KeyspaceRecord,
+            KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
+        };
     }
     /// The backup metadata file's codec.
     pub mod backup_meta {
-        pub use crate::backup::meta::*;
+        pub use crate::backup::meta::{decode_meta, encode_meta, safe_name, META_HEADER};
     }
     /// A keyspace's tables exported at one sequence number, and a new
     /// keyspace imported from such tables (siftdb-raft's snapshots).
     pub mod keyspace_export {
-        pub use crate::db::export::*;
-    }
-    /// The filters' kernels: an instruction-set cap for benchmarks.
-    #[cfg(target_arch = "x86_64")]
-    pub mod filter_kernels {
-        pub use siftdb_filter::internals::cap_at_avx2;
+        pub use crate::db::export::{import_keyspace, KeyspaceExport};
     }
     /// The memtable.
     pub mod memtable {
-        pub use crate::memtable::*;
+        pub use crate::memtable::{MemValue, Memtable, MemtableIter};
     }
     /// Option constants.
     pub mod options {
-        pub use crate::options::*;
+        pub use crate::options::DEFAULT_MULTI_GET_IN_FLIGHT;
     }
     /// Prefix helpers.
     pub mod prefix {
-        pub use crate::prefix::*;
+        pub use crate::prefix::successor;
     }
     /// Range tombstones, their fragments and block encoding.
     pub mod range_tombstone {
-        pub use crate::range_tombstone::*;
+        pub use crate::range_tombstone::{FragmentedTombstones, RangeTombstone};
     }
     /// Repair's parts.
     pub mod repair {
-        pub use crate::repair::*;
+        pub use crate::repair::LOST_DIR;
     }
     /// Sorted tables: format, builder, reader, salvage.
     pub mod table {
-        pub use crate::table::*;
+        pub use crate::table::{
+            io_uring_available, BlockHandle, BlockKind, Codec, FilterStatus, LookupKey,
+            ReadContext, ReadCounters, ReadSettings, Severity, Table, TableBuilder, TableFormat,
+            TableInfo, TableKeyspace, TableOptions, TableValue,
+        };
+        /// Data blocks and their builder.
+        pub mod block {
+            pub use crate::table::block::{Block, BlockBuilder};
+        }
+        /// Block compression.
+        pub mod compression {
+            pub use crate::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
+        }
+        /// Block trailers and the footer.
+        pub mod format {
+            pub use crate::table::format::{
+                block_checksum, encode_trailer, FOOTER_LEN, TRAILER_LEN,
+            };
+        }
+        /// Prefix probes of the scan filters.
+        pub mod scan_filters {
+            pub use crate::table::scan_filters::PrefixProbe;
+        }
     }
     /// The write-ahead log.
     pub mod wal {
-        pub use crate::wal::*;
+        pub use crate::wal::{
+            encode_close_record, encode_file_header, encode_record_into, record_header_len, replay,
+            replay_batches, CLOSE_RECORD_LEN, FILE_HEADER_LEN, FORMAT_VERSION,
+        };
     }
 }

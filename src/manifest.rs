@@ -79,7 +79,7 @@ pub fn valid_keyspace_name(name: &str) -> bool {
 pub struct KeyspaceRecord {
     /// Its id, in table records and log records; never reused.
     pub id: u32,
-    /// Its name (see [`valid_keyspace_name`]).
+    /// Its name (`valid_keyspace_name` says which are allowed).
     pub name: String,
     /// The oldest log that may hold records of this keyspace not yet in
     /// its tables: replay skips its records in older logs.

@@ -454,7 +454,7 @@ impl Options {
 
     /// Bytes of data blocks kept in memory, shared by every table of the
     /// database (a sharded cache, `quick_cache`, weighted by block size).
-    /// Default 64 MiB ([`DEFAULT_BLOCK_CACHE_BYTES`]); 0 disables it: every
+    /// Default 64 MiB (`DEFAULT_BLOCK_CACHE_BYTES`); 0 disables it: every
     /// data block a read needs comes from the file.
     ///
     /// Filters and indexes are not in this budget: they are held for each
@@ -525,7 +525,7 @@ impl Options {
     /// needs them (a file-handle cache). Filters and indexes stay in memory
     /// whether a table's file is open or not, so a closed file costs only an
     /// `open` on the next block read from it. Default: 1000
-    /// ([`DEFAULT_MAX_OPEN_FILES`]) or half of the process's open-file limit
+    /// (`DEFAULT_MAX_OPEN_FILES`) or half of the process's open-file limit
     /// (`RLIMIT_NOFILE`) when that is lower, so a database of thousands of
     /// tables works under `ulimit -n 256`. Must be at least 1. Readers that
     /// are between a reopen and their read may briefly hold a few more.
@@ -570,7 +570,7 @@ impl Options {
 
     /// Keys one `multi_get` walks the tables with at once: a longer list
     /// is answered in batches of this many, in order (bounding the memory
-    /// of one walk). Default 256 ([`DEFAULT_MULTI_GET_BATCH`]); at least 1.
+    /// of one walk). Default 256 (`DEFAULT_MULTI_GET_BATCH`); at least 1.
     pub fn multi_get_batch(mut self, keys: usize) -> Self {
         self.multi_get_batch = keys;
         self

@@ -86,7 +86,7 @@ pub struct PrefixExtractor {
 impl PrefixExtractor {
     /// The first `len` bytes of every key of at least `len` bytes; shorter
     /// keys have no prefix. Named `siftdb.fixed:<len>`. `len` must be
-    /// within `1..=`[`MAX_FIXED_LEN`].
+    /// within `1..=MAX_FIXED_LEN` (the longest key siftdb takes).
     pub fn fixed(len: usize) -> Result<PrefixExtractor> {
         if !(1..=MAX_FIXED_LEN).contains(&len) {
             return Err(Error::invalid(format!(

@@ -1,9 +1,11 @@
 //! The shape of the code, checked: the library's imports form no circle and
 //! never run up the layers (db → version → table → filter → block, with the
-//! small shared modules below them); the files of each crate under
-//! `crates/` form no import circle; no `allow` attribute is left in library
-//! or tool sources (exceptions are reasoned `#[expect]`s); and every file a
-//! document cites exists.
+//! small shared modules below them); the files of each member crate of
+//! the workspace (the tools under `crates/`, the filter library in
+//! `siftdb-filter/`) form no import circle; no `allow` attribute is left in
+//! library or tool sources (exceptions are reasoned `#[expect]`s); no source
+//! file of the library or of a member crate is over 1,000 lines; and every
+//! file a document cites exists.
 //!
 //! Imports are read as text (`crate::…`, `super::…` paths outside test
 //! modules, with the braces of a `use` expanded), the way a reader follows
@@ -355,7 +357,7 @@ fn layer(module: &[String]) -> Option<u32> {
 const LAYERS: &[(u32, &[&str])] = &[
     (0, &["error", "filename", "counter", "prefetch"]),
     (1, &["codec", "key", "fs", "prefix", "events"]),
-    // The filters are a crate of their own (crates/siftdb-filter), below
+    // The filters are a crate of their own (siftdb-filter), below
     // all of src/: `crate::filter` resolves to no file here.
     (2, &["range_tombstone", "shared"]),
     (
@@ -543,16 +545,37 @@ fn every_module_the_layers_name_exists() {
     );
 }
 
-/// The files of each crate under `crates/` import one another without a
-/// circle (a file that needs a name from a file that needs one of its own
-/// wants a module below both).
+/// The folders of the workspace's member crates other than the library at
+/// the root (the tool crates under `crates/`, the filter library in
+/// `siftdb-filter/`), as the root `Cargo.toml`'s `members` lists them.
+fn member_crates() -> Vec<PathBuf> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let members = manifest
+        .lines()
+        .find(|line| line.starts_with("members"))
+        .expect("the root Cargo.toml lists its members on one line");
+    let dirs: Vec<PathBuf> = members
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|member| *member != ".")
+        .map(|member| root().join(member))
+        .collect();
+    for dir in &dirs {
+        assert!(dir.join("Cargo.toml").is_file(), "{}", dir.display());
+    }
+    dirs
+}
+
+/// The files of each member crate import one another without a circle (a
+/// file that needs a name from a file that needs one of its own wants a
+/// module below both).
 #[test]
-fn no_crate_under_crates_has_an_import_circle() {
+fn no_member_crate_has_an_import_circle() {
     let mut problems = Vec::new();
     let mut crates = 0;
     let mut files = 0;
-    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
-        let dir = entry.unwrap().path();
+    for dir in member_crates() {
         let src = dir.join("src");
         if !src.is_dir() {
             continue;
@@ -560,23 +583,58 @@ fn no_crate_under_crates_has_an_import_circle() {
         crates += 1;
         let library = Library::read_crate(&src);
         files += library.files.len();
-        let crate_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let crate_dir = dir.strip_prefix(root()).unwrap().display().to_string();
         for circle in circles(&library.edges(), name) {
-            problems.push(format!("crates/{crate_name}: import circle: {circle}"));
+            problems.push(format!("{crate_dir}: import circle: {circle}"));
         }
     }
     assert!(
-        crates >= 4 && files > 60,
+        crates >= 5 && files > 60,
         "read {crates} crates, {files} files"
     );
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
+/// The longest a source file may be: past it, a file holds more than one
+/// concern (put the new one in a file of its own).
+const MAX_LINES: usize = 1000;
+
+/// Every Rust file of the library (`src/`) and of the member crates (their
+/// sources, tests and benches) is at most `MAX_LINES` long.
+#[test]
+fn no_source_file_is_over_1000_lines() {
+    let mut dirs = vec![root().join("src")];
+    dirs.extend(member_crates());
+    let mut long = Vec::new();
+    let mut files = 0;
+    for dir in dirs {
+        for file in rust_files(&dir) {
+            if file.components().any(|c| c.as_os_str() == "target") {
+                continue;
+            }
+            files += 1;
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            if lines > MAX_LINES {
+                long.push(format!(
+                    "{}: {lines} lines",
+                    file.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(files > 200, "read {files} files");
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines (split them by concern):\n{}",
+        long.join("\n")
+    );
+}
+
 #[test]
 fn no_allow_attribute_is_left_in_library_or_tool_sources() {
     let mut dirs = vec![root().join("src")];
-    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
-        let src = entry.unwrap().path().join("src");
+    for dir in member_crates() {
+        let src = dir.join("src");
         if src.is_dir() {
             dirs.push(src);
         }
@@ -604,11 +662,13 @@ fn no_allow_attribute_is_left_in_library_or_tool_sources() {
 }
 
 /// Repository paths cited in backticks or links: `src/…`, `crates/…`,
-/// `tests/…`, `docs/…`, `fuzz/…`, `benches/…`, `examples/…`.
+/// `siftdb-filter/…`, `tests/…`, `docs/…`, `fuzz/…`, `benches/…`,
+/// `examples/…`.
 fn cited_paths(text: &str) -> Vec<String> {
-    const ROOTS: [&str; 7] = [
+    const ROOTS: [&str; 8] = [
         "src/",
         "crates/",
+        "siftdb-filter/",
         "tests/",
         "docs/",
         "fuzz/",
@@ -631,7 +691,7 @@ fn cited_paths(text: &str) -> Vec<String> {
 #[test]
 fn every_file_a_document_cites_exists() {
     let mut documents = vec![root().join("README.md"), root().join("fuzz/README.md")];
-    for dir in ["docs", "crates"] {
+    for dir in ["docs", "crates", "siftdb-filter"] {
         let mut stack = vec![root().join(dir)];
         while let Some(d) = stack.pop() {
             for entry in std::fs::read_dir(&d).unwrap() {

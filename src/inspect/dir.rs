@@ -50,7 +50,7 @@ pub struct LevelSummary {
     /// Bytes of memory their decoded indexes take in an open database.
     pub index_memory: u64,
     /// Their filters: kinds, bits per key, expected rate, and the rate
-    /// measured by asking each filter [`crate::inspect::FP_PROBES`] random
+    /// measured by asking each filter `FP_PROBES` (20,000) random
     /// absent keys.
     pub filters: LevelFilterStats,
 }
@@ -161,7 +161,7 @@ const MAX_ATTEMPTS: u32 = 50;
 /// `InvalidArgument` when `dir` is not a directory or has no manifest;
 /// `Corruption` when the manifest does not decode (`siftdb verify` says
 /// more). A table that does not open is reported in its
-/// [`LiveTableSummary`], not as an error.
+/// `LiveTableSummary`, not as an error.
 ///
 /// Beside a live writer the summary is of one manifest: it is read again
 /// after the tables were opened and the directory listed, and the whole

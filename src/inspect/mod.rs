@@ -41,8 +41,7 @@ mod verify;
 /// Where `repair` has found it (defined below `db` and `inspect`, which
 /// both need it).
 pub(crate) use crate::identify::check_is_database;
-pub use dir::{inspect_dir, inspect_dir_with, DirFile, DirSummary, FileRole, LevelSummary};
-pub use dir::{KeyspaceSummary, LiveTableSummary, ManifestSummary};
-pub use table::{inspect_table, inspect_table_with, RangeFilterSummary, TableSummary};
-pub use table::{BloomFigures, FilterFigures, FilterSummary, FP_PROBES};
-pub use verify::{verify_dir, verify_dir_with, Problem, VerifyReport};
+pub use dir::{inspect_dir, inspect_dir_with, DirSummary, FileRole, LevelSummary};
+pub use table::{inspect_table, RangeFilterSummary, TableSummary};
+pub use table::{FilterFigures, FilterSummary};
+pub use verify::{verify_dir, verify_dir_with, VerifyReport};

@@ -131,7 +131,7 @@ pub struct FilterFigures {
     /// at `bits_per_key` and `probes` (Putze et al. 2007), for a binary fuse
     /// filter 2⁻ʷ.
     pub expected_fp_rate: f64,
-    /// Random absent keys asked ([`FP_PROBES`]) and how many the filter let
+    /// Random absent keys asked (`FP_PROBES`, 20,000) and how many the filter let
     /// through: the measured rate is their ratio.
     pub probed: u64,
     /// See `probed`.

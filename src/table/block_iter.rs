@@ -93,10 +93,6 @@ impl BlockIter {
     }
 
     /// Moves to the next entry; invalid after the last one.
-    #[expect(
-        clippy::should_implement_trait,
-        reason = "a fallible cursor step, not an Iterator"
-    )]
     pub fn next(&mut self) -> Result<()> {
         if self.next_offset >= self.block.entries_end {
             self.valid = false;

@@ -122,9 +122,6 @@ pub struct BlockHandle {
     pub len: u64,
 }
 
-/// Bytes of an encoded handle.
-pub const HANDLE_LEN: usize = 16;
-
 impl BlockHandle {
     /// Appends `offset ‖ len`, both u64 LE.
     pub fn encode_to(&self, out: &mut Vec<u8>) {
@@ -178,7 +175,7 @@ impl BlockHandle {
     }
 }
 
-/// The format version of a table: [`FORMAT_VERSION`], the only one this
+/// The format version of a table: `FORMAT_VERSION` (9), the only one this
 /// code reads (a footer of another is [`crate::Error::UnsupportedVersion`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableFormat(u32);

@@ -141,10 +141,6 @@ impl TableIter {
     }
 
     /// Moves to the next entry; invalid after the last. No-op when invalid.
-    #[expect(
-        clippy::should_implement_trait,
-        reason = "a fallible cursor step, not an Iterator"
-    )]
     pub fn next(&mut self) -> Result<()> {
         self.backward = false;
         self.guard(|it| {

@@ -67,7 +67,7 @@ mod verify;
 
 pub use builder::{TableBuilder, TableInfo};
 pub use context::{ReadContext, ReadSettings};
-pub use counters::{ReadCounters, ReadStats};
+pub use counters::ReadCounters;
 pub use filter_stats::LevelFilterStats;
 pub use format::{BlockHandle, BlockKind, Codec, Footer, TableFormat};
 pub use get::TableValue;
@@ -77,5 +77,5 @@ pub use options::TableOptions;
 pub use overlapped::io_uring_available;
 pub use properties::{TableKeyspace, TableProperties};
 pub use reader::{FilterStatus, Table};
-pub use salvage::{LostBlock, Salvaged, SalvagedBlock, SalvagedTombstones, TableSalvager};
-pub use verify::{Severity, VerifyProblem};
+pub use salvage::{Salvaged, SalvagedTombstones, TableSalvager};
+pub use verify::Severity;

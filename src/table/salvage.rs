@@ -228,11 +228,6 @@ impl TableSalvager {
         })
     }
 
-    /// The table's file name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The open table, when its footer, index and properties are intact.
     pub fn table(&self) -> Option<&Table> {
         match &self.walk {

@@ -21,7 +21,7 @@ use crate::table::iter::SPAN_BYTES;
 use crate::table::reader::{FilterStatus, Span, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
 
-/// How bad a [`VerifyProblem`] is.
+/// How bad a problem `verify` found (a `VerifyProblem`) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
     /// Reads stay correct but slower (a damaged filter).

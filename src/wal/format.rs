@@ -175,7 +175,7 @@ pub(super) fn length_check(kind: &[u8], len_bytes: &[u8]) -> u32 {
 }
 
 /// The header of a record of kind `kind` holding `payload`.
-/// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
+/// `InvalidArgument` when the payload is longer than `MAX_PAYLOAD_LEN`.
 pub(super) fn record_header(kind: &[u8], payload: &[u8]) -> Result<RecordHeaderBytes> {
     let len = u32::try_from(payload.len()).map_err(|_| {
         Error::invalid(format!(
@@ -229,7 +229,7 @@ pub fn record_header_len(payload_len: usize) -> usize {
 
 /// Appends one record (header and payload) to `out`.
 ///
-/// `InvalidArgument` when the payload is longer than [`MAX_PAYLOAD_LEN`].
+/// `InvalidArgument` when the payload is longer than `MAX_PAYLOAD_LEN`.
 pub fn encode_record_into(out: &mut Vec<u8>, payload: &[u8]) -> Result<()> {
     let header = record_header(&[], payload)?;
     out.reserve(header.len + payload.len());

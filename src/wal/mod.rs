@@ -83,16 +83,17 @@ pub(crate) use closed::{closed_log_missing, cut_short};
 pub(crate) use follow::{LogCursor, LogStop};
 pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
-    CLOSE_RECORD_LEN, FILE_HEADER_LEN, FILE_KIND, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN,
+    CLOSE_RECORD_LEN, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,
 };
 pub use mend::mend;
-pub use replay::{replay, replay_batches, ReplayedBatches, TornTail, WalRecord, WalReplay};
-pub use salvage::{salvage, LostRecord, WalSalvage};
+pub use replay::{replay, replay_batches};
+pub use salvage::{salvage, LostRecord};
 pub use writer::WalWriter;
 
 /// Helpers the unit tests of every part share.
 #[cfg(test)]
 mod testing {
+    use super::replay::WalReplay;
     use super::*;
     use crate::batch::{RawBatch, WriteBatch};
     use crate::codec::crc32_of;

@@ -83,13 +83,16 @@ impl WalWriter {
 
     /// Appends one record with one write call, so the operating system holds
     /// all of it or a prefix of it. Not durable until [`WalWriter::sync`].
+    /// The tests' short form of [`WalWriter::append_with`].
+    #[cfg(test)]
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
         self.append_with(|out| out.extend_from_slice(payload))
     }
 
     /// Appends one record whose payload `write_payload` appends to the
-    /// buffer it is handed, with one write call, as [`WalWriter::append`]:
-    /// the payload is built in place behind its header (no copy, and no
+    /// buffer it is handed, with one write call, so the operating system
+    /// holds all of it or a prefix of it. Not durable until
+    /// [`WalWriter::sync`]. The payload is built in place behind its header (no copy, and no
     /// allocation once the buffer has grown to the usual record size).
     ///
     /// `InvalidArgument` (the log unchanged) when the payload is longer
@@ -168,11 +171,6 @@ impl WalWriter {
     /// The log number written in the header.
     pub fn log_number(&self) -> u64 {
         self.log_number
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn check_usable(&self) -> Result<()> {

@@ -26,6 +26,7 @@
 //! # Ok::<(), String>(())
 //! ```
 
+pub mod benchmarks_doc;
 mod bulkload;
 mod cold;
 pub mod cpu;

@@ -21,10 +21,10 @@ use openraft::{BasicNode, Entry, LogId, StoredMembership, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::apply::SessionRecord;
 use crate::codec::{self, decode, encode};
 use crate::pointer::Pointer;
 use crate::snapshot_file::{framed_header, Event, Header, Meta, StreamDecoder, TableEntry};
-use crate::state_machine::SessionRecord;
 use crate::types::{NodeId, TypeConfig};
 
 /// The first byte chooses what the rest is decoded as.

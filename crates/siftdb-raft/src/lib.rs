@@ -19,6 +19,7 @@
 //! `docs/replication.md`.
 
 pub mod api;
+mod apply;
 pub mod bench;
 mod body;
 pub mod client;

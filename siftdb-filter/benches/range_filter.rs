@@ -41,7 +41,7 @@ use criterion::{Criterion, SamplingMode, Throughput};
 use siftdb_filter::range::{RangeFilter, RangeFilterBuilder, RangeFilterView};
 use siftdb_filter::BloomFilter;
 
-#[path = "../../../benches/support/mod.rs"]
+#[path = "support/mod.rs"]
 mod support;
 use support::{bench_queries, cpu_now, key, splitmix64, ThreadCpuTime, BATCH};
 
