@@ -1,90 +1,13 @@
-//! Closing a database ([`Db::close`]) and the counts of the handles that
-//! keep it open after its `Db` is gone.
+//! Closing a database ([`Db::close`]): what it says about the handles
+//! that keep it open after its `Db` is gone (counted in
+//! `handle_counts.rs`).
 //!
-//! Owns: [`HandleCounts`] — how many `Keyspace`, `Snapshot`, `Transaction`
-//! and `KeyspaceExport` handles of one database live — and what `close`
-//! says about them.
 //! Must never: release the directory lock while a handle can still read
 //! the directory's files (the lock goes with `DbInner`, when the last
-//! handle drops), or count on a read or write path (handles are made and
-//! dropped by the application, not per operation).
-
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! handle drops).
 
 use crate::db::Db;
 use crate::error::{Error, Result};
-
-/// A kind of handle that holds a database (its `DbInner`, and so its
-/// directory lock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HandleKind {
-    Keyspace,
-    Snapshot,
-    Transaction,
-    KeyspaceExport,
-}
-
-/// Live handles of one database, by kind.
-#[derive(Debug, Default)]
-pub(crate) struct HandleCounts {
-    keyspaces: AtomicUsize,
-    snapshots: AtomicUsize,
-    transactions: AtomicUsize,
-    exports: AtomicUsize,
-}
-
-impl HandleCounts {
-    fn count(&self, kind: HandleKind) -> &AtomicUsize {
-        match kind {
-            HandleKind::Keyspace => &self.keyspaces,
-            HandleKind::Snapshot => &self.snapshots,
-            HandleKind::Transaction => &self.transactions,
-            HandleKind::KeyspaceExport => &self.exports,
-        }
-    }
-
-    /// A handle of `kind` was made.
-    pub(crate) fn made(&self, kind: HandleKind) {
-        self.count(kind).fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A handle of `kind` was dropped.
-    pub(crate) fn dropped(&self, kind: HandleKind) {
-        self.count(kind).fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// The live handles, as the application sees them ("1 Keyspace, 2
-    /// Snapshots"): a transaction's own keyspace and snapshot are part of
-    /// the transaction. `None` when there are none.
-    pub(crate) fn describe(&self) -> Option<String> {
-        let load = |kind| self.count(kind).load(Ordering::Relaxed);
-        let transactions = load(HandleKind::Transaction);
-        let live = [
-            (
-                load(HandleKind::Keyspace).saturating_sub(transactions),
-                "Keyspace",
-                "Keyspaces",
-            ),
-            (
-                load(HandleKind::Snapshot).saturating_sub(transactions),
-                "Snapshot",
-                "Snapshots",
-            ),
-            (transactions, "Transaction", "Transactions"),
-            (
-                load(HandleKind::KeyspaceExport),
-                "KeyspaceExport",
-                "KeyspaceExports",
-            ),
-        ];
-        let parts: Vec<String> = live
-            .iter()
-            .filter(|(n, _, _)| *n > 0)
-            .map(|&(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
-    }
-}
 
 impl Db {
     /// Closes the database: stops background work, syncs the log and marks

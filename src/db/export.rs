@@ -26,11 +26,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::db::close::HandleKind;
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
+use crate::db::handle_counts::HandleKind;
 use crate::db::keyspace::Keyspace;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::super_version::SuperVersion;

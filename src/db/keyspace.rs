@@ -20,8 +20,8 @@ use bytes::Bytes;
 
 use crate::batch::{KeyspaceId, WriteBatch};
 use crate::db::checks::check_key;
-use crate::db::close::HandleKind;
-use crate::db::compaction::CompactionScope;
+use crate::db::compaction_scope::CompactionScope;
+use crate::db::handle_counts::HandleKind;
 use crate::db::iter::DbIterator;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::tree::Tree;

@@ -21,13 +21,17 @@
 //! defines it; they reach this file only for `Db` and `DbInner`.
 
 mod background;
+mod background_state;
 mod checkpoint;
 mod checks;
 mod close;
 mod compaction;
+mod compaction_scope;
 mod compare_and_swap;
+mod counters;
 pub(crate) mod export;
 mod flush;
+mod handle_counts;
 mod ingest;
 mod iter;
 mod keyspace;
@@ -37,6 +41,7 @@ mod oracle;
 mod pacing;
 mod read;
 mod read_only;
+mod recovery_report;
 mod small_runs;
 mod snapshot;
 mod stats;
@@ -46,7 +51,9 @@ mod transaction_scan;
 mod tree;
 mod verify;
 mod version;
+mod version_set;
 mod write;
+mod write_queue;
 mod write_set;
 
 use std::ops::RangeBounds;
@@ -65,7 +72,7 @@ use crate::key::SeqNo;
 use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
 use crate::table::ReadContext;
-use compaction::CompactionScope;
+use compaction_scope::CompactionScope;
 
 /// Where `repair` has found it (defined with the log, below `db` and `inspect`).
 pub(crate) use crate::wal::cut_short;
@@ -82,7 +89,7 @@ pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use keyspace::Keyspace;
 pub use keyspace_options::KeyspaceOptions;
 pub(crate) use open::LOCK_FILE;
-pub use open::{ManifestRecovery, RecoveryReport};
+pub use recovery_report::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
 pub use stats::{FilterBuildStats, KeyspaceStats, Stats};
 use super_version::SuperVersion;
@@ -92,7 +99,7 @@ pub use verify::VerifyStats;
 pub(crate) use version::LEVELS;
 
 use crate::events::TableMetadata;
-use stats::DbCounters;
+use counters::DbCounters;
 use tree::Tree;
 use version::Version;
 
@@ -109,8 +116,8 @@ pub(crate) struct DbInner {
     pub trees: ArcSwap<Vec<Arc<Tree>>>,
     /// Highest sequence number whose write is complete and visible.
     pub last_visible: AtomicU64,
-    pub writer: Mutex<write::WriterState>,
-    pub queue: Mutex<write::WriteQueue>,
+    pub writer: Mutex<write_queue::WriterState>,
+    pub queue: Mutex<write_queue::WriteQueue>,
     pub queue_cv: Condvar,
     /// Write groups finished so far: what a waiting writer watches while it
     /// spins before it sleeps on `queue_cv` (see `write::write`).
@@ -123,8 +130,8 @@ pub(crate) struct DbInner {
     /// other way round.
     pub oracle: Mutex<oracle::Oracle>,
     /// Serialises manifest writes and super-version publication.
-    pub versions: Mutex<open::VersionSet>,
-    pub bg: Mutex<background::BgState>,
+    pub versions: Mutex<version_set::VersionSet>,
+    pub bg: Mutex<background_state::BgState>,
     pub bg_cv: Condvar,
     /// The block cache, open-file cache and read counters every table shares.
     pub tables: Arc<ReadContext>,
@@ -137,7 +144,7 @@ pub(crate) struct DbInner {
     pub events: crate::events::EventQueue,
     pub recovery: RecoveryReport,
     /// Live handles by kind (what `close` names).
-    pub handles: close::HandleCounts,
+    pub handles: handle_counts::HandleCounts,
     /// The directory lock: released when the last of the `Db` and its
     /// handles goes (a snapshot still reads the directory's tables).
     pub _lock: Box<dyn DirLock>,
@@ -170,24 +177,26 @@ impl DbInner {
     /// lock (so no other publication happens meanwhile).
     pub fn persist(
         &self,
-        versions: &mut open::VersionSet,
+        versions: &mut version_set::VersionSet,
         change: Option<(&Tree, &Version, u64)>,
     ) -> Result<()> {
         let trees = self.trees.load();
         let published: Vec<Arc<SuperVersion>> =
             trees.iter().map(|t| t.current.load_full()).collect();
-        let parts: Vec<open::TreeState<'_>> = trees
+        let parts: Vec<version_set::TreeState<'_>> = trees
             .iter()
             .zip(&published)
             .map(|(tree, sv)| match change {
-                Some((changed, version, log_number)) if changed.id == tree.id => open::TreeState {
-                    id: tree.id,
-                    name: &tree.name,
-                    version,
-                    log_number,
-                    settings: tree.given.lock().settings().clone(),
-                },
-                _ => open::TreeState {
+                Some((changed, version, log_number)) if changed.id == tree.id => {
+                    version_set::TreeState {
+                        id: tree.id,
+                        name: &tree.name,
+                        version,
+                        log_number,
+                        settings: tree.given.lock().settings().clone(),
+                    }
+                }
+                _ => version_set::TreeState {
                     id: tree.id,
                     name: &tree.name,
                     version: &sv.version,

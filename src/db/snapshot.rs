@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::db::checks::check_key;
-use crate::db::close::HandleKind;
+use crate::db::handle_counts::HandleKind;
 use crate::db::iter::{owned_range, prefix_range, DbIterator};
 use crate::db::keyspace::Keyspace;
 use crate::db::super_version::SuperVersion;

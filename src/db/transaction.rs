@@ -22,7 +22,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::db::checks::{check_key, check_merge_operator, check_value, check_writable};
-use crate::db::close::HandleKind;
+use crate::db::handle_counts::HandleKind;
 use crate::db::iter::{owned_range, prefix_range};
 use crate::db::keyspace::Keyspace;
 use crate::db::oracle::{ConflictCheck, KeyRange};

@@ -1,15 +1,15 @@
 //! The write path: group commit into the log, then the memtable.
 //!
-//! Owns: the writer queue (the first waiting writer leads a group: one log
-//! append and at most one fsync for every batch queued behind it), sequence
-//! assignment, memtable rotation and write stalls.
+//! Owns: the writer queue (its state in `write_queue.rs`; the first
+//! waiting writer leads a group: one log append and at most one fsync for
+//! every batch queued behind it), sequence assignment, memtable rotation
+//! and write stalls.
 //! Must never: acknowledge a batch before its log record reached the OS (and
 //! the disk, with `sync_writes`), make part of a batch visible, write after
 //! a failed log append left the log's tail uncertain, or seal a memtable
 //! while flushes are failing (writes are refused instead, as soon as the
 //! active memtable is full).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +24,7 @@ use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
 use crate::db::tree::Tree;
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
+use crate::db::write_queue::{Pending, WriterState};
 use crate::db::{flush, DbInner};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
@@ -55,59 +56,6 @@ const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 /// neither waited nor followed a shared group never waits: one thread
 /// alone, or writers that rarely meet, pay nothing.
 const WAIT_FOR_COMPANY: Duration = Duration::from_micros(4);
-
-/// State only the group leader (and recovery) touches.
-pub(crate) struct WriterState {
-    pub wal: WalWriter,
-    pub log_number: u64,
-    pub last_seq: SeqNo,
-    /// Set when the log failed (an append, a sync, or a rotation away from
-    /// it): its tail is uncertain or it cannot be left, so every write is
-    /// refused until recovery has started a new log.
-    pub log_failure: Option<Error>,
-    /// The number of the log recovery will start once every memtable is
-    /// flushed (the sealed failed log's successor; the file does not exist yet).
-    pub pending_log: Option<u64>,
-    /// The database was closed: the log ended (with its close record), and
-    /// no write may follow.
-    pub closed: bool,
-    /// The active log holds records appended since its last sync
-    /// (`Options::sync_interval` syncs only then).
-    pub unsynced: bool,
-}
-
-struct Pending {
-    batch: WriteBatch,
-    /// The batch must be on disk before it is acknowledged.
-    sync: bool,
-    /// A transaction's commit: written only if the oracle finds no conflict.
-    check: Option<ConflictCheck>,
-    /// The oracle refused the batch: it is not written, its writer gets
-    /// `Error::Conflict`.
-    rejected: AtomicBool,
-    done: Mutex<Option<Result<()>>>,
-}
-
-impl Pending {
-    /// The batch's outcome, given its group's.
-    fn outcome(&self, group: &Result<()>) -> Result<()> {
-        if self.rejected.load(Ordering::Acquire) {
-            return Err(Error::Conflict);
-        }
-        match group {
-            Ok(()) => Ok(()),
-            Err(e) => Err(e.duplicate()),
-        }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    waiting: VecDeque<Arc<Pending>>,
-    /// Whether writers met at the last group: it held more than one batch,
-    /// or its leader had waited behind another group.
-    writers_met: bool,
-}
 
 pub(crate) fn write(
     inner: &DbInner,
