@@ -6,7 +6,7 @@
 //! the public limits allow (`MAX_KEY_LEN`, `MAX_VALUE_LEN`), or let a
 //! refused write reach the log.
 
-use super::DbInner;
+use crate::db::inner::DbInner;
 use crate::error::{Error, Result};
 
 /// Why writes to a read-only database are refused.

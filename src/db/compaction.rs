@@ -36,6 +36,7 @@ use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
+use crate::db::inner::DbInner;
 use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
@@ -44,7 +45,6 @@ use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::DbInner;
 use crate::error::Result;
 use crate::events::{CompactionEvent, CompactionReason, Event};
 use crate::filename::table_file_name;

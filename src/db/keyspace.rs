@@ -19,14 +19,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::{KeyspaceId, WriteBatch};
-use crate::db::checks::check_key;
+use crate::db::checks::{check_key, check_writable};
 use crate::db::compaction_scope::CompactionScope;
+use crate::db::handle::Db;
 use crate::db::handle_counts::HandleKind;
+use crate::db::inner::DbInner;
 use crate::db::iter::DbIterator;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::tree::Tree;
 use crate::db::version::RangeTargets;
-use crate::db::{iter, read, write, Db, DbInner};
+use crate::db::{iter, manual, read, write};
 use crate::error::{Error, Result};
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
 use crate::memtable::MemtableRangeStats;
@@ -125,7 +127,7 @@ impl Keyspace {
     pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.merge_in(self, key, operand);
-        Db::write_batch(&self.inner, batch, WriteOptions::new())
+        write::write_batch(&self.inner, batch, WriteOptions::new())
     }
 
     /// [`Keyspace::put`] with options of its own: with
@@ -161,7 +163,7 @@ impl Keyspace {
 
     fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         self.tree.check_live()?;
-        Db::write_batch(&self.inner, batch, options)
+        write::write_batch(&self.inner, batch, options)
     }
 
     /// Flushes the database's memtables, then compacts every table of this
@@ -186,7 +188,7 @@ impl Keyspace {
     /// ```
     pub fn compact(&self) -> Result<()> {
         self.tree.check_live()?;
-        Db::compact_inner(&self.inner, CompactionScope::Keyspace(self.tree.id))
+        manual::compact(&self.inner, CompactionScope::Keyspace(self.tree.id))
     }
 
     /// This keyspace's tables now (see [`Db::live_tables`]); none once it
@@ -199,7 +201,7 @@ impl Keyspace {
     }
 
     /// [`Db::verify_checksums`] for this keyspace's tables only.
-    pub fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
+    pub fn verify_checksums(&self) -> Result<crate::db::verify::VerifyStats> {
         self.tree.check_live()?;
         crate::db::verify::verify_trees([&self.tree])
     }
@@ -230,7 +232,7 @@ impl Keyspace {
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.tree.check_live()?;
         let scope = CompactionScope::Range(self.tree.id, iter::owned_range(range));
-        Db::compact_inner(&self.inner, scope)
+        manual::compact(&self.inner, scope)
     }
 
     /// The latest value of `key` in this keyspace, or `None`.
@@ -442,7 +444,7 @@ impl Db {
                 tree
             }
             None => {
-                self.check_writable()?;
+                check_writable(&self.inner)?;
                 write::create_keyspace(inner, name, given.cloned().unwrap_or_default())?
             }
         };
@@ -467,7 +469,7 @@ impl Db {
     /// The `default` keyspace cannot be dropped; an unknown name is
     /// `InvalidArgument`.
     pub fn drop_keyspace(&self, name: &str) -> Result<()> {
-        self.check_writable()?;
+        check_writable(&self.inner)?;
         if name == DEFAULT_KEYSPACE_NAME {
             return Err(Error::invalid("the default keyspace cannot be dropped"));
         }

@@ -1,24 +1,27 @@
-//! The database: the public [`Db`] handle and the state its parts share.
+//! The database: the public [`Db`] handle's opening and key-value calls,
+//! and the names this folder gives the rest of the crate.
 //!
-//! Owns: `Db` and `DbInner` — the current super-version (memtable,
-//! immutable memtables, table version) that readers load without a lock.
-//! Must never: let a read wait for a flush or a compaction, acknowledge a
-//! write before it reached the log, or delete a file a durable manifest
-//! still names.
+//! Owns: `Db::open` and the calls on the default keyspace. Must never: let
+//! a read wait for a flush or a compaction, acknowledge a write before it
+//! reached the log, or delete a file a durable manifest still names.
 //!
-//! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
-//! memtable rotation), `read.rs` (point lookups), `flush.rs` and
-//! `compaction.rs` (background work in `background.rs`), `iter/` (merging
-//! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only), `checkpoint.rs` (consistent copies of a live database),
-//! `close.rs` (closing, and the handles that outlive the `Db`),
-//! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
-//! keyspace's tables linked out at a sequence number, and imported as a new
-//! keyspace), `stats.rs` (counters and `Stats`), `super_version.rs` (what
-//! a read of one keyspace loads), `checks.rs` (argument checks),
-//! `keyspace.rs` (the public `Keyspace` handle) over `tree.rs` (one
-//! keyspace's state). Siblings import each type from the file that
-//! defines it; they reach this file only for `Db` and `DbInner`.
+//! The parts: `handle.rs` (the `Db` struct) over `inner.rs` (`DbInner`,
+//! the state every part shares), which holds states defined below it
+//! (`write_queue.rs`, `background_state.rs`, `version_set.rs`,
+//! `counters.rs`, `handle_counts.rs`, `recovery_report.rs`, `oracle.rs`,
+//! `pacing.rs`, `tree.rs`: one keyspace's state); `open.rs` (creation and
+//! recovery), `write.rs` (checks, group commit, memtable rotation),
+//! `read.rs` (point lookups), `flush.rs` and `compaction.rs` (background
+//! work in `background.rs`; what callers ask for and wait on in
+//! `manual.rs`), `iter/` (merging scans), `version.rs` (the live tables),
+//! `read_only.rs` (opening for reads only), `checkpoint.rs` (consistent
+//! copies of a live database), `close.rs` (closing), `ingest.rs` (bulk
+//! load of sorted table files), `export.rs` (one keyspace's tables linked
+//! out at a sequence number, and imported as a new keyspace), `stats.rs`
+//! (`Stats`), `super_version.rs` (what a read of one keyspace loads),
+//! `checks.rs` (argument checks), `keyspace.rs` (the public `Keyspace`
+//! handle). Every arrow points down: each file imports each type from the
+//! file that defines it, and no file of this folder imports this one.
 
 mod background;
 mod background_state;
@@ -31,11 +34,14 @@ mod compare_and_swap;
 mod counters;
 pub(crate) mod export;
 mod flush;
+mod handle;
 mod handle_counts;
 mod ingest;
+mod inner;
 mod iter;
 mod keyspace;
 mod keyspace_options;
+mod manual;
 mod open;
 mod oracle;
 mod pacing;
@@ -57,30 +63,25 @@ mod write_queue;
 mod write_set;
 
 use std::ops::RangeBounds;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::Path;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{OpKind, RawBatch, WriteBatch};
-use crate::error::{Error, Result};
-use crate::fs::{DirLock, SharedFs};
-use crate::key::SeqNo;
+use crate::batch::{RawBatch, WriteBatch};
+use crate::error::Result;
 use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
-use crate::table::ReadContext;
 use compaction_scope::CompactionScope;
 
 /// Where `repair` has found it (defined with the log, below `db` and `inspect`).
 pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
-use checks::{check_key, check_merge_operator, check_value, check_writable};
+use checks::{check_key, check_writable};
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
+pub use handle::Db;
 pub use ingest::{IngestOptions, TableWriter};
 #[cfg(feature = "tokio")]
 pub(crate) use iter::owned_range;
@@ -92,162 +93,12 @@ pub(crate) use open::LOCK_FILE;
 pub use recovery_report::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
 pub use stats::{FilterBuildStats, KeyspaceStats, Stats};
-use super_version::SuperVersion;
 pub use transaction::{Transaction, TransactionOptions};
 pub use transaction_scan::TransactionIter;
 pub use verify::VerifyStats;
 pub(crate) use version::LEVELS;
 
 use crate::events::TableMetadata;
-use counters::DbCounters;
-use tree::Tree;
-use version::Version;
-
-pub(crate) struct DbInner {
-    pub dir: PathBuf,
-    pub opts: Options,
-    pub fs: SharedFs,
-    /// The keyspace named `default` (also first in `trees`), kept apart so
-    /// the methods of `Db` reach it without a lookup.
-    pub default: Arc<Tree>,
-    /// Every keyspace, `default` first, then in creation order. Replaced
-    /// whole (under the writer and version locks) when one is created or
-    /// dropped.
-    pub trees: ArcSwap<Vec<Arc<Tree>>>,
-    /// Highest sequence number whose write is complete and visible.
-    pub last_visible: AtomicU64,
-    pub writer: Mutex<write_queue::WriterState>,
-    pub queue: Mutex<write_queue::WriteQueue>,
-    pub queue_cv: Condvar,
-    /// Write groups finished so far: what a waiting writer watches while it
-    /// spins before it sleeps on `queue_cv` (see `write::write`).
-    pub write_groups_finished: AtomicU64,
-    /// Batches queued so far: what a leader watches while it waits for a
-    /// batch to join its group (see `write::write`).
-    pub writes_queued: AtomicU64,
-    /// Live transactions' snapshots and recent commits' keys, for the
-    /// conflict check at commit. Taken under the writer lock, never the
-    /// other way round.
-    pub oracle: Mutex<oracle::Oracle>,
-    /// Serialises manifest writes and super-version publication.
-    pub versions: Mutex<version_set::VersionSet>,
-    pub bg: Mutex<background_state::BgState>,
-    pub bg_cv: Condvar,
-    /// The block cache, open-file cache and read counters every table shares.
-    pub tables: Arc<ReadContext>,
-    /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
-    pub writes_stopped: AtomicBool,
-    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
-    pub pacer: Option<pacing::Pacer>,
-    pub counters: DbCounters,
-    /// Where background work's events go (`Options::add_event_listener`).
-    pub events: crate::events::EventQueue,
-    pub recovery: RecoveryReport,
-    /// Live handles by kind (what `close` names).
-    pub handles: handle_counts::HandleCounts,
-    /// The directory lock: released when the last of the `Db` and its
-    /// handles goes (a snapshot still reads the directory's tables).
-    pub _lock: Box<dyn DirLock>,
-}
-
-impl DbInner {
-    pub fn snapshot(&self) -> SeqNo {
-        SeqNo(self.last_visible.load(Ordering::Acquire))
-    }
-
-    pub fn path_of(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// The live keyspace named `name`.
-    pub fn tree_named(&self, name: &str) -> Option<Arc<Tree>> {
-        self.trees.load().iter().find(|t| t.name == name).cloned()
-    }
-
-    /// The live keyspace with id `id`.
-    pub fn tree_by_id(&self, id: u32) -> Option<Arc<Tree>> {
-        if id == self.default.id {
-            return Some(Arc::clone(&self.default));
-        }
-        self.trees.load().iter().find(|t| t.id == id).cloned()
-    }
-
-    /// Makes the keyspaces as published durable, but `change`'s tree with
-    /// its new version and oldest needed log. The caller holds the version
-    /// lock (so no other publication happens meanwhile).
-    pub fn persist(
-        &self,
-        versions: &mut version_set::VersionSet,
-        change: Option<(&Tree, &Version, u64)>,
-    ) -> Result<()> {
-        let trees = self.trees.load();
-        let published: Vec<Arc<SuperVersion>> =
-            trees.iter().map(|t| t.current.load_full()).collect();
-        let parts: Vec<version_set::TreeState<'_>> = trees
-            .iter()
-            .zip(&published)
-            .map(|(tree, sv)| match change {
-                Some((changed, version, log_number)) if changed.id == tree.id => {
-                    version_set::TreeState {
-                        id: tree.id,
-                        name: &tree.name,
-                        version,
-                        log_number,
-                        settings: tree.given.lock().settings().clone(),
-                    }
-                }
-                _ => version_set::TreeState {
-                    id: tree.id,
-                    name: &tree.name,
-                    version: &sv.version,
-                    log_number: sv.oldest_log(),
-                    settings: tree.given.lock().settings().clone(),
-                },
-            })
-            .collect();
-        let last = SeqNo(self.last_visible.load(Ordering::Acquire));
-        versions.persist(self.fs.as_ref(), &self.dir, &parts, last)
-    }
-}
-
-/// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it
-/// stops background work, makes the log durable and releases the directory
-/// lock before `drop` returns — unless a [`Snapshot`] of it is still alive,
-/// which holds the directory until it goes. [`Db::close`] does the same and
-/// reports what went wrong.
-///
-/// ```
-/// use std::sync::Arc;
-/// use siftdb::{Db, Options};
-///
-/// # let dir = tempfile::tempdir().unwrap();
-/// let db = Arc::new(Db::open_with(dir.path(), Options::default())?);
-/// let writers: Vec<_> = (0..4)
-///     .map(|t| {
-///         let db = Arc::clone(&db);
-///         std::thread::spawn(move || db.put(format!("user/{t}"), b"active"))
-///     })
-///     .collect();
-/// for w in writers {
-///     w.join().unwrap()?;
-/// }
-/// let snapshot = db.snapshot();
-/// db.delete(b"user/0")?;
-/// assert_eq!(db.get(b"user/0")?, None);
-/// // The snapshot still sees the database as it was.
-/// assert!(snapshot.get(b"user/0")?.is_some());
-/// let users: Vec<_> = db.prefix(b"user/").collect::<Result<_, _>>()?;
-/// assert_eq!(users.len(), 3);
-/// # Ok::<(), siftdb::Error>(())
-/// ```
-pub struct Db {
-    inner: Arc<DbInner>,
-    background: Vec<std::thread::JoinHandle<()>>,
-    /// The thread that calls the event listeners, if any was added.
-    events: Option<std::thread::JoinHandle<()>>,
-    /// `close` (or a drop) has run.
-    shut_down: bool,
-}
 
 impl Db {
     /// Opens (creating if missing) the database at `path` with default options.
@@ -278,7 +129,7 @@ impl Db {
                 Ok(threads) => threads,
                 Err(e) => {
                     // No listener has run: no panic to report.
-                    let _ = stop_events(&inner, events);
+                    let _ = close::stop_events(&inner, events);
                     return Err(e);
                 }
             }
@@ -419,55 +270,7 @@ impl Db {
     /// [`WriteOptions::sync`]`(true)` the batch is on disk before this
     /// returns, whatever [`Options::sync_writes`] says.
     pub fn write_with(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
-        Db::write_batch(&self.inner, batch, options)
-    }
-
-    /// What [`Db::write_with`] does, for `Db` and its keyspaces.
-    pub(crate) fn write_batch(
-        inner: &DbInner,
-        batch: WriteBatch,
-        options: WriteOptions,
-    ) -> Result<()> {
-        Db::write_checked(inner, batch, options, None)
-    }
-
-    /// [`Db::write_batch`] of a transaction's commit, written only if the
-    /// oracle finds no conflict with `check`.
-    fn write_checked(
-        inner: &DbInner,
-        batch: WriteBatch,
-        options: WriteOptions,
-        check: Option<oracle::ConflictCheck>,
-    ) -> Result<()> {
-        check_writable(inner)?;
-        let mut known = inner.default.id;
-        batch.check_ranges()?;
-        for op in batch.iter() {
-            check_key(op.key)?;
-            check_value(op.value)?;
-            if op.keyspace != known {
-                // A batch's keyspaces are few: each is looked up when it
-                // first follows another.
-                let tree = inner.tree_by_id(op.keyspace).ok_or_else(|| {
-                    Error::invalid(format!(
-                        "the batch writes to keyspace id {}, which this database does not \
-                         have (dropped, or a keyspace of another database)",
-                        op.keyspace
-                    ))
-                })?;
-                tree.check_live()?;
-                known = op.keyspace;
-            }
-            if op.kind == OpKind::Merge {
-                check_merge_operator(inner, op.keyspace)?;
-            }
-        }
-        let sync = options.sync_or(inner.opts.sync_writes);
-        if batch.is_empty() {
-            // Nothing to log; a sync asked for still covers the writes before.
-            return if sync { write::persist(inner) } else { Ok(()) };
-        }
-        write::write(inner, batch, sync, check)
+        write::write_batch(&self.inner, batch, options)
     }
 
     /// Makes every write acknowledged so far durable: the log is synced
@@ -582,14 +385,7 @@ impl Db {
     /// Turns the memtables of every keyspace into tables now; returns when
     /// they are durable.
     pub fn flush(&self) -> Result<()> {
-        Db::flush_inner(&self.inner)
-    }
-
-    /// What [`Db::flush`] does, for `Db` and its keyspaces.
-    pub(crate) fn flush_inner(inner: &DbInner) -> Result<()> {
-        check_writable(inner)?;
-        write::rotate_if_nonempty(inner)?;
-        background::wait_for_flushes(inner)
+        manual::flush(&self.inner)
     }
 
     /// Flushes, then compacts every table of each keyspace into one sorted
@@ -598,7 +394,7 @@ impl Db {
     /// while a table could not be opened (see
     /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
-        Db::compact_inner(&self.inner, CompactionScope::All)
+        manual::compact(&self.inner, CompactionScope::All)
     }
 
     /// [`Db::compact`] for the default keyspace's keys in `range` only
@@ -610,20 +406,7 @@ impl Db {
     /// the range is merged whole. An empty range compacts nothing.
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         let scope = CompactionScope::Range(self.inner.default.id, iter::owned_range(range));
-        Db::compact_inner(&self.inner, scope)
-    }
-
-    /// What the compact calls do: flush, refuse while a table `scope` takes
-    /// from could not be opened, then the full compaction of `scope`,
-    /// waited for.
-    pub(crate) fn compact_inner(inner: &DbInner, scope: CompactionScope) -> Result<()> {
-        Db::flush_inner(inner)?;
-        for tree in inner.trees.load().iter() {
-            if scope.takes_from(tree.id) {
-                tree.check_undamaged()?;
-            }
-        }
-        background::request_full_compaction(inner, scope)
+        manual::compact(&self.inner, scope)
     }
 
     /// Waits until no flush or automatic compaction is pending; the error
@@ -691,7 +474,7 @@ impl Db {
     }
 
     /// Retries failed background work now — a failed flush or log (writes
-    /// are refused with [`Error::ReadOnly`] meanwhile) and a failed
+    /// are refused with [`Error::ReadOnly`](crate::Error::ReadOnly) meanwhile) and a failed
     /// compaction — and returns when the retry is done: `Ok` when nothing is
     /// failing any more, the new error otherwise. Retryable I/O errors (no
     /// space, EIO, EINTR) are also retried by themselves, with backoff from
@@ -710,76 +493,6 @@ impl Db {
     /// The directory this database lives in.
     pub fn path(&self) -> &Path {
         &self.inner.dir
-    }
-}
-
-impl Db {
-    /// Stops background work and closes the log; idempotent (the second
-    /// call finds no threads and a closed log).
-    fn shut_down(&mut self) -> Result<()> {
-        if self.shut_down {
-            return Ok(());
-        }
-        self.shut_down = true;
-        background::shutdown(&self.inner);
-        let mut panicked = None;
-        for handle in self.background.drain(..) {
-            if let Err(payload) = handle.join() {
-                panicked.get_or_insert_with(|| background::panic_message(payload.as_ref()));
-            }
-        }
-        // The background threads have sent their last events.
-        if let Err(message) = stop_events(&self.inner, self.events.take()) {
-            panicked.get_or_insert(message);
-        }
-        // Make what reached the OS durable too, so a clean close loses nothing
-        // even to a machine crash right after it, and mark the log closed.
-        let closed = if self.inner.opts.read_only {
-            Ok(())
-        } else {
-            write::close_log(&self.inner)
-        };
-        let standing = background::standing_failure(&self.inner);
-        closed?;
-        if let Some(message) = panicked {
-            return Err(Error::Panicked(message));
-        }
-        standing
-    }
-}
-
-/// Stops the event thread once it delivered what was sent: `Err` with the
-/// message of a listener's panic. Not joined from the event thread itself
-/// (a listener that closes the database it watches).
-fn stop_events(
-    inner: &DbInner,
-    thread: Option<std::thread::JoinHandle<()>>,
-) -> std::result::Result<(), String> {
-    let Some(thread) = thread else {
-        return Ok(());
-    };
-    inner.events.stop();
-    if thread.thread().id() == std::thread::current().id() {
-        return Ok(());
-    }
-    thread.join().map_err(|payload| {
-        format!(
-            "an event listener panicked: {}",
-            background::panic_text(payload.as_ref())
-        )
-    })
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        // `close` reports this error; a plain drop has nowhere to put it.
-        let _ = self.shut_down();
-    }
-}
-
-impl std::fmt::Debug for Db {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
     }
 }
 

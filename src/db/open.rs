@@ -18,6 +18,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::batch::decode_record;
 use crate::db::background_state::BgState;
 use crate::db::counters::DbCounters;
+use crate::db::flush;
+use crate::db::inner::DbInner;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::pacing::Pacer;
 use crate::db::recovery_report::RecoveryReport;
@@ -26,7 +28,6 @@ use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
 use crate::db::version_set::{TreeState, VersionSet};
 use crate::db::write_queue::{WriteQueue, WriterState};
-use crate::db::{flush, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE,

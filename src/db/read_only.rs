@@ -22,13 +22,13 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::db::checks::read_only_refusal;
+use crate::db::inner::DbInner;
 use crate::db::open::{
     self, check_recovered, logs_from, manifest_exists, recover_trees, refuse_cut_short, PartTree,
     Parts,
 };
 use crate::db::recovery_report::{ManifestRecovery, RecoveryReport};
 use crate::db::version_set::VersionSet;
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;

@@ -9,12 +9,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::background;
 use super::counters::FilterBuildCounters;
 use super::super_version::SuperVersion;
 use super::tree::Tree;
 use super::version::LiveTable;
 use super::version::LEVELS;
-use super::{background, Db};
+use crate::db::handle::Db;
 use crate::table::{LevelFilterStats, Table};
 
 impl FilterBuildCounters {

@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::batch::{encode_group_into, RawBatch, WriteBatch};
+use crate::batch::{encode_group_into, OpKind, RawBatch, WriteBatch};
 use crate::db::background::{self, Blocked};
+use crate::db::checks::{self, check_key, check_merge_operator, check_value};
+use crate::db::flush;
+use crate::db::inner::DbInner;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
 use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
@@ -25,12 +28,12 @@ use crate::db::tree::Tree;
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
 use crate::db::write_queue::{Pending, WriterState};
-use crate::db::{flush, DbInner};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
+use crate::options::WriteOptions;
 use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
 /// A group takes batches behind its leader only while all of its batches
@@ -56,6 +59,52 @@ const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 /// neither waited nor followed a shared group never waits: one thread
 /// alone, or writers that rarely meet, pay nothing.
 const WAIT_FOR_COMPANY: Duration = Duration::from_micros(4);
+
+/// What [`Db::write_with`](crate::Db::write_with) does, for `Db` and its
+/// keyspaces: every operation checked, then the batch written (or, empty,
+/// the log synced when asked).
+pub(crate) fn write_batch(inner: &DbInner, batch: WriteBatch, options: WriteOptions) -> Result<()> {
+    write_checked(inner, batch, options, None)
+}
+
+/// [`write_batch`] of a transaction's commit, written only if the oracle
+/// finds no conflict with `check`.
+pub(crate) fn write_checked(
+    inner: &DbInner,
+    batch: WriteBatch,
+    options: WriteOptions,
+    check: Option<ConflictCheck>,
+) -> Result<()> {
+    checks::check_writable(inner)?;
+    let mut known = inner.default.id;
+    batch.check_ranges()?;
+    for op in batch.iter() {
+        check_key(op.key)?;
+        check_value(op.value)?;
+        if op.keyspace != known {
+            // A batch's keyspaces are few: each is looked up when it
+            // first follows another.
+            let tree = inner.tree_by_id(op.keyspace).ok_or_else(|| {
+                Error::invalid(format!(
+                    "the batch writes to keyspace id {}, which this database does not \
+                     have (dropped, or a keyspace of another database)",
+                    op.keyspace
+                ))
+            })?;
+            tree.check_live()?;
+            known = op.keyspace;
+        }
+        if op.kind == OpKind::Merge {
+            check_merge_operator(inner, op.keyspace)?;
+        }
+    }
+    let sync = options.sync_or(inner.opts.sync_writes);
+    if batch.is_empty() {
+        // Nothing to log; a sync asked for still covers the writes before.
+        return if sync { persist(inner) } else { Ok(()) };
+    }
+    write(inner, batch, sync, check)
+}
 
 pub(crate) fn write(
     inner: &DbInner,
