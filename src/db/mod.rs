@@ -20,7 +20,8 @@
 //! out at a sequence number, and imported as a new keyspace), `stats.rs`
 //! (`Stats`), `super_version.rs` (what a read of one keyspace loads),
 //! `checks.rs` (argument checks), `keyspace.rs` (the public `Keyspace`
-//! handle). Every arrow points down: each file imports each type from the
+//! handle), `keyspace_ref.rs` (the key-value calls `Db` and `Keyspace`
+//! share). Every arrow points down: each file imports each type from the
 //! file that defines it, and no file of this folder imports this one.
 
 mod background;
@@ -41,6 +42,7 @@ mod inner;
 mod iter;
 mod keyspace;
 mod keyspace_options;
+mod keyspace_ref;
 mod manual;
 mod open;
 mod oracle;
@@ -68,17 +70,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::{RawBatch, WriteBatch};
+use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
 use compaction_scope::CompactionScope;
+use keyspace_ref::KeyspaceRef;
 
 /// Where `repair` has found it (defined with the log, below `db` and `inspect`).
 pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
-use checks::{check_key, check_writable};
+use checks::check_writable;
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
 pub use handle::Db;
@@ -165,6 +168,15 @@ impl Db {
         Db::open_with(path, Options::default().read_only(true))
     }
 
+    /// The default keyspace, borrowed for one key-value call (written once,
+    /// in `keyspace_ref.rs`, for `Keyspace` too).
+    fn default_ref(&self) -> KeyspaceRef<'_> {
+        KeyspaceRef {
+            inner: &self.inner,
+            tree: &self.inner.default,
+        }
+    }
+
     /// `ReadOnly` when the database was opened read-only.
     fn check_writable(&self) -> Result<()> {
         check_writable(&self.inner)
@@ -185,9 +197,7 @@ impl Db {
     /// of the value now — a read, or a compaction, applies the operands
     /// later. A one-operation batch: see [`WriteBatch::merge`].
     pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.merge(key, operand);
-        self.write(batch)
+        self.default_ref().merge(key.as_ref(), operand.as_ref())
     }
 
     /// [`Db::put`] with options of its own (see [`Db::write_with`]): with
@@ -210,16 +220,13 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: WriteOptions,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.put(key, value);
-        self.write_with(batch, options)
+        self.default_ref()
+            .put_with(key.as_ref(), value.as_ref(), options)
     }
 
     /// [`Db::delete`] with options of its own (see [`Db::put_with`]).
     pub fn delete_with(&self, key: impl AsRef<[u8]>, options: WriteOptions) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.delete(key);
-        self.write_with(batch, options)
+        self.default_ref().delete_with(key.as_ref(), options)
     }
 
     /// Deletes every key in `range` (any [`RangeBounds`]: `a..b`, `a..=b`,
@@ -250,14 +257,7 @@ impl Db {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        match crate::range_tombstone::normalize_range(&range)? {
-            None => Ok(()),
-            Some((start, end)) => {
-                let mut batch = WriteBatch::new();
-                batch.push_range_delete(0, &start, end.as_deref());
-                self.write(batch)
-            }
-        }
+        self.default_ref().delete_range(range)
     }
 
     /// Applies every operation of `batch`, in order, atomically (across
@@ -284,9 +284,7 @@ impl Db {
 
     /// The latest value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
-        let key = key.as_ref();
-        check_key(key)?;
-        read::get(&self.inner, &self.inner.default, key)
+        self.default_ref().get(key.as_ref())
     }
 
     /// False when `key` certainly has no value now; true when it may have
@@ -309,7 +307,7 @@ impl Db {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
-        read::key_may_exist(&self.inner, &self.inner.default, key.as_ref())
+        self.default_ref().key_may_exist(key.as_ref())
     }
 
     /// The values of many keys as of one moment, in the order asked: for
@@ -317,32 +315,24 @@ impl Db {
     /// key never written or deleted). Each table's filter is asked for all
     /// of its keys in one batch, which overlaps their memory loads.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
-        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        for key in &keys {
-            check_key(key)?;
-        }
-        read::multi_get(&self.inner, &self.inner.default, &keys)
+        self.default_ref().multi_get(keys)
     }
 
     /// Every entry, in ascending key order, as of now.
     pub fn iter(&self) -> DbIterator {
-        iter::DbIterator::new(
-            &self.inner,
-            &self.inner.default,
-            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-        )
+        self.default_ref().iter()
     }
 
     /// Entries whose keys fall in `range`, ascending, as of now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        iter::DbIterator::new(&self.inner, &self.inner.default, iter::owned_range(range))
+        self.default_ref().range(range)
     }
 
     /// About how many bytes of disk the keys of the default keyspace in
     /// `range` take in its tables (memtables not counted: see
     /// [`Db::approximate_memtable_stats`]): see [`Keyspace::approximate_size`].
     pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
-        self.default_keyspace().approximate_size(range)
+        self.default_ref().approximate_size(range)
     }
 
     /// About how many entries of the default keyspace in `range` are in
@@ -352,27 +342,23 @@ impl Db {
         &self,
         range: R,
     ) -> Result<MemtableRangeStats> {
-        self.default_keyspace().approximate_memtable_stats(range)
+        self.default_ref().approximate_memtable_stats(range)
     }
 
     /// Entries whose keys start with `prefix`, ascending, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        iter::DbIterator::new(
-            &self.inner,
-            &self.inner.default,
-            iter::prefix_range(prefix.as_ref()),
-        )
+        self.default_ref().prefix(prefix.as_ref())
     }
 
     /// The entry with the smallest key, as of now (`None` when empty).
     pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next().transpose()
+        self.default_ref().first_key_value()
     }
 
     /// The entry with the largest key, as of now (`None` when empty): one
     /// backward step, no forward scan.
     pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next_back().transpose()
+        self.default_ref().last_key_value()
     }
 
     /// A consistent read view as of now, for any number of reads (see
@@ -405,8 +391,7 @@ impl Db {
     /// outside the range stay as they are; a table reaching past an end of
     /// the range is merged whole. An empty range compacts nothing.
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        let scope = CompactionScope::Range(self.inner.default.id, iter::owned_range(range));
-        manual::compact(&self.inner, scope)
+        self.default_ref().compact_range(range)
     }
 
     /// Waits until no flush or automatic compaction is pending; the error
