@@ -259,6 +259,16 @@ fn use_tree_with_names(body: &str) -> Vec<(Vec<String>, Option<String>)> {
         .collect()
 }
 
+/// Whether `code` names module `child` by a relative path (`child::…` not
+/// after `::` or inside another name): a module root using its own file.
+fn names_relative(code: &str, child: &str) -> bool {
+    let needle = format!("{child}::");
+    let bytes = code.as_bytes();
+    code.match_indices(&needle).any(|(at, _)| {
+        at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || matches!(bytes[at - 1], b'_' | b':'))
+    })
+}
+
 /// One crate's source files and the re-exports of its module roots.
 struct Library {
     /// Module path → file.
@@ -266,12 +276,18 @@ struct Library {
     /// (module of a root file, re-exported name) → (the module the `use`
     /// names, the item's name there).
     reexports: BTreeMap<(Vec<String>, String), (Vec<String>, String)>,
+    /// Whether a folder root's relative paths to its own files are edges
+    /// (see `edges`).
+    root_edges: bool,
 }
 
 impl Library {
     /// The library at the workspace root.
     fn read() -> Library {
-        Library::read_crate(&root().join("src"))
+        Library {
+            root_edges: true,
+            ..Library::read_crate(&root().join("src"))
+        }
     }
 
     /// The crate whose sources are under `src`.
@@ -289,7 +305,13 @@ impl Library {
             }
             files.insert(module, file);
         }
-        Library { files, reexports }
+        Library {
+            files,
+            reexports,
+            // Not yet for the crates under crates/: siftdb-testkit's
+            // stress/ files import `stress_options` from stress/mod.rs.
+            root_edges: false,
+        }
     }
 
     /// The file a path names: its longest prefix that is a module, with a
@@ -322,14 +344,49 @@ impl Library {
         None
     }
 
-    /// File-level import edges, self-edges left out.
+    /// The module a path names as written: its longest prefix that is a
+    /// module, re-exports not followed.
+    fn module_named(&self, path: &[String]) -> Vec<String> {
+        (0..=path.len())
+            .rev()
+            .map(|len| path[..len].to_vec())
+            .find(|prefix| self.files.contains_key(prefix))
+            .unwrap_or_default()
+    }
+
+    /// File-level import edges, self-edges left out. A folder's root
+    /// (`mod.rs`) that names one of its files by a relative path
+    /// (`use child::X`, `pub use child::X`, `child::f()`) imports it: a file
+    /// of the folder that imports the root then closes a circle through it.
     fn edges(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
         let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
         for (module, file) in &self.files {
             let code = code_of(&std::fs::read_to_string(file).unwrap());
             let targets = edges.entry(module.clone()).or_default();
+            let is_folder_root = self.root_edges && file.file_name().is_some_and(|n| n == "mod.rs");
+            for child in self.files.keys().filter(|_| is_folder_root) {
+                let is_child = child.len() == module.len() + 1 && child.starts_with(module);
+                if is_child && names_relative(&code, child.last().unwrap()) {
+                    targets.insert(child.clone());
+                }
+            }
             for path in referenced_paths(module, &code) {
-                if let Some(target) = self.resolve(&path) {
+                // A name taken through the root of the file's own folder
+                // (`crate::db::Db` in db/read.rs) is an import of that root,
+                // whatever file the root re-exports it from.
+                let named = self.module_named(&path);
+                let through_own_root = self.root_edges
+                    && named.len() < module.len()
+                    && module.starts_with(&named)
+                    && self.files[&named]
+                        .file_name()
+                        .is_some_and(|n| n == "mod.rs");
+                let target = if through_own_root {
+                    Some(named)
+                } else {
+                    self.resolve(&path)
+                };
+                if let Some(target) = target {
                     if &target != module && !target.is_empty() {
                         targets.insert(target);
                     }
@@ -498,6 +555,15 @@ fn the_import_reader_sees_known_edges() {
         edges.get(&from).is_some_and(|t| t.contains(&to))
     };
     assert!(has(&["db", "read"], &["db", "version"]));
+    // A folder's root imports the files it names by relative paths
+    // (`pub use handle::Db` in db/mod.rs), so a file of db/ that imported
+    // db/mod.rs would close a circle.
+    assert!(has(&["db"], &["db", "handle"]));
+    assert!(names_relative("pub use handle::Db;", "handle"));
+    assert!(!names_relative(
+        "use crate::x::handle::Db; let a = my_handle::f();",
+        "handle"
+    ));
     assert!(has(&["table", "open"], &["error"]));
     // `crate::table::LookupKey` is re-exported by table/mod.rs from lookup.rs.
     assert_eq!(

@@ -32,8 +32,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::db::compaction::{self, CompactionScope};
-use crate::db::{flush, DbInner};
+use crate::db::background_state::{BgState, Failure};
+use crate::db::compaction;
+use crate::db::compaction_scope::CompactionScope;
+use crate::db::flush;
+use crate::db::inner::DbInner;
 use crate::error::{Error, FailureClass, Result};
 use crate::events::{BackgroundErrorEvent, BackgroundWork, Event};
 use crate::filename::{parse_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE};
@@ -43,19 +46,6 @@ use crate::wal::WalWriter;
 /// Backoff doubles after each failed attempt, up to this many times the
 /// first interval.
 const MAX_BACKOFF_FACTOR: u32 = 64;
-
-/// A failure of background work (or of the log) and its retry schedule.
-pub(crate) struct Failure {
-    error: Error,
-    class: FailureClass,
-    /// Consecutive failed attempts.
-    attempts: u32,
-    /// When the next automatic attempt is due; `None` for failures only
-    /// `Db::resume` retries.
-    retry_at: Option<Instant>,
-    /// The log failed: recovery must seal it and start a new one.
-    log: bool,
-}
 
 impl Failure {
     fn due(&self, now: Instant) -> bool {
@@ -70,30 +60,6 @@ enum Lane {
     Flush = 0,
     /// Compactions, automatic and full.
     Compaction = 1,
-}
-
-#[derive(Default)]
-pub(crate) struct BgState {
-    shutdown: bool,
-    /// Per lane (`Lane as usize`): a unit of work is running.
-    busy: [bool; 2],
-    flush_failure: Option<Failure>,
-    compaction_failure: Option<Failure>,
-    /// Failed compactions so far (a full compaction's caller waits for
-    /// success or for a failure newer than its request).
-    compaction_failures: u64,
-    resume_requested: u64,
-    /// Per lane: the newest resume request it has answered (retried its
-    /// slot's failure, or found none to retry).
-    resume_done: [u64; 2],
-    full_requested: u64,
-    full_done: u64,
-    /// What full compactions were asked for and not yet done (every
-    /// keyspace, one, or a range of one). Cleared when a full compaction
-    /// finishes with no newer request; a request made while one runs keeps
-    /// its scope for the next (which may redo what the running one did:
-    /// more work, never a request lost).
-    full_scopes: Vec<CompactionScope>,
 }
 
 impl BgState {

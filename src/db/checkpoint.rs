@@ -37,10 +37,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::db::open::{TreeState, VersionSet};
+use crate::db::handle::Db;
+use crate::db::inner::DbInner;
 use crate::db::snapshot::Snapshot;
 use crate::db::super_version::SuperVersion;
-use crate::db::{Db, DbInner};
+use crate::db::version_set::{TreeState, VersionSet};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::fs::FileSystem;

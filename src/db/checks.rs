@@ -6,9 +6,18 @@
 //! the public limits allow (`MAX_KEY_LEN`, `MAX_VALUE_LEN`), or let a
 //! refused write reach the log.
 
-use super::read_only;
-use super::DbInner;
+use crate::db::inner::DbInner;
 use crate::error::{Error, Result};
+
+/// Why writes to a read-only database are refused.
+pub(crate) fn read_only_refusal() -> Error {
+    Error::ReadOnly {
+        cause: Box::new(Error::invalid(
+            "the database was opened read-only (Options::read_only, or as a secondary \
+             instance): writes, flush, compact and resume are refused",
+        )),
+    }
+}
 
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > crate::key::MAX_KEY_LEN {
@@ -24,7 +33,7 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 /// `ReadOnly` when the database was opened read-only.
 pub(crate) fn check_writable(inner: &DbInner) -> Result<()> {
     if inner.opts.read_only {
-        return Err(read_only::refusal());
+        return Err(read_only_refusal());
     }
     Ok(())
 }

@@ -1,90 +1,16 @@
-//! Closing a database ([`Db::close`]) and the counts of the handles that
-//! keep it open after its `Db` is gone.
+//! Closing a database: [`Db::close`] and the drop of a `Db` — background
+//! work stopped, the event thread joined, the log synced and marked
+//! closed — and what `close` says about the handles that keep the
+//! database open after its `Db` is gone (counted in `handle_counts.rs`).
 //!
-//! Owns: [`HandleCounts`] — how many `Keyspace`, `Snapshot`, `Transaction`
-//! and `KeyspaceExport` handles of one database live — and what `close`
-//! says about them.
 //! Must never: release the directory lock while a handle can still read
 //! the directory's files (the lock goes with `DbInner`, when the last
-//! handle drops), or count on a read or write path (handles are made and
-//! dropped by the application, not per operation).
+//! handle drops), or lose a failure of the close: `close` returns it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use crate::db::Db;
+use crate::db::handle::Db;
+use crate::db::inner::DbInner;
+use crate::db::{background, write};
 use crate::error::{Error, Result};
-
-/// A kind of handle that holds a database (its `DbInner`, and so its
-/// directory lock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HandleKind {
-    Keyspace,
-    Snapshot,
-    Transaction,
-    KeyspaceExport,
-}
-
-/// Live handles of one database, by kind.
-#[derive(Debug, Default)]
-pub(crate) struct HandleCounts {
-    keyspaces: AtomicUsize,
-    snapshots: AtomicUsize,
-    transactions: AtomicUsize,
-    exports: AtomicUsize,
-}
-
-impl HandleCounts {
-    fn count(&self, kind: HandleKind) -> &AtomicUsize {
-        match kind {
-            HandleKind::Keyspace => &self.keyspaces,
-            HandleKind::Snapshot => &self.snapshots,
-            HandleKind::Transaction => &self.transactions,
-            HandleKind::KeyspaceExport => &self.exports,
-        }
-    }
-
-    /// A handle of `kind` was made.
-    pub(crate) fn made(&self, kind: HandleKind) {
-        self.count(kind).fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A handle of `kind` was dropped.
-    pub(crate) fn dropped(&self, kind: HandleKind) {
-        self.count(kind).fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// The live handles, as the application sees them ("1 Keyspace, 2
-    /// Snapshots"): a transaction's own keyspace and snapshot are part of
-    /// the transaction. `None` when there are none.
-    pub(crate) fn describe(&self) -> Option<String> {
-        let load = |kind| self.count(kind).load(Ordering::Relaxed);
-        let transactions = load(HandleKind::Transaction);
-        let live = [
-            (
-                load(HandleKind::Keyspace).saturating_sub(transactions),
-                "Keyspace",
-                "Keyspaces",
-            ),
-            (
-                load(HandleKind::Snapshot).saturating_sub(transactions),
-                "Snapshot",
-                "Snapshots",
-            ),
-            (transactions, "Transaction", "Transactions"),
-            (
-                load(HandleKind::KeyspaceExport),
-                "KeyspaceExport",
-                "KeyspaceExports",
-            ),
-        ];
-        let parts: Vec<String> = live
-            .iter()
-            .filter(|(n, _, _)| *n > 0)
-            .map(|&(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
-    }
-}
 
 impl Db {
     /// Closes the database: stops background work, syncs the log and marks
@@ -124,5 +50,69 @@ impl Db {
             Some(handles) => Err(Error::HandlesLive { handles }),
             None => Ok(()),
         }
+    }
+}
+
+impl Db {
+    /// Stops background work and closes the log; idempotent (the second
+    /// call finds no threads and a closed log).
+    fn shut_down(&mut self) -> Result<()> {
+        if self.shut_down {
+            return Ok(());
+        }
+        self.shut_down = true;
+        background::shutdown(&self.inner);
+        let mut panicked = None;
+        for handle in self.background.drain(..) {
+            if let Err(payload) = handle.join() {
+                panicked.get_or_insert_with(|| background::panic_message(payload.as_ref()));
+            }
+        }
+        // The background threads have sent their last events.
+        if let Err(message) = stop_events(&self.inner, self.events.take()) {
+            panicked.get_or_insert(message);
+        }
+        // Make what reached the OS durable too, so a clean close loses nothing
+        // even to a machine crash right after it, and mark the log closed.
+        let closed = if self.inner.opts.read_only {
+            Ok(())
+        } else {
+            write::close_log(&self.inner)
+        };
+        let standing = background::standing_failure(&self.inner);
+        closed?;
+        if let Some(message) = panicked {
+            return Err(Error::Panicked(message));
+        }
+        standing
+    }
+}
+
+/// Stops the event thread once it delivered what was sent: `Err` with the
+/// message of a listener's panic. Not joined from the event thread itself
+/// (a listener that closes the database it watches).
+pub(crate) fn stop_events(
+    inner: &DbInner,
+    thread: Option<std::thread::JoinHandle<()>>,
+) -> std::result::Result<(), String> {
+    let Some(thread) = thread else {
+        return Ok(());
+    };
+    inner.events.stop();
+    if thread.thread().id() == std::thread::current().id() {
+        return Ok(());
+    }
+    thread.join().map_err(|payload| {
+        format!(
+            "an event listener panicked: {}",
+            background::panic_text(payload.as_ref())
+        )
+    })
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // `close` reports this error; a plain drop has nowhere to put it.
+        let _ = self.shut_down();
     }
 }

@@ -25,17 +25,18 @@
 //! before a durable manifest stopped naming it.
 
 use std::collections::VecDeque;
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::db::compaction_scope::{CompactionScope, OwnedRange};
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
+use crate::db::inner::DbInner;
 use crate::db::iter::{
     apply_merge, deleted_by, gather_operands, InternalIterator, MergingIter, TableSource,
 };
@@ -44,7 +45,6 @@ use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::DbInner;
 use crate::error::Result;
 use crate::events::{CompactionEvent, CompactionReason, Event};
 use crate::filename::table_file_name;
@@ -222,30 +222,6 @@ pub(crate) fn compact_once(inner: &DbInner) -> Result<()> {
         }
     }
     run(inner, &tree, &sv.version, pick, CompactionReason::Automatic)
-}
-
-/// A key range with owned bounds (what [`crate::db::iter::owned_range`] makes).
-pub(crate) type OwnedRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
-
-/// What a full compaction is asked to cover.
-#[derive(Clone, Debug)]
-pub(crate) enum CompactionScope {
-    /// Every table of every keyspace.
-    All,
-    /// Every table of one keyspace (by id).
-    Keyspace(u32),
-    /// The tables of one keyspace (by id) holding keys in a range.
-    Range(u32, OwnedRange),
-}
-
-impl CompactionScope {
-    /// Whether the scope takes tables of keyspace `tree`.
-    pub(crate) fn takes_from(&self, tree: u32) -> bool {
-        match self {
-            CompactionScope::All => true,
-            CompactionScope::Keyspace(id) | CompactionScope::Range(id, _) => *id == tree,
-        }
-    }
 }
 
 /// Runs the full compactions `scopes` ask for: a keyspace a scope names
@@ -863,6 +839,7 @@ mod tests {
     use crate::db::version::Damage;
     use crate::key::internal_key;
     use crate::manifest::TableRecord;
+    use std::ops::Bound;
 
     /// A version whose level 0 holds `tables` tables over the same keys
     /// (unopened: the trigger looks at the count alone).

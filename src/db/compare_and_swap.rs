@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::db::handle::Db;
+use crate::db::inner::DbInner;
 use crate::db::keyspace::Keyspace;
 use crate::db::transaction::{Transaction, TransactionOptions};
-use crate::db::{Db, DbInner};
 use crate::error::{Error, Result};
 
 /// What [`Db::compare_and_swap`] did.

@@ -26,18 +26,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::db::close::HandleKind;
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
     TombstoneCuts,
 };
+use crate::db::handle::Db;
+use crate::db::handle_counts::HandleKind;
+use crate::db::inner::DbInner;
 use crate::db::keyspace::Keyspace;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{write, Db, DbInner};
+use crate::db::write;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};

@@ -11,10 +11,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::db::inner::DbInner;
 use crate::db::pacing::Pacer;
 use crate::db::super_version::SuperVersion;
 use crate::db::version::{LiveTable, Version};
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::events::{Event, FlushEvent};
 use crate::filename::{table_file_name, wal_file_name};

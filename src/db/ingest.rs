@@ -40,13 +40,15 @@ use std::sync::Arc;
 
 use crate::db::checks::{check_key, check_value};
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
+use crate::db::handle::Db;
+use crate::db::inner::DbInner;
 use crate::db::keyspace::Keyspace;
 use crate::db::oracle::KeyRange;
 use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::LiveTable;
 use crate::db::version::LEVELS;
-use crate::db::{write, Db, DbInner};
+use crate::db::write;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;

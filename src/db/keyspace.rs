@@ -8,7 +8,7 @@
 //! keyspace read or write anything.
 //!
 //! Every keyspace shares the database's one log and one sequence of
-//! sequence numbers, so a [`WriteBatch`] across keyspaces is one log
+//! sequence numbers, so a [`WriteBatch`](crate::WriteBatch) across keyspaces is one log
 //! record: whole or absent after a crash. Each has its own memtable, levels
 //! and tables; a log goes only once every keyspace with records in it has
 //! flushed them (see `write::rotate` and `docs/design.md`, "Keyspaces").
@@ -18,15 +18,17 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::{KeyspaceId, WriteBatch};
-use crate::db::checks::check_key;
-use crate::db::close::HandleKind;
-use crate::db::compaction::CompactionScope;
+use crate::batch::KeyspaceId;
+use crate::db::checks::check_writable;
+use crate::db::compaction_scope::CompactionScope;
+use crate::db::handle::Db;
+use crate::db::handle_counts::HandleKind;
+use crate::db::inner::DbInner;
 use crate::db::iter::DbIterator;
 use crate::db::keyspace_options::KeyspaceOptions;
+use crate::db::keyspace_ref::KeyspaceRef;
 use crate::db::tree::Tree;
-use crate::db::version::RangeTargets;
-use crate::db::{iter, read, write, Db, DbInner};
+use crate::db::{manual, write};
 use crate::error::{Error, Result};
 use crate::manifest::{valid_keyspace_name, DEFAULT_KEYSPACE_ID, DEFAULT_KEYSPACE_NAME};
 use crate::memtable::MemtableRangeStats;
@@ -68,7 +70,7 @@ impl Clone for Keyspace {
     }
 }
 
-/// What a [`WriteBatch`]'s `_in` methods take: the keyspace's id.
+/// What a [`WriteBatch`](crate::WriteBatch)'s `_in` methods take: the keyspace's id.
 impl From<&Keyspace> for KeyspaceId {
     fn from(keyspace: &Keyspace) -> KeyspaceId {
         KeyspaceId::new(keyspace.id())
@@ -101,6 +103,15 @@ impl Keyspace {
         &self.inner
     }
 
+    /// This keyspace, borrowed for one key-value call (written once, in
+    /// `keyspace_ref.rs`, for `Db` too).
+    fn keyspace_ref(&self) -> KeyspaceRef<'_> {
+        KeyspaceRef {
+            inner: &self.inner,
+            tree: &self.tree,
+        }
+    }
+
     /// The default keyspace of the database `inner`.
     pub(crate) fn default_of(inner: &Arc<DbInner>) -> Keyspace {
         Keyspace::of(Arc::clone(inner), Arc::clone(&inner.default))
@@ -123,9 +134,7 @@ impl Keyspace {
 
     /// [`Db::merge`] in this keyspace (with this keyspace's merge operator).
     pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.merge_in(self, key, operand);
-        Db::write_batch(&self.inner, batch, WriteOptions::new())
+        self.keyspace_ref().merge(key.as_ref(), operand.as_ref())
     }
 
     /// [`Keyspace::put`] with options of its own: with
@@ -137,31 +146,20 @@ impl Keyspace {
         value: impl AsRef<[u8]>,
         options: WriteOptions,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.put_in(self, key, value);
-        self.write(batch, options)
+        self.keyspace_ref()
+            .put_with(key.as_ref(), value.as_ref(), options)
     }
 
     /// [`Keyspace::delete`] with options of its own (see
     /// [`Keyspace::put_with`]).
     pub fn delete_with(&self, key: impl AsRef<[u8]>, options: WriteOptions) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.delete_in(self, key);
-        self.write(batch, options)
+        self.keyspace_ref().delete_with(key.as_ref(), options)
     }
 
     /// Deletes every key of this keyspace in `range` with one range
     /// tombstone (see [`Db::delete_range`]).
     pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.delete_range_in(self, range);
-        // A reversed range is refused by the write, an empty one is a no-op.
-        self.write(batch, WriteOptions::new())
-    }
-
-    fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
-        self.tree.check_live()?;
-        Db::write_batch(&self.inner, batch, options)
+        self.keyspace_ref().delete_range(range)
     }
 
     /// Flushes the database's memtables, then compacts every table of this
@@ -186,7 +184,7 @@ impl Keyspace {
     /// ```
     pub fn compact(&self) -> Result<()> {
         self.tree.check_live()?;
-        Db::compact_inner(&self.inner, CompactionScope::Keyspace(self.tree.id))
+        manual::compact(&self.inner, CompactionScope::Keyspace(self.tree.id))
     }
 
     /// This keyspace's tables now (see [`Db::live_tables`]); none once it
@@ -199,7 +197,7 @@ impl Keyspace {
     }
 
     /// [`Db::verify_checksums`] for this keyspace's tables only.
-    pub fn verify_checksums(&self) -> Result<crate::db::VerifyStats> {
+    pub fn verify_checksums(&self) -> Result<crate::db::verify::VerifyStats> {
         self.tree.check_live()?;
         crate::db::verify::verify_trees([&self.tree])
     }
@@ -228,45 +226,35 @@ impl Keyspace {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        self.tree.check_live()?;
-        let scope = CompactionScope::Range(self.tree.id, iter::owned_range(range));
-        Db::compact_inner(&self.inner, scope)
+        self.keyspace_ref().compact_range(range)
     }
 
     /// The latest value of `key` in this keyspace, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
-        let key = key.as_ref();
-        check_key(key)?;
-        self.tree.check_live()?;
-        read::get(&self.inner, &self.tree, key)
+        self.keyspace_ref().get(key.as_ref())
     }
 
     /// [`Db::key_may_exist`] in this keyspace (false once it was dropped:
     /// it holds nothing).
     pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
-        self.tree.check_live().is_ok() && read::key_may_exist(&self.inner, &self.tree, key.as_ref())
+        self.keyspace_ref().key_may_exist(key.as_ref())
     }
 
     /// The values of many keys of this keyspace as of one moment (see
     /// [`Db::multi_get`]).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
-        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        for key in &keys {
-            check_key(key)?;
-        }
-        self.tree.check_live()?;
-        read::multi_get(&self.inner, &self.tree, &keys)
+        self.keyspace_ref().multi_get(keys)
     }
 
     /// Every entry of this keyspace, in ascending key order (reverse it
     /// with `.rev()`), as of now.
     pub fn iter(&self) -> DbIterator {
-        self.scan((std::ops::Bound::Unbounded, std::ops::Bound::Unbounded))
+        self.keyspace_ref().iter()
     }
 
     /// Entries of this keyspace whose keys fall in `range`, as of now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        self.scan(iter::owned_range(range))
+        self.keyspace_ref().range(range)
     }
 
     /// About how many bytes of disk the keys of this keyspace in `range`
@@ -305,9 +293,7 @@ impl Keyspace {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
-        self.tree.check_live()?;
-        let sv = self.tree.current.load();
-        Ok(sv.version.approximate_bytes(&iter::owned_range(range)))
+        self.keyspace_ref().approximate_size(range)
     }
 
     /// About how many entries of this keyspace in `range` are in its
@@ -355,36 +341,22 @@ impl Keyspace {
         &self,
         range: R,
     ) -> Result<MemtableRangeStats> {
-        self.tree.check_live()?;
-        let sv = self.tree.current.load();
-        let targets = RangeTargets::of(&iter::owned_range(range));
-        let (start, end) = (targets.start.as_deref(), targets.end.as_deref());
-        Ok(std::iter::once(&sv.mem)
-            .chain(&sv.imm)
-            .map(|m| m.mem.approximate_range_stats(start, end))
-            .fold(MemtableRangeStats::default(), MemtableRangeStats::plus))
+        self.keyspace_ref().approximate_memtable_stats(range)
     }
 
     /// Entries of this keyspace whose keys start with `prefix`, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        self.scan(iter::prefix_range(prefix.as_ref()))
+        self.keyspace_ref().prefix(prefix.as_ref())
     }
 
     /// The entry with the smallest key, as of now (`None` when empty).
     pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next().transpose()
+        self.keyspace_ref().first_key_value()
     }
 
     /// The entry with the largest key, as of now (`None` when empty).
     pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next_back().transpose()
-    }
-
-    fn scan(&self, range: (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>)) -> DbIterator {
-        match self.tree.check_live() {
-            Ok(()) => DbIterator::new(&self.inner, &self.tree, range),
-            Err(e) => DbIterator::failed(e),
-        }
+        self.keyspace_ref().last_key_value()
     }
 }
 
@@ -442,7 +414,7 @@ impl Db {
                 tree
             }
             None => {
-                self.check_writable()?;
+                check_writable(&self.inner)?;
                 write::create_keyspace(inner, name, given.cloned().unwrap_or_default())?
             }
         };
@@ -467,7 +439,7 @@ impl Db {
     /// The `default` keyspace cannot be dropped; an unknown name is
     /// `InvalidArgument`.
     pub fn drop_keyspace(&self, name: &str) -> Result<()> {
-        self.check_writable()?;
+        check_writable(&self.inner)?;
         if name == DEFAULT_KEYSPACE_NAME {
             return Err(Error::invalid("the default keyspace cannot be dropped"));
         }

@@ -1,44 +1,58 @@
-//! The database: the public [`Db`] handle and the state its parts share.
+//! The database: the public [`Db`] handle's opening and key-value calls,
+//! and the names this folder gives the rest of the crate.
 //!
-//! Owns: `Db` and `DbInner` — the current super-version (memtable,
-//! immutable memtables, table version) that readers load without a lock.
-//! Must never: let a read wait for a flush or a compaction, acknowledge a
-//! write before it reached the log, or delete a file a durable manifest
-//! still names.
+//! Owns: `Db::open` and the calls on the default keyspace. Must never: let
+//! a read wait for a flush or a compaction, acknowledge a write before it
+//! reached the log, or delete a file a durable manifest still names.
 //!
-//! The parts: `open.rs` (creation and recovery), `write.rs` (group commit,
-//! memtable rotation), `read.rs` (point lookups), `flush.rs` and
-//! `compaction.rs` (background work in `background.rs`), `iter/` (merging
-//! scans), `version.rs` (the live tables), `read_only.rs` (opening for
-//! reads only), `secondary/` (a reader that follows another process's
-//! writes), `checkpoint.rs` (consistent copies of a live database),
-//! `close.rs` (closing, and the handles that outlive the `Db`),
-//! `ingest.rs` (bulk load of sorted table files), `export.rs` (one
-//! keyspace's tables linked out at a sequence number, and imported as a new
-//! keyspace), `stats.rs` (counters and `Stats`), `super_version.rs` (what
-//! a read of one keyspace loads), `checks.rs` (argument checks),
-//! `keyspace.rs` (the public `Keyspace` handle) over `tree.rs` (one
-//! keyspace's state). Siblings import each type from the file that
-//! defines it; they reach this file only for `Db` and `DbInner`.
+//! The parts: `handle.rs` (the `Db` struct) over `inner.rs` (`DbInner`,
+//! the state every part shares), which holds states defined below it
+//! (`write_queue.rs`, `background_state.rs`, `version_set.rs`,
+//! `counters.rs`, `handle_counts.rs`, `recovery_report.rs`, `oracle.rs`,
+//! `pacing.rs`, `tree.rs`: one keyspace's state); `open.rs` (creation and
+//! recovery), `write.rs` (checks, group commit, memtable rotation),
+//! `read.rs` (point lookups), `flush.rs` and `compaction.rs` (background
+//! work in `background.rs`; what callers ask for and wait on in
+//! `manual.rs`), `iter/` (merging scans), `version.rs` (the live tables),
+//! `read_only.rs` (opening for reads only), `secondary/` (a reader
+//! that follows another process's writes), `locking/` (row locks of
+//! locking transactions), `checkpoint.rs` (consistent
+//! copies of a live database), `close.rs` (closing), `ingest.rs` (bulk
+//! load of sorted table files), `export.rs` (one keyspace's tables linked
+//! out at a sequence number, and imported as a new keyspace), `stats.rs`
+//! (`Stats`), `super_version.rs` (what a read of one keyspace loads),
+//! `checks.rs` (argument checks), `keyspace.rs` (the public `Keyspace`
+//! handle), `keyspace_ref.rs` (the key-value calls `Db` and `Keyspace`
+//! share). Every arrow points down: each file imports each type from the
+//! file that defines it, and no file of this folder imports this one.
 
 mod background;
+mod background_state;
 mod checkpoint;
 mod checks;
 mod close;
 mod compaction;
+mod compaction_scope;
 mod compare_and_swap;
+mod counters;
 pub(crate) mod export;
 mod flush;
+mod handle;
+mod handle_counts;
 mod ingest;
+mod inner;
 mod iter;
 mod keyspace;
 mod keyspace_options;
+mod keyspace_ref;
 mod locking;
+mod manual;
 mod open;
 mod oracle;
 mod pacing;
 mod read;
 mod read_only;
+mod recovery_report;
 pub(crate) mod secondary;
 mod small_runs;
 mod snapshot;
@@ -49,34 +63,32 @@ mod transaction_scan;
 mod tree;
 mod verify;
 mod version;
+mod version_set;
 mod write;
+mod write_queue;
 mod write_set;
 
 use std::ops::RangeBounds;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::Path;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{OpKind, RawBatch, WriteBatch};
-use crate::error::{Error, Result};
-use crate::fs::{DirLock, SharedFs};
-use crate::key::SeqNo;
+use crate::batch::WriteBatch;
+use crate::error::Result;
 use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
-use crate::table::ReadContext;
-use compaction::CompactionScope;
+use compaction_scope::CompactionScope;
+use keyspace_ref::KeyspaceRef;
 
 /// Where `repair` has found it (defined with the log, below `db` and `inspect`).
 pub(crate) use crate::wal::cut_short;
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{discard_temp, remove_partial, temp_dir_of, CHECKPOINT_PARTIAL_FILE};
-use checks::{check_key, check_merge_operator, check_value, check_writable};
+use checks::check_writable;
 pub use compare_and_swap::CompareAndSwap;
 pub(crate) use flush::table_record;
+pub use handle::Db;
 pub use ingest::{IngestOptions, TableWriter};
 #[cfg(feature = "tokio")]
 pub(crate) use iter::owned_range;
@@ -85,188 +97,15 @@ pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use keyspace::Keyspace;
 pub use keyspace_options::KeyspaceOptions;
 pub(crate) use open::LOCK_FILE;
-pub use open::{ManifestRecovery, RecoveryReport};
+pub use recovery_report::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
 pub use stats::{FilterBuildStats, KeyspaceStats, Stats};
-use super_version::SuperVersion;
 pub use transaction::{Transaction, TransactionOptions};
 pub use transaction_scan::TransactionIter;
 pub use verify::VerifyStats;
 pub(crate) use version::LEVELS;
 
 use crate::events::TableMetadata;
-use stats::DbCounters;
-use tree::Tree;
-use version::Version;
-
-pub(crate) struct DbInner {
-    pub dir: PathBuf,
-    pub opts: Options,
-    pub fs: SharedFs,
-    /// The keyspace named `default` (also first in `trees`), kept apart so
-    /// the methods of `Db` reach it without a lookup.
-    pub default: Arc<Tree>,
-    /// Every keyspace, `default` first, then in creation order. Replaced
-    /// whole (under the writer and version locks) when one is created or
-    /// dropped.
-    pub trees: ArcSwap<Vec<Arc<Tree>>>,
-    /// Highest sequence number whose write is complete and visible.
-    pub last_visible: AtomicU64,
-    pub writer: Mutex<write::WriterState>,
-    pub queue: Mutex<write::WriteQueue>,
-    pub queue_cv: Condvar,
-    /// Write groups finished so far: what a waiting writer watches while it
-    /// spins before it sleeps on `queue_cv` (see `write::write`).
-    pub write_groups_finished: AtomicU64,
-    /// Batches queued so far: what a leader watches while it waits for a
-    /// batch to join its group (see `write::write`).
-    pub writes_queued: AtomicU64,
-    /// Live transactions' snapshots and recent commits' keys, for the
-    /// conflict check at commit. Taken under the writer lock, never the
-    /// other way round.
-    pub oracle: Mutex<oracle::Oracle>,
-    /// Row locks of locking transactions (`TransactionOptions::pessimistic`).
-    pub locks: Arc<locking::LockTable>,
-    /// Serialises manifest writes and super-version publication.
-    pub versions: Mutex<open::VersionSet>,
-    pub bg: Mutex<background::BgState>,
-    pub bg_cv: Condvar,
-    /// The block cache, open-file cache and read counters every table shares.
-    pub tables: Arc<ReadContext>,
-    /// Set (for good) when corruption stopped all writes; the cause is in `bg`.
-    pub writes_stopped: AtomicBool,
-    /// Paces compactions' writes (`Options::compaction_bytes_per_sec`,
-    /// `Options::rate_limiter`).
-    pub pacer: Option<pacing::Pacer>,
-    /// Paces flushes' writes (`Options::rate_limiter`).
-    pub flush_pacer: Option<pacing::Pacer>,
-    /// This database's place under `Options::write_buffer_manager`.
-    pub write_buffer: Option<crate::shared::WriteBufferSlot>,
-    pub counters: DbCounters,
-    /// Where background work's events go (`Options::add_event_listener`).
-    pub events: crate::events::EventQueue,
-    pub recovery: RecoveryReport,
-    /// Live handles by kind (what `close` names).
-    pub handles: close::HandleCounts,
-    /// The directory lock: released when the last of the `Db` and its
-    /// handles goes (a snapshot still reads the directory's tables).
-    pub _lock: Box<dyn DirLock>,
-}
-
-impl DbInner {
-    pub fn snapshot(&self) -> SeqNo {
-        SeqNo(self.last_visible.load(Ordering::Acquire))
-    }
-
-    pub fn path_of(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// Before a write, with no lock of this database held: under a shared
-    /// memtable budget (`Options::write_buffer_manager`) near its end,
-    /// seals the largest memtable of any database and waits while the
-    /// flushes are behind.
-    pub fn admit_write(&self) {
-        if let Some(slot) = &self.write_buffer {
-            slot.admit();
-        }
-    }
-
-    /// After a write group or a flush: tells a shared memtable budget what
-    /// this database's memtables hold now.
-    pub fn report_memtables(&self) {
-        if let Some(slot) = &self.write_buffer {
-            slot.report(tree::memtable_memory(&self.trees.load()).total());
-        }
-    }
-
-    /// The live keyspace named `name`.
-    pub fn tree_named(&self, name: &str) -> Option<Arc<Tree>> {
-        self.trees.load().iter().find(|t| t.name == name).cloned()
-    }
-
-    /// The live keyspace with id `id`.
-    pub fn tree_by_id(&self, id: u32) -> Option<Arc<Tree>> {
-        if id == self.default.id {
-            return Some(Arc::clone(&self.default));
-        }
-        self.trees.load().iter().find(|t| t.id == id).cloned()
-    }
-
-    /// Makes the keyspaces as published durable, but `change`'s tree with
-    /// its new version and oldest needed log. The caller holds the version
-    /// lock (so no other publication happens meanwhile).
-    pub fn persist(
-        &self,
-        versions: &mut open::VersionSet,
-        change: Option<(&Tree, &Version, u64)>,
-    ) -> Result<()> {
-        let trees = self.trees.load();
-        let published: Vec<Arc<SuperVersion>> =
-            trees.iter().map(|t| t.current.load_full()).collect();
-        let parts: Vec<open::TreeState<'_>> = trees
-            .iter()
-            .zip(&published)
-            .map(|(tree, sv)| match change {
-                Some((changed, version, log_number)) if changed.id == tree.id => open::TreeState {
-                    id: tree.id,
-                    name: &tree.name,
-                    version,
-                    log_number,
-                    settings: tree.given.lock().settings().clone(),
-                },
-                _ => open::TreeState {
-                    id: tree.id,
-                    name: &tree.name,
-                    version: &sv.version,
-                    log_number: sv.oldest_log(),
-                    settings: tree.given.lock().settings().clone(),
-                },
-            })
-            .collect();
-        let last = SeqNo(self.last_visible.load(Ordering::Acquire));
-        versions.persist(self.fs.as_ref(), &self.dir, &parts, last)
-    }
-}
-
-/// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it
-/// stops background work, makes the log durable and releases the directory
-/// lock before `drop` returns — unless a [`Snapshot`] of it is still alive,
-/// which holds the directory until it goes. [`Db::close`] does the same and
-/// reports what went wrong.
-///
-/// ```
-/// use std::sync::Arc;
-/// use siftdb::{Db, Options};
-///
-/// # let dir = tempfile::tempdir().unwrap();
-/// let db = Arc::new(Db::open_with(dir.path(), Options::default())?);
-/// let writers: Vec<_> = (0..4)
-///     .map(|t| {
-///         let db = Arc::clone(&db);
-///         std::thread::spawn(move || db.put(format!("user/{t}"), b"active"))
-///     })
-///     .collect();
-/// for w in writers {
-///     w.join().unwrap()?;
-/// }
-/// let snapshot = db.snapshot();
-/// db.delete(b"user/0")?;
-/// assert_eq!(db.get(b"user/0")?, None);
-/// // The snapshot still sees the database as it was.
-/// assert!(snapshot.get(b"user/0")?.is_some());
-/// let users: Vec<_> = db.prefix(b"user/").collect::<Result<_, _>>()?;
-/// assert_eq!(users.len(), 3);
-/// # Ok::<(), siftdb::Error>(())
-/// ```
-pub struct Db {
-    inner: Arc<DbInner>,
-    background: Vec<std::thread::JoinHandle<()>>,
-    /// The thread that calls the event listeners, if any was added.
-    events: Option<std::thread::JoinHandle<()>>,
-    /// `close` (or a drop) has run.
-    shut_down: bool,
-}
 
 impl Db {
     /// Opens (creating if missing) the database at `path` with default options.
@@ -297,7 +136,7 @@ impl Db {
                 Ok(threads) => threads,
                 Err(e) => {
                     // No listener has run: no panic to report.
-                    let _ = stop_events(&inner, events);
+                    let _ = close::stop_events(&inner, events);
                     return Err(e);
                 }
             }
@@ -336,6 +175,15 @@ impl Db {
         Db::open_with(path, Options::default().read_only(true))
     }
 
+    /// The default keyspace, borrowed for one key-value call (written once,
+    /// in `keyspace_ref.rs`, for `Keyspace` too).
+    fn default_ref(&self) -> KeyspaceRef<'_> {
+        KeyspaceRef {
+            inner: &self.inner,
+            tree: &self.inner.default,
+        }
+    }
+
     /// `ReadOnly` when the database was opened read-only.
     fn check_writable(&self) -> Result<()> {
         check_writable(&self.inner)
@@ -356,9 +204,7 @@ impl Db {
     /// of the value now — a read, or a compaction, applies the operands
     /// later. A one-operation batch: see [`WriteBatch::merge`].
     pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.merge(key, operand);
-        self.write(batch)
+        self.default_ref().merge(key.as_ref(), operand.as_ref())
     }
 
     /// [`Db::put`] with options of its own (see [`Db::write_with`]): with
@@ -381,16 +227,13 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: WriteOptions,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.put(key, value);
-        self.write_with(batch, options)
+        self.default_ref()
+            .put_with(key.as_ref(), value.as_ref(), options)
     }
 
     /// [`Db::delete`] with options of its own (see [`Db::put_with`]).
     pub fn delete_with(&self, key: impl AsRef<[u8]>, options: WriteOptions) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        batch.delete(key);
-        self.write_with(batch, options)
+        self.default_ref().delete_with(key.as_ref(), options)
     }
 
     /// Deletes every key in `range` (any [`RangeBounds`]: `a..b`, `a..=b`,
@@ -421,14 +264,7 @@ impl Db {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        match crate::range_tombstone::normalize_range(&range)? {
-            None => Ok(()),
-            Some((start, end)) => {
-                let mut batch = WriteBatch::new();
-                batch.push_range_delete(0, &start, end.as_deref());
-                self.write(batch)
-            }
-        }
+        self.default_ref().delete_range(range)
     }
 
     /// Applies every operation of `batch`, in order, atomically (across
@@ -441,55 +277,7 @@ impl Db {
     /// [`WriteOptions::sync`]`(true)` the batch is on disk before this
     /// returns, whatever [`Options::sync_writes`] says.
     pub fn write_with(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
-        Db::write_batch(&self.inner, batch, options)
-    }
-
-    /// What [`Db::write_with`] does, for `Db` and its keyspaces.
-    pub(crate) fn write_batch(
-        inner: &DbInner,
-        batch: WriteBatch,
-        options: WriteOptions,
-    ) -> Result<()> {
-        Db::write_checked(inner, batch, options, None)
-    }
-
-    /// [`Db::write_batch`] of a transaction's commit, written only if the
-    /// oracle finds no conflict with `check`.
-    fn write_checked(
-        inner: &DbInner,
-        batch: WriteBatch,
-        options: WriteOptions,
-        check: Option<oracle::ConflictCheck>,
-    ) -> Result<()> {
-        check_writable(inner)?;
-        let mut known = inner.default.id;
-        batch.check_ranges()?;
-        for op in batch.iter() {
-            check_key(op.key)?;
-            check_value(op.value)?;
-            if op.keyspace != known {
-                // A batch's keyspaces are few: each is looked up when it
-                // first follows another.
-                let tree = inner.tree_by_id(op.keyspace).ok_or_else(|| {
-                    Error::invalid(format!(
-                        "the batch writes to keyspace id {}, which this database does not \
-                         have (dropped, or a keyspace of another database)",
-                        op.keyspace
-                    ))
-                })?;
-                tree.check_live()?;
-                known = op.keyspace;
-            }
-            if op.kind == OpKind::Merge {
-                check_merge_operator(inner, op.keyspace)?;
-            }
-        }
-        let sync = options.sync_or(inner.opts.sync_writes);
-        if batch.is_empty() {
-            // Nothing to log; a sync asked for still covers the writes before.
-            return if sync { write::persist(inner) } else { Ok(()) };
-        }
-        write::write(inner, batch, sync, check)
+        write::write_batch(&self.inner, batch, options)
     }
 
     /// Makes every write acknowledged so far durable: the log is synced
@@ -503,9 +291,7 @@ impl Db {
 
     /// The latest value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
-        let key = key.as_ref();
-        check_key(key)?;
-        read::get(&self.inner, &self.inner.default, key)
+        self.default_ref().get(key.as_ref())
     }
 
     /// False when `key` certainly has no value now; true when it may have
@@ -528,7 +314,7 @@ impl Db {
     /// # Ok::<(), siftdb::Error>(())
     /// ```
     pub fn key_may_exist(&self, key: impl AsRef<[u8]>) -> bool {
-        read::key_may_exist(&self.inner, &self.inner.default, key.as_ref())
+        self.default_ref().key_may_exist(key.as_ref())
     }
 
     /// The values of many keys as of one moment, in the order asked: for
@@ -536,32 +322,24 @@ impl Db {
     /// key never written or deleted). Each table's filter is asked for all
     /// of its keys in one batch, which overlaps their memory loads.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
-        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        for key in &keys {
-            check_key(key)?;
-        }
-        read::multi_get(&self.inner, &self.inner.default, &keys)
+        self.default_ref().multi_get(keys)
     }
 
     /// Every entry, in ascending key order, as of now.
     pub fn iter(&self) -> DbIterator {
-        iter::DbIterator::new(
-            &self.inner,
-            &self.inner.default,
-            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-        )
+        self.default_ref().iter()
     }
 
     /// Entries whose keys fall in `range`, ascending, as of now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        iter::DbIterator::new(&self.inner, &self.inner.default, iter::owned_range(range))
+        self.default_ref().range(range)
     }
 
     /// About how many bytes of disk the keys of the default keyspace in
     /// `range` take in its tables (memtables not counted: see
     /// [`Db::approximate_memtable_stats`]): see [`Keyspace::approximate_size`].
     pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
-        self.default_keyspace().approximate_size(range)
+        self.default_ref().approximate_size(range)
     }
 
     /// About how many entries of the default keyspace in `range` are in
@@ -571,27 +349,23 @@ impl Db {
         &self,
         range: R,
     ) -> Result<MemtableRangeStats> {
-        self.default_keyspace().approximate_memtable_stats(range)
+        self.default_ref().approximate_memtable_stats(range)
     }
 
     /// Entries whose keys start with `prefix`, ascending, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        iter::DbIterator::new(
-            &self.inner,
-            &self.inner.default,
-            iter::prefix_range(prefix.as_ref()),
-        )
+        self.default_ref().prefix(prefix.as_ref())
     }
 
     /// The entry with the smallest key, as of now (`None` when empty).
     pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next().transpose()
+        self.default_ref().first_key_value()
     }
 
     /// The entry with the largest key, as of now (`None` when empty): one
     /// backward step, no forward scan.
     pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
-        self.iter().next_back().transpose()
+        self.default_ref().last_key_value()
     }
 
     /// A consistent read view as of now, for any number of reads (see
@@ -604,14 +378,7 @@ impl Db {
     /// Turns the memtables of every keyspace into tables now; returns when
     /// they are durable.
     pub fn flush(&self) -> Result<()> {
-        Db::flush_inner(&self.inner)
-    }
-
-    /// What [`Db::flush`] does, for `Db` and its keyspaces.
-    pub(crate) fn flush_inner(inner: &DbInner) -> Result<()> {
-        check_writable(inner)?;
-        write::rotate_if_nonempty(inner)?;
-        background::wait_for_flushes(inner)
+        manual::flush(&self.inner)
     }
 
     /// Flushes, then compacts every table of each keyspace into one sorted
@@ -620,7 +387,7 @@ impl Db {
     /// while a table could not be opened (see
     /// [`RecoveryReport::damaged_tables`]; `siftdb repair` salvages it).
     pub fn compact(&self) -> Result<()> {
-        Db::compact_inner(&self.inner, CompactionScope::All)
+        manual::compact(&self.inner, CompactionScope::All)
     }
 
     /// [`Db::compact`] for the default keyspace's keys in `range` only
@@ -631,21 +398,7 @@ impl Db {
     /// outside the range stay as they are; a table reaching past an end of
     /// the range is merged whole. An empty range compacts nothing.
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        let scope = CompactionScope::Range(self.inner.default.id, iter::owned_range(range));
-        Db::compact_inner(&self.inner, scope)
-    }
-
-    /// What the compact calls do: flush, refuse while a table `scope` takes
-    /// from could not be opened, then the full compaction of `scope`,
-    /// waited for.
-    pub(crate) fn compact_inner(inner: &DbInner, scope: CompactionScope) -> Result<()> {
-        Db::flush_inner(inner)?;
-        for tree in inner.trees.load().iter() {
-            if scope.takes_from(tree.id) {
-                tree.check_undamaged()?;
-            }
-        }
-        background::request_full_compaction(inner, scope)
+        self.default_ref().compact_range(range)
     }
 
     /// Waits until no flush or automatic compaction is pending; the error
@@ -713,7 +466,7 @@ impl Db {
     }
 
     /// Retries failed background work now — a failed flush or log (writes
-    /// are refused with [`Error::ReadOnly`] meanwhile) and a failed
+    /// are refused with [`Error::ReadOnly`](crate::Error::ReadOnly) meanwhile) and a failed
     /// compaction — and returns when the retry is done: `Ok` when nothing is
     /// failing any more, the new error otherwise. Retryable I/O errors (no
     /// space, EIO, EINTR) are also retried by themselves, with backoff from
@@ -732,76 +485,6 @@ impl Db {
     /// The directory this database lives in.
     pub fn path(&self) -> &Path {
         &self.inner.dir
-    }
-}
-
-impl Db {
-    /// Stops background work and closes the log; idempotent (the second
-    /// call finds no threads and a closed log).
-    fn shut_down(&mut self) -> Result<()> {
-        if self.shut_down {
-            return Ok(());
-        }
-        self.shut_down = true;
-        background::shutdown(&self.inner);
-        let mut panicked = None;
-        for handle in self.background.drain(..) {
-            if let Err(payload) = handle.join() {
-                panicked.get_or_insert_with(|| background::panic_message(payload.as_ref()));
-            }
-        }
-        // The background threads have sent their last events.
-        if let Err(message) = stop_events(&self.inner, self.events.take()) {
-            panicked.get_or_insert(message);
-        }
-        // Make what reached the OS durable too, so a clean close loses nothing
-        // even to a machine crash right after it, and mark the log closed.
-        let closed = if self.inner.opts.read_only {
-            Ok(())
-        } else {
-            write::close_log(&self.inner)
-        };
-        let standing = background::standing_failure(&self.inner);
-        closed?;
-        if let Some(message) = panicked {
-            return Err(Error::Panicked(message));
-        }
-        standing
-    }
-}
-
-/// Stops the event thread once it delivered what was sent: `Err` with the
-/// message of a listener's panic. Not joined from the event thread itself
-/// (a listener that closes the database it watches).
-fn stop_events(
-    inner: &DbInner,
-    thread: Option<std::thread::JoinHandle<()>>,
-) -> std::result::Result<(), String> {
-    let Some(thread) = thread else {
-        return Ok(());
-    };
-    inner.events.stop();
-    if thread.thread().id() == std::thread::current().id() {
-        return Ok(());
-    }
-    thread.join().map_err(|payload| {
-        format!(
-            "an event listener panicked: {}",
-            background::panic_text(payload.as_ref())
-        )
-    })
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        // `close` reports this error; a plain drop has nowhere to put it.
-        let _ = self.shut_down();
-    }
-}
-
-impl std::fmt::Debug for Db {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
     }
 }
 

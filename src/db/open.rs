@@ -1,8 +1,8 @@
 //! Creating and recovering a database directory.
 //!
 //! Owns: the directory lock, the first manifest, opening every live table,
-//! replaying the logs the manifest does not cover, and [`VersionSet`] (the
-//! manifest's counters, written atomically with each new version).
+//! replaying the logs the manifest does not cover, and the first
+//! [`VersionSet`] (the manifest's counters, in `version_set.rs`).
 //! Must never: open a database with data silently missing — a missing table,
 //! a corrupt manifest or a corrupt log record before the tail is an error
 //! that names the file.
@@ -16,13 +16,18 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
+use crate::db::background_state::BgState;
+use crate::db::counters::DbCounters;
+use crate::db::flush;
+use crate::db::inner::DbInner;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::pacing::Pacer;
-use crate::db::stats::DbCounters;
+use crate::db::recovery_report::RecoveryReport;
 use crate::db::tree::Tree;
 use crate::db::version::LEVELS;
 use crate::db::version::{LiveTable, Version};
-use crate::db::{background, flush, write, DbInner};
+use crate::db::version_set::{TreeState, VersionSet};
+use crate::db::write_queue::{WriteQueue, WriterState};
 use crate::error::{Error, Result};
 use crate::filename::{
     parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_TEMP_FILE,
@@ -40,169 +45,10 @@ use crate::table::{ReadContext, ReadCounters, Severity, Table};
 use crate::wal::{closed_log_missing, cut_short, mend, replay, WalWriter};
 
 mod manifest_recovery;
-pub use manifest_recovery::ManifestRecovery;
 pub(crate) use manifest_recovery::{check_recovered, manifest_exists, read_state};
 
 /// Name of the lock file.
 pub(crate) const LOCK_FILE: &str = "LOCK";
-
-/// The manifest's counters. Locked for every manifest write and every
-/// publication of a new super-version.
-pub(crate) struct VersionSet {
-    pub next_file_number: u64,
-    /// The oldest log whose records are not all in tables (of every keyspace).
-    pub log_number: u64,
-    /// Larger than every keyspace id ever given.
-    pub next_keyspace_id: u32,
-    /// The logs created and not yet removed, oldest first.
-    pub logs: Vec<u64>,
-    /// Per running flush or compaction, the first file number its outputs
-    /// may have: a table numbered at or above the smallest may be one not
-    /// installed yet, never an orphan.
-    pending_outputs: Vec<u64>,
-}
-
-impl VersionSet {
-    /// The file numbers of a database opened at `next_file_number`, whose
-    /// oldest needed log is `log_number`; no work running.
-    pub fn new(next_file_number: u64, log_number: u64, next_keyspace_id: u32) -> VersionSet {
-        VersionSet {
-            next_file_number,
-            log_number,
-            next_keyspace_id,
-            logs: Vec::new(),
-            pending_outputs: Vec::new(),
-        }
-    }
-
-    /// The logs no keyspace needs any more (older than `log_number`),
-    /// forgotten here: the caller removes their files.
-    pub fn take_obsolete_logs(&mut self) -> Vec<u64> {
-        let keep = self.logs.partition_point(|&n| n < self.log_number);
-        self.logs.drain(..keep).collect()
-    }
-
-    pub fn new_file_number(&mut self) -> u64 {
-        let n = self.next_file_number;
-        self.next_file_number += 1;
-        n
-    }
-
-    /// Marks the start of work whose outputs are numbered from now on;
-    /// returns the mark for [`VersionSet::end_outputs`].
-    pub fn begin_outputs(&mut self) -> u64 {
-        self.pending_outputs.push(self.next_file_number);
-        self.next_file_number
-    }
-
-    /// The work that began at `mark` installed or removed its outputs.
-    pub fn end_outputs(&mut self, mark: u64) {
-        if let Some(at) = self.pending_outputs.iter().position(|&m| m == mark) {
-            self.pending_outputs.swap_remove(at);
-        }
-    }
-
-    /// Tables numbered below this are not outputs of running work.
-    pub fn first_pending_output(&self) -> u64 {
-        self.pending_outputs
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(u64::MAX)
-    }
-
-    /// Makes `trees` (with `last_sequence`) the durable state; the oldest
-    /// needed log becomes the oldest any of them needs only once it is.
-    pub fn persist(
-        &mut self,
-        fs: &dyn FileSystem,
-        dir: &Path,
-        trees: &[TreeState<'_>],
-        last_sequence: SeqNo,
-    ) -> Result<()> {
-        let log_number = trees
-            .iter()
-            .map(|t| t.log_number)
-            .min()
-            .unwrap_or(self.log_number);
-        let state = ManifestState {
-            next_file_number: self.next_file_number,
-            last_sequence,
-            log_number,
-            closed_log: None,
-            next_keyspace_id: self.next_keyspace_id,
-            keyspaces: trees
-                .iter()
-                .map(|t| KeyspaceRecord {
-                    id: t.id,
-                    name: t.name.to_string(),
-                    log_number: t.log_number,
-                    settings: t.settings.clone(),
-                })
-                .collect(),
-            tables: trees
-                .iter()
-                .flat_map(|t| {
-                    let mut records = t.version.records();
-                    for record in &mut records {
-                        record.keyspace = t.id;
-                    }
-                    records
-                })
-                .collect(),
-        };
-        write_manifest(fs, dir, &state)?;
-        self.log_number = log_number;
-        Ok(())
-    }
-}
-
-/// One keyspace as the next manifest records it.
-pub(crate) struct TreeState<'a> {
-    pub id: u32,
-    pub name: &'a str,
-    pub version: &'a Version,
-    /// The oldest log that may hold records of it not in its tables.
-    pub log_number: u64,
-    /// Its stored settings.
-    pub settings: KeyspaceSettings,
-}
-
-/// What recovery found, for callers who want to know.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Log records replayed into the memtable.
-    pub records_replayed: u64,
-    /// A torn record dropped at the end of the newest log: (file, offset, reason).
-    pub torn_tail: Option<(String, u64, String)>,
-    /// The newest log ended with its close record: the last session ended
-    /// with a clean close, not a crash (so no torn tail was allowed in it).
-    pub closed_cleanly: bool,
-    /// A log the manifest records as closed cleanly that no longer holds
-    /// what the close left — cut short, its close record gone, or missing:
-    /// (file, offset, what). Not a crash's torn tail but a loss:
-    /// acknowledged writes after the offset (where its intact records end)
-    /// may be gone. The database opened with the records before it
-    /// (`Options::paranoid_checks` refuses the open instead).
-    pub log_cut_short: Option<(String, u64, String)>,
-    /// Tables the manifest names that could not be opened: (file, reason).
-    /// The database opened without them (see `Options::paranoid_checks`):
-    /// reads that need one fail with `Corruption` naming it.
-    pub damaged_tables: Vec<(String, String)>,
-    /// `MANIFEST` was damaged or missing, and the state was read from its
-    /// second copy (`MANIFEST.copy`, whole and checksummed): which file,
-    /// what was wrong with it, where the state came from. Only when every
-    /// table the copy names opened and no log it covers was cut short —
-    /// else the open is refused as for a damaged manifest. A read-write
-    /// open then wrote a fresh `MANIFEST`.
-    pub manifest_recovered: Option<ManifestRecovery>,
-    /// Logs whose only damage was one byte of their file header (every
-    /// byte of which follows from the file's number) or of their close
-    /// record (every byte of which follows from the records before it),
-    /// read with every record whole and that byte put back: (file, what).
-    /// No write was lost.
-    pub logs_mended: Vec<(String, String)>,
-}
 
 fn check_directory(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     if fs.exists(dir) && !fs.is_dir(dir) {
@@ -775,7 +621,7 @@ impl Parts {
             default,
             trees: ArcSwap::from_pointee(trees),
             last_visible: AtomicU64::new(self.last_seq.0),
-            writer: Mutex::new(write::WriterState {
+            writer: Mutex::new(WriterState {
                 wal: self.wal,
                 log_number,
                 last_seq: self.last_seq,
@@ -784,14 +630,14 @@ impl Parts {
                 closed: false,
                 unsynced: false,
             }),
-            queue: Mutex::new(write::WriteQueue::default()),
+            queue: Mutex::new(WriteQueue::default()),
             queue_cv: Condvar::new(),
             write_groups_finished: AtomicU64::new(0),
             writes_queued: AtomicU64::new(0),
             oracle: Mutex::new(crate::db::oracle::Oracle::default()),
             locks: Arc::default(),
             versions: Mutex::new(self.versions),
-            bg: Mutex::new(background::BgState::default()),
+            bg: Mutex::new(BgState::default()),
             bg_cv: Condvar::new(),
             tables: self.tables,
             writes_stopped: AtomicBool::new(false),
@@ -806,7 +652,7 @@ impl Parts {
                 .filter(|_| !opts.read_only)
                 .map(crate::shared::WriteBufferManager::slot),
             opts,
-            handles: crate::db::close::HandleCounts::default(),
+            handles: crate::db::handle_counts::HandleCounts::default(),
             _lock: self.lock,
         }
     }

@@ -22,11 +22,11 @@
 
 use bytes::Bytes;
 
+use crate::db::inner::DbInner;
 use crate::db::iter::DbIterator;
 use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::{sorted_candidate, LiveTable};
-use crate::db::DbInner;
 use crate::error::Result;
 use crate::key::SeqNo;
 use crate::memtable::MemValue;

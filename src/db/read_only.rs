@@ -21,11 +21,14 @@ use std::path::Path;
 
 use bytes::Bytes;
 
+use crate::db::checks::read_only_refusal;
+use crate::db::inner::DbInner;
 use crate::db::open::{
-    self, check_recovered, logs_from, manifest_exists, recover_trees, refuse_cut_short,
-    ManifestRecovery, PartTree, Parts, RecoveryReport, VersionSet,
+    self, check_recovered, logs_from, manifest_exists, recover_trees, refuse_cut_short, PartTree,
+    Parts,
 };
-use crate::db::DbInner;
+use crate::db::recovery_report::{ManifestRecovery, RecoveryReport};
+use crate::db::version_set::VersionSet;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name, MANIFEST_FILE};
 use crate::fs::DirLock;
@@ -44,16 +47,6 @@ const MAX_ATTEMPTS: u32 = 50;
 struct NoLock;
 
 impl DirLock for NoLock {}
-
-/// Why writes to a read-only database are refused.
-pub(crate) fn refusal() -> Error {
-    Error::ReadOnly {
-        cause: Box::new(Error::invalid(
-            "the database was opened read-only (Options::read_only, or as a secondary \
-             instance): writes, flush, compact and resume are refused",
-        )),
-    }
-}
 
 /// The state, from `MANIFEST` or, when it is damaged or missing, its copy
 /// (see `manifest_recovery`).
@@ -229,6 +222,6 @@ fn attempt(dir: &Path, opts: &Options) -> Result<Option<Parts>> {
         tables,
         report,
         lock: Box::new(NoLock),
-        log_failure: Some(refusal()),
+        log_failure: Some(read_only_refusal()),
     }))
 }

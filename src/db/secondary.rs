@@ -13,9 +13,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::db::open::{Parts, RecoveryReport, VersionSet, LOCK_FILE};
-use crate::db::read_only::refusal;
-use crate::db::Db;
+use crate::db::checks::read_only_refusal as refusal;
+use crate::db::handle::Db;
+use crate::db::open::{Parts, LOCK_FILE};
+use crate::db::recovery_report::RecoveryReport;
+use crate::db::version_set::VersionSet;
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;

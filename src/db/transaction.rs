@@ -32,15 +32,18 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::db::checks::{check_key, check_merge_operator, check_value, check_writable};
-use crate::db::close::HandleKind;
+use crate::db::handle::Db;
+use crate::db::handle_counts::HandleKind;
+use crate::db::inner::DbInner;
 use crate::db::iter::{owned_range, prefix_range};
 use crate::db::keyspace::Keyspace;
 use crate::db::locking::RowLocks;
 use crate::db::oracle::{ConflictCheck, KeyRange};
+use crate::db::read;
 use crate::db::snapshot::Snapshot;
 use crate::db::transaction_scan::TransactionIter;
+use crate::db::write;
 use crate::db::write_set::{OwnRead, WriteSet};
-use crate::db::{read, Db, DbInner};
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 
@@ -586,7 +589,7 @@ impl Transaction {
                 keys_read_at: Vec::new(),
             }
         };
-        Db::write_checked(&self.inner, batch, self.options.write, Some(check))
+        write::write_checked(&self.inner, batch, self.options.write, Some(check))
     }
 
     /// Discards the transaction (as dropping it does).

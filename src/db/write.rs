@@ -1,36 +1,40 @@
 //! The write path: group commit into the log, then the memtable.
 //!
-//! Owns: the writer queue (the first waiting writer leads a group: one log
-//! append and at most one fsync for every batch queued behind it), sequence
-//! assignment, memtable rotation and write stalls, and the database's side
-//! of a shared memtable budget (sealing its largest memtable for it).
+//! Owns: the writer queue (its state in `write_queue.rs`; the first
+//! waiting writer leads a group: one log append and at most one fsync for
+//! every batch queued behind it), sequence assignment, memtable rotation
+//! and write stalls, and the database's side of a shared memtable budget
+//! (sealing its largest memtable for it).
 //! Must never: acknowledge a batch before its log record reached the OS (and
 //! the disk, with `sync_writes`), make part of a batch visible, write after
 //! a failed log append left the log's tail uncertain, or seal a memtable
 //! while flushes are failing (writes are refused instead, as soon as the
 //! active memtable is full).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::batch::{encode_group_into, RawBatch, WriteBatch};
+use crate::batch::{encode_group_into, OpKind, RawBatch, WriteBatch};
 use crate::db::background::{self, Blocked};
+use crate::db::checks::{self, check_key, check_merge_operator, check_value};
+use crate::db::flush;
+use crate::db::inner::DbInner;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
 use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
 use crate::db::tree::{memtable_memory, Tree};
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
-use crate::db::{flush, DbInner};
+use crate::db::write_queue::{Pending, WriterState};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
 use crate::filename::wal_file_name;
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, write_manifest, ClosedLog};
+use crate::options::WriteOptions;
 use crate::shared::write_buffer::{BufferedMemory, MemtableMemory};
 use crate::wal::{WalWriter, CLOSE_RECORD_LEN};
 
@@ -58,57 +62,50 @@ const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 /// alone, or writers that rarely meet, pay nothing.
 const WAIT_FOR_COMPANY: Duration = Duration::from_micros(4);
 
-/// State only the group leader (and recovery) touches.
-pub(crate) struct WriterState {
-    pub wal: WalWriter,
-    pub log_number: u64,
-    pub last_seq: SeqNo,
-    /// Set when the log failed (an append, a sync, or a rotation away from
-    /// it): its tail is uncertain or it cannot be left, so every write is
-    /// refused until recovery has started a new log.
-    pub log_failure: Option<Error>,
-    /// The number of the log recovery will start once every memtable is
-    /// flushed (the sealed failed log's successor; the file does not exist yet).
-    pub pending_log: Option<u64>,
-    /// The database was closed: the log ended (with its close record), and
-    /// no write may follow.
-    pub closed: bool,
-    /// The active log holds records appended since its last sync
-    /// (`Options::sync_interval` syncs only then).
-    pub unsynced: bool,
+/// What [`Db::write_with`](crate::Db::write_with) does, for `Db` and its
+/// keyspaces: every operation checked, then the batch written (or, empty,
+/// the log synced when asked).
+pub(crate) fn write_batch(inner: &DbInner, batch: WriteBatch, options: WriteOptions) -> Result<()> {
+    write_checked(inner, batch, options, None)
 }
 
-struct Pending {
+/// [`write_batch`] of a transaction's commit, written only if the oracle
+/// finds no conflict with `check`.
+pub(crate) fn write_checked(
+    inner: &DbInner,
     batch: WriteBatch,
-    /// The batch must be on disk before it is acknowledged.
-    sync: bool,
-    /// A transaction's commit: written only if the oracle finds no conflict.
+    options: WriteOptions,
     check: Option<ConflictCheck>,
-    /// The oracle refused the batch: it is not written, its writer gets
-    /// `Error::Conflict`.
-    rejected: AtomicBool,
-    done: Mutex<Option<Result<()>>>,
-}
-
-impl Pending {
-    /// The batch's outcome, given its group's.
-    fn outcome(&self, group: &Result<()>) -> Result<()> {
-        if self.rejected.load(Ordering::Acquire) {
-            return Err(Error::Conflict);
+) -> Result<()> {
+    checks::check_writable(inner)?;
+    let mut known = inner.default.id;
+    batch.check_ranges()?;
+    for op in batch.iter() {
+        check_key(op.key)?;
+        check_value(op.value)?;
+        if op.keyspace != known {
+            // A batch's keyspaces are few: each is looked up when it
+            // first follows another.
+            let tree = inner.tree_by_id(op.keyspace).ok_or_else(|| {
+                Error::invalid(format!(
+                    "the batch writes to keyspace id {}, which this database does not \
+                     have (dropped, or a keyspace of another database)",
+                    op.keyspace
+                ))
+            })?;
+            tree.check_live()?;
+            known = op.keyspace;
         }
-        match group {
-            Ok(()) => Ok(()),
-            Err(e) => Err(e.duplicate()),
+        if op.kind == OpKind::Merge {
+            check_merge_operator(inner, op.keyspace)?;
         }
     }
-}
-
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    waiting: VecDeque<Arc<Pending>>,
-    /// Whether writers met at the last group: it held more than one batch,
-    /// or its leader had waited behind another group.
-    writers_met: bool,
+    let sync = options.sync_or(inner.opts.sync_writes);
+    if batch.is_empty() {
+        // Nothing to log; a sync asked for still covers the writes before.
+        return if sync { persist(inner) } else { Ok(()) };
+    }
+    write(inner, batch, sync, check)
 }
 
 pub(crate) fn write(

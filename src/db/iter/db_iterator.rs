@@ -20,10 +20,10 @@ use bytes::Bytes;
 use super::merging::MergingIter;
 use super::operands::{apply_merge, deleted_by, gather_operands, newest_version};
 use super::sources::{FailedSource, InternalIterator, MemSource, Positions, TableSource};
+use crate::db::inner::DbInner;
 use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::{LiveTable, Version};
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::key::{
     before_start_of, internal_key, lookup_key, parse_internal_key, past_end_of, SeqNo, ValueKind,

@@ -1,8 +1,8 @@
 //! The state an open starts from: `MANIFEST`, or — when it is damaged or
 //! missing — its second copy, `MANIFEST.copy`.
 //!
-//! Owns: the choice between the two files, [`ManifestRecovery`] (what the
-//! open reports when it read the copy), and the checks that the copy's
+//! Owns: the choice between the two files, what the open reports when it
+//! read the copy (`ManifestRecovery`, in `recovery_report.rs`), and the checks that the copy's
 //! state holds everything: every table it names opens, and no log it
 //! covers was cut short.
 //! Must never: open from the copy when either check fails, or when the
@@ -20,21 +20,8 @@ use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_FILE};
 use crate::fs::FileSystem;
 use crate::manifest::{read_manifest, read_manifest_copy, ManifestState};
 
-use super::{repair_hint, RecoveryReport};
-
-/// How an open recovered from a damaged or missing manifest (see
-/// [`RecoveryReport::manifest_recovered`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestRecovery {
-    /// The file that could not be read (`MANIFEST`).
-    pub damaged: String,
-    /// What was wrong with it ("missing", or the checksum or check that
-    /// failed).
-    pub problem: String,
-    /// The file the state was read from instead (`MANIFEST.copy`), whole
-    /// and checksummed.
-    pub recovered_from: String,
-}
+use super::repair_hint;
+use crate::db::recovery_report::{ManifestRecovery, RecoveryReport};
 
 /// True when `dir` holds a manifest or its copy: a database, whole or
 /// recoverable.

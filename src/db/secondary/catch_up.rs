@@ -31,13 +31,13 @@ use std::sync::Arc;
 
 use crate::batch::decode_record;
 use crate::db::flush::open_live_table_with;
+use crate::db::inner::DbInner;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::open::{keyspaces_of, logs_from, manifest_exists, read_state, repair_hint};
 use crate::db::read_only::out_of_file_handles;
 use crate::db::super_version::{LoggedMemtable, SuperVersion};
 use crate::db::tree::Tree;
 use crate::db::version::{LiveTable, Version, LEVELS};
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, wal_file_name};
 use crate::fs::SharedFs;
