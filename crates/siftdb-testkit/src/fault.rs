@@ -37,6 +37,19 @@
 //! Directories themselves (`create_dir_all`, and a directory's `rename`)
 //! are durable at once.
 //!
+//! # Which system's rules
+//!
+//! The rules above are POSIX's, the default. [`FaultFs::with_durability`]
+//! chooses [`Durability::WindowsWriteThrough`] instead: the rules siftdb's
+//! real file system relies on under Windows, where there is no directory
+//! sync. There `sync_dir` makes nothing durable; NTFS journals directory
+//! changes in order, so a power loss keeps a prefix of each directory's
+//! pending changes (the reordered mode keeps a prefix too); and a `rename`
+//! (`MoveFileExW` with `MOVEFILE_WRITE_THROUGH`) or a file's `sync`
+//! (`FlushFileBuffers`) commits the journal: every directory change made
+//! before it is durable once it returns. Removals, links and creations that
+//! no such call followed stay pending.
+//!
 //! # Processes and boots
 //!
 //! A power loss also kills the process that was using the disk. Give each
@@ -116,6 +129,18 @@ pub enum PowerLoss {
         /// Seeds the draws, so a failing case replays.
         seed: u64,
     },
+}
+
+/// Which system's durability rules the disk follows (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// POSIX: a directory's changes are durable after its `sync_dir`.
+    #[default]
+    Posix,
+    /// Windows (NTFS) as siftdb's real file system uses it there: no
+    /// directory sync; directory changes in order; a write-through `rename`
+    /// or a file's `sync` makes every change before it durable.
+    WindowsWriteThrough,
 }
 
 /// How long an injected fault lasts.
@@ -209,6 +234,7 @@ struct Disk {
     space_limit: Option<u64>,
     faults_injected: u64,
     power_losses: u64,
+    durability: Durability,
 }
 
 /// Why an operation may not go ahead.
@@ -426,11 +452,29 @@ impl Disk {
         Ok(inode)
     }
 
+    /// Under [`Durability::WindowsWriteThrough`], what a write-through
+    /// rename or a file flush does: every pending directory change becomes
+    /// durable (the journal is committed up to now). Nothing under POSIX.
+    fn commit_journal(&mut self) {
+        if self.durability != Durability::WindowsWriteThrough {
+            return;
+        }
+        for dir in self.dirs.values_mut() {
+            dir.durable = dir.live.clone();
+            dir.pending.clear();
+        }
+        self.collect_garbage();
+    }
+
     fn power_loss(&mut self, mode: PowerLoss) {
         let (mut rng, subsets) = match mode {
             PowerLoss::DropUnsynced => (None, false),
             PowerLoss::TornUnsynced { seed } => (Some(SplitMix64::new(seed)), false),
-            PowerLoss::ReorderedUnsynced { seed } => (Some(SplitMix64::new(seed)), true),
+            // NTFS's journal keeps directory changes in order.
+            PowerLoss::ReorderedUnsynced { seed } => (
+                Some(SplitMix64::new(seed)),
+                self.durability == Durability::Posix,
+            ),
         };
         let mut draw = |bound: usize| -> usize {
             match &mut rng {
@@ -518,6 +562,13 @@ impl fmt::Debug for FaultFs {
 }
 
 impl FaultFs {
+    /// An empty disk following `durability`'s rules, with no directory yet.
+    pub fn with_durability(durability: Durability) -> FaultFs {
+        let fs = FaultFs::new();
+        fs.machine.disk.lock().durability = durability;
+        fs
+    }
+
     /// An empty disk, with no directory yet.
     pub fn new() -> FaultFs {
         FaultFs {
@@ -773,6 +824,7 @@ impl WritableFile for FaultFile {
             .map_err(Refusal::into_error)?;
         let inode = self.inode(&mut disk)?;
         inode.synced = inode.data.len();
+        disk.commit_journal();
         Ok(())
     }
 }
@@ -928,6 +980,8 @@ impl FileSystem for FaultFs {
                 disk.dir_mut(&to_dir)?.change(vec![(to_name, Some(inode))]);
                 disk.dir_mut(&from_dir)?.change(vec![(from_name, None)]);
             }
+            // Windows: `MOVEFILE_WRITE_THROUGH`.
+            disk.commit_journal();
             Ok(())
         })
     }
@@ -958,6 +1012,11 @@ impl FileSystem for FaultFs {
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.with_op("sync_dir", dir, |disk| {
+            if disk.durability == Durability::WindowsWriteThrough {
+                // Windows has no directory sync: the real one does nothing.
+                disk.dir(dir)?;
+                return Ok(());
+            }
             let d = disk.dir_mut(dir)?;
             d.durable = d.live.clone();
             d.pending.clear();
