@@ -6,7 +6,9 @@
 //! memmap2 only for the opt-in `Options::mmap_reads`, and the directory
 //! lock: on unix a POSIX record lock no child process inherits, with a
 //! per-process table of held lock files; elsewhere the standard library's
-//! per-handle lock). What differs per operating system lives in `os`.
+//! per-handle lock). What differs per operating system lives in `os`, and
+//! how files are removed where an open file keeps its name (Windows) in
+//! `removal`.
 //! `FaultFs` (in the `siftdb-testkit` crate) is the in-memory stand-in that
 //! simulates power loss and injects errors through this same trait.
 //! Must never: be bypassed by engine code — a fault-injecting layer for
@@ -25,6 +27,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 
 mod os;
+mod removal;
 
 pub(crate) use os::open_file_limit;
 
@@ -161,6 +164,14 @@ pub trait FileSystem: Send + Sync + 'static {
     }
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Removes what earlier removals left behind in `dir` under names of
+    /// their own: on Windows a file removed while still open lingers under
+    /// such a name until its last handle closes (the real implementation's
+    /// `remove`; see `fs/removal.rs`). Best effort, never an error; the
+    /// default (and every system but Windows) has nothing to do.
+    fn sweep_removed(&self, dir: &Path) {
+        let _ = dir;
+    }
     /// Creates a directory and its parents, durably: each new directory's
     /// entry is synced in its parent.
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
@@ -437,7 +448,7 @@ impl FileSystem for OsFileSystem {
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
-        std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+        removal::remove_file(path).map_err(|e| Error::io(path, e))
     }
 
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
@@ -445,11 +456,15 @@ impl FileSystem for OsFileSystem {
     }
 
     fn remove_dir(&self, dir: &Path) -> Result<()> {
-        std::fs::remove_dir(dir).map_err(|e| Error::io(dir, e))
+        removal::remove_dir(dir).map_err(|e| Error::io(dir, e))
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         os::sync_dir(dir).map_err(|e| Error::io(dir, e))
+    }
+
+    fn sweep_removed(&self, dir: &Path) {
+        removal::sweep_removed(dir);
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
@@ -467,13 +482,7 @@ impl FileSystem for OsFileSystem {
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let entry = entry.map_err(|e| Error::io(dir, e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
-        names.sort();
-        Ok(names)
+        removal::list_names(dir).map_err(|e| Error::io(dir, e))
     }
 
     fn exists(&self, path: &Path) -> bool {

@@ -7,6 +7,10 @@
 //! the backups it restores from are on the ordinary file system); the child
 //! lists what is left on the tmpfs before it goes. Mounting needs root: a
 //! test that cannot mount says why and passes.
+//!
+//! Linux only (`cfg`): the child's tmpfs comes from `unshare --mount` and
+//! `mount -t tmpfs`, which other systems do not have.
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -148,6 +148,9 @@ impl BackupEngine {
     pub fn create(&self, db: &Db) -> Result<BackupInfo> {
         let id = self.list()?.last().map_or(1, |b| b.id + 1);
         let tmp = self.dir.join(TMP_DIR);
+        // What an earlier backup's removals left lingering (Windows: a
+        // log the database still had open, linked into `tmp/`).
+        self.fs.sweep_removed(&self.dir);
         self.remove_tree(&tmp)?;
         let mut stored = Vec::new();
         let made = self.create_as(db, id, &mut stored);

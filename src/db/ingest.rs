@@ -52,7 +52,7 @@ use crate::db::write;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::filter::LevelTables;
-use crate::fs::{OsFileSystem, SharedFs};
+use crate::fs::{FileSystem, OsFileSystem, SharedFs};
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{TableRecord, DEFAULT_KEYSPACE_ID};
 use crate::options::Options;
@@ -507,22 +507,28 @@ fn ingest<P: AsRef<Path>>(
     drop(writer);
     crate::db::background::notify(inner);
     if options.move_files {
-        remove_sources(&checked)?;
+        remove_sources(inner.fs.as_ref(), &checked)?;
     }
     Ok(())
 }
 
 /// After a move: removes the caller's names of the ingested files and
 /// syncs their directories (a name that came back after a crash would
-/// share a database file).
-fn remove_sources(checked: &[Checked]) -> Result<()> {
+/// share a database file). Through the file system, whose removal keeps
+/// each system's rules (on Windows the database now holds the file open
+/// under its other name, and a directory cannot be opened to be synced).
+fn remove_sources(fs: &dyn FileSystem, checked: &[Checked]) -> Result<()> {
     let mut dirs: Vec<&Path> = Vec::new();
     for file in checked {
-        std::fs::remove_file(&file.path).map_err(|e| {
+        fs.remove(&file.path).map_err(|e| {
+            let kind = match &e {
+                Error::Io { source, .. } => source.kind(),
+                _ => std::io::ErrorKind::Other,
+            };
             Error::io(
                 &file.path,
                 std::io::Error::new(
-                    e.kind(),
+                    kind,
                     format!("the ingest took place, but its source could not be removed: {e}"),
                 ),
             )
@@ -533,9 +539,7 @@ fn remove_sources(checked: &[Checked]) -> Result<()> {
         }
     }
     for dir in dirs {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir, e))?;
+        fs.sync_dir(dir)?;
     }
     Ok(())
 }

@@ -535,6 +535,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             let _ = fs.remove(&dir.join(&name));
         }
     }
+    // Files removed while open on a system that keeps their names until
+    // they close (Windows), left under names of their own.
+    fs.sweep_removed(dir);
 
     let trees = trees
         .into_iter()

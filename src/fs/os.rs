@@ -302,9 +302,39 @@ pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
 /// `MOVEFILE_WRITE_THROUGH`, so the rename is on disk when this returns
 /// (the system has no directory sync to make it so afterwards); when that
 /// is refused (`to` open without delete sharing), the standard library's
-/// rename, which retries with POSIX semantics.
+/// rename, which retries with POSIX semantics. Where those are missing
+/// (before Windows 10 1809, off NTFS, Wine) a `to` that another handle
+/// holds open cannot be replaced at all: a read-only `Db::open` reading
+/// `MANIFEST` while the writer replaces it. Such reads are short, so a
+/// refusal is retried for up to two seconds before it is the error.
 pub(super) fn rename(from: &Path, to: &Path) -> io::Result<()> {
     #[cfg(windows)]
+    {
+        let mut waited = std::time::Duration::ZERO;
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match rename_write_through(from, to) {
+                Err(e)
+                    if e.kind() == io::ErrorKind::PermissionDenied
+                        && waited < std::time::Duration::from_secs(2) =>
+                {
+                    std::thread::sleep(pause);
+                    waited += pause;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+    #[cfg(not(windows))]
+    {
+        std::fs::rename(from, to)
+    }
+}
+
+/// One attempt of [`rename`] on Windows.
+#[cfg(windows)]
+fn rename_write_through(from: &Path, to: &Path) -> io::Result<()> {
     {
         use std::os::windows::ffi::OsStrExt;
         use windows_sys::Win32::Storage::FileSystem::{
@@ -332,10 +362,6 @@ pub(super) fn rename(from: &Path, to: &Path) -> io::Result<()> {
         if e.kind() != io::ErrorKind::PermissionDenied {
             return Err(e);
         }
-        std::fs::rename(from, to)
-    }
-    #[cfg(not(windows))]
-    {
         std::fs::rename(from, to)
     }
 }

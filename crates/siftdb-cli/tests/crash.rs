@@ -50,13 +50,30 @@ fn stress(sync: bool, seed: u64) -> StressReport {
     report
 }
 
+/// Why the kill rounds step aside under Wine (a gap of Wine's, not of
+/// siftdb's: on Windows the kill is `TerminateProcess`, as here).
+const WINE_STARTS_SLOWLY: &str = "Wine takes longer to start the child process than the \
+    10-250 ms kill window, so no child ever opens the database before its kill";
+
 #[test]
 fn killed_writers_lose_no_acknowledged_batch_without_sync() {
+    if siftdb_testkit::wine::skip_under_wine(
+        "killed_writers_lose_no_acknowledged_batch_without_sync",
+        WINE_STARTS_SLOWLY,
+    ) {
+        return;
+    }
     stress(false, 0x5eed_0001);
 }
 
 #[test]
 fn killed_writers_lose_no_acknowledged_batch_with_sync() {
+    if siftdb_testkit::wine::skip_under_wine(
+        "killed_writers_lose_no_acknowledged_batch_with_sync",
+        WINE_STARTS_SLOWLY,
+    ) {
+        return;
+    }
     stress(true, 0x5eed_0002);
 }
 

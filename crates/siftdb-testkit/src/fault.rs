@@ -37,6 +37,19 @@
 //! Directories themselves (`create_dir_all`, and a directory's `rename`)
 //! are durable at once.
 //!
+//! # Which system's rules
+//!
+//! The rules above are POSIX's, the default. [`FaultFs::with_durability`]
+//! chooses [`Durability::WindowsWriteThrough`] instead: the rules siftdb's
+//! real file system relies on under Windows, where there is no directory
+//! sync. There `sync_dir` makes nothing durable; NTFS journals directory
+//! changes in order, so a power loss keeps a prefix of each directory's
+//! pending changes (the reordered mode keeps a prefix too); and a `rename`
+//! (`MoveFileExW` with `MOVEFILE_WRITE_THROUGH`) or a file's `sync`
+//! (`FlushFileBuffers`) commits the journal: every directory change made
+//! before it is durable once it returns. Removals, links and creations that
+//! no such call followed stay pending.
+//!
 //! # Processes and boots
 //!
 //! A power loss also kills the process that was using the disk. Give each
@@ -99,7 +112,7 @@ mod disk;
 mod tests;
 
 use disk::{dead_error, not_found, split, Disk, Filter, Inode, InodeId, Plan, Refusal, Trigger};
-pub use disk::{FaultMode, PowerLoss};
+pub use disk::{Durability, FaultMode, PowerLoss};
 
 struct Machine {
     disk: Mutex<Disk>,
@@ -133,6 +146,13 @@ impl fmt::Debug for FaultFs {
 }
 
 impl FaultFs {
+    /// An empty disk following `durability`'s rules, with no directory yet.
+    pub fn with_durability(durability: Durability) -> FaultFs {
+        let fs = FaultFs::new();
+        fs.machine.disk.lock().durability = durability;
+        fs
+    }
+
     /// An empty disk, with no directory yet.
     pub fn new() -> FaultFs {
         FaultFs {
@@ -388,6 +408,7 @@ impl WritableFile for FaultFile {
             .map_err(Refusal::into_error)?;
         let inode = self.inode(&mut disk)?;
         inode.synced = inode.data.len();
+        disk.commit_journal();
         Ok(())
     }
 }
@@ -543,6 +564,8 @@ impl FileSystem for FaultFs {
                 disk.dir_mut(&to_dir)?.change(vec![(to_name, Some(inode))]);
                 disk.dir_mut(&from_dir)?.change(vec![(from_name, None)]);
             }
+            // Windows: `MOVEFILE_WRITE_THROUGH`.
+            disk.commit_journal();
             Ok(())
         })
     }
@@ -573,6 +596,11 @@ impl FileSystem for FaultFs {
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.with_op("sync_dir", dir, |disk| {
+            if disk.durability == Durability::WindowsWriteThrough {
+                // Windows has no directory sync: the real one does nothing.
+                disk.dir(dir)?;
+                return Ok(());
+            }
             let d = disk.dir_mut(dir)?;
             d.durable = d.live.clone();
             d.pending.clear();

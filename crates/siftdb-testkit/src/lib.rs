@@ -2,7 +2,8 @@
 //!
 //! The tools siftdb is tested with, kept out of the library an application
 //! embeds: [`FaultFs`], an in-memory file system that simulates power loss,
-//! process kills and I/O errors behind siftdb's `FileSystem` seam; the
+//! process kills and I/O errors behind siftdb's `FileSystem` seam (under
+//! POSIX's or Windows' durability rules: [`Durability`]); the
 //! process-kill crash test ([`stress`]) behind `siftdb stress`; the logic of
 //! every fuzz target ([`fuzzing`]), shared by `fuzz/` and the corpus replay
 //! tests; [`SplitMix64`], the one random generator of the tests and the
@@ -12,7 +13,8 @@
 //! directories, unprivileged child processes); [`linearizability`], a
 //! checker of concurrent histories (Porcupine's algorithm) with a
 //! register / compare-and-swap model, for the replication tests; and
-//! [`busy_tree_options`], options that make a few writes flush and compact.
+//! [`busy_tree_options`], options that make a few writes flush and compact;
+//! and [`wine`], how a test steps aside where Wine cannot host it.
 //!
 //! Owns: everything above.
 //! Must never: be a dependency of the `siftdb` library itself (only a
@@ -28,8 +30,9 @@ mod options;
 mod rng;
 pub mod stress;
 pub mod tables;
+pub mod wine;
 
-pub use fault::{FaultFs, FaultMode, PowerLoss};
+pub use fault::{Durability, FaultFs, FaultMode, PowerLoss};
 pub use keys::numbered_key;
 pub use options::busy_tree_options;
 pub use rng::{SplitMix64, GOLDEN_GAMMA};

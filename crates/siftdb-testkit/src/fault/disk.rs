@@ -37,6 +37,19 @@ pub enum PowerLoss {
     },
 }
 
+/// Which system's durability rules the disk follows (see the docs of
+/// `fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// POSIX: a directory's changes are durable after its `sync_dir`.
+    #[default]
+    Posix,
+    /// Windows (NTFS) as siftdb's real file system uses it there: no
+    /// directory sync; directory changes in order; a write-through `rename`
+    /// or a file's `sync` makes every change before it durable.
+    WindowsWriteThrough,
+}
+
 /// How long an injected fault lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultMode {
@@ -128,6 +141,7 @@ pub(super) struct Disk {
     pub(super) space_limit: Option<u64>,
     pub(super) faults_injected: u64,
     pub(super) power_losses: u64,
+    pub(super) durability: Durability,
 }
 
 /// Why an operation may not go ahead.
@@ -345,11 +359,29 @@ impl Disk {
         Ok(inode)
     }
 
+    /// Under [`Durability::WindowsWriteThrough`], what a write-through
+    /// rename or a file flush does: every pending directory change becomes
+    /// durable (the journal is committed up to now). Nothing under POSIX.
+    pub(super) fn commit_journal(&mut self) {
+        if self.durability != Durability::WindowsWriteThrough {
+            return;
+        }
+        for dir in self.dirs.values_mut() {
+            dir.durable = dir.live.clone();
+            dir.pending.clear();
+        }
+        self.collect_garbage();
+    }
+
     pub(super) fn power_loss(&mut self, mode: PowerLoss) {
         let (mut rng, subsets) = match mode {
             PowerLoss::DropUnsynced => (None, false),
             PowerLoss::TornUnsynced { seed } => (Some(SplitMix64::new(seed)), false),
-            PowerLoss::ReorderedUnsynced { seed } => (Some(SplitMix64::new(seed)), true),
+            // NTFS's journal keeps directory changes in order.
+            PowerLoss::ReorderedUnsynced { seed } => (
+                Some(SplitMix64::new(seed)),
+                self.durability == Durability::Posix,
+            ),
         };
         let mut draw = |bound: usize| -> usize {
             match &mut rng {
