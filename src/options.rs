@@ -82,6 +82,7 @@ pub struct Options {
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
     pub(crate) event_listeners: Vec<Arc<dyn EventListener>>,
+    pub(crate) histograms: bool,
 }
 
 /// What a [`CompactionFilter`] decides for a key's newest value.
@@ -178,6 +179,7 @@ impl Default for Options {
             compaction_filter: None,
             merge_operator: None,
             event_listeners: Vec::new(),
+            histograms: true,
         }
     }
 }
@@ -217,6 +219,7 @@ impl fmt::Debug for Options {
             .field("compaction_filter", &self.compaction_filter.is_some())
             .field("merge_operator", &self.merge_operator.is_some())
             .field("event_listeners", &self.event_listeners.len())
+            .field("histograms", &self.histograms)
             .finish_non_exhaustive()
     }
 }
@@ -325,6 +328,16 @@ impl Options {
     /// background work.
     pub fn add_event_listener(mut self, listener: Arc<dyn EventListener>) -> Self {
         self.event_listeners.push(listener);
+        self
+    }
+
+    /// Whether the database keeps its latency and size histograms
+    /// ([`crate::Db::histograms`], [`crate::Stats::histograms`]). Default
+    /// true: a get or a write is counted with two plain stores and one in
+    /// [`crate::histogram::SAMPLE_EVERY`] is timed (about 1% of an
+    /// in-memory get); false records nothing.
+    pub fn histograms(mut self, enabled: bool) -> Self {
+        self.histograms = enabled;
         self
     }
 

@@ -32,6 +32,7 @@ mod ingest;
 mod iter;
 mod keyspace;
 mod keyspace_options;
+mod latency;
 mod open;
 mod oracle;
 mod pacing;
@@ -40,6 +41,7 @@ mod read_only;
 mod small_runs;
 mod snapshot;
 mod stats;
+mod stats_names;
 mod super_version;
 mod transaction;
 mod transaction_scan;
@@ -81,6 +83,7 @@ pub use iter::DbIterator;
 pub(crate) use iter::{InternalIterator, MemSource, MergingIter};
 pub use keyspace::Keyspace;
 pub use keyspace_options::KeyspaceOptions;
+pub use latency::{HistogramStats, Histograms};
 pub(crate) use open::LOCK_FILE;
 pub use open::{ManifestRecovery, RecoveryReport};
 pub use snapshot::Snapshot;
@@ -133,6 +136,8 @@ pub(crate) struct DbInner {
     /// Paces compactions' writes (`Options::compaction_bytes_per_sec`).
     pub pacer: Option<pacing::Pacer>,
     pub counters: DbCounters,
+    /// Latency and size histograms (`Db::histograms`); scans hold them too.
+    pub latency: Arc<latency::DbLatency>,
     /// Where background work's events go (`Options::add_event_listener`).
     pub events: crate::events::EventQueue,
     pub recovery: RecoveryReport,

@@ -788,6 +788,7 @@ impl Parts {
             tables: self.tables,
             writes_stopped: AtomicBool::new(false),
             counters: DbCounters::default(),
+            latency: Arc::new(crate::db::latency::DbLatency::new(opts.histograms)),
             events: crate::events::EventQueue::default(),
             recovery: self.report,
             pacer: opts.compaction_bytes_per_sec.map(Pacer::new),

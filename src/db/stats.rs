@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::latency::HistogramStats;
 use super::super_version::SuperVersion;
 use super::tree::Tree;
 use super::version::LiveTable;
@@ -290,6 +291,9 @@ pub struct Stats {
     pub oracle_bytes: u64,
     /// Each keyspace's shape, the default first.
     pub keyspaces: Vec<KeyspaceStats>,
+    /// Percentiles of the latency and size histograms since the open or
+    /// the last [`Db::reset_histograms`] (every bucket: [`Db::histograms`]).
+    pub histograms: HistogramStats,
 }
 
 /// The shape of one keyspace (see [`Stats::keyspaces`]).
@@ -310,6 +314,13 @@ pub struct KeyspaceStats {
     pub memtable_bytes: usize,
     /// Approximate bytes in its immutable memtables.
     pub immutable_memtable_bytes: usize,
+    /// Point lookups of its keys since open (through the database, a
+    /// keyspace handle, a snapshot or a transaction).
+    pub gets: u64,
+    /// Keys asked of it by `multi_get` calls since open.
+    pub multi_get_keys: u64,
+    /// Scans of it started since open.
+    pub scans: u64,
 }
 
 impl Stats {
@@ -392,6 +403,9 @@ impl Db {
                 immutable_memtables: sv.imm.len(),
                 memtable_bytes: sv.mem.mem.approximate_bytes(),
                 immutable_memtable_bytes: sv.immutable_bytes(),
+                gets: tree.reads.total(|t| &t.gets),
+                multi_get_keys: tree.reads.total(|t| &t.multi_get_keys),
+                scans: tree.reads.total(|t| &t.scans),
             })
             .collect();
         let level_count = |f: fn(&KeyspaceStats) -> &Vec<u64>| {
@@ -487,6 +501,7 @@ impl Db {
             transaction_conflicts: load(&c.transaction_conflicts),
             oracle_bytes: inner.oracle.lock().memory_bytes(),
             keyspaces,
+            histograms: self.histograms().summary(),
         }
     }
 }

@@ -115,6 +115,11 @@ pub(crate) fn write(
     sync: bool,
     check: Option<ConflictCheck>,
 ) -> Result<()> {
+    let _timing = inner.latency.write_nanos.time_sampled();
+    inner
+        .latency
+        .write_batch_bytes
+        .record(batch.approximate_bytes() as u64);
     let me = Arc::new(Pending {
         batch,
         sync,
