@@ -29,7 +29,7 @@ const SUB: u64 = 1 << SUB_BITS;
 const TOP_BIT: u32 = 40;
 /// Buckets of a histogram: the exact ones below [`SUB`], then [`SUB`] per
 /// power of two up to 2^[`TOP_BIT`].
-const BUCKETS: usize = (SUB as usize) * (1 + (TOP_BIT - SUB_BITS) as usize);
+const BUCKETS: usize = (1 << SUB_BITS) * (1 + (TOP_BIT - SUB_BITS) as usize);
 
 /// The largest relative error of a value a [`Histogram`] reports (a
 /// percentile, the maximum, the minimum) against the recorded value it

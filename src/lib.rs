@@ -69,8 +69,6 @@ mod key;
 mod keyspace_settings;
 mod manifest;
 mod memtable;
-#[cfg(feature = "metrics")]
-mod metrics_bridge;
 mod options;
 mod prefetch;
 mod prefix;
@@ -86,6 +84,8 @@ pub use async_iter::AsyncIter;
 #[cfg(feature = "tokio")]
 pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
+#[cfg(feature = "metrics")]
+pub use db::metrics_bridge::MetricsPublisher;
 pub use db::{
     CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, HistogramStats, Histograms,
     IngestOptions, Keyspace, KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport,
@@ -100,8 +100,6 @@ pub use filter::FilterPolicy;
 pub use histogram::{Histogram, HistogramSummary};
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use memtable::MemtableRangeStats;
-#[cfg(feature = "metrics")]
-pub use metrics_bridge::MetricsPublisher;
 pub use options::{
     CompactionDecision, CompactionFilter, Compression, MergeOperator, Options, WriteOptions,
 };

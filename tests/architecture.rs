@@ -375,13 +375,7 @@ const LAYERS: &[(u32, &[&str])] = &[
     (5, &["db", "inspect", "repair"]),
     (
         6,
-        &[
-            "async_db",
-            "async_iter",
-            "async_transaction",
-            "backup",
-            "metrics_bridge",
-        ],
+        &["async_db", "async_iter", "async_transaction", "backup"],
     ),
 ];
 

@@ -3,8 +3,8 @@
 //!
 //! Owns: [`DbLatency`] (one `Recorder` per histogram, and the snapshot a
 //! reset subtracts), the public [`Histograms`] and [`HistogramStats`]
-//! read from it, [`Db::histograms`] and [`Db::reset_histograms`], and
-//! [`KeyspaceReads`]. The read and write paths call in at one line each.
+//! read from it, and [`KeyspaceReads`] (`Db::histograms` and
+//! `Db::reset_histograms` are in `stats.rs`, with `Db::stats`). The read and write paths call in at one line each.
 //! Must never: take a lock on a recording path (a reset takes one, and
 //! only readers of the histograms wait on it), or time an operation twice.
 
@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::Db;
 use crate::counter::Sharded;
 use crate::histogram::{Histogram, HistogramSummary, Recorder, SAMPLE_EVERY};
 
@@ -26,7 +25,7 @@ macro_rules! histograms {
         pub(crate) struct DbLatency {
             $(pub $field: Recorder,)*
             /// What a reset subtracts: the counts as of the last
-            /// [`Db::reset_histograms`].
+            /// [`Db::reset_histograms`](crate::Db::reset_histograms).
             baseline: Mutex<Histograms>,
         }
 
@@ -40,7 +39,7 @@ macro_rules! histograms {
             }
 
             /// The counts since the open or the last reset.
-            fn snapshot(&self) -> Histograms {
+            pub(crate) fn snapshot(&self) -> Histograms {
                 let baseline = self.baseline.lock();
                 Histograms {
                     $($field: self.$field.snapshot().since(&baseline.$field),)*
@@ -49,7 +48,7 @@ macro_rules! histograms {
             }
 
             /// Makes the counts as of now the zero of later snapshots.
-            fn reset(&self) {
+            pub(crate) fn reset(&self) {
                 let mut baseline = self.baseline.lock();
                 $(baseline.$field = self.$field.snapshot();)*
                 baseline.resets += 1;
@@ -57,7 +56,7 @@ macro_rules! histograms {
         }
 
         /// The database's histograms since it was opened or
-        /// [`Db::reset_histograms`] was last called ([`Db::histograms`]).
+        /// [`Db::reset_histograms`](crate::Db::reset_histograms) was last called ([`Db::histograms`](crate::Db::histograms)).
         /// Latencies are in nanoseconds, from the call to its return (for
         /// a scan step, one `next` or `next_back`); every value is within
         /// [`RELATIVE_ERROR`](crate::histogram::RELATIVE_ERROR) of one
@@ -80,7 +79,7 @@ macro_rules! histograms {
                 vec![$(($name, &self.$field),)*]
             }
 
-            /// [`Db::reset_histograms`] calls before this snapshot (since
+            /// [`Db::reset_histograms`](crate::Db::reset_histograms) calls before this snapshot (since
             /// the open): of two snapshots with the same number, the later
             /// one counts everything the earlier one did.
             pub fn resets(&self) -> u64 {
@@ -191,36 +190,5 @@ impl KeyspaceReads {
             .iter()
             .map(|t| field(t).load(Ordering::Relaxed))
             .sum()
-    }
-}
-
-impl Db {
-    /// The histograms of latencies and sizes since the open or the last
-    /// [`Db::reset_histograms`] (all empty with
-    /// [`Options::histograms`](crate::Options::histograms)`(false)`).
-    /// [`Db::stats`] gives their percentiles; this gives every bucket.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = siftdb::Db::open(dir.path())?;
-    /// for i in 0..1000 {
-    ///     db.put(format!("key{i}"), "value")?;
-    ///     db.get(format!("key{i}"))?;
-    /// }
-    /// let gets = db.histograms().get_nanos;
-    /// assert_eq!(gets.ops(), 1000);
-    /// println!("p99 of a get: {} ns", gets.value_at_quantile(0.99));
-    /// db.reset_histograms();
-    /// assert_eq!(db.histograms().get_nanos.ops(), 0);
-    /// # Ok::<(), siftdb::Error>(())
-    /// ```
-    pub fn histograms(&self) -> Histograms {
-        self.inner.latency.snapshot()
-    }
-
-    /// Starts the histograms afresh: later snapshots count only what was
-    /// recorded after this call. Counters of [`Db::stats`] are not reset.
-    pub fn reset_histograms(&self) {
-        self.inner.latency.reset();
     }
 }

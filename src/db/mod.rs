@@ -33,6 +33,8 @@ mod iter;
 mod keyspace;
 mod keyspace_options;
 mod latency;
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics_bridge;
 mod open;
 mod oracle;
 mod pacing;

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::latency::HistogramStats;
+use super::latency::{HistogramStats, Histograms};
 use super::super_version::SuperVersion;
 use super::tree::Tree;
 use super::version::LiveTable;
@@ -503,5 +503,36 @@ impl Db {
             keyspaces,
             histograms: self.histograms().summary(),
         }
+    }
+}
+
+impl Db {
+    /// The histograms of latencies and sizes since the open or the last
+    /// [`Db::reset_histograms`] (all empty with
+    /// [`Options::histograms`](crate::Options::histograms)`(false)`).
+    /// [`Db::stats`] gives their percentiles; this gives every bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// for i in 0..1000 {
+    ///     db.put(format!("key{i}"), "value")?;
+    ///     db.get(format!("key{i}"))?;
+    /// }
+    /// let gets = db.histograms().get_nanos;
+    /// assert_eq!(gets.ops(), 1000);
+    /// println!("p99 of a get: {} ns", gets.value_at_quantile(0.99));
+    /// db.reset_histograms();
+    /// assert_eq!(db.histograms().get_nanos.ops(), 0);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn histograms(&self) -> Histograms {
+        self.inner.latency.snapshot()
+    }
+
+    /// Starts the histograms afresh: later snapshots count only what was
+    /// recorded after this call. Counters of [`Db::stats`] are not reset.
+    pub fn reset_histograms(&self) {
+        self.inner.latency.reset();
     }
 }

@@ -71,38 +71,14 @@ fn read_sample(db: &Db, n: u64) -> Result<(), String> {
 }
 
 fn print_counters(stats: &Stats) {
-    let rows: [(&str, u64); 22] = [
-        ("last_sequence", stats.last_sequence),
-        ("gets", stats.gets),
-        ("scans", stats.scans),
-        ("writes", stats.writes),
-        ("write_groups", stats.write_groups),
-        ("log_syncs", stats.log_syncs),
-        ("write_stalls", stats.write_stalls),
-        ("flushes", stats.flushes),
-        ("compactions", stats.compactions),
-        ("transaction_commits", stats.transaction_commits),
-        ("transaction_conflicts", stats.transaction_conflicts),
-        ("filter_checks", stats.filter_checks),
-        ("filter_skips", stats.filter_skips),
-        ("filter_false_positives", stats.filter_false_positives),
-        ("block_cache_hits", stats.block_cache_hits),
-        ("block_cache_misses", stats.block_cache_misses),
-        ("block_reads_from_file", stats.block_reads_from_file),
-        ("user_bytes_written", stats.user_bytes_written),
-        ("flush_bytes_written", stats.flush_bytes_written),
-        ("compaction_bytes_written", stats.compaction_bytes_written),
-        ("background_errors", stats.background_errors),
-        ("memory_bytes", stats.memory_bytes()),
-    ];
     println!("counters (since this open):");
-    for (name, value) in rows {
+    for (name, value) in stats.counters() {
         println!("  {name:<26} {value}");
     }
-    println!(
-        "  {:<26} {} ({} damaged)",
-        "tables", stats.table_count, stats.damaged_tables
-    );
+    println!("gauges:");
+    for (name, value) in stats.gauges() {
+        println!("  {name:<26} {value}");
+    }
     println!("keyspaces:");
     for ks in &stats.keyspaces {
         println!(

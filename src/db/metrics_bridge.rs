@@ -13,8 +13,10 @@
 use metrics::{counter, gauge, histogram, Label};
 use parking_lot::Mutex;
 
-use crate::db::{Db, Histograms};
+use super::latency::Histograms;
+use super::stats::Stats;
 use crate::histogram::Histogram;
+use crate::Db;
 
 /// Publishes one database's figures through the `metrics` facade: call
 /// [`MetricsPublisher::publish`] at the interval the exporter scrapes at
@@ -31,7 +33,8 @@ use crate::histogram::Histogram;
 /// A histogram hands the recorder each value recorded since the last
 /// publication, as the middle of its bucket (within
 /// [`RELATIVE_ERROR`](crate::histogram::RELATIVE_ERROR)), with
-/// `record_many`; after [`Db::reset_histograms`] the counts start again.
+/// `record_many`; after [`Db::reset_histograms`](crate::Db::reset_histograms)
+/// the counts start again.
 #[derive(Debug, Default)]
 pub struct MetricsPublisher {
     labels: Vec<Label>,
@@ -53,7 +56,11 @@ impl MetricsPublisher {
 
     /// Publishes `db`'s figures as of now.
     pub fn publish(&self, db: &Db) {
-        let stats = db.stats();
+        self.publish_figures(&db.stats(), db.histograms());
+    }
+
+    /// Publishes `stats` and `histograms`, a database's figures.
+    fn publish_figures(&self, stats: &Stats, histograms: Histograms) {
         let labels = &self.labels;
         for (name, value) in stats.counters() {
             counter!(format!("siftdb_{name}"), labels.iter()).absolute(value);
@@ -85,7 +92,7 @@ impl MetricsPublisher {
             counter!("siftdb_keyspace_multi_get_keys", labels.iter()).absolute(ks.multi_get_keys);
             counter!("siftdb_keyspace_scans", labels.iter()).absolute(ks.scans);
         }
-        self.publish_histograms(db.histograms());
+        self.publish_histograms(histograms);
     }
 
     /// Hands the recorder what each histogram recorded since the last call.
