@@ -795,6 +795,12 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use MAX_VALUE_LEN",
         "use MemtableRangeStats",
         "use filter",
+        "use Histograms",
+        "use HistogramStats",
+        "use Histogram",
+        "use HistogramSummary",
+        "use MetricsPublisher",
+        "mod histogram",
         "mod backup",
         "mod internals",
     ]
