@@ -4,7 +4,7 @@
 //! Owns: the bucket layout (HdrHistogram's: 64 linear sub-buckets per power
 //! of two, so a bucket is at most 1/64 as wide as its lowest value and a
 //! reported value — the middle of its bucket — is within [`RELATIVE_ERROR`]
-//! of the true one), [`Recorder`] (one lazily allocated bucket array per
+//! of the true one), `Recorder` (one lazily allocated bucket array per
 //! thread shard of `counter::Sharded`, bumped with a plain load and store
 //! by the shard's only writer), the one-in-[`SAMPLE_EVERY`] choice of
 //! timed operations, and the public [`Histogram`] and
@@ -382,7 +382,7 @@ impl Histogram {
     }
 }
 
-/// A [`Histogram`] in a few figures (see [`Stats::latency`](crate::Stats::latency)):
+/// A [`Histogram`] in a few figures (see [`Stats::histograms`](crate::Stats::histograms)):
 /// percentiles by nearest rank, each within [`RELATIVE_ERROR`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
