@@ -654,15 +654,10 @@ fn run(
     let opts = tree.opts.load();
     // What the event shows, once the outputs are installed.
     let done = |outputs: &[Arc<LiveTable>], moved: bool| {
-        inner
-            .latency
-            .compaction_nanos
-            .record_duration(started.elapsed());
         let written = outputs.iter().map(|t| t.record.file_size).sum();
         inner
             .latency
-            .compaction_bytes
-            .record(if moved { 0 } else { written });
+            .record_compaction(started, (!moved).then_some(written));
         inner.events.emit(|| {
             Event::Compaction(CompactionEvent {
                 keyspace: tree.name.clone(),

@@ -139,6 +139,15 @@ histograms! {
     compaction_bytes: "compaction_bytes",
 }
 
+impl DbLatency {
+    /// Records a compaction begun at `started` that wrote `written` bytes
+    /// (`None`: a table moved down a level, 0 bytes).
+    pub(crate) fn record_compaction(&self, started: Instant, written: Option<u64>) {
+        self.compaction_nanos.record_duration(started.elapsed());
+        self.compaction_bytes.record(written.unwrap_or(0));
+    }
+}
+
 /// A scan step being timed: the guard holds its own reference to the
 /// histograms (taken for the one step in `SAMPLE_EVERY` timed), so the
 /// scan stays free to change while it runs.
