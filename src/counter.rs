@@ -161,6 +161,13 @@ impl<T> Local<'_, T> {
         }
     }
 
+    /// True when this thread is the copy's only writer (it may add with a
+    /// plain load and store).
+    #[inline]
+    pub(crate) fn owned(&self) -> bool {
+        self.owned
+    }
+
     /// [`Local::add`] of 1.
     #[inline]
     pub(crate) fn bump(&self, field: impl FnOnce(&T) -> &AtomicU64) {

@@ -32,7 +32,7 @@
 //!
 //! The public API is what an application embeds: [`Db`] (with [`Snapshot`]
 //! and [`DbIterator`]), [`WriteBatch`], [`Options`] and its enums,
-//! [`Error`]/[`Result`], [`Stats`], [`FilterPolicy`], [`PrefixExtractor`],
+//! [`Error`]/[`Result`], [`Stats`] (with [`Histograms`] of latencies; `MetricsPublisher` with the feature `metrics`), [`FilterPolicy`], [`PrefixExtractor`],
 //! [`repair()`], [`backup`] (numbered, incremental backups), `AsyncDb`
 //! (feature `tokio`), the size limits
 //! [`MAX_KEY_LEN`] and [`MAX_VALUE_LEN`], and the [`filter`] library.
@@ -56,6 +56,7 @@ mod db;
 mod error;
 mod events;
 mod filename;
+pub mod histogram;
 /// The filter library (the `siftdb-filter` crate): blocked Bloom, binary
 /// fuse, counting, scalable and range filters. A program that needs only
 /// the filters can depend on `siftdb-filter` alone.
@@ -84,11 +85,13 @@ pub use async_iter::AsyncIter;
 #[cfg(feature = "tokio")]
 pub use async_transaction::AsyncTransaction;
 pub use batch::WriteBatch;
+#[cfg(feature = "metrics")]
+pub use db::metrics_bridge::MetricsPublisher;
 pub use db::secondary::{CatchUp, Secondary};
 pub use db::{
-    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, IngestOptions, Keyspace,
-    KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport, Snapshot, Stats, TableWriter,
-    Transaction, TransactionIter, TransactionOptions, VerifyStats,
+    CheckpointInfo, CompareAndSwap, Db, DbIterator, FilterBuildStats, HistogramStats, Histograms,
+    IngestOptions, Keyspace, KeyspaceOptions, KeyspaceStats, ManifestRecovery, RecoveryReport,
+    Snapshot, Stats, TableWriter, Transaction, TransactionIter, TransactionOptions, VerifyStats,
 };
 pub use error::{Error, Result};
 pub use events::{
@@ -96,6 +99,7 @@ pub use events::{
     FlushEvent, StallCause, TableMetadata, WriteStallEvent,
 };
 pub use filter::FilterPolicy;
+pub use histogram::{Histogram, HistogramSummary};
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use memtable::MemtableRangeStats;
 pub use options::{

@@ -86,6 +86,7 @@ pub struct Options {
     pub(crate) block_cache: Option<Cache>,
     pub(crate) write_buffer_manager: Option<WriteBufferManager>,
     pub(crate) rate_limiter: Option<RateLimiter>,
+    pub(crate) histograms: bool,
 }
 
 /// What a [`CompactionFilter`] decides for a key's newest value.
@@ -185,6 +186,7 @@ impl Default for Options {
             block_cache: None,
             write_buffer_manager: None,
             rate_limiter: None,
+            histograms: true,
         }
     }
 }
@@ -227,6 +229,7 @@ impl fmt::Debug for Options {
             .field("block_cache", &self.block_cache)
             .field("write_buffer_manager", &self.write_buffer_manager)
             .field("rate_limiter", &self.rate_limiter)
+            .field("histograms", &self.histograms)
             .finish_non_exhaustive()
     }
 }
@@ -335,6 +338,16 @@ impl Options {
     /// background work.
     pub fn add_event_listener(mut self, listener: Arc<dyn EventListener>) -> Self {
         self.event_listeners.push(listener);
+        self
+    }
+
+    /// Whether the database keeps its latency and size histograms
+    /// ([`crate::Db::histograms`], [`crate::Stats::histograms`]). Default
+    /// true: a get or a write is counted with two plain stores and one in
+    /// [`crate::histogram::SAMPLE_EVERY`] is timed (about 1% of an
+    /// in-memory get); false records nothing.
+    pub fn histograms(mut self, enabled: bool) -> Self {
+        self.histograms = enabled;
         self
     }
 

@@ -412,7 +412,10 @@ fn layer(module: &[String]) -> Option<u32> {
 /// The library's top-level modules by layer, deepest first. Every name
 /// here is a module of `src/` (a test below refuses one that is not).
 const LAYERS: &[(u32, &[&str])] = &[
-    (0, &["error", "filename", "counter", "prefetch"]),
+    (
+        0,
+        &["error", "filename", "counter", "histogram", "prefetch"],
+    ),
     (1, &["codec", "key", "fs", "prefix", "events"]),
     // The filters are a crate of their own (siftdb-filter), below
     // all of src/: `crate::filter` resolves to no file here.
@@ -923,6 +926,12 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use RateLimiter",
         "use WriteBufferManager",
         "use filter",
+        "use Histograms",
+        "use HistogramStats",
+        "use Histogram",
+        "use HistogramSummary",
+        "use MetricsPublisher",
+        "mod histogram",
         "mod backup",
         "mod internals",
     ]

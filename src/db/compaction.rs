@@ -630,6 +630,10 @@ fn run(
     let opts = tree.opts.load();
     // What the event shows, once the outputs are installed.
     let done = |outputs: &[Arc<LiveTable>], moved: bool| {
+        let written = outputs.iter().map(|t| t.record.file_size).sum();
+        inner
+            .latency
+            .record_compaction(started, (!moved).then_some(written));
         inner.events.emit(|| {
             Event::Compaction(CompactionEvent {
                 keyspace: tree.name.clone(),

@@ -424,6 +424,8 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         .counters
         .flush_bytes_written
         .fetch_add(written, Ordering::Relaxed);
+    inner.latency.flush_nanos.record_duration(started.elapsed());
+    inner.latency.flush_bytes.record(written);
     inner.events.emit(|| {
         Event::Flush(FlushEvent {
             keyspace: tree.name.clone(),

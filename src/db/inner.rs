@@ -19,6 +19,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::db::background_state::BgState;
 use crate::db::counters::DbCounters;
 use crate::db::handle_counts::HandleCounts;
+use crate::db::latency::DbLatency;
 use crate::db::locking::LockTable;
 use crate::db::oracle::Oracle;
 use crate::db::pacing::Pacer;
@@ -82,6 +83,8 @@ pub(crate) struct DbInner {
     /// This database's place under `Options::write_buffer_manager`.
     pub write_buffer: Option<WriteBufferSlot>,
     pub counters: DbCounters,
+    /// Latency and size histograms (`Db::histograms`); scans hold them too.
+    pub latency: Arc<DbLatency>,
     /// Where background work's events go (`Options::add_event_listener`).
     pub events: EventQueue,
     pub recovery: RecoveryReport,

@@ -645,6 +645,7 @@ impl Parts {
             tables: self.tables,
             writes_stopped: AtomicBool::new(false),
             counters: DbCounters::default(),
+            latency: Arc::new(crate::db::latency::DbLatency::new(opts.histograms)),
             events: crate::events::EventQueue::default(),
             recovery: self.report,
             pacer: Pacer::for_compactions(&opts),

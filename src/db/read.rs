@@ -56,6 +56,8 @@ pub(crate) fn get_at(
     snapshot: SeqNo,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
+    let _timing = inner.latency.get_nanos.time_sampled();
+    tree.reads.add(|t| &t.gets, 1);
     let tally = inner.counters.reads.local();
     tally.bump(|t| &t.gets);
 
@@ -294,6 +296,9 @@ pub(crate) fn multi_get_at(
     snapshot: SeqNo,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<Bytes>>> {
+    let _timing = inner.latency.multi_get_nanos.time();
+    inner.latency.multi_get_keys.record(keys.len() as u64);
+    tree.reads.add(|t| &t.multi_get_keys, keys.len() as u64);
     let batch = inner.tables.settings().multi_get_batch.max(1);
     if keys.len() <= batch {
         return multi_get_batch(inner, tree, sv, snapshot, keys);

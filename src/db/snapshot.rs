@@ -200,6 +200,7 @@ impl Snapshot {
         sv: &Arc<SuperVersion>,
         range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIterator {
+        tree.reads.add(|t| &t.scans, 1);
         DbIterator::at(
             &self.inner,
             &tree.opts.load(),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::background;
 use super::counters::FilterBuildCounters;
+use super::latency::{HistogramStats, Histograms};
 use super::super_version::SuperVersion;
 use super::tree::Tree;
 use super::version::LiveTable;
@@ -228,6 +229,9 @@ pub struct Stats {
     pub oracle_bytes: u64,
     /// Each keyspace's shape, the default first.
     pub keyspaces: Vec<KeyspaceStats>,
+    /// Percentiles of the latency and size histograms since the open or
+    /// the last [`Db::reset_histograms`] (every bucket: [`Db::histograms`]).
+    pub histograms: HistogramStats,
 }
 
 /// The shape of one keyspace (see [`Stats::keyspaces`]).
@@ -248,6 +252,13 @@ pub struct KeyspaceStats {
     pub memtable_bytes: usize,
     /// Approximate bytes in its immutable memtables.
     pub immutable_memtable_bytes: usize,
+    /// Point lookups of its keys since open (through the database, a
+    /// keyspace handle, a snapshot or a transaction).
+    pub gets: u64,
+    /// Keys asked of it by `multi_get` calls since open.
+    pub multi_get_keys: u64,
+    /// Scans of it started since open.
+    pub scans: u64,
 }
 
 impl Stats {
@@ -330,6 +341,9 @@ impl Db {
                 immutable_memtables: sv.imm.len(),
                 memtable_bytes: sv.mem.mem.approximate_bytes(),
                 immutable_memtable_bytes: sv.immutable_bytes(),
+                gets: tree.reads.total(|t| &t.gets),
+                multi_get_keys: tree.reads.total(|t| &t.multi_get_keys),
+                scans: tree.reads.total(|t| &t.scans),
             })
             .collect();
         let level_count = |f: fn(&KeyspaceStats) -> &Vec<u64>| {
@@ -425,6 +439,38 @@ impl Db {
             transaction_conflicts: load(&c.transaction_conflicts),
             oracle_bytes: inner.oracle.lock().memory_bytes(),
             keyspaces,
+            histograms: self.histograms().summary(),
         }
+    }
+}
+
+impl Db {
+    /// The histograms of latencies and sizes since the open or the last
+    /// [`Db::reset_histograms`] (all empty with
+    /// [`Options::histograms`](crate::Options::histograms)`(false)`).
+    /// [`Db::stats`] gives their percentiles; this gives every bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siftdb::Db::open(dir.path())?;
+    /// for i in 0..1000 {
+    ///     db.put(format!("key{i}"), "value")?;
+    ///     db.get(format!("key{i}"))?;
+    /// }
+    /// let gets = db.histograms().get_nanos;
+    /// assert_eq!(gets.ops(), 1000);
+    /// println!("p99 of a get: {} ns", gets.value_at_quantile(0.99));
+    /// db.reset_histograms();
+    /// assert_eq!(db.histograms().get_nanos.ops(), 0);
+    /// # Ok::<(), siftdb::Error>(())
+    /// ```
+    pub fn histograms(&self) -> Histograms {
+        self.inner.latency.snapshot()
+    }
+
+    /// Starts the histograms afresh: later snapshots count only what was
+    /// recorded after this call. Counters of [`Db::stats`] are not reset.
+    pub fn reset_histograms(&self) {
+        self.inner.latency.reset();
     }
 }

@@ -559,6 +559,7 @@ impl Transaction {
         if self.writes.is_empty() {
             return Ok(());
         }
+        let _timing = self.inner.latency.transaction_commit_nanos.time();
         check_writable(&self.inner)?;
         if self.writes.bytes() > crate::batch::MAX_BATCH_PAYLOAD {
             return Err(Error::invalid(format!(

@@ -14,6 +14,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::db::keyspace_options::KeyspaceOptions;
+use crate::db::latency::KeyspaceReads;
 use crate::db::super_version::{LoggedMemtable, SuperVersion};
 use crate::db::version::Version;
 use crate::error::{Error, Result};
@@ -59,6 +60,8 @@ pub(crate) struct Tree {
     pub compact_pointer: Mutex<Vec<Vec<u8>>>,
     /// Set when the keyspace is dropped: its handles are refused from then on.
     pub dropped: AtomicBool,
+    /// The keyspace's reads (`KeyspaceStats`).
+    pub reads: KeyspaceReads,
 }
 
 impl Tree {
@@ -103,6 +106,7 @@ impl Tree {
             }),
             compact_pointer: Mutex::new(Vec::new()),
             dropped: AtomicBool::new(false),
+            reads: KeyspaceReads::default(),
         }
     }
 

@@ -114,6 +114,11 @@ pub(crate) fn write(
     sync: bool,
     check: Option<ConflictCheck>,
 ) -> Result<()> {
+    let _timing = inner.latency.write_nanos.time_sampled();
+    inner
+        .latency
+        .write_batch_bytes
+        .record(batch.approximate_bytes() as u64);
     // Before the queue: a wait for a shared memtable budget holds no lock.
     inner.admit_write();
     let me = Arc::new(Pending {

@@ -34,6 +34,9 @@ pub struct SiftdbConfig {
     pub block_cache_bytes: Option<usize>,
     /// Read data blocks past the page cache (`Options::direct_reads`).
     pub direct_reads: bool,
+    /// Record no latency or size histograms (`Options::histograms(false)`):
+    /// the other side of their cost's A/B.
+    pub histograms_off: bool,
 }
 
 /// A siftdb database under measurement.
@@ -119,6 +122,10 @@ impl SiftdbEngine {
         if config.direct_reads {
             opts = opts.direct_reads(true);
             settings.push(("direct_reads".to_string(), "true".to_string()));
+        }
+        if config.histograms_off {
+            opts = opts.histograms(false);
+            settings.push(("histograms".to_string(), "false".to_string()));
         }
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })

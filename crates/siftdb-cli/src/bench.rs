@@ -165,6 +165,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
 
+    /// siftdb records no latency or size histograms
+    /// (`Options::histograms(false)`): the baseline of their cost.
+    #[arg(long)]
+    no_histograms: bool,
+
     /// Engine to measure: `siftdb`, or `memory` (a BTreeMap, which measures
     /// the harness only).
     #[arg(long, default_value = "siftdb")]
@@ -216,6 +221,8 @@ pub struct EngineConfig<'a> {
     pub range_bits: Option<f64>,
     /// siftdb's level-1 size (tables of half of it); `None`: the default.
     pub level1_bytes: Option<u64>,
+    /// siftdb records no histograms.
+    pub histograms_off: bool,
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
@@ -231,6 +238,7 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
                 range_bits_per_key: config.range_bits,
                 block_cache_bytes: None,
                 direct_reads: false,
+                histograms_off: config.histograms_off,
             },
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.
@@ -388,6 +396,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         prefix_len: args.prefix_len.map(usize::from),
         range_bits: args.range_bits,
         level1_bytes: args.level1_bytes,
+        histograms_off: args.no_histograms,
     };
     let engine = open_engine(&args.engine, &config)?;
 
@@ -604,6 +613,7 @@ mod tests {
             prefix_len: None,
             range_bits: None,
             level1_bytes: None,
+            histograms_off: false,
         };
         assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
         let err = open_engine("leveldb", &config).err().unwrap();

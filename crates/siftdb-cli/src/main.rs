@@ -2,7 +2,7 @@
 //!
 //! Owns: argument parsing and dispatch to one module per subcommand
 //! (`bench.rs` for `siftdb bench`, `backup.rs`, `checkpoint.rs`, `inspect.rs`, `verify.rs`, `repair.rs`,
-//! `scan.rs`, and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
+//! `scan.rs`, `stats.rs`, and `point.rs` for `get`, `put` and `delete`; `text.rs` turns bytes into
 //! arguments and output), and turning an error into one line on stderr and
 //! an exit code.
 //! Must never: panic on bad input or a failed operation — every failure is
@@ -16,6 +16,7 @@ mod inspect;
 mod point;
 mod repair;
 mod scan;
+mod stats;
 mod stress;
 mod text;
 mod verify;
@@ -56,6 +57,8 @@ enum Command {
     Delete(point::DeleteArgs),
     /// Print entries in key order: all, by prefix, or in a range.
     Scan(scan::ScanArgs),
+    /// Print a database's counters, shape and latency histograms.
+    Stats(stats::StatsArgs),
     /// Crash test: kill a writing child process at random moments, reopen, check every key.
     Stress(stress::StressArgs),
     /// The child `siftdb stress` starts and kills.
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Put(args) => point::put(&args),
         Command::Delete(args) => point::delete(&args),
         Command::Scan(args) => scan::run(&args),
+        Command::Stats(args) => stats::run(&args),
         Command::Stress(args) => stress::run_stress(&args),
         Command::StressChild(args) => stress::run_stress_child(&args),
     };

@@ -21,6 +21,7 @@ use super::merging::MergingIter;
 use super::operands::{apply_merge, deleted_by, gather_operands, newest_version};
 use super::sources::{FailedSource, InternalIterator, MemSource, Positions, TableSource};
 use crate::db::inner::DbInner;
+use crate::db::latency::{DbLatency, ScanStepTiming};
 use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::db::version::{LiveTable, Version};
@@ -96,6 +97,9 @@ pub struct DbIterator {
     /// (kept for the buffer).
     back_versions: Vec<(ValueKind, SeqNo, Bytes)>,
     pinned: Arc<SuperVersion>,
+    /// The database's histograms, which time its steps (`None`: a scan
+    /// of no database's).
+    latency: Option<Arc<DbLatency>>,
 }
 
 /// One source of a scan, before it is opened: what a merge in either
@@ -145,6 +149,7 @@ impl DbIterator {
         // between make a key vanish from the scan).
         let sv = tree.current.load_full();
         let snapshot = inner.snapshot();
+        tree.reads.add(|t| &t.scans, 1);
         DbIterator::at(inner, &tree.opts.load(), sv, snapshot, range)
     }
 
@@ -236,6 +241,7 @@ impl DbIterator {
         tally.add(|t| &t.scan_tables, overlapping);
         let mut scan = DbIterator::over(specs, sv, snapshot, (start, end), range_tombstones);
         scan.merge_operator.clone_from(&opts.merge_operator);
+        scan.latency = Some(Arc::clone(&inner.latency));
         scan
     }
 
@@ -275,6 +281,7 @@ impl DbIterator {
             merge_operator: None,
             back_versions: Vec::new(),
             pinned: sv,
+            latency: None,
         }
     }
 
@@ -493,6 +500,7 @@ impl Iterator for DbIterator {
     type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let _timing = ScanStepTiming::start(self.latency.as_ref());
         if self.finished {
             return None;
         }
@@ -568,6 +576,7 @@ impl Iterator for DbIterator {
 
 impl DoubleEndedIterator for DbIterator {
     fn next_back(&mut self) -> Option<Self::Item> {
+        let _timing = ScanStepTiming::start(self.latency.as_ref());
         if self.back_finished {
             return None;
         }
