@@ -22,9 +22,9 @@
 
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
-use crate::filter::FilterPolicy;
 use crate::options::{Compression, Options};
 use crate::prefix::PrefixExtractor;
+use siftdb_filter::FilterPolicy;
 
 /// The fewest bytes settings take (a count of 0).
 pub const MIN_SETTINGS_LEN: usize = 1;

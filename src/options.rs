@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::events::EventListener;
-use crate::filter::FilterPolicy;
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::prefix::PrefixExtractor;
 use crate::shared::{Cache, RateLimiter, WriteBufferManager};
+use siftdb_filter::FilterPolicy;
 
 /// How data blocks are stored (`Options::compression`). Index, filter and
 /// properties blocks are always stored raw.
@@ -673,7 +673,7 @@ impl Options {
     /// `Stats::range_filter_skips`) instead of reading a data block of each.
     /// At `B` bits per key, a range of `ℓ` keys' width is falsely reported
     /// non-empty with probability at most `ℓ / 2^(B−2)` (see
-    /// [`crate::filter::range`]); tables of dense keys are stored exactly,
+    /// [`siftdb_filter::range`]); tables of dense keys are stored exactly,
     /// in fewer bits. Within [3, 48] when not 0. The filter is held in
     /// memory for each table's life (`Stats::range_filter_bytes`).
     pub fn range_filter_bits_per_key(mut self, bits: f64) -> Self {
@@ -826,8 +826,8 @@ impl Options {
         }
         let r = self.range_filter_bits_per_key;
         let (min, max) = (
-            crate::filter::range::MIN_BITS_PER_KEY,
-            crate::filter::range::MAX_BITS_PER_KEY,
+            siftdb_filter::range::MIN_BITS_PER_KEY,
+            siftdb_filter::range::MAX_BITS_PER_KEY,
         );
         if !(r == 0.0 || (r.is_finite() && (min..=max).contains(&r))) {
             return Err(Error::invalid(format!(

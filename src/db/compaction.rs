@@ -48,7 +48,6 @@ use crate::db::version::{LiveTable, Version};
 use crate::error::Result;
 use crate::events::{CompactionEvent, CompactionReason, Event};
 use crate::filename::table_file_name;
-use crate::filter::LevelTables;
 use crate::key::{
     before_start_of, encode_internal_key, parse_internal_key, past_end_of, starts_before_end,
     user_key_of, SeqNo, ValueKind,
@@ -56,6 +55,7 @@ use crate::key::{
 use crate::options::{CompactionDecision, CompactionFilter, MergeOperator, Options};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::ScanMode;
+use siftdb_filter::LevelTables;
 
 /// What one compaction reads and where it writes.
 pub(crate) struct Pick {

@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::counter::Sharded;
-use crate::filter::FilterKind;
 use crate::table::TableInfo;
+use siftdb_filter::FilterKind;
 
 /// Counters kept by the database itself (the tables keep theirs in `ReadCounters`).
 #[derive(Default)]

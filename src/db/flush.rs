@@ -18,13 +18,13 @@ use crate::db::version::{LiveTable, Version};
 use crate::error::{Error, Result};
 use crate::events::{Event, FlushEvent};
 use crate::filename::{table_file_name, wal_file_name};
-use crate::filter::LevelTables;
 use crate::fs::FileSystem;
 use crate::manifest::TableRecord;
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::range_tombstone::{key_successor, FragmentedTombstones};
 use crate::table::{ReadContext, Table, TableBuilder, TableInfo, TableOptions};
+use siftdb_filter::LevelTables;
 
 /// The options a table written to `level` is built with: the database's,
 /// with the filter its policy chooses for a tree shaped as `tree` (the tree

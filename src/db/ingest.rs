@@ -51,12 +51,12 @@ use crate::db::version::LEVELS;
 use crate::db::write;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::filter::LevelTables;
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
 use crate::key::{internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::manifest::{TableRecord, DEFAULT_KEYSPACE_ID};
 use crate::options::Options;
 use crate::table::{ScanMode, Table, TableBuilder};
+use siftdb_filter::LevelTables;
 
 /// Writes strictly ascending keys (puts and deletes) to a table file in
 /// siftdb's format, with the filters the options ask for, for

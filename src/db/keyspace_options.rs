@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::filter::FilterPolicy;
 use crate::manifest::KeyspaceSettings;
 use crate::options::{CompactionFilter, Compression, MergeOperator, Options};
 use crate::prefix::PrefixExtractor;
+use siftdb_filter::FilterPolicy;
 
 /// Settings of one keyspace: how its tables are built and filtered, its
 /// memtable's size, and its compaction filter and merge operator. Unset

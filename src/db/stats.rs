@@ -393,7 +393,7 @@ impl Db {
             scans: c.reads.iter().map(|t| load(&t.scans)).sum(),
             scan_tables: c.reads.iter().map(|t| load(&t.scan_tables)).sum(),
             filter_bytes: inner.tables.filter_bytes(),
-            spare_filter_bytes: crate::filter::spare_mapping_bytes() as u64,
+            spare_filter_bytes: siftdb_filter::spare_mapping_bytes() as u64,
             index_bytes: inner.tables.index_bytes(),
             level_filter_bytes: per_level(&readable(Table::filter_memory)),
             level_index_bytes: per_level(&readable(Table::index_memory)),

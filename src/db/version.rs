@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::filter::LevelTables;
 use crate::key::{
     before_start_of, internal_key, key_head, lookup_key, past_end_of, user_key_of, SeqNo,
     ValueKind, KEY_HEAD_BYTES,
 };
 use crate::manifest::TableRecord;
 use crate::table::Table;
+use siftdb_filter::LevelTables;
 
 /// Number of levels, level 0 included.
 pub(crate) const LEVELS: usize = 7;

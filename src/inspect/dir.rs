@@ -335,7 +335,8 @@ pub(crate) fn role_of(name: &str, tables: &[TableRecord], log_number: u64) -> Fi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Db, Options};
+    use crate::db::Db;
+    use crate::options::Options;
 
     fn small_db(dir: &Path) {
         let db = Db::open_with(

@@ -8,14 +8,14 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::filter::range::RangeMode;
-use crate::filter::theory::LINE_BITS;
-use crate::filter::{AlignedBytes, AnyFilterView, FilterKind, Layout};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::key::{user_key_of, SeqNo};
 use crate::table::format::TRAILER_LEN;
 use crate::table::properties::PrefixFilterInfo;
 use crate::table::{BlockHandle, FilterStatus, ReadContext, ReadCounters, ReadSettings, Table};
+use siftdb_filter::range::RangeMode;
+use siftdb_filter::theory::LINE_BITS;
+use siftdb_filter::{AlignedBytes, AnyFilterView, FilterKind, Layout};
 
 /// What a table file holds. Sizes count bytes on disk, block trailers included.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,7 +279,7 @@ fn figures_of(view: &AnyFilterView<AlignedBytes>, configured: f64, keys: u64) ->
             };
             (header.probes, Some(figures))
         }
-        AnyFilterView::Fuse(_) => (u32::from(crate::filter::fuse::ARITY), None),
+        AnyFilterView::Fuse(_) => (u32::from(siftdb_filter::fuse::ARITY), None),
     };
     FilterFigures {
         kind: view.kind(),

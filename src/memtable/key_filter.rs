@@ -3,7 +3,7 @@
 //! more dependent loads through a memtable far larger than the CPU's
 //! caches) for one cache line.
 //!
-//! Owns: a blocked Bloom filter over the hashes ([`crate::filter::hash_key`])
+//! Owns: a blocked Bloom filter over the hashes ([`siftdb_filter::hash_key`])
 //! of the user keys inserted, in memory only, sized once from the
 //! memtable's capacity (one bit per [`BYTES_PER_BIT`] bytes: 512 KiB for a
 //! 64 MiB memtable, small enough to stay mostly in the CPU's caches) and
@@ -110,7 +110,7 @@ impl KeyFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::hash_key;
+    use siftdb_filter::hash_key;
 
     #[test]
     fn inserted_keys_are_never_reported_absent() {

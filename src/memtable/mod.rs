@@ -40,10 +40,10 @@ use parking_lot::Mutex;
 
 use crate::batch::{BatchOp, OpKind};
 use crate::error::{Error, Result};
-use crate::filter::hash_key;
 use crate::key::{tag, SeqNo, ValueKind, TAG_LEN};
 use crate::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use key_filter::KeyFilter;
+use siftdb_filter::hash_key;
 use skiplist::{Cursor, Entry, InsertError, Probe, SkipList};
 
 /// Entries from which a get asks the key filter before it searches.

@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filter::fuse::ARITY;
-use crate::filter::range::RangeFilterBuilder;
-use crate::filter::{BloomFilter, FilterKind, FuseFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
     compare_internal_keys, internal_key, parse_internal_key, user_key_of, SeqNo, ValueKind,
@@ -34,6 +31,9 @@ use crate::table::format::{
 use crate::table::options::TableOptions;
 use crate::table::properties::{PrefixFilterInfo, RangeFilterInfo, TableProperties};
 use crate::table::scan_filters::FilterEntries;
+use siftdb_filter::fuse::ARITY;
+use siftdb_filter::range::RangeFilterBuilder;
+use siftdb_filter::{BloomFilter, FilterKind, FuseFilter};
 
 /// What a finished table holds, for the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -649,7 +649,7 @@ mod tests {
 
     #[test]
     fn static_filters_are_built_when_asked_and_recorded() {
-        use crate::filter::{FilterChoice, FingerprintBits};
+        use siftdb_filter::{FilterChoice, FingerprintBits};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.sst");
         let choices = [
@@ -676,7 +676,7 @@ mod tests {
                 },
                 Some(FilterKind::BinaryFuse16),
                 3,
-                crate::filter::theory::MAX_BITS_PER_KEY,
+                siftdb_filter::theory::MAX_BITS_PER_KEY,
             ),
         ];
         for (choice, kind, probes, bits) in choices {
@@ -694,16 +694,16 @@ mod tests {
             assert_eq!(properties.filter_bits_per_key, bits, "{choice:?}");
             assert_eq!(table.filter_view().map(|v| v.kind()), kind);
             for i in 0..3000 {
-                assert!(table.may_contain(crate::filter::hash_key(format!("key{i:06}").as_bytes())));
+                assert!(table.may_contain(siftdb_filter::hash_key(format!("key{i:06}").as_bytes())));
             }
         }
     }
 
     #[test]
     fn every_filter_kind_holds_prefixes_beside_whole_keys() {
-        use crate::filter::{FilterChoice, FingerprintBits};
         use crate::prefix::PrefixExtractor;
         use crate::table::filter_hash::prefix_hash;
+        use siftdb_filter::{FilterChoice, FingerprintBits};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.sst");
         let choices = [
@@ -762,7 +762,7 @@ mod tests {
                     let k = key(i);
                     assert!(table.may_contain(prefix_hash(&k.as_bytes()[..5])));
                     if whole_key_filtering {
-                        let whole = crate::filter::hash_key(k.as_bytes());
+                        let whole = siftdb_filter::hash_key(k.as_bytes());
                         assert!(table.may_contain(whole), "{case}: {k}");
                     }
                     assert!(table.may_contain_key(k.as_bytes()), "{case}: {k}");
@@ -771,7 +771,7 @@ mod tests {
                 if !whole_key_filtering {
                     // The whole keys are not in: most of them are ruled out.
                     let passed = (0..4000)
-                        .filter(|&i| table.may_contain(crate::filter::hash_key(key(i).as_bytes())))
+                        .filter(|&i| table.may_contain(siftdb_filter::hash_key(key(i).as_bytes())))
                         .count();
                     assert!(passed < 400, "{case}: {passed}");
                 }

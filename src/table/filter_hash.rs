@@ -1,5 +1,5 @@
 //! The hashes a table's point filter holds: a whole user key's
-//! ([`crate::filter::hash_key`]) and a key prefix's ([`prefix_hash`], with a
+//! ([`siftdb_filter::hash_key`]) and a key prefix's ([`prefix_hash`], with a
 //! seed of its own so a prefix never answers for an equal whole key).
 //! Computed by the builder (`scan_filters::FilterEntries`) when it fills the
 //! filter, by a get (`get.rs`, `point_hash`) when it asks it, and by the
@@ -10,7 +10,7 @@
 //! hash are asked with the same one for their whole life; it depends on
 //! nothing above it in `table/`.
 
-use crate::filter::hash_key_seeded;
+use siftdb_filter::hash_key_seeded;
 
 /// The seed of a prefix's filter hash (xxh3-64), so that the entry of
 /// prefix `p` and the entry of a whole key equal to `p` are different

@@ -6,8 +6,8 @@
 //! Must never: read a table's file — everything comes from what an open
 //! table holds in memory.
 
-use crate::filter::FilterKind;
 use crate::table::reader::Table;
+use siftdb_filter::FilterKind;
 
 /// The filters of the tables of one level.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -166,7 +166,7 @@ mod tests {
     fn levels_sum_their_tables() {
         let bloom = TableOptions::default();
         let fuse = TableOptions {
-            static_filter: Some(crate::filter::FingerprintBits::Eight),
+            static_filter: Some(siftdb_filter::FingerprintBits::Eight),
             ..TableOptions::default()
         };
         let none = TableOptions {

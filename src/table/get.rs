@@ -30,13 +30,13 @@
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::key::{parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::filter_hash::prefix_hash;
 use crate::table::lookup::LookupKey;
 use crate::table::reader::{BlockOrRead, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
+use siftdb_filter::{hash_key, AlignedBytes, AnyFilterView};
 
 thread_local! {
     /// The key buffer a get's block cursor rebuilds keys in, reused so a
@@ -128,7 +128,7 @@ impl Table {
     }
 
     /// True when the table's range filter (a set of the same user keys the
-    /// point filter holds, see [`crate::filter::range`]) rules the key out
+    /// point filter holds, see [`siftdb_filter::range`]) rules the key out
     /// (counted as a point skip). Asked only for a key the point filter
     /// let through whose data block would be read from the file, and only
     /// while file reads reach the device (`file_reads_are_slow`): there a

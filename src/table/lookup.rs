@@ -9,8 +9,8 @@
 //! Must never: allocate for the keys a database usually holds (up to
 //! [`INLINE_KEY_LEN`] bytes are encoded in place), or be re-encoded per table.
 
-use crate::filter::hash_key;
 use crate::key::{encode_internal_key, key_head, tag, SeqNo, ValueKind, TAG_LEN};
+use siftdb_filter::hash_key;
 
 /// User keys up to this long are encoded without an allocation.
 pub const INLINE_KEY_LEN: usize = 56;
@@ -50,7 +50,7 @@ impl<'k> LookupKey<'k> {
     }
 
     /// [`LookupKey::new`] with the hash already computed
-    /// ([`crate::filter::hash_key`] of `user_key`).
+    /// ([`siftdb_filter::hash_key`] of `user_key`).
     pub fn with_hash(user_key: &'k [u8], hash: u64, snapshot: SeqNo) -> LookupKey<'k> {
         let encoded = if user_key.len() <= INLINE_KEY_LEN {
             let mut bytes = [0u8; INLINE_KEY_LEN + TAG_LEN];

@@ -18,8 +18,6 @@ use bytes::Bytes;
 
 use crate::counter::Sharded;
 use crate::error::{Error, Result};
-use crate::filter::fuse::ARITY;
-use crate::filter::{AlignedBytes, AnyFilterView, FilterParseError};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
@@ -33,6 +31,8 @@ use crate::table::index::Index;
 use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::reader::{FilterStatus, Source, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
+use siftdb_filter::fuse::ARITY;
+use siftdb_filter::{AlignedBytes, AnyFilterView, FilterParseError};
 
 /// A file already in memory, read through the same positioned-read path as
 /// a file on disk ([`Table::from_bytes`]).

@@ -9,10 +9,10 @@
 //! value the builder cannot honour (`validate` names the first bad field).
 
 use crate::error::{Error, Result};
-use crate::filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
-use crate::filter::{FilterChoice, FingerprintBits};
 use crate::options::{Compression, Options, TableKeyspace};
 use crate::prefix::PrefixExtractor;
+use siftdb_filter::theory::{MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
+use siftdb_filter::{FilterChoice, FingerprintBits};
 
 /// How a table is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ impl From<&Options> for TableOptions {
 
 impl TableOptions {
     /// These options with the filter `choice` (what a
-    /// [`crate::filter::FilterPolicy`] chose for the table): no filter, a
+    /// [`siftdb_filter::FilterPolicy`] chose for the table): no filter, a
     /// Bloom filter, or a binary fuse filter recorded at the bits per key it
     /// was chosen for (with a Bloom filter of those bits as its fallback).
     pub fn with_filter(mut self, choice: FilterChoice) -> TableOptions {
@@ -110,8 +110,8 @@ impl TableOptions {
         }
         let range = self.range_filter_bits_per_key;
         let (min, max) = (
-            crate::filter::range::MIN_BITS_PER_KEY,
-            crate::filter::range::MAX_BITS_PER_KEY,
+            siftdb_filter::range::MIN_BITS_PER_KEY,
+            siftdb_filter::range::MAX_BITS_PER_KEY,
         );
         if !(range == 0.0 || (range.is_finite() && (min..=max).contains(&range))) {
             return Err(Error::invalid(format!(

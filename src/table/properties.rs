@@ -31,11 +31,11 @@ use bytes::Bytes;
 
 use crate::codec::{put_len_prefixed, ByteReader};
 use crate::error::{Error, Result};
-use crate::filter::range;
-use crate::filter::theory::{MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo};
 use crate::prefix::MAX_NAME_LEN;
 use crate::table::format::{BlockHandle, BlockLocation, TableFormat};
+use siftdb_filter::range;
+use siftdb_filter::theory::{MAX_BITS_PER_KEY, MAX_PROBES, MIN_BITS_PER_KEY};
 
 /// Tag of the prefix filter field.
 pub const TAG_PREFIX_FILTER: u16 = 1;

@@ -33,7 +33,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::counter::Sharded;
-use crate::filter::{AlignedBytes, AnyFilterView};
 use crate::fs::RandomAccessFile;
 use crate::key::{key_head, user_key_of};
 use crate::range_tombstone::FragmentedTombstones;
@@ -45,6 +44,7 @@ use crate::table::index::Index;
 use crate::table::overlapped::ReadRequest;
 use crate::table::properties::TableProperties;
 use crate::table::scan_filters::ScanFilters;
+use siftdb_filter::{AlignedBytes, AnyFilterView};
 
 /// The state of a table's filter.
 #[derive(Debug, Clone, PartialEq, Eq)]

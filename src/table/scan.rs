@@ -10,11 +10,11 @@
 
 use std::ops::Bound;
 
-use crate::filter::range::RangeFilterView;
 use crate::key::{key_head, user_key_of};
 use crate::table::iter::{ScanMode, TableIter};
 use crate::table::reader::{FilterStatus, Table};
 use crate::table::scan_filters::PrefixProbe;
+use siftdb_filter::range::RangeFilterView;
 
 impl Table {
     /// Hints the operating system to start reading the data block a seek

@@ -5,7 +5,7 @@
 //! adds to its point filter, beside whole keys, the hash of each distinct
 //! key prefix ([`crate::table::filter_hash::prefix_hash`], a seed of its own so a prefix never answers
 //! for an equal whole key). A table built with `range_filter_bits_per_key`
-//! carries a range filter block ([`crate::filter::range`]) over its distinct
+//! carries a range filter block ([`siftdb_filter::range`]) over its distinct
 //! user keys. A scan whose range lies within one prefix asks the first
 //! ([`PrefixProbe`]); a scan with both bounds asks the second; either "no"
 //! means the table holds no key — no version, no tombstone — in the range.
@@ -28,13 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::filter::range::RangeFilterView;
-use crate::filter::{hash_key, AlignedBytes, AnyFilterView};
 use crate::prefix::{KnownExtractors, PrefixExtractor};
 use crate::table::counters::ReadCounters;
 use crate::table::filter_hash::prefix_hash;
 use crate::table::options::TableOptions;
 use crate::table::properties::{PrefixFilterInfo, TableProperties};
+use siftdb_filter::range::RangeFilterView;
+use siftdb_filter::{hash_key, AlignedBytes, AnyFilterView};
 
 /// The point-filter entries of a table under construction: whole-key hashes
 /// and prefix hashes, collected key by key in sorted order.

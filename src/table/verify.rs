@@ -12,7 +12,6 @@
 use std::cmp::Ordering;
 
 use crate::error::Result;
-use crate::filter::hash_key;
 use crate::key::{compare_internal_keys, parse_internal_key, user_key_of, SeqNo, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::BlockKind;
@@ -20,6 +19,7 @@ use crate::table::get::point_hash;
 use crate::table::iter::SPAN_BYTES;
 use crate::table::reader::{FilterStatus, Span, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
+use siftdb_filter::hash_key;
 
 /// How bad a problem `verify` found (a `VerifyProblem`) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
