@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use super::latency::Histograms;
 use super::stats::Stats;
 use crate::histogram::Histogram;
-use crate::Db;
+use crate::db::handle::Db;
 
 /// Publishes one database's figures through the `metrics` facade: call
 /// [`MetricsPublisher::publish`] at the interval the exporter scrapes at
