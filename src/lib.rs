@@ -125,7 +125,7 @@ pub use table::LevelFilterStats;
 pub mod internals {
     /// Write batches and their log encoding.
     pub mod batch {
-        pub use crate::batch::{decode_record, RawBatch, WriteBatch};
+        pub use crate::batch::{decode_record, OpKind, RawBatch, WriteBatch};
     }
     /// Checksums and varints.
     pub mod codec {
