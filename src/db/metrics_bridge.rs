@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 
 use super::latency::Histograms;
 use super::stats::Stats;
-use crate::histogram::Histogram;
 use crate::db::handle::Db;
+use crate::histogram::Histogram;
 
 /// Publishes one database's figures through the `metrics` facade: call
 /// [`MetricsPublisher::publish`] at the interval the exporter scrapes at
