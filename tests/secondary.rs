@@ -597,26 +597,31 @@ impl FileSystem for HookFs {
     }
 }
 
-#[test]
-fn a_log_flushed_away_before_the_listing_makes_the_catch_up_start_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let (primary_dir, own_dir) = (dir.path().join("p"), dir.path().join("s"));
-    // No level-0 merge: the flush in the hook leaves the memtables empty,
-    // which would start a quiet merge of the two tables into one, racing
-    // the catch-up's count of them.
+/// A primary in `dir/p` with no level-0 merges (a flush that leaves the
+/// memtables empty would otherwise start a quiet merge, racing a
+/// catch-up's count of tables), and a secondary in `dir/s` that reads it
+/// through a `HookFs`.
+fn primary_and_hooked_secondary(dir: &Path) -> (Arc<Db>, Arc<HookFs>, siftdb::Secondary) {
     let options = Options::default()
         .level0_compaction_trigger(100)
         .level0_quiet_trigger(100)
         .level0_stop_writes(200);
-    let primary = Arc::new(Db::open_with(&primary_dir, options).unwrap());
+    let primary = Arc::new(Db::open_with(dir.join("p"), options).unwrap());
     let fs = Arc::new(HookFs::default());
     let shared: SharedFs = Arc::clone(&fs) as SharedFs;
     let secondary = Db::open_secondary(
-        &primary_dir,
-        &own_dir,
+        dir.join("p"),
+        dir.join("s"),
         Options::default().file_system(shared),
     )
     .unwrap();
+    (primary, fs, secondary)
+}
+
+#[test]
+fn a_log_flushed_away_before_the_listing_makes_the_catch_up_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, fs, secondary) = primary_and_hooked_secondary(dir.path());
     primary.put("a", "1").unwrap();
     primary.flush().unwrap();
     primary.put("b", "2").unwrap();
@@ -643,20 +648,7 @@ fn a_log_flushed_away_before_the_listing_makes_the_catch_up_start_over() {
 #[test]
 fn a_table_compacted_away_before_it_is_opened_makes_the_catch_up_start_over() {
     let dir = tempfile::tempdir().unwrap();
-    let (primary_dir, own_dir) = (dir.path().join("p"), dir.path().join("s"));
-    let options = Options::default()
-        .level0_compaction_trigger(100)
-        .level0_quiet_trigger(100)
-        .level0_stop_writes(200);
-    let primary = Arc::new(Db::open_with(&primary_dir, options).unwrap());
-    let fs = Arc::new(HookFs::default());
-    let shared: SharedFs = Arc::clone(&fs) as SharedFs;
-    let secondary = Db::open_secondary(
-        &primary_dir,
-        &own_dir,
-        Options::default().file_system(shared),
-    )
-    .unwrap();
+    let (primary, fs, secondary) = primary_and_hooked_secondary(dir.path());
     for i in 0..3 {
         primary.put(format!("k{i}"), i.to_string()).unwrap();
         primary.flush().unwrap();
