@@ -48,7 +48,7 @@ const WHAT: &str = "write batch";
 const MIN_OP_LEN: usize = 2;
 
 /// What one operation of a batch does; its byte in the payload (the low 7
-/// bits of the kind byte; bit 7 is [`KEYSPACE_FLAG`]).
+/// bits of the kind byte; bit 7 is `KEYSPACE_FLAG`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum OpKind {
