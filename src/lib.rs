@@ -112,6 +112,7 @@ pub use repair::{
 };
 pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
+pub use wal::LostRecord;
 
 /// siftdb's own internals, public only for the project's tools (the CLI,
 /// the benchmarks, the test kit and the fuzz targets). Each module here

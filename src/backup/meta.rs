@@ -13,6 +13,7 @@ use crate::codec::crc32_of;
 pub const META_HEADER: &str = "siftdb-backup 1";
 /// One file of a backup.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BackupFile {
     /// Its path in the backup directory (`shared/...` or `private/ID/...`).
     pub stored: String,

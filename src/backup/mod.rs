@@ -73,6 +73,8 @@ const TMP_DIR: &str = "tmp";
 ///
 /// [`verify`]: BackupEngine::verify
 /// [`restore`]: BackupEngine::restore
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): share it with `Arc`.
 pub struct BackupEngine {
     dir: PathBuf,
     fs: SharedFs,

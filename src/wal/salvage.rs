@@ -20,6 +20,7 @@ use crate::key::SeqNo;
 
 /// A stretch of a damaged log that [`salvage`] gave up on.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LostRecord {
     /// Where the lost bytes start.
     pub offset: u64,
