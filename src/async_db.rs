@@ -17,6 +17,8 @@ use crate::memtable::MemtableRangeStats;
 use crate::options::{Options, WriteOptions};
 
 /// An async handle; clones share one engine.
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): clone it into tasks.
 #[derive(Clone, Debug)]
 pub struct AsyncDb {
     pub(crate) db: Arc<Db>,
@@ -245,6 +247,8 @@ impl AsyncDb {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): clone it into tasks.
 #[derive(Clone, Debug)]
 pub struct AsyncKeyspace {
     keyspace: Keyspace,

@@ -72,6 +72,9 @@ impl BlockingScan for crate::db::TransactionIter {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `Send` but deliberately not `Sync`, like [`crate::DbIterator`] (checked
+/// by `tests/api_traits.rs`): a task owns its scan.
 pub struct AsyncIter {
     /// The scan; `None` once a cancelled call took it away.
     iter: Option<Scan>,

@@ -51,6 +51,9 @@ use crate::error::{Error, Result};
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): a task may move it
+/// between threads across `.await`s.
 pub struct AsyncTransaction {
     /// `None` once committed or rolled back.
     txn: Arc<Mutex<Option<Transaction>>>,

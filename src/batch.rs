@@ -146,6 +146,9 @@ impl KeyspaceId {
 /// assert_eq!(db.get(b"account/b")?.as_deref(), Some(&b"100"[..]));
 /// # Ok::<(), siftdb::Error>(())
 /// ```
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): a plain value,
+/// built on one thread and written from another.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     /// The encoded operations (the record payload after its header).

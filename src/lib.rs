@@ -112,6 +112,7 @@ pub use repair::{
 };
 pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
+pub use wal::LostRecord;
 
 /// siftdb's own internals, public only for the project's tools (the CLI,
 /// the benchmarks, the test kit and the fuzz targets). Each module here
@@ -165,8 +166,10 @@ pub mod internals {
             KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
         };
     }
-    /// The backup metadata file's codec.
+    /// The backup metadata file's codec, and what `siftdb inspect` shows
+    /// of a backup directory.
     pub mod backup_meta {
+        pub use crate::backup::inspect::{inspect_backup_dir, MetaSummary};
         pub use crate::backup::meta::{decode_meta, encode_meta, safe_name, META_HEADER};
     }
     /// A keyspace's tables exported at one sequence number, and a new

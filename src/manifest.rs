@@ -326,8 +326,9 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
 
 /// Decodes a manifest; `file` names it in errors.
 ///
-/// The checksum over the whole file is verified first; then `Corruption`
-/// for a wrong magic or version, counts the bytes cannot hold, trailing
+/// The checksum over the whole file is verified first; then
+/// `UnsupportedVersion` for another format version, `Corruption` for a
+/// wrong magic, counts the bytes cannot hold, trailing
 /// bytes, or a state that fails [`ManifestState::check`].
 pub fn decode(bytes: &[u8], file: &str) -> Result<ManifestState> {
     let what = format!("manifest {file}");
@@ -339,10 +340,13 @@ pub fn decode(bytes: &[u8], file: &str) -> Result<ManifestState> {
         other => other,
     };
     let body = split_checked(bytes, "manifest").map_err(wrap)?;
-    decode_body(body).map_err(wrap)
+    decode_body(body, file).map_err(wrap)
 }
 
-fn decode_body(body: &[u8]) -> Result<ManifestState> {
+/// What [`Error::UnsupportedVersion`] calls a manifest.
+pub const FILE_KIND: &str = "manifest";
+
+fn decode_body(body: &[u8], file: &str) -> Result<ManifestState> {
     let mut reader = ByteReader::new(body, "manifest");
     let magic: [u8; 4] = reader.array()?;
     if magic != MAGIC {
@@ -353,10 +357,15 @@ fn decode_body(body: &[u8]) -> Result<ManifestState> {
     }
     let version = reader.u32()?;
     if version != FORMAT_VERSION {
-        return Err(Error::corruption(
-            "manifest",
-            format!("unsupported format version {version}"),
-        ));
+        // The checksum over the whole file matched: a version this build
+        // does not read, not damage (open must not fall back to the copy,
+        // nor repair rebuild it).
+        return Err(Error::UnsupportedVersion {
+            path: file.into(),
+            kind: FILE_KIND,
+            found: u64::from(version),
+            supported: u64::from(FORMAT_VERSION),
+        });
     }
     let next_file_number = reader.u64()?;
     let last_sequence = SeqNo(reader.u64()?);

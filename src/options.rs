@@ -91,6 +91,7 @@ pub struct Options {
 
 /// What a [`CompactionFilter`] decides for a key's newest value.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompactionDecision {
     /// The value stays as it is.
     Keep,

@@ -9,10 +9,15 @@
 
 use crate::codec::crc32_of;
 
-/// The first line of every metadata file.
+/// The first line of every metadata file: its format version.
 pub const META_HEADER: &str = "siftdb-backup 1";
+/// The format version [`META_HEADER`] names, the one this build reads.
+pub(crate) const META_VERSION: u64 = 1;
+/// What [`crate::Error::UnsupportedVersion`] calls a metadata file.
+pub(crate) const FILE_KIND: &str = "backup metadata";
 /// One file of a backup.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BackupFile {
     /// Its path in the backup directory (`shared/...` or `private/ID/...`).
     pub stored: String,
@@ -65,23 +70,22 @@ pub fn encode_meta(info: &BackupInfo) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// The format version the first line of a checksum-sound metadata file
+/// names (`siftdb-backup N`), whatever the rest holds; `None` for bytes
+/// whose checksum does not match or whose first line names none.
+pub(crate) fn meta_version(bytes: &[u8]) -> Option<u64> {
+    checked_body(bytes)
+        .ok()?
+        .lines()
+        .next()?
+        .strip_prefix("siftdb-backup ")?
+        .parse()
+        .ok()
+}
+
 /// Parses metadata, its checksum checked first; the reason it is refused.
 pub fn decode_meta(bytes: &[u8], id: u64) -> std::result::Result<BackupInfo, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    let body_end = text
-        .trim_end_matches('\n')
-        .rfind('\n')
-        .map(|i| i + 1)
-        .ok_or("too short")?;
-    let (body, last) = text.split_at(body_end);
-    let stored_crc = last
-        .trim_end()
-        .strip_prefix("crc32 ")
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or("no crc32 line at its end")?;
-    if crc32_of(&[body.as_bytes()]) != stored_crc {
-        return Err("checksum mismatch".to_string());
-    }
+    let body = checked_body(bytes)?;
     let mut lines = body.lines();
     if lines.next() != Some(META_HEADER) {
         return Err(format!("does not start with {META_HEADER:?}"));
@@ -128,6 +132,26 @@ pub fn decode_meta(bytes: &[u8], id: u64) -> std::result::Result<BackupInfo, Str
         files,
         new_bytes,
     })
+}
+
+/// The text before the `crc32` line, once the checksum over it matched.
+fn checked_body(bytes: &[u8]) -> std::result::Result<&str, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    let body_end = text
+        .trim_end_matches('\n')
+        .rfind('\n')
+        .map(|i| i + 1)
+        .ok_or("too short")?;
+    let (body, last) = text.split_at(body_end);
+    let stored_crc = last
+        .trim_end()
+        .strip_prefix("crc32 ")
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("no crc32 line at its end")?;
+    if crc32_of(&[body.as_bytes()]) != stored_crc {
+        return Err("checksum mismatch".to_string());
+    }
+    Ok(body)
 }
 
 /// A relative path without `..` or an absolute start: it stays inside the

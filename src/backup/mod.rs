@@ -41,6 +41,7 @@ use crate::filename::{parse_file_name, FileKind};
 use crate::fs::{OsFileSystem, SharedFs};
 use crate::inspect::verify_dir_with;
 
+pub(crate) mod inspect;
 pub(crate) mod meta;
 
 use meta::{decode_meta, encode_meta};
@@ -73,6 +74,8 @@ const TMP_DIR: &str = "tmp";
 ///
 /// [`verify`]: BackupEngine::verify
 /// [`restore`]: BackupEngine::restore
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): share it with `Arc`.
 pub struct BackupEngine {
     dir: PathBuf,
     fs: SharedFs,
@@ -399,8 +402,15 @@ impl BackupEngine {
             )));
         }
         let bytes = self.fs.read_all(&path)?;
-        decode_meta(&bytes, id).map_err(|detail| {
-            Error::corruption(format!("backup metadata {}", path.display()), detail)
+        decode_meta(&bytes, id).map_err(|detail| match meta::meta_version(&bytes) {
+            // Checksum-sound, of another format version: not damage.
+            Some(found) if found != meta::META_VERSION => Error::UnsupportedVersion {
+                path: path.clone(),
+                kind: meta::FILE_KIND,
+                found,
+                supported: meta::META_VERSION,
+            },
+            _ => Error::corruption(format!("backup metadata {}", path.display()), detail),
         })
     }
 }

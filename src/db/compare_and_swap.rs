@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 
 /// What [`Db::compare_and_swap`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompareAndSwap {
     /// The key held the expected value and now holds the new one.
     Swapped,

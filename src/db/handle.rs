@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use crate::db::inner::DbInner;
 
-/// An open siftdb database. `Send + Sync`: share it with `Arc`. Dropping it
+/// An open siftdb database. `Send + Sync` (checked by
+/// `tests/api_traits.rs`): share it with `Arc`. Dropping it
 /// stops background work, makes the log durable and releases the directory
 /// lock before `drop` returns — unless a [`Snapshot`](crate::Snapshot) of it is still alive,
 /// which holds the directory until it goes. [`Db::close`] does the same and

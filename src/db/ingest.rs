@@ -83,6 +83,9 @@ use siftdb_filter::LevelTables;
 /// whole at that moment, never truncated or written in place (a database
 /// that ingested it keeps its own copy either way), and a writer dropped
 /// unfinished, or whose `finish` fails, removes its temporary file.
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): write a table on
+/// another thread.
 pub struct TableWriter {
     // Declared before `temp`: the file is closed before it is removed.
     builder: TableBuilder,

@@ -35,7 +35,8 @@ use crate::memtable::MemtableRangeStats;
 use crate::options::WriteOptions;
 
 /// A named keyspace of a [`Db`]: its own keys, memtable and tables, in the
-/// database's one log. `Clone + Send + Sync`; cheap to clone.
+/// database's one log. `Clone + Send + Sync` (checked by
+/// `tests/api_traits.rs`); cheap to clone.
 ///
 /// Like a [`crate::Snapshot`], it keeps the database's directory (and its
 /// lock) while it lives: drop it before opening the database again. Once

@@ -6,6 +6,7 @@
 
 /// What recovery found, for callers who want to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Log records replayed into the memtable.
     pub records_replayed: u64,
@@ -43,6 +44,7 @@ pub struct RecoveryReport {
 /// How an open recovered from a damaged or missing manifest (see
 /// [`RecoveryReport::manifest_recovered`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ManifestRecovery {
     /// The file that could not be read (`MANIFEST`).
     pub damaged: String,

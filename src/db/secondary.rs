@@ -43,6 +43,8 @@ use catch_up::{primary_state, Follower};
 /// the primary is still appending is left for the next catch-up). A view
 /// is always a prefix of the primary's history: every write up to its
 /// sequence number, none after it, and never part of a batch.
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): share it with `Arc`.
 pub struct Secondary {
     db: Db,
     follower: Mutex<Follower>,

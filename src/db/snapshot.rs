@@ -30,6 +30,9 @@ use crate::key::SeqNo;
 /// It keeps the tables it reads from alive (their files stay until it is
 /// dropped) and keeps the database's directory lock while it lives, so drop
 /// snapshots before reopening the database.
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): share it between
+/// threads (with `Arc`) or move it to one.
 pub struct Snapshot {
     inner: Arc<DbInner>,
     /// The default keyspace at the snapshot (also in `trees`).

@@ -34,6 +34,7 @@ impl FilterBuildCounters {
 /// Filters of one family built since open (by flushes and compactions, in
 /// the background).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FilterBuildStats {
     /// Filters built.
     pub tables: u64,

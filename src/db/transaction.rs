@@ -191,6 +191,9 @@ impl Drop for LiveSnapshot {
 /// # fn parse(v: &[u8]) -> u64 { std::str::from_utf8(v).unwrap().parse().unwrap() }
 /// # Ok::<(), siftdb::Error>(())
 /// ```
+///
+/// `Send + Sync` (checked by `tests/api_traits.rs`): it can move to
+/// another thread, and its reads (`get`, `get_for_update`) take `&self`.
 pub struct Transaction {
     inner: Arc<DbInner>,
     default: Keyspace,

@@ -21,6 +21,9 @@ use crate::options::MergeOperator;
 /// The entries of a transaction's scan, ascending (`.rev()` for
 /// descending): what its snapshot holds in the range, with the
 /// transaction's own puts, deletes and range deletes applied.
+///
+/// `Send` but deliberately not `Sync`, like [`crate::DbIterator`] (checked
+/// by `tests/api_traits.rs`).
 pub struct TransactionIter {
     snapshot: DbIterator,
     /// A snapshot entry taken from the front (or back) not yet yielded.

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE};
 use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_TEMP_FILE};
-use crate::fs::{OsFileSystem, SharedFs};
+use crate::fs::{FileSystem, OsFileSystem, SharedFs};
 use crate::inspect::table::TableSummary;
+use crate::inspect::versions::{log_version, manifest_version, table_version};
 use crate::key::SeqNo;
 use crate::manifest::{read_manifest, KeyspaceSettings, ManifestState, TableRecord};
 use crate::table::{LevelFilterStats, ReadContext, ReadCounters, ReadSettings, Table};
@@ -125,6 +126,9 @@ pub struct DirFile {
     pub role: FileRole,
     /// Its size in bytes; `None` when missing or unreadable.
     pub size: Option<u64>,
+    /// The format version it carries (manifests, tables, logs), this
+    /// build's or another; `None` for other files and damaged ones.
+    pub format_version: Option<u64>,
 }
 
 /// A database directory as its manifest sees it.
@@ -260,10 +264,14 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
 
     let mut files: Vec<DirFile> = names
         .iter()
-        .map(|name| DirFile {
-            name: name.clone(),
-            role: role_of(name, &state.tables, state.log_number),
-            size: fs.open_read(&dir.join(name)).ok().map(|f| f.len()),
+        .map(|name| {
+            let role = role_of(name, &state.tables, state.log_number);
+            DirFile {
+                name: name.clone(),
+                role,
+                size: fs.open_read(&dir.join(name)).ok().map(|f| f.len()),
+                format_version: format_version_of(fs, &dir.join(name), role),
+            }
         })
         .collect();
     for record in &state.tables {
@@ -275,6 +283,7 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
                     level: record.level,
                 },
                 size: None,
+                format_version: None,
             });
         }
     }
@@ -308,6 +317,19 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
         tables: summaries,
         files,
     })
+}
+
+/// The format version the file at `path` of role `role` carries; `None`
+/// for a file of no versioned kind, or a missing or damaged one.
+fn format_version_of(fs: &dyn FileSystem, path: &Path, role: FileRole) -> Option<u64> {
+    match role {
+        FileRole::Manifest | FileRole::ManifestCopy | FileRole::ManifestTemp => {
+            manifest_version(fs, path)
+        }
+        FileRole::LiveTable { .. } | FileRole::UnlistedTable => table_version(fs, path),
+        FileRole::LiveLog | FileRole::ObsoleteLog => log_version(fs, path),
+        FileRole::Lock | FileRole::MissingTable { .. } | FileRole::Other => None,
+    }
 }
 
 /// What `name` is, given the manifest's tables and log number.

@@ -37,6 +37,7 @@
 mod dir;
 mod table;
 mod verify;
+mod versions;
 
 /// Where `repair` has found it (defined below `db` and `inspect`, which
 /// both need it).

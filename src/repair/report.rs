@@ -11,6 +11,7 @@ use crate::wal::LostRecord;
 
 /// The manifest as repair found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ManifestFinding {
     /// Read and checked: its tables, levels and logs were the starting point.
     Intact,
@@ -22,6 +23,7 @@ pub enum ManifestFinding {
 
 /// What became of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TableAction {
     /// Sound and shadowing nothing lost: kept as it is.
     Kept,
@@ -38,6 +40,7 @@ pub enum TableAction {
 
 /// Data repair could not read: a block, the rest of a table, a whole table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LostRange {
     /// The table file it was in.
     pub file: String,
@@ -64,6 +67,7 @@ impl LostRange {
 
 /// What repair found in, and did with, one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableReport {
     /// The file name.
     pub file: String,
@@ -84,6 +88,7 @@ pub struct TableReport {
 
 /// What became of a log.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LogAction {
     /// Intact: left for the next open to replay.
     Kept,
@@ -100,6 +105,7 @@ pub enum LogAction {
 
 /// What repair found in, and did with, one log.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogReport {
     /// The file name.
     pub file: String,
@@ -117,6 +123,7 @@ pub struct LogReport {
 
 /// What [`repair`](super::repair) found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RepairReport {
     /// The database directory.
     pub dir: PathBuf,

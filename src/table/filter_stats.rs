@@ -11,6 +11,7 @@ use siftdb_filter::FilterKind;
 
 /// The filters of the tables of one level.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LevelFilterStats {
     /// Tables counted.
     pub tables: usize,

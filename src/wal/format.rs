@@ -274,6 +274,16 @@ pub(super) fn parse_file_header(header: &[u8]) -> std::result::Result<u64, Heade
     Ok(log_number)
 }
 
+/// The format version a checksum-sound log file header names, this
+/// build's or another; `None` for a damaged header (`siftdb inspect`).
+pub fn header_version(header: &[u8]) -> Option<u32> {
+    match parse_file_header(header) {
+        Ok(_) => Some(FORMAT_VERSION),
+        Err(HeaderFault::Version(found)) => Some(found),
+        Err(HeaderFault::Damaged(_)) => None,
+    }
+}
+
 /// The error for a sound header of format version `found` in log `file`.
 pub(super) fn unsupported(file: &str, found: u32) -> Error {
     Error::UnsupportedVersion {

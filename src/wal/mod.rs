@@ -81,6 +81,7 @@ mod writer;
 
 pub(crate) use closed::{closed_log_missing, cut_short};
 pub(crate) use follow::{LogCursor, LogStop};
+pub(crate) use format::header_version;
 pub use format::{
     encode_close_record, encode_file_header, encode_record_into, record_header_len,
     CLOSE_RECORD_LEN, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,

@@ -18,8 +18,9 @@ use crate::batch::{decode_record, DecodedBatch};
 use crate::codec::crc32_of;
 use crate::key::SeqNo;
 
-/// A stretch of a damaged log that [`salvage`] gave up on.
+/// A stretch of a damaged log that salvage (`siftdb repair`) gave up on.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LostRecord {
     /// Where the lost bytes start.
     pub offset: u64,

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use siftdb::internals::backup_meta::{inspect_backup_dir, MetaSummary};
 use siftdb::internals::inspect::{
     inspect_dir, inspect_table, DirSummary, FileRole, FilterFigures, FilterSummary,
     RangeFilterSummary, TableSummary,
@@ -18,23 +19,32 @@ use crate::text::{print_lines, show};
 /// Flags of `siftdb inspect`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-PATH is a table file (NNNNNN.sst) or a database directory. For a table: \
+PATH is a table file (NNNNNN.sst), a database directory or a backup \
+directory. For a table: \
 key range, entries, blocks and sizes, and its filter (bits per key, probes, \
 fill, estimated against actual keys, expected false-positive rate). For a \
 directory: the manifest's counters, totals per level, every live table, \
-and every file with what it is to the database. Reads only (works on a \
+and every file with its format version and what it is to the database. \
+For a backup directory: each metadata file with its format version and \
+the backup it describes. Reads only (works on a \
 directory it may not write); takes no lock, so it runs beside a live \
 writer, describing one manifest.\n\
 Exit status: 0, or 2 when PATH cannot be read.")]
 pub struct InspectArgs {
-    /// A table file or a database directory.
+    /// A table file, a database directory or a backup directory.
     path: PathBuf,
 }
 
 /// Runs `siftdb inspect`.
 pub fn run(args: &InspectArgs) -> Result<ExitCode, String> {
     let path = &args.path;
-    let lines = if path.is_dir() {
+    let lines = if path.is_dir() && !path.join("MANIFEST").exists() && path.join("meta").is_dir() {
+        backup_lines(
+            path,
+            &inspect_backup_dir(path)
+                .map_err(|e| format!("cannot inspect {}: {e}", path.display()))?,
+        )
+    } else if path.is_dir() {
         dir_lines(
             &inspect_dir(path).map_err(|e| format!("cannot inspect {}: {e}", path.display()))?,
         )
@@ -315,11 +325,47 @@ pub fn level_lines(s: &DirSummary) -> Vec<String> {
     lines
 }
 
+/// The lines describing a backup directory: each metadata file, its
+/// format version and the backup it describes.
+fn backup_lines(dir: &std::path::Path, metas: &[MetaSummary]) -> Vec<String> {
+    let mut lines = vec![format!("backup directory {}", dir.display())];
+    for m in metas {
+        let what = match &m.backup {
+            Ok(b) => format!(
+                "backup {}: sequence {}, {} files, {}",
+                b.id,
+                b.sequence,
+                b.files.len(),
+                bytes(b.size())
+            ),
+            Err(reason) => format!("cannot be read: {reason}"),
+        };
+        lines.push(format!(
+            "  meta/{:<10}{:<18}  {what}",
+            m.name,
+            version_text(m.format_version)
+        ));
+    }
+    lines
+}
+
+/// "format version N", or "-" for a file of no versioned kind or a
+/// damaged one.
+fn version_text(version: Option<u64>) -> String {
+    version.map_or_else(|| "-".to_string(), |v| format!("format version {v}"))
+}
+
 fn dir_lines(s: &DirSummary) -> Vec<String> {
+    let manifest_version = version_text(
+        s.files
+            .iter()
+            .find(|f| f.role == FileRole::Manifest)
+            .and_then(|f| f.format_version),
+    );
     let mut lines = vec![
         format!("database {}", s.dir.display()),
         format!(
-            "  manifest: next file number {}, last sequence {}, log number {}",
+            "  manifest: next file number {}, last sequence {}, log number {}, {manifest_version}",
             s.manifest.next_file_number, s.manifest.last_sequence.0, s.manifest.log_number
         ),
         String::new(),
@@ -344,7 +390,10 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
         .iter()
         .filter(|k| k.settings != Default::default())
     {
-        lines.push(format!("  {} settings: {}", k.name, k.settings));
+        lines.push(format!(
+            "  {} settings: {} (stored in the manifest, {manifest_version})",
+            k.name, k.settings
+        ));
     }
     lines.push(String::new());
     lines.extend(level_lines(s));
@@ -374,9 +423,10 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
     for f in &s.files {
         let size = f.size.map_or_else(|| "-".to_string(), group_digits);
         lines.push(format!(
-            "    {:<14}{:>14}  {}",
+            "    {:<14}{:>14}  {:<18}  {}",
             f.name,
             size,
+            version_text(f.format_version),
             role_text(f.role)
         ));
     }

@@ -94,6 +94,8 @@ fn table_text(t: &TableReport) -> Vec<String> {
         TableAction::Rewritten { into: Some(into) } => format!("rewritten into {into}"),
         TableAction::Rewritten { into: None } => "dropped: nothing left to keep".to_string(),
         TableAction::Merged => "merged into the new tables".to_string(),
+        // A variant added by a later siftdb, shown as it prints itself.
+        other => format!("{other:?}"),
     };
     let mut lines = vec![format!(
         "  table {}{level}: {action}; {} kept, {} dropped",
@@ -112,6 +114,7 @@ fn log_action(action: &LogAction) -> &'static str {
         LogAction::Replaced => "damaged: its readable records went into a new table",
         LogAction::Merged => "replayed into the new tables",
         LogAction::Obsolete => "already in tables: set aside",
+        _ => "another action (see the JSON report)",
     }
 }
 
@@ -143,6 +146,7 @@ fn manifest_text(m: &ManifestFinding) -> String {
         ManifestFinding::Intact => "intact".to_string(),
         ManifestFinding::Damaged(reason) => format!("DAMAGED ({reason}): rebuilt from the files"),
         ManifestFinding::Missing => "missing: rebuilt from the files".to_string(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -202,6 +206,7 @@ fn to_json(report: &RepairReport) -> Value {
         ManifestFinding::Intact => json!({ "state": "intact" }),
         ManifestFinding::Damaged(reason) => json!({ "state": "damaged", "reason": reason }),
         ManifestFinding::Missing => json!({ "state": "missing" }),
+        other => json!({ "state": format!("{other:?}") }),
     };
     let tables: Vec<Value> = report
         .tables
@@ -211,6 +216,7 @@ fn to_json(report: &RepairReport) -> Value {
                 TableAction::Kept => ("kept", None),
                 TableAction::Rewritten { into } => ("rewritten", into.clone()),
                 TableAction::Merged => ("merged", None),
+                _ => ("other", None),
             };
             json!({
                 "file": t.file,
@@ -239,6 +245,7 @@ fn to_json(report: &RepairReport) -> Value {
                 LogAction::Replaced => "replaced",
                 LogAction::Merged => "merged",
                 LogAction::Obsolete => "obsolete",
+                _ => "other",
             };
             json!({
                 "file": l.file,

@@ -140,10 +140,14 @@ impl Header {
         let (version, body_len) = rest.split_at(4);
         let version = u32_le(version)?;
         if version != VERSION {
-            return Err(Error::corruption(
-                WHAT,
-                format!("format version {version}, expected {VERSION}"),
-            ));
+            // A sender of another format version (its magic matched): the
+            // engine's typed error naming both versions, not a corruption.
+            return Err(Error::Db(siftdb::Error::UnsupportedVersion {
+                path: PathBuf::from(HEADER_FILE),
+                kind: "raft snapshot",
+                found: u64::from(version),
+                supported: u64::from(VERSION),
+            }));
         }
         let body_len = u32_le(body_len)? as usize;
         if body_len > MAX_META_BYTES {

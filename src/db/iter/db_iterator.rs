@@ -55,6 +55,10 @@ use crate::table::ScanMode;
 /// assert_eq!(both_ends.count(), 2); // "b" and "c": the ends met
 /// # Ok::<(), siftdb::Error>(())
 /// ```
+///
+/// `Send` but deliberately not `Sync` (checked by `tests/api_traits.rs`):
+/// move a scan to another thread; every read of it takes `&mut self`, so a
+/// shared reference could do nothing with it.
 pub struct DbIterator {
     merged: MergingIter,
     /// How the scan's tables read data blocks (`fill_cache`).
