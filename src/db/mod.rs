@@ -69,6 +69,7 @@ mod verify;
 mod version;
 mod version_set;
 mod write;
+mod write_insert;
 mod write_queue;
 mod write_set;
 
