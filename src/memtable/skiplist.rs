@@ -246,9 +246,7 @@ impl Raw {
             let value = if value_len == 0 {
                 &[]
             } else {
-                let at = ptr::read_unaligned(
-                    p.add(HEADER + key_len + TAG_LEN).cast::<*const u8>(),
-                );
+                let at = ptr::read_unaligned(p.add(HEADER + key_len + TAG_LEN).cast::<*const u8>());
                 std::slice::from_raw_parts(at, value_len)
             };
             (user_key, u64::from_le_bytes(tag), value)
