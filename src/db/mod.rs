@@ -41,6 +41,7 @@ mod handle;
 mod handle_counts;
 mod ingest;
 mod inner;
+mod insert_slot;
 mod iter;
 mod keyspace;
 mod keyspace_options;

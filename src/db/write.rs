@@ -22,13 +22,14 @@ use crate::db::background::{self, Blocked};
 use crate::db::checks::{self, check_key, check_merge_operator, check_value};
 use crate::db::flush;
 use crate::db::inner::DbInner;
+use crate::db::insert_slot::InsertSlot;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
 use crate::db::super_version::MAX_IMMUTABLE;
 use crate::db::tree::{memtable_memory, Tree};
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
-use crate::db::write_insert::{apply_batch, InsertSlot};
+use crate::db::write_insert::{apply_at, apply_batch};
 use crate::db::write_queue::{Pending, WriterState};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
@@ -155,7 +156,8 @@ pub(crate) fn write(
             while unchanged() && Instant::now() < give_up {
                 if me.insert.is_offered() {
                     // The leader logged this batch: insert it alongside.
-                    me.insert.insert_if_offered(inner, &me.batch);
+                    me.insert
+                        .insert_if_offered(|seq| apply_at(inner, &me.batch, seq));
                 }
                 std::hint::spin_loop();
             }
@@ -308,7 +310,9 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     };
     for pending in group.iter().skip(1) {
         if !pending.rejected.load(Ordering::Acquire) {
-            let theirs = pending.insert.finish(inner, &pending.batch);
+            let theirs = pending
+                .insert
+                .finish(|seq| apply_at(inner, &pending.batch, seq));
             inserted = inserted.and_then(|bytes| theirs.map(|more| bytes + more));
         }
     }

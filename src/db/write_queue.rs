@@ -14,8 +14,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
+use crate::db::insert_slot::InsertSlot;
 use crate::db::oracle::ConflictCheck;
-use crate::db::write_insert::InsertSlot;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::wal::WalWriter;
