@@ -41,6 +41,7 @@ mod handle;
 mod handle_counts;
 mod ingest;
 mod inner;
+mod insert_slot;
 mod iter;
 mod keyspace;
 mod keyspace_options;
@@ -69,6 +70,7 @@ mod verify;
 mod version;
 mod version_set;
 mod write;
+mod write_insert;
 mod write_queue;
 mod write_set;
 

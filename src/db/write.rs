@@ -22,12 +22,14 @@ use crate::db::background::{self, Blocked};
 use crate::db::checks::{self, check_key, check_merge_operator, check_value};
 use crate::db::flush;
 use crate::db::inner::DbInner;
+use crate::db::insert_slot::InsertSlot;
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::oracle::ConflictCheck;
-use crate::db::super_version::{SuperVersion, MAX_IMMUTABLE};
+use crate::db::super_version::MAX_IMMUTABLE;
 use crate::db::tree::{memtable_memory, Tree};
 use crate::db::version::Version;
 use crate::db::version::LEVELS;
+use crate::db::write_insert::{apply_at, apply_batch};
 use crate::db::write_queue::{Pending, WriterState};
 use crate::error::{Error, Result};
 use crate::events::{Event, StallCause, WriteStallEvent};
@@ -126,6 +128,7 @@ pub(crate) fn write(
         sync,
         check,
         rejected: AtomicBool::new(false),
+        insert: InsertSlot::default(),
         done: Mutex::new(None),
     });
     let mut queue = inner.queue.lock();
@@ -151,6 +154,11 @@ pub(crate) fn write(
         MutexGuard::unlocked(&mut queue, || {
             let give_up = Instant::now() + SPIN_BEFORE_SLEEP;
             while unchanged() && Instant::now() < give_up {
+                if me.insert.is_offered() {
+                    // The leader logged this batch: insert it alongside.
+                    me.insert
+                        .insert_if_offered(|seq| apply_at(inner, &me.batch, seq));
+                }
                 std::hint::spin_loop();
             }
         });
@@ -279,39 +287,43 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
         return Err(e);
     }
 
-    // The group's keyspaces, each loaded once: nearly every operation is
-    // the default keyspace's, or the one before it's.
-    let default_sv = inner.default.current.load();
-    let mut other: Option<(u32, Option<Arc<SuperVersion>>)> = None;
+    // The other batches' inserts are offered to their writers, each at its
+    // first sequence number; the leader inserts its own meanwhile, then
+    // each batch nobody took (see `write_insert.rs`).
     let mut seq = first_seq;
-    let mut user_bytes = 0;
-    for op in batches.flat_map(RawBatch::iter) {
-        user_bytes += op.key.len() + op.value.len();
-        let mem = if op.keyspace == inner.default.id {
-            Some(&default_sv.mem.mem)
+    let mut own = None;
+    for (i, pending) in group.iter().enumerate() {
+        if pending.rejected.load(Ordering::Acquire) {
+            continue;
+        }
+        if i == 0 {
+            own = Some(seq);
         } else {
-            if other.as_ref().is_none_or(|(id, _)| *id != op.keyspace) {
-                let sv = inner.tree_by_id(op.keyspace).map(|t| t.current.load_full());
-                other = Some((op.keyspace, sv));
-            }
-            // A keyspace dropped after its batch was checked: the drop
-            // came after the write, and took the write's records with it.
-            other
-                .as_ref()
-                .and_then(|(_, sv)| sv.as_ref().map(|sv| &sv.mem.mem))
-        };
-        // Cannot fail: sequence numbers are handed out once (under the
-        // writer lock) and a batch's keys and values fit its u32 lengths.
-        // Should it fail anyway (a bug), the memtable no longer matches the
-        // log: the batch is not made visible and writes stop as after a log
-        // failure, with this error as the cause.
-        if let Some(Err(e)) = mem.map(|mem| mem.apply(&op, seq)) {
+            pending.insert.offer(seq);
+        }
+        seq = SeqNo(seq.0 + pending.batch.len() as u64);
+    }
+    let default_sv = inner.default.current.load();
+    let mut inserted = match (own, group.first()) {
+        (Some(own), Some(leader)) => apply_batch(inner, &default_sv, &leader.batch, own),
+        _ => Ok(0),
+    };
+    for pending in group.iter().skip(1) {
+        if !pending.rejected.load(Ordering::Acquire) {
+            let theirs = pending
+                .insert
+                .finish(|seq| apply_at(inner, &pending.batch, seq));
+            inserted = inserted.and_then(|bytes| theirs.map(|more| bytes + more));
+        }
+    }
+    let user_bytes = match inserted {
+        Ok(bytes) => bytes,
+        Err(e) => {
             writer.last_seq = SeqNo(first_seq.0 + count.saturating_sub(1));
             log_failed(inner, &mut writer, &e);
             return Err(e);
         }
-        seq = seq.next();
-    }
+    };
     let last = SeqNo(seq.0 - 1);
     writer.last_seq = last;
     inner.last_visible.store(last.0, Ordering::Release);
@@ -319,7 +331,7 @@ fn write_group(inner: &DbInner, group: &[Arc<Pending>]) -> Result<()> {
     inner
         .counters
         .user_bytes_written
-        .fetch_add(user_bytes as u64, Ordering::Relaxed);
+        .fetch_add(user_bytes, Ordering::Relaxed);
     // The batches written: those the oracle refused are not.
     let written = group
         .iter()

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
+use crate::db::insert_slot::InsertSlot;
 use crate::db::oracle::ConflictCheck;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
@@ -49,6 +50,9 @@ pub(crate) struct Pending {
     /// The oracle refused the batch: it is not written, its writer gets
     /// `Error::Conflict`.
     pub rejected: AtomicBool,
+    /// The batch's memtable inserts, when its group's leader hands them
+    /// to this batch's writer.
+    pub insert: InsertSlot,
     pub done: Mutex<Option<Result<()>>>,
 }
 
