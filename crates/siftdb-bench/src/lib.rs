@@ -45,6 +45,7 @@ mod run;
 mod siftdb_engine;
 mod size;
 mod storage_choice;
+mod workers;
 pub mod written;
 mod ycsb;
 mod ycsb_run;
@@ -76,10 +77,11 @@ pub use report::{
     counter_changes, describe_run, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange,
     ErrorLog, PhaseReport, MAX_ERROR_SAMPLES, TXN_DEADLOCKS, TXN_LOCK_TIMEOUTS,
 };
-pub use run::{run_phase, NoProgress, Progress, RunOptions};
+pub use run::{run_phase, RunOptions};
 pub use siftdb_engine::{SiftdbConfig, SiftdbEngine};
 pub use size::{check_before_run, check_fits, parse_count, raw_data_bytes, Fit};
 pub use storage_choice::{siftdb_storage_options, CompressionChoice};
+pub use workers::{NoProgress, Progress};
 pub use ycsb::{
     draw_ycsb, fnv_hash64, ycsb_key, ycsb_stamp, ycsb_value_into, ycsb_value_matches, YcsbMix,
     YcsbOp, YcsbOpKind, YcsbState, YCSB_KEY_LEN, YCSB_MAX_SCAN, YCSB_STAMP_LEN, YCSB_VALUE_LEN,

@@ -23,11 +23,9 @@ use super::report::{
     TXN_LOCK_TIMEOUTS,
 };
 use super::resident;
+use super::workers::{across_threads, drive, split_across_threads, Progress, WorkerOutcome};
 use super::written;
 use super::ycsb_run;
-
-/// Operations between two progress reports from one worker.
-const PROGRESS_EVERY: u64 = 4096;
 
 /// How a phase is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,104 +63,6 @@ impl RunOptions {
             ..RunOptions::default()
         }
     }
-}
-
-/// Where a running phase reports how far it got (a progress bar, or nothing).
-pub trait Progress: Sync {
-    /// `ops` more operations completed.
-    fn advance(&self, ops: u64);
-
-    /// The phase moved to a stage that is not counted in operations, such
-    /// as fillrandom's final flush.
-    fn stage(&self, _label: &str) {}
-}
-
-/// Progress that goes nowhere.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {
-    fn advance(&self, _ops: u64) {}
-}
-
-/// What one worker brings back.
-#[derive(Default)]
-pub(super) struct WorkerOutcome {
-    sampler: Sampler,
-    errors: ErrorLog,
-}
-
-impl WorkerOutcome {
-    fn merge(&mut self, other: WorkerOutcome) {
-        self.sampler.merge(other.sampler);
-        self.errors.merge(other.errors);
-    }
-}
-
-/// Runs `op` for every operation number in `range`, sampling latency
-/// through the `Sampler` it is given and recording the errors it returns.
-pub(super) fn drive(
-    range: Range<u64>,
-    progress: &dyn Progress,
-    mut op: impl FnMut(u64, &mut Sampler) -> Result<(), String>,
-) -> WorkerOutcome {
-    let mut outcome = WorkerOutcome {
-        sampler: Sampler::for_ops(range.end.saturating_sub(range.start)),
-        errors: ErrorLog::default(),
-    };
-    let mut unreported = 0;
-    for g in range {
-        if let Err(message) = op(g, &mut outcome.sampler) {
-            outcome.errors.record(message);
-        }
-        unreported += 1;
-        if unreported == PROGRESS_EVERY {
-            progress.advance(unreported);
-            unreported = 0;
-        }
-    }
-    progress.advance(unreported);
-    outcome
-}
-
-/// Splits `0..ops` into `threads` contiguous ranges and runs `worker` on
-/// each in its own scoped thread (in place when `threads <= 1`).
-pub(super) fn split_across_threads(
-    ops: u64,
-    threads: usize,
-    worker: impl Fn(Range<u64>) -> WorkerOutcome + Sync,
-) -> WorkerOutcome {
-    let t = threads.max(1) as u64;
-    let bounds = |i: u64| ops / t * i + (ops % t).min(i);
-    across_threads((0..t).map(|i| bounds(i)..bounds(i + 1)).collect(), worker)
-}
-
-/// Runs `worker` on each of `parts` in its own scoped thread (in place
-/// when there is only one) and adds up what they bring back.
-pub(super) fn across_threads<P: Send>(
-    mut parts: Vec<P>,
-    worker: impl Fn(P) -> WorkerOutcome + Sync,
-) -> WorkerOutcome {
-    if parts.len() <= 1 {
-        return parts.pop().map(&worker).unwrap_or_default();
-    }
-    std::thread::scope(|scope| {
-        let worker = &worker;
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || worker(part)))
-            .collect();
-        let mut total = WorkerOutcome::default();
-        for handle in handles {
-            match handle.join() {
-                Ok(outcome) => total.merge(outcome),
-                Err(_) => total
-                    .errors
-                    .record("a worker thread panicked; its operations are lost".to_string()),
-            }
-        }
-        total
-    })
 }
 
 fn show(key: &[u8; KEY_LEN]) -> &str {

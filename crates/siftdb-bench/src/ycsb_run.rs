@@ -13,7 +13,7 @@
 use super::engine::{Engine, ScanBuffer};
 use super::latency::Sampler;
 use super::phase::{Phase, Workload};
-use super::run::{across_threads, drive, split_across_threads, Progress, WorkerOutcome};
+use super::workers::{across_threads, drive, split_across_threads, Progress, WorkerOutcome};
 use super::ycsb::{
     draw_ycsb, ycsb_key, ycsb_stamp, ycsb_value_into, ycsb_value_matches, YcsbMix, YcsbOp,
     YcsbOpKind, YcsbState, YCSB_KEY_LEN, YCSB_STAMP_LEN,
