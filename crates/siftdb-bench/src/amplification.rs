@@ -18,8 +18,10 @@ use super::report::{fmt_mib, PhaseReport};
 use super::written;
 use super::ycsb_run::ycsb_record_bytes;
 
-/// Bytes of every regular file under `dir` (their lengths, symbolic links
-/// not followed): what the engine keeps on disk.
+/// Bytes of every regular file under `dir` (symbolic links not followed):
+/// what the engine keeps on disk — the blocks allocated to each file on
+/// Unix (a journal sized ahead as a sparse file counts what it holds, a
+/// preallocated log what it reserved), the file's length elsewhere.
 pub fn dir_bytes(dir: &Path) -> Result<u64, String> {
     let mut total = 0u64;
     let mut pending = vec![dir.to_path_buf()];
@@ -35,11 +37,22 @@ pub fn dir_bytes(dir: &Path) -> Result<u64, String> {
                 pending.push(entry.path());
             } else if kind.is_file() {
                 // A file removed meanwhile (a compaction's input) no longer counts.
-                total += entry.metadata().map_or(0, |m| m.len());
+                total += entry.metadata().map_or(0, |m| allocated(&m));
             }
         }
     }
     Ok(total)
+}
+
+#[cfg(unix)]
+fn allocated(metadata: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    metadata.blocks().saturating_mul(512)
+}
+
+#[cfg(not(unix))]
+fn allocated(metadata: &std::fs::Metadata) -> u64 {
+    metadata.len()
 }
 
 /// One engine's amplification at one moment of a YCSB run.
@@ -152,10 +165,18 @@ mod tests {
     #[test]
     fn dir_bytes_adds_up_nested_files() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), [0u8; 1000]).unwrap();
+        std::fs::write(dir.path().join("a"), [1u8; 10_000]).unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        std::fs::write(dir.path().join("sub/b"), [0u8; 24]).unwrap();
-        assert_eq!(dir_bytes(dir.path()).unwrap(), 1024);
+        std::fs::write(dir.path().join("sub/b"), [1u8; 5000]).unwrap();
+        let written = dir_bytes(dir.path()).unwrap();
+        assert!(
+            (15_000..15_000 + 3 * 65_536).contains(&written),
+            "{written}"
+        );
+        // A sparse file counts the blocks it holds, not its length.
+        let sparse = std::fs::File::create(dir.path().join("sparse")).unwrap();
+        sparse.set_len(64 << 20).unwrap();
+        assert!(dir_bytes(dir.path()).unwrap() < 1 << 20);
         assert!(dir_bytes(&dir.path().join("missing")).is_err());
     }
 
