@@ -209,11 +209,15 @@ impl Phase {
         }
     }
 
-    /// True for the phases whose operations are scans.
+    /// True for the phases whose operations are scans (ycsb-e: 95% of them).
     pub fn is_scan(self) -> bool {
         matches!(
             self,
-            Phase::SeekRandom | Phase::SeekRandomRev | Phase::SeekPrefix | Phase::SeekEmpty
+            Phase::SeekRandom
+                | Phase::SeekRandomRev
+                | Phase::SeekPrefix
+                | Phase::SeekEmpty
+                | Phase::YcsbE
         )
     }
 
