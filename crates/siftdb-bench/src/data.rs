@@ -84,7 +84,29 @@ pub fn versioned_value(j: u64, v: u64) -> [u8; VALUE_LEN] {
 /// building the expected value; stops at the first differing word.
 #[inline]
 pub fn is_versioned_value(bytes: &[u8], j: u64, v: u64) -> bool {
-    if bytes.len() != VALUE_LEN {
+    is_sized_value(bytes, j, v, VALUE_LEN)
+}
+
+/// Version `v` of key `j`'s value at `len` bytes (`--value-size`), into
+/// `out` (cleared first, reused so no operation allocates once it has
+/// grown): the stream [`versioned_value`] truncates to 100 bytes,
+/// truncated to `len` instead, so at 100 bytes the two are the same bytes.
+#[inline]
+pub fn sized_value_into(j: u64, v: u64, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    let mut rng = SplitMix64::new(version_seed(j, v));
+    while out.len() < len {
+        let word = rng.next().to_le_bytes();
+        let take = (len - out.len()).min(word.len());
+        out.extend_from_slice(word.get(..take).unwrap_or_default());
+    }
+}
+
+/// True when `bytes` is exactly version `v` of key `j`'s value at `len`
+/// bytes ([`sized_value_into`]), computed without building it.
+#[inline]
+pub fn is_sized_value(bytes: &[u8], j: u64, v: u64, len: usize) -> bool {
+    if bytes.len() != len {
         return false;
     }
     let mut rng = SplitMix64::new(version_seed(j, v));
@@ -222,6 +244,23 @@ mod tests {
         flipped[99] ^= 1;
         assert!(!is_versioned_value(&flipped, 44, 3));
         assert!(is_versioned_value(&value(8), 8, 0));
+    }
+
+    #[test]
+    fn sized_values_extend_the_same_stream() {
+        let mut out = Vec::new();
+        sized_value_into(44, 3, VALUE_LEN, &mut out);
+        assert_eq!(out, versioned_value(44, 3));
+        sized_value_into(44, 3, 1000, &mut out);
+        assert_eq!(out.len(), 1000);
+        assert_eq!(out[..VALUE_LEN], versioned_value(44, 3));
+        assert!(is_sized_value(&out, 44, 3, 1000));
+        assert!(!is_sized_value(&out, 44, 2, 1000));
+        assert!(!is_sized_value(&out[..999], 44, 3, 1000));
+        out[999] ^= 1;
+        assert!(!is_sized_value(&out, 44, 3, 1000));
+        sized_value_into(1, 0, 3, &mut out);
+        assert_eq!(out, value(1)[..3]);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! # Ok::<(), String>(())
 //! ```
 
+mod amplification;
 pub mod benchmarks_doc;
 mod bulkload;
 mod cold;
@@ -43,14 +44,19 @@ pub mod resident;
 mod run;
 mod siftdb_engine;
 mod size;
+mod storage_choice;
+mod workers;
 pub mod written;
+mod ycsb;
+mod ycsb_run;
 mod zipfian;
 
+pub use amplification::{dir_bytes, ycsb_amplification, Amplification};
 pub use bulkload::{run_bulkload, BulkloadReport};
 pub use cold::{write_back_dirty_pages, ColdCache, DROP_CACHES};
 pub use data::{
-    is_versioned_value, key, shuffle, value, versioned_value, SplitMix64, GOLDEN_GAMMA, KEY_LEN,
-    MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
+    is_sized_value, is_versioned_value, key, shuffle, sized_value_into, value, versioned_value,
+    SplitMix64, GOLDEN_GAMMA, KEY_LEN, MAX_KEY_INDEX, OUTPUTS_PER_VALUE, VALUE_LEN,
 };
 pub use device::{
     device_fraction_line, fraction_of_device, measure_device, DeviceBaseline, DEFAULT_DEPTHS,
@@ -65,13 +71,20 @@ pub use latency::{nearest_rank, Latency, Sampler, SAMPLE_EVERY};
 pub use memory::MemoryEngine;
 pub use phase::{
     check_phase_order, harness_bytes, MixedOp, Phase, Workload, KEYS_PER_PREFIX, LOAD_ORDER_SEED,
-    MAX_N, MIXED_PUT_EVERY, PREFIX_LEN, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
+    MAX_N, MAX_VALUE_LEN, MIXED_PUT_EVERY, PREFIX_LEN, READ_ORDER_SEED, SCAN_ENTRIES, SCAN_LENGTH,
 };
 pub use report::{
     counter_changes, describe_run, fmt_mib, fmt_rate, group_digits, summary_table, CounterChange,
     ErrorLog, PhaseReport, MAX_ERROR_SAMPLES, TXN_DEADLOCKS, TXN_LOCK_TIMEOUTS,
 };
-pub use run::{run_phase, NoProgress, Progress, RunOptions};
+pub use run::{run_phase, RunOptions};
 pub use siftdb_engine::{SiftdbConfig, SiftdbEngine};
 pub use size::{check_before_run, check_fits, parse_count, raw_data_bytes, Fit};
+pub use storage_choice::{siftdb_storage_options, CompressionChoice};
+pub use workers::{NoProgress, Progress};
+pub use ycsb::{
+    draw_ycsb, fnv_hash64, ycsb_key, ycsb_stamp, ycsb_value_into, ycsb_value_matches, YcsbMix,
+    YcsbOp, YcsbOpKind, YcsbState, YCSB_KEY_LEN, YCSB_MAX_SCAN, YCSB_STAMP_LEN, YCSB_VALUE_LEN,
+};
+pub use ycsb_run::ycsb_record_bytes;
 pub use zipfian::{zeta, Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};

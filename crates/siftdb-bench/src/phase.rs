@@ -12,7 +12,8 @@ use std::str::FromStr;
 
 use std::collections::HashMap;
 
-use super::data::{shuffle, SplitMix64, MAX_KEY_INDEX};
+use super::data::{shuffle, SplitMix64, MAX_KEY_INDEX, VALUE_LEN};
+use super::ycsb::{YcsbMix, YCSB_VALUE_LEN};
 use super::zipfian::{Zipfian, MIXED_SEED, YCSB_ZIPFIAN_CONSTANT};
 
 /// Seed of the shuffle that orders fillrandom's puts.
@@ -42,6 +43,9 @@ pub const DELETE_RANGES: u64 = 1000;
 
 /// In the mixed phase, op `o` is a put when `o % MIXED_PUT_EVERY == MIXED_PUT_EVERY - 1`.
 pub const MIXED_PUT_EVERY: u64 = 20;
+
+/// The largest value `--value-size` accepts: 64 MiB.
+pub const MAX_VALUE_LEN: usize = 64 << 20;
 
 /// The largest N a workload accepts: key(2N+1) must still have 15 digits.
 pub const MAX_N: u64 = MAX_KEY_INDEX / 2 - 1;
@@ -86,6 +90,22 @@ pub enum Phase {
     /// both keys read for update (locked), both written back, committed;
     /// a deadlock or a lock timeout rolls back and runs it again.
     TxnLocking,
+    /// YCSB's load: N records (`user` keys, 1,000-byte stamped values by
+    /// default) put in record order, then flush and wait.
+    YcsbLoad,
+    /// YCSB workload A: 50% reads, 50% updates, scrambled Zipfian.
+    YcsbA,
+    /// YCSB workload B: 95% reads, 5% updates, scrambled Zipfian.
+    YcsbB,
+    /// YCSB workload C: reads only, scrambled Zipfian.
+    YcsbC,
+    /// YCSB workload D: 95% reads of the latest records, 5% inserts.
+    YcsbD,
+    /// YCSB workload E: 95% scans of 1..=100 records from a scrambled
+    /// Zipfian start, 5% inserts.
+    YcsbE,
+    /// YCSB workload F: 50% reads, 50% read-modify-writes.
+    YcsbF,
 }
 
 impl Phase {
@@ -107,6 +127,59 @@ impl Phase {
         Phase::TxnLocking,
     ];
 
+    /// The YCSB phases (Cooper et al., SoCC 2010), in the order a run
+    /// performs them: the load, then the core workloads A to F. Not in
+    /// [`Phase::ALL`], which keeps the phases of `WORKLOADS.md`'s 16-byte
+    /// keys.
+    pub const YCSB: [Phase; 7] = [
+        Phase::YcsbLoad,
+        Phase::YcsbA,
+        Phase::YcsbB,
+        Phase::YcsbC,
+        Phase::YcsbD,
+        Phase::YcsbE,
+        Phase::YcsbF,
+    ];
+
+    /// Every phase there is, [`Phase::ALL`] then [`Phase::YCSB`]: the order
+    /// `--phases` must follow.
+    pub fn every() -> impl Iterator<Item = Phase> {
+        Phase::ALL.into_iter().chain(Phase::YCSB)
+    }
+
+    /// True for the YCSB phases.
+    pub fn is_ycsb(self) -> bool {
+        self >= Phase::YcsbLoad
+    }
+
+    /// The YCSB workload's letter (`a` … `f`); `None` for the load and
+    /// the other phases.
+    pub fn ycsb_letter(self) -> Option<char> {
+        Some(match self {
+            Phase::YcsbA => 'a',
+            Phase::YcsbB => 'b',
+            Phase::YcsbC => 'c',
+            Phase::YcsbD => 'd',
+            Phase::YcsbE => 'e',
+            Phase::YcsbF => 'f',
+            _ => return None,
+        })
+    }
+
+    /// True for the phases that load a fresh database: fillrandom and
+    /// ycsb-load (each runs once in a run of several rounds).
+    pub fn is_fill(self) -> bool {
+        matches!(self, Phase::FillRandom | Phase::YcsbLoad)
+    }
+
+    /// True for the phases a run may repeat on the same database (rounds,
+    /// a second thread count): all but the fills and the YCSB workloads
+    /// that write, whose records the next YCSB phase expects as they left
+    /// them.
+    pub fn repeatable(self) -> bool {
+        !self.is_fill() && (!self.is_ycsb() || self == Phase::YcsbC)
+    }
+
     /// The phase's name: `fillrandom`, `readrandom`, `multigetrandom`, `readmissing`, `readhot`,
     /// `seekrandom`, `seekrandom-rev`, `seekprefix`, `seekempty`, `mixed`,
     /// `deleterange`, `txn`, `txn-uniform`, `txn-locking`.
@@ -126,14 +199,25 @@ impl Phase {
             Phase::Txn => "txn",
             Phase::TxnUniform => "txn-uniform",
             Phase::TxnLocking => "txn-locking",
+            Phase::YcsbLoad => "ycsb-load",
+            Phase::YcsbA => "ycsb-a",
+            Phase::YcsbB => "ycsb-b",
+            Phase::YcsbC => "ycsb-c",
+            Phase::YcsbD => "ycsb-d",
+            Phase::YcsbE => "ycsb-e",
+            Phase::YcsbF => "ycsb-f",
         }
     }
 
-    /// True for the phases whose operations are scans.
+    /// True for the phases whose operations are scans (ycsb-e: 95% of them).
     pub fn is_scan(self) -> bool {
         matches!(
             self,
-            Phase::SeekRandom | Phase::SeekRandomRev | Phase::SeekPrefix | Phase::SeekEmpty
+            Phase::SeekRandom
+                | Phase::SeekRandomRev
+                | Phase::SeekPrefix
+                | Phase::SeekEmpty
+                | Phase::YcsbE
         )
     }
 
@@ -150,13 +234,15 @@ impl Phase {
                 | Phase::SeekRandomRev
                 | Phase::SeekPrefix
                 | Phase::SeekEmpty
+                | Phase::YcsbC
         )
     }
 
-    /// True for every phase but fillrandom: the phases whose operations
-    /// `--ops` counts and before which `--cold` drops the page cache.
+    /// True for every phase but the fills (fillrandom, ycsb-load): the
+    /// phases whose operations `--ops` counts and before which `--cold`
+    /// drops the page cache.
     pub fn is_read_phase(self) -> bool {
-        self != Phase::FillRandom
+        !self.is_fill()
     }
 }
 
@@ -170,13 +256,10 @@ impl FromStr for Phase {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Phase::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown phase {s:?} (known: {})", known.join(", "))
-            })
+        Phase::every().find(|p| p.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = Phase::every().map(|p| p.name()).collect();
+            format!("unknown phase {s:?} (known: {})", known.join(", "))
+        })
     }
 }
 
@@ -190,7 +273,7 @@ pub fn check_phase_order(phases: &[Phase]) -> Result<(), String> {
     for pair in phases.windows(2) {
         if let [a, b] = pair {
             if a >= b {
-                let order: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+                let order: Vec<&str> = Phase::every().map(|p| p.name()).collect();
                 return Err(format!(
                     "--phases must follow the order {} without repeats; {b} comes after {a}",
                     order.join(",")
@@ -243,6 +326,12 @@ pub struct Workload {
     n: u64,
     ops: u64,
     read_order: Vec<u64>,
+    /// `--value-size`; `None`: 100 bytes for the phases of `WORKLOADS.md`,
+    /// 1,000 for YCSB.
+    value_len: Option<usize>,
+    /// The YCSB phases the run performs, in order: each YCSB workload's
+    /// records are those the ones before it left.
+    ycsb_phases: Vec<Phase>,
 }
 
 impl Workload {
@@ -268,7 +357,52 @@ impl Workload {
         let mut read_order = shuffle(n, READ_ORDER_SEED)?;
         read_order.truncate(usize::try_from(n.min(ops)).unwrap_or(usize::MAX));
         read_order.shrink_to_fit();
-        Ok(Workload { n, ops, read_order })
+        Ok(Workload {
+            n,
+            ops,
+            read_order,
+            value_len: None,
+            ycsb_phases: Phase::YCSB.to_vec(),
+        })
+    }
+
+    /// The workload with every value `len` bytes (`--value-size`): the
+    /// phases of `WORKLOADS.md` write the first `len` bytes of the stream
+    /// their 100-byte values are cut from, YCSB its stamped records of
+    /// `len` bytes. Refuses 0 and more than 64 MiB.
+    pub fn with_value_len(mut self, len: usize) -> Result<Self, String> {
+        if !(1..=MAX_VALUE_LEN).contains(&len) {
+            return Err(format!(
+                "--value-size must be within 1..={MAX_VALUE_LEN} bytes, got {len}"
+            ));
+        }
+        self.value_len = Some(len);
+        Ok(self)
+    }
+
+    /// The workload for a run of `phases`: a YCSB workload expects the
+    /// records the YCSB phases listed before it leave (without this, every
+    /// YCSB phase before it in [`Phase::YCSB`] order).
+    pub fn with_phases(mut self, phases: &[Phase]) -> Self {
+        self.ycsb_phases = phases.iter().copied().filter(|p| p.is_ycsb()).collect();
+        self
+    }
+
+    /// The YCSB phases the run performs, in order.
+    pub fn ycsb_phases(&self) -> &[Phase] {
+        &self.ycsb_phases
+    }
+
+    /// Bytes of every value the phases of `WORKLOADS.md` write: 100 unless
+    /// `--value-size` says.
+    pub fn value_len(&self) -> usize {
+        self.value_len.unwrap_or(VALUE_LEN)
+    }
+
+    /// Bytes of every YCSB record: 1,000 (10 fields of 100 bytes) unless
+    /// `--value-size` says.
+    pub fn ycsb_value_len(&self) -> usize {
+        self.value_len.unwrap_or(YCSB_VALUE_LEN)
     }
 
     /// Number of present keys.
@@ -301,6 +435,13 @@ impl Workload {
             | Phase::Txn
             | Phase::TxnUniform
             | Phase::TxnLocking => self.ops,
+            Phase::YcsbLoad => self.n,
+            Phase::YcsbA
+            | Phase::YcsbB
+            | Phase::YcsbC
+            | Phase::YcsbD
+            | Phase::YcsbE
+            | Phase::YcsbF => self.ops,
         }
     }
 
@@ -310,6 +451,20 @@ impl Workload {
         match phase {
             Phase::FillRandom => 0,
             Phase::Mixed => self.ops - self.ops / MIXED_PUT_EVERY,
+            Phase::YcsbLoad => 0,
+            // The runner counts the drawn reads exactly; this is the mix's
+            // share.
+            phase if phase.is_ycsb() => {
+                let mix = phase.ycsb_letter().and_then(YcsbMix::of);
+                let share = mix.map_or(1.0, |m| m.read + m.scan + m.read_modify_write);
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a share of a u64 count; casts saturate"
+                )]
+                let reads = (self.ops as f64 * share).round() as u64;
+                reads
+            }
             _ => self.phase_ops(phase),
         }
     }

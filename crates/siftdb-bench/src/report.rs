@@ -126,6 +126,9 @@ pub struct PhaseReport {
     /// just after it stopped: the page-cache drop of a cold phase is not
     /// in it.
     pub cpu_seconds: Option<f64>,
+    /// Bytes of keys and values the phase put (fillrandom and the YCSB
+    /// phases), the divisor of write amplification.
+    pub user_bytes_put: Option<u64>,
 }
 
 fn per_second(ops: u64, time: Duration) -> Option<f64> {
@@ -161,15 +164,18 @@ impl PhaseReport {
         Some(change.delta as f64 / self.reads as f64)
     }
 
-    /// fillrandom only: bytes the process wrote over the phase (its final
-    /// flush and wait included) per byte of keys and values put — the
-    /// write amplification of the log and the tree together.
+    /// fillrandom and ycsb-load only: bytes the process wrote over the
+    /// phase (its final flush and wait included) per byte of keys and
+    /// values put — the write amplification of the log and the tree
+    /// together.
     pub fn write_amplification(&self) -> Option<f64> {
-        if !self.passed() || self.phase != Phase::FillRandom || self.ops == 0 {
+        if !self.passed() || !self.phase.is_fill() || self.ops == 0 {
             return None;
         }
-        let put = self.ops * (KEY_LEN + VALUE_LEN) as u64;
-        Some(self.bytes_written? as f64 / put as f64)
+        let put = self
+            .user_bytes_put
+            .unwrap_or(self.ops * (KEY_LEN + VALUE_LEN) as u64);
+        Some(self.bytes_written? as f64 / put.max(1) as f64)
     }
 
     /// Seconds writers stalled over the phase, from an engine that counts
@@ -495,6 +501,7 @@ mod tests {
             )),
             peak_rss_bytes: Some(3 << 20),
             bytes_written: Some(232_000),
+            user_bytes_put: None,
             cpu_seconds: Some(0.75),
         }
     }

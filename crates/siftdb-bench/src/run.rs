@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::cold::ColdCache;
 use super::cpu;
-use super::data::{is_versioned_value, key, value, versioned_value, KEY_LEN};
+use super::data::{is_sized_value, key, sized_value_into, KEY_LEN};
 use super::engine::{Engine, LockRetries, ScanBuffer};
 use super::latency::Sampler;
 use super::phase::{MixedOp, Phase, Workload, PREFIX_LEN, SCAN_ENTRIES};
@@ -23,10 +23,9 @@ use super::report::{
     TXN_LOCK_TIMEOUTS,
 };
 use super::resident;
+use super::workers::{across_threads, drive, split_across_threads, Progress, WorkerOutcome};
 use super::written;
-
-/// Operations between two progress reports from one worker.
-const PROGRESS_EVERY: u64 = 4096;
+use super::ycsb_run;
 
 /// How a phase is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,104 +63,6 @@ impl RunOptions {
             ..RunOptions::default()
         }
     }
-}
-
-/// Where a running phase reports how far it got (a progress bar, or nothing).
-pub trait Progress: Sync {
-    /// `ops` more operations completed.
-    fn advance(&self, ops: u64);
-
-    /// The phase moved to a stage that is not counted in operations, such
-    /// as fillrandom's final flush.
-    fn stage(&self, _label: &str) {}
-}
-
-/// Progress that goes nowhere.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {
-    fn advance(&self, _ops: u64) {}
-}
-
-/// What one worker brings back.
-#[derive(Default)]
-struct WorkerOutcome {
-    sampler: Sampler,
-    errors: ErrorLog,
-}
-
-impl WorkerOutcome {
-    fn merge(&mut self, other: WorkerOutcome) {
-        self.sampler.merge(other.sampler);
-        self.errors.merge(other.errors);
-    }
-}
-
-/// Runs `op` for every operation number in `range`, sampling latency
-/// through the `Sampler` it is given and recording the errors it returns.
-fn drive(
-    range: Range<u64>,
-    progress: &dyn Progress,
-    mut op: impl FnMut(u64, &mut Sampler) -> Result<(), String>,
-) -> WorkerOutcome {
-    let mut outcome = WorkerOutcome {
-        sampler: Sampler::for_ops(range.end.saturating_sub(range.start)),
-        errors: ErrorLog::default(),
-    };
-    let mut unreported = 0;
-    for g in range {
-        if let Err(message) = op(g, &mut outcome.sampler) {
-            outcome.errors.record(message);
-        }
-        unreported += 1;
-        if unreported == PROGRESS_EVERY {
-            progress.advance(unreported);
-            unreported = 0;
-        }
-    }
-    progress.advance(unreported);
-    outcome
-}
-
-/// Splits `0..ops` into `threads` contiguous ranges and runs `worker` on
-/// each in its own scoped thread (in place when `threads <= 1`).
-fn split_across_threads(
-    ops: u64,
-    threads: usize,
-    worker: impl Fn(Range<u64>) -> WorkerOutcome + Sync,
-) -> WorkerOutcome {
-    let t = threads.max(1) as u64;
-    let bounds = |i: u64| ops / t * i + (ops % t).min(i);
-    across_threads((0..t).map(|i| bounds(i)..bounds(i + 1)).collect(), worker)
-}
-
-/// Runs `worker` on each of `parts` in its own scoped thread (in place
-/// when there is only one) and adds up what they bring back.
-fn across_threads<P: Send>(
-    mut parts: Vec<P>,
-    worker: impl Fn(P) -> WorkerOutcome + Sync,
-) -> WorkerOutcome {
-    if parts.len() <= 1 {
-        return parts.pop().map(&worker).unwrap_or_default();
-    }
-    std::thread::scope(|scope| {
-        let worker = &worker;
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || worker(part)))
-            .collect();
-        let mut total = WorkerOutcome::default();
-        for handle in handles {
-            match handle.join() {
-                Ok(outcome) => total.merge(outcome),
-                Err(_) => total
-                    .errors
-                    .record("a worker thread panicked; its operations are lost".to_string()),
-            }
-        }
-        total
-    })
 }
 
 fn show(key: &[u8; KEY_LEN]) -> &str {
@@ -204,6 +105,7 @@ pub fn run_phase<E: Engine + ?Sized>(
         peak_rss_bytes: None,
         bytes_written: None,
         cpu_seconds: None,
+        user_bytes_put: None,
     };
     let prepared = prepare(workload, phase).and_then(|prepared| {
         if let (Some(cold), true) = (&options.cold, phase.is_read_phase()) {
@@ -256,6 +158,32 @@ pub fn run_phase<E: Engine + ?Sized>(
     } else {
         Vec::new()
     };
+    // A YCSB workload's operations, drawn over the records the YCSB
+    // phases before it left.
+    let ycsb_plan = if phase.ycsb_letter().is_some() {
+        match ycsb_run::plan(workload, phase, threads) {
+            Ok(plan) => {
+                report.reads = plan.reads;
+                Some(plan)
+            }
+            Err(message) => {
+                report.errors.record(format!("{phase}: {message}"));
+                return report;
+            }
+        }
+    } else {
+        None
+    };
+    report.user_bytes_put = match phase {
+        Phase::FillRandom => Some(ops.saturating_mul((KEY_LEN + workload.value_len()) as u64)),
+        _ if phase.is_ycsb() => Some(ycsb_run::user_bytes_put(
+            workload,
+            phase,
+            ycsb_plan.as_ref(),
+        )),
+        _ => None,
+    };
+    let value_len = workload.value_len();
     let conflicts = AtomicU64::new(0);
     let lock_retries = [AtomicU64::new(0), AtomicU64::new(0)];
     let counters_before = engine.counters();
@@ -266,10 +194,18 @@ pub fn run_phase<E: Engine + ?Sized>(
     let start = Instant::now();
     let mut outcome = match phase {
         Phase::FillRandom => split_across_threads(ops, threads, |range| {
+            let mut value = Vec::with_capacity(value_len);
             drive(range, progress, |p, sampler| {
-                fill_op(engine, &load_order, p, sampler)
+                fill_op(engine, &load_order, p, &mut value, value_len, sampler)
             })
         }),
+        Phase::YcsbLoad => ycsb_run::load(engine, workload, threads, progress),
+        Phase::YcsbA | Phase::YcsbB | Phase::YcsbC | Phase::YcsbD | Phase::YcsbE | Phase::YcsbF => {
+            match &ycsb_plan {
+                Some(plan) => ycsb_run::transactions(engine, workload, phase, plan, progress),
+                None => WorkerOutcome::default(),
+            }
+        }
         Phase::ReadRandom => split_across_threads(ops, threads, |range| {
             let mut buf = Vec::new();
             drive(range, progress, |g, sampler| {
@@ -279,6 +215,7 @@ pub fn run_phase<E: Engine + ?Sized>(
                     workload.read_key_index(g),
                     g,
                     &mut buf,
+                    value_len,
                     sampler,
                 )
             })
@@ -305,7 +242,7 @@ pub fn run_phase<E: Engine + ?Sized>(
                 if position == hot {
                     position = 0;
                 }
-                read_op(engine, phase, j, g, &mut buf, sampler)
+                read_op(engine, phase, j, g, &mut buf, value_len, sampler)
             })
         }),
         Phase::ReadMissing => split_across_threads(ops, threads, |range| {
@@ -356,20 +293,23 @@ pub fn run_phase<E: Engine + ?Sized>(
         }),
         Phase::Mixed => across_threads(mixed_lanes, |lane| {
             let mut buf = Vec::new();
+            let mut value = Vec::with_capacity(value_len);
             let mut at = lane.iter();
             drive(0..lane.len() as u64, progress, |_, sampler| {
                 let o = at.next().copied().unwrap_or(u64::MAX);
-                mixed_op(engine, &mixed_ops, o, &mut buf, sampler)
+                mixed_op(
+                    engine, &mixed_ops, o, &mut buf, &mut value, value_len, sampler,
+                )
             })
         }),
     };
-    if phase == Phase::FillRandom {
+    if phase.is_fill() {
         report.puts_elapsed = Some(start.elapsed());
         progress.stage("flush and wait");
         if let Err(message) = engine.flush_and_wait() {
             outcome
                 .errors
-                .record(format!("fillrandom: flush and wait failed: {message}"));
+                .record(format!("{phase}: flush and wait failed: {message}"));
         }
     }
     report.elapsed = start.elapsed();
@@ -488,6 +428,8 @@ fn fill_op<E: Engine + ?Sized>(
     engine: &E,
     load_order: &[u64],
     p: u64,
+    v: &mut Vec<u8>,
+    value_len: usize,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
     let Some(&item) = usize::try_from(p).ok().and_then(|i| load_order.get(i)) else {
@@ -495,9 +437,10 @@ fn fill_op<E: Engine + ?Sized>(
     };
     let j = 2 * item;
     let k = key(j);
-    let v = value(j);
+    sized_value_into(j, 0, value_len, v);
+    let v = v.as_slice();
     sampler
-        .time(p, || engine.put(&k, &v))
+        .time(p, || engine.put(&k, v))
         .map_err(|e| format!("fillrandom op {p}: put {} failed: {e}", show(&k)))
 }
 
@@ -508,6 +451,7 @@ fn read_op<E: Engine + ?Sized>(
     j: Option<u64>,
     g: u64,
     buf: &mut Vec<u8>,
+    value_len: usize,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
     let Some(j) = j else {
@@ -524,7 +468,7 @@ fn read_op<E: Engine + ?Sized>(
             show(&k)
         ));
     }
-    if !is_versioned_value(buf, j, 0) {
+    if !is_sized_value(buf, j, 0, value_len) {
         return Err(format!(
             "{phase} op {g}: get {} returned a {}-byte value that is not value({j})",
             show(&k),
@@ -563,10 +507,11 @@ fn multi_get_op<E: Engine + ?Sized>(
             keys.len()
         ));
     }
+    let value_len = workload.value_len();
     for (&j, value) in indexes.iter().zip(&values) {
         let k = key(j);
         match value {
-            Some(v) if is_versioned_value(v, j, 0) => {}
+            Some(v) if is_sized_value(v, j, 0, value_len) => {}
             Some(v) => {
                 return Err(format!(
                     "{phase}: {} returned a {}-byte value that is not value({j})",
@@ -617,8 +562,9 @@ fn after_delete_op<E: Engine + ?Sized>(
         )),
         (false, true) => {
             let latest = latest_versions.get(&j).copied();
-            if is_versioned_value(buf, j, 0)
-                || latest.is_some_and(|v| is_versioned_value(buf, j, v))
+            let value_len = workload.value_len();
+            if is_sized_value(buf, j, 0, value_len)
+                || latest.is_some_and(|v| is_sized_value(buf, j, v, value_len))
             {
                 Ok(())
             } else {
@@ -682,6 +628,7 @@ fn scan_op<E: Engine + ?Sized>(
         buf,
         item,
         expected_len,
+        workload.value_len(),
         &format!("seekrandom scan {s}: scan from {}", show(&start)),
     )
 }
@@ -705,13 +652,25 @@ fn rev_scan_op<E: Engine + ?Sized>(
         .time(s, || engine.scan_rev(&end, SCAN_ENTRIES, buf))
         .map_err(|e| format!("{what} failed: {e}"))?;
     // Descending from `item`: entry `offset` is item − offset.
-    check_items(buf, expected_len, |offset| item - offset, &what)
+    check_items(
+        buf,
+        expected_len,
+        |offset| item - offset,
+        workload.value_len(),
+        &what,
+    )
 }
 
 /// Checks that `buf` holds exactly the present keys `2·first`, `2·first +
 /// 2`, … (`len` of them) with their first values; `what` names the scan.
-fn check_entries(buf: &ScanBuffer, first: u64, len: u64, what: &str) -> Result<(), String> {
-    check_items(buf, len, |offset| first + offset, what)
+fn check_entries(
+    buf: &ScanBuffer,
+    first: u64,
+    len: u64,
+    value_len: usize,
+    what: &str,
+) -> Result<(), String> {
+    check_items(buf, len, |offset| first + offset, value_len, what)
 }
 
 /// Checks that `buf` holds exactly `len` entries, entry `offset` being the
@@ -720,6 +679,7 @@ fn check_items(
     buf: &ScanBuffer,
     len: u64,
     item: impl Fn(u64) -> u64,
+    value_len: usize,
     what: &str,
 ) -> Result<(), String> {
     if buf.len() as u64 != len {
@@ -738,7 +698,7 @@ fn check_items(
                 show(&want)
             ));
         }
-        if !is_versioned_value(got_value, j, 0) {
+        if !is_sized_value(got_value, j, 0, value_len) {
             return Err(format!(
                 "{what}: entry {offset} ({}) carries a {}-byte value that is not value({j})",
                 show(&want),
@@ -770,6 +730,7 @@ fn prefix_scan_op<E: Engine + ?Sized>(
         buf,
         first,
         expected_len,
+        workload.value_len(),
         &format!("seekprefix scan {s}: scan of prefix {shown}"),
     )
 }
@@ -812,6 +773,8 @@ fn mixed_op<E: Engine + ?Sized>(
     ops: &[MixedOp],
     o: u64,
     buf: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+    value_len: usize,
     sampler: &mut Sampler,
 ) -> Result<(), String> {
     let Some(&op) = usize::try_from(o).ok().and_then(|o| ops.get(o)) else {
@@ -820,9 +783,10 @@ fn mixed_op<E: Engine + ?Sized>(
     let j = op.key_index;
     let k = key(j);
     if op.is_put {
-        let v = versioned_value(j, op.version);
+        sized_value_into(j, op.version, value_len, value);
+        let v = value.as_slice();
         return sampler
-            .time(o, || engine.put(&k, &v))
+            .time(o, || engine.put(&k, v))
             .map_err(|e| format!("mixed op {o}: put {} failed: {e}", show(&k)));
     }
     buf.clear();
@@ -836,11 +800,14 @@ fn mixed_op<E: Engine + ?Sized>(
             op.version
         ));
     }
-    if is_versioned_value(buf, j, op.version) {
+    if is_sized_value(buf, j, op.version, value_len) {
         return Ok(());
     }
     // Only on failure: name the stale version if it is one.
-    match (0..op.version).rev().find(|&v| is_versioned_value(buf, j, v)) {
+    match (0..op.version)
+        .rev()
+        .find(|&v| is_sized_value(buf, j, v, value_len))
+    {
         Some(stale) => Err(format!(
             "mixed op {o}: get {} returned version {stale}, expected version {} (stale)",
             show(&k),

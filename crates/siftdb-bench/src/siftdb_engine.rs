@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use crate::{
-    changed_value, Counters, Engine, LockRetries, ScanBuffer, BLOCKS_READ_FROM_FILE,
-    WRITE_STALL_MICROS,
+    changed_value, siftdb_storage_options, CompressionChoice, Counters, Engine, LockRetries,
+    ScanBuffer, BLOCKS_READ_FROM_FILE, WRITE_STALL_MICROS,
 };
 use siftdb::{Db, DbIterator, FilterPolicy, Options, PrefixExtractor};
 
@@ -37,6 +37,11 @@ pub struct SiftdbConfig {
     /// Record no latency or size histograms (`Options::histograms(false)`):
     /// the other side of their cost's A/B.
     pub histograms_off: bool,
+    /// `--compression` (siftdb has LZ4 only, its default).
+    pub compression: CompressionChoice,
+    /// `--blob-threshold`: key-value separation from this many bytes
+    /// (refused: siftdb has none yet).
+    pub blob_threshold: Option<u64>,
 }
 
 /// A siftdb database under measurement.
@@ -127,6 +132,9 @@ impl SiftdbEngine {
             opts = opts.histograms(false);
             settings.push(("histograms".to_string(), "false".to_string()));
         }
+        let (opts, storage) =
+            siftdb_storage_options(opts, config.compression, config.blob_threshold)?;
+        settings.extend(storage);
         let db = Db::open_with(dir, opts).map_err(|e| e.to_string())?;
         Ok(SiftdbEngine { db, settings })
     }

@@ -57,6 +57,39 @@ impl Zipfian {
         }
     }
 
+    /// The distribution over `0..items` with `zetan` given rather than
+    /// summed: YCSB's `ScrambledZipfianGenerator` draws over 10^10 items
+    /// with `zeta(10^10, 0.99)` precomputed, which no one sums per run.
+    pub fn with_zetan(items: u64, theta: f64, zetan: f64) -> Self {
+        let items = items.max(1);
+        let zeta2theta = zeta(2, theta);
+        Zipfian {
+            items,
+            theta,
+            alpha: 1.0 / (1.0 - theta),
+            zetan,
+            eta: (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta2theta / zetan),
+            second_item_bound: 1.0 + 0.5f64.powf(theta),
+        }
+    }
+
+    /// Grows the distribution to `items` items (fewer leave it as it is),
+    /// adding the new terms to `zetan` as YCSB's `ZipfianGenerator` does
+    /// when the item count rises between draws (the latest distribution of
+    /// workload D, whose inserts extend the key space).
+    pub fn grow_to(&mut self, items: u64) {
+        if items <= self.items {
+            return;
+        }
+        for i in self.items..items {
+            self.zetan += 1.0 / ((i + 1) as f64).powf(self.theta);
+        }
+        self.items = items;
+        let zeta2theta = zeta(2, self.theta);
+        self.eta =
+            (1.0 - (2.0 / items as f64).powf(1.0 - self.theta)) / (1.0 - zeta2theta / self.zetan);
+    }
+
     /// Number of items.
     pub fn items(&self) -> u64 {
         self.items
@@ -172,6 +205,19 @@ mod tests {
             (tail_share / tail_theory - 1.0).abs() < 0.1,
             "{tail_share} vs {tail_theory}"
         );
+    }
+
+    #[test]
+    fn growing_matches_a_fresh_distribution() {
+        let mut grown = Zipfian::new(1000, YCSB_ZIPFIAN_CONSTANT);
+        grown.grow_to(1500);
+        grown.grow_to(1200);
+        let fresh = Zipfian::new(1500, YCSB_ZIPFIAN_CONSTANT);
+        assert_eq!(grown.items(), 1500);
+        assert!((grown.zetan() - fresh.zetan()).abs() < 1e-9);
+        assert!((grown.eta() - fresh.eta()).abs() < 1e-12);
+        let given = Zipfian::with_zetan(1500, YCSB_ZIPFIAN_CONSTANT, fresh.zetan());
+        assert_eq!(given.draws(100, 5), fresh.draws(100, 5));
     }
 
     #[test]

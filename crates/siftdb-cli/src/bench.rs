@@ -19,8 +19,9 @@ use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
     check_before_run, check_phase_order, describe_run, device_fraction_line, measure_device,
-    parse_count, run_phase, summary_table, DeviceBaseline, Engine, MemoryEngine, Phase,
-    PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine, Workload, DEFAULT_DEPTHS,
+    parse_count, run_phase, summary_table, ycsb_amplification, CompressionChoice, DeviceBaseline,
+    Engine, MemoryEngine, Phase, PhaseReport, Progress, RunOptions, SiftdbConfig, SiftdbEngine,
+    Workload, DEFAULT_DEPTHS,
 };
 
 /// Exit code when a phase failed its checks.
@@ -61,7 +62,15 @@ pub struct BenchArgs {
     /// back, retried on conflict; the summary gives conflicts per commit;
     /// txn-locking: the Zipfian pairs in locking transactions, both keys
     /// read for update, retried on deadlock or lock timeout, which the
-    /// summary counts).
+    /// summary counts); then the YCSB phases, not run by default:
+    /// ycsb-load (N records of `user` keys) and the core workloads ycsb-a
+    /// (50% reads, 50% updates), ycsb-b (95/5), ycsb-c (reads), ycsb-d
+    /// (95% reads of the latest records, 5% inserts), ycsb-e (95% scans of
+    /// 1..=100 records, 5% inserts), ycsb-f (50% reads, 50%
+    /// read-modify-writes), requests Zipfian(0.99) over hashed keys, every
+    /// read checked against the latest version written; ycsb-load and
+    /// ycsb-a, -b, -d, -e, -f run once whatever --rounds says, and write
+    /// and space amplification are printed after ycsb-load and at the end.
     #[arg(
         long,
         value_delimiter = ',',
@@ -170,6 +179,19 @@ pub struct BenchArgs {
     #[arg(long)]
     no_histograms: bool,
 
+    /// Bytes of every value, for every phase [default: 100 for the phases
+    /// of WORKLOADS.md, so figures published with them stay comparable;
+    /// 1000 for the YCSB phases, 10 fields of 100 bytes]. YCSB records
+    /// carry a 16-byte stamp, so they need at least 16.
+    #[arg(long, value_name = "BYTES", value_parser = parse_count)]
+    value_size: Option<u64>,
+
+    /// How siftdb compresses its tables: `lz4` (its default, every level)
+    /// or `zstd-bottom` (zstd on the bottommost level, LZ4 above: refused
+    /// until siftdb has zstd).
+    #[arg(long, value_enum, default_value = "lz4")]
+    compression: CompressionChoice,
+
     /// Engine to measure: `siftdb`, or `memory` (a BTreeMap, which measures
     /// the harness only).
     #[arg(long, default_value = "siftdb")]
@@ -223,6 +245,8 @@ pub struct EngineConfig<'a> {
     pub level1_bytes: Option<u64>,
     /// siftdb records no histograms.
     pub histograms_off: bool,
+    /// `--compression`.
+    pub compression: CompressionChoice,
 }
 
 /// Opens the engine named `name`. Adding an engine is one arm here.
@@ -239,6 +263,8 @@ pub fn open_engine(name: &str, config: &EngineConfig<'_>) -> Result<Box<dyn Engi
                 block_cache_bytes: None,
                 direct_reads: false,
                 histograms_off: config.histograms_off,
+                compression: config.compression,
+                blob_threshold: None,
             },
         )?)),
         // Nothing to tune: the map has neither filters nor a memtable.
@@ -375,7 +401,11 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     if args.bulkload {
         return run_bulkload_comparison(args, ops);
     }
-    let workload = Workload::with_ops(args.n, ops)?;
+    let mut workload = Workload::with_ops(args.n, ops)?.with_phases(&args.phases);
+    if let Some(bytes) = args.value_size {
+        workload = workload
+            .with_value_len(usize::try_from(bytes).map_err(|_| "--value-size is too large")?)?;
+    }
     let mut json = match &args.json {
         Some(path) => Some(BufWriter::new(create_output(path)?)),
         None => None,
@@ -397,6 +427,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         range_bits: args.range_bits,
         level1_bytes: args.level1_bytes,
         histograms_off: args.no_histograms,
+        compression: args.compression,
     };
     let engine = open_engine(&args.engine, &config)?;
 
@@ -418,16 +449,12 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
             print!("{}", measured.to_human());
             device = Some(measured);
         }
-        let rounds = if phase == Phase::FillRandom {
-            1
-        } else {
-            args.rounds
-        };
+        let rounds = if phase.repeatable() { args.rounds } else { 1 };
         for round in 1..=rounds {
             let report = run_one(engine.as_ref(), &workload, phase, &options, show_progress);
             emit(&report, json.as_mut(), args.json.as_deref())?;
             let compared = match args.compare_threads {
-                Some(threads) if phase != Phase::FillRandom => {
+                Some(threads) if phase.repeatable() => {
                     let options = RunOptions {
                         threads: usize::from(threads),
                         ..options.clone()
@@ -441,9 +468,33 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
             if let Some(other) = &compared {
                 scaling.push((phase, round, report.ops_per_sec(), other.ops_per_sec()));
             }
+            let loaded = report.phase == Phase::YcsbLoad && report.passed();
             reports.push(report);
             reports.extend(compared);
+            if loaded {
+                print_amplification(
+                    engine.as_ref(),
+                    dir.path(),
+                    &workload,
+                    &reports,
+                    "after ycsb-load",
+                    false,
+                );
+            }
         }
+    }
+    if reports
+        .iter()
+        .any(|r| r.phase.is_ycsb() && r.phase != Phase::YcsbLoad)
+    {
+        print_amplification(
+            engine.as_ref(),
+            dir.path(),
+            &workload,
+            &reports,
+            "at the end",
+            true,
+        );
     }
     drop(engine);
 
@@ -497,6 +548,25 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the YCSB phases' write and space amplification so far (the
+/// memory engine has no files: none).
+fn print_amplification(
+    engine: &dyn Engine,
+    dir: &Path,
+    workload: &Workload,
+    reports: &[PhaseReport],
+    at: &str,
+    flush: bool,
+) {
+    if engine.name() == "memory" {
+        return;
+    }
+    match ycsb_amplification(engine, dir, workload, reports, at, flush) {
+        Ok(amplification) => println!("{}", amplification.to_line()),
+        Err(e) => eprintln!("note: no amplification {at}: {e}"),
+    }
 }
 
 /// How long the device is read at each depth.
@@ -614,6 +684,7 @@ mod tests {
             range_bits: None,
             level1_bytes: None,
             histograms_off: false,
+            compression: CompressionChoice::Lz4,
         };
         assert_eq!(open_engine("memory", &config).unwrap().name(), "memory");
         let err = open_engine("leveldb", &config).err().unwrap();

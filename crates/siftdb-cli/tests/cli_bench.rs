@@ -415,3 +415,45 @@ fn device_baseline_measures_the_device_before_the_reads_or_says_why_not() {
         assert!(stderr.contains("O_DIRECT"), "{stdout}{stderr}");
     }
 }
+
+/// The YCSB phases through `siftdb bench`: every read checked, a value
+/// size of its own, write and space amplification after the load and at
+/// the end; a YCSB workload listed before the load is refused.
+#[test]
+fn bench_runs_the_ycsb_phases_and_prints_amplification() {
+    let out = siftdb(&[
+        "bench",
+        "--n",
+        "2000",
+        "--ops",
+        "600",
+        "--threads",
+        "2",
+        "--rounds",
+        "2",
+        "--value-size",
+        "512",
+        "--phases",
+        "ycsb-load,ycsb-a,ycsb-b,ycsb-c,ycsb-d,ycsb-e,ycsb-f",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for wanted in [
+        "after ycsb-load: write amplification",
+        "at the end: write amplification",
+        "space amplification",
+    ] {
+        assert!(stdout.contains(wanted), "{wanted}: {stdout}");
+    }
+    // ycsb-c alone runs each round; the workloads that write run once.
+    let rows = |phase: &str| {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("{phase} ")) && l.ends_with("ok"))
+            .count()
+    };
+    assert_eq!((rows("ycsb-a"), rows("ycsb-c")), (1, 2), "{stdout}");
+    let out = siftdb(&["bench", "--phases", "ycsb-a,ycsb-load"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("ycsb-load comes after ycsb-a"));
+}

@@ -7,14 +7,19 @@
 //! `OptimisticTxDatabase` (serializable snapshot isolation; the plain
 //! `Database` has no transactions), for every phase of that run;
 //! `settings` says so.
-//! Must never: tune fjall beyond the filter; anything set here that
+//! With `--blob-threshold`, its key-value separation at that threshold
+//! (fjall 3.1 has no zstd, so `--compression zstd-bottom` changes nothing
+//! here, and `settings` says so).
+//! Must never: tune fjall beyond the filter and that; anything set here that
 //! differs from fjall's defaults must appear in `settings`.
 
 use std::path::Path;
 
 use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, OptimisticTxDatabase, Readable};
-use siftdb_bench::{changed_value, Counters, Engine, ScanBuffer};
+use fjall::{
+    Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, OptimisticTxDatabase, Readable,
+};
+use siftdb_bench::{changed_value, CompressionChoice, Counters, Engine, ScanBuffer};
 
 use crate::quiesce::wait_until;
 
@@ -35,6 +40,8 @@ pub struct FjallEngine {
     /// transactions.
     tx: Option<OptimisticTxDatabase>,
     bits_per_key: f64,
+    /// The storage choices' settings (compression, KV separation).
+    storage: Vec<(String, String)>,
 }
 
 impl FjallEngine {
@@ -47,16 +54,51 @@ impl FjallEngine {
     /// `Keyspace` (fjall's `inner()` handles, which it documents as the way
     /// out of the transactional context), so every phase but the txn ones
     /// runs the very code of the plain engine.
-    pub fn open(dir: &Path, bits_per_key: f64, transactions: bool) -> Result<FjallEngine, String> {
+    ///
+    /// fjall 3.1 has LZ4 only: `compression` zstd-bottom leaves its default
+    /// policy (none on levels 0 and 1, LZ4 below), and `settings` says so.
+    /// With `blob_threshold`, its key-value separation
+    /// (`KvSeparationOptions`, default settings but
+    /// `separation_threshold`).
+    pub fn open(
+        dir: &Path,
+        bits_per_key: f64,
+        transactions: bool,
+        compression: CompressionChoice,
+        blob_threshold: Option<u64>,
+    ) -> Result<FjallEngine, String> {
         #[expect(
             clippy::cast_possible_truncation,
             reason = "fjall takes bits per key as f32; 10.0 is exact"
         )]
         let bits = bits_per_key as f32;
-        let options = || {
-            KeyspaceCreateOptions::default().filter_policy(FilterPolicy::all(
-                FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits)),
-            ))
+        let separation = blob_threshold
+            .map(|bytes| {
+                u32::try_from(bytes)
+                    .map(|bytes| KvSeparationOptions::default().separation_threshold(bytes))
+                    .map_err(|_| format!("fjall's separation threshold is a u32; {bytes} is not"))
+            })
+            .transpose()?;
+        let mut storage = Vec::new();
+        if compression == CompressionChoice::ZstdBottom {
+            storage.push((
+                "compression".to_string(),
+                "fjall 3.1 has no zstd: its default kept (none on L0 and L1, LZ4 below)"
+                    .to_string(),
+            ));
+        }
+        if let Some(bytes) = blob_threshold {
+            storage.push((
+                "kv_separation".to_string(),
+                format!("KvSeparationOptions::default().separation_threshold({bytes})"),
+            ));
+        }
+        let options = move || {
+            KeyspaceCreateOptions::default()
+                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+                    BloomConstructionPolicy::BitsPerKey(bits),
+                )))
+                .with_kv_separation(separation.clone())
         };
         let (db, keyspace, tx) = if transactions {
             let tx = OptimisticTxDatabase::builder(dir)
@@ -74,6 +116,7 @@ impl FjallEngine {
             db,
             tx,
             bits_per_key,
+            storage,
         })
     }
 }
@@ -100,6 +143,7 @@ impl Engine for FjallEngine {
                 self.bits_per_key
             ),
         )];
+        settings.extend(self.storage.iter().cloned());
         if self.tx.is_some() {
             settings.push((
                 "database".to_string(),

@@ -20,7 +20,7 @@ pub mod rocks;
 use std::path::Path;
 
 use siftdb::FilterPolicy;
-use siftdb_bench::{Engine, MemoryEngine, SiftdbConfig, SiftdbEngine};
+use siftdb_bench::{CompressionChoice, Engine, MemoryEngine, SiftdbConfig, SiftdbEngine};
 
 /// The RocksDB version the `rocksdb` crate's bundled source is (from
 /// librocksdb-sys's version in Cargo.lock, checked at build to be 10 or
@@ -69,6 +69,16 @@ pub struct PeerConfig {
     /// siftdb reads data blocks past the page cache
     /// (`Options::direct_reads`); the peers read through it.
     pub direct_reads: bool,
+    /// How every engine compresses its tables (`--compression`): LZ4, or
+    /// zstd on the bottommost level (RocksDB's `bottommost_compression`;
+    /// fjall 3 has no zstd and keeps its default; siftdb refuses it until
+    /// it has zstd).
+    pub compression: CompressionChoice,
+    /// Key-value separation from this many bytes (`--blob-threshold`):
+    /// RocksDB's blob files (`enable_blob_files`, `min_blob_size`), fjall's
+    /// KV separation (`separation_threshold`); siftdb refuses it until it
+    /// has `Options::blob_threshold`.
+    pub blob_threshold: Option<u64>,
 }
 
 /// The block cache both peers run with by default (RocksDB 11's 32 MiB
@@ -95,6 +105,8 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
                 range_bits_per_key: config.range_bits,
                 block_cache_bytes: Some(PEER_BLOCK_CACHE_BYTES),
                 direct_reads: config.direct_reads,
+                compression: config.compression,
+                blob_threshold: config.blob_threshold,
                 ..SiftdbConfig::default()
             },
         )?)),
@@ -102,13 +114,16 @@ pub fn open_engine(name: &str, dir: &Path, config: &PeerConfig) -> Result<Box<dy
             dir,
             config.bits_per_key,
             config.prefix_len,
-            config.transactions,
-            config.locking,
+            (config.transactions, config.locking),
+            config.compression,
+            config.blob_threshold,
         )?)),
         "fjall" => Ok(Box::new(fjall_engine::FjallEngine::open(
             dir,
             config.bits_per_key,
             config.transactions,
+            config.compression,
+            config.blob_threshold,
         )?)),
         "memory" => Ok(Box::new(MemoryEngine::new())),
         other => Err(format!(

@@ -23,9 +23,10 @@ use serde_json::{json, Value};
 use siftdb::FilterPolicy;
 use siftdb_bench::plot::{run_svg, write_svg};
 use siftdb_bench::{
-    check_before_run, check_phase_order, describe_run, device_fraction_line, measure_device,
-    parse_count, raw_data_bytes, run_phase, write_back_dirty_pages, DeviceBaseline, Fit,
-    NoProgress, Phase, RunOptions, Workload, DEFAULT_DEPTHS,
+    check_before_run, check_phase_order, describe_run, device_fraction_line, fmt_mib,
+    measure_device, parse_count, raw_data_bytes, run_phase, write_back_dirty_pages,
+    ycsb_amplification, Amplification, CompressionChoice, DeviceBaseline, Fit, NoProgress, Phase,
+    PhaseReport, RunOptions, Workload, DEFAULT_DEPTHS,
 };
 use siftdb_peers::compare::{
     figures_table, median_rounds, ratio_table, ratios, round_ratio_table, Measured,
@@ -73,7 +74,11 @@ struct Args {
     /// either, the peers open their optimistic transaction databases for
     /// the whole run), txn-locking (RocksDB opened as its locking
     /// TransactionDB for the whole run, so not with txn or txn-uniform;
-    /// fjall has no locking transactions).
+    /// fjall has no locking transactions); then the YCSB phases: ycsb-load
+    /// and the core workloads ycsb-a … ycsb-f (the same definitions as
+    /// `siftdb bench`, every read checked; write and space amplification
+    /// per engine after ycsb-load and at the end; with --rounds they run
+    /// in the last round only, ycsb-load with the fills).
     #[arg(
         long,
         value_delimiter = ',',
@@ -157,6 +162,27 @@ struct Args {
     /// `Options::direct_reads`), so its block cache is their only cache.
     #[arg(long)]
     direct_reads: bool,
+
+    /// Bytes of every value, for every phase [default: 100 for the phases
+    /// of WORKLOADS.md, so figures published with them stay comparable;
+    /// 1000 for the YCSB phases, 10 fields of 100 bytes].
+    #[arg(long, value_name = "BYTES", value_parser = parse_count)]
+    value_size: Option<u64>,
+
+    /// How every engine compresses its tables: `lz4` (every engine's
+    /// default: siftdb and RocksDB LZ4 on every level, fjall none on L0
+    /// and L1 and LZ4 below) or `zstd-bottom` (RocksDB's
+    /// bottommost_compression zstd; fjall 3 has no zstd and keeps its
+    /// default; siftdb refuses it until it has zstd).
+    #[arg(long, value_enum, default_value = "lz4")]
+    compression: CompressionChoice,
+
+    /// Key-value separation from this many bytes: RocksDB's blob files
+    /// (enable_blob_files, min_blob_size), fjall's KV separation at the
+    /// same threshold; siftdb refuses it until it has
+    /// Options::blob_threshold [default: none].
+    #[arg(long, value_name = "BYTES", value_parser = parse_count)]
+    blob_threshold: Option<u64>,
 
     /// Also write one JSON object per line to FILE: a run header, every
     /// phase report (`"kind": "phase"`) and every ratio (`"kind": "ratio"`).
@@ -267,6 +293,8 @@ fn peer_config(args: &Args) -> PeerConfig {
             .iter()
             .any(|phase| matches!(phase, Phase::Txn | Phase::TxnUniform)),
         locking: args.phases.contains(&Phase::TxnLocking),
+        compression: args.compression,
+        blob_threshold: args.blob_threshold,
     }
 }
 
@@ -314,7 +342,7 @@ fn engine_dir(name: &str, args: &Args) -> Result<EngineDir, String> {
     if let Some(root) = &args.keep_in {
         let path = root.join(name);
         let marker = root.join(format!("{name}.filled"));
-        let fills = args.phases.contains(&Phase::FillRandom);
+        let fills = args.phases.iter().any(|phase| phase.is_fill());
         if fills {
             if path.exists() {
                 return Err(format!(
@@ -368,8 +396,13 @@ fn run_phases(
     phases: &[Phase],
     round: Option<(usize, usize)>,
     setup: Setup<'_>,
-    json: &mut Option<JsonLines>,
+    out: Outputs<'_>,
 ) -> Result<Vec<Measured>, String> {
+    let Outputs {
+        json,
+        earlier,
+        amplification,
+    } = out;
     let Setup {
         args,
         workload,
@@ -433,7 +466,20 @@ fn run_phases(
             out.write(&line)?;
         }
         let filled = phase == Phase::FillRandom && measured.report.passed();
+        let loaded = phase == Phase::YcsbLoad && measured.report.passed();
         reports.push(measured);
+        if loaded {
+            let so_far: Vec<PhaseReport> = reports.iter().map(|m| m.report.clone()).collect();
+            let amp = ycsb_amplification(
+                engine.as_ref(),
+                dir.path(),
+                workload,
+                &so_far,
+                "after ycsb-load",
+                false,
+            )?;
+            record_amplification(amp, json, amplification)?;
+        }
         if filled {
             if let EngineDir::Kept { marker, .. } = dir {
                 std::fs::write(marker, fill_marker(name, args))
@@ -441,15 +487,57 @@ fn run_phases(
             }
         }
     }
+    if phases
+        .iter()
+        .any(|phase| phase.is_ycsb() && *phase != Phase::YcsbLoad)
+    {
+        let all: Vec<PhaseReport> = earlier
+            .iter()
+            .cloned()
+            .chain(reports.iter().map(|m| m.report.clone()))
+            .collect();
+        let amp = ycsb_amplification(
+            engine.as_ref(),
+            dir.path(),
+            workload,
+            &all,
+            "at the end",
+            true,
+        )?;
+        record_amplification(amp, json, amplification)?;
+    }
     drop(engine);
     println!();
     Ok(reports)
 }
 
+/// Where `run_phases` writes besides stdout: the JSON lines, the
+/// amplification figures, and what the engine's earlier openings
+/// reported (the YCSB load of a run with rounds).
+struct Outputs<'a> {
+    json: &'a mut Option<JsonLines>,
+    earlier: &'a [PhaseReport],
+    amplification: &'a mut Vec<Amplification>,
+}
+
+/// Prints one amplification figure, writes its JSON line, keeps it.
+fn record_amplification(
+    amp: Amplification,
+    json: &mut Option<JsonLines>,
+    kept: &mut Vec<Amplification>,
+) -> Result<(), String> {
+    println!("{}", amp.to_line());
+    if let Some(out) = json.as_mut() {
+        out.write(&amp.to_json())?;
+    }
+    kept.push(amp);
+    Ok(())
+}
+
 /// True for the phases after the fill that change the data: mixed and
 /// the txn phases overwrite values, deleterange deletes keys.
 fn changes_data(phase: Phase) -> bool {
-    phase != Phase::FillRandom && !phase.is_read_only()
+    !phase.is_fill() && !phase.is_read_only()
 }
 
 /// Removes a temporary engine directory; says where a kept one is.
@@ -480,6 +568,7 @@ fn finish_dir(dir: EngineDir) -> Result<(), String> {
 fn run_rounds(
     setup: Setup<'_>,
     json: &mut Option<JsonLines>,
+    amplification: &mut Vec<Amplification>,
 ) -> Result<Vec<Vec<(usize, Measured)>>, String> {
     let args = setup.args;
     let rounds = usize::from(args.rounds);
@@ -488,7 +577,12 @@ fn run_rounds(
         // One engine's directory at a time: removed before the next is made.
         for (name, out) in args.engines.iter().zip(measured.iter_mut()) {
             let dir = engine_dir(name, args)?;
-            let reports = run_phases(name, &dir, &args.phases, None, setup, json)?;
+            let outputs = Outputs {
+                json: &mut *json,
+                earlier: &[],
+                amplification: &mut *amplification,
+            };
+            let reports = run_phases(name, &dir, &args.phases, None, setup, outputs)?;
             out.extend(reports.into_iter().map(|m| (0, m)));
             finish_dir(dir)?;
         }
@@ -506,13 +600,25 @@ fn run_rounds(
             return Ok(());
         };
         let tag = Some((round, rounds));
-        let reports = run_phases(name, dir, phases, tag, setup, json)?;
+        let earlier: Vec<PhaseReport> = out.iter().map(|(_, m)| m.report.clone()).collect();
+        let outputs = Outputs {
+            json: &mut *json,
+            earlier: &earlier,
+            amplification: &mut *amplification,
+        };
+        let reports = run_phases(name, dir, phases, tag, setup, outputs)?;
         out.extend(reports.into_iter().map(|m| (round, m)));
         Ok(())
     };
-    if args.phases.contains(&Phase::FillRandom) {
+    let fills: Vec<Phase> = args
+        .phases
+        .iter()
+        .copied()
+        .filter(|p| p.is_fill())
+        .collect();
+    if !fills.is_empty() {
         for i in 0..args.engines.len() {
-            run(i, &[Phase::FillRandom], 0)?;
+            run(i, &fills, 0)?;
         }
         // The last fill's dirty pages would otherwise be written back
         // during the first round, on the first engine's reads.
@@ -525,8 +631,9 @@ fn run_rounds(
             .copied()
             .filter(|&p| {
                 // The rounds after a phase that changes the data would read
-                // another database.
-                p != Phase::FillRandom && (!changes_data(p) || round + 1 == rounds)
+                // another database; the YCSB workloads each expect the
+                // records the ones before them left, so all run last.
+                !p.is_fill() && ((!changes_data(p) && !p.is_ycsb()) || round + 1 == rounds)
             })
             .collect();
         if reads.is_empty() {
@@ -564,7 +671,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             ));
         }
     }
-    let workload = Workload::with_ops(args.n, ops)?;
+    let mut workload = Workload::with_ops(args.n, ops)?.with_phases(&args.phases);
+    if let Some(bytes) = args.value_size {
+        workload = workload
+            .with_value_len(usize::try_from(bytes).map_err(|_| "--value-size is too large")?)?;
+    }
     let mut json = args.json.as_ref().map(JsonLines::create).transpose()?;
     if let Some(path) = &args.plot {
         File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -622,7 +733,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         options: &options,
         device: device.as_ref(),
     };
-    let measured = run_rounds(setup, &mut json)?;
+    let mut amplification = Vec::new();
+    let measured = run_rounds(setup, &mut json, &mut amplification)?;
     let runs: Vec<(String, Vec<Measured>)> = args
         .engines
         .iter()
@@ -699,6 +811,16 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         _ => println!("(no ratios: they need siftdb and at least one peer in --engines)"),
     }
 
+    if !amplification.is_empty() {
+        println!();
+        println!(
+            "## Write and space amplification (YCSB records, {} bytes each)",
+            siftdb_bench::ycsb_record_bytes(workload.ycsb_value_len())
+        );
+        println!();
+        print!("{}", amplification_table(&amplification));
+    }
+
     let failed: Vec<String> = runs
         .iter()
         .flat_map(|(_, reports)| reports.iter())
@@ -713,6 +835,30 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(EXIT_CHECK_FAILED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One markdown row per engine and moment: write amplification (bytes
+/// the process wrote ÷ bytes put) and space amplification (bytes on disk ÷
+/// live bytes), with the figures they divide.
+fn amplification_table(amps: &[Amplification]) -> String {
+    let mut s = String::from(
+        "| engine | when | write amp | written | put | space amp | on disk | live |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for a in amps {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.2} | {} | {} |\n",
+            a.engine,
+            a.at,
+            a.write_amplification()
+                .map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
+            a.bytes_written.map_or_else(|| "-".to_string(), fmt_mib),
+            fmt_mib(a.user_bytes_put),
+            a.space_amplification(),
+            fmt_mib(a.disk_bytes),
+            fmt_mib(a.live_user_bytes),
+        ));
+    }
+    s
 }
 
 fn main() -> ExitCode {

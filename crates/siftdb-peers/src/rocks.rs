@@ -10,7 +10,10 @@
 //! `OptimisticTransactionDB` (the plain `DB` cannot run transactions), and
 //! for one with txn-locking as a `TransactionDB` (row locks, deadlock
 //! detection on), for every phase of that run; `settings` says so.
-//! Must never: tune RocksDB beyond the filter and the extractor; anything
+//! With `--compression zstd-bottom`, `bottommost_compression` is zstd;
+//! with `--blob-threshold`, blob files hold the values from that size.
+//! Must never: tune RocksDB beyond the filter, the extractor and those
+//! storage choices; anything
 //! set here that differs from RocksDB's defaults must appear in `settings`.
 //! With an extractor, a scan that may cross prefixes must seek in total
 //! order (prefix mode leaves other prefixes' keys undefined).
@@ -18,11 +21,14 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBAccess, DBRawIteratorWithThreadMode, ErrorKind,
-    MultiThreaded, OptimisticTransactionDB, Options, ReadOptions, SliceTransform, TransactionDB,
-    TransactionDBOptions, TransactionOptions, WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBAccess, DBCompressionType,
+    DBRawIteratorWithThreadMode, ErrorKind, MultiThreaded, OptimisticTransactionDB, Options,
+    ReadOptions, SliceTransform, TransactionDB, TransactionDBOptions, TransactionOptions,
+    WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
 };
-use siftdb_bench::{changed_value, Counters, Engine, LockRetries, ScanBuffer, WRITE_STALL_MICROS};
+use siftdb_bench::{
+    changed_value, CompressionChoice, Counters, Engine, LockRetries, ScanBuffer, WRITE_STALL_MICROS,
+};
 
 use crate::quiesce::wait_until;
 
@@ -62,6 +68,8 @@ pub struct RocksEngine {
     version: String,
     bits_per_key: f64,
     prefix_len: Option<usize>,
+    /// The storage choices' settings (compression, blob files).
+    storage: Vec<(String, String)>,
 }
 
 impl RocksEngine {
@@ -75,12 +83,19 @@ impl RocksEngine {
     /// so that [`Engine::read_modify_write`] can run; with `locking`, as a
     /// `TransactionDB` (same options, its default 16 lock stripes and 1 s
     /// lock timeout) for [`Engine::locking_read_modify_write`].
+    ///
+    /// The run's storage choices: with [`CompressionChoice::ZstdBottom`],
+    /// `bottommost_compression` zstd (upper levels keep LZ4); with
+    /// `blob_threshold`, integrated BlobDB (`enable_blob_files`,
+    /// `min_blob_size` the threshold, its other settings — blob garbage
+    /// collection off — at their defaults).
     pub fn open(
         dir: &Path,
         bits_per_key: f64,
         prefix_len: Option<usize>,
-        transactions: bool,
-        locking: bool,
+        (transactions, locking): (bool, bool),
+        compression: CompressionChoice,
+        blob_threshold: Option<u64>,
     ) -> Result<RocksEngine, String> {
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(bits_per_key, false);
@@ -89,6 +104,25 @@ impl RocksEngine {
         opts.set_block_based_table_factory(&table);
         if let Some(len) = prefix_len {
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
+        }
+        let mut storage = Vec::new();
+        if compression == CompressionChoice::ZstdBottom {
+            opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+            storage.push((
+                "bottommost_compression".to_string(),
+                "zstd (Options::set_bottommost_compression_type(Zstd); the levels above keep LZ4)"
+                    .to_string(),
+            ));
+        }
+        if let Some(bytes) = blob_threshold {
+            opts.set_enable_blob_files(true);
+            opts.set_min_blob_size(bytes);
+            storage.push((
+                "blob_files".to_string(),
+                format!(
+                    "enable_blob_files = true, min_blob_size = {bytes} (blob GC off, its default)"
+                ),
+            ));
         }
         // The default column family opened by name, with these options (as
         // `DB::open` does), so that `cf_handle` serves it: batched MultiGet
@@ -115,11 +149,21 @@ impl RocksEngine {
             )
         };
         let version = library_version(dir).unwrap_or_else(|| "unknown".to_string());
+        // RocksDB takes a bottommost zstd it was built without and writes
+        // something else: refuse, so no figure claims zstd it does not have.
+        if compression == CompressionChoice::ZstdBottom && !zstd_linked(dir) {
+            return Err(
+                "--compression zstd-bottom: this RocksDB was built without zstd (its LOG says \
+                 kZSTD supported: 0); build siftdb-peers with rust-rocksdb's zstd feature"
+                    .to_string(),
+            );
+        }
         Ok(RocksEngine {
             db,
             version,
             bits_per_key,
             prefix_len,
+            storage,
         })
     }
 
@@ -171,6 +215,15 @@ fn library_version(dir: &Path) -> Option<String> {
         .map(|(_, version)| version.trim().to_string())
 }
 
+/// True when the opened library says in its info log that zstd is
+/// compiled in (`kZSTD supported: 1`).
+fn zstd_linked(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("LOG")).is_ok_and(|log| {
+        log.lines()
+            .any(|line| line.trim_end().ends_with("kZSTD supported: 1"))
+    })
+}
+
 impl Engine for RocksEngine {
     fn name(&self) -> String {
         format!("rocksdb {}", self.version)
@@ -196,6 +249,7 @@ impl Engine for RocksEngine {
                 format!("TransactionDB (the run has txn-locking; every phase runs on it); a transaction (deadlock_detect on, lock timeout {LOCK_TIMEOUT_MS} ms) locks with get_for_update (exclusive) and commits, retried on a deadlock (Busy) or a lock timeout (TimedOut)"),
             ));
         }
+        settings.extend(self.storage.iter().cloned());
         if let Some(len) = self.prefix_len {
             settings.push((
                 "prefix_extractor".to_string(),
