@@ -638,7 +638,7 @@ fn the_format_v9_fixture_opens_and_reads_every_key() {
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-        assert_eq!(format.version(), 9);
+        assert_eq!(format.version(), 10);
     }
     assert!(
         tables

@@ -47,6 +47,7 @@ mod block_reads;
 pub mod builder;
 pub mod compression;
 pub mod context;
+mod dictionary_training;
 pub mod counters;
 pub mod filter_hash;
 pub mod filter_stats;
@@ -64,6 +65,7 @@ pub mod salvage;
 mod scan;
 pub mod scan_filters;
 mod verify;
+pub mod zstd_codec;
 
 pub use builder::{TableBuilder, TableInfo};
 pub use context::{ReadContext, ReadSettings};

@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
-use crate::table::compression::decompress_block;
+use crate::table::compression::decompress;
 use crate::table::context::ReadContext;
 use crate::table::format::{
     check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FILTER_ALIGN, FOOTER_LEN,
@@ -134,10 +134,13 @@ fn entries_of(block: Block) -> Result<Vec<(Bytes, Bytes)>> {
 }
 
 /// The block of stored bytes `stored` with `codec`, decoded and checked.
+/// A block compressed with its table's zstd dictionary does not decode
+/// here (salvage reads blocks without the table's metadata): an error, the
+/// block's keys are reported lost.
 fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
     let bytes = match codec {
         Codec::Raw => Bytes::copy_from_slice(stored),
-        Codec::Lz4 => Bytes::from(decompress_block(stored)?),
+        codec => Bytes::from(decompress(stored, codec, None)?),
     };
     entries_of(Block::parse(bytes)?)
 }
