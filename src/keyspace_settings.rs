@@ -147,7 +147,11 @@ impl KeyspaceSettings {
             field(&mut fields, TAG_BLOCK_SIZE, &bytes.to_le_bytes());
         }
         if let Some(compression) = self.compression {
-            field(&mut fields, TAG_COMPRESSION, &compression_bytes(compression));
+            field(
+                &mut fields,
+                TAG_COMPRESSION,
+                &compression_bytes(compression),
+            );
         }
         if let Some(len) = self.prefix_len {
             field(&mut fields, TAG_PREFIX, &len.to_le_bytes());

@@ -202,7 +202,10 @@ impl fmt::Debug for Options {
             .field("table_target_bytes", &self.table_target_bytes)
             .field("compression", &self.compression)
             .field("bottommost_compression", &self.bottommost_compression)
-            .field("bottommost_dictionary_bytes", &self.bottommost_dictionary_bytes)
+            .field(
+                "bottommost_dictionary_bytes",
+                &self.bottommost_dictionary_bytes,
+            )
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
@@ -838,7 +841,10 @@ impl Options {
                     "bottommost_zstd_dictionary_bytes must be 0 or within [{min}, {max}], got {dictionary}"
                 )));
             }
-            if !self.bottommost_compression.is_some_and(Compression::is_zstd) {
+            if !self
+                .bottommost_compression
+                .is_some_and(Compression::is_zstd)
+            {
                 return Err(Error::invalid(
                     "bottommost_zstd_dictionary_bytes needs a zstd bottommost_compression",
                 ));

@@ -23,11 +23,13 @@ use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use siftdb::internals::table::block::Block;
 use siftdb::internals::table::compression::compress_block;
+use siftdb::internals::table::compression::ZstdEncoder;
 use siftdb::internals::table::{ReadCounters, Table, TableBuilder, TableFormat, TableOptions};
 use siftdb::Compression;
 use siftdb::PrefixExtractor;
-use siftdb::internals::table::compression::ZstdEncoder;
-use siftdb_testkit::fuzzing::table::{block_decode, block_decompress, fixed_dictionary, table_open};
+use siftdb_testkit::fuzzing::table::{
+    block_decode, block_decompress, fixed_dictionary, table_open,
+};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -184,7 +186,9 @@ fn seed_zstd_blocks() -> Vec<(u8, Vec<u8>)> {
     let mut out = Vec::new();
     for raw in seed_raw_blocks() {
         let mut stored = Vec::new();
-        ZstdEncoder::new(3, None).unwrap().compress(&raw, &mut stored);
+        ZstdEncoder::new(3, None)
+            .unwrap()
+            .compress(&raw, &mut stored);
         out.push((DECODE_ZSTD, stored.clone()));
         ZstdEncoder::new(3, Some(&fixed_dictionary().0))
             .unwrap()

@@ -17,11 +17,13 @@ const SAMPLES_PER_DICTIONARY_BYTE: usize = 100;
 /// dictionary's size: the builder's memory for it.
 pub const MAX_PENDING_BYTES: usize = 8 << 20;
 
-/// Finished data blocks, uncompressed, each with its index separator,
-/// waiting for the dictionary.
+/// A finished data block, uncompressed, and its index separator.
+pub type HeldBlock = (Vec<u8>, Vec<u8>);
+
+/// Finished data blocks waiting for the dictionary.
 #[derive(Debug)]
 pub struct PendingBlocks {
-    blocks: Vec<(Vec<u8>, Vec<u8>)>,
+    blocks: Vec<HeldBlock>,
     bytes: usize,
     dictionary_bytes: usize,
 }
@@ -58,7 +60,7 @@ impl PendingBlocks {
 
     /// The dictionary trained from every block held (`None` when zstd finds
     /// too little), and the blocks in order, to be written.
-    pub fn train(self) -> (Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>) {
+    pub fn train(self) -> (Option<Vec<u8>>, Vec<HeldBlock>) {
         let samples: Vec<&[u8]> = self.blocks.iter().map(|(b, _)| b.as_slice()).collect();
         (
             train_dictionary(&samples, self.dictionary_bytes),

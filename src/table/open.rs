@@ -20,6 +20,7 @@ use bytes::Bytes;
 use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::fs::{RandomAccessFile, SharedFs};
+use crate::options::Compression;
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::block_reads::{file_of, read_source, slice_of};
@@ -33,7 +34,6 @@ use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::reader::{FilterStatus, Source, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
 use crate::table::zstd_codec::ZstdDictionary;
-use crate::options::Compression;
 use siftdb_filter::fuse::ARITY;
 use siftdb_filter::{AlignedBytes, AnyFilterView, FilterParseError};
 

@@ -35,7 +35,6 @@ use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::compression::decompress;
-use crate::table::zstd_codec::ZstdDictionary;
 use crate::table::context::ReadContext;
 use crate::table::format::{
     check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FILTER_ALIGN, FOOTER_LEN,
@@ -43,6 +42,7 @@ use crate::table::format::{
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::Table;
+use crate::table::zstd_codec::ZstdDictionary;
 
 /// A data block read whole: its entries in order.
 #[derive(Debug, Clone)]

@@ -127,8 +127,8 @@ impl ZstdDictionary {
         if zstd_safe::get_dict_id_from_dict(bytes).is_none() {
             return Err(corrupt("not a zstd dictionary (magic or id)".to_string()));
         }
-        let prepared = DDict::try_create(bytes)
-            .ok_or_else(|| corrupt("zstd does not load it".to_string()))?;
+        let prepared =
+            DDict::try_create(bytes).ok_or_else(|| corrupt("zstd does not load it".to_string()))?;
         if prepared.get_dict_id().is_none() {
             return Err(corrupt("zstd loads it without an id".to_string()));
         }
@@ -223,7 +223,9 @@ mod tests {
         let mut state = seed;
         let mut out = Vec::new();
         while out.len() < n {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             out.extend_from_slice(format!("user{:012}:", state >> 40).as_bytes());
             for i in 0..6 {
                 let word = WORDS[((state >> (i * 5)) % 12) as usize];
@@ -298,7 +300,11 @@ mod tests {
 
         let samples: Vec<Vec<u8>> = (0..64).map(|i| records(200 + i, 4000)).collect();
         let dictionary = train_dictionary(&samples, 4 << 10).unwrap();
-        for bad in [&dictionary[..100], &[0u8; 4096][..], &vec![7u8; 2 << 20][..]] {
+        for bad in [
+            &dictionary[..100],
+            &[0u8; 4096][..],
+            &vec![7u8; 2 << 20][..],
+        ] {
             assert!(ZstdDictionary::parse(bad).unwrap_err().is_corruption());
         }
         let mut wrong_magic = dictionary.clone();

@@ -257,7 +257,9 @@ pub fn fixed_dictionary() -> &'static (Vec<u8>, ZstdDictionary) {
         let samples: Vec<Vec<u8>> = (0..64u32)
             .map(|i| {
                 (0..40u32)
-                    .flat_map(|j| format!("key{:05} value {} {} ", i * 40 + j, j % 7, i % 3).into_bytes())
+                    .flat_map(|j| {
+                        format!("key{:05} value {} {} ", i * 40 + j, j % 7, i % 3).into_bytes()
+                    })
                     .collect()
             })
             .collect();
@@ -321,7 +323,8 @@ pub fn block_decompress(data: &[u8]) {
         if codec != Codec::ZstdDictionary {
             assert!(stored.len() <= rest.len() - rest.len() / 4, "it pays");
         }
-        let back = decompress(&stored, codec, Some(dictionary)).expect("a compressed block decodes");
+        let back =
+            decompress(&stored, codec, Some(dictionary)).expect("a compressed block decodes");
         assert_eq!(back, rest, "round trip");
     }
     assert_eq!(
