@@ -25,11 +25,7 @@ const WHAT: &str = "compressed block";
 /// Bytes of the uncompressed-length prefix of a compressed block.
 const LEN_PREFIX: usize = 4;
 
-/// The largest uncompressed data block a decoder accepts: 128 MiB, above any
-/// block a builder makes (a 16 MiB `Options::block_size` target plus one
-/// entry of the largest key and value, 64 KiB + 64 MiB). Larger blocks are
-/// stored raw.
-pub const MAX_BLOCK_LEN: usize = 128 << 20;
+pub use crate::table::format::MAX_BLOCK_LEN;
 
 /// LZ4 expands at most 255 output bytes per input byte (a match length grows
 /// by 255 per extra length byte), so a stored block of `n` bytes cannot

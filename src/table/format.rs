@@ -27,6 +27,11 @@ pub const FORMAT_VERSION: u32 = 10;
 pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
+/// The largest uncompressed data block a decoder accepts: 128 MiB, above any
+/// block a builder makes (a 16 MiB `Options::block_size` target plus one
+/// entry of the largest key and value, 64 KiB + 64 MiB). Larger blocks are
+/// stored raw.
+pub const MAX_BLOCK_LEN: usize = 128 << 20;
 /// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
 /// Bytes of the trailer after every block: type byte, codec byte, crc32.

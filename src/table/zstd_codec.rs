@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use zstd::zstd_safe::{self, CParameter, DCtx, DDict};
 
 use crate::error::{Error, Result};
-use crate::table::compression::MAX_BLOCK_LEN;
+use crate::table::format::MAX_BLOCK_LEN;
 
 /// What errors name before the table layer locates them.
 const WHAT: &str = "zstd block";
