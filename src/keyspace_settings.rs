@@ -9,15 +9,17 @@
 //! [`Options::validate`] would refuse.
 //!
 //! ```text
-//! 1      count c (u8, 0..=7)
+//! 1      count c (u8, 0..=9)
 //! ...    c settings, tags strictly increasing, each a tag u8 and its value:
 //!        1 filter policy (14): rule u8 (0 bits per key, 1 level-aware),
 //!          bits per key f64, flags u8 (bit 0 optimize for hits, bit 1
 //!          static filters), static filters' first level u32 (0 without)
-//!        2 block size u32        3 compression u8 (0 none, 1 LZ4)
+//!        2 block size u32        3 compression: kind u8 (0 none,
+//!          1 LZ4, 2 zstd followed by its level u8, 1..=22)
 //!        4 fixed prefix length u32 (0: no fixed extractor)
 //!        5 whole-key filtering u8 (0, 1)   6 range filter bits f64
-//!        7 memtable bytes u64
+//!        7 memtable bytes u64   8 bottommost compression (as 3)
+//!        9 bottommost zstd dictionary bytes u32
 //! ```
 
 use crate::codec::ByteReader;
@@ -36,6 +38,8 @@ const TAG_PREFIX: u8 = 4;
 const TAG_WHOLE_KEY_FILTERING: u8 = 5;
 const TAG_RANGE_FILTER_BITS: u8 = 6;
 const TAG_MEMTABLE_BYTES: u8 = 7;
+const TAG_BOTTOMMOST_COMPRESSION: u8 = 8;
+const TAG_BOTTOMMOST_DICTIONARY_BYTES: u8 = 9;
 
 /// A keyspace's stored settings; an unset one takes the database's
 /// [`Options`].
@@ -57,6 +61,10 @@ pub struct KeyspaceSettings {
     pub range_filter_bits_per_key: Option<f64>,
     /// See `Options::memtable_bytes`.
     pub memtable_bytes: Option<u64>,
+    /// See `Options::bottommost_compression`.
+    pub bottommost_compression: Option<Compression>,
+    /// See `Options::bottommost_zstd_dictionary_bytes`.
+    pub bottommost_dictionary_bytes: Option<u32>,
 }
 
 impl KeyspaceSettings {
@@ -90,6 +98,12 @@ impl KeyspaceSettings {
         }
         if let Some(bytes) = self.memtable_bytes {
             opts.memtable_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        if let Some(compression) = self.bottommost_compression {
+            opts.bottommost_compression = Some(compression);
+        }
+        if let Some(bytes) = self.bottommost_dictionary_bytes {
+            opts.bottommost_dictionary_bytes = bytes as usize;
         }
         opts
     }
@@ -136,7 +150,7 @@ impl KeyspaceSettings {
             field(
                 &mut fields,
                 TAG_COMPRESSION,
-                &[compression_byte(compression)],
+                &compression_bytes(compression),
             );
         }
         if let Some(len) = self.prefix_len {
@@ -154,6 +168,14 @@ impl KeyspaceSettings {
         }
         if let Some(bytes) = self.memtable_bytes {
             field(&mut fields, TAG_MEMTABLE_BYTES, &bytes.to_le_bytes());
+        }
+        if let Some(compression) = self.bottommost_compression {
+            let value = compression_bytes(compression);
+            field(&mut fields, TAG_BOTTOMMOST_COMPRESSION, &value);
+        }
+        if let Some(bytes) = self.bottommost_dictionary_bytes {
+            let value = bytes.to_le_bytes();
+            field(&mut fields, TAG_BOTTOMMOST_DICTIONARY_BYTES, &value);
         }
         out.push(count);
         out.extend_from_slice(&fields);
@@ -199,13 +221,7 @@ impl KeyspaceSettings {
                     });
                 }
                 TAG_BLOCK_SIZE => settings.block_size = Some(reader.u32()?),
-                TAG_COMPRESSION => {
-                    settings.compression = Some(match reader.u8()? {
-                        0 => Compression::None,
-                        1 => Compression::Lz4,
-                        other => return Err(bad(format!("compression {other}"))),
-                    })
-                }
+                TAG_COMPRESSION => settings.compression = Some(read_compression(reader)?),
                 TAG_PREFIX => settings.prefix_len = Some(reader.u32()?),
                 TAG_WHOLE_KEY_FILTERING => {
                     settings.whole_key_filtering = Some(match reader.u8()? {
@@ -218,6 +234,12 @@ impl KeyspaceSettings {
                     settings.range_filter_bits_per_key = Some(f64::from_bits(reader.u64()?));
                 }
                 TAG_MEMTABLE_BYTES => settings.memtable_bytes = Some(reader.u64()?),
+                TAG_BOTTOMMOST_COMPRESSION => {
+                    settings.bottommost_compression = Some(read_compression(reader)?);
+                }
+                TAG_BOTTOMMOST_DICTIONARY_BYTES => {
+                    settings.bottommost_dictionary_bytes = Some(reader.u32()?);
+                }
                 other => return Err(bad(format!("unknown tag {other}"))),
             }
         }
@@ -253,6 +275,12 @@ impl std::fmt::Display for KeyspaceSettings {
         if let Some(bytes) = self.memtable_bytes {
             parts.push(format!("memtable_bytes={bytes}"));
         }
+        if let Some(compression) = self.bottommost_compression {
+            parts.push(format!("bottommost_compression={compression:?}"));
+        }
+        if let Some(bytes) = self.bottommost_dictionary_bytes {
+            parts.push(format!("bottommost_dictionary_bytes={bytes}"));
+        }
         if parts.is_empty() {
             f.write_str("-")
         } else {
@@ -261,10 +289,29 @@ impl std::fmt::Display for KeyspaceSettings {
     }
 }
 
-fn compression_byte(compression: Compression) -> u8 {
+/// A compression setting's bytes: its kind, and a zstd level after it.
+fn compression_bytes(compression: Compression) -> Vec<u8> {
     match compression {
-        Compression::None => 0,
-        Compression::Lz4 => 1,
+        Compression::None => vec![0],
+        Compression::Lz4 => vec![1],
+        // Levels are within 1..=22 (`Compression::validate`).
+        Compression::Zstd { level } => vec![2, u8::try_from(level).unwrap_or(0)],
+    }
+}
+
+/// A compression setting read back; its level is checked with the rest of
+/// the settings.
+fn read_compression(reader: &mut ByteReader<'_>) -> Result<Compression> {
+    match reader.u8()? {
+        0 => Ok(Compression::None),
+        1 => Ok(Compression::Lz4),
+        2 => Ok(Compression::Zstd {
+            level: i32::from(reader.u8()?),
+        }),
+        other => Err(Error::corruption(
+            "manifest",
+            format!("keyspace settings: compression {other}"),
+        )),
     }
 }
 
@@ -295,6 +342,8 @@ mod tests {
             whole_key_filtering: Some(false),
             range_filter_bits_per_key: Some(14.0),
             memtable_bytes: Some(1 << 20),
+            bottommost_compression: Some(Compression::Zstd { level: 19 }),
+            bottommost_dictionary_bytes: Some(16 << 10),
         }
     }
 
@@ -306,14 +355,15 @@ mod tests {
             every_setting().to_string(),
             "filter=\"level-aware 12.5 bits/key, static filters from level 2, no filter on the last level\" \
              block_size=16384 compression=None prefix=fixed:6 whole_key_filtering=false \
-             range_filter_bits=14 memtable_bytes=1048576"
+             range_filter_bits=14 memtable_bytes=1048576 \
+             bottommost_compression=Zstd { level: 19 } bottommost_dictionary_bytes=16384"
         );
         let bytes = round_trip(&every_setting());
         assert_eq!(
             bytes.len(),
-            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9
+            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9 + 3 + 5
         );
-        assert_eq!(bytes[0], 7);
+        assert_eq!(bytes[0], 9);
         for policy in [
             FilterPolicy::bits_per_key(10.0),
             FilterPolicy::bits_per_key(0.0),
@@ -404,7 +454,9 @@ mod tests {
         for bytes in [
             &[2, 3, 0, 2, 0, 16, 0, 0][..],
             &[2, 3, 0, 3, 1][..],
-            &[1, 8, 0][..],
+            &[1, 10, 0][..],
+            &[1, 8, 2, 23][..],
+            &[1, 9, 0, 1, 0, 0][..],
             &[1, 3, 2][..],
             &[1, 5, 2][..],
             &[1, 1, 0, 0, 0, 0, 0, 0, 0x24, 0x40, 0, 1, 0, 0, 0][..],

@@ -51,6 +51,7 @@ mod async_transaction;
 pub mod backup;
 mod batch;
 mod codec;
+mod compression;
 mod counter;
 mod db;
 mod error;
@@ -210,7 +211,12 @@ pub mod internals {
         }
         /// Block compression.
         pub mod compression {
-            pub use crate::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
+            pub use crate::table::compression::{
+                compress_block, decompress, decompress_block, MAX_BLOCK_LEN,
+            };
+            pub use crate::table::zstd_codec::{
+                train_dictionary, ZstdDictionary, ZstdEncoder, MAX_ZSTD_RATIO,
+            };
         }
         /// Block trailers and the footer.
         pub mod format {

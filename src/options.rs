@@ -15,18 +15,7 @@ use crate::prefix::PrefixExtractor;
 use crate::shared::{Cache, RateLimiter, WriteBufferManager};
 use siftdb_filter::FilterPolicy;
 
-/// How data blocks are stored (`Options::compression`). Index, filter and
-/// properties blocks are always stored raw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Every data block stored as it is.
-    None,
-    /// LZ4 per data block; a block is stored raw when LZ4 does not save at
-    /// least an eighth of it. Decompressing costs about a microsecond per
-    /// 4 KiB block read from the file; cache hits pay nothing.
-    #[default]
-    Lz4,
-}
+pub use crate::compression::Compression;
 
 /// Database options. Start from `Options::default()` and chain builder methods.
 ///
@@ -61,6 +50,8 @@ pub struct Options {
     pub(crate) level_size_ratio: u64,
     pub(crate) table_target_bytes: u64,
     pub(crate) compression: Compression,
+    pub(crate) bottommost_compression: Option<Compression>,
+    pub(crate) bottommost_dictionary_bytes: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: Option<usize>,
     pub(crate) mmap_reads: bool,
@@ -164,6 +155,8 @@ impl Default for Options {
             level_size_ratio: 10,
             table_target_bytes: 32 << 20,
             compression: Compression::default(),
+            bottommost_compression: None,
+            bottommost_dictionary_bytes: 0,
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             max_open_files: None,
             mmap_reads: false,
@@ -209,6 +202,11 @@ impl fmt::Debug for Options {
             .field("level_size_ratio", &self.level_size_ratio)
             .field("table_target_bytes", &self.table_target_bytes)
             .field("compression", &self.compression)
+            .field("bottommost_compression", &self.bottommost_compression)
+            .field(
+                "bottommost_dictionary_bytes",
+                &self.bottommost_dictionary_bytes,
+            )
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("mmap_reads", &self.mmap_reads)
@@ -464,6 +462,41 @@ impl Options {
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
+    }
+
+    /// How tables written to the bottommost level store their data blocks
+    /// (a compaction's output level ≥ 1 with no table in any level below
+    /// it, and ingested tables); default `None`: [`Options::compression`]
+    /// everywhere. The bottom holds most of the data and is rewritten least
+    /// often, so a stronger codec there (`Compression::zstd(3)`, with LZ4
+    /// above) buys most of zstd's space for little of its write cost; reads
+    /// of bottom blocks from the file pay zstd's slower decompression.
+    pub fn bottommost_compression(mut self, compression: Compression) -> Self {
+        self.bottommost_compression = Some(compression);
+        self
+    }
+
+    /// A zstd dictionary of up to `bytes` per bottommost table (0: none, the
+    /// default; else within [`Compression::MIN_DICTIONARY_BYTES`,
+    /// `Compression::MAX_DICTIONARY_BYTES`]
+    /// and `bottommost_compression` must be zstd). It is trained from the
+    /// table's first data blocks, buffered up to 100 × `bytes` (at most
+    /// 8 MiB) before they are written, stored in the table and used for
+    /// every block: small blocks of similar records compress much better.
+    /// Costs the training per table, that buffer while a table is written,
+    /// and the dictionary's memory per open table.
+    pub fn bottommost_zstd_dictionary_bytes(mut self, bytes: usize) -> Self {
+        self.bottommost_dictionary_bytes = bytes;
+        self
+    }
+
+    /// The compression and dictionary bytes of a new table: the bottommost
+    /// choice for a bottommost table when one is set.
+    pub(crate) fn compression_for(&self, bottommost: bool) -> (Compression, usize) {
+        match self.bottommost_compression.filter(|_| bottommost) {
+            Some(compression) => (compression, self.bottommost_dictionary_bytes),
+            None => (self.compression, 0),
+        }
     }
 
     /// Bytes of data blocks kept in memory, shared by every table of the
@@ -793,6 +826,30 @@ impl Options {
         }
         if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {
             return Err(Error::invalid("total_memtable_bytes must be at least 4096"));
+        }
+        self.compression.validate()?;
+        if let Some(bottom) = self.bottommost_compression {
+            bottom.validate()?;
+        }
+        let dictionary = self.bottommost_dictionary_bytes;
+        if dictionary != 0 {
+            let (min, max) = (
+                Compression::MIN_DICTIONARY_BYTES,
+                Compression::MAX_DICTIONARY_BYTES,
+            );
+            if !(min..=max).contains(&dictionary) {
+                return Err(Error::invalid(format!(
+                    "bottommost_zstd_dictionary_bytes must be 0 or within [{min}, {max}], got {dictionary}"
+                )));
+            }
+            if !self
+                .bottommost_compression
+                .is_some_and(Compression::is_zstd)
+            {
+                return Err(Error::invalid(
+                    "bottommost_zstd_dictionary_bytes needs a zstd bottommost_compression",
+                ));
+            }
         }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));

@@ -424,6 +424,7 @@ const LAYERS: &[(u32, &[&str])] = &[
         3,
         &[
             "options",
+            "compression",
             "batch",
             "memtable",
             "manifest",

@@ -3,7 +3,8 @@
 //! fuzz/corpus/block_decompress, plus seeded random inputs and mutations of
 //! valid tables and compressed blocks, through the same functions the fuzzer
 //! runs. Tables 7 and 8 carry binary fuse filters, 9 and 10 prefix entries
-//! and range filters, 11 all of these.
+//! and range filters, 11 all of these, 13 zstd blocks, 14 and 15 zstd
+//! blocks with the table's dictionary.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -22,10 +23,13 @@ use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::range_tombstone::{FragmentedTombstones, RangeTombstone};
 use siftdb::internals::table::block::Block;
 use siftdb::internals::table::compression::compress_block;
+use siftdb::internals::table::compression::ZstdEncoder;
 use siftdb::internals::table::{ReadCounters, Table, TableBuilder, TableFormat, TableOptions};
 use siftdb::Compression;
 use siftdb::PrefixExtractor;
-use siftdb_testkit::fuzzing::table::{block_decode, block_decompress, table_open};
+use siftdb_testkit::fuzzing::table::{
+    block_decode, block_decompress, fixed_dictionary, table_open,
+};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -133,6 +137,15 @@ fn seed_tables() -> Vec<Vec<u8>> {
         static_filter: Some(FingerprintBits::Eight),
         ..scan_filters.clone()
     };
+    let zstd = TableOptions {
+        block_size: 256,
+        compression: Compression::zstd(3).unwrap(),
+        ..TableOptions::default()
+    };
+    let zstd_dictionary = TableOptions {
+        zstd_dictionary_bytes: 256,
+        ..zstd.clone()
+    };
     vec![
         seed_table(1, &TableOptions::default()),
         seed_table(3, &small),
@@ -148,7 +161,41 @@ fn seed_tables() -> Vec<Vec<u8>> {
         seed_table(40, &prefixes_only),
         seed_table(30, &fuse_scan_filters),
         seed_table_with_range_tombstones(12, &small),
+        seed_table_with(30, &zstd, repetitive),
+        seed_table_with(60, &zstd_dictionary, repetitive),
+        seed_table_with_range_tombstones(
+            30,
+            &TableOptions {
+                block_size: 64,
+                ..zstd_dictionary.clone()
+            },
+        ),
     ]
+}
+
+/// `block_decompress`'s first byte for each codec (bits 1-2; bit 0 clear:
+/// decode): LZ4, zstd, zstd with the fixed dictionary, a dictionary.
+const DECODE_LZ4: u8 = 0;
+const DECODE_ZSTD: u8 = 2;
+const DECODE_ZSTD_DICTIONARY: u8 = 4;
+const PARSE_DICTIONARY: u8 = 6;
+
+/// Stored zstd blocks of the raw seed blocks, without and with the fixed
+/// dictionary, each with its `block_decompress` mode byte.
+fn seed_zstd_blocks() -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    for raw in seed_raw_blocks() {
+        let mut stored = Vec::new();
+        ZstdEncoder::new(3, None)
+            .unwrap()
+            .compress(&raw, &mut stored);
+        out.push((DECODE_ZSTD, stored.clone()));
+        ZstdEncoder::new(3, Some(&fixed_dictionary().0))
+            .unwrap()
+            .compress(&raw, &mut stored);
+        out.push((DECODE_ZSTD_DICTIONARY, stored));
+    }
+    out
 }
 
 /// Raw blocks for `block_decompress` seeds, and their LZ4 forms.
@@ -223,6 +270,28 @@ fn table_open_replays_corpus_and_mutations() {
         compressed_blocks >= 2,
         "{compressed_blocks} LZ4 blocks among the seeds"
     );
+    // zstd blocks (codec 2) and tables with a dictionary and its blocks
+    // (codec 3) are among the seeds.
+    let codecs: Vec<u8> = seed_tables()
+        .into_iter()
+        .flat_map(|file| {
+            let table = Table::from_bytes("seed.sst", file.clone().into(), ReadCounters::new());
+            let handles = table.unwrap().data_block_handles().to_vec();
+            handles
+                .iter()
+                .map(|h| file[(h.offset + h.len) as usize + 1])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(codecs.contains(&2) && codecs.contains(&3), "{codecs:?}");
+    let with_dictionary = seed_tables()
+        .into_iter()
+        .filter(|file| {
+            let table = Table::from_bytes("seed.sst", file.clone().into(), ReadCounters::new());
+            table.unwrap().properties().compression_dictionary.is_some()
+        })
+        .count();
+    assert_eq!(with_dictionary, 2, "seeds with a zstd dictionary");
     let with_range_filter = seed_tables()
         .into_iter()
         .filter(|file| {
@@ -283,8 +352,12 @@ fn block_decompress_replays_corpus_and_mutations() {
         block_decompress(&std::fs::read(file).unwrap());
     }
     let mut rng = SplitMix64::new(0xC0DEC);
-    for stored in seed_compressed_blocks() {
-        let input = [&[0u8][..], &stored].concat();
+    let lz4 = seed_compressed_blocks()
+        .into_iter()
+        .map(|stored| (DECODE_LZ4, stored));
+    let dictionary = (PARSE_DICTIONARY, fixed_dictionary().0.clone());
+    for (mode, stored) in lz4.chain(seed_zstd_blocks()).chain([dictionary]) {
+        let input = [&[mode][..], &stored].concat();
         block_decompress(&input);
         for _ in 0..500 {
             let mut mutated = input.clone();
@@ -298,7 +371,9 @@ fn block_decompress_replays_corpus_and_mutations() {
         }
     }
     for raw in seed_raw_blocks() {
-        block_decompress(&[&[1u8][..], &raw].concat());
+        for mode in [DECODE_LZ4, DECODE_ZSTD, DECODE_ZSTD_DICTIONARY] {
+            block_decompress(&[&[mode | 1][..], &raw].concat());
+        }
     }
     for _ in 0..2000 {
         let len = rng.below(300) as usize;
@@ -360,4 +435,14 @@ fn write_seed_corpus() {
     hostile.extend_from_slice(&u32::MAX.to_le_bytes());
     hostile.extend_from_slice(b"\x1fabc");
     std::fs::write(dir.join("seed-claims-too-much"), hostile).unwrap();
+    for (i, (mode, stored)) in seed_zstd_blocks().iter().enumerate() {
+        let input = [&[*mode][..], stored].concat();
+        std::fs::write(dir.join(format!("seed-zstd-{i}")), input).unwrap();
+    }
+    for (i, raw) in seed_raw_blocks().iter().enumerate() {
+        let input = [&[DECODE_ZSTD_DICTIONARY | 1][..], raw].concat();
+        std::fs::write(dir.join(format!("seed-zstd-roundtrip-{i}")), input).unwrap();
+    }
+    let dictionary = [&[PARSE_DICTIONARY][..], &fixed_dictionary().0].concat();
+    std::fs::write(dir.join("seed-zstd-dictionary"), dictionary).unwrap();
 }

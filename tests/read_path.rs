@@ -484,7 +484,7 @@ fn copy_of_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// One step of the writes that made tests/data/format_v9_db: puts (a
+/// One step of the writes that made tests/data/format_v10_db: puts (a
 /// value) and deletes (none), then range deletes (`[start, end)`), then what
 /// the database did after them.
 struct FixtureStep {
@@ -503,9 +503,9 @@ enum AfterStep {
     StayInLog,
 }
 
-/// The writes of tests/data/format_v9_db, in order.
-fn format_v9_steps() -> Vec<FixtureStep> {
-    let key = |i: u32| format!("v9key{i:04}");
+/// The writes of tests/data/format_v10_db, in order.
+fn format_v10_steps() -> Vec<FixtureStep> {
+    let key = |i: u32| format!("v10key{i:04}");
     let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
     vec![
         FixtureStep {
@@ -543,10 +543,10 @@ fn format_v9_steps() -> Vec<FixtureStep> {
     ]
 }
 
-/// What tests/data/format_v9_db holds: the steps applied to a map.
-fn format_v9_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// What tests/data/format_v10_db holds: the steps applied to a map.
+fn format_v10_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut model = BTreeMap::new();
-    for step in format_v9_steps() {
+    for step in format_v10_steps() {
         for (key, value) in step.writes {
             match value {
                 Some(value) => model.insert(key.into_bytes(), value.into_bytes()),
@@ -562,29 +562,30 @@ fn format_v9_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
-/// Writes tests/data/format_v9_db anew with today's code (run by hand,
+/// Writes tests/data/format_v10_db anew with today's code (run by hand,
 /// `SIFTDB_WRITE_FIXTURE=1 cargo test -p siftdb --test read_path --
-/// --ignored write_format_v9_fixture`, only when the format's version
+/// --ignored write_format_v10_fixture`, only when the format's version
 /// changes before the first release: from then on a fixture is never
 /// rewritten, a new one is added beside it).
 #[test]
 #[ignore = "writes the fixture in the source tree; run by hand"]
-fn write_format_v9_fixture() {
+fn write_format_v10_fixture() {
     if std::env::var("SIFTDB_WRITE_FIXTURE").as_deref() != Ok("1") {
         return;
     }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v9_db");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v10_db");
     if fixture.exists() {
         std::fs::remove_dir_all(&fixture).unwrap();
     }
-    let db = Db::open_with(&fixture, Options::default()).unwrap();
+    // Bottommost tables zstd-coded with a dictionary (format 10's blocks).
+    let db = Db::open_with(&fixture, fixture_options()).unwrap();
     // Every write lands in the default keyspace and, in the same batch,
     // in keyspace "events" (value prefixed "e-"), whose stored settings
     // the manifest records.
     let events = db
         .keyspace_with("events", fixture_events_settings())
         .unwrap();
-    for step in format_v9_steps() {
+    for step in format_v10_steps() {
         for (key, value) in step.writes {
             let mut batch = siftdb::WriteBatch::new();
             match value {
@@ -622,23 +623,35 @@ fn fixture_events_settings() -> siftdb::KeyspaceOptions {
     siftdb::KeyspaceOptions::new()
         .block_size(1024)
         .prefix_extractor(siftdb::PrefixExtractor::fixed(5).unwrap())
+        .bottommost_compression(siftdb::Compression::zstd(3).unwrap())
+        .bottommost_zstd_dictionary_bytes(1024)
 }
 
-/// The one fixture of the format this build writes: tests/data/format_v9_db
-/// (tables of format 9 in level 0 and below it, one with a range
-/// tombstone, in two keyspaces, a log of format 6 holding the last writes and a range delete), made by `write_format_v9_fixture`. Until the first
+/// The database options the fixture was written with: small blocks, so
+/// that its bottommost tables have enough of them to train a dictionary.
+fn fixture_options() -> Options {
+    Options::default()
+        .block_size(1024)
+        .bottommost_compression(siftdb::Compression::zstd(3).unwrap())
+        .bottommost_zstd_dictionary_bytes(1024)
+}
+
+/// The one fixture of the format this build writes: tests/data/format_v10_db
+/// (tables of format 10 in level 0 and below it, the bottom ones
+/// zstd-coded with a dictionary, one with a range
+/// tombstone, in two keyspaces, a log of format 6 holding the last writes and a range delete), made by `write_format_v10_fixture`. Until the first
 /// release a format change replaces the format and this fixture with it;
 /// from the first release on every format change keeps reading the
 /// previous ones, and this fixture (never rewritten) checks that it does.
 #[test]
-fn the_format_v9_fixture_opens_and_reads_every_key() {
-    let dir = copy_of_fixture("format_v9_db");
+fn the_format_v10_fixture_opens_and_reads_every_key() {
+    let dir = copy_of_fixture("format_v10_db");
     let tables = tables_in(dir.path());
     assert!(tables.len() >= 3, "{tables:?}");
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-        assert_eq!(format.version(), 9);
+        assert_eq!(format.version(), 10);
     }
     assert!(
         tables
@@ -680,15 +693,30 @@ fn the_format_v9_fixture_opens_and_reads_every_key() {
         (stored.block_size, stored.prefix_len, stored.compression),
         (Some(1024), Some(5), None)
     );
+    assert_eq!(
+        (
+            stored.bottommost_compression,
+            stored.bottommost_dictionary_bytes
+        ),
+        (Some(siftdb::Compression::zstd(3).unwrap()), Some(1024))
+    );
+    assert!(
+        tables.iter().any(|p| Table::open_path(p)
+            .unwrap()
+            .properties()
+            .compression_dictionary
+            .is_some()),
+        "no table of the fixture holds a zstd dictionary"
+    );
     let replayed = siftdb::internals::wal::replay(&log_bytes, "log").unwrap();
     assert!(replayed.closed_cleanly && !replayed.records.is_empty());
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{report:?}");
 
-    let want = format_v9_contents();
+    let want = format_v10_contents();
     let check = |db: &Db| {
         for i in 0..360 {
-            let key = format!("v9key{i:04}");
+            let key = format!("v10key{i:04}");
             let got = db.get(&key).unwrap();
             assert_eq!(
                 got.as_deref(),
@@ -770,14 +798,14 @@ fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supporte
     );
 }
 
-/// A database one of whose tables carries an older format version (8, the
+/// A database one of whose tables carries an older format version (9, the
 /// one before this build's) or an unknown later one is refused at open,
 /// naming the table, its version and the one this build reads — by a
 /// read-write and a read-only open alike, and by `Table::open`.
 #[test]
 fn a_database_with_a_table_of_another_format_version_is_refused() {
-    for found in [8u32, 1, 10] {
-        let dir = copy_of_fixture("format_v9_db");
+    for found in [9u32, 1, 11] {
+        let dir = copy_of_fixture("format_v10_db");
         let table = tables_in(dir.path()).pop().unwrap();
         let mut bytes = std::fs::read(&table).unwrap();
         with_table_version(&mut bytes, found);
@@ -836,7 +864,7 @@ fn assert_refused_by_repair_and_verify(
 #[test]
 fn a_database_with_a_log_of_another_format_version_is_refused() {
     for found in [5u32, 1, 7] {
-        let dir = copy_of_fixture("format_v9_db");
+        let dir = copy_of_fixture("format_v10_db");
         let log = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())

@@ -173,7 +173,14 @@ fn random_tables_round_trip() {
             restart_interval: [1, 4, 16][round % 3],
             // Level 0's tables are written without page padding.
             page_aligned_blocks: round % 4 != 2,
-            compression: [Compression::Lz4, Compression::None][round % 2],
+            compression: [
+                Compression::Lz4,
+                Compression::None,
+                Compression::zstd(1).unwrap(),
+                Compression::zstd(3).unwrap(),
+            ][round % 4],
+            // zstd with a dictionary trained per table in some rounds.
+            zstd_dictionary_bytes: if round % 4 == 3 { 1024 } else { 0 },
             // Format 3 in some rounds: prefixes in the filter (some without
             // whole keys) and a range filter.
             prefix_extractor: (round % 4 == 1).then(|| PrefixExtractor::fixed(2).unwrap()),

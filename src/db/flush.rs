@@ -46,7 +46,12 @@ pub(crate) fn table_options_for(
     level: usize,
 ) -> TableOptions {
     let defaults = TableOptions::from(opts);
+    // The bottommost level: below level 0, with no table in a deeper level.
+    let bottommost = level > 0 && tree.iter().skip(level + 1).all(|below| below.tables == 0);
+    let (compression, zstd_dictionary_bytes) = opts.compression_for(bottommost);
     TableOptions {
+        compression,
+        zstd_dictionary_bytes,
         page_aligned_blocks: level > 0,
         restart_interval: if level == 0 {
             LEVEL0_RESTART_INTERVAL

@@ -68,6 +68,18 @@ impl KeyspaceOptions {
         self
     }
 
+    /// See [`Options::bottommost_compression`].
+    pub fn bottommost_compression(mut self, compression: Compression) -> Self {
+        self.settings.bottommost_compression = Some(compression);
+        self
+    }
+
+    /// See [`Options::bottommost_zstd_dictionary_bytes`].
+    pub fn bottommost_zstd_dictionary_bytes(mut self, bytes: usize) -> Self {
+        self.settings.bottommost_dictionary_bytes = Some(u32::try_from(bytes).unwrap_or(u32::MAX));
+        self
+    }
+
     /// See [`Options::prefix_extractor`]. A fixed extractor is stored; a
     /// custom one is code, given at each open.
     pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
@@ -146,6 +158,10 @@ impl KeyspaceOptions {
         s.whole_key_filtering = g.whole_key_filtering.or(s.whole_key_filtering);
         s.range_filter_bits_per_key = g.range_filter_bits_per_key.or(s.range_filter_bits_per_key);
         s.memtable_bytes = g.memtable_bytes.or(s.memtable_bytes);
+        s.bottommost_compression = g.bottommost_compression.or(s.bottommost_compression);
+        s.bottommost_dictionary_bytes = g
+            .bottommost_dictionary_bytes
+            .or(s.bottommost_dictionary_bytes);
         if let Some(filter) = &given.compaction_filter {
             out.compaction_filter = Some(Arc::clone(filter));
         }

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::table::block::Block;
 use crate::table::block_buffer;
-use crate::table::compression::decompress_block;
+use crate::table::compression::decompress;
 use crate::table::context::ReadContext;
 use crate::table::format::{check_block, BlockHandle, BlockKind, BlockLocation, Codec};
 use crate::table::overlapped::ReadRequest;
@@ -267,7 +267,10 @@ impl TableInner {
         let location = self.location(BlockKind::Data, handle.offset);
         let bytes = match codec {
             Codec::Raw => stored,
-            Codec::Lz4 => Bytes::from(decompress_block(&stored).map_err(|e| location.relocate(e))?),
+            codec => Bytes::from(
+                decompress(&stored, codec, self.dictionary.as_ref())
+                    .map_err(|e| location.relocate(e))?,
+            ),
         };
         Block::parse(bytes).map_err(|e| location.relocate(e))
     }

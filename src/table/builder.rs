@@ -24,6 +24,7 @@ use crate::key::{
 use crate::range_tombstone::{inclusive_upper_bound, FragmentedTombstones};
 use crate::table::block::BlockBuilder;
 use crate::table::compression::CompressionSampler;
+use crate::table::dictionary_training::PendingBlocks;
 use crate::table::format::{
     encode_trailer, BlockHandle, BlockKind, Codec, Footer, TableFormat, FILTER_ALIGN, PAGE,
     TRAILER_LEN,
@@ -105,6 +106,11 @@ pub struct TableBuilder {
     compressed: Vec<u8>,
     /// Which data blocks get a compression attempt.
     sampler: CompressionSampler,
+    /// Data blocks held back until the table's zstd dictionary is trained
+    /// (only while a table that gets one gathers its samples).
+    pending: Option<PendingBlocks>,
+    /// The table's zstd dictionary, once trained (written by `finish`).
+    dictionary: Option<Vec<u8>>,
     /// Where the last data block's trailer ends (0 before the first).
     data_end: u64,
     /// One index entry's handle, encoded (reused).
@@ -160,6 +166,9 @@ impl TableBuilder {
             max_seq: SeqNo(0),
             compressed: Vec::new(),
             sampler: CompressionSampler::default(),
+            pending: (options.zstd_dictionary_bytes > 0 && options.compression.is_zstd())
+                .then(|| PendingBlocks::new(options.zstd_dictionary_bytes)),
+            dictionary: None,
             data_end: 0,
             handle_bytes: Vec::new(),
             out: Vec::new(),
@@ -277,7 +286,15 @@ impl TableBuilder {
             }))
             / 8.0) as u64;
         let index = self.data_blocks * (self.last_key.len() as u64 + 32);
-        self.offset + self.data_block.estimated_size() as u64 + filter + index + 256
+        let pending = self.pending.as_ref().map_or(0, PendingBlocks::bytes) as u64;
+        let dictionary = self.dictionary.as_ref().map_or(0, Vec::len) as u64;
+        self.offset
+            + self.data_block.estimated_size() as u64
+            + pending
+            + dictionary
+            + filter
+            + index
+            + 256
     }
 
     /// Writes the last data block, the filter, index, properties and footer,
@@ -303,7 +320,17 @@ impl TableBuilder {
         if !self.data_block.is_empty() {
             self.flush_data_block()?;
         }
+        self.write_pending_blocks()?;
         let data_size = self.offset;
+        let dictionary_handle = match self.dictionary.take() {
+            Some(dictionary) => Some(self.write_block(
+                &dictionary,
+                BlockKind::CompressionDictionary,
+                Codec::Raw,
+                0,
+            )?),
+            None => None,
+        };
 
         let written = self.write_filter()?;
         let range_filter = self.write_range_filter()?;
@@ -336,6 +363,7 @@ impl TableBuilder {
             prefix_filter: written.prefixes,
             range_filter,
             range_tombstones: tombstones_handle,
+            compression_dictionary: dictionary_handle,
             keyspace: self.options.keyspace.clone(),
         };
         // Every table is written in the one format this code reads.
@@ -398,13 +426,48 @@ impl TableBuilder {
 
     fn flush_data_block(&mut self) -> Result<()> {
         let raw = self.data_block.finish();
+        if let Some(pending) = &mut self.pending {
+            if pending.push(raw, self.last_key.clone()) {
+                self.write_pending_blocks()?;
+            }
+            return Ok(());
+        }
+        let separator = std::mem::take(&mut self.last_key);
+        let written = self.write_data_block(&raw, &separator);
+        self.last_key = separator;
+        written
+    }
+
+    /// Trains the table's dictionary from the blocks held back (when it
+    /// gets one), then writes them, compressed with it.
+    fn write_pending_blocks(&mut self) -> Result<()> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let (dictionary, blocks) = pending.train();
+        if let (Some(dictionary), crate::options::Compression::Zstd { level }) =
+            (&dictionary, self.options.compression)
+        {
+            self.sampler.use_dictionary(level, dictionary);
+            self.dictionary = Some(dictionary.clone());
+        }
+        for (raw, separator) in blocks {
+            self.write_data_block(&raw, &separator)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one data block (`raw`, compressed when it pays) and its index
+    /// entry, whose separator is the block's last key: ≥ every key in it,
+    /// < every key in the next block.
+    fn write_data_block(&mut self, raw: &[u8], separator: &[u8]) -> Result<()> {
         let mut compressed = std::mem::take(&mut self.compressed);
         let codec = self
             .sampler
-            .compress(&raw, self.options.compression, &mut compressed);
+            .compress(raw, self.options.compression, &mut compressed);
         let stored = match codec {
-            Codec::Raw => &raw,
-            Codec::Lz4 => &compressed,
+            Codec::Raw => raw,
+            _ => &compressed,
         };
         let padding = if self.options.page_aligned_blocks {
             page_padding(self.offset, (stored.len() + TRAILER_LEN) as u64)
@@ -414,14 +477,12 @@ impl TableBuilder {
         let written = self.write_block(stored, BlockKind::Data, codec, padding);
         self.compressed = compressed;
         let handle = written?;
-        // The separator is the block's last key: ≥ every key in it, < every
-        // key in the next block. The handle counts from the previous
-        // block's end (compact handles).
+        // The handle counts from the previous block's end (compact handles).
         self.handle_bytes.clear();
         handle.encode_compact(self.data_end, &mut self.handle_bytes);
         // `write_block` left the offset just past this block's trailer.
         self.data_end = self.offset;
-        self.index_block.add(&self.last_key, &self.handle_bytes)?;
+        self.index_block.add(separator, &self.handle_bytes)?;
         self.data_blocks += 1;
         Ok(())
     }

@@ -1,12 +1,14 @@
 //! Data-block compression: LZ4 (the `lz4_flex` crate, its safe decoder),
-//! and the rule that a block is stored raw when compressing it does not pay.
+//! zstd (`zstd_codec.rs`), and the rule that a block is stored raw when
+//! compressing it does not pay.
 //!
 //! A compressed block is stored as `uncompressed length u32 LE ‖ LZ4 block`
-//! (`docs/format.md`, "Block trailer"); the trailer's codec byte says which
-//! form a block has, under the trailer's checksum.
+//! or `‖ zstd frame` (`docs/format.md`, "Block trailer"); the trailer's
+//! codec byte says which form a block has, under the trailer's checksum.
 //!
-//! Owns: [`compress_block`], [`decompress_block`] and [`CompressionSampler`]
-//! (which blocks of a table are worth an attempt).
+//! Owns: [`compress_block`], [`decompress_block`], [`decompress`] (any
+//! codec) and [`CompressionSampler`] (which blocks of a table are worth an
+//! attempt, and the table's zstd encoder).
 //! Must never: allocate from a length it has not checked — the claimed
 //! uncompressed length is bounded by [`MAX_BLOCK_LEN`] and by what LZ4 can
 //! expand the stored bytes to before the output buffer exists — or accept a
@@ -15,6 +17,7 @@
 use crate::error::{Error, Result};
 use crate::options::Compression;
 use crate::table::format::Codec;
+use crate::table::zstd_codec::{decompress_zstd, ZstdDictionary, ZstdEncoder};
 
 /// What decompression errors name before the table layer locates them.
 const WHAT: &str = "compressed block";
@@ -22,11 +25,7 @@ const WHAT: &str = "compressed block";
 /// Bytes of the uncompressed-length prefix of a compressed block.
 const LEN_PREFIX: usize = 4;
 
-/// The largest uncompressed data block a decoder accepts: 128 MiB, above any
-/// block a builder makes (a 16 MiB `Options::block_size` target plus one
-/// entry of the largest key and value, 64 KiB + 64 MiB). Larger blocks are
-/// stored raw.
-pub const MAX_BLOCK_LEN: usize = 128 << 20;
+pub use crate::table::format::MAX_BLOCK_LEN;
 
 /// LZ4 expands at most 255 output bytes per input byte (a match length grows
 /// by 255 per extra length byte), so a stored block of `n` bytes cannot
@@ -34,8 +33,10 @@ pub const MAX_BLOCK_LEN: usize = 128 << 20;
 const MAX_RATIO: usize = 255;
 
 /// Encodes `raw` for storage as `compression` asks: returns `Codec::Lz4`
-/// with the stored form in `out` when it saves at least a quarter of the
-/// block, else `Codec::Raw` (the caller stores `raw`).
+/// or `Codec::Zstd` with the stored form in `out` when it saves at least a
+/// quarter of the block, else `Codec::Raw` (the caller stores `raw`). zstd
+/// here makes an encoder per call; a table's builder keeps one
+/// ([`CompressionSampler`]).
 ///
 /// A quarter, not RocksDB's eighth: every read of a compressed block from
 /// the file pays its decompression, and a block whose stored form still
@@ -44,7 +45,11 @@ const MAX_RATIO: usize = 255;
 /// benchmark's data (random values behind 16-byte keys) compresses by about
 /// 12%: stored raw, it reads one page per block and decompresses nothing.
 pub fn compress_block(raw: &[u8], compression: Compression, out: &mut Vec<u8>) -> Codec {
-    if compression == Compression::None || raw.len() > MAX_BLOCK_LEN {
+    if let Compression::Zstd { level } = compression {
+        let encoded = ZstdEncoder::new(level, None).is_some_and(|mut e| e.compress(raw, out));
+        return pays(encoded, raw, out, Codec::Zstd);
+    }
+    if compression != Compression::Lz4 || raw.len() > MAX_BLOCK_LEN {
         return Codec::Raw;
     }
     let Ok(len) = u32::try_from(raw.len()) else {
@@ -63,10 +68,17 @@ pub fn compress_block(raw: &[u8], compression: Compression, out: &mut Vec<u8>) -
         return Codec::Raw;
     };
     out.truncate(LEN_PREFIX + written);
-    if out.len() > raw.len() - raw.len() / 4 {
-        return Codec::Raw;
+    pays(true, raw, out, Codec::Lz4)
+}
+
+/// `codec` when the block was `encoded` into `out` and saves at least a
+/// quarter of `raw`, else `Codec::Raw`.
+fn pays(encoded: bool, raw: &[u8], out: &[u8], codec: Codec) -> Codec {
+    if encoded && out.len() <= raw.len() - raw.len() / 4 {
+        codec
+    } else {
+        Codec::Raw
     }
-    Codec::Lz4
 }
 
 /// Attempts that found nothing to gain before a table only samples.
@@ -87,9 +99,36 @@ pub struct CompressionSampler {
     failures: u32,
     /// Blocks passed over since the last attempt.
     skipped: u32,
+    /// The table's zstd encoder (made at its first zstd block; `None`
+    /// inside when zstd refused, and the blocks are stored raw), and
+    /// whether it holds the table's dictionary.
+    zstd: Option<(Option<ZstdEncoder>, bool)>,
 }
 
 impl CompressionSampler {
+    /// From here on, zstd blocks use `dictionary` (the one the table
+    /// stores), with the `ZstdDictionary` codec.
+    pub fn use_dictionary(&mut self, level: i32, dictionary: &[u8]) {
+        self.zstd = Some((ZstdEncoder::new(level, Some(dictionary)), true));
+    }
+
+    /// The encoding of one block by `compression`, an attempt made.
+    fn attempt(&mut self, raw: &[u8], compression: Compression, out: &mut Vec<u8>) -> Codec {
+        let Compression::Zstd { level } = compression else {
+            return compress_block(raw, compression, out);
+        };
+        let (encoder, with_dictionary) = self
+            .zstd
+            .get_or_insert_with(|| (ZstdEncoder::new(level, None), false));
+        let codec = if *with_dictionary {
+            Codec::ZstdDictionary
+        } else {
+            Codec::Zstd
+        };
+        let encoded = encoder.as_mut().is_some_and(|e| e.compress(raw, out));
+        pays(encoded, raw, out, codec)
+    }
+
     /// [`compress_block`] for the table's next block, or `Codec::Raw`
     /// without an attempt when the table is being sampled.
     pub fn compress(&mut self, raw: &[u8], compression: Compression, out: &mut Vec<u8>) -> Codec {
@@ -101,10 +140,10 @@ impl CompressionSampler {
             return Codec::Raw;
         }
         self.skipped = 0;
-        let codec = compress_block(raw, compression, out);
+        let codec = self.attempt(raw, compression, out);
         self.failures = match codec {
             Codec::Raw => self.failures.saturating_add(1),
-            Codec::Lz4 => 0,
+            _ => 0,
         };
         codec
     }
@@ -137,6 +176,28 @@ pub fn decompress_block(stored: &[u8]) -> Result<Vec<u8>> {
             "decodes to {n} bytes, the prefix claims {claimed}"
         ))),
         Err(e) => Err(corrupt(format!("lz4: {e}"))),
+    }
+}
+
+/// The uncompressed bytes of a data block stored with `codec` (not
+/// `Codec::Raw`), `dictionary` being the table's: `Corruption` as the
+/// codec's decoder says, and for a dictionary block in a table without one.
+pub fn decompress(
+    stored: &[u8],
+    codec: Codec,
+    dictionary: Option<&ZstdDictionary>,
+) -> Result<Vec<u8>> {
+    match codec {
+        Codec::Raw => Ok(stored.to_vec()),
+        Codec::Lz4 => decompress_block(stored),
+        Codec::Zstd => decompress_zstd(stored, None),
+        Codec::ZstdDictionary => match dictionary {
+            Some(dictionary) => decompress_zstd(stored, Some(dictionary)),
+            None => Err(Error::corruption(
+                WHAT,
+                "a dictionary-compressed block in a table without a dictionary",
+            )),
+        },
     }
 }
 

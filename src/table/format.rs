@@ -18,14 +18,20 @@ use crate::error::{Error, Result};
 /// block's largest key, the range filter block, varint entry headers with
 /// each tag stored apart and packed, `varint64(seq << 1 | kind)`, in data
 /// and index blocks, index entries' handles as two varints, and block
-/// checksums that cover the version, and a range tombstone block (from
-/// version 8). Until the first release a format change replaces the format
+/// checksums that cover the version, a range tombstone block (from
+/// version 8), and zstd blocks with a per-table dictionary (version 10).
+/// Until the first release a format change replaces the format
 /// (see `docs/format.md`).
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 /// What [`crate::Error::UnsupportedVersion`] calls a table file.
 pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
 pub const MAGIC: [u8; 8] = *b"SIFTSST1";
+/// The largest uncompressed data block a decoder accepts: 128 MiB, above any
+/// block a builder makes (a 16 MiB `Options::block_size` target plus one
+/// entry of the largest key and value, 64 KiB + 64 MiB). Larger blocks are
+/// stored raw.
+pub const MAX_BLOCK_LEN: usize = 128 << 20;
 /// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
 /// Bytes of the trailer after every block: type byte, codec byte, crc32.
@@ -55,6 +61,9 @@ pub enum BlockKind {
     RangeFilter = 6,
     /// The table's range tombstones, fragmented (`range_tombstone.rs`).
     RangeTombstones = 7,
+    /// The zstd dictionary the table's dictionary-compressed data blocks
+    /// were made with.
+    CompressionDictionary = 8,
 }
 
 impl BlockKind {
@@ -67,6 +76,7 @@ impl BlockKind {
             4 => Some(BlockKind::Properties),
             6 => Some(BlockKind::RangeFilter),
             7 => Some(BlockKind::RangeTombstones),
+            8 => Some(BlockKind::CompressionDictionary),
             _ => None,
         }
     }
@@ -81,6 +91,7 @@ impl BlockKind {
             BlockKind::Footer => "footer",
             BlockKind::RangeFilter => "range filter",
             BlockKind::RangeTombstones => "range tombstone",
+            BlockKind::CompressionDictionary => "compression dictionary",
         }
     }
 }
@@ -99,6 +110,11 @@ pub enum Codec {
     Raw = 0,
     /// `uncompressed length u32 LE ‖ LZ4 block` (data blocks only).
     Lz4 = 1,
+    /// `uncompressed length u32 LE ‖ zstd frame` (data blocks only).
+    Zstd = 2,
+    /// `uncompressed length u32 LE ‖ zstd frame` made with the table's
+    /// dictionary (data blocks of a table that has one only).
+    ZstdDictionary = 3,
 }
 
 impl Codec {
@@ -107,6 +123,8 @@ impl Codec {
         match byte {
             0 => Some(Codec::Raw),
             1 => Some(Codec::Lz4),
+            2 => Some(Codec::Zstd),
+            3 => Some(Codec::ZstdDictionary),
             _ => None,
         }
     }
@@ -175,7 +193,7 @@ impl BlockHandle {
     }
 }
 
-/// The format version of a table: `FORMAT_VERSION` (9), the only one this
+/// The format version of a table: `FORMAT_VERSION` (10), the only one this
 /// code reads (a footer of another is [`crate::Error::UnsupportedVersion`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableFormat(u32);
@@ -469,12 +487,12 @@ mod tests {
         }
     }
 
-    /// A sound footer of an older version (6: the last before this one,
+    /// A sound footer of an older version (9: the last before this one,
     /// 1: the first) or of an unknown later one is refused, naming the
     /// file and both versions.
     #[test]
     fn an_older_or_unknown_version_is_refused_naming_it() {
-        for found in [0, 1, 7, 8, 10, u32::MAX] {
+        for found in [0, 1, 8, 9, 11, u32::MAX] {
             let (mut file, _) = sample_file(TableFormat::CURRENT);
             let at = file.len() - FOOTER_LEN + 48;
             file[at..at + 4].copy_from_slice(&found.to_le_bytes());
@@ -493,11 +511,11 @@ mod tests {
             };
             assert_eq!(
                 (path.to_str(), *kind, *named, *supported),
-                (Some("t.sst"), "table", u64::from(found), 9)
+                (Some("t.sst"), "table", u64::from(found), 10)
             );
             assert_eq!(
                 err.to_string(),
-                format!("table t.sst has format version {found}; this build reads version 9 only")
+                format!("table t.sst has format version {found}; this build reads version 10 only")
             );
         }
     }

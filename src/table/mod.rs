@@ -48,6 +48,7 @@ pub mod builder;
 pub mod compression;
 pub mod context;
 pub mod counters;
+mod dictionary_training;
 pub mod filter_hash;
 pub mod filter_stats;
 pub mod format;
@@ -64,6 +65,7 @@ pub mod salvage;
 mod scan;
 pub mod scan_filters;
 mod verify;
+pub mod zstd_codec;
 
 pub use builder::{TableBuilder, TableInfo};
 pub use context::{ReadContext, ReadSettings};

@@ -4,9 +4,10 @@
 //! keep them in memory for the table's life.
 //!
 //! Owns: the `Table` constructors, `TableInner::open`, and reading the
-//! metadata blocks (filter, range filter, range tombstones) at open.
-//! Must never: open a table whose footer, properties, index or range
-//! tombstones fail their checks (that is `Error::Corruption` naming the
+//! metadata blocks (filter, range filter, range tombstones, compression
+//! dictionary) at open.
+//! Must never: open a table whose footer, properties, index, range
+//! tombstones or compression dictionary fail their checks (that is `Error::Corruption` naming the
 //! block), fail an open for a damaged filter or one of a kind this build
 //! does not read (the filter is treated as absent), or read a data block.
 
@@ -19,6 +20,7 @@ use bytes::Bytes;
 use crate::counter::Sharded;
 use crate::error::{Error, Result};
 use crate::fs::{RandomAccessFile, SharedFs};
+use crate::options::Compression;
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
 use crate::table::block_reads::{file_of, read_source, slice_of};
@@ -31,6 +33,7 @@ use crate::table::index::Index;
 use crate::table::properties::{RangeFilterInfo, TableProperties};
 use crate::table::reader::{FilterStatus, Source, Table, TableInner};
 use crate::table::scan_filters::ScanFilters;
+use crate::table::zstd_codec::ZstdDictionary;
 use siftdb_filter::fuse::ARITY;
 use siftdb_filter::{AlignedBytes, AnyFilterView, FilterParseError};
 
@@ -160,6 +163,7 @@ impl TableInner {
             filter: None,
             filter_status: FilterStatus::Missing,
             range_tombstones: None,
+            dictionary: None,
             scan: ScanFilters::none(),
             filter_answers: Sharded::default(),
             filter_bytes: 0,
@@ -193,6 +197,9 @@ impl TableInner {
 
         if let Some(handle) = properties.range_tombstones {
             table.range_tombstones = Some(Arc::new(table.read_range_tombstones(handle)?));
+        }
+        if let Some(handle) = properties.compression_dictionary {
+            table.dictionary = Some(table.read_dictionary(handle)?);
         }
         table.open_filter(&properties);
         if table.filter_status.is_unusable() {
@@ -263,6 +270,23 @@ impl TableInner {
             return Err(location.corruption("a range tombstone block without a tombstone"));
         }
         Ok(list)
+    }
+
+    /// The zstd dictionary block at `handle`, checked (bounds, trailer, then
+    /// zstd's own header) and prepared for decoding: `Corruption` naming the
+    /// block when any check fails.
+    fn read_dictionary(&self, handle: BlockHandle) -> Result<ZstdDictionary> {
+        let location = self.location(BlockKind::CompressionDictionary, handle.offset);
+        let blocks_end = self.file_size.saturating_sub(FOOTER_LEN as u64);
+        let max = Compression::MAX_DICTIONARY_BYTES as u64;
+        if handle.len > max || handle.end_with_trailer().is_none_or(|end| end > blocks_end) {
+            return Err(location.corruption(format!(
+                "handle (offset {}, length {}) runs past the blocks at {blocks_end} or over {max} bytes",
+                handle.offset, handle.len
+            )));
+        }
+        let (block, _) = self.read_checked(handle, BlockKind::CompressionDictionary)?;
+        ZstdDictionary::parse(&block).map_err(|e| location.relocate(e))
     }
 
     /// Reads the filter into an aligned buffer, or records why there is none.

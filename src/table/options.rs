@@ -38,6 +38,9 @@ pub struct TableOptions {
     pub page_aligned_blocks: bool,
     /// How data blocks are stored. Default LZ4 (raw when it does not pay).
     pub compression: Compression,
+    /// With zstd: bytes of a dictionary to train from the table's first
+    /// data blocks and use for all of them (0: none). Default 0.
+    pub zstd_dictionary_bytes: usize,
     /// Adds each key's prefix to the filter (`Options::prefix_extractor`);
     /// needs a filter (`bloom_bits_per_key > 0`). Default none.
     pub prefix_extractor: Option<PrefixExtractor>,
@@ -60,6 +63,7 @@ impl Default for TableOptions {
             restart_interval: 16,
             page_aligned_blocks: true,
             compression: Compression::default(),
+            zstd_dictionary_bytes: 0,
             prefix_extractor: None,
             whole_key_filtering: true,
             range_filter_bits_per_key: 0.0,
@@ -123,6 +127,17 @@ impl TableOptions {
         }
         if !(1..=1 << 16).contains(&self.restart_interval) {
             return Err(Error::invalid("restart_interval must be within [1, 65536]"));
+        }
+        self.compression.validate()?;
+        let dictionary = self.zstd_dictionary_bytes;
+        let (min, max) = (
+            Compression::MIN_DICTIONARY_BYTES,
+            Compression::MAX_DICTIONARY_BYTES,
+        );
+        if dictionary != 0 && !(self.compression.is_zstd() && (min..=max).contains(&dictionary)) {
+            return Err(Error::invalid(format!(
+                "zstd_dictionary_bytes must be 0, or within [{min}, {max}] with zstd, got {dictionary}"
+            )));
         }
         Ok(())
     }

@@ -45,6 +45,8 @@ pub const TAG_RANGE_FILTER: u16 = 2;
 pub const TAG_RANGE_TOMBSTONES: u16 = 3;
 /// Tag of the keyspace field.
 pub const TAG_KEYSPACE: u16 = 4;
+/// Tag of the compression dictionary field: the block's handle.
+pub const TAG_COMPRESSION_DICTIONARY: u16 = 5;
 /// Tags at or above this may be skipped by a reader that does not know
 /// them; an unknown tag below it is `Corruption` (the table needs a newer
 /// reader to be read correctly).
@@ -112,6 +114,9 @@ pub struct TableProperties {
     pub range_tombstones: Option<BlockHandle>,
     /// The keyspace (field 4); `None`: the default keyspace.
     pub keyspace: Option<TableKeyspace>,
+    /// The zstd dictionary block (field 5), when the table's data blocks
+    /// were compressed with one.
+    pub compression_dictionary: Option<BlockHandle>,
 }
 
 impl TableProperties {
@@ -135,6 +140,7 @@ impl TableProperties {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            compression_dictionary: None,
         }
     }
 
@@ -208,6 +214,11 @@ impl TableProperties {
             field.extend_from_slice(name);
             put_field(&mut out, TAG_KEYSPACE, &field);
         }
+        if let Some(handle) = &self.compression_dictionary {
+            let mut field = Vec::with_capacity(16);
+            handle.encode_to(&mut field);
+            put_field(&mut out, TAG_COMPRESSION_DICTIONARY, &field);
+        }
         out
     }
 
@@ -239,6 +250,7 @@ impl TableProperties {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            compression_dictionary: None,
         };
         properties.decode_tagged(&mut r)?;
         r.finish()?;
@@ -301,6 +313,9 @@ impl TableProperties {
                         id,
                         name: name.to_string(),
                     });
+                }
+                TAG_COMPRESSION_DICTIONARY => {
+                    self.compression_dictionary = Some(BlockHandle::decode(&mut f)?);
                 }
                 tag if tag >= FIRST_SKIPPABLE_TAG => continue,
                 tag => return Err(field_error(format!("unknown field tag {tag}"))),
@@ -424,6 +439,7 @@ mod tests {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            compression_dictionary: None,
         }
     }
 
@@ -446,6 +462,10 @@ mod tests {
             range_tombstones: Some(BlockHandle {
                 offset: 4180,
                 len: 12,
+            }),
+            compression_dictionary: Some(BlockHandle {
+                offset: 4200,
+                len: 1024,
             }),
             ..sample()
         }
@@ -541,9 +561,9 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 10, "version"),
+            (|p| p.format_version = 11, "version"),
             (|p| p.format_version = 0, "version"),
-            (|p| p.format_version = 8, "version"),
+            (|p| p.format_version = 9, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),

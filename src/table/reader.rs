@@ -44,6 +44,7 @@ use crate::table::index::Index;
 use crate::table::overlapped::ReadRequest;
 use crate::table::properties::TableProperties;
 use crate::table::scan_filters::ScanFilters;
+use crate::table::zstd_codec::ZstdDictionary;
 use siftdb_filter::{AlignedBytes, AnyFilterView};
 
 /// The state of a table's filter.
@@ -119,6 +120,10 @@ pub(crate) struct TableInner {
     /// open like the index (a table whose tombstones cannot be read does
     /// not open, since it could not say what it deletes).
     pub(crate) range_tombstones: Option<Arc<FragmentedTombstones>>,
+    /// The zstd dictionary of the table's dictionary-compressed data
+    /// blocks, when it has one: read, checked and prepared at open (a table
+    /// whose dictionary cannot be trusted does not open).
+    pub(super) dictionary: Option<ZstdDictionary>,
     /// Prefix trust and the range filter (`scan_filters.rs`).
     pub(crate) scan: ScanFilters,
     /// Lookups this table's filter answered "absent", and lookups it let

@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
-use crate::table::compression::decompress_block;
+use crate::table::compression::decompress;
 use crate::table::context::ReadContext;
 use crate::table::format::{
     check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FILTER_ALIGN, FOOTER_LEN,
@@ -42,6 +42,7 @@ use crate::table::format::{
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::Table;
+use crate::table::zstd_codec::ZstdDictionary;
 
 /// A data block read whole: its entries in order.
 #[derive(Debug, Clone)]
@@ -97,6 +98,10 @@ enum Walk {
         bytes: Bytes,
         next: Option<u64>,
         metadata: Option<u64>,
+        /// The table's zstd dictionary, when its footer and properties
+        /// name one that verifies (its dictionary-coded blocks are lost
+        /// without it).
+        dictionary: Option<ZstdDictionary>,
     },
 }
 
@@ -133,11 +138,17 @@ fn entries_of(block: Block) -> Result<Vec<(Bytes, Bytes)>> {
     Ok(entries)
 }
 
-/// The block of stored bytes `stored` with `codec`, decoded and checked.
-fn decode(stored: &[u8], codec: Codec) -> Result<Vec<(Bytes, Bytes)>> {
+/// The block of stored bytes `stored` with `codec`, decoded and checked
+/// (with the table's zstd `dictionary` when it was found; without it a
+/// dictionary-coded block is an error, and its keys are lost).
+fn decode(
+    stored: &[u8],
+    codec: Codec,
+    dictionary: Option<&ZstdDictionary>,
+) -> Result<Vec<(Bytes, Bytes)>> {
     let bytes = match codec {
         Codec::Raw => Bytes::copy_from_slice(stored),
-        Codec::Lz4 => Bytes::from(decompress_block(stored)?),
+        codec => Bytes::from(decompress(stored, codec, dictionary)?),
     };
     entries_of(Block::parse(bytes)?)
 }
@@ -212,10 +223,12 @@ impl TableSalvager {
             Err(e @ Error::UnsupportedVersion { .. }) => return Err(e),
             Err(e) => {
                 let bytes = context.fs.read_all(path)?;
+                let dictionary = dictionary_by_properties(&name, &bytes);
                 let walk = Walk::Scanned {
                     bytes,
                     next: Some(0),
                     metadata: None,
+                    dictionary,
                 };
                 (walk, Some(e.to_string()))
             }
@@ -297,9 +310,10 @@ impl TableSalvager {
                 bytes,
                 next,
                 metadata,
+                dictionary,
             } => {
                 let start = (*next)?;
-                match scan_block(bytes, start) {
+                match scan_block(bytes, start, dictionary.as_ref()) {
                     Some((block, end)) => {
                         *next = Some(end);
                         Ok(block)
@@ -356,7 +370,11 @@ impl TableSalvager {
 
 /// The data block starting at `start` (or, after zero padding, at the next
 /// page boundary) and the offset just past its trailer.
-fn scan_block(bytes: &[u8], start: u64) -> Option<(SalvagedBlock, u64)> {
+fn scan_block(
+    bytes: &[u8],
+    start: u64,
+    dictionary: Option<&ZstdDictionary>,
+) -> Option<(SalvagedBlock, u64)> {
     let start_at = usize::try_from(start).ok()?;
     let page = align_up(start, PAGE);
     let padded = page > start
@@ -379,7 +397,7 @@ fn scan_block(bytes: &[u8], start: u64) -> Option<(SalvagedBlock, u64)> {
         let end = find_block(bytes, begin_at, &[BlockKind::Data], |end, codec| {
             entries = bytes
                 .get(begin_at..end)
-                .and_then(|stored| decode(stored, codec).ok());
+                .and_then(|stored| decode(stored, codec, dictionary).ok());
             entries.is_some()
         })?;
         let next = (end + TRAILER_LEN) as u64;
@@ -400,12 +418,32 @@ fn metadata_follows(bytes: &[u8], start: u64) -> bool {
         BlockKind::Filter,
         BlockKind::RangeFilter,
         BlockKind::RangeTombstones,
+        BlockKind::CompressionDictionary,
         BlockKind::Index,
     ];
     [start, align_up(start, FILTER_ALIGN)]
         .into_iter()
         .filter_map(|at| usize::try_from(at).ok())
         .any(|at| find_block(bytes, at, &kinds, |_, _| true).is_some())
+}
+
+/// The zstd dictionary the footer and properties block of a table that did
+/// not open name, when both and the dictionary block verify.
+fn dictionary_by_properties(name: &str, bytes: &[u8]) -> Option<ZstdDictionary> {
+    let tail = bytes.get(bytes.len().checked_sub(FOOTER_LEN)?..)?;
+    let footer = Footer::decode(tail, bytes.len() as u64, name).ok()?;
+    let stored = |handle: BlockHandle, kind: BlockKind| {
+        let start = usize::try_from(handle.offset).ok()?;
+        let end = start.checked_add(handle.stored_len()?)?;
+        let location = BlockLocation::new(name, kind, handle.offset);
+        let (block, _) = check_block(bytes.get(start..end)?, &location).ok()?;
+        Some((block, location))
+    };
+    let (block, location) = stored(footer.properties, BlockKind::Properties)?;
+    let properties = TableProperties::decode(block, &location).ok()?;
+    let handle = properties.compression_dictionary?;
+    let (block, _) = stored(handle, BlockKind::CompressionDictionary)?;
+    ZstdDictionary::parse(block).ok()
 }
 
 /// The range tombstones the footer and properties block of a table that
@@ -447,6 +485,7 @@ fn metadata_tombstones(bytes: &[u8], start: u64) -> SalvagedTombstones {
         BlockKind::Filter,
         BlockKind::RangeFilter,
         BlockKind::RangeTombstones,
+        BlockKind::CompressionDictionary,
         BlockKind::Index,
     ];
     let mut at = start;

@@ -1,6 +1,7 @@
 //! Fuzz targets of the table layer: `table_open` (any bytes as a table file),
 //! `block_decode` (any bytes as a data block, and block round trips) and
-//! `block_decompress` (any bytes as a compressed block, and LZ4 round trips).
+//! `block_decompress` (any bytes as a compressed block — LZ4, zstd, zstd
+//! with a dictionary — or as a zstd dictionary, and round trips).
 //!
 //! Owns: the invariants the fuzzer checks. Beyond "no panic, no hang, no
 //! unchecked allocation": a table that [`Table::verify`] finds free of
@@ -17,6 +18,7 @@
 
 use std::cmp::Ordering;
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 
@@ -24,7 +26,10 @@ use siftdb::internals::key::{
     compare_internal_keys, parse_internal_key, user_key_of, ValueKind, TAG_LEN,
 };
 use siftdb::internals::table::block::{Block, BlockBuilder};
-use siftdb::internals::table::compression::{compress_block, decompress_block, MAX_BLOCK_LEN};
+use siftdb::internals::table::compression::{
+    compress_block, decompress, train_dictionary, ZstdDictionary, ZstdEncoder, MAX_BLOCK_LEN,
+    MAX_ZSTD_RATIO,
+};
 use siftdb::internals::table::Codec;
 use siftdb::internals::table::{LookupKey, ReadCounters, Severity, Table, TableValue};
 use siftdb::Compression;
@@ -237,16 +242,54 @@ fn round_trip(restart_interval: usize, bytes: &[u8]) {
     }
 }
 
+/// The codec a `block_decompress` input names with bits 1 and 2 of its
+/// first byte: LZ4, zstd, zstd with [`fixed_dictionary`], or (3) the rest
+/// is a dictionary to parse.
+fn codec_of_mode(mode: u8) -> u8 {
+    (mode >> 1) % 4
+}
+
+/// A zstd dictionary trained once from fixed samples: what dictionary
+/// inputs of `block_decompress` are coded with.
+pub fn fixed_dictionary() -> &'static (Vec<u8>, ZstdDictionary) {
+    static DICTIONARY: OnceLock<(Vec<u8>, ZstdDictionary)> = OnceLock::new();
+    DICTIONARY.get_or_init(|| {
+        let samples: Vec<Vec<u8>> = (0..64u32)
+            .map(|i| {
+                (0..40u32)
+                    .flat_map(|j| {
+                        format!("key{:05} value {} {} ", i * 40 + j, j % 7, i % 3).into_bytes()
+                    })
+                    .collect()
+            })
+            .collect();
+        let bytes = train_dictionary(&samples, 2048).expect("the fixed samples train a dictionary");
+        let prepared = ZstdDictionary::parse(&bytes).expect("a trained dictionary parses");
+        (bytes, prepared)
+    })
+}
+
 /// First byte even: the rest is a stored compressed block (`length u32 LE ‖
-/// LZ4 block`) to decompress — refused as `Corruption` or decoded to exactly
-/// the length it claims, never more than LZ4 can expand its bytes to, never
-/// a panic. Odd: the rest is a raw block, compressed and decompressed back.
+/// LZ4 block` or `‖ zstd frame`, the codec chosen by [`codec_of_mode`]) to
+/// decompress — refused as `Corruption` or decoded to exactly the length
+/// it claims, never more than the codec can expand its bytes to, never a
+/// panic. Odd: the rest is a raw block, compressed and decompressed back.
+/// Mode 3 (bits 1-2): the rest is a zstd dictionary, parsed, and when it
+/// parses a fixed zstd block is decoded with it (an error or the claimed
+/// length, never a panic).
 pub fn block_decompress(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
+    let (codec, ratio) = match codec_of_mode(mode) {
+        0 => (Codec::Lz4, 255),
+        1 => (Codec::Zstd, MAX_ZSTD_RATIO),
+        2 => (Codec::ZstdDictionary, MAX_ZSTD_RATIO),
+        _ => return dictionary_input(rest),
+    };
+    let dictionary = &fixed_dictionary().1;
     if mode % 2 == 0 {
-        match decompress_block(rest) {
+        match decompress(rest, codec, Some(dictionary)) {
             Ok(block) => {
                 let claimed = rest
                     .first_chunk::<4>()
@@ -254,26 +297,60 @@ pub fn block_decompress(data: &[u8]) {
                 assert_eq!(Some(block.len()), claimed, "decoded length");
                 assert!(block.len() <= MAX_BLOCK_LEN);
                 assert!(
-                    block.len() <= 255 * rest.len().saturating_sub(4),
+                    block.len() <= ratio * rest.len().saturating_sub(4),
                     "expansion"
                 );
             }
             Err(e) => assert!(e.is_corruption(), "{e}"),
         }
-    } else {
-        let mut stored = Vec::new();
-        match compress_block(rest, Compression::Lz4, &mut stored) {
-            Codec::Lz4 => {
-                assert!(stored.len() <= rest.len() - rest.len() / 4, "it pays");
-                let back = decompress_block(&stored).expect("a compressed block decodes");
-                assert_eq!(back, rest, "round trip");
+        return;
+    }
+    let mut stored = Vec::new();
+    let written = match codec {
+        Codec::Lz4 => compress_block(rest, Compression::Lz4, &mut stored),
+        Codec::Zstd => compress_block(rest, Compression::zstd(1).expect("level 1"), &mut stored),
+        _ => {
+            let mut encoder = ZstdEncoder::new(1, Some(&fixed_dictionary().0)).expect("an encoder");
+            if encoder.compress(rest, &mut stored) {
+                Codec::ZstdDictionary
+            } else {
+                Codec::Raw
             }
-            // Stored raw: nothing to decode.
-            Codec::Raw => {}
         }
-        assert_eq!(
-            compress_block(rest, Compression::None, &mut stored),
-            Codec::Raw
-        );
+    };
+    if written != Codec::Raw {
+        assert_eq!(written, codec);
+        if codec != Codec::ZstdDictionary {
+            assert!(stored.len() <= rest.len() - rest.len() / 4, "it pays");
+        }
+        let back =
+            decompress(&stored, codec, Some(dictionary)).expect("a compressed block decodes");
+        assert_eq!(back, rest, "round trip");
+    }
+    assert_eq!(
+        compress_block(rest, Compression::None, &mut stored),
+        Codec::Raw
+    );
+}
+
+/// `rest` as a dictionary: `Corruption` or a dictionary that decodes a
+/// fixed block to its claimed length or refuses it, never a panic.
+fn dictionary_input(rest: &[u8]) {
+    match ZstdDictionary::parse(rest) {
+        Ok(dictionary) => {
+            static BLOCK: OnceLock<Vec<u8>> = OnceLock::new();
+            let block = BLOCK.get_or_init(|| {
+                let mut encoder =
+                    ZstdEncoder::new(3, Some(&fixed_dictionary().0)).expect("an encoder");
+                let mut stored = Vec::new();
+                let raw = b"key00001 value 1 1 key00002 value 2 1 key00003 value 3 1 ".repeat(8);
+                assert!(encoder.compress(&raw, &mut stored));
+                stored
+            });
+            if let Ok(decoded) = decompress(block, Codec::ZstdDictionary, Some(&dictionary)) {
+                assert_eq!(decoded.len(), 8 * 57);
+            }
+        }
+        Err(e) => assert!(e.is_corruption(), "{e}"),
     }
 }
