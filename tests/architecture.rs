@@ -428,6 +428,7 @@ const LAYERS: &[(u32, &[&str])] = &[
             "memtable",
             "manifest",
             "keyspace_settings",
+            "blob",
         ],
     ),
     (4, &["wal", "table", "identify"]),

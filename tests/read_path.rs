@@ -484,7 +484,7 @@ fn copy_of_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// One step of the writes that made tests/data/format_v9_db: puts (a
+/// One step of the writes that made tests/data/format_v10_db: puts (a
 /// value) and deletes (none), then range deletes (`[start, end)`), then what
 /// the database did after them.
 struct FixtureStep {
@@ -503,8 +503,8 @@ enum AfterStep {
     StayInLog,
 }
 
-/// The writes of tests/data/format_v9_db, in order.
-fn format_v9_steps() -> Vec<FixtureStep> {
+/// The writes of tests/data/format_v10_db, in order.
+fn format_v10_steps() -> Vec<FixtureStep> {
     let key = |i: u32| format!("v9key{i:04}");
     let put = |i: u32, how: &str| (key(i), Some(format!("value {i}, {how}")));
     vec![
@@ -543,10 +543,10 @@ fn format_v9_steps() -> Vec<FixtureStep> {
     ]
 }
 
-/// What tests/data/format_v9_db holds: the steps applied to a map.
-fn format_v9_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// What tests/data/format_v10_db holds: the steps applied to a map.
+fn format_v10_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut model = BTreeMap::new();
-    for step in format_v9_steps() {
+    for step in format_v10_steps() {
         for (key, value) in step.writes {
             match value {
                 Some(value) => model.insert(key.into_bytes(), value.into_bytes()),
@@ -562,18 +562,18 @@ fn format_v9_contents() -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
-/// Writes tests/data/format_v9_db anew with today's code (run by hand,
+/// Writes tests/data/format_v10_db anew with today's code (run by hand,
 /// `SIFTDB_WRITE_FIXTURE=1 cargo test -p siftdb --test read_path --
-/// --ignored write_format_v9_fixture`, only when the format's version
+/// --ignored write_format_v10_fixture`, only when the format's version
 /// changes before the first release: from then on a fixture is never
 /// rewritten, a new one is added beside it).
 #[test]
 #[ignore = "writes the fixture in the source tree; run by hand"]
-fn write_format_v9_fixture() {
+fn write_format_v10_fixture() {
     if std::env::var("SIFTDB_WRITE_FIXTURE").as_deref() != Ok("1") {
         return;
     }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v9_db");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format_v10_db");
     if fixture.exists() {
         std::fs::remove_dir_all(&fixture).unwrap();
     }
@@ -584,7 +584,7 @@ fn write_format_v9_fixture() {
     let events = db
         .keyspace_with("events", fixture_events_settings())
         .unwrap();
-    for step in format_v9_steps() {
+    for step in format_v10_steps() {
         for (key, value) in step.writes {
             let mut batch = siftdb::WriteBatch::new();
             match value {
@@ -624,21 +624,21 @@ fn fixture_events_settings() -> siftdb::KeyspaceOptions {
         .prefix_extractor(siftdb::PrefixExtractor::fixed(5).unwrap())
 }
 
-/// The one fixture of the format this build writes: tests/data/format_v9_db
-/// (tables of format 9 in level 0 and below it, one with a range
-/// tombstone, in two keyspaces, a log of format 6 holding the last writes and a range delete), made by `write_format_v9_fixture`. Until the first
+/// The one fixture of the format this build writes: tests/data/format_v10_db
+/// (tables of format 10 in level 0 and below it, one with a range
+/// tombstone, in two keyspaces, a log of format 6 holding the last writes and a range delete), made by `write_format_v10_fixture`. Until the first
 /// release a format change replaces the format and this fixture with it;
 /// from the first release on every format change keeps reading the
 /// previous ones, and this fixture (never rewritten) checks that it does.
 #[test]
-fn the_format_v9_fixture_opens_and_reads_every_key() {
-    let dir = copy_of_fixture("format_v9_db");
+fn the_format_v10_fixture_opens_and_reads_every_key() {
+    let dir = copy_of_fixture("format_v10_db");
     let tables = tables_in(dir.path());
     assert!(tables.len() >= 3, "{tables:?}");
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
         assert_eq!(format, TableFormat::CURRENT, "{}", path.display());
-        assert_eq!(format.version(), 9);
+        assert_eq!(format.version(), 10);
     }
     assert!(
         tables
@@ -685,7 +685,7 @@ fn the_format_v9_fixture_opens_and_reads_every_key() {
     let report = verify_dir(dir.path()).unwrap();
     assert!(report.is_clean(), "{report:?}");
 
-    let want = format_v9_contents();
+    let want = format_v10_contents();
     let check = |db: &Db| {
         for i in 0..360 {
             let key = format!("v9key{i:04}");
@@ -770,14 +770,14 @@ fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supporte
     );
 }
 
-/// A database one of whose tables carries an older format version (8, the
+/// A database one of whose tables carries an older format version (9, the
 /// one before this build's) or an unknown later one is refused at open,
 /// naming the table, its version and the one this build reads — by a
 /// read-write and a read-only open alike, and by `Table::open`.
 #[test]
 fn a_database_with_a_table_of_another_format_version_is_refused() {
-    for found in [8u32, 1, 10] {
-        let dir = copy_of_fixture("format_v9_db");
+    for found in [9u32, 1, 11] {
+        let dir = copy_of_fixture("format_v10_db");
         let table = tables_in(dir.path()).pop().unwrap();
         let mut bytes = std::fs::read(&table).unwrap();
         with_table_version(&mut bytes, found);
@@ -836,7 +836,7 @@ fn assert_refused_by_repair_and_verify(
 #[test]
 fn a_database_with_a_log_of_another_format_version_is_refused() {
     for found in [5u32, 1, 7] {
-        let dir = copy_of_fixture("format_v9_db");
+        let dir = copy_of_fixture("format_v10_db");
         let log = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().path())

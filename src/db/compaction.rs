@@ -452,7 +452,7 @@ impl NewestOnly {
             return Ok(());
         }
         let keep = match parsed.kind {
-            ValueKind::Put => true,
+            ValueKind::Put | ValueKind::Blob => true,
             ValueKind::Delete => !self.bottom,
             ValueKind::Merge => false,
         };

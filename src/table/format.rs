@@ -18,10 +18,11 @@ use crate::error::{Error, Result};
 /// block's largest key, the range filter block, varint entry headers with
 /// each tag stored apart and packed, `varint64(seq << 1 | kind)`, in data
 /// and index blocks, index entries' handles as two varints, and block
-/// checksums that cover the version, and a range tombstone block (from
-/// version 8). Until the first release a format change replaces the format
+/// checksums that cover the version, a range tombstone block (from
+/// version 8), and entries of kind 3 whose value is a blob pointer, with the
+/// blob files they name in properties field 5 (from version 10). Until the first release a format change replaces the format
 /// (see `docs/format.md`).
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 /// What [`crate::Error::UnsupportedVersion`] calls a table file.
 pub const FILE_KIND: &str = "table";
 /// The last eight bytes of every table file.
@@ -175,7 +176,7 @@ impl BlockHandle {
     }
 }
 
-/// The format version of a table: `FORMAT_VERSION` (9), the only one this
+/// The format version of a table: `FORMAT_VERSION` (10), the only one this
 /// code reads (a footer of another is [`crate::Error::UnsupportedVersion`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableFormat(u32);

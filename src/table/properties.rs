@@ -18,7 +18,10 @@
 //! 80+n+m  ...   tagged fields (tag u16, length u32, bytes),
 //!               tags strictly increasing — 1: prefix filter, 2: range
 //!               filter, 3: range tombstone block, 4: keyspace (id u32,
-//!               name u8 length + bytes; absent for the default keyspace)
+//!               name u8 length + bytes; absent for the default keyspace),
+//!               5: blob files the table's pointers name (count u32, then
+//!               each file number u64, strictly increasing; absent when
+//!               the table holds no blob pointer)
 //! ```
 //!
 //! Owns: [`TableProperties`] and its encoding.
@@ -45,6 +48,8 @@ pub const TAG_RANGE_FILTER: u16 = 2;
 pub const TAG_RANGE_TOMBSTONES: u16 = 3;
 /// Tag of the keyspace field.
 pub const TAG_KEYSPACE: u16 = 4;
+/// Tag of the blob files field.
+pub const TAG_BLOB_FILES: u16 = 5;
 /// Tags at or above this may be skipped by a reader that does not know
 /// them; an unknown tag below it is `Corruption` (the table needs a newer
 /// reader to be read correctly).
@@ -112,6 +117,9 @@ pub struct TableProperties {
     pub range_tombstones: Option<BlockHandle>,
     /// The keyspace (field 4); `None`: the default keyspace.
     pub keyspace: Option<TableKeyspace>,
+    /// The blob files the table's blob pointers name (field 5), strictly
+    /// increasing; empty when it holds none.
+    pub blob_files: Vec<u64>,
 }
 
 impl TableProperties {
@@ -135,6 +143,7 @@ impl TableProperties {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            blob_files: Vec::new(),
         }
     }
 
@@ -208,6 +217,15 @@ impl TableProperties {
             field.extend_from_slice(name);
             put_field(&mut out, TAG_KEYSPACE, &field);
         }
+        if !self.blob_files.is_empty() {
+            let mut field = Vec::with_capacity(4 + 8 * self.blob_files.len());
+            let count = u32::try_from(self.blob_files.len()).unwrap_or(u32::MAX);
+            field.extend_from_slice(&count.to_le_bytes());
+            for number in &self.blob_files {
+                field.extend_from_slice(&number.to_le_bytes());
+            }
+            put_field(&mut out, TAG_BLOB_FILES, &field);
+        }
         out
     }
 
@@ -239,6 +257,7 @@ impl TableProperties {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            blob_files: Vec::new(),
         };
         properties.decode_tagged(&mut r)?;
         r.finish()?;
@@ -301,6 +320,24 @@ impl TableProperties {
                         id,
                         name: name.to_string(),
                     });
+                }
+                TAG_BLOB_FILES => {
+                    let count = f.u32()? as usize;
+                    if f.remaining() != count.saturating_mul(8) || count == 0 {
+                        return Err(field_error(format!(
+                            "blob files field of {count} files in {} bytes",
+                            f.remaining()
+                        )));
+                    }
+                    let mut numbers = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        let number = f.u64()?;
+                        if numbers.last().is_some_and(|&last| number <= last) {
+                            return Err(field_error("blob file numbers not strictly increasing"));
+                        }
+                        numbers.push(number);
+                    }
+                    self.blob_files = numbers;
                 }
                 tag if tag >= FIRST_SKIPPABLE_TAG => continue,
                 tag => return Err(field_error(format!("unknown field tag {tag}"))),
@@ -424,6 +461,7 @@ mod tests {
             range_filter: None,
             range_tombstones: None,
             keyspace: None,
+            blob_files: Vec::new(),
         }
     }
 
@@ -459,6 +497,19 @@ mod tests {
     fn round_trip() {
         let p = sample();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
+        let with_blobs = TableProperties {
+            blob_files: vec![3, 9, 40],
+            ..sample()
+        };
+        assert_eq!(
+            TableProperties::decode(&with_blobs.encode(), &loc()).unwrap(),
+            with_blobs
+        );
+        let unordered = TableProperties {
+            blob_files: vec![9, 3],
+            ..sample()
+        };
+        assert!(TableProperties::decode(&unordered.encode(), &loc()).is_err());
         let p = sample_with_fields();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
         for only_one in [
@@ -541,9 +592,9 @@ mod tests {
     fn contradictions_are_refused() {
         type Mutation = fn(&mut TableProperties);
         let cases: Vec<(Mutation, &str)> = vec![
-            (|p| p.format_version = 10, "version"),
+            (|p| p.format_version = 11, "version"),
             (|p| p.format_version = 0, "version"),
-            (|p| p.format_version = 8, "version"),
+            (|p| p.format_version = 9, "version"),
             (|p| p.entries = 0, "at least one"),
             (|p| p.deletions = 11, "deletions"),
             (|p| p.min_seq = SeqNo(41), "sequence range"),

@@ -94,6 +94,8 @@ pub(crate) struct TableSource {
     index: usize,
     current: Option<TableIter>,
     error: Option<Error>,
+    /// Show blob pointers as stored (a compaction's inputs).
+    keep_blob_pointers: bool,
 }
 
 /// The tables a [`TableSource`] reads, in key order.
@@ -209,7 +211,15 @@ impl TableSource {
             index: 0,
             current: None,
             error: None,
+            keep_blob_pointers: false,
         }
+    }
+
+    /// Shows entries of kind blob as stored, the pointer as the value (see
+    /// [`TableIter::keep_blob_pointers`]): a compaction's inputs.
+    pub fn keeping_blob_pointers(mut self) -> TableSource {
+        self.keep_blob_pointers = true;
+        self
     }
 
     /// Runs a cursor step; an error ends the scan and is kept for `status`.
@@ -226,7 +236,14 @@ impl TableSource {
         self.index = index;
         self.current = None;
         match self.tables.get(index).map(|t| t.readable()) {
-            Some(Ok(table)) => self.current = Some(table.iter_with(self.mode)),
+            Some(Ok(table)) => {
+                let iter = table.iter_with(self.mode);
+                self.current = Some(if self.keep_blob_pointers {
+                    iter.keep_blob_pointers()
+                } else {
+                    iter
+                });
+            }
             // A table that could not be opened ends the scan with its error.
             Some(Err(e)) => self.error = Some(e),
             None => {}
