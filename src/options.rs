@@ -54,6 +54,7 @@ pub struct Options {
     pub(crate) sync_interval: Option<Duration>,
     pub(crate) compaction_bytes_per_sec: Option<u64>,
     pub(crate) block_size: usize,
+    pub(crate) blob_threshold: Option<usize>,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
     pub(crate) level0_stop_writes: usize,
@@ -156,6 +157,7 @@ impl Default for Options {
             sync_interval: None,
             compaction_bytes_per_sec: None,
             block_size: 4096,
+            blob_threshold: None,
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
             level0_stop_writes: 12,
@@ -201,6 +203,7 @@ impl fmt::Debug for Options {
             .field("sync_interval", &self.sync_interval)
             .field("compaction_bytes_per_sec", &self.compaction_bytes_per_sec)
             .field("block_size", &self.block_size)
+            .field("blob_threshold", &self.blob_threshold)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
             .field("level0_stop_writes", &self.level0_stop_writes)
@@ -386,6 +389,17 @@ impl Options {
     /// Target size of a table's data blocks. Default 4 KiB.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes;
+        self
+    }
+
+    /// Key-value separation: a flush or compaction writes the value of a
+    /// put at least `bytes` long to a blob file beside its table, which
+    /// holds a 24-byte pointer instead, so compactions move the pointer and
+    /// not the value (WiscKey; RocksDB's `min_blob_size`). Merge operands
+    /// stay inline. Reads resolve the pointer after filter, index and
+    /// block. Default `None`: every value inline.
+    pub fn blob_threshold(mut self, bytes: Option<usize>) -> Self {
+        self.blob_threshold = bytes;
         self
     }
 
@@ -792,6 +806,9 @@ impl Options {
         }
         if self.total_memtable_bytes.is_some_and(|bytes| bytes < 4096) {
             return Err(Error::invalid("total_memtable_bytes must be at least 4096"));
+        }
+        if self.blob_threshold == Some(0) {
+            return Err(Error::invalid("blob_threshold must be at least 1 byte"));
         }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));

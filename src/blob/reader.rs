@@ -114,10 +114,21 @@ impl BlobFile {
         Ok(Bytes::from(value))
     }
 
+    /// Reads the whole file and checks it (see [`verify_blob_file`]).
+    pub fn verify(&self) -> Result<(u64, u64)> {
+        verify_blob_file(&self.fs, &self.path)
+    }
+
     /// Removes the file once the last handle on it is dropped: the
     /// database calls it when no live table points into the file any more.
     pub fn remove_file_when_unused(&self) {
         self.remove_when_dropped.store(true, Ordering::Relaxed);
+    }
+
+    /// Undoes [`BlobFile::remove_file_when_unused`]: a table installed
+    /// since points into the file.
+    pub fn keep_file(&self) {
+        self.remove_when_dropped.store(false, Ordering::Relaxed);
     }
 }
 
@@ -159,11 +170,6 @@ impl BlobFiles {
         ));
         open.insert(number, Arc::downgrade(&file));
         file
-    }
-
-    /// The handle on blob file `number` when some table holds it.
-    pub fn held(&self, number: u64) -> Option<Arc<BlobFile>> {
-        self.open.lock().get(&number).and_then(Weak::upgrade)
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::blob::format::{
     encode_footer, encode_header, encode_record, BlobCounts, BlobPointer, BLOB_HEADER_LEN,
-    RECORD_CRC_LEN, RECORD_HEAD_LEN,
+    RECORD_HEAD_LEN,
 };
 use crate::codec::crc32_of;
 use crate::error::{Error, Result};
@@ -123,9 +123,4 @@ impl BlobWriter {
     pub fn path(&self) -> &Path {
         &self.path
     }
-}
-
-/// Bytes a record of `key_len` and `value_len` takes in a blob file.
-pub fn record_len(key_len: usize, value_len: usize) -> u64 {
-    (RECORD_HEAD_LEN + key_len + value_len + RECORD_CRC_LEN) as u64
 }

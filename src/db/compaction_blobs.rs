@@ -1,0 +1,53 @@
+//! What a compaction does about blob files: whether it reads its inputs'
+//! blob pointers as they are (moving them into its outputs, the value left
+//! where it is) and, once its result is installed, which blob files no
+//! live table points into any more.
+//!
+//! A compaction with neither a compaction filter nor a merge operator
+//! moves pointers. With either, it reads values resolved (the filter must
+//! see the value, the operator merge it), and its outputs separate them
+//! again into their own blob files: correct, at the cost of rewriting those
+//! values.
+//!
+//! Owns: that choice, and marking blob files obsolete at install.
+//! Must never: mark a blob file obsolete while a table of the installed
+//! version points into it (a file so marked is removed only when the last
+//! table holding it — in any version a snapshot or scan still pins — is
+//! dropped, and an install that sees it referenced again unmarks it).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::db::version::{LiveTable, Version};
+use crate::options::Options;
+
+/// True when the compaction moves blob pointers rather than values.
+pub(crate) fn moves_pointers(opts: &Options) -> bool {
+    opts.compaction_filter.is_none() && opts.merge_operator.is_none()
+}
+
+/// After `version` was installed in place of the tables `obsolete`: the
+/// blob files `obsolete` pointed into that no table of `version` does are
+/// removed once unused; those it does are kept. With a table of `version`
+/// that could not be opened (its blob files unknown), nothing is marked.
+pub(crate) fn mark_unreferenced(version: &Version, obsolete: &[Arc<LiveTable>]) {
+    let mut live = BTreeSet::new();
+    for table in version.levels.iter().flatten() {
+        match table.table.as_ref() {
+            Ok(table) => {
+                for file in table.blob_files() {
+                    file.keep_file();
+                    live.insert(file.number());
+                }
+            }
+            Err(_) => return,
+        }
+    }
+    for table in obsolete.iter().filter_map(|t| t.table.as_ref().ok()) {
+        for file in table.blob_files() {
+            if !live.contains(&file.number()) {
+                file.remove_file_when_unused();
+            }
+        }
+    }
+}
