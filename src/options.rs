@@ -55,6 +55,7 @@ pub struct Options {
     pub(crate) compaction_bytes_per_sec: Option<u64>,
     pub(crate) block_size: usize,
     pub(crate) blob_threshold: Option<usize>,
+    pub(crate) blob_gc_age_cutoff: f64,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
     pub(crate) level0_stop_writes: usize,
@@ -158,6 +159,7 @@ impl Default for Options {
             compaction_bytes_per_sec: None,
             block_size: 4096,
             blob_threshold: None,
+            blob_gc_age_cutoff: 0.25,
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
             level0_stop_writes: 12,
@@ -204,6 +206,7 @@ impl fmt::Debug for Options {
             .field("compaction_bytes_per_sec", &self.compaction_bytes_per_sec)
             .field("block_size", &self.block_size)
             .field("blob_threshold", &self.blob_threshold)
+            .field("blob_gc_age_cutoff", &self.blob_gc_age_cutoff)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
             .field("level0_stop_writes", &self.level0_stop_writes)
@@ -400,6 +403,16 @@ impl Options {
     /// block. Default `None`: every value inline.
     pub fn blob_threshold(mut self, bytes: Option<usize>) -> Self {
         self.blob_threshold = bytes;
+        self
+    }
+
+    /// Blob garbage collection (RocksDB's age cutoff): a compaction
+    /// rewrites the values it meets that lie in the oldest `share` of the
+    /// keyspace's blob files into its own new blob file, so an old file's
+    /// live values move on and the file goes once no table points into it.
+    /// Default 0.25; 0 turns collection off; within [0, 1].
+    pub fn blob_gc_age_cutoff(mut self, share: f64) -> Self {
+        self.blob_gc_age_cutoff = share;
         self
     }
 
@@ -809,6 +822,9 @@ impl Options {
         }
         if self.blob_threshold == Some(0) {
             return Err(Error::invalid("blob_threshold must be at least 1 byte"));
+        }
+        if !(0.0..=1.0).contains(&self.blob_gc_age_cutoff) {
+            return Err(Error::invalid("blob_gc_age_cutoff must be within [0, 1]"));
         }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));

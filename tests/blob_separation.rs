@@ -276,3 +276,56 @@ fn without_a_threshold_no_blob_file_is_written() {
         assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, 0, 5000));
     }
 }
+
+/// Four flushes of distinct keys, then a full compaction: the blob files
+/// the flushes wrote, by name, and whether each still exists after.
+fn files_kept_by_compaction(cutoff: f64) -> (Vec<String>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options()
+        .blob_gc_age_cutoff(cutoff)
+        .level0_quiet_trigger(100);
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    for part in 0..4u64 {
+        for i in part * 25..(part + 1) * 25 {
+            db.put(key(i), value(i, part, 600)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let before = blob_files(dir.path());
+    db.compact().unwrap();
+    db.wait_for_background().unwrap();
+    for part in 0..4u64 {
+        for i in part * 25..(part + 1) * 25 {
+            assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, part, 600));
+        }
+    }
+    db.verify_checksums().unwrap();
+    (before, blob_files(dir.path()))
+}
+
+#[test]
+fn garbage_collection_rewrites_the_oldest_blob_files_values() {
+    // Without collection a compaction moves pointers: every file stays.
+    let (before, after) = files_kept_by_compaction(0.0);
+    assert_eq!(before.len(), 4, "{before:?}");
+    assert!(
+        before.iter().all(|f| after.contains(f)),
+        "{before:?} {after:?}"
+    );
+    // With the oldest half collected (of the files each compaction step
+    // meets), their values moved to the compactions' own files and the two
+    // oldest files are gone; the newest kept its values where they were.
+    let (before, after) = files_kept_by_compaction(0.5);
+    assert!(
+        !after.contains(&before[0]) && !after.contains(&before[1]),
+        "{before:?} {after:?}"
+    );
+    assert!(after.contains(&before[3]), "{before:?} {after:?}");
+    // All of them collected: every value now lies in new files.
+    let (before, after) = files_kept_by_compaction(1.0);
+    assert!(
+        before.iter().all(|f| !after.contains(f)),
+        "{before:?} {after:?}"
+    );
+    assert!(!after.is_empty());
+}

@@ -32,7 +32,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::blob::blob_file_name;
-use crate::db::compaction_blobs::{mark_unreferenced, moves_pointers};
+use crate::db::compaction_blobs::{collected_files, mark_unreferenced, moves_pointers};
 use crate::db::compaction_scope::{CompactionScope, OwnedRange};
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
@@ -718,8 +718,9 @@ fn run(
         .counters
         .compaction_tables_deleted
         .fetch_add(skipped, Ordering::Relaxed);
+    let collected = collected_files(version, &opts);
     let raw = |source: TableSource| match moves_pointers(&opts) {
-        true => source.keeping_blob_pointers(),
+        true => source.keeping_blob_pointers(Arc::clone(&collected)),
         false => source,
     };
     let mut sources: Vec<Box<dyn InternalIterator>> = above

@@ -26,6 +26,21 @@ pub(crate) fn moves_pointers(opts: &Options) -> bool {
     opts.compaction_filter.is_none() && opts.merge_operator.is_none()
 }
 
+/// The blob files whose values a compaction of `version` rewrites rather
+/// than moving their pointers: the oldest `Options::blob_gc_age_cutoff`
+/// share of the blob files its tables point into (RocksDB's age cutoff).
+pub(crate) fn collected_files(version: &Version, opts: &Options) -> Arc<BTreeSet<u64>> {
+    let mut numbers = BTreeSet::new();
+    for table in version.levels.iter().flatten() {
+        if let Ok(table) = table.table.as_ref() {
+            numbers.extend(table.blob_file_numbers().iter().copied());
+        }
+    }
+    let share = opts.blob_gc_age_cutoff.clamp(0.0, 1.0);
+    let oldest = (numbers.len() as f64 * share).floor() as usize;
+    Arc::new(numbers.into_iter().take(oldest).collect())
+}
+
 /// After `version` was installed in place of the tables `obsolete`: the
 /// blob files `obsolete` pointed into that no table of `version` does are
 /// removed once unused; those it does are kept. With a table of `version`

@@ -11,6 +11,8 @@
 //! `Err` from the call that reached it, and the iterator is invalid after.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -70,6 +72,9 @@ pub struct TableIter {
     /// Entries of kind blob are shown as puts of the values they point to
     /// (every reader but a compaction, which moves the pointers).
     resolve_blobs: bool,
+    /// With `resolve_blobs` off, the blob files whose pointers are
+    /// resolved all the same (a compaction's garbage collection).
+    resolve_in: Option<Arc<BTreeSet<u64>>>,
     /// The entry the cursor stands on, when it is a blob pointer resolved:
     /// its key with the kind put, and the value read from the blob file.
     resolved: Option<(Vec<u8>, Bytes)>,
@@ -85,6 +90,7 @@ impl TableIter {
             span: None,
             backward: false,
             resolve_blobs: true,
+            resolve_in: None,
             resolved: None,
         }
     }
@@ -94,6 +100,14 @@ impl TableIter {
     /// moves pointers rather than values.
     pub fn keep_blob_pointers(mut self) -> TableIter {
         self.resolve_blobs = false;
+        self
+    }
+
+    /// [`TableIter::keep_blob_pointers`] except for pointers into the blob
+    /// files `numbers`, which are resolved (their values move on).
+    pub(crate) fn keep_blob_pointers_except(mut self, numbers: Arc<BTreeSet<u64>>) -> TableIter {
+        self.resolve_blobs = false;
+        self.resolve_in = Some(numbers);
         self
     }
 
@@ -114,6 +128,10 @@ impl TableIter {
         let (file, pointer) = inner
             .blob_for(&pointer)
             .map_err(|e| inner.locate(self.block_no, e))?;
+        let collected = |numbers: &Arc<BTreeSet<u64>>| numbers.contains(&pointer.file_number);
+        if !self.resolve_blobs && !self.resolve_in.as_ref().is_some_and(collected) {
+            return Ok(());
+        }
         let value = file.read_value(&pointer)?;
         let mut shown = Vec::with_capacity(key.len());
         shown.extend_from_slice(user_key);
@@ -255,7 +273,7 @@ impl TableIter {
     fn guard(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.resolved = None;
         let mut result = step(self);
-        if result.is_ok() && self.resolve_blobs {
+        if result.is_ok() && (self.resolve_blobs || self.resolve_in.is_some()) {
             result = self.resolve_current();
         }
         if result.is_err() {

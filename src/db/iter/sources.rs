@@ -94,8 +94,9 @@ pub(crate) struct TableSource {
     index: usize,
     current: Option<TableIter>,
     error: Option<Error>,
-    /// Show blob pointers as stored (a compaction's inputs).
-    keep_blob_pointers: bool,
+    /// Show blob pointers as stored (a compaction's inputs), except those
+    /// into the listed blob files.
+    keep_blob_pointers: Option<Arc<std::collections::BTreeSet<u64>>>,
 }
 
 /// The tables a [`TableSource`] reads, in key order.
@@ -211,14 +212,18 @@ impl TableSource {
             index: 0,
             current: None,
             error: None,
-            keep_blob_pointers: false,
+            keep_blob_pointers: None,
         }
     }
 
     /// Shows entries of kind blob as stored, the pointer as the value (see
-    /// [`TableIter::keep_blob_pointers`]): a compaction's inputs.
-    pub fn keeping_blob_pointers(mut self) -> TableSource {
-        self.keep_blob_pointers = true;
+    /// [`TableIter::keep_blob_pointers`]): a compaction's inputs. Pointers
+    /// into the blob files `collected` are resolved all the same.
+    pub fn keeping_blob_pointers(
+        mut self,
+        collected: Arc<std::collections::BTreeSet<u64>>,
+    ) -> TableSource {
+        self.keep_blob_pointers = Some(collected);
         self
     }
 
@@ -238,10 +243,9 @@ impl TableSource {
         match self.tables.get(index).map(|t| t.readable()) {
             Some(Ok(table)) => {
                 let iter = table.iter_with(self.mode);
-                self.current = Some(if self.keep_blob_pointers {
-                    iter.keep_blob_pointers()
-                } else {
-                    iter
+                self.current = Some(match &self.keep_blob_pointers {
+                    Some(collected) => iter.keep_blob_pointers_except(Arc::clone(collected)),
+                    None => iter,
                 });
             }
             // A table that could not be opened ends the scan with its error.
