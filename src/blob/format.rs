@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(records[1].value, b"two two");
         let pointer = records[1].pointer(7);
-        let at = pointer.offset as usize;
+        let at = usize::try_from(pointer.offset).unwrap();
         assert_eq!(&bytes[at..at + pointer.length as usize], b"two two");
         for i in 0..bytes.len() {
             let mut damaged = bytes.clone();

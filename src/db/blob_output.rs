@@ -82,13 +82,4 @@ impl BlobOutput {
     pub fn finish(&mut self) -> Result<Option<BlobFileInfo>> {
         self.writer.take().map(BlobWriter::finish).transpose()
     }
-
-    /// Removes the blob file of a failed output (best effort).
-    pub fn abandon(&mut self, fs: &dyn FileSystem, dir: &Path) {
-        self.writer = None;
-        let path = dir.join(blob_file_name(self.number));
-        if fs.exists(&path) {
-            let _ = fs.remove(&path);
-        }
-    }
 }

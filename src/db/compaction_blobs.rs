@@ -37,8 +37,15 @@ pub(crate) fn collected_files(version: &Version, opts: &Options) -> Arc<BTreeSet
         }
     }
     let share = opts.blob_gc_age_cutoff.clamp(0.0, 1.0);
-    let oldest = (numbers.len() as f64 * share).floor() as usize;
-    Arc::new(numbers.into_iter().take(oldest).collect())
+    let limit = numbers.len() as f64 * share;
+    Arc::new(
+        numbers
+            .into_iter()
+            .enumerate()
+            .take_while(|(i, _)| *i as f64 + 1.0 <= limit)
+            .map(|(_, number)| number)
+            .collect(),
+    )
 }
 
 /// After `version` was installed in place of the tables `obsolete`: the

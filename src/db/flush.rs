@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::blob::blob_file_name;
 use crate::db::blob_output::BlobOutput;
 use crate::db::inner::DbInner;
 use crate::db::pacing::Pacer;
@@ -209,15 +210,14 @@ pub(crate) fn build_table(
     tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
-    let mut blobs = BlobOutput::new(limits.blob_threshold, number);
-    let built = write_table(
-        fs, &path, options, number, entries, limits, tombstones, &mut blobs,
-    );
+    let built = write_table(fs, &path, options, number, entries, limits, tombstones);
     if built.is_err() {
-        if fs.exists(&path) {
-            let _ = fs.remove(&path);
+        // The blob file beside it too, if it got one.
+        for path in [path, dir.join(blob_file_name(number))] {
+            if fs.exists(&path) {
+                let _ = fs.remove(&path);
+            }
         }
-        blobs.abandon(fs, dir);
     }
     built
 }
@@ -230,9 +230,9 @@ fn write_table(
     entries: &mut dyn EntrySource,
     limits: OutputLimits<'_>,
     tombstones: Option<&mut TombstoneCuts>,
-    blobs: &mut BlobOutput,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    let mut blobs = BlobOutput::new(limits.blob_threshold, number);
     let mut builder: Option<TableBuilder> = None;
     let mut cut = false;
     let mut paced = 0u64;
