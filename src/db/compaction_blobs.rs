@@ -9,7 +9,8 @@
 //! again into their own blob files: correct, at the cost of rewriting those
 //! values.
 //!
-//! Owns: that choice, and marking blob files obsolete at install.
+//! Owns: that choice, marking blob files obsolete at install, and which
+//! blob files the live tables point into (what an open keeps).
 //! Must never: mark a blob file obsolete while a table of the installed
 //! version points into it (a file so marked is removed only when the last
 //! table holding it — in any version a snapshot or scan still pins — is
@@ -46,6 +47,27 @@ pub(crate) fn collected_files(version: &Version, opts: &Options) -> Arc<BTreeSet
             .map(|(_, number)| number)
             .collect(),
     )
+}
+
+/// The blob files the tables of `versions` point into; `None` when a
+/// table could not be opened (its blob files are then unknown). What an
+/// open keeps of the blob files in the directory.
+pub(crate) fn live_blob_files<'a>(
+    versions: impl IntoIterator<Item = &'a Version>,
+) -> Option<BTreeSet<u64>> {
+    let mut live = BTreeSet::new();
+    for table in versions.into_iter().flat_map(|v| v.levels.iter().flatten()) {
+        live.extend(
+            table
+                .table
+                .as_ref()
+                .ok()?
+                .blob_file_numbers()
+                .iter()
+                .copied(),
+        );
+    }
+    Some(live)
 }
 
 /// After `version` was installed in place of the tables `obsolete`: the
