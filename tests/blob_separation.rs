@@ -387,3 +387,65 @@ fn an_open_removes_blob_files_no_table_points_into() {
         assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, 0, 300));
     }
 }
+
+/// Appends operands to the value, each after a `+`.
+struct Append;
+
+impl siftdb::MergeOperator for Append {
+    fn merge(&self, _key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+        let mut out = existing.unwrap_or_default().to_vec();
+        for operand in operands {
+            out.push(b'+');
+            out.extend_from_slice(operand);
+        }
+        Some(out)
+    }
+}
+
+/// Removes values that end in `x`; shows the values it was asked about.
+struct DropX(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl siftdb::CompactionFilter for DropX {
+    fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> siftdb::CompactionDecision {
+        self.0.lock().unwrap().push(value.to_vec());
+        if value.ends_with(b"x") {
+            siftdb::CompactionDecision::Remove
+        } else {
+            siftdb::CompactionDecision::Keep
+        }
+    }
+}
+
+#[test]
+fn merges_and_compaction_filters_see_separated_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options().merge_operator(std::sync::Arc::new(Append));
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    let base = value(1, 0, 500);
+    db.put(key(1), &base).unwrap();
+    db.flush().unwrap();
+    db.merge(key(1), b"tail").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let want = [&base[..], b"+tail"].concat();
+    assert_eq!(db.get(key(1)).unwrap().unwrap(), want);
+    drop(db);
+
+    let dir = tempfile::tempdir().unwrap();
+    let filter = std::sync::Arc::new(DropX(std::sync::Mutex::new(Vec::new())));
+    let db = Db::open_with(dir.path(), options().compaction_filter(filter.clone())).unwrap();
+    let mut gone = value(2, 0, 500);
+    gone.push(b'x');
+    db.put(key(1), &base).unwrap();
+    db.put(key(2), &gone).unwrap();
+    db.flush().unwrap();
+    db.put(b"zz", b"small").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert!(
+        filter.0.lock().unwrap().contains(&gone),
+        "the filter saw a pointer"
+    );
+    assert_eq!(db.get(key(1)).unwrap().unwrap(), base);
+    assert_eq!(db.get(key(2)).unwrap(), None);
+}
