@@ -42,13 +42,23 @@ pub enum ValueKind {
     /// is the keyspace's merge operator applied to the older value and the
     /// operands since (see `Options::merge_operator`).
     Merge = 2,
+    /// A value was written at this sequence number and kept in a blob
+    /// file: the entry's value is a 24-byte blob pointer (see
+    /// `docs/format.md`, "Blob file"). Only tables hold it, never the
+    /// memtable or the log; readers see a put of the value it points to.
+    Blob = 3,
 }
 
 impl ValueKind {
     /// The kind with the largest byte: among versions at one sequence
     /// number its tag is the largest, so an internal key of it sorts before
     /// every version at that sequence number (what a lookup seeks with).
-    pub const SEEK: ValueKind = ValueKind::Merge;
+    pub const SEEK: ValueKind = ValueKind::Blob;
+
+    /// True for a put, whether its value is inline or in a blob file.
+    pub fn is_put(self) -> bool {
+        matches!(self, ValueKind::Put | ValueKind::Blob)
+    }
 
     /// Decodes a kind byte.
     pub fn from_u8(byte: u8) -> Option<ValueKind> {
@@ -56,6 +66,7 @@ impl ValueKind {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
             2 => Some(ValueKind::Merge),
+            3 => Some(ValueKind::Blob),
             _ => None,
         }
     }

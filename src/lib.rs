@@ -50,6 +50,7 @@ mod async_iter;
 mod async_transaction;
 pub mod backup;
 mod batch;
+mod blob;
 mod codec;
 mod compression;
 mod counter;
@@ -71,6 +72,7 @@ mod keyspace_settings;
 mod manifest;
 mod memtable;
 mod options;
+mod write_options;
 mod prefetch;
 mod prefix;
 mod range_tombstone;
@@ -128,6 +130,17 @@ pub mod internals {
     /// Write batches and their log encoding.
     pub mod batch {
         pub use crate::batch::{decode_record, OpKind, RawBatch, WriteBatch};
+    }
+    /// Blob files: separated values and the pointers to them.
+    pub mod blob {
+        pub use crate::blob::format::{
+            decode_file, decode_header, encode_footer, encode_header, encode_record, BlobCounts,
+            BlobRecord, BLOB_FOOTER_LEN, BLOB_HEADER_LEN,
+        };
+        pub use crate::blob::{
+            blob_file_name, parse_blob_file_name, verify_blob_file, BlobFile, BlobFileInfo,
+            BlobPointer, BlobWriter, BLOB_FORMAT_VERSION, BLOB_POINTER_LEN,
+        };
     }
     /// Checksums and varints.
     pub mod codec {

@@ -16,6 +16,7 @@ use crate::shared::{Cache, RateLimiter, WriteBufferManager};
 use siftdb_filter::FilterPolicy;
 
 pub use crate::compression::Compression;
+pub use crate::write_options::WriteOptions;
 
 /// Database options. Start from `Options::default()` and chain builder methods.
 ///
@@ -43,6 +44,8 @@ pub struct Options {
     pub(crate) sync_interval: Option<Duration>,
     pub(crate) compaction_bytes_per_sec: Option<u64>,
     pub(crate) block_size: usize,
+    pub(crate) blob_threshold: Option<usize>,
+    pub(crate) blob_gc_age_cutoff: f64,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
     pub(crate) level0_stop_writes: usize,
@@ -148,6 +151,8 @@ impl Default for Options {
             sync_interval: None,
             compaction_bytes_per_sec: None,
             block_size: 4096,
+            blob_threshold: None,
+            blob_gc_age_cutoff: 0.25,
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
             level0_stop_writes: 12,
@@ -195,6 +200,8 @@ impl fmt::Debug for Options {
             .field("sync_interval", &self.sync_interval)
             .field("compaction_bytes_per_sec", &self.compaction_bytes_per_sec)
             .field("block_size", &self.block_size)
+            .field("blob_threshold", &self.blob_threshold)
+            .field("blob_gc_age_cutoff", &self.blob_gc_age_cutoff)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
             .field("level0_stop_writes", &self.level0_stop_writes)
@@ -385,6 +392,27 @@ impl Options {
     /// Target size of a table's data blocks. Default 4 KiB.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes;
+        self
+    }
+
+    /// Key-value separation: a flush or compaction writes the value of a
+    /// put at least `bytes` long to a blob file beside its table, which
+    /// holds a 24-byte pointer instead, so compactions move the pointer and
+    /// not the value (WiscKey; RocksDB's `min_blob_size`). Merge operands
+    /// stay inline. Reads resolve the pointer after filter, index and
+    /// block. Default `None`: every value inline.
+    pub fn blob_threshold(mut self, bytes: Option<usize>) -> Self {
+        self.blob_threshold = bytes;
+        self
+    }
+
+    /// Blob garbage collection (RocksDB's age cutoff): a compaction
+    /// rewrites the values it meets that lie in the oldest `share` of the
+    /// keyspace's blob files into its own new blob file, so an old file's
+    /// live values move on and the file goes once no table points into it.
+    /// Default 0.25; 0 turns collection off; within [0, 1].
+    pub fn blob_gc_age_cutoff(mut self, share: f64) -> Self {
+        self.blob_gc_age_cutoff = share;
         self
     }
 
@@ -851,6 +879,12 @@ impl Options {
                 ));
             }
         }
+        if self.blob_threshold == Some(0) {
+            return Err(Error::invalid("blob_threshold must be at least 1 byte"));
+        }
+        if !(0.0..=1.0).contains(&self.blob_gc_age_cutoff) {
+            return Err(Error::invalid("blob_gc_age_cutoff must be within [0, 1]"));
+        }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));
         }
@@ -898,47 +932,6 @@ impl Options {
             ));
         }
         Ok(())
-    }
-}
-
-/// Options of one write ([`crate::Db::write_with`]).
-///
-/// ```
-/// use siftdb::{Db, WriteBatch, WriteOptions};
-///
-/// # let dir = tempfile::tempdir().unwrap();
-/// let db = Db::open(dir.path())?; // writes are not synced by default
-/// db.put(b"cache/page", b"...")?; // fast: in the OS's hands on return
-/// let mut order = WriteBatch::new();
-/// order.put(b"order/17", b"paid");
-/// db.write_with(order, WriteOptions::new().sync(true))?; // on disk on return
-/// db.persist()?; // everything written so far on disk, without a flush
-/// # Ok::<(), siftdb::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteOptions {
-    sync: Option<bool>,
-}
-
-impl WriteOptions {
-    /// The database's defaults ([`Options::sync_writes`]).
-    pub fn new() -> WriteOptions {
-        WriteOptions::default()
-    }
-
-    /// With `true`, the write's log record is on disk (fsync) before the
-    /// write returns, and so is everything logged before it; with `false`,
-    /// it is in the operating system's hands (it survives a crash of the
-    /// process, not of the machine), whatever [`Options::sync_writes`] says.
-    /// Writes that share a log record with a synced one are synced too.
-    pub fn sync(mut self, sync: bool) -> WriteOptions {
-        self.sync = Some(sync);
-        self
-    }
-
-    /// Whether the write is synced, given the database's default.
-    pub(crate) fn sync_or(self, default: bool) -> bool {
-        self.sync.unwrap_or(default)
     }
 }
 

@@ -424,11 +424,13 @@ const LAYERS: &[(u32, &[&str])] = &[
         3,
         &[
             "options",
+            "write_options",
             "compression",
             "batch",
             "memtable",
             "manifest",
             "keyspace_settings",
+            "blob",
         ],
     ),
     (4, &["wal", "table", "identify"]),

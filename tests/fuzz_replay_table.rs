@@ -91,7 +91,7 @@ fn seed_table_full(
         };
         let value = match kind {
             ValueKind::Put | ValueKind::Merge => value_of(i),
-            ValueKind::Delete => String::new(),
+            ValueKind::Delete | ValueKind::Blob => String::new(),
         };
         let key = internal_key(user_key.as_bytes(), SeqNo(i + 1), kind);
         builder.add(&key, value.as_bytes()).unwrap();

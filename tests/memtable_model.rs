@@ -85,6 +85,7 @@ fn model_get(model: &Model, key: &[u8], snapshot: u64) -> Option<MemValue> {
             ValueKind::Put => MemValue::Put(value.clone().into()),
             ValueKind::Delete => MemValue::Deleted,
             ValueKind::Merge => MemValue::Merge,
+            ValueKind::Blob => unreachable!("the memtable refuses blob pointers"),
         })
 }
 
@@ -211,6 +212,7 @@ fn concurrent_writers_and_snapshot_readers_match_the_model() {
                     ValueKind::Put => MemValue::Put(op.value.clone().into()),
                     ValueKind::Delete => MemValue::Deleted,
                     ValueKind::Merge => MemValue::Merge,
+                    ValueKind::Blob => unreachable!("the memtable refuses blob pointers"),
                 })
         };
         // Advances the watermark past every inserted prefix and returns it.

@@ -628,12 +628,14 @@ fn fixture_events_settings() -> siftdb::KeyspaceOptions {
 }
 
 /// The database options the fixture was written with: small blocks, so
-/// that its bottommost tables have enough of them to train a dictionary.
+/// that its bottommost tables have enough of them to train a dictionary,
+/// and values of 24 bytes or more in blob files (entries of kind 3).
 fn fixture_options() -> Options {
     Options::default()
         .block_size(1024)
         .bottommost_compression(siftdb::Compression::zstd(3).unwrap())
         .bottommost_zstd_dictionary_bytes(1024)
+        .blob_threshold(Some(24))
 }
 
 /// The one fixture of the format this build writes: tests/data/format_v10_db

@@ -76,7 +76,8 @@ fn random_entries(rng: &mut SplitMix64, n: usize, mut big_values: u32) -> Entrie
         };
         let value = match kind {
             ValueKind::Put | ValueKind::Merge => random_value(rng, &mut big_values),
-            ValueKind::Delete => Vec::new(),
+            // Not generated: a blob pointer's value is no random value.
+            ValueKind::Delete | ValueKind::Blob => Vec::new(),
         };
         entries.push((internal_key(&user_key, SeqNo(seq), kind), value));
     }
@@ -92,6 +93,7 @@ fn model_get(entries: &Entries, user_key: &[u8], snapshot: SeqNo) -> Option<Tabl
             ValueKind::Put => TableValue::Put(value.clone().into()),
             ValueKind::Delete => TableValue::Deleted,
             ValueKind::Merge => TableValue::Merge,
+            ValueKind::Blob => unreachable!("not generated"),
         })
     })
 }

@@ -35,6 +35,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::blob::parse_blob_file_name;
 use crate::db::{discard_temp, remove_partial, temp_dir_of, Db, CHECKPOINT_PARTIAL_FILE};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, FileKind};
@@ -202,7 +203,12 @@ impl BackupEngine {
                 Some((FileKind::Table, number)) => {
                     format!("{SHARED_DIR}/{number:06}_{crc32:08x}_{size}.sst")
                 }
-                _ => format!("{private}/{name}"),
+                // Blob files are shared as tables are: a backup that
+                // already holds one does not copy it again.
+                _ => match parse_blob_file_name(&name) {
+                    Some(number) => format!("{SHARED_DIR}/{number:06}_{crc32:08x}_{size}.blob"),
+                    None => format!("{private}/{name}"),
+                },
             };
             let to = self.dir.join(&stored_name);
             if fs.exists(&to) {

@@ -37,6 +37,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::blob::blob_file_name;
 use crate::db::handle::Db;
 use crate::db::inner::DbInner;
 use crate::db::snapshot::Snapshot;
@@ -311,6 +312,7 @@ fn copy_pinned(
         logs: pinned.logs.len(),
         ..CheckpointInfo::default()
     };
+    let mut blobs = std::collections::BTreeSet::new();
     for (_, _, sv, _) in &pinned.trees {
         for table in sv.version.levels.iter().flatten() {
             let name = table_file_name(table.file_number());
@@ -320,6 +322,19 @@ fn copy_pinned(
                 info.tables_linked += 1;
             } else {
                 info.bytes_copied += copy_file(fs, &from, &to, u64::MAX)?;
+            }
+            // The blob files it points into, each once (immutable, as
+            // tables are: linked or copied the same way).
+            let numbers = table
+                .table
+                .as_ref()
+                .map_or(&[][..], |t| t.blob_file_numbers());
+            for &number in numbers.iter().filter(|&&n| blobs.insert(n)) {
+                let name = blob_file_name(number);
+                let (from, to) = (inner.path_of(&name), temp.join(&name));
+                if tables != TableFiles::Linked || fs.hard_link(&from, &to).is_err() {
+                    info.bytes_copied += copy_file(fs, &from, &to, u64::MAX)?;
+                }
             }
         }
     }

@@ -31,6 +31,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::blob::blob_file_name;
+use crate::db::compaction_blobs::{collected_files, mark_unreferenced, moves_pointers};
 use crate::db::compaction_scope::{CompactionScope, OwnedRange};
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
@@ -452,7 +454,7 @@ impl NewestOnly {
             return Ok(());
         }
         let keep = match parsed.kind {
-            ValueKind::Put => true,
+            ValueKind::Put | ValueKind::Blob => true,
             ValueKind::Delete => !self.bottom,
             ValueKind::Merge => false,
         };
@@ -716,12 +718,19 @@ fn run(
         .counters
         .compaction_tables_deleted
         .fetch_add(skipped, Ordering::Relaxed);
+    let collected = collected_files(version, &opts);
+    let raw = |source: TableSource| match moves_pointers(&opts) {
+        true => source.keeping_blob_pointers(Arc::clone(&collected)),
+        false => source,
+    };
     let mut sources: Vec<Box<dyn InternalIterator>> = above
         .into_iter()
-        .map(|t| Box::new(TableSource::new(t, ScanMode::Sequential)) as Box<dyn InternalIterator>)
+        .map(|t| {
+            Box::new(raw(TableSource::new(t, ScanMode::Sequential))) as Box<dyn InternalIterator>
+        })
         .collect();
     if !below.is_empty() {
-        sources.push(Box::new(TableSource::run(below, ScanMode::Sequential)));
+        sources.push(Box::new(raw(TableSource::run(below, ScanMode::Sequential))));
     }
     let bottom = is_bottom(version, &pick, &lo, &hi);
     // Above the bottom the tombstones go on down with the outputs, for
@@ -765,6 +774,7 @@ fn run(
                 OutputLimits {
                     stop_after_bytes: Some(opts.table_target_bytes),
                     pacer: inner.pacer.as_ref(),
+                    blob_threshold: opts.blob_threshold,
                 },
                 cuts.as_mut(),
             )?
@@ -805,6 +815,10 @@ fn run(
 fn remove_files(inner: &DbInner, numbers: impl Iterator<Item = u64>) {
     for number in numbers {
         let _ = inner.fs.remove(&inner.path_of(&table_file_name(number)));
+        let blob = inner.path_of(&blob_file_name(number));
+        if inner.fs.exists(&blob) {
+            let _ = inner.fs.remove(&blob);
+        }
     }
 }
 
@@ -833,6 +847,7 @@ fn install(
     for table in obsolete.iter().filter_map(|t| t.table.as_ref().ok()) {
         table.remove_file_when_unused();
     }
+    mark_unreferenced(&tree.current.load().version, obsolete);
     inner.counters.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

@@ -11,6 +11,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::blob::blob_file_name;
+use crate::db::blob_output::BlobOutput;
 use crate::db::inner::DbInner;
 use crate::db::pacing::Pacer;
 use crate::db::super_version::SuperVersion;
@@ -188,6 +190,9 @@ pub(crate) struct OutputLimits<'a> {
     /// Take the bytes written from this bucket as they are written
     /// (`Options::compaction_bytes_per_sec`, `Options::rate_limiter`).
     pub pacer: Option<&'a Pacer>,
+    /// Puts with values of at least this many bytes go to a blob file
+    /// beside the table (`Options::blob_threshold`; `blob_output.rs`).
+    pub blob_threshold: Option<usize>,
 }
 
 /// The bytes written between two asks of a [`Pacer`].
@@ -211,8 +216,13 @@ pub(crate) fn build_table(
 ) -> Result<Option<(TableRecord, TableInfo)>> {
     let path = dir.join(table_file_name(number));
     let built = write_table(fs, &path, options, number, entries, limits, tombstones);
-    if built.is_err() && fs.exists(&path) {
-        let _ = fs.remove(&path);
+    if built.is_err() {
+        // The blob file beside it too, if it got one.
+        for path in [path, dir.join(blob_file_name(number))] {
+            if fs.exists(&path) {
+                let _ = fs.remove(&path);
+            }
+        }
     }
     built
 }
@@ -226,6 +236,8 @@ fn write_table(
     limits: OutputLimits<'_>,
     tombstones: Option<&mut TombstoneCuts>,
 ) -> Result<Option<(TableRecord, TableInfo)>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut blobs = BlobOutput::new(limits.blob_threshold, number);
     let mut builder: Option<TableBuilder> = None;
     let mut cut = false;
     let mut paced = 0u64;
@@ -235,6 +247,7 @@ fn write_table(
             Some(b) => b,
             None => builder.insert(TableBuilder::create(fs, path, options)?),
         };
+        let (key, value) = blobs.entry(fs, dir, key, value)?;
         builder.add(key, value)?;
         let written = builder.estimated_file_size();
         if let Some(pacer) = limits.pacer {
@@ -269,6 +282,8 @@ fn write_table(
     let Some(builder) = builder else {
         return Ok(None);
     };
+    // The blob file is synced before the table that points into it.
+    blobs.finish()?;
     let info = builder.finish()?;
     Ok(Some((table_record(number, 0, &info), info)))
 }
@@ -323,6 +338,7 @@ pub(crate) fn write_level0_table(
         &mut entries,
         OutputLimits {
             pacer,
+            blob_threshold: opts.blob_threshold,
             ..OutputLimits::default()
         },
         tombstones.as_mut(),

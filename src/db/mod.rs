@@ -28,10 +28,12 @@
 
 mod background;
 mod background_state;
+mod blob_output;
 mod checkpoint;
 mod checks;
 mod close;
 mod compaction;
+mod compaction_blobs;
 mod compaction_scope;
 mod compare_and_swap;
 mod counters;
@@ -67,6 +69,7 @@ mod transaction;
 mod transaction_scan;
 mod tree;
 mod verify;
+mod verify_blobs;
 mod version;
 mod version_set;
 mod write;

@@ -16,7 +16,9 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::decode_record;
+use crate::blob::parse_blob_file_name;
 use crate::db::background_state::BgState;
+use crate::db::compaction_blobs::live_blob_files;
 use crate::db::counters::DbCounters;
 use crate::db::flush;
 use crate::db::inner::DbInner;
@@ -525,11 +527,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         .flat_map(|t| t.version.records())
         .map(|r| r.file_number)
         .collect();
+    // Blob files no live table points into (an output cut short, a file
+    // left obsolete by a crash): only when every table opened.
+    let live_blobs = live_blob_files(trees.iter().map(|t| &t.version));
     for name in fs.list(dir).unwrap_or_default() {
         let obsolete = match parse_file_name(&name) {
             Some((FileKind::Wal, n)) => n < log_number,
             Some((FileKind::Table, n)) => !live_tables.contains(&n),
-            None => name == MANIFEST_TEMP_FILE,
+            None => match (parse_blob_file_name(&name), &live_blobs) {
+                (Some(n), Some(live)) => !live.contains(&n),
+                _ => name == MANIFEST_TEMP_FILE,
+            },
         };
         if obsolete {
             let _ = fs.remove(&dir.join(&name));

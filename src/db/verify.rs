@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use crate::db::tree::Tree;
+use crate::db::verify_blobs::verify_blobs;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::table::Severity;
@@ -26,6 +27,8 @@ pub struct VerifyStats {
     pub tables: u64,
     /// Their files' bytes.
     pub bytes: u64,
+    /// Blob files read and checked, with every pointer into them.
+    pub blob_files: u64,
     /// Problems that leave every read right (a damaged filter: reads of
     /// its table go to the index instead), one line each, naming the table.
     pub warnings: Vec<String>,
@@ -65,6 +68,7 @@ pub(crate) fn verify_trees<'a>(
                     .map(|p| format!("table {name}: {}", p.detail)),
             );
         }
+        stats.blob_files += verify_blobs(tree, &sv.version)?;
     }
     Ok(stats)
 }

@@ -152,6 +152,11 @@ impl Memtable {
     /// first insert stays) or the key or value is longer than 4 GiB − 1;
     /// the memtable is unchanged then.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        if kind == ValueKind::Blob {
+            return Err(Error::invalid(
+                "the memtable holds values, never blob pointers (only tables do)",
+            ));
+        }
         // The bits first: a reader that can see the entry sees them too.
         if let Some(filter) = &self.key_filter {
             filter.insert(hash_key(user_key));
@@ -305,6 +310,8 @@ impl Memtable {
             ValueKind::Put => MemValue::Put(Bytes::copy_from_slice(value)),
             ValueKind::Delete => MemValue::Deleted,
             ValueKind::Merge => MemValue::Merge,
+            // Refused by `insert`: never held.
+            ValueKind::Blob => MemValue::Deleted,
         };
         Some((found, SeqNo(tag >> 8)))
     }

@@ -4,10 +4,10 @@
 //!
 //! Every key is an internal key (user key ‖ 8-byte tag); an entry stores the
 //! user key (prefix-compressed against the previous entry's) and, after it,
-//! the tag packed as a varint, `seq << 1 | kind` (a kind being 0 or 1):
+//! the tag packed as a varint, `seq << 2 | kind` (a kind being 0 to 3):
 //!
 //! ```text
-//! entry   := header ‖ user_key[shared..] ‖ varint64(seq << 1 | kind) ‖ value
+//! entry   := header ‖ user_key[shared..] ‖ varint64(seq << 2 | kind) ‖ value
 //! header  := shared ‖ unshared ‖ value_len   (varint32 each; the lengths
 //!                                              count user-key bytes)
 //! block   := entry* ‖ restart offset u32 × R ‖ R u32          (R ≥ 1)
@@ -48,18 +48,19 @@ const MAX_PACKED_TAG: u64 = (1 << 58) - 1;
 const PACKED_KIND_BITS: u32 = 2;
 
 /// The number stored for `tag` (`seq << 8 | kind`): `seq << 2 | kind`;
-/// `None` for a kind other than delete (0), put (1) or merge (2).
+/// `None` for a kind other than delete (0), put (1), merge (2) or blob
+/// pointer (3).
 fn stored_tag(tag: u64) -> Option<u64> {
     let kind = tag & 0xff;
-    (kind <= 2).then_some(((tag >> 8) << PACKED_KIND_BITS) | kind)
+    (kind <= 3).then_some(((tag >> 8) << PACKED_KIND_BITS) | kind)
 }
 
 /// The tag a stored number stands for, `None` for one no writer makes (a
-/// packed tag past 56 bits of sequence number, or of kind 3).
+/// packed tag past 56 bits of sequence number).
 #[inline]
 fn tag_of_stored(stored: u64) -> Option<u64> {
     let kind = stored & 3;
-    (stored <= MAX_PACKED_TAG && kind != 3).then_some(((stored >> PACKED_KIND_BITS) << 8) | kind)
+    (stored <= MAX_PACKED_TAG).then_some(((stored >> PACKED_KIND_BITS) << 8) | kind)
 }
 
 /// Bytes of the header for these lengths.
@@ -467,7 +468,7 @@ impl Block {
                 self.entries_end
             )),
             EntryFault::Tag => self.corrupt(format!(
-                "entry at {offset}: its tag runs past the entries or past 64 bits, or packs a sequence number past 56 bits or a kind of 3"
+                "entry at {offset}: its tag runs past the entries or past 64 bits, or packs a sequence number past 56 bits"
             )),
         }
     }
@@ -690,8 +691,8 @@ mod tests {
         let mut short = BlockBuilder::new(16);
         assert!(short.add(b"1234567", b"v").is_err());
         assert!(short.is_empty());
-        // A packed tag has two bits of kind: a kind byte of 3 is refused.
-        let odd = [&b"key"[..], &((7u64 << 8) | 3).to_le_bytes()].concat();
+        // A packed tag has two bits of kind: a kind byte of 4 is refused.
+        let odd = [&b"key"[..], &((7u64 << 8) | 4).to_le_bytes()].concat();
         let mut packed = BlockBuilder::new(16);
         assert!(packed.add(&odd, b"v").is_err());
         assert!(packed.is_empty());
@@ -713,9 +714,8 @@ mod tests {
             it.key(),
             internal_key(b"k", SeqNo((1 << 56) - 1), ValueKind::Merge)
         );
-        // Past 56 bits of sequence number, or a kind of 3 (no writer makes
-        // either).
-        for tag in [MAX_PACKED_TAG + 1, u64::MAX, MAX_PACKED_TAG, (7 << 2) | 3] {
+        // Past 56 bits of sequence number (no writer makes one).
+        for tag in [MAX_PACKED_TAG + 1, u64::MAX] {
             let err = block_of(tag).iter().seek_to_first().unwrap_err();
             assert!(err.is_corruption(), "{err}");
             assert!(err.to_string().contains("56 bits"), "{err}");

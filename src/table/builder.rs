@@ -98,6 +98,8 @@ pub struct TableBuilder {
     range_filter: Option<RangeFilterBuilder>,
     entries: u64,
     deletions: u64,
+    /// The blob files the entries of kind blob point into.
+    blob_files: std::collections::BTreeSet<u64>,
     distinct_user_keys: u64,
     data_blocks: u64,
     min_seq: SeqNo,
@@ -160,6 +162,7 @@ impl TableBuilder {
                 .transpose()?,
             entries: 0,
             deletions: 0,
+            blob_files: std::collections::BTreeSet::new(),
             distinct_user_keys: 0,
             data_blocks: 0,
             min_seq: SeqNo::MAX,
@@ -210,6 +213,14 @@ impl TableBuilder {
                 parsed.seq.0
             )));
         }
+        let blob_file = match parsed.kind {
+            ValueKind::Blob => Some(
+                crate::blob::BlobPointer::decode(value)
+                    .map_err(|e| Error::invalid(format!("blob entry: {}", e.detail())))?
+                    .file_number,
+            ),
+            _ => None,
+        };
 
         // The trailer counts: at the default 4 KiB target a raw block and its
         // trailer fill at most one page.
@@ -237,6 +248,9 @@ impl TableBuilder {
         self.entries += 1;
         if parsed.kind == ValueKind::Delete {
             self.deletions += 1;
+        }
+        if let Some(number) = blob_file {
+            self.blob_files.insert(number);
         }
         self.min_seq = self.min_seq.min(parsed.seq);
         self.max_seq = self.max_seq.max(parsed.seq);
@@ -365,6 +379,7 @@ impl TableBuilder {
             range_tombstones: tombstones_handle,
             compression_dictionary: dictionary_handle,
             keyspace: self.options.keyspace.clone(),
+            blob_files: std::mem::take(&mut self.blob_files).into_iter().collect(),
         };
         // Every table is written in the one format this code reads.
         let format = TableFormat::CURRENT;

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blob::BlobFiles;
 use crate::error::Result;
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::options::{
@@ -112,6 +113,8 @@ pub struct ReadContext {
     /// owner id in it.
     blocks: Option<(Cache, u64)>,
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
+    /// The blob files the open tables point into, one handle per file.
+    pub(crate) blob_files: BlobFiles,
     next_table_id: AtomicU64,
     /// Bytes of filters and decoded indexes held by open tables.
     filter_bytes: AtomicU64,
@@ -188,6 +191,7 @@ impl ReadContext {
             keyspace_extractors: Arc::default(),
             blocks,
             files: quick_cache::sync::Cache::new(settings.max_open_files.max(1)),
+            blob_files: BlobFiles::default(),
             next_table_id: AtomicU64::new(1),
             filter_bytes: AtomicU64::new(0),
             index_bytes: AtomicU64::new(0),

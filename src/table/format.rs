@@ -19,8 +19,10 @@ use crate::error::{Error, Result};
 /// each tag stored apart and packed, `varint64(seq << 1 | kind)`, in data
 /// and index blocks, index entries' handles as two varints, and block
 /// checksums that cover the version, a range tombstone block (from
-/// version 8), and zstd blocks with a per-table dictionary (version 10).
-/// Until the first release a format change replaces the format
+/// version 8), and, from version 10, zstd blocks with a per-table
+/// dictionary and entries of kind 3 whose value is a blob pointer, with the
+/// blob files they name in properties field 6. Until the first release a
+/// format change replaces the format
 /// (see `docs/format.md`).
 pub const FORMAT_VERSION: u32 = 10;
 /// What [`crate::Error::UnsupportedVersion`] calls a table file.

@@ -411,6 +411,14 @@ impl TableInner {
                     ValueKind::Put => TableValue::Put(entries.value()),
                     ValueKind::Delete => TableValue::Deleted,
                     ValueKind::Merge => TableValue::Merge,
+                    // The blob read comes last: filter → index → block → blob.
+                    ValueKind::Blob => {
+                        let pointer = entries.value();
+                        let (file, pointer) = self
+                            .blob_for(&pointer)
+                            .map_err(|e| self.locate(block_no, e))?;
+                        TableValue::Put(file.read_value(&pointer)?)
+                    }
                 };
                 Ok(Some((value, parsed.seq)))
             })();

@@ -11,11 +11,13 @@
 //! `Err` from the call that reached it, and the iterator is invalid after.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::key::{compare_internal_keys, key_head, user_key_of};
+use crate::key::{compare_internal_keys, key_head, split_internal_key, user_key_of, ValueKind};
 use crate::table::block::Block;
 use crate::table::block_iter::BlockIter;
 use crate::table::reader::{Span, Table};
@@ -67,6 +69,15 @@ pub struct TableIter {
     /// The cursor last moved backward: a span read now ends at the block
     /// asked for instead of starting there.
     backward: bool,
+    /// Entries of kind blob are shown as puts of the values they point to
+    /// (every reader but a compaction, which moves the pointers).
+    resolve_blobs: bool,
+    /// With `resolve_blobs` off, the blob files whose pointers are
+    /// resolved all the same (a compaction's garbage collection).
+    resolve_in: Option<Arc<BTreeSet<u64>>>,
+    /// The entry the cursor stands on, when it is a blob pointer resolved:
+    /// its key with the kind put, and the value read from the blob file.
+    resolved: Option<(Vec<u8>, Bytes)>,
 }
 
 impl TableIter {
@@ -78,7 +89,55 @@ impl TableIter {
             entries: None,
             span: None,
             backward: false,
+            resolve_blobs: true,
+            resolve_in: None,
+            resolved: None,
         }
+    }
+
+    /// Shows entries of kind blob as they are stored (the pointer as the
+    /// value) instead of resolving them: what a compaction reads, so it
+    /// moves pointers rather than values.
+    pub fn keep_blob_pointers(mut self) -> TableIter {
+        self.resolve_blobs = false;
+        self
+    }
+
+    /// [`TableIter::keep_blob_pointers`] except for pointers into the blob
+    /// files `numbers`, which are resolved (their values move on).
+    pub(crate) fn keep_blob_pointers_except(mut self, numbers: Arc<BTreeSet<u64>>) -> TableIter {
+        self.resolve_blobs = false;
+        self.resolve_in = Some(numbers);
+        self
+    }
+
+    /// Resolves the entry the cursor stands on when it is a blob pointer.
+    fn resolve_current(&mut self) -> Result<()> {
+        let Some(entries) = self.entries.as_ref().filter(|e| e.valid()) else {
+            return Ok(());
+        };
+        let key = entries.key();
+        let Some((user_key, tag)) = split_internal_key(key) else {
+            return Ok(());
+        };
+        if tag & 0xff != ValueKind::Blob as u64 {
+            return Ok(());
+        }
+        let inner = &self.table.inner;
+        let pointer = entries.value();
+        let (file, pointer) = inner
+            .blob_for(&pointer)
+            .map_err(|e| inner.locate(self.block_no, e))?;
+        let collected = |numbers: &Arc<BTreeSet<u64>>| numbers.contains(&pointer.file_number);
+        if !self.resolve_blobs && !self.resolve_in.as_ref().is_some_and(collected) {
+            return Ok(());
+        }
+        let value = file.read_value(&pointer)?;
+        let mut shown = Vec::with_capacity(key.len());
+        shown.extend_from_slice(user_key);
+        shown.extend_from_slice(&(((tag >> 8) << 8) | ValueKind::Put as u64).to_le_bytes());
+        self.resolved = Some((shown, value));
+        Ok(())
     }
 
     /// True when positioned on an entry.
@@ -88,6 +147,9 @@ impl TableIter {
 
     /// The current internal key (empty when not valid).
     pub fn key(&self) -> &[u8] {
+        if let Some((key, _)) = &self.resolved {
+            return key;
+        }
         self.entries
             .as_ref()
             .map(BlockIter::key)
@@ -96,6 +158,9 @@ impl TableIter {
 
     /// The current value, sharing the block's bytes (empty when not valid).
     pub fn value(&self) -> Bytes {
+        if let Some((_, value)) = &self.resolved {
+            return value.clone();
+        }
         self.entries
             .as_ref()
             .map(BlockIter::value)
@@ -206,9 +271,14 @@ impl TableIter {
     }
 
     fn guard(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
-        let result = step(self);
+        self.resolved = None;
+        let mut result = step(self);
+        if result.is_ok() && (self.resolve_blobs || self.resolve_in.is_some()) {
+            result = self.resolve_current();
+        }
         if result.is_err() {
             self.entries = None;
+            self.resolved = None;
         }
         result
     }

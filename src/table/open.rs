@@ -86,6 +86,7 @@ impl Table {
                 context.forget_file(id);
             })
             .map_err(|e| e.at_path(path))
+            .map(|table| table.attach_blob_files(path.parent().unwrap_or(Path::new("."))))
     }
 
     /// [`Table::open`] holding the file open for the table's life, outside
@@ -101,6 +102,7 @@ impl Table {
         let id = context.new_table_id();
         TableInner::open(context, id, &name, Source::Held(file), file_size)
             .map_err(|e| e.at_path(path))
+            .map(|table| table.attach_blob_files(path.parent().unwrap_or(Path::new("."))))
     }
 
     /// [`Table::open`] on the real file system with a context of its own
@@ -169,6 +171,7 @@ impl TableInner {
             filter_bytes: 0,
             index_bytes: 0,
             remove_file_when_dropped: AtomicBool::new(false),
+            blob_files: Vec::new(),
         };
         let blocks_end = file_size - FOOTER_LEN as u64;
 

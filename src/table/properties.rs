@@ -18,7 +18,10 @@
 //! 80+n+m  ...   tagged fields (tag u16, length u32, bytes),
 //!               tags strictly increasing — 1: prefix filter, 2: range
 //!               filter, 3: range tombstone block, 4: keyspace (id u32,
-//!               name u8 length + bytes; absent for the default keyspace)
+//!               name u8 length + bytes; absent for the default keyspace),
+//!               5: blob files the table's pointers name (count u32, then
+//!               each file number u64, strictly increasing; absent when
+//!               the table holds no blob pointer)
 //! ```
 //!
 //! Owns: [`TableProperties`] and its encoding.
@@ -47,6 +50,8 @@ pub const TAG_RANGE_TOMBSTONES: u16 = 3;
 pub const TAG_KEYSPACE: u16 = 4;
 /// Tag of the compression dictionary field: the block's handle.
 pub const TAG_COMPRESSION_DICTIONARY: u16 = 5;
+/// Tag of the blob files field.
+pub const TAG_BLOB_FILES: u16 = 6;
 /// Tags at or above this may be skipped by a reader that does not know
 /// them; an unknown tag below it is `Corruption` (the table needs a newer
 /// reader to be read correctly).
@@ -117,6 +122,9 @@ pub struct TableProperties {
     /// The zstd dictionary block (field 5), when the table's data blocks
     /// were compressed with one.
     pub compression_dictionary: Option<BlockHandle>,
+    /// The blob files the table's blob pointers name (field 6), strictly
+    /// increasing; empty when it holds none.
+    pub blob_files: Vec<u64>,
 }
 
 impl TableProperties {
@@ -141,6 +149,7 @@ impl TableProperties {
             range_tombstones: None,
             keyspace: None,
             compression_dictionary: None,
+            blob_files: Vec::new(),
         }
     }
 
@@ -218,6 +227,14 @@ impl TableProperties {
             let mut field = Vec::with_capacity(16);
             handle.encode_to(&mut field);
             put_field(&mut out, TAG_COMPRESSION_DICTIONARY, &field);
+        if !self.blob_files.is_empty() {
+            let mut field = Vec::with_capacity(4 + 8 * self.blob_files.len());
+            let count = u32::try_from(self.blob_files.len()).unwrap_or(u32::MAX);
+            field.extend_from_slice(&count.to_le_bytes());
+            for number in &self.blob_files {
+                field.extend_from_slice(&number.to_le_bytes());
+            }
+            put_field(&mut out, TAG_BLOB_FILES, &field);
         }
         out
     }
@@ -251,6 +268,7 @@ impl TableProperties {
             range_tombstones: None,
             keyspace: None,
             compression_dictionary: None,
+            blob_files: Vec::new(),
         };
         properties.decode_tagged(&mut r)?;
         r.finish()?;
@@ -316,6 +334,23 @@ impl TableProperties {
                 }
                 TAG_COMPRESSION_DICTIONARY => {
                     self.compression_dictionary = Some(BlockHandle::decode(&mut f)?);
+                TAG_BLOB_FILES => {
+                    let count = f.u32()? as usize;
+                    if f.remaining() != count.saturating_mul(8) || count == 0 {
+                        return Err(field_error(format!(
+                            "blob files field of {count} files in {} bytes",
+                            f.remaining()
+                        )));
+                    }
+                    let mut numbers = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        let number = f.u64()?;
+                        if numbers.last().is_some_and(|&last| number <= last) {
+                            return Err(field_error("blob file numbers not strictly increasing"));
+                        }
+                        numbers.push(number);
+                    }
+                    self.blob_files = numbers;
                 }
                 tag if tag >= FIRST_SKIPPABLE_TAG => continue,
                 tag => return Err(field_error(format!("unknown field tag {tag}"))),
@@ -440,6 +475,7 @@ mod tests {
             range_tombstones: None,
             keyspace: None,
             compression_dictionary: None,
+            blob_files: Vec::new(),
         }
     }
 
@@ -479,6 +515,19 @@ mod tests {
     fn round_trip() {
         let p = sample();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
+        let with_blobs = TableProperties {
+            blob_files: vec![3, 9, 40],
+            ..sample()
+        };
+        assert_eq!(
+            TableProperties::decode(&with_blobs.encode(), &loc()).unwrap(),
+            with_blobs
+        );
+        let unordered = TableProperties {
+            blob_files: vec![9, 3],
+            ..sample()
+        };
+        assert!(TableProperties::decode(&unordered.encode(), &loc()).is_err());
         let p = sample_with_fields();
         assert_eq!(TableProperties::decode(&p.encode(), &loc()).unwrap(), p);
         for only_one in [

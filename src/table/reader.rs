@@ -32,7 +32,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::blob::{BlobFile, BlobPointer};
 use crate::counter::Sharded;
+use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::key::{key_head, user_key_of};
 use crate::range_tombstone::FragmentedTombstones;
@@ -138,6 +140,10 @@ pub(crate) struct TableInner {
     /// Remove the file when the last handle goes (the table left the
     /// database while readers still held it).
     pub(super) remove_file_when_dropped: AtomicBool,
+    /// The blob files the table's blob pointers name (properties field 6),
+    /// held while the table is: a blob file outlives every table that
+    /// points into it.
+    pub(crate) blob_files: Vec<Arc<BlobFile>>,
 }
 
 /// One shard of a table's filter answers (see `TableInner::filter_answers`).
@@ -292,6 +298,67 @@ impl Table {
         self.inner
             .remove_file_when_dropped
             .store(true, AtomicOrdering::Relaxed);
+    }
+
+    /// The blob files the table's blob pointers name.
+    pub fn blob_file_numbers(&self) -> &[u64] {
+        &self.inner.properties.blob_files
+    }
+
+    /// The handles on the blob files the table points into (empty for a
+    /// table opened from bytes, which cannot resolve its pointers).
+    pub(crate) fn blob_files(&self) -> &[Arc<BlobFile>] {
+        &self.inner.blob_files
+    }
+
+    /// The value an entry of kind blob holds a pointer to: read from the
+    /// blob file and checked against the pointer's checksum.
+    pub fn resolve_blob(&self, pointer: &[u8]) -> Result<Bytes> {
+        self.inner.resolve_blob(pointer)
+    }
+
+    /// Takes handles on the blob files the table names, in `dir` (a table
+    /// just opened, not yet shared).
+    pub(crate) fn attach_blob_files(mut self, dir: &std::path::Path) -> Table {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            let context = Arc::clone(&inner.context);
+            inner.blob_files = inner
+                .properties
+                .blob_files
+                .iter()
+                .map(|&number| context.blob_files.get(&context.fs, dir, number))
+                .collect();
+        }
+        self
+    }
+}
+
+impl TableInner {
+    /// See [`Table::resolve_blob`].
+    pub(crate) fn resolve_blob(&self, pointer: &[u8]) -> Result<Bytes> {
+        let (file, pointer) = self.blob_for(pointer)?;
+        file.read_value(&pointer)
+    }
+
+    /// The pointer an entry of kind blob holds, and the blob file it names:
+    /// an error here is the table's (a damaged entry), to be located in its
+    /// block; an error reading the value is the blob file's.
+    pub(crate) fn blob_for(&self, pointer: &[u8]) -> Result<(&Arc<BlobFile>, BlobPointer)> {
+        let pointer = BlobPointer::decode(pointer)?;
+        let Some(file) = self
+            .blob_files
+            .iter()
+            .find(|f| f.number() == pointer.file_number)
+        else {
+            return Err(Error::corruption(
+                "blob pointer",
+                format!(
+                    "names blob file {}, which the table does not list",
+                    pointer.file_number
+                ),
+            ));
+        };
+        Ok((file, pointer))
     }
 }
 

@@ -42,6 +42,8 @@ pub(super) fn newest_version(
             }
             ValueKind::Delete => break,
             ValueKind::Merge => operands.push(value.clone()),
+            // Scans read tables with their pointers resolved.
+            ValueKind::Blob => return Err(unresolved_pointer(key)),
         }
     }
     if operands.is_empty() {
@@ -107,12 +109,27 @@ pub(crate) fn gather_operands(
                 gathered.reached = true;
                 return Ok(gathered);
             }
+            // Only a compaction without a merge operator reads pointers
+            // unresolved (`compaction_blobs`): the operands are then kept
+            // unmerged over the pointer, and the pointer is no value.
+            ValueKind::Blob => {
+                gathered.reached = true;
+                return Ok(gathered);
+            }
             ValueKind::Delete => {
                 gathered.reached = true;
                 return Ok(gathered);
             }
         }
     }
+}
+
+/// The error for a blob pointer met where a value was due.
+fn unresolved_pointer(key: &[u8]) -> Error {
+    Error::corruption(
+        "merge",
+        format!("an unresolved blob pointer under the operands of key {key:?}"),
+    )
 }
 
 /// `operands` (oldest first) merged into `existing` by `operator`:

@@ -94,6 +94,9 @@ pub(crate) struct TableSource {
     index: usize,
     current: Option<TableIter>,
     error: Option<Error>,
+    /// Show blob pointers as stored (a compaction's inputs), except those
+    /// into the listed blob files.
+    keep_blob_pointers: Option<Arc<std::collections::BTreeSet<u64>>>,
 }
 
 /// The tables a [`TableSource`] reads, in key order.
@@ -209,7 +212,19 @@ impl TableSource {
             index: 0,
             current: None,
             error: None,
+            keep_blob_pointers: None,
         }
+    }
+
+    /// Shows entries of kind blob as stored, the pointer as the value (see
+    /// [`TableIter::keep_blob_pointers`]): a compaction's inputs. Pointers
+    /// into the blob files `collected` are resolved all the same.
+    pub fn keeping_blob_pointers(
+        mut self,
+        collected: Arc<std::collections::BTreeSet<u64>>,
+    ) -> TableSource {
+        self.keep_blob_pointers = Some(collected);
+        self
     }
 
     /// Runs a cursor step; an error ends the scan and is kept for `status`.
@@ -226,7 +241,13 @@ impl TableSource {
         self.index = index;
         self.current = None;
         match self.tables.get(index).map(|t| t.readable()) {
-            Some(Ok(table)) => self.current = Some(table.iter_with(self.mode)),
+            Some(Ok(table)) => {
+                let iter = table.iter_with(self.mode);
+                self.current = Some(match &self.keep_blob_pointers {
+                    Some(collected) => iter.keep_blob_pointers_except(Arc::clone(collected)),
+                    None => iter,
+                });
+            }
             // A table that could not be opened ends the scan with its error.
             Some(Err(e)) => self.error = Some(e),
             None => {}

@@ -6,6 +6,7 @@
 //! Must never: panic except when the invariant it checks is violated.
 
 pub mod backup_meta;
+pub mod blob;
 pub mod db;
 pub mod filter;
 pub mod fuse;
