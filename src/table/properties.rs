@@ -227,6 +227,7 @@ impl TableProperties {
             let mut field = Vec::with_capacity(16);
             handle.encode_to(&mut field);
             put_field(&mut out, TAG_COMPRESSION_DICTIONARY, &field);
+        }
         if !self.blob_files.is_empty() {
             let mut field = Vec::with_capacity(4 + 8 * self.blob_files.len());
             let count = u32::try_from(self.blob_files.len()).unwrap_or(u32::MAX);
@@ -334,6 +335,7 @@ impl TableProperties {
                 }
                 TAG_COMPRESSION_DICTIONARY => {
                     self.compression_dictionary = Some(BlockHandle::decode(&mut f)?);
+                }
                 TAG_BLOB_FILES => {
                     let count = f.u32()? as usize;
                     if f.remaining() != count.saturating_mul(8) || count == 0 {
