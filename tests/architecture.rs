@@ -915,6 +915,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use LogAction",
         "use LogReport",
         "use LostRange",
+        "use LostRecord",
         "use ManifestFinding",
         "use ManifestRecovery",
         "use RepairOptions",
