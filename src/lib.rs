@@ -72,7 +72,6 @@ mod keyspace_settings;
 mod manifest;
 mod memtable;
 mod options;
-mod write_options;
 mod prefetch;
 mod prefix;
 mod range_tombstone;
@@ -80,6 +79,7 @@ mod repair;
 mod shared;
 mod table;
 mod wal;
+mod write_options;
 
 #[cfg(feature = "tokio")]
 pub use async_db::{AsyncDb, AsyncKeyspace};

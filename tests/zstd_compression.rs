@@ -173,8 +173,14 @@ fn lz4_at_the_top_and_zstd_at_the_bottom_match_a_model_through_compaction_and_re
                     Codec::Zstd
                 };
                 assert_eq!(has_dictionary, dictionary > 0, "{table:?}");
+                // A block the codec does not shrink by an eighth is stored
+                // raw (codec 0), whatever the choice: a table's short last
+                // block often is.
                 assert!(
-                    codecs.iter().all(|&c| c == want as u8),
+                    codecs
+                        .iter()
+                        .all(|&c| c == want as u8 || c == Codec::Raw as u8)
+                        && codecs.contains(&(want as u8)),
                     "level {}: {codecs:?}",
                     table.level
                 );
@@ -182,7 +188,10 @@ fn lz4_at_the_top_and_zstd_at_the_bottom_match_a_model_through_compaction_and_re
                 top += 1;
                 assert!(!has_dictionary, "{table:?}");
                 assert!(
-                    codecs.iter().all(|&c| c == Codec::Lz4 as u8),
+                    codecs
+                        .iter()
+                        .all(|&c| c == Codec::Lz4 as u8 || c == Codec::Raw as u8)
+                        && codecs.contains(&(Codec::Lz4 as u8)),
                     "level {}: {codecs:?}",
                     table.level
                 );
