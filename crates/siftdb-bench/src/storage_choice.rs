@@ -32,30 +32,42 @@ impl CompressionChoice {
     }
 }
 
+/// The zstd level of `--compression zstd-bottom`: RocksDB's default for
+/// zstd (its `kDefaultCompressionLevel` resolves to zstd's default, 3).
+pub const ZSTD_BOTTOM_LEVEL: i32 = 3;
+
 /// siftdb's `options` with `compression` and, when given, key-value
 /// separation from `blob_threshold` bytes, and the settings that differ
-/// from siftdb's defaults (none for LZ4 without separation). Refuses what
-/// this siftdb cannot do yet: zstd and key-value separation.
+/// from siftdb's defaults (none for LZ4 without separation).
 pub fn siftdb_storage_options(
     options: Options,
     compression: CompressionChoice,
     blob_threshold: Option<u64>,
 ) -> Result<(Options, Vec<(String, String)>), String> {
+    let mut settings = Vec::new();
     let options = match compression {
         CompressionChoice::Lz4 => options.compression(Compression::Lz4),
-        CompressionChoice::ZstdBottom => return Err(
-            "--compression zstd-bottom: this siftdb has no zstd compression (Compression::Zstd); \
-                 leave siftdb out of --engines or use lz4"
-                .to_string(),
-        ),
+        CompressionChoice::ZstdBottom => {
+            let zstd = Compression::zstd(ZSTD_BOTTOM_LEVEL).map_err(|e| e.to_string())?;
+            settings.push((
+                "bottommost_compression".to_string(),
+                format!("zstd({ZSTD_BOTTOM_LEVEL})"),
+            ));
+            options
+                .compression(Compression::Lz4)
+                .bottommost_compression(zstd)
+        }
     };
-    if let Some(bytes) = blob_threshold {
-        return Err(format!(
-            "--blob-threshold {bytes}: this siftdb has no key-value separation \
-             (Options::blob_threshold); leave siftdb out of --engines or drop the flag"
-        ));
-    }
-    Ok((options, Vec::new()))
+    let options = match blob_threshold {
+        Some(bytes) => {
+            let bytes = usize::try_from(bytes)
+                .map_err(|_| format!("--blob-threshold {bytes}: too large for this machine"))?;
+            settings.push(("blob_threshold".to_string(), bytes.to_string()));
+            options.blob_threshold(Some(bytes))
+        }
+        None => options,
+    };
+    Ok((options, settings))
 }
 
 #[cfg(test)]
@@ -63,18 +75,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lz4_is_the_default_and_the_rest_is_refused_clearly() {
+    fn lz4_is_the_default_and_the_other_choices_reach_the_options() {
         let (_, settings) =
             siftdb_storage_options(Options::default(), CompressionChoice::Lz4, None).unwrap();
         assert!(settings.is_empty());
-        let err = siftdb_storage_options(Options::default(), CompressionChoice::ZstdBottom, None)
-            .err()
-            .unwrap();
-        assert!(err.contains("zstd"), "{err}");
-        let err = siftdb_storage_options(Options::default(), CompressionChoice::Lz4, Some(4096))
-            .err()
-            .unwrap();
-        assert!(err.contains("blob-threshold 4096"), "{err}");
+        let (options, settings) = siftdb_storage_options(
+            Options::default(),
+            CompressionChoice::ZstdBottom,
+            Some(4096),
+        )
+        .unwrap();
+        let shown = format!("{settings:?}");
+        assert!(
+            shown.contains("zstd(3)") && shown.contains("4096"),
+            "{shown}"
+        );
+        let debug = format!("{options:?}");
+        assert!(debug.contains("4096"), "{debug}");
         assert_eq!(CompressionChoice::default().name(), "lz4");
     }
 }
