@@ -14,11 +14,8 @@
     reason = "test helpers outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 use siftdb::{Db, Options, WriteBatch, WriteOptions};
-use siftdb_testkit::SplitMix64;
+use siftdb_testkit::kill_rounds::{run_kill_rounds, KillRounds};
 
 /// Set (to `DIR`, tab, `sync` or `nosync`) in a child process.
 const CHILD_ENV: &str = "SIFTDB_BLOB_CRASH_CHILD";
@@ -108,50 +105,13 @@ fn no_separated_value_is_lost_by_a_kill() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().to_str().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut rng = SplitMix64::new(0x626c_6f62_6372_6173);
-    let mut acked_total = 0;
-    for round in 0..ROUNDS {
-        let mode = if round % 2 == 0 { "sync" } else { "nosync" };
-        let mut child = Command::new(&exe)
-            // --nocapture: the child's acknowledgements must reach the
-            // pipe as they happen, not when its (endless) test ends.
-            .args([
-                "--exact",
-                "child_process",
-                "--test-threads",
-                "1",
-                "--quiet",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, format!("{path}\t{mode}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let wanted = 50 + rng.below(1500);
-        let mut acked = None;
-        let mut seen = 0;
-        let stdout = child.stdout.take().unwrap();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if let Some(n) = line.strip_prefix("acked ") {
-                acked = Some(n.parse::<u64>().unwrap());
-                seen += 1;
-                if seen >= wanted {
-                    break;
-                }
-            }
-        }
-        // SIGKILL: no destructor, no close record, a flush, compaction or
-        // collection possibly half done.
-        child.kill().unwrap();
-        child.wait().unwrap();
-        acked_total += seen;
-        let last = check(dir.path(), acked);
-        eprintln!("round {round} ({mode}): {seen} batches acknowledged, database at {last:?}");
-    }
+    let plan = KillRounds {
+        child_env: CHILD_ENV,
+        rounds: ROUNDS,
+        seed: 0x626c_6f62_6372_6173,
+        min_acks: 50,
+    };
+    let acked_total = run_kill_rounds(dir.path(), plan, check);
     assert!(acked_total > ROUNDS * 50);
     // The run made blob files.
     let blobs = std::fs::read_dir(dir.path())

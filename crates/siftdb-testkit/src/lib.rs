@@ -25,6 +25,7 @@ mod fault;
 pub mod files;
 pub mod fuzzing;
 mod keys;
+pub mod kill_rounds;
 pub mod linearizability;
 mod options;
 mod rng;
