@@ -36,7 +36,7 @@ const MAX_RATIO: usize = 255;
 /// or `Codec::Zstd` with the stored form in `out` when it saves at least a
 /// quarter of the block, else `Codec::Raw` (the caller stores `raw`). zstd
 /// here makes an encoder per call; a table's builder keeps one
-/// ([`CompressionSampler`]).
+/// (`CompressionSampler`).
 ///
 /// A quarter, not RocksDB's eighth: every read of a compressed block from
 /// the file pays its decompression, and a block whose stored form still
