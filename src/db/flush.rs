@@ -285,6 +285,11 @@ fn write_table(
     // The blob file is synced before the table that points into it.
     blobs.finish()?;
     let info = builder.finish()?;
+    // The table's last bytes (under PACED_BYTES, or all of a small table)
+    // pass the limiter too: a shared limit counts every byte written.
+    if let Some(pacer) = limits.pacer {
+        pacer.take(info.file_size.saturating_sub(paced));
+    }
     Ok(Some((table_record(number, 0, &info), info)))
 }
 
