@@ -52,6 +52,10 @@ pub(crate) struct DbInner {
     pub trees: ArcSwap<Vec<Arc<Tree>>>,
     /// Highest sequence number whose write is complete and visible.
     pub last_visible: AtomicU64,
+    /// Odd while a secondary publishes a new view (its sequence number,
+    /// then its super-versions); a snapshot taken across it takes again.
+    /// Always 0 on a primary.
+    pub view_generation: AtomicU64,
     pub writer: Mutex<WriterState>,
     pub queue: Mutex<WriteQueue>,
     pub queue_cv: Condvar,

@@ -632,6 +632,7 @@ impl Parts {
             default,
             trees: ArcSwap::from_pointee(trees),
             last_visible: AtomicU64::new(self.last_seq.0),
+            view_generation: AtomicU64::new(0),
             writer: Mutex::new(WriterState {
                 wal: self.wal,
                 log_number,

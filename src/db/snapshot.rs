@@ -8,6 +8,7 @@
 //! read, so every version it can see lives in what it pins.
 
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,6 +23,9 @@ use crate::db::super_version::SuperVersion;
 use crate::db::tree::Tree;
 use crate::error::Result;
 use crate::key::SeqNo;
+
+/// A keyspace and the super-version a snapshot reads it at.
+type TreeView = (Arc<Tree>, Arc<SuperVersion>);
 
 /// A consistent view of the database as of [`crate::Db::snapshot`]: every
 /// read through it sees exactly the writes acknowledged before it was taken,
@@ -50,7 +54,32 @@ impl Drop for Snapshot {
 
 impl Snapshot {
     pub(crate) fn new(inner: &Arc<DbInner>) -> Snapshot {
-        // Super-versions first, then the sequence number (see DbIterator::new).
+        loop {
+            // A secondary publishing a view stores its sequence number
+            // before its super-versions; a snapshot that overlapped that
+            // (the generation odd or moved) could pair a new sequence
+            // number with old tables, so it is taken again. A primary's
+            // generation stays 0.
+            let generation = inner.view_generation.load(Ordering::SeqCst);
+            if generation % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (default, trees, sequence) = Self::take(inner);
+            if inner.view_generation.load(Ordering::SeqCst) == generation {
+                inner.handles.made(HandleKind::Snapshot);
+                return Snapshot {
+                    inner: Arc::clone(inner),
+                    default,
+                    trees,
+                    sequence,
+                };
+            }
+        }
+    }
+
+    /// The super-versions, then the sequence number (see DbIterator::new).
+    fn take(inner: &Arc<DbInner>) -> (TreeView, Vec<TreeView>, SeqNo) {
         let trees: Vec<_> = inner
             .trees
             .load()
@@ -66,16 +95,11 @@ impl Snapshot {
                 let sv = tree.current.load_full();
                 (tree, sv)
             });
-        let sequence = inner.snapshot();
-        inner.handles.made(HandleKind::Snapshot);
-        Snapshot {
-            inner: Arc::clone(inner),
-            default,
-            trees,
-            sequence,
-        }
+        (default, trees, inner.snapshot())
     }
+}
 
+impl Snapshot {
     /// The sequence number of the last write this snapshot sees.
     pub fn sequence(&self) -> u64 {
         self.sequence.0

@@ -426,11 +426,15 @@ impl Follower {
             ));
             published.push(tree);
         }
+        // Odd while the sequence number and the super-versions disagree: a
+        // snapshot taken meanwhile takes itself again (Snapshot::new).
+        inner.view_generation.fetch_add(1, Ordering::SeqCst);
         inner.last_visible.store(sequence.0, Ordering::Release);
         writer.last_seq = sequence;
         for (tree, view) in views {
             tree.current.store(Arc::new(view));
         }
+        inner.view_generation.fetch_add(1, Ordering::SeqCst);
         for tree in old.iter() {
             if !published.iter().any(|t| t.id == tree.id) {
                 tree.dropped.store(true, Ordering::Release);
