@@ -16,14 +16,11 @@
 
 use crate::error::{Error, Result};
 use crate::options::Compression;
-use crate::table::format::Codec;
+use crate::table::format::{checked_uncompressed_len, Codec, COMPRESSED_LEN_PREFIX as LEN_PREFIX};
 use crate::table::zstd_codec::{decompress_zstd, ZstdDictionary, ZstdEncoder};
 
 /// What decompression errors name before the table layer locates them.
 const WHAT: &str = "compressed block";
-
-/// Bytes of the uncompressed-length prefix of a compressed block.
-const LEN_PREFIX: usize = 4;
 
 pub use crate::table::format::MAX_BLOCK_LEN;
 
@@ -155,20 +152,7 @@ impl CompressionSampler {
 /// or the stream does not decode to exactly the claimed length.
 pub fn decompress_block(stored: &[u8]) -> Result<Vec<u8>> {
     let corrupt = |detail: String| Error::corruption(WHAT, detail);
-    let Some((prefix, body)) = stored.split_first_chunk::<LEN_PREFIX>() else {
-        return Err(corrupt(format!(
-            "{} bytes, too short for the length prefix",
-            stored.len()
-        )));
-    };
-    let claimed = u32::from_le_bytes(*prefix) as usize;
-    let bound = MAX_BLOCK_LEN.min(body.len().saturating_mul(MAX_RATIO));
-    if claimed == 0 || claimed > bound {
-        return Err(corrupt(format!(
-            "claims {claimed} uncompressed bytes from {} stored bytes (at most {bound})",
-            body.len()
-        )));
-    }
+    let (claimed, body) = checked_uncompressed_len(stored, MAX_RATIO, WHAT)?;
     let mut out = vec![0u8; claimed];
     match lz4_flex::block::decompress_into(body, &mut out) {
         Ok(n) if n == claimed => Ok(out),

@@ -34,6 +34,38 @@ pub const MAGIC: [u8; 8] = *b"SIFTSST1";
 /// entry of the largest key and value, 64 KiB + 64 MiB). Larger blocks are
 /// stored raw.
 pub const MAX_BLOCK_LEN: usize = 128 << 20;
+
+/// Bytes of the little-endian u32 uncompressed length that starts a
+/// compressed block (LZ4 and zstd alike).
+pub const COMPRESSED_LEN_PREFIX: usize = 4;
+
+/// Splits a compressed block (`stored`, without its trailer) into its
+/// checked uncompressed length and its body: `Corruption` (about `what`)
+/// when the prefix is missing, or claims 0 bytes, more than
+/// [`MAX_BLOCK_LEN`], or more than `max_ratio` times the body. Decoders
+/// allocate only the length this returns.
+pub fn checked_uncompressed_len<'a>(
+    stored: &'a [u8],
+    max_ratio: usize,
+    what: &'static str,
+) -> Result<(usize, &'a [u8])> {
+    let corrupt = |detail: String| Error::corruption(what, detail);
+    let Some((prefix, body)) = stored.split_first_chunk::<COMPRESSED_LEN_PREFIX>() else {
+        return Err(corrupt(format!(
+            "{} bytes, too short for the length prefix",
+            stored.len()
+        )));
+    };
+    let claimed = u32::from_le_bytes(*prefix) as usize;
+    let bound = MAX_BLOCK_LEN.min(body.len().saturating_mul(max_ratio));
+    if claimed == 0 || claimed > bound {
+        return Err(corrupt(format!(
+            "claims {claimed} uncompressed bytes from {} stored bytes (at most {bound})",
+            body.len()
+        )));
+    }
+    Ok((claimed, body))
+}
 /// Bytes of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
 /// Bytes of the trailer after every block: type byte, codec byte, crc32.

@@ -21,13 +21,10 @@ use std::cell::RefCell;
 use zstd::zstd_safe::{self, CParameter, DCtx, DDict};
 
 use crate::error::{Error, Result};
-use crate::table::format::MAX_BLOCK_LEN;
+use crate::table::format::{checked_uncompressed_len, MAX_BLOCK_LEN};
 
 /// What errors name before the table layer locates them.
 const WHAT: &str = "zstd block";
-
-/// Bytes of the uncompressed-length prefix of a compressed block.
-const LEN_PREFIX: usize = 4;
 
 /// zstd expands a stored byte to at most this many: its densest form is an
 /// RLE block, a 3-byte header and one byte for up to 128 KiB (32 Ki per
@@ -152,20 +149,7 @@ thread_local! {
 /// to, or the frame does not decode to exactly the claimed length.
 pub fn decompress_zstd(stored: &[u8], dictionary: Option<&ZstdDictionary>) -> Result<Vec<u8>> {
     let corrupt = |detail: String| Error::corruption(WHAT, detail);
-    let Some((prefix, frame)) = stored.split_first_chunk::<LEN_PREFIX>() else {
-        return Err(corrupt(format!(
-            "{} bytes, too short for the length prefix",
-            stored.len()
-        )));
-    };
-    let claimed = u32::from_le_bytes(*prefix) as usize;
-    let bound = MAX_BLOCK_LEN.min(frame.len().saturating_mul(MAX_ZSTD_RATIO));
-    if claimed == 0 || claimed > bound {
-        return Err(corrupt(format!(
-            "claims {claimed} uncompressed bytes from {} stored bytes (at most {bound})",
-            frame.len()
-        )));
-    }
+    let (claimed, frame) = checked_uncompressed_len(stored, MAX_ZSTD_RATIO, WHAT)?;
     // The capacity is the checked claim: zstd writes within it and fails a
     // frame that would need more.
     let mut out = Vec::with_capacity(claimed);
