@@ -77,6 +77,7 @@ mod prefix;
 mod range_tombstone;
 mod repair;
 mod shared;
+mod storage_options;
 mod table;
 mod wal;
 mod write_options;

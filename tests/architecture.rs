@@ -425,6 +425,7 @@ const LAYERS: &[(u32, &[&str])] = &[
         &[
             "options",
             "write_options",
+            "storage_options",
             "compression",
             "batch",
             "memtable",
