@@ -9,7 +9,7 @@
 //! [`Options::validate`] would refuse.
 //!
 //! ```text
-//! 1      count c (u8, 0..=9)
+//! 1      count c (u8, 0..=10)
 //! ...    c settings, tags strictly increasing, each a tag u8 and its value:
 //!        1 filter policy (14): rule u8 (0 bits per key, 1 level-aware),
 //!          bits per key f64, flags u8 (bit 0 optimize for hits, bit 1
@@ -20,6 +20,8 @@
 //!        5 whole-key filtering u8 (0, 1)   6 range filter bits f64
 //!        7 memtable bytes u64   8 bottommost compression (as 3)
 //!        9 bottommost zstd dictionary bytes u32
+//!        10 compression per level: count n u8 (1..=16), then n
+//!          compressions (each as 3)
 //! ```
 
 use crate::codec::ByteReader;
@@ -40,6 +42,7 @@ const TAG_RANGE_FILTER_BITS: u8 = 6;
 const TAG_MEMTABLE_BYTES: u8 = 7;
 const TAG_BOTTOMMOST_COMPRESSION: u8 = 8;
 const TAG_BOTTOMMOST_DICTIONARY_BYTES: u8 = 9;
+const TAG_COMPRESSION_PER_LEVEL: u8 = 10;
 
 /// A keyspace's stored settings; an unset one takes the database's
 /// [`Options`].
@@ -65,6 +68,8 @@ pub struct KeyspaceSettings {
     pub bottommost_compression: Option<Compression>,
     /// See `Options::bottommost_zstd_dictionary_bytes`.
     pub bottommost_dictionary_bytes: Option<u32>,
+    /// See `Options::compression_per_level`.
+    pub compression_per_level: Option<Vec<Compression>>,
 }
 
 impl KeyspaceSettings {
@@ -104,6 +109,9 @@ impl KeyspaceSettings {
         }
         if let Some(bytes) = self.bottommost_dictionary_bytes {
             opts.bottommost_dictionary_bytes = bytes as usize;
+        }
+        if let Some(list) = &self.compression_per_level {
+            opts.compression_per_level = Some(list.clone());
         }
         opts
     }
@@ -177,6 +185,10 @@ impl KeyspaceSettings {
             let value = bytes.to_le_bytes();
             field(&mut fields, TAG_BOTTOMMOST_DICTIONARY_BYTES, &value);
         }
+        if let Some(list) = &self.compression_per_level {
+            let value = compression_list_bytes(list);
+            field(&mut fields, TAG_COMPRESSION_PER_LEVEL, &value);
+        }
         out.push(count);
         out.extend_from_slice(&fields);
     }
@@ -240,6 +252,9 @@ impl KeyspaceSettings {
                 TAG_BOTTOMMOST_DICTIONARY_BYTES => {
                     settings.bottommost_dictionary_bytes = Some(reader.u32()?);
                 }
+                TAG_COMPRESSION_PER_LEVEL => {
+                    settings.compression_per_level = Some(read_compression_list(reader)?);
+                }
                 other => return Err(bad(format!("unknown tag {other}"))),
             }
         }
@@ -281,6 +296,9 @@ impl std::fmt::Display for KeyspaceSettings {
         if let Some(bytes) = self.bottommost_dictionary_bytes {
             parts.push(format!("bottommost_dictionary_bytes={bytes}"));
         }
+        if let Some(list) = &self.compression_per_level {
+            parts.push(format!("compression_per_level={list:?}"));
+        }
         if parts.is_empty() {
             f.write_str("-")
         } else {
@@ -297,6 +315,29 @@ fn compression_bytes(compression: Compression) -> Vec<u8> {
         // Levels are within 1..=22 (`Compression::validate`).
         Compression::Zstd { level } => vec![2, u8::try_from(level).unwrap_or(0)],
     }
+}
+
+/// A compression-per-level setting's bytes: the count (levels never reach
+/// 16, so `Options::validate` refuses longer lists and the count fits a
+/// u8), then each compression.
+fn compression_list_bytes(list: &[Compression]) -> Vec<u8> {
+    let mut out = vec![u8::try_from(list.len()).unwrap_or(u8::MAX)];
+    for &compression in list {
+        out.extend_from_slice(&compression_bytes(compression));
+    }
+    out
+}
+
+/// A compression-per-level setting read back (at most 255 entries, so
+/// nothing is allocated from an unchecked length); its count and levels
+/// are checked with the rest of the settings.
+fn read_compression_list(reader: &mut ByteReader<'_>) -> Result<Vec<Compression>> {
+    let count = reader.u8()?;
+    let mut list = Vec::with_capacity(usize::from(count));
+    for _ in 0..count {
+        list.push(read_compression(reader)?);
+    }
+    Ok(list)
 }
 
 /// A compression setting read back; its level is checked with the rest of
@@ -344,6 +385,11 @@ mod tests {
             memtable_bytes: Some(1 << 20),
             bottommost_compression: Some(Compression::Zstd { level: 19 }),
             bottommost_dictionary_bytes: Some(16 << 10),
+            compression_per_level: Some(vec![
+                Compression::None,
+                Compression::Lz4,
+                Compression::Zstd { level: 1 },
+            ]),
         }
     }
 
@@ -356,14 +402,15 @@ mod tests {
             "filter=\"level-aware 12.5 bits/key, static filters from level 2, no filter on the last level\" \
              block_size=16384 compression=None prefix=fixed:6 whole_key_filtering=false \
              range_filter_bits=14 memtable_bytes=1048576 \
-             bottommost_compression=Zstd { level: 19 } bottommost_dictionary_bytes=16384"
+             bottommost_compression=Zstd { level: 19 } bottommost_dictionary_bytes=16384 \
+             compression_per_level=[None, Lz4, Zstd { level: 1 }]"
         );
         let bytes = round_trip(&every_setting());
         assert_eq!(
             bytes.len(),
-            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9 + 3 + 5
+            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9 + 3 + 5 + (2 + 1 + 1 + 2)
         );
-        assert_eq!(bytes[0], 9);
+        assert_eq!(bytes[0], 10);
         for policy in [
             FilterPolicy::bits_per_key(10.0),
             FilterPolicy::bits_per_key(0.0),
@@ -383,6 +430,15 @@ mod tests {
         let opts = every_setting().apply_to(&base);
         assert_eq!(opts.block_size, 16 << 10);
         assert_eq!(opts.compression, Compression::None);
+        assert_eq!(opts.compression_for(1, false), (Compression::Lz4, 0));
+        assert_eq!(
+            opts.compression_for(5, false).0,
+            Compression::Zstd { level: 1 }
+        );
+        assert_eq!(
+            opts.compression_for(5, true).0,
+            Compression::Zstd { level: 19 }
+        );
         assert_eq!(
             opts.prefix_extractor.as_ref().map(|p| p.name().to_string()),
             Some("siftdb.fixed:6".to_string())
@@ -444,6 +500,18 @@ mod tests {
                 prefix_len: Some(u32::MAX),
                 ..KeyspaceSettings::default()
             },
+            KeyspaceSettings {
+                compression_per_level: Some(Vec::new()),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                compression_per_level: Some(vec![Compression::Lz4; 17]),
+                ..KeyspaceSettings::default()
+            },
+            KeyspaceSettings {
+                compression_per_level: Some(vec![Compression::Zstd { level: 23 }]),
+                ..KeyspaceSettings::default()
+            },
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
             let mut bytes = Vec::new();
@@ -454,7 +522,9 @@ mod tests {
         for bytes in [
             &[2, 3, 0, 2, 0, 16, 0, 0][..],
             &[2, 3, 0, 3, 1][..],
-            &[1, 10, 0][..],
+            &[1, 11, 0][..],
+            &[1, 10, 2, 1][..],
+            &[1, 10, 1, 3][..],
             &[1, 8, 2, 23][..],
             &[1, 9, 0, 1, 0, 0][..],
             &[1, 3, 2][..],

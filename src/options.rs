@@ -53,6 +53,7 @@ pub struct Options {
     pub(crate) level_size_ratio: u64,
     pub(crate) table_target_bytes: u64,
     pub(crate) compression: Compression,
+    pub(crate) compression_per_level: Option<Vec<Compression>>,
     pub(crate) bottommost_compression: Option<Compression>,
     pub(crate) bottommost_dictionary_bytes: usize,
     pub(crate) block_cache_bytes: usize,
@@ -160,6 +161,7 @@ impl Default for Options {
             level_size_ratio: 10,
             table_target_bytes: 32 << 20,
             compression: Compression::default(),
+            compression_per_level: None,
             bottommost_compression: None,
             bottommost_dictionary_bytes: 0,
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
@@ -209,6 +211,7 @@ impl fmt::Debug for Options {
             .field("level_size_ratio", &self.level_size_ratio)
             .field("table_target_bytes", &self.table_target_bytes)
             .field("compression", &self.compression)
+            .field("compression_per_level", &self.compression_per_level)
             .field("bottommost_compression", &self.bottommost_compression)
             .field(
                 "bottommost_dictionary_bytes",
@@ -791,6 +794,17 @@ impl Options {
             return Err(Error::invalid("total_memtable_bytes must be at least 4096"));
         }
         self.compression.validate()?;
+        if let Some(list) = &self.compression_per_level {
+            if !(1..=16).contains(&list.len()) {
+                return Err(Error::invalid(format!(
+                    "compression_per_level needs 1 to 16 entries (one per level), got {}",
+                    list.len()
+                )));
+            }
+            for compression in list {
+                compression.validate()?;
+            }
+        }
         if let Some(bottom) = self.bottommost_compression {
             bottom.validate()?;
         }

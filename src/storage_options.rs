@@ -1,5 +1,5 @@
 //! How tables store what they hold: the compression of their data blocks
-//! (per level: the bottommost level apart) and the separation of large
+//! (per level, the bottommost level apart) and the separation of large
 //! values into blob files.
 //!
 //! Owns: the builder methods of `Options` for compression and key-value
@@ -46,13 +46,34 @@ impl Options {
         self
     }
 
-    /// The compression and dictionary bytes of a new table: the bottommost
-    /// choice for a bottommost table when one is set.
-    pub(crate) fn compression_for(&self, bottommost: bool) -> (Compression, usize) {
-        match self.bottommost_compression.filter(|_| bottommost) {
-            Some(compression) => (compression, self.bottommost_dictionary_bytes),
-            None => (self.compression, 0),
+    /// How new tables store their data blocks, level by level (RocksDB's
+    /// `compression_per_level`): entry `i` for tables written to level `i`
+    /// (level 0: flushes), the last entry for every level past the list's
+    /// end. It replaces [`Options::compression`]; a
+    /// [`Options::bottommost_compression`], when set, still wins for the
+    /// bottommost level. The common choice is `[None, None, Lz4, …,
+    /// zstd(3)]` or `[None, Lz4, zstd(1), zstd(3)]`: the top levels are
+    /// rewritten soon and read from memory, the bottom ones hold the bytes.
+    /// `Options::validate` refuses an empty list, one of more than
+    /// 16 entries (levels never reach 16) and a zstd level out of range.
+    pub fn compression_per_level(mut self, compressions: Vec<Compression>) -> Self {
+        self.compression_per_level = Some(compressions);
+        self
+    }
+
+    /// The compression and dictionary bytes of a new table written to
+    /// `level`: the bottommost choice for a bottommost table when one is
+    /// set, else the level's entry of `compression_per_level` when that is
+    /// set, else `compression`.
+    pub(crate) fn compression_for(&self, level: usize, bottommost: bool) -> (Compression, usize) {
+        if let Some(compression) = self.bottommost_compression.filter(|_| bottommost) {
+            return (compression, self.bottommost_dictionary_bytes);
         }
+        let per_level = self
+            .compression_per_level
+            .as_deref()
+            .and_then(|list| list.get(level).or_else(|| list.last()).copied());
+        (per_level.unwrap_or(self.compression), 0)
     }
 
     /// Key-value separation: a flush or compaction writes the value of a

@@ -50,7 +50,7 @@ pub(crate) fn table_options_for(
     let defaults = TableOptions::from(opts);
     // The bottommost level: below level 0, with no table in a deeper level.
     let bottommost = level > 0 && tree.iter().skip(level + 1).all(|below| below.tables == 0);
-    let (compression, zstd_dictionary_bytes) = opts.compression_for(bottommost);
+    let (compression, zstd_dictionary_bytes) = opts.compression_for(level, bottommost);
     TableOptions {
         compression,
         zstd_dictionary_bytes,

@@ -23,7 +23,7 @@ use siftdb_filter::FilterPolicy;
 ///
 /// [`Db::keyspace_with`](crate::Db::keyspace_with) applies the fields it is given over the
 /// keyspace's current ones (a field not given keeps its value). The data
-/// settings — filter policy, block size, compression, a fixed prefix
+/// settings — filter policy, block size, compression (per level too), a fixed prefix
 /// extractor, whole-key filtering, range filter bits, memtable size — are
 /// stored in the manifest, so the keyspace keeps them when the database is
 /// opened again ([`Db::keyspace`](crate::Db::keyspace) then gives it with them). Code is not
@@ -65,6 +65,12 @@ impl KeyspaceOptions {
     /// See [`Options::compression`].
     pub fn compression(mut self, compression: Compression) -> Self {
         self.settings.compression = Some(compression);
+        self
+    }
+
+    /// See [`Options::compression_per_level`].
+    pub fn compression_per_level(mut self, compressions: Vec<Compression>) -> Self {
+        self.settings.compression_per_level = Some(compressions);
         self
     }
 
@@ -162,6 +168,9 @@ impl KeyspaceOptions {
         s.bottommost_dictionary_bytes = g
             .bottommost_dictionary_bytes
             .or(s.bottommost_dictionary_bytes);
+        if g.compression_per_level.is_some() {
+            s.compression_per_level = g.compression_per_level.clone();
+        }
         if let Some(filter) = &given.compaction_filter {
             out.compaction_filter = Some(Arc::clone(filter));
         }
