@@ -48,9 +48,10 @@ use crate::keyspace_settings::MIN_SETTINGS_LEN;
 
 /// The four bytes every manifest starts with.
 pub const MAGIC: [u8; 4] = *b"SMAN";
-/// The one format version this code reads and writes (3: keyspaces;
-/// versions 1 and 2, without them, are not read).
-pub const FORMAT_VERSION: u32 = 4;
+/// The one format version this code reads and writes (3: keyspaces, 4:
+/// their stored settings, 5: the compression-per-level setting; older
+/// versions are not read).
+pub const FORMAT_VERSION: u32 = 5;
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
 /// Bytes of the fixed fields before the keyspace records.

@@ -76,6 +76,14 @@ impl Options {
         (per_level.unwrap_or(self.compression), 0)
     }
 
+    /// Whether levels `from` and `to` compress alike, the bottommost
+    /// setting apart (a table moving down keeps it as before): a table
+    /// moves down without a rewrite only then, so a level's tables carry
+    /// its entry of `compression_per_level`.
+    pub(crate) fn same_level_compression(&self, from: usize, to: usize) -> bool {
+        self.compression_for(from, false) == self.compression_for(to, false)
+    }
+
     /// Key-value separation: a flush or compaction writes the value of a
     /// put at least `bytes` long to a blob file beside its table, which
     /// holds a 24-byte pointer instead, so compactions move the pointer and

@@ -65,6 +65,12 @@ fn small_levels() -> Options {
         .level0_compaction_trigger(2)
 }
 
+/// `opts` without level-0 compactions before 8 tables, so a flush's
+/// table stays in level 0 to be looked at.
+fn level0_stays(opts: Options) -> Options {
+    opts.level0_compaction_trigger(8).level0_quiet_trigger(8)
+}
+
 /// The codec of every data block of table `number` in `dir`.
 fn codecs_of(dir: &Path, number: u64) -> Vec<u8> {
     let bytes = std::fs::read(dir.join(format!("{number:06}.sst"))).unwrap();
@@ -76,34 +82,50 @@ fn codecs_of(dir: &Path, number: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Every table of `tables` carries `want(level)`'s codec in its data
-/// blocks (a block a codec does not shrink enough is stored raw, so raw
-/// blocks are allowed beside it); returns the levels seen.
+/// Every data block of every table of `tables` has one of the codecs
+/// `allowed(level)` gives, or is raw (a block a codec does not shrink
+/// enough is stored raw: a table of one short block often is), and each
+/// level with one codec allowed uses it at least once; returns the levels
+/// seen.
 fn assert_codecs(
     dir: &Path,
     tables: &[TableMetadata],
-    want: impl Fn(u32) -> Codec,
+    allowed: impl Fn(u32) -> Vec<Codec>,
 ) -> BTreeSet<u32> {
+    let mut per_level: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     for table in tables {
         let codecs = codecs_of(dir, table.file_number);
-        let want = want(table.level) as u8;
+        let allowed: Vec<u8> = allowed(table.level).iter().map(|&c| c as u8).collect();
         assert!(
-            codecs.iter().all(|&c| c == want || c == Codec::Raw as u8) && codecs.contains(&want),
-            "table {} at level {}: codecs {codecs:?}, want {want}",
+            codecs
+                .iter()
+                .all(|c| allowed.contains(c) || *c == Codec::Raw as u8),
+            "table {} at level {}: codecs {codecs:?}, allowed {allowed:?}",
             table.file_number,
             table.level
         );
+        per_level.entry(table.level).or_default().extend(codecs);
     }
-    tables.iter().map(|t| t.level).collect()
+    for (level, codecs) in &per_level {
+        let [want] = allowed(*level)[..] else {
+            continue;
+        };
+        let want = want as u8;
+        assert!(
+            codecs.contains(&want),
+            "level {level}: codecs {codecs:?}, want {want}"
+        );
+    }
+    per_level.into_keys().collect()
 }
 
 /// The codec `[None, Lz4, zstd(1), zstd(3)]` gives level `level`.
-fn four_levels_codec(level: u32) -> Codec {
-    match level {
+fn four_levels_codec(level: u32) -> Vec<Codec> {
+    vec![match level {
         0 => Codec::Raw,
         1 => Codec::Lz4,
         _ => Codec::Zstd,
-    }
+    }]
 }
 
 /// Writes rounds of puts, overwrites and deletes to `keyspace` (the
@@ -167,14 +189,10 @@ fn each_level_gets_its_codec_and_reads_match_a_model_through_compaction_and_reop
     let mut model = BTreeMap::new();
     let db = Db::open_with(dir.path(), opts()).unwrap();
     fill(&db, None, 0..6, &mut model);
-    // One flush more, left in level 0.
-    db.put(key_of(1), value_of(1, 99)).unwrap();
-    model.insert(key_of(1), value_of(1, 99));
-    db.flush().unwrap();
     check_against(&db, None, &model);
     let levels = assert_codecs(dir.path(), &db.live_tables(), four_levels_codec);
     assert!(
-        levels.contains(&0) && levels.iter().filter(|&&l| l >= 1).count() >= 2,
+        levels.iter().filter(|&&l| l >= 1).count() >= 2,
         "levels {levels:?}"
     );
     drop(db);
@@ -199,6 +217,19 @@ fn each_level_gets_its_codec_and_reads_match_a_model_through_compaction_and_reop
     assert_codecs(dir.path(), &tables, four_levels_codec);
     drop(db);
 
+    // A flush that stays in level 0 (no level-0 compaction before 8
+    // tables): raw.
+    let db = Db::open_with(dir.path(), level0_stays(opts())).unwrap();
+    db.put(key_of(1), value_of(1, 99)).unwrap();
+    model.insert(key_of(1), value_of(1, 99));
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let tables = db.live_tables();
+    assert!(tables.iter().any(|t| t.level == 0), "{tables:?}");
+    assert_codecs(dir.path(), &tables, four_levels_codec);
+    check_against(&db, None, &model);
+    drop(db);
+
     // Reading needs no compression options: each block names its codec.
     let db = Db::open_with(dir.path(), Options::default()).unwrap();
     check_against(&db, None, &model);
@@ -207,36 +238,40 @@ fn each_level_gets_its_codec_and_reads_match_a_model_through_compaction_and_reop
 #[test]
 fn the_bottommost_setting_wins_at_the_bottom() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = small_levels()
-        .compression_per_level(vec![Compression::None, Compression::zstd(3).unwrap()])
-        .bottommost_compression(Compression::Lz4);
+    let opts = || {
+        small_levels()
+            .compression_per_level(vec![Compression::None, Compression::zstd(3).unwrap()])
+            .bottommost_compression(Compression::Lz4)
+    };
     let mut model = BTreeMap::new();
-    let db = Db::open_with(dir.path(), opts).unwrap();
+    let db = Db::open_with(dir.path(), opts()).unwrap();
     fill(&db, None, 0..4, &mut model);
     db.compact().unwrap();
     check_against(&db, None, &model);
     let tables = db.live_tables();
     let deepest = tables.iter().map(|t| t.level).max().unwrap();
     assert!(deepest >= 1, "{tables:?}");
-    assert_codecs(dir.path(), &tables, |level| {
-        if level == deepest {
-            Codec::Lz4
-        } else if level == 0 {
-            Codec::Raw
-        } else {
-            Codec::Zstd
-        }
+    // The deepest level is LZ4. A level above it holds zstd, or LZ4 in a
+    // table written while its level was the bottommost one (a table keeps
+    // the codec it was written with when a deeper level fills later).
+    assert_codecs(dir.path(), &tables, |level| match level {
+        0 => vec![Codec::Raw],
+        _ if level == deepest => vec![Codec::Lz4],
+        _ => vec![Codec::Zstd, Codec::Lz4],
     });
     // A flush after it: level 0, raw.
+    drop(db);
+    let db = Db::open_with(dir.path(), level0_stays(opts())).unwrap();
     db.put(key_of(2), value_of(2, 99)).unwrap();
     db.flush().unwrap();
+    db.wait_for_background().unwrap();
     let level0: Vec<TableMetadata> = db
         .live_tables()
         .into_iter()
         .filter(|t| t.level == 0)
         .collect();
     assert_eq!(level0.len(), 1);
-    assert_codecs(dir.path(), &level0, |_| Codec::Raw);
+    assert_codecs(dir.path(), &level0, |_| vec![Codec::Raw]);
 }
 
 #[test]
@@ -260,16 +295,17 @@ fn a_keyspace_keeps_its_list_across_a_reopen() {
         db.flush().unwrap();
         // The default keyspace keeps the database's LZ4, level 0 too.
         assert_codecs(dir.path(), &db.default_keyspace().live_tables(), |_| {
-            Codec::Lz4
+            vec![Codec::Lz4]
         });
     }
     // Opened again without the keyspace's options: the manifest gives them.
-    let db = Db::open_with(dir.path(), small_levels()).unwrap();
+    let db = Db::open_with(dir.path(), level0_stays(small_levels())).unwrap();
     let ks = db.keyspace("events").unwrap();
     check_against(&db, Some(&ks), &model);
     ks.put(key_of(1), value_of(1, 99)).unwrap();
     model.insert(key_of(1), value_of(1, 99));
     db.flush().unwrap();
+    db.wait_for_background().unwrap();
     let tables = ks.live_tables();
     assert!(tables.iter().any(|t| t.level == 0), "{tables:?}");
     assert_codecs(dir.path(), &tables, four_levels_codec);

@@ -127,6 +127,7 @@ fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
                 settings: KeyspaceSettings {
                     compression: Some(Compression::None),
                     prefix_len: Some(4),
+                    compression_per_level: Some(vec![Compression::None, Compression::Lz4]),
                     ..KeyspaceSettings::default()
                 },
             },

@@ -625,6 +625,7 @@ fn fixture_events_settings() -> siftdb::KeyspaceOptions {
         .prefix_extractor(siftdb::PrefixExtractor::fixed(5).unwrap())
         .bottommost_compression(siftdb::Compression::zstd(3).unwrap())
         .bottommost_zstd_dictionary_bytes(1024)
+        .compression_per_level(vec![siftdb::Compression::None, siftdb::Compression::Lz4])
 }
 
 /// The database options the fixture was written with: small blocks, so
@@ -701,6 +702,10 @@ fn the_format_v10_fixture_opens_and_reads_every_key() {
             stored.bottommost_dictionary_bytes
         ),
         (Some(siftdb::Compression::zstd(3).unwrap()), Some(1024))
+    );
+    assert_eq!(
+        stored.compression_per_level,
+        Some(vec![siftdb::Compression::None, siftdb::Compression::Lz4])
     );
     assert!(
         tables.iter().any(|p| Table::open_path(p)

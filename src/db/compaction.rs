@@ -655,9 +655,14 @@ fn run(
 
     // A lone table with nothing to merge against moves down as it is: the
     // same open table (its filter and index already in memory) under a new
-    // record. Not with a compaction filter: it must see the values.
+    // record. Not with a compaction filter: it must see the values; nor
+    // into a level whose compression differs (RocksDB's rule too).
     if let [only] = pick.inputs.as_slice() {
-        if only.record.level as usize + 1 == pick.output_level && opts.compaction_filter.is_none() {
+        let from = only.record.level as usize;
+        if from + 1 == pick.output_level
+            && opts.compaction_filter.is_none()
+            && opts.same_level_compression(from, pick.output_level)
+        {
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
             let moved = Arc::new(LiveTable::new(record, only.table.clone()));
