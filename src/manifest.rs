@@ -598,7 +598,7 @@ mod tests {
         let bytes = encode(&state);
         assert_eq!(bytes.len(), HEADER_LEN + 4 + 4);
         assert_eq!(&bytes[..4], b"SMAN");
-        assert_eq!(&bytes[4..8], &[4, 0, 0, 0]);
+        assert_eq!(&bytes[4..8], &[5, 0, 0, 0]);
         assert_eq!(bytes[8], 2);
         assert_eq!(bytes[16], 3);
         assert_eq!(bytes[24], 1);
@@ -688,9 +688,9 @@ mod tests {
             b.truncate(b.len() - 4);
             b
         };
-        // Versions 1 and 2 (before keyspaces) and 3 (before keyspace
-        // settings) are not read.
-        for version in [1u8, 2, 3, 5] {
+        // Versions 1 and 2 (before keyspaces), 3 (before keyspace
+        // settings) and 4 (before compression per level) are not read.
+        for version in [1u8, 2, 3, 4, 6] {
             let mut wrong_version = body(&sample());
             wrong_version[4] = version;
             let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
