@@ -4,8 +4,9 @@
 //! Owns: the one value encoding (a format-version byte, then the postcard
 //! encoding of the value), the keyspace names and key layouts of a node's
 //! database, [`Error`] and its conversion into openraft's `StorageError`.
-//! Must never: trust bytes it did not check — a wrong version byte, trailing
-//! bytes or a failed decode is a corruption error, never a panic.
+//! Must never: trust bytes it did not check — a version byte of another
+//! format is the engine's `UnsupportedVersion`, a zero version byte,
+//! trailing bytes or a failed decode a corruption error, never a panic.
 
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageError, StorageIOError};
 use serde::de::DeserializeOwned;
@@ -15,6 +16,10 @@ use crate::node_id::NodeId;
 
 /// The version byte every encoded value starts with.
 pub const VALUE_VERSION: u8 = 2;
+
+/// The kind [`decode`] names in the `UnsupportedVersion` of a value whose
+/// version byte is another format's.
+pub const VALUE_KIND: &str = "raft value";
 
 /// Errors of the raft storage layer. File and corruption errors are the
 /// engine's own kinds (`siftdb::Error::Io`, `siftdb::Error::Corruption`),
@@ -88,16 +93,25 @@ pub fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
 }
 
 /// The value [`encode`] wrote, checked: version byte, a full decode, no
-/// trailing bytes.
+/// trailing bytes. A value of another format version (a newer build's, or
+/// an older one this build no longer reads) is the engine's
+/// `UnsupportedVersion` naming `what` and both versions, as a table or log
+/// of another version is: not damage, so nothing treats it as such. A
+/// version byte of 0, which no format has, is `Corruption`.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
     let Some((&version, body)) = bytes.split_first() else {
         return Err(Error::corruption(what, "empty value"));
     };
     if version != VALUE_VERSION {
-        return Err(Error::corruption(
-            what,
-            format!("value format version {version}, expected {VALUE_VERSION}"),
-        ));
+        if version == 0 {
+            return Err(Error::corruption(what, "value format version 0"));
+        }
+        return Err(Error::Db(siftdb::Error::UnsupportedVersion {
+            path: std::path::PathBuf::from(what),
+            kind: VALUE_KIND,
+            found: u64::from(version),
+            supported: u64::from(VALUE_VERSION),
+        }));
     }
     let (value, rest) =
         postcard::take_from_bytes::<T>(body).map_err(|e| Error::corruption(what, e))?;
@@ -246,7 +260,18 @@ mod tests {
         assert!(decode::<(u64, String)>(&[], "t").is_err());
         let mut wrong = v.clone();
         wrong[0] = 9;
-        assert!(decode::<(u64, String)>(&wrong, "t").is_err());
+        assert!(matches!(
+            decode::<(u64, String)>(&wrong, "t"),
+            Err(Error::Db(siftdb::Error::UnsupportedVersion {
+                found: 9,
+                ..
+            }))
+        ));
+        wrong[0] = 0;
+        assert!(matches!(
+            decode::<(u64, String)>(&wrong, "t"),
+            Err(Error::Db(siftdb::Error::Corruption { .. }))
+        ));
         let mut long = v.clone();
         long.push(0);
         assert!(decode::<(u64, String)>(&long, "t").is_err());
