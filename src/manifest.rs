@@ -49,8 +49,8 @@ use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::FileSystem;
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, TAG_LEN};
 pub use crate::keyspace_settings::KeyspaceSettings;
-pub use blob_files::{BlobFileRecord, BLOB_FILE_RECORD_LEN};
 use blob_files::check_blob_file;
+pub use blob_files::{BlobFileRecord, BLOB_FILE_RECORD_LEN};
 
 mod blob_files;
 use crate::keyspace_settings::MIN_SETTINGS_LEN;

@@ -130,10 +130,14 @@ pub(crate) fn garbage_pick(
             .is_ok_and(|table| table.blob_file_numbers().binary_search(&number).is_ok())
     };
     files.into_iter().find_map(|file| {
-        let (level, table) = version.levels.iter().enumerate().find_map(|(level, tables)| {
-            let table = tables.iter().find(|t| points_into(t, file.file_number))?;
-            Some((level, Arc::clone(table)))
-        })?;
+        let (level, table) = version
+            .levels
+            .iter()
+            .enumerate()
+            .find_map(|(level, tables)| {
+                let table = tables.iter().find(|t| points_into(t, file.file_number))?;
+                Some((level, Arc::clone(table)))
+            })?;
         if level > 0 {
             return Some((level, vec![table]));
         }

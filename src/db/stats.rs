@@ -344,7 +344,12 @@ impl Db {
                 table_count: sv.version.table_count(),
                 blob_files: sv.version.blob_files.len(),
                 blob_file_bytes: sv.version.blob_files.values().map(|f| f.total_bytes).sum(),
-                blob_garbage_bytes: sv.version.blob_files.values().map(|f| f.garbage_bytes).sum(),
+                blob_garbage_bytes: sv
+                    .version
+                    .blob_files
+                    .values()
+                    .map(|f| f.garbage_bytes)
+                    .sum(),
                 level_tables: sv.version.levels.iter().map(Vec::len).collect(),
                 level_bytes: (0..sv.version.levels.len())
                     .map(|l| sv.version.level_bytes(l))

@@ -287,7 +287,8 @@ impl TableIter {
     fn guard(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.resolved = None;
         let mut result = step(self);
-        if result.is_ok() && (self.resolve_blobs || self.resolve_in.is_some() || self.tally.is_some())
+        if result.is_ok()
+            && (self.resolve_blobs || self.resolve_in.is_some() || self.tally.is_some())
         {
             result = self.resolve_current();
         }
