@@ -221,7 +221,7 @@ impl ManifestState {
         }
         let mut previous: Option<u64> = None;
         for blob in &self.blob_files {
-            check_blob_file(self, blob, previous)
+            check_blob_file(self.next_file_number, blob, previous)
                 .map_err(|reason| format!("blob file {}: {reason}", blob.file_number))?;
             if !ids.contains(&blob.keyspace) {
                 return Err(format!(

@@ -262,7 +262,11 @@ fn garbage_figures_follow_a_model_and_survive_reopens() {
                     }
                     _ => {
                         // Mostly separated, some inline.
-                        let len = [40, 150, 700][rng.below(3) as usize];
+                        let len = match rng.below(3) {
+                            0 => 40,
+                            1 => 150,
+                            _ => 700,
+                        };
                         let v = value(i, round * 1000 + write, len);
                         db.put(key(i), &v).unwrap();
                         model.insert(key(i), v);

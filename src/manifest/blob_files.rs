@@ -8,7 +8,6 @@
 
 use crate::codec::ByteReader;
 use crate::error::{Error, Result};
-use crate::manifest::ManifestState;
 
 /// Bytes of one blob file record.
 pub const BLOB_FILE_RECORD_LEN: usize = 4 + 5 * 8;
@@ -42,18 +41,19 @@ impl BlobFileRecord {
     }
 }
 
+/// The checks of one record, `previous` the number of the record before it
+/// and `next_file_number` the manifest's.
 pub(super) fn check_blob_file(
-    state: &ManifestState,
+    next_file_number: u64,
     blob: &BlobFileRecord,
     previous: Option<u64>,
 ) -> std::result::Result<(), String> {
     if previous.is_some_and(|p| p >= blob.file_number) {
         return Err("file numbers are not strictly increasing".to_string());
     }
-    if blob.file_number >= state.next_file_number {
+    if blob.file_number >= next_file_number {
         return Err(format!(
-            "file number is not below the next file number {}",
-            state.next_file_number
+            "file number is not below the next file number {next_file_number}"
         ));
     }
     if blob.garbage_bytes > blob.total_bytes || blob.garbage_values > blob.total_values {
