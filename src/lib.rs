@@ -177,8 +177,8 @@ pub mod internals {
     /// The manifest file.
     pub mod manifest {
         pub use crate::manifest::{
-            decode, encode, read_manifest, read_manifest_copy, write_manifest, KeyspaceRecord,
-            KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
+            decode, encode, read_manifest, read_manifest_copy, write_manifest, BlobFileRecord,
+            KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
         };
     }
     /// The backup metadata file's codec, and what `siftdb inspect` shows

@@ -28,6 +28,7 @@
 
 mod background;
 mod background_state;
+mod blob_garbage;
 mod blob_output;
 mod checkpoint;
 mod checks;
