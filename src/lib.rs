@@ -111,8 +111,8 @@ pub use options::{
 };
 pub use prefix::PrefixExtractor;
 pub use repair::{
-    repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,
-    TableAction, TableReport,
+    repair, BlobFileReport, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions,
+    RepairReport, TableAction, TableReport,
 };
 pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
