@@ -416,7 +416,12 @@ mod tests {
             blob_threshold: Some(0),
             ..KeyspaceSettings::default()
         };
-        assert_eq!(inline.apply_to(&base.clone().blob_threshold(Some(64))).blob_threshold, None);
+        assert_eq!(
+            inline
+                .apply_to(&base.clone().blob_threshold(Some(64)))
+                .blob_threshold,
+            None
+        );
         let unset = KeyspaceSettings::default().apply_to(&base);
         assert_eq!(unset.block_size, base.block_size);
         assert!(unset.prefix_extractor.is_some());

@@ -163,8 +163,8 @@ pub mod internals {
     pub mod inspect {
         pub use crate::inspect::{
             inspect_blob_file, inspect_dir, inspect_dir_with, inspect_table, verify_dir,
-            BlobDamage, BlobPlace, BlobSummary, DirSummary, FileRole, FilterFigures,
-            FilterSummary, Finding, LevelSummary, RangeFilterSummary, TableSummary, VerifyReport,
+            BlobDamage, BlobPlace, BlobSummary, DirSummary, FileRole, FilterFigures, FilterSummary,
+            Finding, LevelSummary, RangeFilterSummary, TableSummary, VerifyReport,
         };
     }
     /// Internal keys: user key, sequence number and kind.

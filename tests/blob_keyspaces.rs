@@ -18,16 +18,20 @@ use siftdb::{Db, Keyspace, KeyspaceOptions, Options};
 const KEYS: u32 = 300;
 
 fn options() -> Options {
-    Options::default()
-        .memtable_bytes(64 * 1024)
-        .block_size(512)
+    Options::default().memtable_bytes(64 * 1024).block_size(512)
 }
 
 /// How many blob files `dir` holds.
 fn blob_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".blob"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".blob")
+        })
         .count()
 }
 
@@ -68,7 +72,11 @@ fn a_keyspace_without_a_threshold_stays_inline_beside_one_that_separates() {
             .keyspace_with("inline", KeyspaceOptions::new().blob_threshold(None))
             .unwrap();
         fill(&db, &inline);
-        assert_eq!(blob_files(dir.path()), 0, "a None keyspace wrote a blob file");
+        assert_eq!(
+            blob_files(dir.path()),
+            0,
+            "a None keyspace wrote a blob file"
+        );
         fill(&db, &db.default_keyspace());
         let separated = blob_files(dir.path());
         assert!(separated > 0, "the default keyspace separated nothing");
@@ -83,7 +91,11 @@ fn a_keyspace_without_a_threshold_stays_inline_beside_one_that_separates() {
     let before = blob_files(dir.path());
     fill(&db, &inline);
     inline.compact().unwrap();
-    assert_eq!(blob_files(dir.path()), before, "reopened: a blob file for None");
+    assert_eq!(
+        blob_files(dir.path()),
+        before,
+        "reopened: a blob file for None"
+    );
     check(&inline);
 }
 
@@ -115,7 +127,10 @@ fn a_keyspace_threshold_separates_when_the_database_does_not() {
         big.put(format!("more{i:05}"), value("more", i)).unwrap();
     }
     db.flush().unwrap();
-    assert!(blob_files(dir.path()) > before, "reopened: the threshold was lost");
+    assert!(
+        blob_files(dir.path()) > before,
+        "reopened: the threshold was lost"
+    );
     assert_eq!(
         big.get("more00007").unwrap().as_deref(),
         Some(&value("more", 7)[..])

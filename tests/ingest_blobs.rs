@@ -32,7 +32,7 @@ fn key(i: u64) -> Vec<u8> {
 /// Every 4th value short (inline), the others 300 bytes (separated).
 fn value(i: u64, tag: &str) -> Vec<u8> {
     let mut out = format!("{tag}-{i}-").into_bytes();
-    out.resize(if i % 4 == 0 { 30 } else { 300 }, b'x');
+    out.resize(if i.is_multiple_of(4) { 30 } else { 300 }, b'x');
     out
 }
 

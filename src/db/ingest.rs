@@ -43,9 +43,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::blob::blob_file_name;
 use crate::db::checks::{check_key, check_value};
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
-use crate::blob::blob_file_name;
 use crate::db::handle::Db;
 use crate::db::ingest_blobs::{
     copy_blob_file, rewrite_with_blob_numbers, source_blob_files, WriterBlobs,
@@ -466,7 +466,16 @@ fn ingest<P: AsRef<Path>>(
                 .blobs
                 .iter()
                 .enumerate()
-                .map(|(i, (old, _))| (*old, if i == 0 { number } else { versions.new_file_number() }))
+                .map(|(i, (old, _))| {
+                    (
+                        *old,
+                        if i == 0 {
+                            number
+                        } else {
+                            versions.new_file_number()
+                        },
+                    )
+                })
                 .collect();
             // Removed again if anything fails once it is placed.
             let placed_one = (|| {

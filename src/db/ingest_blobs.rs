@@ -64,7 +64,11 @@ impl WriterBlobs {
 
     /// The pointer a put of `value` under `user_key` becomes, or `None`
     /// when it stays inline.
-    pub(crate) fn separate(&mut self, user_key: &[u8], value: &[u8]) -> Result<Option<BlobPointer>> {
+    pub(crate) fn separate(
+        &mut self,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<BlobPointer>> {
         if self.threshold.is_none_or(|t| value.len() < t) {
             return Ok(None);
         }
@@ -138,7 +142,12 @@ pub(crate) fn source_blob_files(table: &Table, table_path: &Path) -> Vec<(u64, P
 /// Copies the blob file at `from` to `to` as blob file `number`: checked
 /// whole first, its records byte for byte, header and footer written for
 /// `number`; synced.
-pub(crate) fn copy_blob_file(fs: &dyn FileSystem, from: &Path, to: &Path, number: u64) -> Result<()> {
+pub(crate) fn copy_blob_file(
+    fs: &dyn FileSystem,
+    from: &Path,
+    to: &Path,
+    number: u64,
+) -> Result<()> {
     let bytes = fs.read_all(from)?;
     let records = checked_records(&bytes, from)?;
     let counts = BlobCounts {

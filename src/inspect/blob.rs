@@ -227,7 +227,10 @@ mod tests {
         assert!(sound.is_sound(), "{:?}", sound.damage);
         assert_eq!((sound.records, sound.value_bytes), (4, 800));
         assert_eq!(sound.footer_counts, Some((4, 800)));
-        assert_eq!((sound.format_version, sound.file_number), (Some(1), Some(5)));
+        assert_eq!(
+            (sound.format_version, sound.file_number),
+            (Some(1), Some(5))
+        );
         assert_eq!(
             blob_header_and_counts(&*fs, &path),
             Some((u64::from(BLOB_FORMAT_VERSION), 4, 800))

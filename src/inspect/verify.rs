@@ -168,7 +168,13 @@ impl VerifyReport {
     }
 
     /// An error of kind `finding`.
-    fn found(&mut self, file: &str, finding: Finding, offset: Option<u64>, detail: impl fmt::Display) {
+    fn found(
+        &mut self,
+        file: &str,
+        finding: Finding,
+        offset: Option<u64>,
+        detail: impl fmt::Display,
+    ) {
         self.problems.push(Problem {
             finding,
             file: file.to_string(),

@@ -15,8 +15,6 @@
 //! them for the report.
 //! Must never: write, move or remove a file.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 
 use crate::blob::{blob_file_name, verify_blob_file, BlobPointer};
@@ -25,27 +23,21 @@ use crate::key::{parse_internal_key, ValueKind};
 use super::report::BlobFileReport;
 use super::Repair;
 
-/// The blob files examined tables point into: for each, the tables.
-#[derive(Default)]
-pub(super) struct BlobRefs {
-    tables: BTreeMap<u64, Vec<String>>,
-}
-
-impl BlobRefs {
+impl Repair<'_> {
     /// Table `table` points into the blob files `numbers`.
-    pub(super) fn add(&mut self, table: &str, numbers: &[u64]) {
+    pub(super) fn add_blob_refs(&mut self, table: &str, numbers: &[u64]) {
         for &number in numbers {
-            let tables = self.tables.entry(number).or_default();
+            let tables = self.blob_refs.entry(number).or_default();
             if !tables.iter().any(|t| t == table) {
                 tables.push(table.to_string());
             }
         }
     }
 
-    /// Table `table` holds `entries` (salvaged from a damaged block run):
-    /// the blob files their pointers name, for a table whose properties,
-    /// which list them, may be lost.
-    pub(super) fn add_pointers(&mut self, table: &str, entries: &[(Bytes, Bytes)]) {
+    /// Table `table` holds `entries` (salvaged from a damaged table): the
+    /// blob files their pointers name, for a table whose properties, which
+    /// list them, may be lost.
+    pub(super) fn add_blob_pointers(&mut self, table: &str, entries: &[(Bytes, Bytes)]) {
         let numbers: Vec<u64> = entries
             .iter()
             .filter(|(key, _)| {
@@ -54,16 +46,14 @@ impl BlobRefs {
             .filter_map(|(_, value)| BlobPointer::decode(value).ok())
             .map(|pointer| pointer.file_number)
             .collect();
-        self.add(table, &numbers);
+        self.add_blob_refs(table, &numbers);
     }
-}
 
-impl Repair<'_> {
     /// Checks every blob file an examined table points into, reporting
     /// each that is missing or damaged.
     pub(super) fn check_blob_files(&mut self) {
         let refs = std::mem::take(&mut self.blob_refs);
-        for (number, tables) in refs.tables {
+        for (number, tables) in refs {
             let file = blob_file_name(number);
             let path = self.path(&file);
             let problem = if !self.fs.exists(&path) {

@@ -197,7 +197,7 @@ impl Repair<'_> {
         match salvager.table() {
             Some(table) => {
                 let p = table.properties();
-                self.blob_refs.add(&name, &p.blob_files);
+                self.add_blob_refs(&name, &p.blob_files);
                 examined.recorded = Some(recorded_settings(p, self.opts));
                 if record.is_none() {
                     if let Some(keyspace) = &p.keyspace {
@@ -244,7 +244,7 @@ impl Repair<'_> {
         while let Some(step) = salvager.next_block() {
             match step {
                 Salvaged::Block(block) => {
-                    self.blob_refs.add_pointers(&name, &block.entries);
+                    self.add_blob_pointers(&name, &block.entries);
                     if let (Some((first, _)), Some((last, _))) =
                         (block.entries.first(), block.entries.last())
                     {

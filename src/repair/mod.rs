@@ -116,8 +116,9 @@ struct Repair<'a> {
     report: RepairReport,
     /// Files to move into `lost/` once the repair is durable.
     replaced: Vec<String>,
-    /// The blob files the examined tables point into.
-    blob_refs: blobs::BlobRefs,
+    /// The blob files the examined tables point into: for each, the
+    /// tables (`blobs`).
+    blob_refs: std::collections::BTreeMap<u64, Vec<String>>,
 }
 
 /// Rebuilds a working database in `path` from what is readable; see the
@@ -201,7 +202,7 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
             blob_files: Vec::new(),
         },
         replaced: Vec::new(),
-        blob_refs: blobs::BlobRefs::default(),
+        blob_refs: std::collections::BTreeMap::new(),
     };
     match state {
         Some(state) => repair.with_manifest(&state, &numbered)?,

@@ -480,9 +480,15 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
     lines.push("  files".into());
     for f in &s.files {
         let size = f.size.map_or_else(|| "-".to_string(), group_digits);
-        let values = f.blob_values.map_or_else(String::new, |(values, value_bytes)| {
-            format!(", {} values of {}", group_digits(values), bytes(value_bytes))
-        });
+        let values = f
+            .blob_values
+            .map_or_else(String::new, |(values, value_bytes)| {
+                format!(
+                    ", {} values of {}",
+                    group_digits(values),
+                    bytes(value_bytes)
+                )
+            });
         lines.push(format!(
             "    {:<14}{:>14}  {:<18}  {}{values}",
             f.name,

@@ -69,7 +69,10 @@ fn inspect_lists_blob_files_and_checks_one() {
         .find(|l| l.contains(&name))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.contains("format version 1"), "{line}");
-    assert!(line.contains("blob file a live table points into"), "{line}");
+    assert!(
+        line.contains("blob file a live table points into"),
+        "{line}"
+    );
     assert!(line.contains("200 values of 60,000 bytes"), "{line}");
     assert!(!line.contains("not a database file"), "{line}");
 
@@ -138,7 +141,11 @@ fn verify_reports_a_missing_blob_file() {
     );
     let out = siftdb(&["verify", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", both(&out));
-    assert!(text(&out.stdout).contains("not in the directory"), "{}", both(&out));
+    assert!(
+        text(&out.stdout).contains("not in the directory"),
+        "{}",
+        both(&out)
+    );
     let out = siftdb(&["inspect", dir.path().to_str().unwrap()]);
     assert!(
         text(&out.stdout).contains("MISSING: blob file a live table points into"),
