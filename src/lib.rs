@@ -164,7 +164,7 @@ pub mod internals {
         pub use crate::inspect::{
             inspect_blob_file, inspect_dir, inspect_dir_with, inspect_table, verify_dir,
             BlobDamage, BlobPlace, BlobSummary, DirSummary, FileRole, FilterFigures, FilterSummary,
-            Finding, LevelSummary, RangeFilterSummary, TableSummary, VerifyReport,
+            Finding, LevelSummary, Problem, RangeFilterSummary, TableSummary, VerifyReport,
         };
     }
     /// Internal keys: user key, sequence number and kind.

@@ -48,4 +48,4 @@ pub use blob::{inspect_blob_file, BlobDamage, BlobPlace, BlobSummary};
 pub use dir::{inspect_dir, inspect_dir_with, DirSummary, FileRole, LevelSummary};
 pub use table::{inspect_table, RangeFilterSummary, TableSummary};
 pub use table::{FilterFigures, FilterSummary};
-pub use verify::{verify_dir, verify_dir_with, Finding, VerifyReport};
+pub use verify::{verify_dir, verify_dir_with, Finding, Problem, VerifyReport};
