@@ -43,6 +43,7 @@ mod flush;
 mod handle;
 mod handle_counts;
 mod ingest;
+mod ingest_blobs;
 mod inner;
 mod insert_slot;
 mod iter;
