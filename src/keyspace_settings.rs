@@ -9,7 +9,7 @@
 //! [`Options::validate`] would refuse.
 //!
 //! ```text
-//! 1      count c (u8, 0..=10)
+//! 1      count c (u8, 0..=11)
 //! ...    c settings, tags strictly increasing, each a tag u8 and its value:
 //!        1 filter policy (14): rule u8 (0 bits per key, 1 level-aware),
 //!          bits per key f64, flags u8 (bit 0 optimize for hits, bit 1
@@ -20,7 +20,8 @@
 //!        5 whole-key filtering u8 (0, 1)   6 range filter bits f64
 //!        7 memtable bytes u64   8 bottommost compression (as 3)
 //!        9 bottommost zstd dictionary bytes u32
-//!        10 compression per level: count n u8 (1..=16), then n
+//!        10 blob threshold u64 (0: every value inline)
+//!        11 compression per level: count n u8 (1..=16), then n
 //!          compressions (each as 3)
 //! ```
 
@@ -42,7 +43,8 @@ const TAG_RANGE_FILTER_BITS: u8 = 6;
 const TAG_MEMTABLE_BYTES: u8 = 7;
 const TAG_BOTTOMMOST_COMPRESSION: u8 = 8;
 const TAG_BOTTOMMOST_DICTIONARY_BYTES: u8 = 9;
-const TAG_COMPRESSION_PER_LEVEL: u8 = 10;
+const TAG_BLOB_THRESHOLD: u8 = 10;
+const TAG_COMPRESSION_PER_LEVEL: u8 = 11;
 
 /// A keyspace's stored settings; an unset one takes the database's
 /// [`Options`].
@@ -68,6 +70,9 @@ pub struct KeyspaceSettings {
     pub bottommost_compression: Option<Compression>,
     /// See `Options::bottommost_zstd_dictionary_bytes`.
     pub bottommost_dictionary_bytes: Option<u32>,
+    /// See `Options::blob_threshold`: `Some(0)` keeps every value of the
+    /// keyspace inline whatever the database's threshold.
+    pub blob_threshold: Option<u64>,
     /// See `Options::compression_per_level`.
     pub compression_per_level: Option<Vec<Compression>>,
 }
@@ -109,6 +114,11 @@ impl KeyspaceSettings {
         }
         if let Some(bytes) = self.bottommost_dictionary_bytes {
             opts.bottommost_dictionary_bytes = bytes as usize;
+        }
+        match self.blob_threshold {
+            Some(0) => opts.blob_threshold = None,
+            Some(bytes) => opts.blob_threshold = Some(usize::try_from(bytes).unwrap_or(usize::MAX)),
+            None => {}
         }
         if let Some(list) = &self.compression_per_level {
             opts.compression_per_level = Some(list.clone());
@@ -185,6 +195,9 @@ impl KeyspaceSettings {
             let value = bytes.to_le_bytes();
             field(&mut fields, TAG_BOTTOMMOST_DICTIONARY_BYTES, &value);
         }
+        if let Some(bytes) = self.blob_threshold {
+            field(&mut fields, TAG_BLOB_THRESHOLD, &bytes.to_le_bytes());
+        }
         if let Some(list) = &self.compression_per_level {
             let value = compression_list_bytes(list);
             field(&mut fields, TAG_COMPRESSION_PER_LEVEL, &value);
@@ -252,6 +265,7 @@ impl KeyspaceSettings {
                 TAG_BOTTOMMOST_DICTIONARY_BYTES => {
                     settings.bottommost_dictionary_bytes = Some(reader.u32()?);
                 }
+                TAG_BLOB_THRESHOLD => settings.blob_threshold = Some(reader.u64()?),
                 TAG_COMPRESSION_PER_LEVEL => {
                     settings.compression_per_level = Some(read_compression_list(reader)?);
                 }
@@ -295,6 +309,11 @@ impl std::fmt::Display for KeyspaceSettings {
         }
         if let Some(bytes) = self.bottommost_dictionary_bytes {
             parts.push(format!("bottommost_dictionary_bytes={bytes}"));
+        }
+        match self.blob_threshold {
+            Some(0) => parts.push("blob_threshold=none".to_string()),
+            Some(bytes) => parts.push(format!("blob_threshold={bytes}")),
+            None => {}
         }
         if let Some(list) = &self.compression_per_level {
             parts.push(format!("compression_per_level={list:?}"));
@@ -385,6 +404,7 @@ mod tests {
             memtable_bytes: Some(1 << 20),
             bottommost_compression: Some(Compression::Zstd { level: 19 }),
             bottommost_dictionary_bytes: Some(16 << 10),
+            blob_threshold: Some(4096),
             compression_per_level: Some(vec![
                 Compression::None,
                 Compression::Lz4,
@@ -403,14 +423,15 @@ mod tests {
              block_size=16384 compression=None prefix=fixed:6 whole_key_filtering=false \
              range_filter_bits=14 memtable_bytes=1048576 \
              bottommost_compression=Zstd { level: 19 } bottommost_dictionary_bytes=16384 \
+             blob_threshold=4096 \
              compression_per_level=[None, Lz4, Zstd { level: 1 }]"
         );
         let bytes = round_trip(&every_setting());
         assert_eq!(
             bytes.len(),
-            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9 + 3 + 5 + (2 + 1 + 1 + 2)
+            1 + (1 + 14) + (1 + 4) + 2 + (1 + 4) + 2 + 9 + 9 + 3 + 5 + 9 + (2 + 1 + 1 + 2)
         );
-        assert_eq!(bytes[0], 10);
+        assert_eq!(bytes[0], 11);
         for policy in [
             FilterPolicy::bits_per_key(10.0),
             FilterPolicy::bits_per_key(0.0),
@@ -419,6 +440,7 @@ mod tests {
             round_trip(&KeyspaceSettings {
                 filter_policy: Some(policy),
                 prefix_len: Some(0),
+                blob_threshold: Some(0),
                 ..KeyspaceSettings::default()
             });
         }
@@ -445,6 +467,17 @@ mod tests {
         );
         assert!(!opts.whole_key_filtering);
         assert_eq!(opts.memtable_bytes, 1 << 20);
+        assert_eq!(opts.blob_threshold, Some(4096));
+        let inline = KeyspaceSettings {
+            blob_threshold: Some(0),
+            ..KeyspaceSettings::default()
+        };
+        assert_eq!(
+            inline
+                .apply_to(&base.clone().blob_threshold(Some(64)))
+                .blob_threshold,
+            None
+        );
         let unset = KeyspaceSettings::default().apply_to(&base);
         assert_eq!(unset.block_size, base.block_size);
         assert!(unset.prefix_extractor.is_some());
@@ -522,9 +555,10 @@ mod tests {
         for bytes in [
             &[2, 3, 0, 2, 0, 16, 0, 0][..],
             &[2, 3, 0, 3, 1][..],
-            &[1, 11, 0][..],
-            &[1, 10, 2, 1][..],
-            &[1, 10, 1, 3][..],
+            &[1, 12, 0][..],
+            &[1, 10, 0, 0, 0, 0][..],
+            &[1, 11, 2, 1][..],
+            &[1, 11, 1, 3][..],
             &[1, 8, 2, 23][..],
             &[1, 9, 0, 1, 0, 0][..],
             &[1, 3, 2][..],

@@ -111,8 +111,8 @@ pub use options::{
 };
 pub use prefix::PrefixExtractor;
 pub use repair::{
-    repair, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions, RepairReport,
-    TableAction, TableReport,
+    repair, BlobFileReport, LogAction, LogReport, LostRange, ManifestFinding, RepairOptions,
+    RepairReport, TableAction, TableReport,
 };
 pub use shared::{Cache, RateLimiter, WriteBufferManager};
 pub use table::LevelFilterStats;
@@ -162,9 +162,9 @@ pub mod internals {
     /// Reports on a database directory and its tables, and `verify`.
     pub mod inspect {
         pub use crate::inspect::{
-            inspect_dir, inspect_dir_with, inspect_table, verify_dir, DirSummary, FileRole,
-            FilterFigures, FilterSummary, LevelSummary, RangeFilterSummary, TableSummary,
-            VerifyReport,
+            inspect_blob_file, inspect_dir, inspect_dir_with, inspect_table, verify_dir,
+            BlobDamage, BlobPlace, BlobSummary, DirSummary, FileRole, FilterFigures, FilterSummary,
+            Finding, LevelSummary, Problem, RangeFilterSummary, TableSummary, VerifyReport,
         };
     }
     /// Internal keys: user key, sequence number and kind.
@@ -177,8 +177,8 @@ pub mod internals {
     /// The manifest file.
     pub mod manifest {
         pub use crate::manifest::{
-            decode, encode, read_manifest, read_manifest_copy, write_manifest, KeyspaceRecord,
-            KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
+            decode, encode, read_manifest, read_manifest_copy, write_manifest, BlobFileRecord,
+            KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord, MAX_LEVELS,
         };
     }
     /// The backup metadata file's codec, and what `siftdb inspect` shows

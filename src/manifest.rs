@@ -13,7 +13,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic "SMAN"
-//! 4       4     format version (u32 LE, 4)
+//! 4       4     format version (u32 LE, 5)
 //! 8       8     next file number
 //! 16      8     last sequence
 //! 24      8     log number (the oldest log any keyspace needs)
@@ -31,6 +31,11 @@
 //!               min seq u64, max seq u64,
 //!               smallest internal key (u32 length + bytes),
 //!               largest internal key (u32 length + bytes)
+//! ...     4     blob file count B
+//! ...     44·B  B blob file records, numbers strictly increasing:
+//!               keyspace id u32, file number u64,
+//!               total bytes u64, total values u64,
+//!               garbage bytes u64, garbage values u64
 //! end−4   4     crc32 of every byte before it
 //! ```
 
@@ -44,14 +49,18 @@ use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::FileSystem;
 use crate::key::{compare_internal_keys, parse_internal_key, SeqNo, MAX_KEY_LEN, TAG_LEN};
 pub use crate::keyspace_settings::KeyspaceSettings;
+use blob_files::check_blob_file;
+pub use blob_files::{BlobFileRecord, BLOB_FILE_RECORD_LEN};
+
+mod blob_files;
 use crate::keyspace_settings::MIN_SETTINGS_LEN;
 
 /// The four bytes every manifest starts with.
 pub const MAGIC: [u8; 4] = *b"SMAN";
-/// The one format version this code reads and writes (3: keyspaces, 4:
-/// their stored settings, 5: the compression-per-level setting; older
-/// versions are not read).
-pub const FORMAT_VERSION: u32 = 5;
+/// The one format version this code reads and writes (3: keyspaces;
+/// 4: keyspace settings; 5: blob file records; 6: the compression-per-level
+/// setting; older versions are not read).
+pub const FORMAT_VERSION: u32 = 6;
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
 /// Bytes of the fixed fields before the keyspace records.
@@ -146,6 +155,9 @@ pub struct ManifestState {
     pub keyspaces: Vec<KeyspaceRecord>,
     /// Every live table.
     pub tables: Vec<TableRecord>,
+    /// Every blob file a live table points into and whose figures are
+    /// known, file numbers strictly increasing.
+    pub blob_files: Vec<BlobFileRecord>,
 }
 
 impl ManifestState {
@@ -206,6 +218,18 @@ impl ManifestState {
                     table.file_number
                 ));
             }
+        }
+        let mut previous: Option<u64> = None;
+        for blob in &self.blob_files {
+            check_blob_file(self.next_file_number, blob, previous)
+                .map_err(|reason| format!("blob file {}: {reason}", blob.file_number))?;
+            if !ids.contains(&blob.keyspace) {
+                return Err(format!(
+                    "blob file {}: keyspace {} is not listed",
+                    blob.file_number, blob.keyspace
+                ));
+            }
+            previous = Some(blob.file_number);
         }
         Ok(())
     }
@@ -283,8 +307,15 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
             .iter()
             .map(|k| MIN_KEYSPACE_RECORD_LEN + k.name.len())
             .sum::<usize>();
-    let mut out =
-        Vec::with_capacity(HEADER_LEN + 4 + state.tables.len() * MIN_TABLE_RECORD_LEN + keys + 4);
+    let mut out = Vec::with_capacity(
+        HEADER_LEN
+            + 4
+            + state.tables.len() * MIN_TABLE_RECORD_LEN
+            + keys
+            + 4
+            + state.blob_files.len() * BLOB_FILE_RECORD_LEN
+            + 4,
+    );
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&state.next_file_number.to_le_bytes());
@@ -320,6 +351,7 @@ pub fn encode(state: &ManifestState) -> Vec<u8> {
         put_len_prefixed(&mut out, &table.smallest);
         put_len_prefixed(&mut out, &table.largest);
     }
+    blob_files::encode_into(&mut out, &state.blob_files);
     let crc = crc32_of(&[&out]);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -434,6 +466,7 @@ fn decode_body(body: &[u8], file: &str) -> Result<ManifestState> {
             largest: reader.len_prefixed()?.to_vec(),
         });
     }
+    let blob_files = blob_files::decode(&mut reader)?;
     reader.finish()?;
     let state = ManifestState {
         next_file_number,
@@ -443,6 +476,7 @@ fn decode_body(body: &[u8], file: &str) -> Result<ManifestState> {
         next_keyspace_id,
         keyspaces,
         tables,
+        blob_files,
     };
     state
         .check()
@@ -570,6 +604,23 @@ mod tests {
                 table(1, 7, b"b", b"b"),
                 table(15, 3, b"", b"zz"),
             ],
+            blob_files: vec![
+                BlobFileRecord {
+                    keyspace: 0,
+                    file_number: 7,
+                    total_bytes: 1 << 20,
+                    total_values: 256,
+                    garbage_bytes: 1 << 19,
+                    garbage_values: 100,
+                },
+                BlobFileRecord {
+                    keyspace: 1,
+                    file_number: 12,
+                    total_bytes: 4096,
+                    total_values: 1,
+                    ..BlobFileRecord::default()
+                },
+            ],
         }
     }
 
@@ -594,11 +645,12 @@ mod tests {
             next_keyspace_id: 1,
             keyspaces: vec![],
             tables: vec![],
+            blob_files: vec![],
         };
         let bytes = encode(&state);
-        assert_eq!(bytes.len(), HEADER_LEN + 4 + 4);
+        assert_eq!(bytes.len(), HEADER_LEN + 4 + 4 + 4);
         assert_eq!(&bytes[..4], b"SMAN");
-        assert_eq!(&bytes[4..8], &[5, 0, 0, 0]);
+        assert_eq!(&bytes[4..8], &[6, 0, 0, 0]);
         assert_eq!(bytes[8], 2);
         assert_eq!(bytes[16], 3);
         assert_eq!(bytes[24], 1);
@@ -616,7 +668,7 @@ mod tests {
         });
         assert_eq!(
             named.len(),
-            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + 4
+            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + 4 + 4
         );
         assert_eq!(&named[52..56], &[1, 0, 0, 0]);
         assert_eq!(named[56..60], [0; 4]);
@@ -639,12 +691,38 @@ mod tests {
                 log_number: 1,
                 settings: KeyspaceSettings::default(),
             }],
-            ..state
+            ..state.clone()
         });
         assert_eq!(
             one.len(),
-            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + MIN_TABLE_RECORD_LEN + 2 * 9 + 4
+            HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4 + MIN_TABLE_RECORD_LEN + 2 * 9 + 4 + 4
         );
+        let blob = encode(&ManifestState {
+            blob_files: vec![BlobFileRecord {
+                keyspace: 0,
+                file_number: 1,
+                total_bytes: 0x0302,
+                total_values: 4,
+                garbage_bytes: 0x0201,
+                garbage_values: 3,
+            }],
+            keyspaces: vec![KeyspaceRecord {
+                id: 0,
+                name: "default".to_string(),
+                log_number: 1,
+                settings: KeyspaceSettings::default(),
+            }],
+            ..state
+        });
+        let at = HEADER_LEN + MIN_KEYSPACE_RECORD_LEN + 7 + 4;
+        assert_eq!(blob.len(), at + 4 + BLOB_FILE_RECORD_LEN + 4);
+        assert_eq!(&blob[at..at + 4], &[1, 0, 0, 0], "blob file count");
+        assert_eq!(&blob[at + 4..at + 8], &[0; 4], "keyspace");
+        assert_eq!(blob[at + 8], 1, "file number");
+        assert_eq!(&blob[at + 16..at + 18], &[2, 3], "total bytes");
+        assert_eq!(blob[at + 24], 4, "total values");
+        assert_eq!(&blob[at + 32..at + 34], &[1, 2], "garbage bytes");
+        assert_eq!(blob[at + 40], 3, "garbage values");
     }
 
     #[test]
@@ -689,8 +767,9 @@ mod tests {
             b
         };
         // Versions 1 and 2 (before keyspaces), 3 (before keyspace
-        // settings) and 4 (before compression per level) are not read.
-        for version in [1u8, 2, 3, 4, 6] {
+        // settings), 4 (before blob file records) and 5 (before compression
+        // per level) are not read.
+        for version in [1u8, 2, 3, 4, 5, 7] {
             let mut wrong_version = body(&sample());
             wrong_version[4] = version;
             let err = decode(&sealed(wrong_version), "M").unwrap_err().to_string();
@@ -701,6 +780,13 @@ mod tests {
         huge_count[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
         let err = decode(&sealed(huge_count), "M").unwrap_err().to_string();
         assert!(err.contains("cannot fit"), "{err}");
+        // The blob file count, just before the two records.
+        let mut huge_blobs = body(&sample());
+        let at = huge_blobs.len() - 2 * BLOB_FILE_RECORD_LEN - 4;
+        assert_eq!(&huge_blobs[at..at + 4], &[2, 0, 0, 0]);
+        huge_blobs[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = decode(&sealed(huge_blobs), "M").unwrap_err().to_string();
+        assert!(err.contains("blob files cannot fit"), "{err}");
 
         let mut length_without_log = body(&sample());
         length_without_log[32..40].copy_from_slice(&0u64.to_le_bytes());
@@ -767,6 +853,26 @@ mod tests {
         // Settings `Options::validate` refuses.
         let mut s = sample();
         s.keyspaces[1].settings.block_size = Some(100);
+        bad_states.push(s);
+        // Blob files: out of order or twice, at or past the next file
+        // number, more garbage than total, of an unlisted keyspace.
+        let mut s = sample();
+        s.blob_files.swap(0, 1);
+        bad_states.push(s);
+        let mut s = sample();
+        s.blob_files[1].file_number = 7;
+        bad_states.push(s);
+        let mut s = sample();
+        s.blob_files[1].file_number = 20;
+        bad_states.push(s);
+        let mut s = sample();
+        s.blob_files[0].garbage_bytes = (1 << 20) + 1;
+        bad_states.push(s);
+        let mut s = sample();
+        s.blob_files[0].garbage_values = 257;
+        bad_states.push(s);
+        let mut s = sample();
+        s.blob_files[0].keyspace = 2;
         bad_states.push(s);
         for state in bad_states {
             assert!(state.check().is_err(), "{state:?}");

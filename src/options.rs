@@ -46,6 +46,7 @@ pub struct Options {
     pub(crate) block_size: usize,
     pub(crate) blob_threshold: Option<usize>,
     pub(crate) blob_gc_age_cutoff: f64,
+    pub(crate) blob_gc_garbage_ratio: Option<f64>,
     pub(crate) level0_compaction_trigger: usize,
     pub(crate) level0_quiet_trigger: usize,
     pub(crate) level0_stop_writes: usize,
@@ -154,6 +155,7 @@ impl Default for Options {
             block_size: 4096,
             blob_threshold: None,
             blob_gc_age_cutoff: 0.25,
+            blob_gc_garbage_ratio: Some(0.5),
             level0_compaction_trigger: 4,
             level0_quiet_trigger: 2,
             level0_stop_writes: 12,
@@ -204,6 +206,7 @@ impl fmt::Debug for Options {
             .field("block_size", &self.block_size)
             .field("blob_threshold", &self.blob_threshold)
             .field("blob_gc_age_cutoff", &self.blob_gc_age_cutoff)
+            .field("blob_gc_garbage_ratio", &self.blob_gc_garbage_ratio)
             .field("level0_compaction_trigger", &self.level0_compaction_trigger)
             .field("level0_quiet_trigger", &self.level0_quiet_trigger)
             .field("level0_stop_writes", &self.level0_stop_writes)
@@ -833,6 +836,14 @@ impl Options {
         }
         if !(0.0..=1.0).contains(&self.blob_gc_age_cutoff) {
             return Err(Error::invalid("blob_gc_age_cutoff must be within [0, 1]"));
+        }
+        if self
+            .blob_gc_garbage_ratio
+            .is_some_and(|ratio| !(ratio > 0.0 && ratio <= 1.0))
+        {
+            return Err(Error::invalid(
+                "blob_gc_garbage_ratio must be within (0, 1], or None",
+            ));
         }
         if !(256..=(1 << 24)).contains(&self.block_size) {
             return Err(Error::invalid("block_size must be within [256, 16 MiB]"));

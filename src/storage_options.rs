@@ -104,4 +104,20 @@ impl Options {
         self.blob_gc_age_cutoff = share;
         self
     }
+
+    /// Blob garbage collection by garbage share: once `ratio` of a blob
+    /// file's value bytes are garbage (values no table points to any more:
+    /// overwritten, deleted, dropped by a compaction filter, or already
+    /// moved on), every compaction that meets its live values rewrites them
+    /// into its own new blob file, and when no level is over its budget a
+    /// compaction is picked for a table that points into it. The file goes
+    /// once no table lists it (and no snapshot or scan still reads a table
+    /// that did). Each file's written and garbage bytes are kept in the
+    /// manifest (`KeyspaceStats::blob_files`). Works beside
+    /// [`Options::blob_gc_age_cutoff`]; a file either selects is
+    /// collected. Default `Some(0.5)`; `None` turns it off; within (0, 1].
+    pub fn blob_gc_garbage_ratio(mut self, ratio: Option<f64>) -> Self {
+        self.blob_gc_garbage_ratio = ratio;
+        self
+    }
 }

@@ -913,6 +913,7 @@ fn the_crate_root_exports_only_the_applications_api() {
         "use StallCause",
         "use PrefixExtractor",
         "use repair",
+        "use BlobFileReport",
         "use LogAction",
         "use LogReport",
         "use LostRange",

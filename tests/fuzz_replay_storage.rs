@@ -16,7 +16,7 @@ use siftdb_testkit::fuzzing::replay::{corpus_dir, replay};
 use siftdb::internals::batch::RawBatch;
 use siftdb::internals::key::{internal_key, SeqNo, ValueKind};
 use siftdb::internals::manifest::{
-    self, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord,
+    self, BlobFileRecord, KeyspaceRecord, KeyspaceSettings, ManifestState, TableRecord,
 };
 use siftdb::internals::wal::{encode_close_record, encode_file_header, encode_record_into};
 use siftdb::Compression;
@@ -133,13 +133,35 @@ fn seed_manifests() -> Vec<(&'static str, Vec<u8>)> {
             },
         ],
         tables: vec![table(0, 8, b"a", b"q"), table(1, 3, b"b", b"c")],
+        blob_files: Vec::new(),
     };
     let bytes = manifest::encode(&full);
+    let with_blobs = manifest::encode(&ManifestState {
+        blob_files: vec![
+            BlobFileRecord {
+                keyspace: 1,
+                file_number: 3,
+                total_bytes: 40_000,
+                total_values: 10,
+                garbage_bytes: 12_000,
+                garbage_values: 3,
+            },
+            BlobFileRecord {
+                keyspace: 0,
+                file_number: 8,
+                total_bytes: 4096,
+                total_values: 1,
+                ..BlobFileRecord::default()
+            },
+        ],
+        ..full.clone()
+    });
     let mut flipped = bytes.clone();
     flipped[20] ^= 1;
     vec![
         ("empty_state", manifest::encode(&ManifestState::default())),
         ("two_tables", bytes.clone()),
+        ("blob_files", with_blobs),
         ("truncated", bytes[..bytes.len() - 3].to_vec()),
         ("flipped", flipped),
     ]

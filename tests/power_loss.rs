@@ -824,6 +824,7 @@ fn manifest_sample() -> ManifestState {
             table(1, 7, b"b", b"b"),
             table(15, 3, b"", b"zz"),
         ],
+        blob_files: Vec::new(),
     }
 }
 

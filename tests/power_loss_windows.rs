@@ -77,6 +77,7 @@ fn manifest(with_12: bool) -> ManifestState {
             settings: KeyspaceSettings::default(),
         }],
         tables,
+        blob_files: Vec::new(),
     }
 }
 

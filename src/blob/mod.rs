@@ -11,12 +11,13 @@
 //!
 //! Owns: the blob file format (`format.rs`), writing one (`writer.rs`),
 //! reading values from one and the per-database registry of open ones
-//! (`reader.rs`).
+//! (`reader.rs`), and the sums of pointers a compaction reads (`tally.rs`).
 //! Must never: hand out a value that does not match the checksum its
 //! pointer holds, or depend on the tables (the tables depend on it).
 
 pub mod format;
 pub mod reader;
+pub(crate) mod tally;
 pub mod writer;
 
 pub use format::{BlobPointer, BLOB_FORMAT_VERSION, BLOB_POINTER_LEN};

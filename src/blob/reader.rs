@@ -81,7 +81,17 @@ impl BlobFile {
         if let Some(file) = self.file.get() {
             return Ok(file);
         }
-        let opened = self.fs.open_read(&self.path)?;
+        // A blob file a live table points into that is gone is lost data,
+        // as a missing table is: `Corruption` for the keys it held.
+        let opened = self.fs.open_read(&self.path).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::corruption(
+                    format!("blob file {}", self.path.display()),
+                    "missing: a live table points into it; the values it held are lost",
+                )
+            }
+            e => e,
+        })?;
         Ok(self.file.get_or_init(|| opened))
     }
 

@@ -32,7 +32,11 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::blob::blob_file_name;
-use crate::db::compaction_blobs::{collected_files, mark_unreferenced, moves_pointers};
+use crate::blob::tally::BlobTally;
+use crate::db::blob_garbage::{garbage_pick, with_edit, BlobEdit};
+use crate::db::compaction_blobs::{
+    collected_files, mark_unreferenced, moves_pointers, tally_unread, WrittenPointers,
+};
 use crate::db::compaction_scope::{CompactionScope, OwnedRange};
 use crate::db::flush::{
     build_table, open_live_table, table_options_for, EntrySource, OutputLimits, PendingOutputs,
@@ -186,8 +190,22 @@ pub(crate) fn pick_any(inner: &DbInner) -> Option<(Arc<Tree>, Arc<SuperVersion>,
     if best.is_some() {
         return best.map(|(_, tree, sv, picked)| (tree, sv, picked));
     }
-    // Nothing over its budget: the least urgent work, a run of small
-    // adjacent tables merged within its level.
+    // Nothing over its budget: a blob file past its garbage ratio (a
+    // table pointing into it rewritten within its level, or level 0
+    // compacted), then the least urgent work, a run of small adjacent
+    // tables merged within its level.
+    let garbage = inner.trees.load().iter().find_map(|tree| {
+        let sv = tree.current.load_full();
+        let (output_level, inputs) = garbage_pick(&sv.version, &tree.opts.load())?;
+        let picked = Pick {
+            inputs,
+            output_level,
+        };
+        Some((Arc::clone(tree), sv, picked))
+    });
+    if garbage.is_some() {
+        return garbage;
+    }
     inner.trees.load().iter().find_map(|tree| {
         let sv = tree.current.load_full();
         let (level, inputs) = small_run(&sv.version, &tree.opts.load())?;
@@ -666,13 +684,8 @@ fn run(
             let mut record = only.record.clone();
             record.level = level_number(pick.output_level);
             let moved = Arc::new(LiveTable::new(record, only.table.clone()));
-            install(
-                inner,
-                tree,
-                &[only.file_number()],
-                vec![Arc::clone(&moved)],
-                &[],
-            )?;
+            let (removed, edit) = ([only.file_number()], BlobEdit::default());
+            install(inner, tree, &removed, vec![Arc::clone(&moved)], &[], &edit)?;
             done(&[moved], true);
             return Ok(());
         }
@@ -698,14 +711,16 @@ fn run(
             )
         })
     };
-    let mut skipped = 0u64;
+    let mut skipped = Vec::new();
     // Inputs are read once, whole: in spans, past the block cache. The
     // merge compares the current key of every source at each step, so the
     // inputs from the output level (sorted and disjoint) are one source,
     // read table after table, and last: older than every input above.
     let mut unread = |t: &Arc<LiveTable>| {
         let deleted = wholly_deleted(t);
-        skipped += u64::from(deleted);
+        if deleted {
+            skipped.push(Arc::clone(t));
+        }
         !deleted
     };
     let above: Vec<_> = pick
@@ -722,11 +737,16 @@ fn run(
     inner
         .counters
         .compaction_tables_deleted
-        .fetch_add(skipped, Ordering::Relaxed);
+        .fetch_add(skipped.len() as u64, Ordering::Relaxed);
+    // The blob pointers read, less those written back: the garbage made.
+    let tally = Arc::new(BlobTally::default());
+    tally_unread(&skipped, &tally)?;
     let collected = collected_files(version, &opts);
     let raw = |source: TableSource| match moves_pointers(&opts) {
-        true => source.keeping_blob_pointers(Arc::clone(&collected)),
-        false => source,
+        true => source
+            .keeping_blob_pointers(Arc::clone(&collected))
+            .tallying_blobs(Arc::clone(&tally)),
+        false => source.tallying_blobs(Arc::clone(&tally)),
     };
     let mut sources: Vec<Box<dyn InternalIterator>> = above
         .into_iter()
@@ -764,6 +784,11 @@ fn run(
 
     let options = table_options_for(&opts, &tree_after(version, &pick, &opts), pick.output_level);
     let mut outputs: Vec<Arc<LiveTable>> = Vec::new();
+    let mut edit = BlobEdit::default();
+    let mut counted = WrittenPointers {
+        source: &mut entries,
+        written: Default::default(),
+    };
     let built = (|| {
         // Until the stream runs dry (`build_table` then writes nothing; the
         // file number it was given stays unused).
@@ -775,7 +800,7 @@ fn run(
                 &inner.dir,
                 &options,
                 number,
-                &mut entries,
+                &mut counted,
                 OutputLimits {
                     stop_after_bytes: Some(opts.table_target_bytes),
                     pacer: inner.pacer.as_ref(),
@@ -787,6 +812,7 @@ fn run(
                 break;
             };
             inner.counters.filter_builds.record(&info);
+            edit.added.extend(info.blob);
             record.level = level_number(pick.output_level);
             match open_live_table(&inner.tables, &inner.dir, record) {
                 Ok(table) => outputs.push(table),
@@ -806,7 +832,9 @@ fn run(
     let removed: Vec<u64> = pick.inputs.iter().map(|t| t.file_number()).collect();
     let read: u64 = pick.inputs.iter().map(|t| t.record.file_size).sum();
     let written: u64 = outputs.iter().map(|t| t.record.file_size).sum();
-    install(inner, tree, &removed, outputs.clone(), &pick.inputs)?;
+    edit.written = counted.written;
+    edit.read = tally.take();
+    install(inner, tree, &removed, outputs.clone(), &pick.inputs, &edit)?;
     done(&outputs, false);
     let c = &inner.counters;
     c.compaction_bytes_read.fetch_add(read, Ordering::Relaxed);
@@ -835,10 +863,11 @@ fn install(
     removed: &[u64],
     added: Vec<Arc<LiveTable>>,
     obsolete: &[Arc<LiveTable>],
+    edit: &BlobEdit,
 ) -> Result<()> {
     let mut versions = inner.versions.lock();
     let current = tree.current.load_full();
-    let version = Arc::new(current.version.apply(removed, added));
+    let version = Arc::new(with_edit(current.version.apply(removed, added), edit));
     inner.persist(&mut versions, Some((tree, &version, current.oldest_log())))?;
     tree.current.store(Arc::new(SuperVersion {
         mem: current.mem.clone(),

@@ -9,18 +9,27 @@
 //! again into their own blob files: correct, at the cost of rewriting those
 //! values.
 //!
-//! Owns: that choice, marking blob files obsolete at install, and which
-//! blob files the live tables point into (what an open keeps).
+//! Owns: that choice, marking blob files obsolete at install, which
+//! blob files the live tables point into (what an open keeps), and the
+//! counting of the pointers a compaction reads and writes back (from which
+//! `blob_garbage` takes each file's new garbage).
 //! Must never: mark a blob file obsolete while a table of the installed
 //! version points into it (a file so marked is removed only when the last
 //! table holding it — in any version a snapshot or scan still pins — is
 //! dropped, and an install that sees it referenced again unmarks it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::blob::tally::{BlobBytes, BlobTally};
+use crate::blob::BlobPointer;
+use crate::db::blob_garbage::past_ratio;
+use crate::db::flush::EntrySource;
 use crate::db::version::{LiveTable, Version};
+use crate::error::Result;
+use crate::key::{split_internal_key, ValueKind};
 use crate::options::Options;
+use crate::table::ScanMode;
 
 /// True when the compaction moves blob pointers rather than values.
 pub(crate) fn moves_pointers(opts: &Options) -> bool {
@@ -29,7 +38,9 @@ pub(crate) fn moves_pointers(opts: &Options) -> bool {
 
 /// The blob files whose values a compaction of `version` rewrites rather
 /// than moving their pointers: the oldest `Options::blob_gc_age_cutoff`
-/// share of the blob files its tables point into (RocksDB's age cutoff).
+/// share of the blob files its tables point into (RocksDB's age cutoff),
+/// and those whose garbage share is at or past
+/// `Options::blob_gc_garbage_ratio`.
 pub(crate) fn collected_files(version: &Version, opts: &Options) -> Arc<BTreeSet<u64>> {
     let mut numbers = BTreeSet::new();
     for table in version.levels.iter().flatten() {
@@ -45,8 +56,60 @@ pub(crate) fn collected_files(version: &Version, opts: &Options) -> Arc<BTreeSet
             .enumerate()
             .take_while(|(i, _)| *i as f64 + 1.0 <= limit)
             .map(|(_, number)| number)
+            .chain(past_ratio(version, opts).map(|file| file.file_number))
             .collect(),
     )
+}
+
+/// Counts the blob pointers of the entries a compaction writes to its
+/// outputs, as they come from its merge (before an output separates
+/// values of its own): the pointers it moves on, per blob file.
+pub(crate) struct WrittenPointers<'a> {
+    pub source: &'a mut dyn EntrySource,
+    pub written: BTreeMap<u64, BlobBytes>,
+}
+
+impl EntrySource for WrittenPointers<'_> {
+    fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        let entry = self.source.next_entry();
+        if let Some(Ok((key, value))) = &entry {
+            let is_blob = split_internal_key(key)
+                .is_some_and(|(_, tag)| tag & 0xff == ValueKind::Blob as u64);
+            if let Some(pointer) = is_blob.then(|| BlobPointer::decode(value).ok()).flatten() {
+                self.written
+                    .entry(pointer.file_number)
+                    .or_default()
+                    .add(u64::from(pointer.length));
+            }
+        }
+        entry
+    }
+
+    fn at_key_boundary(&self) -> bool {
+        self.source.at_key_boundary()
+    }
+}
+
+/// Counts in `tally` the blob pointers of inputs a compaction does not
+/// read (a newer range tombstone covers them whole): all of them garbage.
+pub(crate) fn tally_unread(tables: &[Arc<LiveTable>], tally: &Arc<BlobTally>) -> Result<()> {
+    for live in tables {
+        let Ok(table) = live.table.as_ref() else {
+            continue;
+        };
+        if table.blob_file_numbers().is_empty() {
+            continue;
+        }
+        let mut iter = table
+            .iter_with(ScanMode::Sequential)
+            .keep_blob_pointers()
+            .tallying_blobs(Arc::clone(tally));
+        iter.seek_to_first()?;
+        while iter.valid() {
+            iter.next()?;
+        }
+    }
+    Ok(())
 }
 
 /// The blob files the tables of `versions` point into; `None` when a

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::blob::blob_file_name;
+use crate::db::blob_garbage::{with_edit, BlobEdit};
 use crate::db::blob_output::BlobOutput;
 use crate::db::inner::DbInner;
 use crate::db::pacing::Pacer;
@@ -283,8 +284,9 @@ fn write_table(
         return Ok(None);
     };
     // The blob file is synced before the table that points into it.
-    blobs.finish()?;
-    let info = builder.finish()?;
+    let blob = blobs.finish()?;
+    let mut info = builder.finish()?;
+    info.blob = blob;
     // The table's last bytes (under PACED_BYTES, or all of a small table)
     // pass the limiter too: a shared limit counts every byte written.
     if let Some(pacer) = limits.pacer {
@@ -411,9 +413,11 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
         &oldest.mem,
         inner.flush_pacer.as_ref(),
     )?;
+    let mut blob_edit = BlobEdit::default();
     let added: Vec<_> = table
         .map(|(table, info)| {
             inner.counters.filter_builds.record(&info);
+            blob_edit.added.extend(info.blob);
             table
         })
         .into_iter()
@@ -423,7 +427,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<bool> {
     let new_table = added.first().map(|t| t.metadata(&tree.name));
     let mut versions = inner.versions.lock();
     let current = tree.current.load_full();
-    let version = Arc::new(current.version.apply(&[], added));
+    let version = Arc::new(with_edit(current.version.apply(&[], added), &blob_edit));
     let remaining: Vec<_> = current
         .imm
         .iter()

@@ -25,6 +25,10 @@
 //! another keyspace — is rewritten too (at its sequence number); a file of
 //! that keyspace's own `Keyspace::table_writer` is placed as it is.
 //!
+//! A file with separated values (its blob files beside it) is always
+//! rewritten, its pointers renamed to the blob files copied in under new
+//! numbers (`ingest_blobs.rs`).
+//!
 //! Either way the ingest takes the next sequence number and registers each
 //! file's key range with the transaction oracle under it, as a commit that
 //! wrote those ranges: a transaction with an older snapshot that checks a
@@ -33,14 +37,19 @@
 //! the new version are published under the oracle's lock, so no transaction
 //! takes a snapshot between them.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::blob::blob_file_name;
 use crate::db::checks::{check_key, check_value};
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
 use crate::db::handle::Db;
+use crate::db::ingest_blobs::{
+    copy_blob_file, rewrite_with_blob_numbers, source_blob_files, WriterBlobs,
+};
 use crate::db::inner::DbInner;
 use crate::db::keyspace::Keyspace;
 use crate::db::oracle::KeyRange;
@@ -94,6 +103,8 @@ pub struct TableWriter {
     /// The file being written, renamed to `target` by `finish`.
     temp: TempFile,
     target: PathBuf,
+    /// The blob file beside it, for values at or above the threshold.
+    blobs: WriterBlobs,
 }
 
 impl std::fmt::Debug for TableWriter {
@@ -134,6 +145,13 @@ impl TableWriter {
     /// Starts the table file that [`TableWriter::finish`] puts at `path`,
     /// built with `options`' block size, compression and filter policy (as
     /// for the deepest level). A file at `path` stays as it is until then.
+    ///
+    /// With [`Options::blob_threshold`], a put's value at or above it goes
+    /// to a blob file (`NNNNNN.blob`, a number no file in the directory
+    /// had) beside the table, which points into it; ingest the table by its
+    /// path and the blob file comes with it (copied in, or with
+    /// [`IngestOptions::move_files`] removed with the table afterwards).
+    /// A writer dropped unfinished removes its blob file too.
     pub fn create(path: impl AsRef<Path>, options: &Options) -> Result<TableWriter> {
         let fs = OsFileSystem::shared();
         let target = path.as_ref().to_path_buf();
@@ -162,6 +180,7 @@ impl TableWriter {
         }
         let table_options = table_options_for(options, &tree, LEVELS - 1);
         let builder = TableBuilder::create(fs.as_ref(), &temp_path, &table_options);
+        let blobs = WriterBlobs::new(fs.clone(), parent_dir(&target), options.blob_threshold);
         let temp = TempFile {
             fs,
             path: temp_path,
@@ -174,6 +193,7 @@ impl TableWriter {
             key: Vec::new(),
             temp,
             target,
+            blobs,
         })
     }
 
@@ -198,10 +218,23 @@ impl TableWriter {
                 String::from_utf8_lossy(self.last.as_deref().unwrap_or_default())
             )));
         }
+        let pointer = match kind {
+            ValueKind::Put => self.blobs.separate(key, value)?,
+            _ => None,
+        };
         self.key.clear();
-        self.key
-            .extend_from_slice(&internal_key(key, SeqNo(0), kind));
-        self.builder.add(&self.key, value)?;
+        match &pointer {
+            Some(pointer) => {
+                self.key
+                    .extend_from_slice(&internal_key(key, SeqNo(0), ValueKind::Blob));
+                self.builder.add(&self.key, &pointer.encode())?;
+            }
+            None => {
+                self.key
+                    .extend_from_slice(&internal_key(key, SeqNo(0), kind));
+                self.builder.add(&self.key, value)?;
+            }
+        }
         match &mut self.last {
             Some(last) => {
                 last.clear();
@@ -226,6 +259,7 @@ impl TableWriter {
             builder,
             mut temp,
             target,
+            mut blobs,
             ..
         } = self;
         if builder.entries() == 0 {
@@ -234,9 +268,12 @@ impl TableWriter {
                 target.display()
             )));
         }
+        // The blob file is synced before the table that points into it.
+        blobs.finish()?;
         let size = builder.finish()?.file_size;
         temp.fs.rename(&temp.path, &target)?;
         temp.keep = true;
+        blobs.keep();
         temp.fs.sync_dir(parent_dir(&target))?;
         Ok(size)
     }
@@ -276,6 +313,8 @@ impl IngestOptions {
 struct Checked {
     path: PathBuf,
     table: Table,
+    /// The blob files it points into (number, path beside it).
+    blobs: Vec<(u64, PathBuf)>,
     smallest: Vec<u8>,
     largest: Vec<u8>,
 }
@@ -407,8 +446,12 @@ fn ingest<P: AsRef<Path>>(
     };
     // A file goes in as it is when it meets nothing and records this
     // keyspace; otherwise it is rewritten (see the module doc).
-    let as_is = |file: &Checked| seq == SeqNo(0) && records_keyspace(&file.table, tree);
+    // A file with blob files is rewritten: its pointers name them anew.
+    let as_is = |file: &Checked| {
+        seq == SeqNo(0) && records_keyspace(&file.table, tree) && file.blobs.is_empty()
+    };
     let mut added: Vec<Arc<LiveTable>> = Vec::new();
+    let mut added_blobs: Vec<PathBuf> = Vec::new();
     let placed = (|| {
         for file in &checked {
             let level = if overlaps_tables {
@@ -418,6 +461,22 @@ fn ingest<P: AsRef<Path>>(
             };
             let number = versions.new_file_number();
             let to = inner.path_of(&table_file_name(number));
+            // The first blob file takes the table's number, as a flush's does.
+            let blob_numbers: BTreeMap<u64, u64> = file
+                .blobs
+                .iter()
+                .enumerate()
+                .map(|(i, (old, _))| {
+                    (
+                        *old,
+                        if i == 0 {
+                            number
+                        } else {
+                            versions.new_file_number()
+                        },
+                    )
+                })
+                .collect();
             // Removed again if anything fails once it is placed.
             let placed_one = (|| {
                 // A file recording another keyspace is rewritten, so its table
@@ -425,8 +484,26 @@ fn ingest<P: AsRef<Path>>(
                 // lost).
                 if as_is(file) {
                     place_file(&inner.fs, &file.path, &to, options.move_files)?;
-                } else {
+                } else if file.blobs.is_empty() {
                     rewrite_with_seq(inner, tree, &file.table, &to, seq)?;
+                } else {
+                    for (old, from) in &file.blobs {
+                        let new = blob_numbers.get(old).copied().unwrap_or(number);
+                        let blob_to = inner.path_of(&blob_file_name(new));
+                        copy_blob_file(inner.fs.as_ref(), from, &blob_to, new)?;
+                        added_blobs.push(blob_to);
+                    }
+                    let opts = tree.opts.load();
+                    let levels = tree.current.load().version.level_tables();
+                    let table_options = table_options_for(&opts, &levels, 0);
+                    rewrite_with_blob_numbers(
+                        inner.fs.as_ref(),
+                        &file.table,
+                        &to,
+                        &table_options,
+                        seq,
+                        &blob_numbers,
+                    )?;
                 }
                 let table = Table::open_with(&inner.fs, &to)?;
                 if as_is(file) && table.file_size() != file.table.file_size() {
@@ -470,6 +547,9 @@ fn ingest<P: AsRef<Path>>(
             let _ = inner
                 .fs
                 .remove(&inner.path_of(&table_file_name(table.file_number())));
+        }
+        for blob in &added_blobs {
+            let _ = inner.fs.remove(blob);
         }
     };
     if let Err(e) = placed {
@@ -522,21 +602,24 @@ fn ingest<P: AsRef<Path>>(
 /// under its other name, and a directory cannot be opened to be synced).
 fn remove_sources(fs: &dyn FileSystem, checked: &[Checked]) -> Result<()> {
     let mut dirs: Vec<&Path> = Vec::new();
-    for file in checked {
-        fs.remove(&file.path).map_err(|e| {
+    let names = checked.iter().flat_map(|file| {
+        std::iter::once(&file.path).chain(file.blobs.iter().map(|(_, path)| path))
+    });
+    for path in names {
+        fs.remove(path).map_err(|e| {
             let kind = match &e {
                 Error::Io { source, .. } => source.kind(),
                 _ => std::io::ErrorKind::Other,
             };
             Error::io(
-                &file.path,
+                path,
                 std::io::Error::new(
                     kind,
                     format!("the ingest took place, but its source could not be removed: {e}"),
                 ),
             )
         })?;
-        let dir = parent_dir(&file.path);
+        let dir = parent_dir(path);
         if !dirs.contains(&dir) {
             dirs.push(dir);
         }
@@ -600,6 +683,7 @@ fn check_file(fs: &SharedFs, path: &Path) -> Result<Checked> {
     };
     Ok(Checked {
         path: path.to_path_buf(),
+        blobs: source_blob_files(&table, path),
         table,
         smallest,
         largest,

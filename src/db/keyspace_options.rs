@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::manifest::KeyspaceSettings;
 use crate::options::{CompactionFilter, Compression, MergeOperator, Options};
 use crate::prefix::PrefixExtractor;
@@ -24,7 +24,8 @@ use siftdb_filter::FilterPolicy;
 /// [`Db::keyspace_with`](crate::Db::keyspace_with) applies the fields it is given over the
 /// keyspace's current ones (a field not given keeps its value). The data
 /// settings — filter policy, block size, compression (per level too), a fixed prefix
-/// extractor, whole-key filtering, range filter bits, memtable size — are
+/// extractor, whole-key filtering, range filter bits, memtable size, blob
+/// threshold — are
 /// stored in the manifest, so the keyspace keeps them when the database is
 /// opened again ([`Db::keyspace`](crate::Db::keyspace) then gives it with them). Code is not
 /// stored: give the compaction filter, the merge operator and a custom
@@ -37,6 +38,8 @@ pub struct KeyspaceOptions {
     custom_prefix_extractor: Option<PrefixExtractor>,
     compaction_filter: Option<Arc<dyn CompactionFilter>>,
     merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// `blob_threshold(Some(0))` was given: refused as `Options` refuses it.
+    zero_blob_threshold: bool,
 }
 
 impl KeyspaceOptions {
@@ -120,6 +123,19 @@ impl KeyspaceOptions {
         self
     }
 
+    /// See [`Options::blob_threshold`]: this keyspace's, stored with its
+    /// other settings. `None` keeps every value of this keyspace inline
+    /// whatever the database's threshold; a keyspace never given one takes
+    /// the database's.
+    pub fn blob_threshold(mut self, bytes: Option<usize>) -> Self {
+        // 0 is what the settings store for `None`, so `Some(0)` (which
+        // `Options::validate` refuses) is remembered apart and refused by
+        // `apply`.
+        self.zero_blob_threshold = bytes == Some(0);
+        self.settings.blob_threshold = Some(bytes.map_or(0, |bytes| bytes as u64));
+        self
+    }
+
     /// See [`Options::compaction_filter`]: this keyspace's.
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = Some(filter);
@@ -168,6 +184,8 @@ impl KeyspaceOptions {
         s.bottommost_dictionary_bytes = g
             .bottommost_dictionary_bytes
             .or(s.bottommost_dictionary_bytes);
+        s.blob_threshold = g.blob_threshold.or(s.blob_threshold);
+        out.zero_blob_threshold |= given.zero_blob_threshold;
         if g.compression_per_level.is_some() {
             s.compression_per_level = g.compression_per_level.clone();
         }
@@ -182,6 +200,11 @@ impl KeyspaceOptions {
 
     /// `base` with these settings applied, checked as [`Options::validate`] does.
     pub(crate) fn apply(&self, base: &Options) -> Result<Options> {
+        if self.zero_blob_threshold {
+            return Err(Error::invalid(
+                "blob_threshold must be at least 1 byte (None keeps values inline)",
+            ));
+        }
         let mut opts = self.settings.apply_to(base);
         if let Some(extractor) = &self.custom_prefix_extractor {
             opts.prefix_extractor = Some(extractor.clone());

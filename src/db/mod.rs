@@ -28,6 +28,7 @@
 
 mod background;
 mod background_state;
+mod blob_garbage;
 mod blob_output;
 mod checkpoint;
 mod checks;
@@ -42,6 +43,7 @@ mod flush;
 mod handle;
 mod handle_counts;
 mod ingest;
+mod ingest_blobs;
 mod inner;
 mod insert_slot;
 mod iter;

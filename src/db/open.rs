@@ -18,6 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::batch::decode_record;
 use crate::blob::parse_blob_file_name;
 use crate::db::background_state::BgState;
+use crate::db::blob_garbage::{with_edit, BlobEdit};
 use crate::db::compaction_blobs::live_blob_files;
 use crate::db::counters::DbCounters;
 use crate::db::flush;
@@ -366,7 +367,15 @@ pub(crate) fn recover_trees(
             .iter()
             .filter(|t| t.keyspace == record.id)
             .collect();
-        let version = open_tables(tables, dir, opts, &records, report, open_table)?;
+        let mut version = open_tables(tables, dir, opts, &records, report, open_table)?;
+        version.blob_files = Arc::new(
+            state
+                .blob_files
+                .iter()
+                .filter(|b| b.keyspace == record.id)
+                .map(|b| (b.file_number, *b))
+                .collect(),
+        );
         trees.push(RecoveredTree {
             record,
             version,
@@ -425,6 +434,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                     settings: KeyspaceSettings::default(),
                 }],
                 tables: Vec::new(),
+                blob_files: Vec::new(),
             };
             write_manifest(fs.as_ref(), dir, &state)?;
             (state, None)
@@ -478,8 +488,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             None,
         );
         match built {
-            Ok(Some((table, _))) => {
-                tree.version = tree.version.apply(&[], vec![table]);
+            Ok(Some((table, info))) => {
+                let edit = BlobEdit::adding(info.blob);
+                tree.version = with_edit(tree.version.apply(&[], vec![table]), &edit);
                 recovered_tables.push(number);
             }
             Ok(None) => {}

@@ -243,6 +243,13 @@ pub struct KeyspaceStats {
     pub name: String,
     /// Its live tables.
     pub table_count: usize,
+    /// The blob files its live tables point into whose figures the
+    /// manifest holds (see `Options::blob_gc_garbage_ratio`).
+    pub blob_files: usize,
+    /// Bytes of the values written to those blob files.
+    pub blob_file_bytes: u64,
+    /// Of those, bytes of values no live table points to any more.
+    pub blob_garbage_bytes: u64,
     /// Its live tables per level.
     pub level_tables: Vec<usize>,
     /// Bytes of its live tables per level.
@@ -335,6 +342,14 @@ impl Db {
             .map(|(tree, sv)| KeyspaceStats {
                 name: tree.name.clone(),
                 table_count: sv.version.table_count(),
+                blob_files: sv.version.blob_files.len(),
+                blob_file_bytes: sv.version.blob_files.values().map(|f| f.total_bytes).sum(),
+                blob_garbage_bytes: sv
+                    .version
+                    .blob_files
+                    .values()
+                    .map(|f| f.garbage_bytes)
+                    .sum(),
                 level_tables: sv.version.levels.iter().map(Vec::len).collect(),
                 level_bytes: (0..sv.version.levels.len())
                     .map(|l| sv.version.level_bytes(l))

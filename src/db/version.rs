@@ -11,6 +11,7 @@
 //! whole, so readers holding the old one keep a consistent view.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use crate::key::{
     before_start_of, internal_key, key_head, lookup_key, past_end_of, user_key_of, SeqNo,
     ValueKind, KEY_HEAD_BYTES,
 };
-use crate::manifest::TableRecord;
+use crate::manifest::{BlobFileRecord, TableRecord};
 use crate::table::Table;
 use siftdb_filter::LevelTables;
 
@@ -279,6 +280,10 @@ pub(crate) struct Version {
     /// (set by [`Version::sort`] with the count above), so a get in a
     /// shallow tree does not step through the empty levels below it.
     searched_levels: usize,
+    /// The figures of the blob files its tables point into, by number
+    /// (those known: written since the figures were recorded), for the
+    /// manifest and the garbage-share collection (`blob_garbage`).
+    pub blob_files: Arc<BTreeMap<u64, BlobFileRecord>>,
 }
 
 impl Version {
@@ -287,6 +292,7 @@ impl Version {
             levels: vec![Vec::new(); count],
             range_tombstone_tables: 0,
             searched_levels: 0,
+            blob_files: Arc::default(),
         }
     }
 

@@ -14,7 +14,9 @@ use crate::db::version::Version;
 use crate::error::Result;
 use crate::fs::FileSystem;
 use crate::key::SeqNo;
-use crate::manifest::{write_manifest, KeyspaceRecord, KeyspaceSettings, ManifestState};
+use crate::manifest::{
+    write_manifest, BlobFileRecord, KeyspaceRecord, KeyspaceSettings, ManifestState,
+};
 
 /// The manifest's counters. Locked for every manifest write and every
 /// publication of a new super-version.
@@ -120,11 +122,28 @@ impl VersionSet {
                     records
                 })
                 .collect(),
+            blob_files: blob_file_records(trees),
         };
         write_manifest(fs, dir, &state)?;
         self.log_number = log_number;
         Ok(())
     }
+}
+
+/// The blob file figures of every keyspace, by file number.
+fn blob_file_records(trees: &[TreeState<'_>]) -> Vec<BlobFileRecord> {
+    let mut records: Vec<BlobFileRecord> = trees
+        .iter()
+        .flat_map(|t| {
+            t.version.blob_files.values().map(|record| BlobFileRecord {
+                keyspace: t.id,
+                ..*record
+            })
+        })
+        .collect();
+    records.sort_by_key(|r| r.file_number);
+    records.dedup_by_key(|r| r.file_number);
+    records
 }
 
 /// One keyspace as the next manifest records it.

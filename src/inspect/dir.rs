@@ -8,10 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::blob::{blob_file_name, parse_blob_file_name};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, FileKind, MANIFEST_FILE};
 use crate::filename::{MANIFEST_COPY_FILE, MANIFEST_TEMP_FILE};
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
+use crate::inspect::blob::blob_header_and_counts;
 use crate::inspect::table::TableSummary;
 use crate::inspect::versions::{log_version, manifest_version, table_version};
 use crate::key::SeqNo;
@@ -113,6 +115,14 @@ pub enum FileRole {
     LiveLog,
     /// A log before the manifest's log number: fully in tables (open removes it).
     ObsoleteLog,
+    /// A blob file a live table points into (its properties list it).
+    LiveBlob,
+    /// A blob file no live table points into: left by a crash, or one
+    /// whose values all moved on (open removes it).
+    UnreferencedBlob,
+    /// A blob file a live table points into that is not in the directory:
+    /// the values it held are lost.
+    MissingBlob,
     /// Anything else.
     Other,
 }
@@ -129,6 +139,9 @@ pub struct DirFile {
     /// The format version it carries (manifests, tables, logs), this
     /// build's or another; `None` for other files and damaged ones.
     pub format_version: Option<u64>,
+    /// A blob file's footer counts: its values and their bytes; `None` for
+    /// other files and when its header or footer is damaged.
+    pub blob_values: Option<(u64, u64)>,
 }
 
 /// A database directory as its manifest sees it.
@@ -234,6 +247,7 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
         ReadCounters::new(),
     );
     let mut summaries = Vec::with_capacity(records.len());
+    let mut live_blobs = std::collections::BTreeSet::new();
     for record in records {
         let name = table_file_name(record.file_number);
         let path = dir.join(&name);
@@ -243,6 +257,9 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
             Err(format!("{name} is named by the manifest but missing"))
         };
         let table = opened.as_ref().map(TableSummary::of).map_err(Clone::clone);
+        if let Ok(opened) = &opened {
+            live_blobs.extend(opened.properties().blob_files.iter().copied());
+        }
         if let Some(level) = levels.get_mut(record.level as usize) {
             if let (Ok(opened), Ok(summary)) = (&opened, &table) {
                 let (probed, positives) = summary
@@ -265,15 +282,38 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
     let mut files: Vec<DirFile> = names
         .iter()
         .map(|name| {
-            let role = role_of(name, &state.tables, state.log_number);
+            let role = match parse_blob_file_name(name) {
+                Some(number) if live_blobs.contains(&number) => FileRole::LiveBlob,
+                Some(_) => FileRole::UnreferencedBlob,
+                None => role_of(name, &state.tables, state.log_number),
+            };
+            let blob = matches!(role, FileRole::LiveBlob | FileRole::UnreferencedBlob)
+                .then(|| blob_header_and_counts(fs, &dir.join(name)))
+                .flatten();
             DirFile {
                 name: name.clone(),
                 role,
                 size: fs.open_read(&dir.join(name)).ok().map(|f| f.len()),
-                format_version: format_version_of(fs, &dir.join(name), role),
+                format_version: match blob {
+                    Some((version, _, _)) => Some(version),
+                    None => format_version_of(fs, &dir.join(name), role),
+                },
+                blob_values: blob.map(|(_, values, bytes)| (values, bytes)),
             }
         })
         .collect();
+    for number in &live_blobs {
+        let name = blob_file_name(*number);
+        if !names.contains(&name) {
+            files.push(DirFile {
+                name,
+                role: FileRole::MissingBlob,
+                size: None,
+                format_version: None,
+                blob_values: None,
+            });
+        }
+    }
     for record in &state.tables {
         let name = table_file_name(record.file_number);
         if !names.contains(&name) {
@@ -284,6 +324,7 @@ fn summarise(shared_fs: &SharedFs, dir: &Path, state: &ManifestState) -> Result<
                 },
                 size: None,
                 format_version: None,
+                blob_values: None,
             });
         }
     }
@@ -328,7 +369,12 @@ fn format_version_of(fs: &dyn FileSystem, path: &Path, role: FileRole) -> Option
         }
         FileRole::LiveTable { .. } | FileRole::UnlistedTable => table_version(fs, path),
         FileRole::LiveLog | FileRole::ObsoleteLog => log_version(fs, path),
-        FileRole::Lock | FileRole::MissingTable { .. } | FileRole::Other => None,
+        FileRole::Lock
+        | FileRole::MissingTable { .. }
+        | FileRole::LiveBlob
+        | FileRole::UnreferencedBlob
+        | FileRole::MissingBlob
+        | FileRole::Other => None,
     }
 }
 

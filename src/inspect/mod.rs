@@ -1,12 +1,13 @@
-//! Looking at a database from the outside: what a table file or a database
-//! directory holds ([`inspect_table`], [`inspect_dir`]) and whether every
-//! byte of it still checks out ([`verify_dir`]).
+//! Looking at a database from the outside: what a table file, a blob file
+//! or a database directory holds ([`inspect_table`], [`inspect_blob_file`],
+//! [`inspect_dir`]) and whether every byte of it still checks out
+//! ([`verify_dir`]).
 //!
 //! These are the library side of `siftdb inspect` and `siftdb verify`; they
 //! return plain structs so tests and tools can use them without parsing
 //! text. The command line only formats them.
 //!
-//! Owns: [`TableSummary`], [`DirSummary`], [`VerifyReport`] and how they are
+//! Owns: [`TableSummary`], [`BlobSummary`], [`DirSummary`], [`VerifyReport`] and how they are
 //! gathered from the files.
 //! Must never: write, create, rename or remove a file, or take the
 //! directory lock — they only read, through the [`FileSystem`] seam, so they
@@ -34,6 +35,7 @@
 //!
 //! [`FileSystem`]: crate::fs::FileSystem
 
+mod blob;
 mod dir;
 mod table;
 mod verify;
@@ -42,7 +44,8 @@ mod versions;
 /// Where `repair` has found it (defined below `db` and `inspect`, which
 /// both need it).
 pub(crate) use crate::identify::check_is_database;
+pub use blob::{inspect_blob_file, BlobDamage, BlobPlace, BlobSummary};
 pub use dir::{inspect_dir, inspect_dir_with, DirSummary, FileRole, LevelSummary};
 pub use table::{inspect_table, RangeFilterSummary, TableSummary};
 pub use table::{FilterFigures, FilterSummary};
-pub use verify::{verify_dir, verify_dir_with, VerifyReport};
+pub use verify::{verify_dir, verify_dir_with, Finding, Problem, VerifyReport};

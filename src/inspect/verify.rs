@@ -8,32 +8,71 @@
 //! order, properties against the data, the filter against every key);
 //! the tables of each level below 0 do not overlap; every live log replays
 //! with [`replay_batches`] (record checksums, batch layout, sequence order)
-//! and carries the number of its file name in its header. When the manifest
+//! and carries the number of its file name in its header. Every blob file a
+//! live table points into exists and passes every check of its bytes
+//! (header, each record, footer), and every blob pointer of such a table
+//! resolves to a value that matches its checksum; a missing or damaged one
+//! is a typed [`Finding`]. When the manifest
 //! is missing or does not decode, every table and log in the directory is
 //! checked on its own.
 //!
-//! Owns: [`VerifyReport`], [`Problem`] and the rules above.
+//! Owns: [`VerifyReport`], [`Problem`], [`Finding`] and the rules above.
 //! Must never: write anything or take the directory lock, or stop at the
 //! first problem — every file is checked and every problem reported.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::blob::{blob_file_name, parse_blob_file_name};
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileKind, MANIFEST_FILE};
 use crate::fs::{FileSystem, OsFileSystem, SharedFs};
 use crate::identify::check_is_database;
+use crate::inspect::blob::{inspect_blob_file_with, BlobPlace};
 use crate::inspect::dir::{role_of, FileRole, ManifestSummary};
 use crate::key::user_key_of;
 use crate::manifest::ClosedLog;
 use crate::manifest::{self, ManifestState, TableRecord};
-use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, Severity, Table};
+use crate::table::{BlockKind, ReadContext, ReadCounters, ReadSettings, ScanMode, Severity, Table};
 use crate::wal::{closed_log_missing, cut_short, replay, replay_batches};
+
+/// What a [`Problem`] is, where a caller may act on its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Finding {
+    /// A problem with no kind of its own: `detail` says what it is.
+    General,
+    /// A blob file a live table points into is not in the directory: the
+    /// values it held are lost (reads of their keys fail).
+    MissingBlobFile {
+        /// The blob file's number.
+        blob_file: u64,
+        /// The first table found pointing into it.
+        table: u64,
+    },
+    /// A blob file a live table points into is damaged, unreadable or of
+    /// another format version.
+    DamagedBlobFile {
+        /// The blob file's number.
+        blob_file: u64,
+        /// Where its bytes are damaged, when they are.
+        place: Option<BlobPlace>,
+    },
+    /// A table's blob pointer lands outside its blob file or on bytes that
+    /// do not match its checksum.
+    BadBlobPointer {
+        /// The table's number.
+        table: u64,
+    },
+}
 
 /// One problem found by [`verify_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// Its kind.
+    pub finding: Finding,
     /// The file it is in (a name in the directory).
     pub file: String,
     /// The table block it is in, when it is in one.
@@ -115,6 +154,7 @@ impl VerifyReport {
         detail: impl fmt::Display,
     ) {
         self.problems.push(Problem {
+            finding: Finding::General,
             file: file.to_string(),
             block: at.and_then(|(block, _)| block),
             offset: at.map(|(_, offset)| offset),
@@ -125,6 +165,24 @@ impl VerifyReport {
 
     fn error(&mut self, file: &str, detail: impl fmt::Display) {
         self.problem(file, Severity::Error, None, detail);
+    }
+
+    /// An error of kind `finding`.
+    fn found(
+        &mut self,
+        file: &str,
+        finding: Finding,
+        offset: Option<u64>,
+        detail: impl fmt::Display,
+    ) {
+        self.problems.push(Problem {
+            finding,
+            file: file.to_string(),
+            block: None,
+            offset,
+            severity: Severity::Error,
+            detail: detail.to_string(),
+        });
     }
 }
 
@@ -183,6 +241,7 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
         ReadSettings::tool(),
         ReadCounters::new(),
     );
+    let mut blobs = BlobChecks::default();
     match &state {
         Some(state) => {
             let mut records: Vec<&TableRecord> = state.tables.iter().collect();
@@ -190,7 +249,7 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
             for record in records {
                 let name = table_file_name(record.file_number);
                 if names.contains(&name) {
-                    check_table(&tables, dir, &name, Some(record), &mut report);
+                    check_table(&tables, dir, &name, Some(record), &mut report, &mut blobs);
                 } else {
                     report.error(&name, "named by the manifest but missing");
                 }
@@ -200,7 +259,7 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
         None => {
             for (_, number) in numbered.iter().filter(|(k, _)| *k == FileKind::Table) {
                 let name = table_file_name(*number);
-                check_table(&tables, dir, &name, None, &mut report);
+                check_table(&tables, dir, &name, None, &mut report, &mut blobs);
             }
         }
     }
@@ -236,6 +295,14 @@ pub fn verify_dir_with(shared_fs: &SharedFs, dir: &Path) -> Result<VerifyReport>
 
     if let Some(state) = &state {
         for name in &names {
+            if let Some(number) = parse_blob_file_name(name) {
+                if !blobs.sound.contains_key(&number) {
+                    report.notes.push(format!(
+                        "{name}: a blob file no live table points into (open removes it)"
+                    ));
+                }
+                continue;
+            }
             let note = match role_of(name, &state.tables, state.log_number) {
                 FileRole::UnlistedTable => "a table the manifest does not name (left by a crash or a flush in progress; open removes it)",
                 FileRole::ObsoleteLog => "a log already in tables (open removes it)",
@@ -271,6 +338,7 @@ fn check_table(
     name: &str,
     record: Option<&TableRecord>,
     report: &mut VerifyReport,
+    blobs: &mut BlobChecks,
 ) {
     let table = match Table::open(tables, &dir.join(name)) {
         Ok(table) => table,
@@ -342,6 +410,119 @@ fn check_table(
             Some((Some(problem.block), problem.offset)),
             problem.detail,
         );
+    }
+    check_blob_pointers(tables, dir, &table, name, report, blobs);
+}
+
+/// The blob files checked so far: whether each is sound.
+#[derive(Default)]
+struct BlobChecks {
+    sound: BTreeMap<u64, bool>,
+}
+
+/// Checks the blob files `table` points into (each once per run), then,
+/// when they are all sound, resolves every blob pointer of the table.
+fn check_blob_pointers(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    table: &Table,
+    name: &str,
+    report: &mut VerifyReport,
+    blobs: &mut BlobChecks,
+) {
+    let numbers = &table.properties().blob_files;
+    let table_number = parse_file_name(name).map_or(0, |(_, number)| number);
+    let mut all_sound = true;
+    for &number in numbers {
+        let sound = match blobs.sound.get(&number) {
+            Some(&sound) => sound,
+            None => {
+                let sound = check_blob_file(tables, dir, number, table_number, report);
+                blobs.sound.insert(number, sound);
+                sound
+            }
+        };
+        all_sound &= sound;
+    }
+    if numbers.is_empty() || !all_sound {
+        return;
+    }
+    let mut it = table.iter_with(ScanMode::Sequential);
+    let mut step = it.seek_to_first();
+    while step.is_ok() && it.valid() {
+        step = it.next();
+    }
+    if let Err(e) = step {
+        report.found(
+            name,
+            Finding::BadBlobPointer {
+                table: table_number,
+            },
+            None,
+            e,
+        );
+    }
+}
+
+/// Checks blob file `number`, which table `table` points into; true when
+/// it is there and sound.
+fn check_blob_file(
+    tables: &Arc<ReadContext>,
+    dir: &Path,
+    number: u64,
+    table: u64,
+    report: &mut VerifyReport,
+) -> bool {
+    let name = blob_file_name(number);
+    let path = dir.join(&name);
+    if !tables.fs.exists(&path) {
+        report.found(
+            &name,
+            Finding::MissingBlobFile {
+                blob_file: number,
+                table,
+            },
+            None,
+            format!(
+                "{} points into it, but it is not in the directory: the values it held are lost",
+                table_file_name(table)
+            ),
+        );
+        return false;
+    }
+    match inspect_blob_file_with(&tables.fs, &path) {
+        Ok(summary) if summary.is_sound() => true,
+        Ok(summary) => {
+            for damage in summary.damage {
+                let offset = match damage.place {
+                    BlobPlace::Record { offset, .. } => Some(offset),
+                    BlobPlace::Header => Some(0),
+                    BlobPlace::Footer => None,
+                };
+                report.found(
+                    &name,
+                    Finding::DamagedBlobFile {
+                        blob_file: number,
+                        place: Some(damage.place),
+                    },
+                    offset,
+                    damage,
+                );
+            }
+            false
+        }
+        Err(e) => {
+            report.found(
+                &name,
+                Finding::DamagedBlobFile {
+                    blob_file: number,
+                    place: None,
+                },
+                None,
+                e,
+            );
+            false
+        }
     }
 }
 
@@ -444,6 +625,7 @@ mod tests {
     #[test]
     fn problems_read_as_one_line() {
         let p = Problem {
+            finding: Finding::General,
             file: "000012.sst".into(),
             block: Some(BlockKind::Data),
             offset: Some(4096),
@@ -455,6 +637,7 @@ mod tests {
             "error: 000012.sst: data block at offset 4096: checksum mismatch"
         );
         let p = Problem {
+            finding: Finding::General,
             file: "000013.wal".into(),
             block: None,
             offset: Some(20),

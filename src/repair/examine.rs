@@ -197,6 +197,7 @@ impl Repair<'_> {
         match salvager.table() {
             Some(table) => {
                 let p = table.properties();
+                self.add_blob_refs(&name, &p.blob_files);
                 examined.recorded = Some(recorded_settings(p, self.opts));
                 if record.is_none() {
                     if let Some(keyspace) = &p.keyspace {
@@ -243,6 +244,7 @@ impl Repair<'_> {
         while let Some(step) = salvager.next_block() {
             match step {
                 Salvaged::Block(block) => {
+                    self.add_blob_pointers(&name, &block.entries);
                     if let (Some((first, _)), Some((last, _))) =
                         (block.entries.first(), block.entries.last())
                     {

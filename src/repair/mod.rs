@@ -24,6 +24,10 @@
 //!    one: everything merged into one sorted run at the bottom level).
 //! 6. Moves the original of everything it replaced into `lost/` in the
 //!    database directory, never deleting it.
+//! 7. Checks the blob files the tables point into (`blobs`): it keeps
+//!    every blob pointer and never touches a blob file, and reports one
+//!    that is missing or damaged (reads of its keys then fail with
+//!    `Corruption`, never an older or wrong value).
 //!
 //! A database with nothing damaged is left untouched, so a second repair
 //! changes nothing.
@@ -31,7 +35,8 @@
 //! Owns: [`repair`], [`RepairOptions`], [`RepairReport`] (with its parts,
 //! in `report`), the run's order, and the move of originals into `lost/`.
 //! Its parts:
-//! `examine` (a table's check and what a loss shadows), `with_manifest`,
+//! `examine` (a table's check and what a loss shadows), `blobs` (the blob
+//! files the tables point into), `with_manifest`,
 //! `without_manifest`, `merge` (one sorted run of everything readable, and
 //! the new tables), `logs` (what logs hold that tables do not).
 //! Must never: invent an entry or bring one back (it keeps only entries
@@ -56,6 +61,7 @@ use crate::table::format::FOOTER_LEN;
 use crate::table::{Footer, ReadContext, ReadCounters, ReadSettings};
 use crate::wal::replay;
 
+mod blobs;
 mod examine;
 mod logs;
 mod merge;
@@ -64,7 +70,8 @@ mod with_manifest;
 mod without_manifest;
 
 pub use report::{
-    LogAction, LogReport, LostRange, ManifestFinding, RepairReport, TableAction, TableReport,
+    BlobFileReport, LogAction, LogReport, LostRange, ManifestFinding, RepairReport, TableAction,
+    TableReport,
 };
 
 /// The folder (inside the database directory) originals are moved to.
@@ -109,6 +116,9 @@ struct Repair<'a> {
     report: RepairReport,
     /// Files to move into `lost/` once the repair is durable.
     replaced: Vec<String>,
+    /// The blob files the examined tables point into: for each, the
+    /// tables (`blobs`).
+    blob_refs: std::collections::BTreeMap<u64, Vec<String>>,
 }
 
 /// Rebuilds a working database in `path` from what is readable; see the
@@ -189,13 +199,16 @@ pub fn repair(path: impl AsRef<Path>, options: RepairOptions) -> Result<RepairRe
             moved: Vec::new(),
             manifest_written: false,
             uncertain: Vec::new(),
+            blob_files: Vec::new(),
         },
         replaced: Vec::new(),
+        blob_refs: std::collections::BTreeMap::new(),
     };
     match state {
         Some(state) => repair.with_manifest(&state, &numbered)?,
         None => repair.without_manifest(&numbered)?,
     }
+    repair.check_blob_files();
     Ok(repair.report)
 }
 

@@ -2,7 +2,7 @@
 //! fate, what was lost and what is uncertain.
 //!
 //! Owns: [`RepairReport`], [`TableReport`], [`LogReport`], [`LostRange`],
-//! [`ManifestFinding`], [`TableAction`], [`LogAction`].
+//! [`BlobFileReport`], [`ManifestFinding`], [`TableAction`], [`LogAction`].
 //! Must never: read or write a file; it only holds what the repair did.
 
 use std::path::PathBuf;
@@ -121,6 +121,21 @@ pub struct LogReport {
     pub torn_tail: Option<(u64, String)>,
 }
 
+/// A blob file the repaired tables point into that is missing or damaged.
+/// The pointers into it are kept: a read of a key whose value it held
+/// fails with `Corruption` naming it (never an older value of the key, never
+/// a wrong one), until the key is written again or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlobFileReport {
+    /// The blob file's name.
+    pub file: String,
+    /// The tables (as examined) that point into it.
+    pub tables: Vec<String>,
+    /// What is wrong with it ("missing", or the first damage found).
+    pub problem: String,
+}
+
 /// What [`repair`](super::repair) found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -145,6 +160,9 @@ pub struct RepairReport {
     /// that an older value of one of those keys may now be served where the
     /// lost write had replaced or deleted it.
     pub uncertain: Vec<String>,
+    /// Blob files the tables point into that are missing or damaged: the
+    /// values they held are lost (see [`BlobFileReport`]).
+    pub blob_files: Vec<BlobFileReport>,
 }
 
 impl RepairReport {
@@ -158,6 +176,7 @@ impl RepairReport {
         self.lost_ranges().next().is_some()
             || self.logs.iter().any(|l| !l.lost.is_empty())
             || self.tables.iter().any(|t| t.entries_dropped > 0)
+            || !self.blob_files.is_empty()
     }
 
     /// Every lost stretch of table data.

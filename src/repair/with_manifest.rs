@@ -284,6 +284,7 @@ impl Repair<'_> {
             next_keyspace_id: state.next_keyspace_id,
             keyspaces: state.keyspaces.clone(),
             tables,
+            blob_files: state.blob_files.clone(),
         };
         // Originals are copied into `lost/` before the manifest that stops
         // naming them, and removed only after it is durable: a crash at any

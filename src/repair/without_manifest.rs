@@ -175,6 +175,7 @@ impl Repair<'_> {
                 })
                 .collect(),
             tables: records,
+            blob_files: Vec::new(),
         };
         // The new tables hold everything read; the originals go before the
         // manifest is written, so a crash in between leaves a directory

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::blob::BlobFileInfo;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{
@@ -60,6 +61,10 @@ pub struct TableInfo {
     pub filter_keys: u64,
     /// Time spent building the filter (hashing the keys excluded).
     pub filter_build_time: Duration,
+    /// The blob file written beside the table, if one was (set by the
+    /// flush or compaction that separated its values; `None` from the
+    /// builder).
+    pub blob: Option<BlobFileInfo>,
 }
 
 /// The point filter a table got (all empty when it got none).
@@ -426,6 +431,7 @@ impl TableBuilder {
             filter_kind: written.kind,
             filter_keys: written.entries,
             filter_build_time: written.build_time,
+            blob: None,
         })
     }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::blob::tally::BlobTally;
 use crate::error::Result;
 use crate::key::{compare_internal_keys, key_head, split_internal_key, user_key_of, ValueKind};
 use crate::table::block::Block;
@@ -78,6 +79,9 @@ pub struct TableIter {
     /// The entry the cursor stands on, when it is a blob pointer resolved:
     /// its key with the kind put, and the value read from the blob file.
     resolved: Option<(Vec<u8>, Bytes)>,
+    /// Where every blob pointer the cursor stands on is counted (a
+    /// compaction's inputs: what it reads of each blob file).
+    tally: Option<Arc<BlobTally>>,
 }
 
 impl TableIter {
@@ -92,6 +96,7 @@ impl TableIter {
             resolve_blobs: true,
             resolve_in: None,
             resolved: None,
+            tally: None,
         }
     }
 
@@ -108,6 +113,12 @@ impl TableIter {
     pub(crate) fn keep_blob_pointers_except(mut self, numbers: Arc<BTreeSet<u64>>) -> TableIter {
         self.resolve_blobs = false;
         self.resolve_in = Some(numbers);
+        self
+    }
+
+    /// Counts in `tally` every blob pointer the cursor stands on.
+    pub(crate) fn tallying_blobs(mut self, tally: Arc<BlobTally>) -> TableIter {
+        self.tally = Some(tally);
         self
     }
 
@@ -128,6 +139,9 @@ impl TableIter {
         let (file, pointer) = inner
             .blob_for(&pointer)
             .map_err(|e| inner.locate(self.block_no, e))?;
+        if let Some(tally) = &self.tally {
+            tally.add(&pointer);
+        }
         let collected = |numbers: &Arc<BTreeSet<u64>>| numbers.contains(&pointer.file_number);
         if !self.resolve_blobs && !self.resolve_in.as_ref().is_some_and(collected) {
             return Ok(());
@@ -273,7 +287,9 @@ impl TableIter {
     fn guard(&mut self, step: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.resolved = None;
         let mut result = step(self);
-        if result.is_ok() && (self.resolve_blobs || self.resolve_in.is_some()) {
+        if result.is_ok()
+            && (self.resolve_blobs || self.resolve_in.is_some() || self.tally.is_some())
+        {
             result = self.resolve_current();
         }
         if result.is_err() {

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use siftdb::internals::backup_meta::{inspect_backup_dir, MetaSummary};
 use siftdb::internals::inspect::{
-    inspect_dir, inspect_table, DirSummary, FileRole, FilterFigures, FilterSummary,
-    RangeFilterSummary, TableSummary,
+    inspect_blob_file, inspect_dir, inspect_table, BlobSummary, DirSummary, FileRole,
+    FilterFigures, FilterSummary, RangeFilterSummary, TableSummary,
 };
 use siftdb_bench::group_digits;
 
@@ -19,8 +19,10 @@ use crate::text::{print_lines, show};
 /// Flags of `siftdb inspect`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-PATH is a table file (NNNNNN.sst), a database directory or a backup \
-directory. For a table: \
+PATH is a table file (NNNNNN.sst), a blob file (NNNNNN.blob), a database \
+directory or a backup directory. For a blob file: its format version, \
+values and value bytes, and every checksum checked (header, each record, \
+footer), naming the record that is damaged. For a table: \
 key range, entries, blocks and sizes, and its filter (bits per key, probes, \
 fill, estimated against actual keys, expected false-positive rate). For a \
 directory: the manifest's counters, totals per level, every live table, \
@@ -29,9 +31,9 @@ For a backup directory: each metadata file with its format version and \
 the backup it describes. Reads only (works on a \
 directory it may not write); takes no lock, so it runs beside a live \
 writer, describing one manifest.\n\
-Exit status: 0, or 2 when PATH cannot be read.")]
+Exit status: 0, 1 when a blob file is damaged, or 2 when PATH cannot be read.")]
 pub struct InspectArgs {
-    /// A table file, a database directory or a backup directory.
+    /// A table file, a blob file, a database directory or a backup directory.
     path: PathBuf,
 }
 
@@ -48,6 +50,15 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode, String> {
         dir_lines(
             &inspect_dir(path).map_err(|e| format!("cannot inspect {}: {e}", path.display()))?,
         )
+    } else if path.extension().is_some_and(|e| e == "blob") {
+        let summary = inspect_blob_file(path)
+            .map_err(|e| format!("cannot inspect {}: {e}", path.display()))?;
+        print_lines(&blob_lines(&summary))?;
+        return Ok(if summary.is_sound() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_DAMAGED)
+        });
     } else {
         let summary =
             inspect_table(path).map_err(|e| format!("cannot inspect {}: {e}", path.display()))?;
@@ -55,6 +66,46 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode, String> {
     };
     print_lines(&lines)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exit code when a blob file inspected is damaged.
+const EXIT_DAMAGED: u8 = 1;
+
+/// The lines describing one blob file.
+fn blob_lines(b: &BlobSummary) -> Vec<String> {
+    let known = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let mut lines = vec![
+        format!("blob file {}", b.path.display()),
+        format!("  {:<18}{}", "file size", bytes(b.file_size)),
+        format!(
+            "  {:<18}{}",
+            "format version",
+            known(b.format_version.map(u64::from))
+        ),
+        format!("  {:<18}{}", "file number", known(b.file_number)),
+        format!(
+            "  {:<18}{} ({})",
+            "values",
+            group_digits(b.records),
+            bytes(b.value_bytes)
+        ),
+    ];
+    lines.push(match b.footer_counts {
+        Some((records, value_bytes)) => format!(
+            "  {:<18}{} values ({})",
+            "footer counts",
+            group_digits(records),
+            bytes(value_bytes)
+        ),
+        None => format!("  {:<18}-", "footer counts"),
+    });
+    if b.is_sound() {
+        lines.push("  checksums: ok (header, every record, footer)".to_string());
+    }
+    for damage in &b.damage {
+        lines.push(format!("  DAMAGED: {damage}"));
+    }
+    lines
 }
 
 fn bytes(n: u64) -> String {
@@ -252,6 +303,13 @@ fn role_text(role: FileRole) -> String {
         FileRole::UnlistedTable => "table the manifest does not name (open removes it)".into(),
         FileRole::LiveLog => "live log (replayed by open)".into(),
         FileRole::ObsoleteLog => "obsolete log, already in tables (open removes it)".into(),
+        FileRole::LiveBlob => "blob file a live table points into".into(),
+        FileRole::UnreferencedBlob => {
+            "blob file no live table points into (open removes it)".into()
+        }
+        FileRole::MissingBlob => {
+            "MISSING: blob file a live table points into, not in the directory".into()
+        }
         FileRole::Other => "not a database file".into(),
     }
 }
@@ -422,8 +480,17 @@ fn dir_lines(s: &DirSummary) -> Vec<String> {
     lines.push("  files".into());
     for f in &s.files {
         let size = f.size.map_or_else(|| "-".to_string(), group_digits);
+        let values = f
+            .blob_values
+            .map_or_else(String::new, |(values, value_bytes)| {
+                format!(
+                    ", {} values of {}",
+                    group_digits(values),
+                    bytes(value_bytes)
+                )
+            });
         lines.push(format!(
-            "    {:<14}{:>14}  {:<18}  {}",
+            "    {:<14}{:>14}  {:<18}  {}{values}",
             f.name,
             size,
             version_text(f.format_version),

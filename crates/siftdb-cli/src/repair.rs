@@ -185,9 +185,19 @@ fn text(report: &RepairReport) -> Vec<String> {
         ));
     }
     lines.extend(report.uncertain.iter().map(|u| format!("  uncertain: {u}")));
+    lines.extend(report.blob_files.iter().map(|b| {
+        format!(
+            "  blob file {}: {}; the values it held are lost (reads of their keys fail, \
+             never an older value), pointed into by {}",
+            b.file,
+            b.problem,
+            b.tables.join(", ")
+        )
+    }));
     let verb = if report.dry_run { "would be" } else { "was" };
     lines.push(match (report.changed(), report.lost_anything()) {
-        (false, _) => "ok: nothing to repair".to_string(),
+        (false, false) => "ok: nothing to repair".to_string(),
+        (false, true) => "nothing to rebuild; values lost with blob files (above)".to_string(),
         (true, false) => format!("repaired: nothing lost; the database {verb} rebuilt"),
         (true, true) => format!("repaired with losses (above); the database {verb} rebuilt"),
     });
@@ -270,6 +280,9 @@ fn to_json(report: &RepairReport) -> Value {
         "moved": report.moved.iter().map(|(from, to)| json!({ "from": from, "to": to })).collect::<Vec<_>>(),
         "manifest_written": report.manifest_written,
         "uncertain": report.uncertain,
+        "blob_files": report.blob_files.iter().map(|b| json!({
+            "file": b.file, "tables": b.tables, "problem": b.problem,
+        })).collect::<Vec<_>>(),
         "changed": report.changed(),
         "lost_anything": report.lost_anything(),
     })

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::blob::tally::BlobTally;
 use crate::db::version::{LiveTable, Version};
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
@@ -97,6 +98,8 @@ pub(crate) struct TableSource {
     /// Show blob pointers as stored (a compaction's inputs), except those
     /// into the listed blob files.
     keep_blob_pointers: Option<Arc<std::collections::BTreeSet<u64>>>,
+    /// Where the blob pointers read are counted (a compaction's inputs).
+    blob_tally: Option<Arc<BlobTally>>,
 }
 
 /// The tables a [`TableSource`] reads, in key order.
@@ -213,6 +216,7 @@ impl TableSource {
             current: None,
             error: None,
             keep_blob_pointers: None,
+            blob_tally: None,
         }
     }
 
@@ -224,6 +228,14 @@ impl TableSource {
         collected: Arc<std::collections::BTreeSet<u64>>,
     ) -> TableSource {
         self.keep_blob_pointers = Some(collected);
+        self
+    }
+
+    /// Counts every blob pointer of the tables read in `tally` (see
+    /// [`TableIter::tallying_blobs`]): what a compaction reads of each
+    /// blob file.
+    pub fn tallying_blobs(mut self, tally: Arc<BlobTally>) -> TableSource {
+        self.blob_tally = Some(tally);
         self
     }
 
@@ -242,7 +254,10 @@ impl TableSource {
         self.current = None;
         match self.tables.get(index).map(|t| t.readable()) {
             Some(Ok(table)) => {
-                let iter = table.iter_with(self.mode);
+                let mut iter = table.iter_with(self.mode);
+                if let Some(tally) = &self.blob_tally {
+                    iter = iter.tallying_blobs(Arc::clone(tally));
+                }
                 self.current = Some(match &self.keep_blob_pointers {
                     Some(collected) => iter.keep_blob_pointers_except(Arc::clone(collected)),
                     None => iter,

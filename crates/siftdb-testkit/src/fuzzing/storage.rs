@@ -444,6 +444,7 @@ fn manifest_recipe(data: &[u8]) {
         next_keyspace_id,
         keyspaces,
         tables,
+        blob_files: Vec::new(),
     };
     assert_eq!(state.check(), Ok(()), "the recipe builds valid states only");
     let bytes = manifest::encode(&state);
