@@ -34,14 +34,16 @@ use crate::error::Result;
 use crate::key::{compare_internal_keys, parse_internal_key};
 use crate::range_tombstone::FragmentedTombstones;
 use crate::table::block::Block;
+use crate::table::block_scan::{align_up, find_block};
 use crate::table::compression::decompress;
 use crate::table::context::ReadContext;
 use crate::table::format::{
     check_block, BlockHandle, BlockKind, BlockLocation, Codec, Footer, FILTER_ALIGN, FOOTER_LEN,
-    FORMAT_VERSION, PAGE, TRAILER_LEN,
+    PAGE, TRAILER_LEN,
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::Table;
+use crate::table::salvage_dictionary::dictionary_by_walk;
 use crate::table::zstd_codec::ZstdDictionary;
 
 /// A data block read whole: its entries in order.
@@ -153,59 +155,6 @@ fn decode(
     entries_of(Block::parse(bytes)?)
 }
 
-fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes
-        .get(at..)?
-        .first_chunk()
-        .map(|word| u32::from_le_bytes(*word))
-}
-
-/// The first block of one of `kinds` that starts at `start` in `bytes`:
-/// the end of its stored bytes (where its trailer starts), its type and
-/// codec. Found where the trailer's checksum holds, with one running
-/// checksum over the block's bytes.
-fn find_block(
-    bytes: &[u8],
-    start: usize,
-    kinds: &[BlockKind],
-    mut accept: impl FnMut(usize, Codec) -> bool,
-) -> Option<usize> {
-    let last_end = bytes.len().checked_sub(TRAILER_LEN)?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut hashed = start;
-    let offset = (start as u64).to_le_bytes();
-    for end in start.checked_add(1)?..=last_end {
-        let Some(&type_byte) = bytes.get(end) else {
-            break;
-        };
-        if !kinds.iter().any(|&k| k as u8 == type_byte) {
-            continue;
-        }
-        let codec_byte = bytes.get(end + 1).copied().unwrap_or(u8::MAX);
-        let crc_at = end + 2;
-        let Some(codec) = Codec::from_u8(codec_byte) else {
-            continue;
-        };
-        let Some(stored_crc) = le_u32(bytes, crc_at) else {
-            continue;
-        };
-        hasher.update(bytes.get(hashed..end).unwrap_or_default());
-        hashed = end;
-        let mut trial = hasher.clone();
-        trial.update(&[type_byte, codec_byte]);
-        trial.update(&offset);
-        trial.update(&FORMAT_VERSION.to_le_bytes());
-        if trial.finalize() == stored_crc && accept(end, codec) {
-            return Some(end);
-        }
-    }
-    None
-}
-
-fn align_up(offset: u64, to: u64) -> u64 {
-    offset.div_ceil(to).saturating_mul(to)
-}
-
 impl TableSalvager {
     /// Starts a salvage of the table at `path`, read through `context`'s
     /// file system: through its index when it opens, else by scanning its
@@ -223,7 +172,8 @@ impl TableSalvager {
             Err(e @ Error::UnsupportedVersion { .. }) => return Err(e),
             Err(e) => {
                 let bytes = context.fs.read_all(path)?;
-                let dictionary = dictionary_by_properties(&name, &bytes);
+                let dictionary =
+                    dictionary_by_properties(&name, &bytes).or_else(|| dictionary_by_walk(&bytes));
                 let walk = Walk::Scanned {
                     bytes,
                     next: Some(0),
