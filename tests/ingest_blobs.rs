@@ -92,6 +92,11 @@ fn a_table_writer_separates_and_ingest_brings_the_blob_file_in() {
         assert!(first.exists() && written[0].exists());
         assert_eq!(files_ending(&dir, ".blob").len(), 1);
         check(&db, &model);
+        // The manifest records the copy's figures (the base of garbage-
+        // share collection), as it does a flush's blob file.
+        let stats = db.stats().keyspaces[0].clone();
+        assert_eq!(stats.blob_files, 1, "{stats:?}");
+        assert!(stats.blob_file_bytes > 0, "{stats:?}");
 
         // Move, over the tables (rewritten at a new sequence number): the
         // caller's table and blob file are gone.

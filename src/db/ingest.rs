@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::blob::blob_file_name;
+use crate::db::blob_garbage::{with_edit, BlobEdit};
 use crate::db::checks::{check_key, check_value};
 use crate::db::flush::{open_live_table, table_options_for, PendingOutputs};
 use crate::db::handle::Db;
@@ -452,6 +453,7 @@ fn ingest<P: AsRef<Path>>(
     };
     let mut added: Vec<Arc<LiveTable>> = Vec::new();
     let mut added_blobs: Vec<PathBuf> = Vec::new();
+    let mut blob_edit = BlobEdit::default();
     let placed = (|| {
         for file in &checked {
             let level = if overlaps_tables {
@@ -490,8 +492,9 @@ fn ingest<P: AsRef<Path>>(
                     for (old, from) in &file.blobs {
                         let new = blob_numbers.get(old).copied().unwrap_or(number);
                         let blob_to = inner.path_of(&blob_file_name(new));
-                        copy_blob_file(inner.fs.as_ref(), from, &blob_to, new)?;
+                        let copied = copy_blob_file(inner.fs.as_ref(), from, &blob_to, new)?;
                         added_blobs.push(blob_to);
+                        blob_edit.added.push(copied);
                     }
                     let opts = tree.opts.load();
                     let levels = tree.current.load().version.level_tables();
@@ -564,7 +567,10 @@ fn ingest<P: AsRef<Path>>(
     writer.last_seq = ingest_seq;
     inner.last_visible.store(ingest_seq.0, Ordering::Release);
     let current = sv;
-    let version = Arc::new(current.version.apply(&[], added.clone()));
+    let version = Arc::new(with_edit(
+        current.version.apply(&[], added.clone()),
+        &blob_edit,
+    ));
     if let Err(e) = inner.persist(&mut versions, Some((tree, &version, current.oldest_log()))) {
         drop(oracle);
         drop(versions);

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::blob::format::{encode_footer, encode_header, BlobCounts, BLOB_FOOTER_LEN};
 use crate::blob::reader::checked_records;
-use crate::blob::{blob_file_name, BlobPointer, BlobWriter};
+use crate::blob::{blob_file_name, BlobFileInfo, BlobPointer, BlobWriter};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, SharedFs};
 use crate::key::{internal_key, parse_internal_key, SeqNo, ValueKind};
@@ -141,13 +141,14 @@ pub(crate) fn source_blob_files(table: &Table, table_path: &Path) -> Vec<(u64, P
 
 /// Copies the blob file at `from` to `to` as blob file `number`: checked
 /// whole first, its records byte for byte, header and footer written for
-/// `number`; synced.
+/// `number`; synced. Returns the copy's figures, which the manifest
+/// records beside the table (the garbage collection's by-share base).
 pub(crate) fn copy_blob_file(
     fs: &dyn FileSystem,
     from: &Path,
     to: &Path,
     number: u64,
-) -> Result<()> {
+) -> Result<BlobFileInfo> {
     let bytes = fs.read_all(from)?;
     let records = checked_records(&bytes, from)?;
     let counts = BlobCounts {
@@ -168,7 +169,13 @@ pub(crate) fn copy_blob_file(
     if written.is_err() {
         let _ = fs.remove(to);
     }
-    written
+    written?;
+    Ok(BlobFileInfo {
+        number,
+        file_size: (header.len() + body.len() + BLOB_FOOTER_LEN) as u64,
+        records: counts.records,
+        value_bytes: counts.value_bytes,
+    })
 }
 
 /// Writes `table`'s entries to `to` at sequence number `seq`, its blob
