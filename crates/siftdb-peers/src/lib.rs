@@ -71,8 +71,8 @@ pub struct PeerConfig {
     pub direct_reads: bool,
     /// How every engine compresses its tables (`--compression`): LZ4, or
     /// zstd on the bottommost level (RocksDB's `bottommost_compression`;
-    /// fjall 3 has no zstd and keeps its default; siftdb refuses it until
-    /// it has zstd).
+    /// fjall 3 has no zstd and keeps its default; siftdb zstd(3) at the
+    /// bottom).
     pub compression: CompressionChoice,
     /// Key-value separation from this many bytes (`--blob-threshold`):
     /// RocksDB's blob files (`enable_blob_files`, `min_blob_size`), fjall's

@@ -173,7 +173,7 @@ struct Args {
     /// default: siftdb and RocksDB LZ4 on every level, fjall none on L0
     /// and L1 and LZ4 below) or `zstd-bottom` (RocksDB's
     /// bottommost_compression zstd; fjall 3 has no zstd and keeps its
-    /// default; siftdb refuses it until it has zstd).
+    /// default; siftdb zstd(3) at the bottom).
     #[arg(long, value_enum, default_value = "lz4")]
     compression: CompressionChoice,
 
