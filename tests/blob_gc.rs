@@ -21,6 +21,7 @@ use std::path::Path;
 use siftdb::internals::fs::OsFileSystem;
 use siftdb::internals::manifest::{read_manifest, BlobFileRecord};
 use siftdb::{Db, Options};
+use siftdb_testkit::files::files_ending;
 
 const THRESHOLD: usize = 100;
 
@@ -48,13 +49,10 @@ fn value(i: u64, write: u64, len: usize) -> Vec<u8> {
 
 /// The blob files in `dir`, by name.
 fn blob_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".blob"))
-        .collect();
-    names.sort();
-    names
+    files_ending(dir, ".blob")
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The blob file records of the manifest on disk.

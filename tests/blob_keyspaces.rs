@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use siftdb::{Db, Keyspace, KeyspaceOptions, Options};
+use siftdb_testkit::files::files_ending;
 
 const KEYS: u32 = 300;
 
@@ -23,16 +24,7 @@ fn options() -> Options {
 
 /// How many blob files `dir` holds.
 fn blob_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".blob")
-        })
-        .count()
+    files_ending(dir, ".blob").len()
 }
 
 fn value(keyspace: &str, i: u32) -> Vec<u8> {

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use siftdb::{CompareAndSwap, Db, Options};
+use siftdb_testkit::files::files_ending;
 
 const THRESHOLD: usize = 100;
 
@@ -42,13 +43,10 @@ fn value(i: u64, write: u64, len: usize) -> Vec<u8> {
 
 /// The blob files in `dir`, by name.
 fn blob_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".blob"))
-        .collect();
-    names.sort();
-    names
+    files_ending(dir, ".blob")
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Every read path against the model.

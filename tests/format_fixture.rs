@@ -18,16 +18,7 @@ use std::path::{Path, PathBuf};
 use siftdb::internals::inspect::verify_dir;
 use siftdb::internals::table::{Table, TableFormat};
 use siftdb::{Db, Error, Options};
-
-fn tables_in(dir: &Path) -> Vec<PathBuf> {
-    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
-        .collect();
-    tables.sort();
-    tables
-}
+use siftdb_testkit::files::files_ending;
 
 /// A copy of the database kept in tests/data/`name`, in a temporary directory.
 fn copy_of_fixture(name: &str) -> tempfile::TempDir {
@@ -207,7 +198,7 @@ fn fixture_options() -> Options {
 #[test]
 fn the_format_v10_fixture_opens_and_reads_every_key() {
     let dir = copy_of_fixture("format_v10_db");
-    let tables = tables_in(dir.path());
+    let tables = files_ending(dir.path(), ".sst");
     assert!(tables.len() >= 3, "{tables:?}");
     for path in &tables {
         let format = Table::open_path(path).unwrap().footer().format;
@@ -371,7 +362,7 @@ fn assert_unsupported(err: &Error, path: &Path, kind: &str, found: u64, supporte
 fn a_database_with_a_table_of_another_format_version_is_refused() {
     for found in [9u32, 1, 11] {
         let dir = copy_of_fixture("format_v10_db");
-        let table = tables_in(dir.path()).pop().unwrap();
+        let table = files_ending(dir.path(), ".sst").pop().unwrap();
         let mut bytes = std::fs::read(&table).unwrap();
         with_table_version(&mut bytes, found);
         std::fs::write(&table, &bytes).unwrap();

@@ -16,21 +16,11 @@
     reason = "test code outside #[test] functions: a failed assumption is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use siftdb::backup::BackupEngine;
 use siftdb::{Db, Error, KeyspaceOptions, Options};
-
-/// The files of `dir` whose name ends with `suffix`.
-fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    found.sort();
-    found
-}
+use siftdb_testkit::files::files_ending;
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use siftdb::{Db, IngestOptions, Options, TableWriter};
+use siftdb_testkit::files::files_ending;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -34,16 +35,6 @@ fn value(i: u64, tag: &str) -> Vec<u8> {
     let mut out = format!("{tag}-{i}-").into_bytes();
     out.resize(if i.is_multiple_of(4) { 30 } else { 300 }, b'x');
     out
-}
-
-fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    found.sort();
-    found
 }
 
 fn write_file(path: &Path, keys: std::ops::Range<u64>, tag: &str, model: &mut Model) {

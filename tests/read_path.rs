@@ -27,6 +27,7 @@ use siftdb::internals::table::format::{block_checksum, TRAILER_LEN};
 use siftdb::internals::table::{BlockKind, Codec, Table};
 use siftdb::Compression;
 use siftdb::{Db, Error, Options};
+use siftdb_testkit::files::files_ending;
 use siftdb_testkit::SplitMix64;
 
 const CHILD_ENV: &str = "SIFTDB_READ_PATH_CHILD";
@@ -82,24 +83,13 @@ fn one_table_db(dir: &Path, n: u32, compressible: bool) {
     db.wait_for_background().unwrap();
 }
 
-/// The table files of a closed database directory.
-fn tables_in(dir: &Path) -> Vec<PathBuf> {
-    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
-        .collect();
-    tables.sort();
-    tables
-}
-
 #[test]
 fn a_truncated_live_table_is_an_error_not_a_signal() {
     const TEST: &str = "a_truncated_live_table_is_an_error_not_a_signal";
     if in_child(TEST) {
         let dir = child_dir();
         let db = Db::open_with(&dir, Options::default().block_cache_bytes(0)).unwrap();
-        let table = tables_in(&dir).pop().unwrap();
+        let table = files_ending(&dir, ".sst").pop().unwrap();
         let len = std::fs::metadata(&table).unwrap().len();
         // Half the data blocks go; the table's metadata was read at open.
         std::fs::OpenOptions::new()
@@ -156,7 +146,7 @@ fn with_mmap_reads_a_truncated_table_is_the_documented_sigbus() {
     if in_child(TEST) {
         let dir = child_dir();
         let db = Db::open_with(&dir, Options::default().mmap_reads(true)).unwrap();
-        let table = tables_in(&dir).pop().unwrap();
+        let table = files_ending(&dir, ".sst").pop().unwrap();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&table)
@@ -180,7 +170,7 @@ fn with_mmap_reads_a_truncated_table_is_the_documented_sigbus() {
 fn filter_and_index_overwritten_on_disk_after_open_change_no_answer() {
     let dir = tempfile::tempdir().unwrap();
     one_table_db(dir.path(), 5000, false);
-    let path = tables_in(dir.path()).pop().unwrap();
+    let path = files_ending(dir.path(), ".sst").pop().unwrap();
     let footer = *Table::open_path(&path).unwrap().footer();
     // No block cache: every get reads its data block from the file again.
     let db = Db::open_with(dir.path(), Options::default().block_cache_bytes(0)).unwrap();
@@ -364,7 +354,7 @@ fn compressed_and_raw_tables_round_trip_and_damage_is_corruption() {
             }
             db.flush().unwrap();
         }
-        let path = tables_in(dir.path()).pop().unwrap();
+        let path = files_ending(dir.path(), ".sst").pop().unwrap();
         let table = Table::open_path(&path).unwrap();
         let handles = table.data_block_handles().to_vec();
         let file = std::fs::read(&path).unwrap();
@@ -492,7 +482,7 @@ fn scans_and_snapshots_keep_reading_tables_that_compaction_replaced() {
     let mut scan = db.iter();
     let first = scan.next().unwrap().unwrap();
     assert_eq!(&first.0[..], &key(0)[..]);
-    let before = tables_in(dir.path());
+    let before = files_ending(dir.path(), ".sst");
     for i in 0..4000 {
         db.put(key(i), b"newer").unwrap();
     }
@@ -623,7 +613,7 @@ fn the_bottom_holds_sequence_number_zero_and_reads_stay_right() {
     check(&db, &model);
     drop(db);
     // Closed: only the last compaction's tables are left, all at the bottom.
-    let tables = tables_in(dir.path());
+    let tables = files_ending(dir.path(), ".sst");
     assert!(!tables.is_empty());
     for path in &tables {
         let table = Table::open_path(path).unwrap();

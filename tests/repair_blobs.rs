@@ -12,9 +12,10 @@
 )]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use siftdb::{repair, Db, Error, Options, RepairOptions};
+use siftdb_testkit::files::files_ending;
 
 const KEYS: u32 = 400;
 
@@ -36,16 +37,6 @@ fn value(i: u32, write: u32) -> Vec<u8> {
     let len = if i.is_multiple_of(3) { 20 } else { 300 };
     out.resize(len, b'a' + (write % 26) as u8);
     out
-}
-
-fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    found.sort();
-    found
 }
 
 /// Two writes of every key, each flushed (so older versions lie below

@@ -2,16 +2,14 @@
 //! directory made unwritable, commands run as an unprivileged user, and
 //! the test binary run again as a child to kill.
 //!
-//! Owns: [`snapshot`], [`flip_byte`], [`Unwritable`],
+//! Owns: [`snapshot`], [`files_ending`], [`flip_byte`], [`Unwritable`],
 //! [`as_unprivileged`] and [`spawn_test_child`].
 //! Must never: leave a directory unwritable after a test (a temporary
 //! directory could then not be removed): [`Unwritable`] restores it when
 //! dropped.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-#[cfg(unix)]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
@@ -40,6 +38,28 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
         }
     }
     out
+}
+
+/// The files directly in `dir` whose names end with `suffix` (".sst",
+/// ".blob"), sorted by path.
+///
+/// # Panics
+/// When `dir` cannot be listed.
+#[expect(
+    clippy::expect_used,
+    reason = "a test helper: a directory that cannot be listed is a failed test"
+)]
+pub fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the directory lists")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().ends_with(suffix))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// XORs the byte at `offset` of the file at `path` with `mask`.
